@@ -1,0 +1,150 @@
+// The training configuration: nanotron's YAML schema plus triax's additions (plugin names and
+// paths, communication backend, device, MFU basis). Parsing is strict (see ConfigReader): an
+// unknown key, a wrong type or an impossible combination stops the run before any work with the
+// key's path and what was expected. Sections owned by plugins (model.model_config,
+// optimizer.optimizer_factory) are kept as YAML and read strictly by the plugin itself.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace triax {
+
+struct GeneralConfig {
+  std::string project = "triax";
+  std::string run = "%date_%jobid";  // %date and %jobid are expanded when loading
+  int64_t seed = 42;
+  std::optional<int64_t> step;
+  std::optional<int64_t> consumed_train_samples;
+  std::optional<std::string> benchmark_csv_path;
+  bool ignore_sanity_checks = true;
+  std::string device = "auto";  // triax: auto | cpu | cuda
+};
+
+struct CheckpointsConfig {
+  std::string checkpoints_path;  // also the run folder (resolved config, metrics)
+  int64_t checkpoint_interval = 0;
+  bool save_initial_state = false;
+  bool save_final_state = false;
+  std::optional<std::string> resume_checkpoint_path;
+  bool load_lr_scheduler = true;
+  bool load_optimizer = true;
+  bool checkpoints_path_is_shared_file_system = false;
+};
+
+struct ParallelismConfig {
+  int64_t dp = 1;
+  int64_t pp = 1;
+  int64_t tp = 1;
+  int64_t expert_parallel_size = 1;
+  std::string pp_engine = "1f1b";        // the engine plugin's name
+  std::string tp_mode = "ALL_REDUCE";    // ALL_REDUCE | REDUCE_SCATTER
+  bool tp_linear_async_communication = false;
+  std::string comm_backend = "auto";     // triax: auto | mpi | nccl
+  YAML::Node section;                    // the whole section as read, for the engine plugin
+};
+
+struct ModelSection {
+  std::string plugin = "llama";          // triax: the model plugin's name
+  YAML::Node model_config;               // read by the plugin
+  YAML::Node init_method;                // {std: ...} or {path: ...}
+  std::string dtype = "bfloat16";        // float32 | bfloat16 | float16 | float64
+  int64_t make_vocab_size_divisible_by = 1;
+  int64_t ddp_bucket_cap_mb = 25;
+};
+
+struct TokenizerConfig {
+  std::optional<std::string> tokenizer_name_or_path;
+  std::optional<std::string> tokenizer_revision;
+  std::optional<int64_t> tokenizer_max_length;
+};
+
+struct TokensConfig {
+  int64_t sequence_length = 0;
+  int64_t train_steps = 0;
+  int64_t micro_batch_size = 0;
+  int64_t batch_accumulation_per_replica = 1;
+  int64_t val_check_interval = -1;
+  int64_t limit_val_batches = 0;
+  int64_t limit_test_batches = 0;
+};
+
+// Resolved: defaults of nanotron applied (lr_decay_steps, lr_decay_starting_step, min_decay_lr).
+struct LrSchedulerConfig {
+  double learning_rate = 0.0;
+  int64_t lr_warmup_steps = 0;
+  std::string lr_warmup_style = "linear";  // linear | constant
+  std::string lr_decay_style = "linear";   // linear | cosine | 1-sqrt
+  int64_t lr_decay_steps = 0;              // default: train_steps - lr_warmup_steps
+  int64_t lr_decay_starting_step = 0;      // default: lr_warmup_steps
+  double min_decay_lr = 0.0;               // default: learning_rate
+};
+
+struct OptimizerConfig {
+  std::string factory_name = "adamW";    // optimizer_factory.name
+  std::string plugin;                    // resolved plugin name: "adamw", "zero1_adamw", ...
+  int64_t zero_stage = 0;
+  double weight_decay = 0.0;
+  std::vector<std::string> weight_decay_exclude_named_params;  // regular expressions
+  std::optional<double> clip_grad;
+  bool accumulate_grad_in_fp32 = true;
+  LrSchedulerConfig learning_rate_scheduler;
+  YAML::Node section;                    // the whole section, for the optimizer plugin
+};
+
+struct DataConfig {
+  YAML::Node dataset;                    // null: the built-in synthetic stream
+  int64_t seed = 42;
+  int64_t num_loading_workers = 1;
+};
+
+struct DataStageConfig {
+  std::string name;
+  int64_t start_training_step = 1;
+  DataConfig data;
+};
+
+struct LoggingConfig {
+  std::string log_level = "info";
+  std::string log_level_replica = "info";
+  int64_t iteration_step_info_interval = 1;
+  std::optional<double> peak_tflops;    // triax: per-device peak used for MFU (default: by device)
+};
+
+struct PluginsConfig {
+  std::vector<std::string> paths;       // triax: extra folders searched for plugin libraries
+};
+
+struct TrainConfig {
+  GeneralConfig general;
+  CheckpointsConfig checkpoints;
+  ParallelismConfig parallelism;
+  ModelSection model;
+  TokenizerConfig tokenizer;
+  TokensConfig tokens;
+  OptimizerConfig optimizer;
+  std::vector<DataStageConfig> data_stages;  // sorted by start_training_step; first starts at 1
+  LoggingConfig logging;
+  PluginsConfig plugins;
+
+  std::string origin;                    // the file it came from
+  YAML::Node resolved;                   // everything as used, defaults included
+
+  // Folder of this run's outputs (resolved config, metrics, checkpoints).
+  std::string run_dir() const { return checkpoints.checkpoints_path; }
+};
+
+// Reads `file`, applies "--set key.path=value" overrides in order, parses strictly.
+TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides = {});
+
+// Parses an already loaded document; `origin` names it in messages.
+TrainConfig parse_train_config(const YAML::Node& root, const std::string& origin);
+
+// Checks what depends on the launch: dp x tp x pp must equal the world size, ...
+void validate_for_world(const TrainConfig& config, int world_size);
+
+}  // namespace triax

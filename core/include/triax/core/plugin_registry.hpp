@@ -1,0 +1,72 @@
+// Finds, loads and checks plugin libraries (Boost.DLL), and hands out plugins by kind and name.
+//
+// A library is refused, with a message saying why, when its entry symbol is missing, its ABI
+// major differs from the core's, it was built against another LibTorch version or C++ ABI, or
+// it declares a plugin name that is already taken. Libraries found by scanning folders are
+// refused one by one (listed by refusals()) without stopping the others; a library loaded
+// explicitly throws.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "triax/abi.h"
+
+namespace triax {
+
+struct PluginRecord {
+  triax_plugin_kind kind;
+  std::string name;
+  std::string version;
+  std::string description;
+  std::string library_path;
+  const void* vtable;  // by kind: triax_model_vtable / triax_engine_vtable / triax_optimizer_vtable
+};
+
+struct PluginRefusal {
+  std::string library_path;
+  std::string reason;
+};
+
+const char* plugin_kind_name(triax_plugin_kind kind);
+
+class PluginRegistry {
+ public:
+  PluginRegistry();
+  ~PluginRegistry();
+  PluginRegistry(const PluginRegistry&) = delete;
+  PluginRegistry& operator=(const PluginRegistry&) = delete;
+
+  // Folders searched by default, in order: the plugin folder next to the executable (build
+  // tree: <build>/plugins; installed: <prefix>/lib/triax/plugins), then TRIAX_PLUGIN_PATH
+  // (colon-separated).
+  static std::vector<std::string> default_search_paths();
+
+  // Loads one library; throws PluginError naming the file and the reason.
+  void load_library(const std::string& path);
+  // Loads every shared library in `folder` (not recursive); refusals are collected.
+  void scan_folder(const std::string& folder);
+  // default_search_paths() followed by `extra` (the YAML's plugins.paths).
+  void scan_search_paths(const std::vector<std::string>& extra = {});
+
+  // Throws PluginError for an unknown name, listing the available names of that kind (and
+  // the refused libraries, which may be why).
+  const PluginRecord& find(triax_plugin_kind kind, const std::string& name) const;
+  const triax_model_vtable& model(const std::string& name) const;
+  const triax_engine_vtable& engine(const std::string& name) const;
+  const triax_optimizer_vtable& optimizer(const std::string& name) const;
+
+  const std::vector<PluginRecord>& plugins() const { return plugins_; }
+  const std::vector<PluginRefusal>& refusals() const { return refusals_; }
+  const std::vector<std::string>& searched_folders() const { return searched_; }
+
+ private:
+  struct Libraries;
+  std::unique_ptr<Libraries> libraries_;  // keeps every accepted library loaded
+  std::vector<PluginRecord> plugins_;
+  std::vector<PluginRefusal> refusals_;
+  std::vector<std::string> searched_;
+};
+
+}  // namespace triax

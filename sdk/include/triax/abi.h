@@ -1,0 +1,310 @@
+/*
+ * triax plugin ABI: the only thing that crosses a shared-library boundary.
+ *
+ * Plain C (C99). A plugin library exports one function,
+ *
+ *     const triax_plugin_manifest* triax_plugin_entry(void);
+ *
+ * returning a manifest: the ABI version it was built for, the LibTorch version and C++ ABI flag
+ * it was compiled with, and its plugins. Each plugin is a descriptor (kind, name, version,
+ * description) plus a table of C function pointers over opaque handles. No C++ type, exception
+ * or STL object crosses this boundary: failures come back as a status plus a message written
+ * into a caller-owned triax_error.
+ *
+ * Versioning: the host refuses a library whose abi_major differs from its own. Minor versions
+ * only append members at the end of tables and structs; every table starts with its own size,
+ * so a host can tell which members an older plugin provides.
+ *
+ * Tensors cross as triax_tensor handles. A LibTorch tensor's storage is shared memory between
+ * host and plugin, which is sound because the host refuses plugins built against another
+ * LibTorch version or C++ ABI. Ownership rule: a handle passed into a function is borrowed for
+ * the duration of the call; a handle written into an out-field is a new reference that the
+ * receiver owns (the C++ SDK wraps both directions, see triax/tensor_handle.hpp).
+ */
+#ifndef TRIAX_ABI_H
+#define TRIAX_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRIAX_ABI_VERSION_MAJOR 1
+#define TRIAX_ABI_VERSION_MINOR 0
+#define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
+#define TRIAX_ERROR_MESSAGE_CAPACITY 4096
+#define TRIAX_MAX_TENSOR_DIMS 8
+
+#if defined(_WIN32)
+#define TRIAX_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define TRIAX_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+/* ---- status and errors ---------------------------------------------------------------- */
+
+typedef enum triax_status {
+  TRIAX_OK = 0,
+  TRIAX_ERROR_INVALID_CONFIG = 1, /* a configuration value is wrong: the message names its key */
+  TRIAX_ERROR_INVALID_ARGUMENT = 2,
+  TRIAX_ERROR_UNSUPPORTED = 3,    /* a valid request this plugin does not implement */
+  TRIAX_ERROR_RUNTIME = 4         /* anything else that went wrong while running */
+} triax_status;
+
+typedef struct triax_error {
+  char message[TRIAX_ERROR_MESSAGE_CAPACITY]; /* NUL-terminated; written by the callee on failure */
+} triax_error;
+
+/* ---- opaque handles ----------------------------------------------------------------------- */
+
+typedef struct triax_tensor triax_tensor;       /* a LibTorch tensor (see ownership rule above) */
+typedef struct triax_model triax_model;         /* a model plugin instance */
+typedef struct triax_engine triax_engine;       /* a pipeline engine plugin instance */
+typedef struct triax_optimizer triax_optimizer; /* an optimizer plugin instance */
+
+/* ---- host services ----------------------------------------------------------------------- */
+
+/* Process groups of the mesh (world = dp x pp x tp; ep lives inside dp for MoE). */
+typedef enum triax_group {
+  TRIAX_GROUP_WORLD = 0,
+  TRIAX_GROUP_TP = 1,
+  TRIAX_GROUP_PP = 2,
+  TRIAX_GROUP_DP = 3,
+  TRIAX_GROUP_MP = 4, /* tp x pp: the ranks holding one model replica */
+  TRIAX_GROUP_EP = 5
+} triax_group;
+
+typedef enum triax_reduce_op {
+  TRIAX_REDUCE_SUM = 0,
+  TRIAX_REDUCE_AVG = 1,
+  TRIAX_REDUCE_MAX = 2,
+  TRIAX_REDUCE_MIN = 3
+} triax_reduce_op;
+
+typedef enum triax_log_level {
+  TRIAX_LOG_DEBUG = 0,
+  TRIAX_LOG_INFO = 1,
+  TRIAX_LOG_WARNING = 2,
+  TRIAX_LOG_ERROR = 3
+} triax_log_level;
+
+/*
+ * Services the host (the triax core) offers to plugins: logging and collective communication
+ * over the mesh's groups. Collectives work in place on borrowed tensors and are called by every
+ * rank of the group in the same order. Plugins reach these through the SDK's parallel layers.
+ */
+typedef struct triax_host {
+  size_t struct_size;
+  void* self;
+  void (*log)(void* self, triax_log_level level, const char* message);
+  int32_t (*group_rank)(void* self, triax_group group);
+  int32_t (*group_size)(void* self, triax_group group);
+  triax_status (*all_reduce)(void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op,
+                             triax_error* error);
+  /* output = concatenation of every rank's input along dim 0 (output holds size x input) */
+  triax_status (*all_gather)(void* self, triax_group group, triax_tensor* output,
+                             triax_tensor* input, triax_error* error);
+  /* output = this rank's dim-0 slice of the reduction of every rank's input */
+  triax_status (*reduce_scatter)(void* self, triax_group group, triax_tensor* output,
+                                 triax_tensor* input, triax_reduce_op op, triax_error* error);
+  triax_status (*broadcast)(void* self, triax_group group, triax_tensor* tensor, int32_t root,
+                            triax_error* error);
+  /* equal dim-0 splits of input go to each rank in order; output receives theirs likewise */
+  triax_status (*all_to_all)(void* self, triax_group group, triax_tensor* output,
+                             triax_tensor* input, triax_error* error);
+  /* point-to-point with a peer given as a rank within the group */
+  triax_status (*send)(void* self, triax_group group, triax_tensor* tensor, int32_t peer,
+                       triax_error* error);
+  triax_status (*recv)(void* self, triax_group group, triax_tensor* tensor, int32_t peer,
+                       triax_error* error);
+  triax_status (*barrier)(void* self, triax_group group, triax_error* error);
+} triax_host;
+
+/* ---- models --------------------------------------------------------------------------------- */
+
+/* Where the model instance lives in the mesh and how it is built. */
+typedef struct triax_model_context {
+  size_t struct_size;
+  int32_t tp_rank, tp_size;
+  int32_t pp_rank, pp_size;
+  int32_t dp_rank, dp_size;
+  /* The model's blocks (see describe_blocks) that this pipeline rank holds: [first, last). */
+  int32_t first_block, last_block;
+  const char* device; /* "cpu", "cuda:0", ... */
+  const char* dtype;  /* parameter dtype: "float32", "bfloat16", "float16", "float64" */
+  uint64_t seed;      /* initialisation seed; identical on every rank */
+  const char* init_method_yaml; /* model.init_method as YAML (std, scaling, path, ...) */
+  int32_t tp_mode;    /* 0 = ALL_REDUCE, 1 = REDUCE_SCATTER (sequence parallel) */
+  int64_t make_vocab_size_divisible_by; /* pad the vocabulary to a multiple of this x tp_size */
+  const triax_host* host;
+} triax_model_context;
+
+/*
+ * One micro-batch through one pipeline stage. The host fills the inputs, the model the outputs.
+ * input_ids and positions are given on every stage (a later stage needs positions for RoPE);
+ * label_ids/label_mask matter on the last stage; hidden_in is the previous stage's hidden_out.
+ */
+typedef struct triax_stage_io {
+  size_t struct_size;
+  triax_tensor* input_ids;  /* [batch, seq] int64 */
+  triax_tensor* label_ids;  /* [batch, seq] int64 */
+  triax_tensor* label_mask; /* [batch, seq] float, 1 = counts in the loss; may be NULL (all count) */
+  triax_tensor* hidden_in;  /* NULL on the first stage */
+  /* outputs (new references) */
+  triax_tensor* hidden_out; /* set on every stage but the last */
+  triax_tensor* loss;       /* last stage: scalar fp32 mean cross-entropy over counted tokens */
+  triax_tensor* aux_loss;   /* optional scalar added to loss for backward (MoE balance); logged */
+} triax_stage_io;
+
+enum {
+  TRIAX_PARAM_NO_WEIGHT_DECAY = 1u << 0, /* the model asks for no weight decay (config may add more) */
+  TRIAX_PARAM_TP_REPLICATED = 1u << 1,   /* identical on every tp rank (norm weights, ...) */
+  TRIAX_PARAM_TIED = 1u << 2             /* one logical parameter held by several pipeline stages */
+};
+
+typedef struct triax_parameter_info {
+  size_t struct_size;
+  const char* name;       /* stable, unique within the model: "model.layers.0.self_attn.q_proj.weight" */
+  triax_tensor* tensor;   /* new reference to the live parameter (this rank's shard) */
+  int32_t ndim;
+  int64_t global_shape[TRIAX_MAX_TENSOR_DIMS]; /* shape of the whole, unsharded parameter */
+  int64_t shard_offset[TRIAX_MAX_TENSOR_DIMS]; /* where this rank's shard starts in it */
+  uint32_t flags;         /* TRIAX_PARAM_* */
+  const char* tied_key;   /* with TRIAX_PARAM_TIED: the same key on every stage holding it */
+} triax_parameter_info;
+
+typedef struct triax_model_vtable {
+  size_t struct_size;
+  /* Cost of each of the model's pipeline blocks in forward FLOPs per token, before any instance
+   * exists: the host balances blocks over pipeline ranks with it. costs may be NULL to ask
+   * for the count only. */
+  triax_status (*describe_blocks)(const char* model_config_yaml, int64_t sequence_length,
+                                  double* costs, int32_t capacity, int32_t* count,
+                                  triax_error* error);
+  triax_status (*create)(const char* model_config_yaml, const triax_model_context* context,
+                         triax_model** out, triax_error* error);
+  void (*destroy)(triax_model* model);
+  triax_status (*forward)(triax_model* model, triax_stage_io* io, triax_error* error);
+  int64_t (*parameter_count)(triax_model* model);
+  triax_status (*parameter_info)(triax_model* model, int64_t index, triax_parameter_info* out,
+                                 triax_error* error);
+  /* Training FLOPs (forward + backward) per token of the whole model, for MFU. */
+  double (*flops_per_token)(triax_model* model, int64_t sequence_length);
+  /* Number of parameters of the whole, unsharded model (for logs and MFU). */
+  int64_t (*total_parameters)(triax_model* model);
+  triax_status (*set_training)(triax_model* model, int32_t training, triax_error* error);
+  /* model_config with every default filled in, as YAML; valid until destroy. */
+  const char* (*resolved_config)(triax_model* model);
+} triax_model_vtable;
+
+/* ---- pipeline engines --------------------------------------------------------------------- */
+
+typedef struct triax_model_ref {
+  const triax_model_vtable* vtable;
+  triax_model* model;
+} triax_model_ref;
+
+/* Hands the engine micro-batches: fills input_ids, label_ids, label_mask of io with new references. */
+typedef struct triax_micro_batch_source {
+  void* self;
+  triax_status (*next)(void* self, int32_t micro_batch_index, triax_stage_io* io, triax_error* error);
+} triax_micro_batch_source;
+
+typedef struct triax_engine_context {
+  size_t struct_size;
+  int32_t pp_rank, pp_size;
+  const char* parallelism_yaml; /* the whole `parallelism` section */
+  const triax_host* host;
+} triax_engine_context;
+
+typedef struct triax_step_request {
+  size_t struct_size;
+  triax_model_ref model;
+  int32_t micro_batches;
+  triax_micro_batch_source batches;
+  /* Called after the backward of each micro-batch on this rank, in order: the host folds the
+   * gradients into its fp32 accumulators and may start data-parallel reductions. */
+  void* hooks_self;
+  triax_status (*after_backward)(void* hooks_self, int32_t micro_batch_index, triax_error* error);
+} triax_step_request;
+
+typedef struct triax_step_result {
+  size_t struct_size;
+  triax_tensor* loss;     /* new ref: mean LM loss over the micro-batches (last stage; else NULL) */
+  triax_tensor* aux_loss; /* new ref or NULL: mean auxiliary loss */
+  int32_t peak_live_micro_batches; /* most micro-batches whose activations were alive at once */
+} triax_step_result;
+
+typedef struct triax_engine_vtable {
+  size_t struct_size;
+  triax_status (*create)(const triax_engine_context* context, triax_engine** out, triax_error* error);
+  void (*destroy)(triax_engine* engine);
+  /* Runs forward and backward of every micro-batch of one optimizer step. The host has zeroed
+   * the gradients before and steps the optimizer after. */
+  triax_status (*train_step)(triax_engine* engine, const triax_step_request* request,
+                             triax_step_result* result, triax_error* error);
+} triax_engine_vtable;
+
+/* ---- optimizers ----------------------------------------------------------------------------- */
+
+typedef struct triax_optimizer_param {
+  const char* name;
+  triax_tensor* param; /* borrowed at create; the optimizer keeps its own reference */
+  double weight_decay; /* already resolved: 0 for excluded parameters */
+  uint32_t flags;      /* TRIAX_PARAM_* */
+} triax_optimizer_param;
+
+typedef struct triax_optimizer_context {
+  size_t struct_size;
+  int32_t dp_rank, dp_size;
+  const char* optimizer_yaml; /* the whole `optimizer` section */
+  const triax_host* host;
+} triax_optimizer_context;
+
+typedef struct triax_optimizer_vtable {
+  size_t struct_size;
+  triax_status (*create)(const triax_optimizer_context* context, const triax_optimizer_param* params,
+                         int64_t count, triax_optimizer** out, triax_error* error);
+  void (*destroy)(triax_optimizer* optimizer);
+  /* One update. grads[i] (borrowed, fp32, already reduced and clipped) belongs to params[i]. */
+  triax_status (*step)(triax_optimizer* optimizer, triax_tensor* const* grads, int64_t count,
+                       double learning_rate, triax_error* error);
+  /* Bytes of optimizer state (master weights, moments) held by this rank. */
+  int64_t (*state_bytes)(triax_optimizer* optimizer);
+} triax_optimizer_vtable;
+
+/* ---- plugin manifest -------------------------------------------------------------------- */
+
+typedef enum triax_plugin_kind {
+  TRIAX_PLUGIN_MODEL = 1,
+  TRIAX_PLUGIN_ENGINE = 2,
+  TRIAX_PLUGIN_OPTIMIZER = 3
+} triax_plugin_kind;
+
+typedef struct triax_plugin_descriptor {
+  triax_plugin_kind kind;
+  const char* name;        /* selected by this name in YAML */
+  const char* version;     /* the plugin's own version, "1.0.0" */
+  const char* description; /* one line */
+  /* triax_model_vtable / triax_engine_vtable / triax_optimizer_vtable, by kind */
+  const void* vtable;
+} triax_plugin_descriptor;
+
+typedef struct triax_plugin_manifest {
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  const char* torch_version; /* "2.11.0": the LibTorch the library was compiled against */
+  int32_t cxx11_abi;         /* the value of _GLIBCXX_USE_CXX11_ABI it was compiled with */
+  int32_t plugin_count;
+  const triax_plugin_descriptor* plugins;
+} triax_plugin_manifest;
+
+typedef const triax_plugin_manifest* (*triax_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TRIAX_ABI_H */

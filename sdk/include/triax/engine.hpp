@@ -1,0 +1,61 @@
+// The pipeline-engine interface plugin authors implement, and ModelRef, through which an
+// engine drives the model (a plugin of another library) across the C ABI.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <yaml-cpp/yaml.h>
+
+#include <memory>
+
+#include "triax/abi.h"
+#include "triax/host.hpp"
+#include "triax/model.hpp"
+
+namespace triax {
+
+class ModelRef {
+ public:
+  explicit ModelRef(triax_model_ref ref) : ref_(ref) {}
+  StageOutput forward(const StageInput& input) const;
+  const triax_model_ref& c_ref() const { return ref_; }
+
+ private:
+  triax_model_ref ref_;
+};
+
+struct EngineContext {
+  int pp_rank = 0, pp_size = 1;
+  YAML::Node parallelism;  // the whole `parallelism` section
+  Host host;
+  static EngineContext from_c(const triax_engine_context& context);
+};
+
+// One optimizer step's worth of work, as the host hands it to the engine.
+class StepRequest {
+ public:
+  explicit StepRequest(const triax_step_request& request) : request_(request), model_(request.model) {}
+  const ModelRef& model() const { return model_; }
+  int micro_batches() const { return request_.micro_batches; }
+  // Inputs of micro-batch `index` (0-based, in order).
+  StageInput micro_batch(int index) const;
+  // To call after the backward of micro-batch `index`.
+  void after_backward(int index) const;
+
+ private:
+  const triax_step_request& request_;
+  ModelRef model_;
+};
+
+struct StepResult {
+  at::Tensor loss;      // mean LM loss over micro-batches (last stage)
+  at::Tensor aux_loss;  // mean auxiliary loss, or undefined
+  int peak_live_micro_batches = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual StepResult train_step(const StepRequest& request) = 0;
+};
+
+}  // namespace triax

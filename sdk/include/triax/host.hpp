@@ -1,0 +1,39 @@
+// C++ view of the host services (triax_host): logging and collectives over the mesh's groups.
+// Plugins use it through the SDK's parallel layers; model code never calls it directly.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+#include "triax/abi.h"
+
+namespace triax {
+
+class Host {
+ public:
+  Host() = default;
+  explicit Host(const triax_host* host) : host_(host) {}
+
+  bool valid() const { return host_ != nullptr; }
+  const triax_host* c_host() const { return host_; }
+
+  void log(triax_log_level level, const std::string& message) const;
+  int rank(triax_group group) const;
+  int size(triax_group group) const;
+
+  void all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op = TRIAX_REDUCE_SUM) const;
+  void all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) const;
+  void reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                      triax_reduce_op op = TRIAX_REDUCE_SUM) const;
+  void broadcast(triax_group group, const at::Tensor& tensor, int root) const;
+  void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) const;
+  void send(triax_group group, const at::Tensor& tensor, int peer) const;
+  void recv(triax_group group, const at::Tensor& tensor, int peer) const;
+  void barrier(triax_group group) const;
+
+ private:
+  const triax_host* host_ = nullptr;
+};
+
+}  // namespace triax

@@ -1,0 +1,86 @@
+// The model interface plugin authors implement.
+//
+// A model is a torch::nn::Module split into pipeline blocks (embedding, each layer, head).
+// One instance holds the blocks of its pipeline rank, builds its parameters through the SDK's
+// parallel layers, and runs one stage of one micro-batch per forward() call. Communication
+// between stages and ranks is the host's and the engine's business, never the model's.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <yaml-cpp/yaml.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "triax/abi.h"
+#include "triax/config_reader.hpp"
+#include "triax/host.hpp"
+#include "triax/parameter.hpp"
+
+namespace triax {
+
+enum class TpMode { AllReduce = 0, ReduceScatter = 1 };
+
+struct ModelContext {
+  int tp_rank = 0, tp_size = 1;
+  int pp_rank = 0, pp_size = 1;
+  int dp_rank = 0, dp_size = 1;
+  int first_block = 0, last_block = 0;  // this rank's blocks: [first_block, last_block)
+  c10::Device device = c10::Device(c10::kCPU);
+  c10::ScalarType dtype = c10::kFloat;
+  uint64_t seed = 42;
+  YAML::Node init_method;  // model.init_method (std, path, ...)
+  TpMode tp_mode = TpMode::AllReduce;
+  int64_t make_vocab_size_divisible_by = 1;
+  Host host;
+
+  // vocab_size rounded up to a multiple of make_vocab_size_divisible_by x tp_size.
+  int64_t padded_vocab_size(int64_t vocab_size) const {
+    int64_t multiple = make_vocab_size_divisible_by * tp_size;
+    return (vocab_size + multiple - 1) / multiple * multiple;
+  }
+
+  bool holds_block(int block) const { return block >= first_block && block < last_block; }
+  bool is_first_stage() const { return pp_rank == 0; }
+  bool is_last_stage() const { return pp_rank == pp_size - 1; }
+
+  static ModelContext from_c(const triax_model_context& context);
+};
+
+struct StageInput {
+  at::Tensor input_ids;   // [batch, seq] int64
+  at::Tensor label_ids;   // [batch, seq] int64
+  at::Tensor label_mask;  // [batch, seq] float or undefined (every token counts)
+  at::Tensor hidden_in;   // previous stage's hidden_out; undefined on the first stage
+};
+
+struct StageOutput {
+  at::Tensor hidden_out;  // every stage but the last
+  at::Tensor loss;        // last stage: scalar fp32 mean cross-entropy
+  at::Tensor aux_loss;    // optional auxiliary loss (already weighted), added for backward
+};
+
+class Model : public torch::nn::Module {
+ public:
+  ~Model() override = default;
+
+  virtual StageOutput forward(const StageInput& input) = 0;
+  // Training FLOPs (forward + backward) per token of the whole model.
+  virtual double flops_per_token(int64_t sequence_length) const = 0;
+  // Parameters of the whole, unsharded model.
+  virtual int64_t total_parameters() const = 0;
+  // model_config with defaults filled in, as YAML text.
+  virtual std::string resolved_config() const = 0;
+
+  // This rank's parameters with their metadata (computed once, after construction).
+  const std::vector<NamedParameter>& parameter_table();
+
+ private:
+  std::vector<NamedParameter> table_;
+  bool table_ready_ = false;
+};
+
+}  // namespace triax

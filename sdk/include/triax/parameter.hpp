@@ -1,0 +1,57 @@
+// Metadata that travels with every parameter: where its shard sits in the whole tensor, and
+// how the optimizer and checkpoint store must treat it.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+
+#include "triax/abi.h"
+
+namespace triax {
+
+struct ParameterSpec {
+  std::vector<int64_t> global_shape;  // the whole parameter, all tp shards together
+  std::vector<int64_t> shard_offset;  // where this rank's shard starts, per dimension
+  uint32_t flags = 0;                 // TRIAX_PARAM_*
+  std::string tied_key;               // with TRIAX_PARAM_TIED
+
+  // A parameter held whole and identical on every tp rank.
+  static ParameterSpec replicated(const at::Tensor& tensor, uint32_t extra_flags = 0);
+  // This rank's slice along `dim` of a parameter whose whole shape is `global_shape`.
+  static ParameterSpec sharded(std::vector<int64_t> global_shape, int64_t dim, int64_t offset,
+                               uint32_t extra_flags = 0);
+};
+
+struct NamedParameter {
+  std::string name;
+  at::Tensor tensor;
+  ParameterSpec spec;
+};
+
+// Base of modules that register parameters with explicit metadata (the parallel layers).
+// Parameters registered by plain modules default to ParameterSpec::replicated.
+class SpecifiedModule : public torch::nn::Module {
+ public:
+  using torch::nn::Module::Module;
+  // Metadata of a parameter registered by this module under `local_name`, or null.
+  const ParameterSpec* spec_of(const std::string& local_name) const;
+
+ protected:
+  at::Tensor register_parameter_with_spec(const std::string& local_name, at::Tensor tensor,
+                                          ParameterSpec spec);
+
+ private:
+  std::map<std::string, ParameterSpec> specs_;
+};
+
+// Every distinct parameter of `root` with its metadata, in registration order. A tensor
+// reachable under several names (tied weights) appears once, under its first name.
+std::vector<NamedParameter> collect_parameters(torch::nn::Module& root);
+
+}  // namespace triax

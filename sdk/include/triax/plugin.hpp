@@ -1,0 +1,222 @@
+// Registering C++ plugin classes behind the C ABI.
+//
+//   class MyModel : public triax::Model {
+//    public:
+//     static std::vector<double> block_costs(triax::ConfigReader& config, int64_t sequence_length);
+//     static std::shared_ptr<MyModel> create(triax::ConfigReader& config, const triax::ModelContext& context);
+//     ...
+//   };
+//   TRIAX_PLUGIN_LIBRARY(triax::model_plugin<MyModel>("my_model", "1.0.0", "what it is"))
+//
+// Engines provide `static std::unique_ptr<E> create(const triax::EngineContext&)`; optimizers
+// `static std::unique_ptr<O> create(const triax::OptimizerContext&, std::vector<triax::OptimizerParam>)`.
+// The macro emits the library's one exported C function; every call into the plugin goes
+// through adapters that turn exceptions into a status and a message.
+#pragma once
+
+#include <c10/util/Exception.h>
+#include <torch/headeronly/version.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "triax/abi.h"
+#include "triax/config_reader.hpp"
+#include "triax/engine.hpp"
+#include "triax/error.hpp"
+#include "triax/model.hpp"
+#include "triax/optimizer.hpp"
+#include "triax/tensor_handle.hpp"
+
+#define TRIAX_STRINGIFY_IMPL(x) #x
+#define TRIAX_STRINGIFY(x) TRIAX_STRINGIFY_IMPL(x)
+#define TRIAX_TORCH_VERSION_STRING                                                      \
+  TRIAX_STRINGIFY(TORCH_VERSION_MAJOR) "." TRIAX_STRINGIFY(TORCH_VERSION_MINOR) "." \
+      TRIAX_STRINGIFY(TORCH_VERSION_PATCH)
+
+namespace triax {
+namespace detail {
+
+void write_error(triax_error* error, const char* message);
+
+// Runs `body`, turning any exception into a status and a message.
+template <class Body>
+triax_status guarded(triax_error* error, Body&& body) {
+  try {
+    body();
+    return TRIAX_OK;
+  } catch (const Error& e) {
+    write_error(error, e.what());
+    return e.status();
+  } catch (const YAML::Exception& e) {
+    write_error(error, e.what());
+    return TRIAX_ERROR_INVALID_CONFIG;
+  } catch (const c10::Error& e) {
+    write_error(error, e.what_without_backtrace());
+    return TRIAX_ERROR_RUNTIME;
+  } catch (const std::exception& e) {
+    write_error(error, e.what());
+    return TRIAX_ERROR_RUNTIME;
+  } catch (...) {
+    write_error(error, "unknown exception");
+    return TRIAX_ERROR_RUNTIME;
+  }
+}
+
+void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* out);
+StageInput stage_input_from_c(const triax_stage_io& io);
+void stage_output_to_c(StageOutput output, triax_stage_io* io);
+
+template <class M>
+struct ModelBox {
+  std::shared_ptr<M> model;
+  std::string resolved;
+};
+
+template <class M>
+struct ModelAdapter {
+  static ModelBox<M>* box(triax_model* handle) { return reinterpret_cast<ModelBox<M>*>(handle); }
+
+  static triax_status describe_blocks(const char* yaml, int64_t sequence_length, double* costs,
+                                      int32_t capacity, int32_t* count, triax_error* error) {
+    return guarded(error, [&] {
+      ConfigReader config = ConfigReader::from_text(yaml, "model.model_config");
+      std::vector<double> blocks = M::block_costs(config, sequence_length);
+      *count = static_cast<int32_t>(blocks.size());
+      if (costs != nullptr)
+        for (int32_t i = 0; i < capacity && i < *count; ++i) costs[i] = blocks[i];
+    });
+  }
+  static triax_status create(const char* yaml, const triax_model_context* context, triax_model** out,
+                             triax_error* error) {
+    return guarded(error, [&] {
+      ConfigReader config = ConfigReader::from_text(yaml, "model.model_config");
+      auto holder = std::make_unique<ModelBox<M>>();
+      holder->model = M::create(config, ModelContext::from_c(*context));
+      holder->resolved = holder->model->resolved_config();
+      holder->model->parameter_table();
+      *out = reinterpret_cast<triax_model*>(holder.release());
+    });
+  }
+  static void destroy(triax_model* handle) { delete box(handle); }
+  static triax_status forward(triax_model* handle, triax_stage_io* io, triax_error* error) {
+    return guarded(error, [&] { stage_output_to_c(box(handle)->model->forward(stage_input_from_c(*io)), io); });
+  }
+  static int64_t parameter_count(triax_model* handle) {
+    return static_cast<int64_t>(box(handle)->model->parameter_table().size());
+  }
+  static triax_status parameter_info(triax_model* handle, int64_t index, triax_parameter_info* out,
+                                     triax_error* error) {
+    return guarded(error, [&] {
+      const auto& table = box(handle)->model->parameter_table();
+      if (index < 0 || index >= static_cast<int64_t>(table.size()))
+        throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "parameter index " + std::to_string(index) + " out of range");
+      fill_parameter_info(table[static_cast<size_t>(index)], out);
+    });
+  }
+  static double flops_per_token(triax_model* handle, int64_t sequence_length) {
+    return box(handle)->model->flops_per_token(sequence_length);
+  }
+  static int64_t total_parameters(triax_model* handle) { return box(handle)->model->total_parameters(); }
+  static triax_status set_training(triax_model* handle, int32_t training, triax_error* error) {
+    return guarded(error, [&] { box(handle)->model->train(training != 0); });
+  }
+  static const char* resolved_config(triax_model* handle) { return box(handle)->resolved.c_str(); }
+
+  static const triax_model_vtable* vtable() {
+    static const triax_model_vtable table = {sizeof(triax_model_vtable), describe_blocks, create, destroy,
+                                             forward, parameter_count, parameter_info, flops_per_token,
+                                             total_parameters, set_training, resolved_config};
+    return &table;
+  }
+};
+
+void step_result_to_c(StepResult result, triax_step_result* out);
+std::vector<OptimizerParam> optimizer_params_from_c(const triax_optimizer_param* params, int64_t count);
+
+template <class E>
+struct EngineAdapter {
+  static triax_status create(const triax_engine_context* context, triax_engine** out, triax_error* error) {
+    return guarded(error, [&] {
+      std::unique_ptr<Engine> engine = E::create(EngineContext::from_c(*context));
+      *out = reinterpret_cast<triax_engine*>(engine.release());
+    });
+  }
+  static void destroy(triax_engine* handle) { delete reinterpret_cast<Engine*>(handle); }
+  static triax_status train_step(triax_engine* handle, const triax_step_request* request,
+                                 triax_step_result* result, triax_error* error) {
+    return guarded(error, [&] {
+      step_result_to_c(reinterpret_cast<Engine*>(handle)->train_step(StepRequest(*request)), result);
+    });
+  }
+  static const triax_engine_vtable* vtable() {
+    static const triax_engine_vtable table = {sizeof(triax_engine_vtable), create, destroy, train_step};
+    return &table;
+  }
+};
+
+template <class O>
+struct OptimizerAdapter {
+  static triax_status create(const triax_optimizer_context* context, const triax_optimizer_param* params,
+                             int64_t count, triax_optimizer** out, triax_error* error) {
+    return guarded(error, [&] {
+      std::unique_ptr<Optimizer> optimizer =
+          O::create(OptimizerContext::from_c(*context), optimizer_params_from_c(params, count));
+      *out = reinterpret_cast<triax_optimizer*>(optimizer.release());
+    });
+  }
+  static void destroy(triax_optimizer* handle) { delete reinterpret_cast<Optimizer*>(handle); }
+  static triax_status step(triax_optimizer* handle, triax_tensor* const* grads, int64_t count,
+                           double learning_rate, triax_error* error) {
+    return guarded(error, [&] {
+      std::vector<at::Tensor> tensors;
+      tensors.reserve(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) tensors.push_back(view_handle(grads[i]));
+      reinterpret_cast<Optimizer*>(handle)->step(tensors, learning_rate);
+    });
+  }
+  static int64_t state_bytes(triax_optimizer* handle) {
+    return reinterpret_cast<Optimizer*>(handle)->state_bytes();
+  }
+  static const triax_optimizer_vtable* vtable() {
+    static const triax_optimizer_vtable table = {sizeof(triax_optimizer_vtable), create, destroy, step,
+                                                 state_bytes};
+    return &table;
+  }
+};
+
+}  // namespace detail
+
+template <class M>
+triax_plugin_descriptor model_plugin(const char* name, const char* version, const char* description) {
+  return {TRIAX_PLUGIN_MODEL, name, version, description, detail::ModelAdapter<M>::vtable()};
+}
+template <class E>
+triax_plugin_descriptor engine_plugin(const char* name, const char* version, const char* description) {
+  return {TRIAX_PLUGIN_ENGINE, name, version, description, detail::EngineAdapter<E>::vtable()};
+}
+template <class O>
+triax_plugin_descriptor optimizer_plugin(const char* name, const char* version, const char* description) {
+  return {TRIAX_PLUGIN_OPTIMIZER, name, version, description, detail::OptimizerAdapter<O>::vtable()};
+}
+
+}  // namespace triax
+
+#ifndef _GLIBCXX_USE_CXX11_ABI
+#define TRIAX_CXX11_ABI_FLAG (-1)
+#else
+#define TRIAX_CXX11_ABI_FLAG _GLIBCXX_USE_CXX11_ABI
+#endif
+
+// Emits the library's entry point: one manifest listing the given plugin descriptors.
+#define TRIAX_PLUGIN_LIBRARY(...)                                                                  \
+  extern "C" TRIAX_PLUGIN_EXPORT const triax_plugin_manifest* triax_plugin_entry(void) {          \
+    static const triax_plugin_descriptor descriptors[] = {__VA_ARGS__};                           \
+    static const triax_plugin_manifest manifest = {                                               \
+        TRIAX_ABI_VERSION_MAJOR, TRIAX_ABI_VERSION_MINOR,   TRIAX_TORCH_VERSION_STRING,           \
+        TRIAX_CXX11_ABI_FLAG,    static_cast<int32_t>(sizeof(descriptors) / sizeof(descriptors[0])), \
+        descriptors};                                                                             \
+    return &manifest;                                                                             \
+  }

@@ -1,0 +1,81 @@
+#include "triax/host.hpp"
+
+#include "triax/error.hpp"
+#include "triax/tensor_handle.hpp"
+
+namespace triax {
+namespace {
+
+void check(triax_status status, const triax_error& error) {
+  if (status != TRIAX_OK) throw Error(status, error.message);
+}
+
+const triax_host& require(const triax_host* host) {
+  if (host == nullptr) throw Error("no host services: this object was built outside a triax run");
+  return *host;
+}
+
+}  // namespace
+
+void Host::log(triax_log_level level, const std::string& message) const {
+  if (host_ != nullptr && host_->log != nullptr) host_->log(host_->self, level, message.c_str());
+}
+
+int Host::rank(triax_group group) const {
+  return host_ == nullptr ? 0 : host_->group_rank(host_->self, group);
+}
+
+int Host::size(triax_group group) const {
+  return host_ == nullptr ? 1 : host_->group_size(host_->self, group);
+}
+
+void Host::all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) const {
+  const triax_host& h = require(host_);
+  triax_error error{};
+  check(h.all_reduce(h.self, group, borrow_handle(tensor), op, &error), error);
+}
+
+void Host::all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) const {
+  const triax_host& h = require(host_);
+  triax_error error{};
+  check(h.all_gather(h.self, group, borrow_handle(output), borrow_handle(input), &error), error);
+}
+
+void Host::reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                          triax_reduce_op op) const {
+  const triax_host& h = require(host_);
+  triax_error error{};
+  check(h.reduce_scatter(h.self, group, borrow_handle(output), borrow_handle(input), op, &error), error);
+}
+
+void Host::broadcast(triax_group group, const at::Tensor& tensor, int root) const {
+  const triax_host& h = require(host_);
+  triax_error error{};
+  check(h.broadcast(h.self, group, borrow_handle(tensor), root, &error), error);
+}
+
+void Host::all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) const {
+  const triax_host& h = require(host_);
+  triax_error error{};
+  check(h.all_to_all(h.self, group, borrow_handle(output), borrow_handle(input), &error), error);
+}
+
+void Host::send(triax_group group, const at::Tensor& tensor, int peer) const {
+  const triax_host& h = require(host_);
+  triax_error error{};
+  check(h.send(h.self, group, borrow_handle(tensor), peer, &error), error);
+}
+
+void Host::recv(triax_group group, const at::Tensor& tensor, int peer) const {
+  const triax_host& h = require(host_);
+  triax_error error{};
+  check(h.recv(h.self, group, borrow_handle(tensor), peer, &error), error);
+}
+
+void Host::barrier(triax_group group) const {
+  const triax_host& h = require(host_);
+  triax_error error{};
+  check(h.barrier(h.self, group, &error), error);
+}
+
+}  // namespace triax

@@ -1,0 +1,51 @@
+#include "triax/parameter.hpp"
+
+#include <unordered_set>
+
+namespace triax {
+
+ParameterSpec ParameterSpec::replicated(const at::Tensor& tensor, uint32_t extra_flags) {
+  ParameterSpec spec;
+  spec.global_shape = tensor.sizes().vec();
+  spec.shard_offset.assign(spec.global_shape.size(), 0);
+  spec.flags = TRIAX_PARAM_TP_REPLICATED | extra_flags;
+  return spec;
+}
+
+ParameterSpec ParameterSpec::sharded(std::vector<int64_t> global_shape, int64_t dim, int64_t offset,
+                                     uint32_t extra_flags) {
+  ParameterSpec spec;
+  spec.shard_offset.assign(global_shape.size(), 0);
+  spec.shard_offset.at(static_cast<size_t>(dim)) = offset;
+  spec.global_shape = std::move(global_shape);
+  spec.flags = extra_flags;
+  return spec;
+}
+
+const ParameterSpec* SpecifiedModule::spec_of(const std::string& local_name) const {
+  auto it = specs_.find(local_name);
+  return it == specs_.end() ? nullptr : &it->second;
+}
+
+at::Tensor SpecifiedModule::register_parameter_with_spec(const std::string& local_name, at::Tensor tensor,
+                                                         ParameterSpec spec) {
+  specs_[local_name] = std::move(spec);
+  return register_parameter(local_name, std::move(tensor));
+}
+
+std::vector<NamedParameter> collect_parameters(torch::nn::Module& root) {
+  std::vector<NamedParameter> out;
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const auto& item : root.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+    const auto* specified = dynamic_cast<const SpecifiedModule*>(item.value().get());
+    for (const auto& param : item.value()->named_parameters(/*recurse=*/false)) {
+      if (!seen.insert(param.value().unsafeGetTensorImpl()).second) continue;
+      std::string name = item.key().empty() ? param.key() : item.key() + "." + param.key();
+      const ParameterSpec* spec = specified != nullptr ? specified->spec_of(param.key()) : nullptr;
+      out.push_back({name, param.value(), spec != nullptr ? *spec : ParameterSpec::replicated(param.value())});
+    }
+  }
+  return out;
+}
+
+}  // namespace triax

@@ -1,0 +1,151 @@
+// The non-template halves of the SDK's C-ABI adapters (triax/plugin.hpp) and the C-to-C++
+// conversions of contexts and requests.
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "triax/plugin.hpp"
+
+namespace triax {
+namespace {
+
+void check(triax_status status, const triax_error& error) {
+  if (status != TRIAX_OK) throw Error(status, error.message);
+}
+
+c10::ScalarType parse_dtype(const std::string& name) {
+  if (name == "float32") return c10::kFloat;
+  if (name == "bfloat16") return c10::kBFloat16;
+  if (name == "float16") return c10::kHalf;
+  if (name == "float64") return c10::kDouble;
+  throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "unknown dtype '" + name + "'");
+}
+
+}  // namespace
+
+namespace detail {
+
+void write_error(triax_error* error, const char* message) {
+  if (error == nullptr) return;
+  std::strncpy(error->message, message, TRIAX_ERROR_MESSAGE_CAPACITY - 1);
+  error->message[TRIAX_ERROR_MESSAGE_CAPACITY - 1] = '\0';
+}
+
+void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* out) {
+  if (parameter.spec.global_shape.size() > TRIAX_MAX_TENSOR_DIMS)
+    throw Error("parameter " + parameter.name + " has more dimensions than the ABI carries");
+  std::memset(out, 0, sizeof(*out));
+  out->struct_size = sizeof(*out);
+  out->name = parameter.name.c_str();
+  out->tensor = release_handle(parameter.tensor);
+  out->ndim = static_cast<int32_t>(parameter.spec.global_shape.size());
+  std::copy(parameter.spec.global_shape.begin(), parameter.spec.global_shape.end(), out->global_shape);
+  std::copy(parameter.spec.shard_offset.begin(), parameter.spec.shard_offset.end(), out->shard_offset);
+  out->flags = parameter.spec.flags;
+  out->tied_key = parameter.spec.tied_key.empty() ? nullptr : parameter.spec.tied_key.c_str();
+}
+
+StageInput stage_input_from_c(const triax_stage_io& io) {
+  return {view_handle(io.input_ids), view_handle(io.label_ids), view_handle(io.label_mask),
+          view_handle(io.hidden_in)};
+}
+
+void stage_output_to_c(StageOutput output, triax_stage_io* io) {
+  io->hidden_out = release_handle(std::move(output.hidden_out));
+  io->loss = release_handle(std::move(output.loss));
+  io->aux_loss = release_handle(std::move(output.aux_loss));
+}
+
+void step_result_to_c(StepResult result, triax_step_result* out) {
+  out->struct_size = sizeof(*out);
+  out->loss = release_handle(std::move(result.loss));
+  out->aux_loss = release_handle(std::move(result.aux_loss));
+  out->peak_live_micro_batches = result.peak_live_micro_batches;
+}
+
+std::vector<OptimizerParam> optimizer_params_from_c(const triax_optimizer_param* params, int64_t count) {
+  std::vector<OptimizerParam> out;
+  out.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    out.push_back({params[i].name, view_handle(params[i].param), params[i].weight_decay, params[i].flags});
+  return out;
+}
+
+}  // namespace detail
+
+ModelContext ModelContext::from_c(const triax_model_context& c) {
+  ModelContext context;
+  context.tp_rank = c.tp_rank;
+  context.tp_size = c.tp_size;
+  context.pp_rank = c.pp_rank;
+  context.pp_size = c.pp_size;
+  context.dp_rank = c.dp_rank;
+  context.dp_size = c.dp_size;
+  context.first_block = c.first_block;
+  context.last_block = c.last_block;
+  context.device = c10::Device(std::string(c.device != nullptr ? c.device : "cpu"));
+  context.dtype = parse_dtype(c.dtype != nullptr ? c.dtype : "float32");
+  context.seed = c.seed;
+  context.init_method = c.init_method_yaml != nullptr ? YAML::Load(c.init_method_yaml) : YAML::Node();
+  context.tp_mode = c.tp_mode == 1 ? TpMode::ReduceScatter : TpMode::AllReduce;
+  context.make_vocab_size_divisible_by = std::max<int64_t>(1, c.make_vocab_size_divisible_by);
+  context.host = Host(c.host);
+  return context;
+}
+
+const std::vector<NamedParameter>& Model::parameter_table() {
+  if (!table_ready_) {
+    table_ = collect_parameters(*this);
+    table_ready_ = true;
+  }
+  return table_;
+}
+
+EngineContext EngineContext::from_c(const triax_engine_context& c) {
+  EngineContext context;
+  context.pp_rank = c.pp_rank;
+  context.pp_size = c.pp_size;
+  context.parallelism = c.parallelism_yaml != nullptr ? YAML::Load(c.parallelism_yaml) : YAML::Node();
+  context.host = Host(c.host);
+  return context;
+}
+
+OptimizerContext OptimizerContext::from_c(const triax_optimizer_context& c) {
+  OptimizerContext context;
+  context.dp_rank = c.dp_rank;
+  context.dp_size = c.dp_size;
+  context.optimizer = c.optimizer_yaml != nullptr ? YAML::Load(c.optimizer_yaml) : YAML::Node();
+  context.host = Host(c.host);
+  return context;
+}
+
+StageOutput ModelRef::forward(const StageInput& input) const {
+  triax_stage_io io{};
+  io.struct_size = sizeof(io);
+  io.input_ids = borrow_handle(input.input_ids);
+  io.label_ids = borrow_handle(input.label_ids);
+  io.label_mask = borrow_handle(input.label_mask);
+  io.hidden_in = borrow_handle(input.hidden_in);
+  triax_error error{};
+  check(ref_.vtable->forward(ref_.model, &io, &error), error);
+  return {adopt_handle(io.hidden_out), adopt_handle(io.loss), adopt_handle(io.aux_loss)};
+}
+
+StageInput StepRequest::micro_batch(int index) const {
+  triax_stage_io io{};
+  io.struct_size = sizeof(io);
+  triax_error error{};
+  check(request_.batches.next(request_.batches.self, index, &io, &error), error);
+  // The source hands over new references.
+  return {adopt_handle(io.input_ids), adopt_handle(io.label_ids), adopt_handle(io.label_mask),
+          adopt_handle(io.hidden_in)};
+}
+
+void StepRequest::after_backward(int index) const {
+  if (request_.after_backward == nullptr) return;
+  triax_error error{};
+  check(request_.after_backward(request_.hooks_self, index, &error), error);
+}
+
+}  // namespace triax
