@@ -1,1 +1,362 @@
-// placeholder
+// The plugin loader: finds plugin libraries, loads them with Boost.DLL, checks each manifest
+// against the core's ABI, LibTorch version and C++ ABI, and registers its plugins by kind and
+// name. A library is accepted whole or refused whole: one bad descriptor or one name clash
+// refuses every plugin of that library, so a half-registered library never exists.
+//
+// This file deliberately includes no LibTorch header: the core's LibTorch version comes from
+// <torch/headeronly/version.h>, which is only preprocessor definitions.
+#include "triax/core/plugin_registry.hpp"
+
+#include <dlfcn.h>
+#include <torch/headeronly/version.h>
+
+#include <algorithm>
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <boost/filesystem.hpp>
+#include <cstdlib>
+#include <exception>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "triax/error.hpp"
+
+namespace triax {
+
+namespace fs = boost::filesystem;
+
+namespace {
+
+#define TRIAX_REGISTRY_STRINGIFY_IMPL(x) #x
+#define TRIAX_REGISTRY_STRINGIFY(x) TRIAX_REGISTRY_STRINGIFY_IMPL(x)
+
+// The LibTorch version the core was compiled against, spelled as the SDK's registration macro
+// spells it in a plugin's manifest (TRIAX_TORCH_VERSION_STRING of triax/plugin.hpp).
+constexpr const char* kCoreTorchVersion = TRIAX_REGISTRY_STRINGIFY(TORCH_VERSION_MAJOR) "." TRIAX_REGISTRY_STRINGIFY(
+    TORCH_VERSION_MINOR) "." TRIAX_REGISTRY_STRINGIFY(TORCH_VERSION_PATCH);
+
+#ifdef _GLIBCXX_USE_CXX11_ABI
+constexpr int32_t kCoreCxx11Abi = _GLIBCXX_USE_CXX11_ABI;
+#else
+constexpr int32_t kCoreCxx11Abi = -1;  // same convention as TRIAX_CXX11_ABI_FLAG
+#endif
+
+// Tables as they were in ABI 1.0. A plugin of a later 1.x appends members, so its table is at
+// least this large; a smaller one cannot come from a well-formed 1.x library.
+constexpr size_t kModelVtableMinSize = sizeof(triax_model_vtable);
+constexpr size_t kEngineVtableMinSize = sizeof(triax_engine_vtable);
+constexpr size_t kOptimizerVtableMinSize = sizeof(triax_optimizer_vtable);
+
+// Why a library is refused; caught by load_library, which names the file.
+struct Refused {
+  std::string reason;
+};
+
+std::string join(const std::vector<std::string>& items, const char* separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
+// An absolute, symlink-free spelling of an existing path; the path made absolute otherwise.
+std::string clean_path(const std::string& path) {
+  boost::system::error_code ec;
+  fs::path canonical = fs::canonical(fs::path(path), ec);
+  if (!ec) return canonical.string();
+  return fs::absolute(fs::path(path)).lexically_normal().string();
+}
+
+bool is_folder(const std::string& path) {
+  boost::system::error_code ec;
+  return fs::is_directory(fs::path(path), ec);
+}
+
+// dlopen's own explanation of the last failure (Boost.DLL only reports "bad file descriptor").
+std::string dlopen_failure(const boost::system::error_code& ec) {
+  const char* text = dlerror();
+  if (text != nullptr && *text != '\0') return text;
+  return ec.message();
+}
+
+void check_vtable(const triax_plugin_descriptor& d) {
+  const std::string what = std::string(plugin_kind_name(d.kind)) + " plugin '" + d.name + "'";
+  const size_t size = *static_cast<const size_t*>(d.vtable);  // every table starts with its size
+  auto require = [&](bool present, const char* member) {
+    if (!present) throw Refused{what + " has no '" + member + "' function in its vtable"};
+  };
+  auto require_size = [&](size_t minimum) {
+    if (size < minimum)
+      throw Refused{what + " has a vtable of " + std::to_string(size) + " bytes, smaller than the " +
+                    std::to_string(minimum) + " bytes of ABI " + std::to_string(TRIAX_ABI_VERSION_MAJOR) + ".0"};
+  };
+  switch (d.kind) {
+    case TRIAX_PLUGIN_MODEL: {
+      require_size(kModelVtableMinSize);
+      const auto* v = static_cast<const triax_model_vtable*>(d.vtable);
+      require(v->create != nullptr, "create");
+      require(v->destroy != nullptr, "destroy");
+      require(v->forward != nullptr, "forward");
+      require(v->parameter_count != nullptr, "parameter_count");
+      require(v->parameter_info != nullptr, "parameter_info");
+      break;
+    }
+    case TRIAX_PLUGIN_ENGINE: {
+      require_size(kEngineVtableMinSize);
+      const auto* v = static_cast<const triax_engine_vtable*>(d.vtable);
+      require(v->create != nullptr, "create");
+      require(v->destroy != nullptr, "destroy");
+      require(v->train_step != nullptr, "train_step");
+      break;
+    }
+    case TRIAX_PLUGIN_OPTIMIZER: {
+      require_size(kOptimizerVtableMinSize);
+      const auto* v = static_cast<const triax_optimizer_vtable*>(d.vtable);
+      require(v->create != nullptr, "create");
+      require(v->destroy != nullptr, "destroy");
+      require(v->step != nullptr, "step");
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+const char* plugin_kind_name(triax_plugin_kind kind) {
+  switch (kind) {
+    case TRIAX_PLUGIN_MODEL:
+      return "model";
+    case TRIAX_PLUGIN_ENGINE:
+      return "engine";
+    case TRIAX_PLUGIN_OPTIMIZER:
+      return "optimizer";
+  }
+  return "unknown";
+}
+
+struct PluginRegistry::Libraries {
+  struct Loaded {
+    std::string path;
+    const triax_plugin_manifest* manifest;
+    boost::dll::shared_library library;
+  };
+  std::vector<Loaded> loaded;  // accepted libraries, in load order
+
+  const Loaded* find_path(const std::string& path) const {
+    for (const Loaded& l : loaded)
+      if (l.path == path) return &l;
+    return nullptr;
+  }
+  const Loaded* find_manifest(const triax_plugin_manifest* manifest) const {
+    for (const Loaded& l : loaded)
+      if (l.manifest == manifest) return &l;
+    return nullptr;
+  }
+};
+
+PluginRegistry::PluginRegistry() : libraries_(std::make_unique<Libraries>()) {}
+
+// Plugins are forgotten before their libraries are unloaded. (A library that links LibTorch
+// stays mapped after dlclose anyway; small C libraries really go.)
+PluginRegistry::~PluginRegistry() {
+  plugins_.clear();
+  libraries_.reset();
+}
+
+std::vector<std::string> PluginRegistry::default_search_paths() {
+  std::vector<std::string> paths;
+  auto add = [&paths](const std::string& folder) {
+    if (std::find(paths.begin(), paths.end(), folder) == paths.end()) paths.push_back(folder);
+  };
+
+  boost::system::error_code ec;
+  const fs::path executable = boost::dll::program_location(ec);
+  if (!ec) {
+    const fs::path bin = executable.parent_path();
+    // Build tree: <build>/bin/triax next to <build>/plugins. Installed: <prefix>/bin/triax and
+    // <prefix>/<libdir>/triax/plugins.
+    for (const fs::path& candidate : {bin / ".." / "plugins", bin / ".." / TRIAX_PLUGIN_INSTALL_DIR})
+      if (is_folder(candidate.string())) add(clean_path(candidate.string()));
+  }
+
+  if (const char* env = std::getenv("TRIAX_PLUGIN_PATH")) {
+    std::stringstream entries(env);
+    std::string entry;
+    while (std::getline(entries, entry, ':'))
+      if (!entry.empty()) add(clean_path(entry));
+  }
+  return paths;
+}
+
+void PluginRegistry::load_library(const std::string& path) {
+  const std::string library_path = clean_path(path);
+  std::string reason;
+  if (!try_load(library_path, reason))
+    throw PluginError("plugin library " + library_path + " refused: " + reason);
+}
+
+bool PluginRegistry::try_load(const std::string& library_path, std::string& reason) {
+  try {
+    // Loaded already, under this spelling: nothing to do (a folder may be listed twice).
+    if (libraries_->find_path(library_path) != nullptr) return true;
+
+    // RTLD_NOW: a library with an unresolved symbol is refused here, with dlopen's message,
+    // rather than failing in the middle of a run. RTLD_LOCAL: plugins do not see each other's
+    // symbols; everything they share crosses the C ABI.
+    boost::system::error_code ec;
+    boost::dll::shared_library library(
+        fs::path(library_path), ec, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    if (ec) throw Refused{"not a loadable shared library: " + dlopen_failure(ec)};
+
+    if (!library.has(TRIAX_PLUGIN_ENTRY_SYMBOL))
+      throw Refused{"no entry symbol '" TRIAX_PLUGIN_ENTRY_SYMBOL
+                    "' (a plugin library declares its plugins with TRIAX_PLUGIN_LIBRARY(...))"};
+    auto entry = library.get<const triax_plugin_manifest*()>(TRIAX_PLUGIN_ENTRY_SYMBOL);
+    const triax_plugin_manifest* manifest = entry();
+    if (manifest == nullptr) throw Refused{"its entry symbol '" TRIAX_PLUGIN_ENTRY_SYMBOL "' returned no manifest"};
+
+    // The same library reached through another path (a hard link, a copy dlopen shares).
+    if (libraries_->find_manifest(manifest) != nullptr) return true;
+
+    if (manifest->abi_major != TRIAX_ABI_VERSION_MAJOR)
+      throw Refused{"built for plugin ABI " + std::to_string(manifest->abi_major) + "." +
+                    std::to_string(manifest->abi_minor) + ", but this triax uses ABI " +
+                    std::to_string(TRIAX_ABI_VERSION_MAJOR) + "." + std::to_string(TRIAX_ABI_VERSION_MINOR) +
+                    " (the major versions must match): rebuild the plugin against this triax SDK"};
+    const std::string torch_version = manifest->torch_version != nullptr ? manifest->torch_version : "";
+    if (torch_version != kCoreTorchVersion)
+      throw Refused{"built against LibTorch " + (torch_version.empty() ? std::string("(unknown)") : torch_version) +
+                    ", but this triax uses LibTorch " + kCoreTorchVersion +
+                    ": tensors cross the plugin boundary, so both must use the same LibTorch"};
+    if (manifest->cxx11_abi != kCoreCxx11Abi)
+      throw Refused{"built with _GLIBCXX_USE_CXX11_ABI=" + std::to_string(manifest->cxx11_abi) +
+                    ", but this triax uses _GLIBCXX_USE_CXX11_ABI=" + std::to_string(kCoreCxx11Abi)};
+    if (manifest->plugin_count < 0 || (manifest->plugin_count > 0 && manifest->plugins == nullptr))
+      throw Refused{"its manifest has a malformed plugin list (count " + std::to_string(manifest->plugin_count) +
+                    ")"};
+
+    std::vector<PluginRecord> records;
+    for (int32_t i = 0; i < manifest->plugin_count; ++i) {
+      const triax_plugin_descriptor& d = manifest->plugins[i];
+      const std::string where = "plugin #" + std::to_string(i);
+      if (d.kind != TRIAX_PLUGIN_MODEL && d.kind != TRIAX_PLUGIN_ENGINE && d.kind != TRIAX_PLUGIN_OPTIMIZER)
+        throw Refused{where + " has an unknown kind (" + std::to_string(static_cast<int>(d.kind)) +
+                      "; known: 1 = model, 2 = engine, 3 = optimizer)"};
+      if (d.name == nullptr || *d.name == '\0')
+        throw Refused{where + " (" + plugin_kind_name(d.kind) + ") has no name"};
+      if (d.vtable == nullptr)
+        throw Refused{std::string(plugin_kind_name(d.kind)) + " plugin '" + d.name + "' has no vtable"};
+      check_vtable(d);
+
+      PluginRecord record{d.kind,
+                          d.name,
+                          d.version != nullptr ? d.version : "",
+                          d.description != nullptr ? d.description : "",
+                          library_path,
+                          d.vtable};
+      for (const PluginRecord& other : records)
+        if (other.kind == record.kind && other.name == record.name)
+          throw Refused{"it declares " + std::string(plugin_kind_name(d.kind)) + " plugin '" + record.name +
+                        "' twice"};
+      for (const PluginRecord& other : plugins_)
+        if (other.kind == record.kind && other.name == record.name)
+          throw Refused{std::string(plugin_kind_name(d.kind)) + " plugin '" + record.name +
+                        "' is already provided by " + other.library_path + "; " + library_path +
+                        " declares it again (plugin names must be unique per kind)"};
+      records.push_back(std::move(record));
+    }
+
+    libraries_->loaded.push_back({library_path, manifest, std::move(library)});
+    plugins_.insert(plugins_.end(), records.begin(), records.end());
+    return true;
+  } catch (const Refused& refused) {
+    reason = refused.reason;
+    return false;
+  } catch (const std::exception& e) {  // Boost.DLL or Boost.Filesystem failing underneath
+    reason = e.what();
+    return false;
+  }
+}
+
+void PluginRegistry::scan_folder(const std::string& folder) {
+  const std::string clean = clean_path(folder);
+  if (std::find(searched_.begin(), searched_.end(), clean) == searched_.end()) searched_.push_back(clean);
+  if (!is_folder(clean)) {
+    refusals_.push_back({clean, "plugin folder does not exist (or is not a folder)"});
+    return;
+  }
+
+  std::vector<std::string> files;
+  boost::system::error_code ec;
+  for (fs::directory_iterator it(fs::path(clean), ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    boost::system::error_code status_ec;
+    if (p.extension() == ".so" && fs::is_regular_file(p, status_ec)) files.push_back(p.string());
+  }
+  if (ec) {
+    refusals_.push_back({clean, "cannot list plugin folder: " + ec.message()});
+    return;
+  }
+  std::sort(files.begin(), files.end());
+
+  for (const std::string& file : files) {
+    const std::string library_path = clean_path(file);
+    std::string reason;
+    if (try_load(library_path, reason)) continue;
+    const bool known = std::any_of(refusals_.begin(), refusals_.end(),
+                                   [&](const PluginRefusal& r) { return r.library_path == library_path; });
+    if (!known) refusals_.push_back({library_path, reason});
+  }
+}
+
+void PluginRegistry::scan_search_paths(const std::vector<std::string>& extra) {
+  for (const std::string& folder : default_search_paths()) scan_folder(folder);
+  for (const std::string& folder : extra) scan_folder(folder);
+}
+
+const PluginRecord& PluginRegistry::find(triax_plugin_kind kind, const std::string& name) const {
+  std::vector<std::string> available;
+  for (const PluginRecord& record : plugins_) {
+    if (record.kind != kind) continue;
+    if (record.name == name) return record;
+    available.push_back(record.name);
+  }
+  std::sort(available.begin(), available.end());
+
+  const std::string kind_name = plugin_kind_name(kind);
+  std::string message = "unknown " + kind_name + " plugin '" + name + "'; available " + kind_name +
+                        " plugins: " + (available.empty() ? std::string("none") : join(available, ", ")) +
+                        " (searched: " + (searched_.empty() ? std::string("no folders") : join(searched_, ", ")) +
+                        ")";
+  for (const PluginRecord& record : plugins_)
+    if (record.name == name)
+      message += "; note: '" + name + "' is registered as a plugin of kind " + plugin_kind_name(record.kind) +
+                 " (" + record.library_path + ")";
+  if (!refusals_.empty()) {
+    std::vector<std::string> refused;
+    for (const PluginRefusal& r : refusals_) refused.push_back(r.library_path + ": " + r.reason);
+    message += "; refused libraries: " + join(refused, "; ");
+  }
+  throw PluginError(message);
+}
+
+const triax_model_vtable& PluginRegistry::model(const std::string& name) const {
+  const PluginRecord& record = find(TRIAX_PLUGIN_MODEL, name);
+  return *static_cast<const triax_model_vtable*>(record.vtable);
+}
+
+const triax_engine_vtable& PluginRegistry::engine(const std::string& name) const {
+  const PluginRecord& record = find(TRIAX_PLUGIN_ENGINE, name);
+  return *static_cast<const triax_engine_vtable*>(record.vtable);
+}
+
+const triax_optimizer_vtable& PluginRegistry::optimizer(const std::string& name) const {
+  const PluginRecord& record = find(TRIAX_PLUGIN_OPTIMIZER, name);
+  return *static_cast<const triax_optimizer_vtable*>(record.vtable);
+}
+
+}  // namespace triax

@@ -1,1 +1,355 @@
-// placeholder
+#include "triax/core/trainer.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <regex>
+#include <sstream>
+
+#include "triax/core/communicator.hpp"
+#include "triax/core/gradient_accumulator.hpp"
+#include "triax/core/log.hpp"
+#include "triax/core/lr_schedule.hpp"
+#include "triax/core/metrics.hpp"
+#include "triax/core/plugin_instances.hpp"
+#include "triax/core/plugin_registry.hpp"
+#include "triax/core/synthetic_data.hpp"
+#include "triax/config_reader.hpp"
+#include "triax/error.hpp"
+#include "triax/tensor_handle.hpp"
+
+namespace triax {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+c10::Device resolve_device(const std::string& requested) {
+  if (requested == "cpu") return c10::Device(c10::kCPU);
+#ifdef TRIAX_WITH_CUDA
+  if (requested == "cuda" || (requested == "auto" && at::hasCUDA())) return c10::Device(c10::kCUDA, 0);
+#else
+  if (requested == "cuda")
+    throw ConfigError("general.device: 'cuda' requested, but this triax build has no CUDA support "
+                      "(configure with -DTRIAX_CUDA=ON)");
+#endif
+  return c10::Device(c10::kCPU);
+}
+
+std::string device_display_name(const c10::Device& device) {
+  return device.is_cpu() ? std::string("cpu") : device.str();
+}
+
+// The model's vocabulary size, needed by the synthetic data stream.
+int64_t model_vocab_size(const TrainConfig& config) {
+  const YAML::Node& model_config = config.model.model_config;
+  YAML::Node vocab = model_config["vocab_size"];
+  if (!vocab.IsDefined() || !vocab.IsScalar())
+    throw ConfigError(config.origin + ": model.model_config.vocab_size: required by the synthetic dataset");
+  return vocab.as<int64_t>();
+}
+
+// The data stream of one data stage. Token datasets arrive with the data release; a stage
+// naming one is refused here, before any work.
+struct DataStage {
+  DataStageConfig config;
+  std::unique_ptr<SyntheticTokenStream> stream;
+};
+
+// Feeds the engine the micro-batches of one step for this data-parallel rank.
+struct MicroBatchFeed {
+  const SyntheticTokenStream* stream = nullptr;
+  int64_t first_sample = 0;  // of this rank's first micro-batch in this step
+  int64_t micro_batch_size = 0;
+  c10::Device device = c10::Device(c10::kCPU);
+
+  static triax_status next(void* self, int32_t index, triax_stage_io* io, triax_error* error) {
+    auto* feed = static_cast<MicroBatchFeed*>(self);
+    try {
+      at::Tensor tokens = feed->stream->samples(feed->first_sample + index * feed->micro_batch_size,
+                                                feed->micro_batch_size);
+      if (!feed->device.is_cpu()) tokens = tokens.to(feed->device, /*non_blocking=*/true);
+      int64_t length = tokens.size(1) - 1;
+      io->input_ids = release_handle(tokens.narrow(1, 0, length));
+      io->label_ids = release_handle(tokens.narrow(1, 1, length));
+      io->label_mask = nullptr;
+      return TRIAX_OK;
+    } catch (const std::exception& e) {
+      std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "synthetic data: %s", e.what());
+      return TRIAX_ERROR_RUNTIME;
+    }
+  }
+};
+
+bool excluded_from_weight_decay(const std::string& name, const std::vector<std::regex>& patterns) {
+  for (const auto& pattern : patterns)  // like Python's re.match: anchored at the start
+    if (std::regex_search(name, pattern, std::regex_constants::match_continuous)) return true;
+  return false;
+}
+
+}  // namespace
+
+struct Trainer::State {
+  TrainConfig config;
+  PluginRegistry& registry;
+  Communicator& communicator;
+  HostServices host;
+  c10::Device device = c10::Device(c10::kCPU);
+  std::unique_ptr<ModelInstance> model;
+  std::unique_ptr<OptimizerInstance> optimizer;
+  std::unique_ptr<EngineInstance> engine;
+  std::unique_ptr<GradientAccumulator> gradients;
+  std::vector<DataStage> stages;
+  std::string init_method_yaml;
+  std::string parallelism_yaml;
+  std::string optimizer_yaml;
+  double flops_per_token = 0.0;
+  DevicePeak peak;
+
+  State(TrainConfig c, PluginRegistry& r, Communicator& comm)
+      : config(std::move(c)), registry(r), communicator(comm), host(comm) {}
+
+  const DataStage& stage_for(int64_t step) const {
+    const DataStage* current = &stages.front();
+    for (const auto& stage : stages)
+      if (stage.config.start_training_step <= step) current = &stage;
+    return *current;
+  }
+};
+
+Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& communicator)
+    : state_(std::make_unique<State>(std::move(config), registry, communicator)) {
+  State& s = *state_;
+  const TrainConfig& c = s.config;
+  validate_for_world(c, communicator.size(TRIAX_GROUP_WORLD));
+  s.device = resolve_device(c.general.device);
+
+  // Plugins named by the config, each refused with the available names if unknown.
+  const triax_model_vtable& model_vtable = registry.model(c.model.plugin);
+  const triax_engine_vtable& engine_vtable = registry.engine(c.parallelism.pp_engine);
+  const triax_optimizer_vtable& optimizer_vtable = registry.optimizer(c.optimizer.plugin);
+
+  // Data stages: the synthetic stream for `dataset: null`.
+  const int64_t vocab_size = model_vocab_size(c);
+  for (size_t i = 0; i < c.data_stages.size(); ++i) {
+    const DataStageConfig& stage = c.data_stages[i];
+    if (stage.data.dataset.IsDefined() && !stage.data.dataset.IsNull())
+      throw ConfigError(c.origin + ": data_stages." + std::to_string(i) +
+                        ".data.dataset: token datasets are not supported by this version; "
+                        "use null for the built-in synthetic stream");
+    s.stages.push_back({stage, std::make_unique<SyntheticTokenStream>(vocab_size, c.tokens.sequence_length,
+                                                                      static_cast<uint64_t>(stage.data.seed))});
+  }
+
+  at::manual_seed(static_cast<uint64_t>(c.general.seed));
+
+  // The model: pp = 1 here, so this rank holds every block.
+  const std::string model_yaml = to_yaml_text(c.model.model_config);
+  s.init_method_yaml = to_yaml_text(c.model.init_method);
+  std::vector<double> block_costs;
+  try {
+    block_costs = ModelInstance::describe_blocks(model_vtable, c.model.plugin, model_yaml, c.tokens.sequence_length);
+  } catch (const ConfigError& e) {
+    throw ConfigError(c.origin + ": " + e.what());
+  }
+  const std::string device_string = s.device.str();
+  triax_model_context context{};
+  context.struct_size = sizeof(context);
+  context.tp_rank = communicator.rank(TRIAX_GROUP_TP);
+  context.tp_size = communicator.size(TRIAX_GROUP_TP);
+  context.pp_rank = communicator.rank(TRIAX_GROUP_PP);
+  context.pp_size = communicator.size(TRIAX_GROUP_PP);
+  context.dp_rank = communicator.rank(TRIAX_GROUP_DP);
+  context.dp_size = communicator.size(TRIAX_GROUP_DP);
+  context.first_block = 0;
+  context.last_block = static_cast<int32_t>(block_costs.size());
+  context.device = device_string.c_str();
+  context.dtype = c.model.dtype.c_str();
+  context.seed = static_cast<uint64_t>(c.general.seed);
+  context.init_method_yaml = s.init_method_yaml.c_str();
+  context.tp_mode = c.parallelism.tp_mode == "REDUCE_SCATTER" ? 1 : 0;
+  context.make_vocab_size_divisible_by = c.model.make_vocab_size_divisible_by;
+  context.host = s.host.c_host();
+  try {
+    s.model = std::make_unique<ModelInstance>(model_vtable, c.model.plugin, model_yaml, context);
+  } catch (const ConfigError& e) {
+    throw ConfigError(c.origin + ": " + e.what());
+  }
+  s.model->set_training(true);
+  s.flops_per_token = s.model->flops_per_token(c.tokens.sequence_length);
+
+  // Optimizer: weight decay resolved per parameter (model's own exclusions + config patterns).
+  std::vector<std::regex> patterns;
+  for (const auto& p : c.optimizer.weight_decay_exclude_named_params) patterns.emplace_back(p);
+  std::vector<triax_optimizer_param> params;
+  int excluded = 0;
+  for (const auto& p : s.model->parameters()) {
+    bool exclude = (p.spec.flags & TRIAX_PARAM_NO_WEIGHT_DECAY) || excluded_from_weight_decay(p.name, patterns) ||
+                   (!p.spec.tied_key.empty() && excluded_from_weight_decay(p.spec.tied_key, patterns));
+    excluded += exclude ? 1 : 0;
+    params.push_back({p.name.c_str(), borrow_handle(p.tensor), exclude ? 0.0 : c.optimizer.weight_decay, p.spec.flags});
+  }
+  s.optimizer_yaml = to_yaml_text(c.optimizer.section);
+  triax_optimizer_context optimizer_context{};
+  optimizer_context.struct_size = sizeof(optimizer_context);
+  optimizer_context.dp_rank = context.dp_rank;
+  optimizer_context.dp_size = context.dp_size;
+  optimizer_context.optimizer_yaml = s.optimizer_yaml.c_str();
+  optimizer_context.host = s.host.c_host();
+  try {
+    s.optimizer = std::make_unique<OptimizerInstance>(optimizer_vtable, c.optimizer.plugin, optimizer_context, params);
+  } catch (const ConfigError& e) {
+    throw ConfigError(c.origin + ": " + e.what());
+  }
+  log::info("optimizer " + c.optimizer.plugin + ": " + std::to_string(params.size()) + " parameter tensors, " +
+            std::to_string(excluded) + " excluded from weight decay");
+
+  s.parallelism_yaml = to_yaml_text(c.parallelism.section);
+  triax_engine_context engine_context{};
+  engine_context.struct_size = sizeof(engine_context);
+  engine_context.pp_rank = context.pp_rank;
+  engine_context.pp_size = context.pp_size;
+  engine_context.parallelism_yaml = s.parallelism_yaml.c_str();
+  engine_context.host = s.host.c_host();
+  s.engine = std::make_unique<EngineInstance>(engine_vtable, c.parallelism.pp_engine, engine_context);
+
+  s.gradients = std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32);
+  s.peak = device_peak(s.device.is_cpu() ? "cpu" : device_display_name(s.device), c.logging.peak_tflops);
+}
+
+Trainer::~Trainer() = default;
+
+const std::vector<NamedParameter>& Trainer::parameters() const { return state_->model->parameters(); }
+const TrainConfig& Trainer::config() const { return state_->config; }
+
+TrainSummary Trainer::train() {
+  State& s = *state_;
+  const TrainConfig& c = s.config;
+  const bool is_logging_rank = s.communicator.rank(TRIAX_GROUP_WORLD) == 0;
+  const int64_t dp_size = s.communicator.size(TRIAX_GROUP_DP);
+  const int64_t dp_rank = s.communicator.rank(TRIAX_GROUP_DP);
+  const int64_t world_size = s.communicator.size(TRIAX_GROUP_WORLD);
+  const int64_t micro_batches = c.tokens.batch_accumulation_per_replica;
+  const int64_t samples_per_step = c.tokens.micro_batch_size * micro_batches * dp_size;
+  const int64_t tokens_per_step = samples_per_step * c.tokens.sequence_length;
+
+  // The run folder: resolved config (core + the model plugin's resolved model_config).
+  fs::create_directories(c.run_dir());
+  YAML::Node resolved = YAML::Clone(c.resolved);
+  resolved["model"]["model_config"] = YAML::Load(s.model->resolved_config());
+  {
+    std::ofstream out(fs::path(c.run_dir()) / "config.yaml");
+    out << "# the configuration of this run, every default filled in\n" << to_yaml_text(resolved);
+    if (!out) throw Error("cannot write " + (fs::path(c.run_dir()) / "config.yaml").string());
+  }
+  std::unique_ptr<MetricsFile> metrics_file;
+  if (is_logging_rank) metrics_file = std::make_unique<MetricsFile>((fs::path(c.run_dir()) / "metrics.jsonl").string());
+
+  log::info("model " + c.model.plugin + ": " + std::to_string(s.model->total_parameters()) + " parameters, " +
+            c.model.dtype + " on " + device_display_name(s.device) + ", " +
+            std::to_string(static_cast<int64_t>(s.flops_per_token)) + " training FLOPs per token");
+  log::info("batch: " + std::to_string(c.tokens.micro_batch_size) + " sequences x " +
+            std::to_string(micro_batches) + " micro-batches x " + std::to_string(dp_size) + " replicas of " +
+            std::to_string(c.tokens.sequence_length) + " tokens = " + std::to_string(tokens_per_step) +
+            " tokens per step; engine " + c.parallelism.pp_engine);
+  log::info("MFU = model FLOPs per token (plugin's training count: 6N + 12*L*h*s for Llama, PaLM convention) x "
+            "tokens/s/device / peak; peak: " +
+            (s.peak.tflops ? std::to_string(*s.peak.tflops) + " TFLOP/s (" + s.peak.source + ")" : s.peak.source));
+  for (const auto& stage : s.stages)
+    log::info("data stage '" + stage.config.name + "' from step " + std::to_string(stage.config.start_training_step) +
+              ": synthetic Markov stream (seed " + std::to_string(stage.config.data.seed) +
+              "), loss floor = entropy rate " + std::to_string(SyntheticTokenStream::entropy_rate()) + " nats");
+  log::info("metrics: " + (metrics_file ? metrics_file->path() : std::string("rank 0 only")));
+
+  LearningRateSchedule schedule(c.optimizer.learning_rate_scheduler);
+  TrainSummary summary;
+  std::vector<at::Tensor> step_losses, step_norms;
+  const DataStage* current_stage = nullptr;
+  const auto start = Clock::now();
+  auto interval_start = start;
+  int64_t interval_steps = 0;
+
+  for (int64_t step = 1; step <= c.tokens.train_steps; ++step) {
+    const DataStage& stage = s.stage_for(step);
+    if (&stage != current_stage) {
+      if (current_stage != nullptr) log::info("step " + std::to_string(step) + ": switching to data stage '" + stage.config.name + "'");
+      current_stage = &stage;
+    }
+    MicroBatchFeed feed;
+    feed.stream = stage.stream.get();
+    feed.micro_batch_size = c.tokens.micro_batch_size;
+    feed.first_sample = (step - 1) * samples_per_step + dp_rank * micro_batches * c.tokens.micro_batch_size;
+    feed.device = s.device;
+
+    s.gradients->zero();
+    triax_step_request request{};
+    request.struct_size = sizeof(request);
+    request.model = s.model->ref();
+    request.micro_batches = static_cast<int32_t>(micro_batches);
+    request.batches = {&feed, &MicroBatchFeed::next};
+    request.hooks_self = s.gradients.get();
+    request.after_backward = [](void* self, int32_t, triax_error* error) -> triax_status {
+      try {
+        static_cast<GradientAccumulator*>(self)->after_backward();
+        return TRIAX_OK;
+      } catch (const std::exception& e) {
+        std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "gradient accumulation: %s", e.what());
+        return TRIAX_ERROR_RUNTIME;
+      }
+    };
+    EngineInstance::Result result = s.engine->train_step(request);
+
+    at::Tensor norm = s.gradients->clip(c.optimizer.clip_grad, s.communicator);
+    const double lr = schedule.for_step(step);
+    s.optimizer->step(s.gradients->gradients(), lr);
+    step_losses.push_back(result.loss);
+    step_norms.push_back(norm);
+    summary.learning_rates.push_back(lr);
+    summary.consumed_tokens += tokens_per_step;
+    ++interval_steps;
+
+    const bool log_now = step % c.logging.iteration_step_info_interval == 0 || step == c.tokens.train_steps;
+    if (log_now && is_logging_rank) {
+      // The one host synchronisation of a step: read the logged loss and norm together.
+      at::Tensor pair = at::stack({result.loss.to(at::kFloat), norm.to(at::kFloat)}).cpu();
+      const auto now = Clock::now();
+      const double interval_seconds = std::chrono::duration<double>(now - interval_start).count();
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      StepMetrics m;
+      m.step = step;
+      m.total_steps = c.tokens.train_steps;
+      m.loss = pair[0].item<double>();
+      if (result.aux_loss.defined()) m.aux_loss = result.aux_loss.item<double>();
+      m.grad_norm = pair[1].item<double>();
+      m.learning_rate = lr;
+      m.step_seconds = interval_seconds / static_cast<double>(interval_steps);
+      m.tokens_per_second = static_cast<double>(tokens_per_step) / m.step_seconds;
+      m.tokens_per_second_per_device = m.tokens_per_second / static_cast<double>(world_size);
+      m.model_tflops_per_device = s.flops_per_token * m.tokens_per_second_per_device / 1e12;
+      if (s.peak.tflops) m.mfu = m.model_tflops_per_device / *s.peak.tflops;
+      m.consumed_tokens = summary.consumed_tokens;
+      m.peak_memory_bytes = peak_resident_bytes();
+      m.elapsed_seconds = elapsed;
+      m.eta_seconds = m.step_seconds * static_cast<double>(c.tokens.train_steps - step);
+      log::info(format_step_line(m));
+      metrics_file->write(m);
+      interval_start = now;
+      interval_steps = 0;
+    }
+  }
+  for (size_t i = 0; i < step_losses.size(); ++i) {
+    summary.losses.push_back(step_losses[i].item<double>());
+    summary.grad_norms.push_back(step_norms[i].item<double>());
+  }
+  summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (!summary.losses.empty())
+    log::info("done: " + std::to_string(c.tokens.train_steps) + " steps in " + format_duration(summary.seconds) +
+              ", loss " + std::to_string(summary.losses.front()) + " -> " + std::to_string(summary.losses.back()));
+  return summary;
+}
+
+}  // namespace triax

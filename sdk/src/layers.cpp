@@ -82,7 +82,8 @@ RMSNorm::RMSNorm(int64_t hidden_size, double eps, c10::Device device, c10::Scala
 }
 
 at::Tensor RMSNorm::forward(const at::Tensor& x) {
-  at::Tensor x32 = x.to(at::kFloat);
+  // fp32 for fp32/bf16/fp16 inputs; fp64 inputs stay fp64 (exact gradient checks).
+  at::Tensor x32 = x.to(at::promote_types(x.scalar_type(), at::kFloat));
   at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
   return normed.to(x.scalar_type()) * weight;
 }
@@ -90,7 +91,7 @@ at::Tensor RMSNorm::forward(const at::Tensor& x) {
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& mask,
                                         int64_t vocab_start, int64_t vocab_size, const TensorParallel& tp) {
   require_single_rank(tp, "vocab_parallel_cross_entropy");
-  at::Tensor scores = logits.to(at::kFloat);
+  at::Tensor scores = logits.to(at::promote_types(logits.scalar_type(), at::kFloat));  // fp64 stays fp64
   int64_t local = scores.size(-1);
   if (vocab_start + local > vocab_size) {
     // Padded vocabulary columns must never take probability mass.
@@ -102,7 +103,7 @@ at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tens
   }
   at::Tensor per_token = at::cross_entropy_loss(scores, labels, {}, at::Reduction::None);
   if (!mask.defined()) return per_token.mean();
-  at::Tensor m = mask.to(at::kFloat);
+  at::Tensor m = mask.to(scores.scalar_type());
   return (per_token * m).sum() / m.sum().clamp_min(1.0);
 }
 

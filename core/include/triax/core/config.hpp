@@ -41,9 +41,12 @@ struct ParallelismConfig {
   int64_t pp = 1;
   int64_t tp = 1;
   int64_t expert_parallel_size = 1;
-  std::string pp_engine = "1f1b";        // the engine plugin's name
+  std::string pp_engine = "afab";        // the engine plugin's name (nanotron's default)
   std::string tp_mode = "ALL_REDUCE";    // ALL_REDUCE | REDUCE_SCATTER
   bool tp_linear_async_communication = false;
+  bool recompute_layer = false;          // recompute each layer's activations in the backward pass
+  bool moe_layer_recompute = false;      // the same for MoE layers only
+  bool tp_recompute_allgather = true;    // REDUCE_SCATTER: all-gather the input again in backward
   std::string comm_backend = "auto";     // triax: auto | mpi | nccl
   YAML::Node section;                    // the whole section as read, for the engine plugin
 };

@@ -62,6 +62,9 @@ class PluginRegistry {
   const std::vector<std::string>& searched_folders() const { return searched_; }
 
  private:
+  // Loads and checks one library (an absolute path); on refusal returns false with the reason.
+  bool try_load(const std::string& library_path, std::string& reason);
+
   struct Libraries;
   std::unique_ptr<Libraries> libraries_;  // keeps every accepted library loaded
   std::vector<PluginRecord> plugins_;

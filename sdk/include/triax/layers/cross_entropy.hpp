@@ -11,7 +11,7 @@ namespace triax {
 // logits: [tokens, vocab/tp] (any float dtype; computed in fp32), labels: [tokens] int64 global
 // ids, mask: [tokens] float or undefined. vocab_start: first vocabulary id of this shard.
 // vocab_size: real (unpadded) vocabulary; padded columns never win. Returns the fp32 mean over
-// counted tokens.
+// counted tokens (fp64 logits are computed in, and return, fp64).
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
                                         const at::Tensor& mask, int64_t vocab_start, int64_t vocab_size,
                                         const TensorParallel& tp);

@@ -1,4 +1,5 @@
-// RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight, computed in fp32 whatever the input dtype.
+// RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight, computed in fp32 whatever the input dtype
+// (in fp64 for fp64 input).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,0 +1,23 @@
+// The subcommands of the `triax` command line. Each takes the arguments that follow its name
+// (`triax plugins --path DIR` passes {"--path", "DIR"}) and returns the process exit status:
+// 0 success, 1 runtime failure, 2 invalid configuration or usage, 3 plugin refused or unknown.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace triax::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitInvalidConfig = 2;
+constexpr int kExitPluginError = 3;
+
+// `triax train --config FILE [--set KEY=VALUE]... [--plugin-path DIR]...`
+int run_train_command(const std::vector<std::string>& args);
+
+// `triax plugins [--path DIR]...`: lists the plugins found in the default search paths and the
+// given folders (kind, name, version, description, library), then the refused libraries.
+int run_plugins_command(const std::vector<std::string>& args);
+
+}  // namespace triax::cli

@@ -1,0 +1,59 @@
+// Collective communication over the process mesh's groups. The core owns one Communicator per
+// process; plugins reach it through the host services (triax_host), the trainer directly.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+
+#include "triax/abi.h"
+
+namespace triax {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual const char* backend_name() const = 0;
+  virtual int rank(triax_group group) const = 0;
+  virtual int size(triax_group group) const = 0;
+  virtual void all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) = 0;
+  virtual void all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) = 0;
+  virtual void reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                              triax_reduce_op op) = 0;
+  virtual void broadcast(triax_group group, const at::Tensor& tensor, int root) = 0;
+  virtual void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) = 0;
+  virtual void send(triax_group group, const at::Tensor& tensor, int peer) = 0;
+  virtual void recv(triax_group group, const at::Tensor& tensor, int peer) = 0;
+  virtual void barrier(triax_group group) = 0;
+};
+
+// The world of one process: every group holds just this rank, so reductions and gathers are
+// copies and there is no peer to send to.
+class SingleProcessCommunicator final : public Communicator {
+ public:
+  const char* backend_name() const override { return "single-process"; }
+  int rank(triax_group) const override { return 0; }
+  int size(triax_group) const override { return 1; }
+  void all_reduce(triax_group, const at::Tensor&, triax_reduce_op) override {}
+  void all_gather(triax_group, const at::Tensor& output, const at::Tensor& input) override;
+  void reduce_scatter(triax_group, const at::Tensor& output, const at::Tensor& input, triax_reduce_op) override;
+  void broadcast(triax_group, const at::Tensor&, int root) override;
+  void all_to_all(triax_group, const at::Tensor& output, const at::Tensor& input) override;
+  void send(triax_group, const at::Tensor&, int peer) override;
+  void recv(triax_group, const at::Tensor&, int peer) override;
+  void barrier(triax_group) override {}
+};
+
+// The C host-services table (handed to every plugin) backed by a Communicator and the core's log.
+class HostServices {
+ public:
+  explicit HostServices(Communicator& communicator);
+  const triax_host* c_host() const { return &host_; }
+  Communicator& communicator() const { return communicator_; }
+
+ private:
+  Communicator& communicator_;
+  triax_host host_{};
+};
+
+}  // namespace triax

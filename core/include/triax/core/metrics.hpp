@@ -1,0 +1,62 @@
+// Per-step training metrics: throughput, model FLOP/s and MFU, memory, timing; formatted as the
+// rank-0 log line and as one JSON object per line in the run folder's metrics.jsonl.
+//
+// MFU = flops_per_token × tokens/s/device ÷ peak, where flops_per_token is the model plugin's
+// training FLOPs per token (for Llama: 6·N_matmul + 12·L·H·Q·T, PaLM convention, no causal
+// discount) and the peak is logging.peak_tflops or the device's dense bf16 peak when known.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <string>
+
+namespace triax {
+
+struct StepMetrics {
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  double loss = 0.0;
+  std::optional<double> aux_loss;
+  double learning_rate = 0.0;
+  double grad_norm = 0.0;
+  double tokens_per_second = 0.0;             // whole job
+  double tokens_per_second_per_device = 0.0;
+  double model_tflops_per_device = 0.0;
+  std::optional<double> mfu;                  // fraction of the peak, when the peak is known
+  int64_t consumed_tokens = 0;
+  int64_t peak_memory_bytes = 0;
+  double step_seconds = 0.0;                  // mean over the logging interval
+  double elapsed_seconds = 0.0;
+  double eta_seconds = 0.0;
+};
+
+// Peak FLOP/s per device used for MFU, and where the number comes from.
+struct DevicePeak {
+  std::optional<double> tflops;
+  std::string source;
+};
+
+// `device_name`: "cpu" or the CUDA device's name; `configured`: logging.peak_tflops.
+DevicePeak device_peak(const std::string& device_name, std::optional<double> configured);
+
+std::string format_step_line(const StepMetrics& metrics);
+std::string to_json_line(const StepMetrics& metrics);
+std::string format_duration(double seconds);  // H:MM:SS
+
+// Peak resident memory of this process (CPU runs), in bytes.
+int64_t peak_resident_bytes();
+
+// Appends one JSON object per logged step to a file, flushed at every line.
+class MetricsFile {
+ public:
+  explicit MetricsFile(const std::string& path);
+  void write(const StepMetrics& metrics);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace triax

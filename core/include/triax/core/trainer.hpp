@@ -1,0 +1,46 @@
+// The training loop: builds the model, optimizer and engine plugins named by the config,
+// then for each step zeroes gradients, lets the engine run every micro-batch forward and
+// backward, clips by the global norm, steps the optimizer at the scheduled learning rate and
+// logs metrics. The only host synchronisation inside a step is reading the logged loss.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "triax/core/config.hpp"
+#include "triax/parameter.hpp"
+
+namespace triax {
+
+class Communicator;
+class PluginRegistry;
+
+struct TrainSummary {
+  std::vector<double> losses;        // every step's mean LM loss
+  std::vector<double> grad_norms;    // every step's norm before clipping
+  std::vector<double> learning_rates;
+  int64_t consumed_tokens = 0;
+  double seconds = 0.0;
+};
+
+class Trainer {
+ public:
+  // Builds everything; configuration and plugin errors surface here, before any step.
+  Trainer(TrainConfig config, PluginRegistry& registry, Communicator& communicator);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  TrainSummary train();
+
+  // This rank's parameters (live tensors).
+  const std::vector<NamedParameter>& parameters() const;
+  const TrainConfig& config() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace triax

@@ -1,0 +1,31 @@
+// One pre-norm Llama decoder layer (one pipeline block):
+//   h = x + self_attn(input_layernorm(x));  out = h + mlp(post_attention_layernorm(h)).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <memory>
+
+#include "attention.hpp"
+#include "llama_config.hpp"
+#include "mlp.hpp"
+#include "triax/layers/norm.hpp"
+#include "triax/model.hpp"
+
+namespace triax::llama {
+
+class LlamaDecoderLayer : public torch::nn::Module {
+ public:
+  LlamaDecoderLayer(const LlamaConfig& config, const ModelContext& context);
+
+  // x: [batch, seq, hidden]; cos, sin: [seq, head_dim] in x's dtype.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+  std::shared_ptr<RMSNorm> input_layernorm;
+  std::shared_ptr<LlamaAttention> self_attn;
+  std::shared_ptr<RMSNorm> post_attention_layernorm;
+  std::shared_ptr<LlamaMLP> mlp;
+};
+
+}  // namespace triax::llama

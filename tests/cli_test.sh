@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# End-to-end checks of the `triax` command line: a short training run writes its run folder;
+# configuration errors exit 2 naming the file and key; an unknown plugin exits 3 listing the
+# available ones; `triax plugins` lists the built plugins.
+#   cli_test.sh <triax executable> <source dir>
+set -uo pipefail
+TRIAX="$1"
+SRC="$2"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect <exit status> <text the output must contain> -- <triax arguments...>
+expect() {
+  local status="$1" text="$2"; shift 3
+  local out; out="$("$TRIAX" "$@" 2>&1)"; local got=$?
+  [[ $got -eq $status ]] || fail "triax $* exited $got, expected $status. Output:
+$out"
+  [[ "$out" == *"$text"* ]] || fail "triax $* does not say '$text'. Output:
+$out"
+}
+
+CONFIG="$SRC/configs/tiny_llama.yaml"
+RUN="$WORK/run"
+
+# A short run: one log line per step, resolved config and metrics in the run folder.
+expect 0 "step 3/3" -- train --config "$CONFIG" --set tokens.train_steps=3 --set "checkpoints.checkpoints_path=$RUN"
+[[ -f "$RUN/config.yaml" ]] || fail "no resolved config in the run folder"
+[[ $(wc -l < "$RUN/metrics.jsonl") -eq 3 ]] || fail "metrics.jsonl should hold 3 lines"
+grep -q "train_steps: 3" "$RUN/config.yaml" || fail "resolved config lacks the override"
+grep -q "rope_theta" "$RUN/config.yaml" || fail "resolved config lacks the model's defaults"
+
+# Configuration errors: exit 2, file and key path named, nothing trained.
+expect 2 "optimizer.clip_grad" -- train --config "$CONFIG" --set optimizer.clip_grad=abc
+expect 2 "tiny_llama.yaml" -- train --config "$CONFIG" --set optimizer.clip_grad=abc
+expect 2 "tokens.sequence_lenght" -- train --config "$CONFIG" --set tokens.sequence_lenght=5
+expect 2 "model.model_config.num_attention_heads" -- train --config "$CONFIG" --set model.model_config.num_attention_heads=3
+expect 2 "parallelism" -- train --config "$CONFIG" --set parallelism.dp=2
+expect 2 "cannot open" -- train --config "$WORK/missing.yaml"
+expect 2 "--config" -- train
+
+# Unknown plugin: exit 3, the available ones listed.
+expect 3 "afab" -- train --config "$CONFIG" --set parallelism.pp_engine=zigzag --set "checkpoints.checkpoints_path=$RUN"
+expect 3 "adamw" -- train --config "$CONFIG" --set optimizer.optimizer_factory.name=adamX --set "checkpoints.checkpoints_path=$RUN"
+
+# The plugin listing.
+expect 0 "llama" -- plugins
+expect 0 "afab" -- plugins
+expect 2 "unknown command" -- frobnicate
+
+if ((failures)); then echo "$failures check(s) failed"; exit 1; fi
+echo "all command-line checks passed"

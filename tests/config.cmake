@@ -1,0 +1,14 @@
+# Unit tests of the configuration loader (core/src/config.cpp). Built from the loader's sources
+# alone (the config reader of the SDK included), so that it needs neither the rest of
+# libtriax_core nor LibTorch: each test process starts in milliseconds under ctest.
+# Included from tests/CMakeLists.txt.
+add_executable(config_test
+  ${CMAKE_CURRENT_LIST_DIR}/config_test.cpp
+  ${PROJECT_SOURCE_DIR}/core/src/config.cpp
+  ${PROJECT_SOURCE_DIR}/sdk/src/config_reader.cpp)
+target_include_directories(config_test PRIVATE
+  ${PROJECT_SOURCE_DIR}/core/include
+  ${PROJECT_SOURCE_DIR}/sdk/include)
+target_link_libraries(config_test PRIVATE yaml-cpp GTest::gtest_main)
+target_compile_definitions(config_test PRIVATE TRIAX_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data")
+gtest_discover_tests(config_test)

@@ -1,0 +1,330 @@
+// The training loop and its parts: LR schedule values, synthetic data, gradient accumulation
+// and clipping, AdamW against a hand-written reference (through the plugin's C ABI), and whole
+// runs: the loss falls, runs are deterministic, accumulation matches a larger micro-batch.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "triax/core/communicator.hpp"
+#include "triax/core/config.hpp"
+#include "triax/core/gradient_accumulator.hpp"
+#include "triax/core/lr_schedule.hpp"
+#include "triax/core/plugin_instances.hpp"
+#include "triax/core/plugin_registry.hpp"
+#include "triax/core/synthetic_data.hpp"
+#include "triax/core/trainer.hpp"
+#include "triax/error.hpp"
+#include "triax/tensor_handle.hpp"
+
+namespace triax {
+namespace {
+
+namespace fs = std::filesystem;
+
+LrSchedulerConfig schedule_config(const std::string& warmup_style, const std::string& decay_style) {
+  LrSchedulerConfig c;
+  c.learning_rate = 1.0;
+  c.lr_warmup_steps = 10;
+  c.lr_warmup_style = warmup_style;
+  c.lr_decay_style = decay_style;
+  c.lr_decay_starting_step = 10;
+  c.lr_decay_steps = 100;
+  c.min_decay_lr = 0.1;
+  return c;
+}
+
+TEST(LearningRateSchedule, LinearWarmupThenCosine) {
+  LearningRateSchedule s(schedule_config("linear", "cosine"));
+  EXPECT_DOUBLE_EQ(s.value_at(0), 0.0);
+  EXPECT_DOUBLE_EQ(s.value_at(5), 0.5);
+  EXPECT_DOUBLE_EQ(s.value_at(10), 1.0);
+  EXPECT_NEAR(s.value_at(60), 0.1 + 0.9 * (1 + std::cos(M_PI * 0.5)) / 2, 1e-12);  // half-way: 0.55
+  EXPECT_NEAR(s.value_at(60), 0.55, 1e-12);
+  EXPECT_DOUBLE_EQ(s.value_at(110), 0.1);
+  EXPECT_DOUBLE_EQ(s.value_at(500), 0.1);
+  // Training step s uses the value after s - 1 completed steps, as nanotron's LambdaLR does.
+  EXPECT_DOUBLE_EQ(s.for_step(1), 0.0);
+  EXPECT_DOUBLE_EQ(s.for_step(11), 1.0);
+}
+
+TEST(LearningRateSchedule, LinearAndOneMinusSqrtDecay) {
+  LearningRateSchedule linear(schedule_config("linear", "linear"));
+  EXPECT_NEAR(linear.value_at(35), 0.1 + 0.9 * 0.75, 1e-12);
+  LearningRateSchedule sqrt_decay(schedule_config("linear", "1-sqrt"));
+  EXPECT_NEAR(sqrt_decay.value_at(35), 0.1 + 0.9 * (1 - std::sqrt(0.25)), 1e-12);
+}
+
+TEST(LearningRateSchedule, ConstantWarmupAndDelayedDecay) {
+  LrSchedulerConfig c = schedule_config("constant", "linear");
+  c.lr_decay_starting_step = 50;
+  LearningRateSchedule s(c);
+  EXPECT_DOUBLE_EQ(s.value_at(1), 1.0);   // constant warm-up
+  EXPECT_DOUBLE_EQ(s.value_at(30), 1.0);  // constant until decay starts
+  EXPECT_NEAR(s.value_at(100), 0.1 + 0.9 * 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(s.value_at(150), 0.1);
+}
+
+TEST(LearningRateSchedule, NoWarmupNoDecayIsConstant) {
+  LrSchedulerConfig c;
+  c.learning_rate = 0.3;
+  c.lr_warmup_steps = 0;
+  c.lr_decay_steps = 0;
+  LearningRateSchedule s(c);
+  EXPECT_DOUBLE_EQ(s.value_at(0), 0.3);
+  EXPECT_DOUBLE_EQ(s.value_at(1000), 0.3);
+}
+
+TEST(SyntheticTokenStream, DeterministicPerSampleAndSeed) {
+  SyntheticTokenStream a(64, 16, 7), b(64, 16, 7), c(64, 16, 8);
+  at::Tensor batch = a.samples(10, 4);
+  ASSERT_EQ(batch.sizes(), (std::vector<int64_t>{4, 17}));
+  EXPECT_TRUE(at::equal(batch, b.samples(10, 4)));
+  EXPECT_TRUE(at::equal(batch.narrow(0, 2, 2), a.samples(12, 2)));  // sample i depends on i only
+  EXPECT_FALSE(at::equal(batch, c.samples(10, 4)));
+  EXPECT_GE(batch.min().item<int64_t>(), 0);
+  EXPECT_LT(batch.max().item<int64_t>(), 64);
+  EXPECT_NEAR(SyntheticTokenStream::entropy_rate(), 1.1097, 1e-3);  // -Σ p ln p
+  EXPECT_THROW(SyntheticTokenStream(2, 16, 1), ConfigError);
+}
+
+TEST(SyntheticTokenStream, EachTokenHasAtMostFourSuccessors) {
+  SyntheticTokenStream stream(32, 64, 3);
+  at::Tensor tokens = stream.samples(0, 200);
+  std::vector<std::set<int64_t>> successors(32);
+  auto acc = tokens.accessor<int64_t, 2>();
+  for (int64_t r = 0; r < tokens.size(0); ++r)
+    for (int64_t i = 1; i < tokens.size(1); ++i) successors[acc[r][i - 1]].insert(acc[r][i]);
+  for (const auto& s : successors) EXPECT_LE(s.size(), 4u);
+}
+
+std::vector<NamedParameter> make_parameters(at::ScalarType dtype) {
+  std::vector<NamedParameter> params;
+  for (int i = 0; i < 2; ++i) {
+    at::Tensor t = at::zeros({3, 2}, at::TensorOptions().dtype(dtype)).requires_grad_(true);
+    params.push_back({"p" + std::to_string(i), t, ParameterSpec::sharded({3, 2}, 0, 0)});
+  }
+  return params;
+}
+
+TEST(GradientAccumulator, AccumulatesLowPrecisionGradientsInFp32) {
+  auto params = make_parameters(at::kBFloat16);
+  GradientAccumulator acc(params, /*accumulate_in_fp32=*/true);
+  ASSERT_TRUE(acc.uses_fp32_buffers());
+  acc.zero();
+  // 1000 micro-batches each adding 1e-3: bf16 accumulation would stall far below 1.
+  for (int i = 0; i < 1000; ++i) {
+    (params[0].tensor.to(at::kFloat).sum() * 1e-3).backward();
+    acc.after_backward();
+  }
+  const auto& grads = acc.gradients();
+  ASSERT_EQ(grads[0].scalar_type(), at::kFloat);
+  EXPECT_NEAR(grads[0][0][0].item<double>(), 1.0, 5e-3);
+  EXPECT_EQ(grads[1].abs().sum().item<double>(), 0.0);  // no gradient: zeros
+}
+
+TEST(GradientAccumulator, ClipsToTheGlobalNorm) {
+  auto params = make_parameters(at::kFloat);
+  GradientAccumulator acc(params, true);
+  acc.zero();
+  (params[0].tensor.sum() * 2.0 + params[1].tensor.sum() * 1.0).backward();
+  SingleProcessCommunicator comm;
+  // |g| = sqrt(6·4 + 6·1) = sqrt(30)
+  at::Tensor norm = acc.clip(1.0, comm);
+  EXPECT_NEAR(norm.item<double>(), std::sqrt(30.0), 1e-6);
+  double clipped = 0;
+  for (const auto& g : acc.gradients()) clipped += g.pow(2).sum().item<double>();
+  EXPECT_NEAR(std::sqrt(clipped), 1.0, 1e-5);
+  // Below the threshold nothing changes.
+  acc.zero();
+  (params[0].tensor.sum() * 0.01).backward();
+  acc.clip(1.0, comm);
+  EXPECT_NEAR(acc.gradients()[0][0][0].item<double>(), 0.01, 1e-7);
+}
+
+PluginRegistry& registry() {
+  static PluginRegistry instance;
+  static bool loaded = false;
+  if (!loaded) {
+    instance.scan_folder(TRIAX_TEST_PLUGIN_DIR);
+    loaded = true;
+  }
+  return instance;
+}
+
+// AdamW through the plugin's C ABI against the textbook update in double precision.
+void check_adamw(bool fused, at::ScalarType dtype) {
+  const double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+  at::Tensor param = at::tensor({0.5, -1.0, 2.0, 0.25}, at::TensorOptions().dtype(at::kDouble)).to(dtype);
+  std::string yaml = std::string("optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95, adam_eps: 1.0e-8, "
+                                 "torch_adam_is_fused: ") + (fused ? "true" : "false") + "}\n";
+  triax_optimizer_context context{};
+  context.struct_size = sizeof(context);
+  context.dp_size = 1;
+  context.optimizer_yaml = yaml.c_str();
+  std::vector<triax_optimizer_param> params = {{"w", borrow_handle(param), wd, 0}};
+  OptimizerInstance optimizer(registry().optimizer("adamw"), "adamw", context, params);
+
+  std::vector<double> p = {0.5, -1.0, 2.0, 0.25}, m(4, 0), v(4, 0);
+  for (int t = 1; t <= 5; ++t) {
+    std::vector<double> g = {0.1 * t, -0.2, 0.3 / t, 0.05};
+    optimizer.step({at::tensor(g, at::TensorOptions().dtype(at::kDouble)).to(at::kFloat)}, lr);
+    for (size_t i = 0; i < 4; ++i) {
+      double gi = static_cast<float>(g[i]);
+      p[i] *= 1 - lr * wd;
+      m[i] = b1 * m[i] + (1 - b1) * gi;
+      v[i] = b2 * v[i] + (1 - b2) * gi * gi;
+      double mhat = m[i] / (1 - std::pow(b1, t)), vhat = v[i] / (1 - std::pow(b2, t));
+      p[i] -= lr * mhat / (std::sqrt(vhat) + eps);
+    }
+  }
+  const double tolerance = dtype == at::kBFloat16 ? 1e-2 : 1e-5;
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(param[i].item<double>(), p[i], tolerance) << "element " << i;
+  // fp32 parameters are their own masters; bf16 ones carry a 4-byte master each.
+  int64_t expected = 4 * 4 * 2 + (dtype == at::kFloat ? 0 : 4 * 4);
+  EXPECT_EQ(optimizer.state_bytes(), expected);
+}
+
+TEST(AdamWPlugin, FusedMatchesReference) { check_adamw(true, at::kFloat); }
+TEST(AdamWPlugin, ForeachMatchesReference) { check_adamw(false, at::kFloat); }
+TEST(AdamWPlugin, Bf16ParametersUseFp32Masters) { check_adamw(true, at::kBFloat16); }
+
+TEST(AdamWPlugin, RefusesUnknownFactoryKey) {
+  at::Tensor param = at::zeros({2});
+  std::string yaml = "optimizer_factory: {name: adamW, adam_beta3: 0.5}\n";
+  triax_optimizer_context context{};
+  context.struct_size = sizeof(context);
+  context.optimizer_yaml = yaml.c_str();
+  std::vector<triax_optimizer_param> params = {{"w", borrow_handle(param), 0.0, 0}};
+  try {
+    OptimizerInstance optimizer(registry().optimizer("adamw"), "adamw", context, params);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer.optimizer_factory.adam_beta3"), std::string::npos) << e.what();
+  }
+}
+
+// ---- whole runs ------------------------------------------------------------------------------
+
+std::string tiny_config(const fs::path& run_dir, int steps, int micro_batch_size, int accumulation,
+                        const std::string& dtype = "float32") {
+  return "general: {project: test, run: test, seed: 5, device: cpu}\n"
+         "checkpoints: {checkpoints_path: " + run_dir.string() + ", checkpoint_interval: 1000}\n"
+         "parallelism: {dp: 1, tp: 1, pp: 1, pp_engine: afab}\n"
+         "model:\n"
+         "  dtype: " + dtype + "\n"
+         "  init_method: {std: 0.02}\n"
+         "  model_config: {vocab_size: 64, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2,\n"
+         "                 num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 64,\n"
+         "                 tie_word_embeddings: true}\n"
+         "tokens: {sequence_length: 32, micro_batch_size: " + std::to_string(micro_batch_size) +
+         ", batch_accumulation_per_replica: " + std::to_string(accumulation) + ", train_steps: " + std::to_string(steps) + "}\n"
+         "optimizer:\n"
+         "  optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95, adam_eps: 1.0e-8, torch_adam_is_fused: true}\n"
+         "  zero_stage: 0\n"
+         "  weight_decay: 0.01\n"
+         "  clip_grad: 1.0\n"
+         "  accumulate_grad_in_fp32: true\n"
+         "  learning_rate_scheduler: {learning_rate: 0.01, lr_warmup_steps: 5, lr_decay_style: cosine, min_decay_lr: 0.001}\n"
+         "data_stages: [{name: synthetic, start_training_step: 1, data: {dataset: null, seed: 3}}]\n"
+         "logging: {log_level: warning, iteration_step_info_interval: 1}\n";
+}
+
+TrainSummary run(const std::string& yaml) {
+  TrainConfig config = parse_train_config(YAML::Load(yaml), "test.yaml");
+  SingleProcessCommunicator comm;
+  Trainer trainer(std::move(config), registry(), comm);
+  return trainer.train();
+}
+
+fs::path temp_run_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("triax_training_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+TEST(Training, LossFallsOnSyntheticData) {
+  fs::path dir = temp_run_dir("falls");
+  TrainSummary summary = run(tiny_config(dir, 60, 8, 1));
+  ASSERT_EQ(summary.losses.size(), 60u);
+  EXPECT_NEAR(summary.losses.front(), std::log(64.0), 0.3);     // starts at chance
+  EXPECT_LT(summary.losses.back(), 0.6 * summary.losses.front());  // and learns the chain
+  // Outputs in the run folder: the resolved config and one metrics line per step.
+  EXPECT_TRUE(fs::exists(dir / "config.yaml"));
+  std::ifstream metrics(dir / "metrics.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    EXPECT_NE(line.find("\"tokens_per_s\""), std::string::npos);
+    ++lines;
+  }
+  EXPECT_EQ(lines, 60);
+  fs::remove_all(dir);
+}
+
+TEST(Training, SameConfigTwiceGivesIdenticalLosses) {
+  fs::path dir = temp_run_dir("determinism");
+  TrainSummary first = run(tiny_config(dir, 8, 4, 2));
+  TrainSummary second = run(tiny_config(dir, 8, 4, 2));
+  ASSERT_EQ(first.losses.size(), 8u);
+  for (size_t i = 0; i < first.losses.size(); ++i) {
+    EXPECT_EQ(first.losses[i], second.losses[i]) << "step " << i + 1;
+    EXPECT_EQ(first.grad_norms[i], second.grad_norms[i]) << "step " << i + 1;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Training, GradientAccumulationMatchesOneLargeMicroBatch) {
+  fs::path dir = temp_run_dir("accumulation");
+  TrainSummary accumulated = run(tiny_config(dir, 6, 2, 4));
+  TrainSummary single = run(tiny_config(dir, 6, 8, 1));
+  for (size_t i = 0; i < single.losses.size(); ++i) {
+    EXPECT_NEAR(accumulated.losses[i], single.losses[i], 1e-5 * std::abs(single.losses[i])) << "step " << i + 1;
+    EXPECT_NEAR(accumulated.grad_norms[i], single.grad_norms[i], 1e-4 * std::abs(single.grad_norms[i]))
+        << "step " << i + 1;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Training, Bf16ParametersTrainWithFp32Accumulation) {
+  fs::path dir = temp_run_dir("bf16");
+  TrainSummary summary = run(tiny_config(dir, 30, 8, 2, "bfloat16"));
+  EXPECT_LT(summary.losses.back(), 0.8 * summary.losses.front());
+  fs::remove_all(dir);
+}
+
+TEST(Training, UnknownPluginNamesTheAvailableOnes) {
+  fs::path dir = temp_run_dir("unknown");
+  std::string yaml = tiny_config(dir, 2, 2, 1);
+  yaml.replace(yaml.find("pp_engine: afab"), 15, "pp_engine: zigzag");
+  TrainConfig config = parse_train_config(YAML::Load(yaml), "test.yaml");
+  SingleProcessCommunicator comm;
+  try {
+    Trainer trainer(std::move(config), registry(), comm);
+    FAIL() << "expected a PluginError";
+  } catch (const PluginError& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("zigzag"), std::string::npos) << message;
+    EXPECT_NE(message.find("afab"), std::string::npos) << message;
+  }
+}
+
+TEST(Training, ModelConfigErrorsNameTheFileAndKey) {
+  fs::path dir = temp_run_dir("model_config");
+  std::string yaml = tiny_config(dir, 2, 2, 1);
+  yaml.replace(yaml.find("num_key_value_heads: 2"), 22, "num_key_value_heads: 3");
+  TrainConfig config = parse_train_config(YAML::Load(yaml), "test.yaml");
+  SingleProcessCommunicator comm;
+  try {
+    Trainer trainer(std::move(config), registry(), comm);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("test.yaml"), std::string::npos) << message;
+    EXPECT_NE(message.find("model.model_config.num_key_value_heads"), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace triax

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks, creates the Python environment holding LibTorch
+# (the torch==2.11.0 wheel), then configures and builds triax. Idempotent: a second run on the
+# same machine costs seconds. The environment and the compiler cache live outside the clone,
+# keyed by versions, so a fresh clone on the same machine reuses them.
+#
+#   tools/setup.sh [--no-build]
+#
+# Environment: TRIAX_BUILD_DIR (default build), TRIAX_CACHE_DIR (default ~/.cache/triax),
+# Torch_DIR (a LibTorch of your own; skips the wheel), TRIAX_JOBS (parallel compile jobs).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BUILD_DIR="${TRIAX_BUILD_DIR:-build}"
+CACHE_DIR="${TRIAX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/triax}"
+TORCH_VERSION=2.11.0
+DO_BUILD=1
+[[ "${1:-}" == "--no-build" ]] && DO_BUILD=0
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# ---- Debian packages -------------------------------------------------------------------
+PACKAGES=(cmake ninja-build g++ ccache python3-venv libyaml-cpp-dev libspdlog-dev libfmt-dev
+          libboost-dev libboost-program-options-dev libboost-filesystem-dev libhdf5-dev
+          libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# ---- Python environment with LibTorch --------------------------------------------------
+PYTHON="${PYTHON:-python3}"
+PY_TAG="$("$PYTHON" -c 'import sys; print(f"py{sys.version_info.major}.{sys.version_info.minor}")')"
+VENV="$CACHE_DIR/venv-$PY_TAG-torch$TORCH_VERSION"
+if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "import torch, numpy" 2>/dev/null; then
+  log "creating $VENV with torch==$TORCH_VERSION (a few GB, once per machine)"
+  mkdir -p "$CACHE_DIR"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy
+fi
+ln -sfn "$VENV" "$ROOT/.venv"
+
+# ---- configure and build -----------------------------------------------------------------
+export CCACHE_DIR="${CCACHE_DIR:-$CACHE_DIR/ccache}"
+export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+TORCH_PREFIX="$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+CMAKE_ARGS=(-G Ninja -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_PREFIX_PATH=$TORCH_PREFIX")
+[[ -n "${Torch_DIR:-}" ]] && CMAKE_ARGS+=("-DTorch_DIR=$Torch_DIR")
+if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
+  log "configuring $BUILD_DIR"
+  cmake "${CMAKE_ARGS[@]}" >/dev/null
+fi
+if ((DO_BUILD)); then
+  log "building (ccache: $CCACHE_DIR)"
+  cmake --build "$BUILD_DIR" -j "${TRIAX_JOBS:-$(nproc)}"
+fi
