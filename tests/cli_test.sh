@@ -34,6 +34,9 @@ grep -q "rope_theta" "$RUN/config.yaml" || fail "resolved config lacks the model
 # Configuration errors: exit 2, file and key path named, nothing trained.
 expect 2 "optimizer.clip_grad" -- train --config "$CONFIG" --set optimizer.clip_grad=abc
 expect 2 "tiny_llama.yaml" -- train --config "$CONFIG" --set optimizer.clip_grad=abc
+out="$("$TRIAX" train --config "$CONFIG" --set optimizer.clip_grad=abc 2>&1)"
+[[ "$out" != *"(line 1)"* ]] || fail "an overridden value must not claim a line of the file: $out"
+expect 2 "model.model_config.max_position_embeddings" -- train --config "$CONFIG" --set tokens.sequence_length=512
 expect 2 "tokens.sequence_lenght" -- train --config "$CONFIG" --set tokens.sequence_lenght=5
 expect 2 "model.model_config.num_attention_heads" -- train --config "$CONFIG" --set model.model_config.num_attention_heads=3
 expect 2 "parallelism" -- train --config "$CONFIG" --set parallelism.dp=2

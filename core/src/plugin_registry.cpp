@@ -3,12 +3,11 @@
 // name. A library is accepted whole or refused whole: one bad descriptor or one name clash
 // refuses every plugin of that library, so a half-registered library never exists.
 //
-// This file deliberately includes no LibTorch header: the core's LibTorch version comes from
-// <torch/headeronly/version.h>, which is only preprocessor definitions.
+// This file deliberately includes no LibTorch code: the core's LibTorch version comes from
+// triax/torch_version.hpp, which is only preprocessor definitions.
 #include "triax/core/plugin_registry.hpp"
 
 #include <dlfcn.h>
-#include <torch/headeronly/version.h>
 
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "triax/error.hpp"
+#include "triax/torch_version.hpp"
 
 namespace triax {
 
@@ -29,19 +29,9 @@ namespace fs = boost::filesystem;
 
 namespace {
 
-#define TRIAX_REGISTRY_STRINGIFY_IMPL(x) #x
-#define TRIAX_REGISTRY_STRINGIFY(x) TRIAX_REGISTRY_STRINGIFY_IMPL(x)
-
-// The LibTorch version the core was compiled against, spelled as the SDK's registration macro
-// spells it in a plugin's manifest (TRIAX_TORCH_VERSION_STRING of triax/plugin.hpp).
-constexpr const char* kCoreTorchVersion = TRIAX_REGISTRY_STRINGIFY(TORCH_VERSION_MAJOR) "." TRIAX_REGISTRY_STRINGIFY(
-    TORCH_VERSION_MINOR) "." TRIAX_REGISTRY_STRINGIFY(TORCH_VERSION_PATCH);
-
-#ifdef _GLIBCXX_USE_CXX11_ABI
-constexpr int32_t kCoreCxx11Abi = _GLIBCXX_USE_CXX11_ABI;
-#else
-constexpr int32_t kCoreCxx11Abi = -1;  // same convention as TRIAX_CXX11_ABI_FLAG
-#endif
+// What the core was compiled against; a plugin's manifest must say the same.
+constexpr const char* kCoreTorchVersion = TRIAX_TORCH_VERSION_STRING;
+constexpr int32_t kCoreCxx11Abi = TRIAX_CXX11_ABI_FLAG;
 
 // Tables as they were in ABI 1.0. A plugin of a later 1.x appends members, so its table is at
 // least this large; a smaller one cannot come from a well-formed 1.x library.
@@ -101,8 +91,13 @@ void check_vtable(const triax_plugin_descriptor& d) {
       require(v->create != nullptr, "create");
       require(v->destroy != nullptr, "destroy");
       require(v->forward != nullptr, "forward");
+      require(v->describe_blocks != nullptr, "describe_blocks");
       require(v->parameter_count != nullptr, "parameter_count");
       require(v->parameter_info != nullptr, "parameter_info");
+      require(v->flops_per_token != nullptr, "flops_per_token");
+      require(v->total_parameters != nullptr, "total_parameters");
+      require(v->set_training != nullptr, "set_training");
+      require(v->resolved_config != nullptr, "resolved_config");
       break;
     }
     case TRIAX_PLUGIN_ENGINE: {
@@ -119,6 +114,7 @@ void check_vtable(const triax_plugin_descriptor& d) {
       require(v->create != nullptr, "create");
       require(v->destroy != nullptr, "destroy");
       require(v->step != nullptr, "step");
+      require(v->state_bytes != nullptr, "state_bytes");
       break;
     }
   }

@@ -304,6 +304,10 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   } catch (const YAML::Exception& e) {
     throw ConfigError("--set " + assignment + ": the value is not valid YAML: " + e.what());
   }
+  // A scalar parsed from the command line would carry "line 1" of the override text into
+  // error messages; a fresh node carries no position.
+  if (value.IsScalar()) value = YAML::Node(value.Scalar());
+  else if (value.IsNull()) value = YAML::Node(YAML::NodeType::Null);
   std::vector<std::string> parts;
   std::stringstream split(path);
   for (std::string part; std::getline(split, part, '.');) {

@@ -27,7 +27,14 @@ void check_tensor_parallel_split(ConfigReader& reader, const LlamaConfig& config
 }  // namespace
 
 std::vector<double> LlamaModel::block_costs(ConfigReader& reader, int64_t sequence_length) {
-  return llama_block_costs(LlamaConfig::read(reader), sequence_length);
+  LlamaConfig config = LlamaConfig::read(reader);
+  // The host asks for the costs before building anything: the place to refuse a sequence the
+  // rotary tables cannot cover.
+  if (sequence_length > config.max_position_embeddings)
+    reader.fail("max_position_embeddings", "is " + std::to_string(config.max_position_embeddings) +
+                                               ", shorter than tokens.sequence_length (" +
+                                               std::to_string(sequence_length) + ")");
+  return llama_block_costs(config, sequence_length);
 }
 
 std::shared_ptr<LlamaModel> LlamaModel::create(ConfigReader& reader, const ModelContext& context) {

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <c10/util/Exception.h>
-#include <torch/headeronly/version.h>
 
 #include <cstring>
 #include <memory>
@@ -29,12 +28,7 @@
 #include "triax/model.hpp"
 #include "triax/optimizer.hpp"
 #include "triax/tensor_handle.hpp"
-
-#define TRIAX_STRINGIFY_IMPL(x) #x
-#define TRIAX_STRINGIFY(x) TRIAX_STRINGIFY_IMPL(x)
-#define TRIAX_TORCH_VERSION_STRING                                                      \
-  TRIAX_STRINGIFY(TORCH_VERSION_MAJOR) "." TRIAX_STRINGIFY(TORCH_VERSION_MINOR) "." \
-      TRIAX_STRINGIFY(TORCH_VERSION_PATCH)
+#include "triax/torch_version.hpp"
 
 namespace triax {
 namespace detail {
@@ -203,12 +197,6 @@ triax_plugin_descriptor optimizer_plugin(const char* name, const char* version, 
 }
 
 }  // namespace triax
-
-#ifndef _GLIBCXX_USE_CXX11_ABI
-#define TRIAX_CXX11_ABI_FLAG (-1)
-#else
-#define TRIAX_CXX11_ABI_FLAG _GLIBCXX_USE_CXX11_ABI
-#endif
 
 // Emits the library's entry point: one manifest listing the given plugin descriptors.
 #define TRIAX_PLUGIN_LIBRARY(...)                                                                  \
