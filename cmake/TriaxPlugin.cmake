@@ -15,7 +15,9 @@ function(triax_add_plugin target)
   set_target_properties(${target} PROPERTIES PREFIX "" CXX_VISIBILITY_PRESET hidden
                                             VISIBILITY_INLINES_HIDDEN ON)
   if(DEFINED TRIAX_PLUGIN_OUTPUT_DIRECTORY)
-    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
+    # In the triax tree: installed into <prefix>/lib/triax/plugins, next to <prefix>/lib.
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${TRIAX_PLUGIN_OUTPUT_DIRECTORY}"
+                                               INSTALL_RPATH "$ORIGIN/../..")
   endif()
   if(COMMAND triax_use_pch)
     triax_use_pch(${target})

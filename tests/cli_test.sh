@@ -42,6 +42,11 @@ expect 2 "model.model_config.num_attention_heads" -- train --config "$CONFIG" --
 expect 2 "parallelism" -- train --config "$CONFIG" --set parallelism.dp=2
 expect 2 "cannot open" -- train --config "$WORK/missing.yaml"
 expect 2 "--config" -- train
+expect 2 "is a folder" -- train --config "$WORK"
+printf 'general: {project: x\ntokens: [1,\n' > "$WORK/broken.yaml"
+expect 2 "broken.yaml: not valid YAML" -- train --config "$WORK/broken.yaml"
+touch "$WORK/a_file"
+expect 2 "checkpoints.checkpoints_path: cannot create the run folder" -- train --config "$CONFIG" --set "checkpoints.checkpoints_path=$WORK/a_file/run"
 
 # Unknown plugin: exit 3, the available ones listed.
 expect 3 "afab" -- train --config "$CONFIG" --set parallelism.pp_engine=zigzag --set "checkpoints.checkpoints_path=$RUN"

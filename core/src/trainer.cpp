@@ -127,6 +127,11 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   const TrainConfig& c = s.config;
   validate_for_world(c, communicator.size(TRIAX_GROUP_WORLD));
   s.device = resolve_device(c.general.device);
+  std::error_code ec;
+  fs::create_directories(c.run_dir(), ec);
+  if (ec)
+    throw ConfigError(c.origin + ": checkpoints.checkpoints_path: cannot create the run folder '" + c.run_dir() +
+                      "': " + ec.message());
 
   // Plugins named by the config, each refused with the available names if unknown.
   const triax_model_vtable& model_vtable = registry.model(c.model.plugin);
@@ -141,8 +146,12 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
       throw ConfigError(c.origin + ": data_stages." + std::to_string(i) +
                         ".data.dataset: token datasets are not supported by this version; "
                         "use null for the built-in synthetic stream");
-    s.stages.push_back({stage, std::make_unique<SyntheticTokenStream>(vocab_size, c.tokens.sequence_length,
-                                                                      static_cast<uint64_t>(stage.data.seed))});
+    try {
+      s.stages.push_back({stage, std::make_unique<SyntheticTokenStream>(vocab_size, c.tokens.sequence_length,
+                                                                        static_cast<uint64_t>(stage.data.seed))});
+    } catch (const ConfigError& e) {
+      throw ConfigError(c.origin + ": model.model_config.vocab_size: " + e.what());
+    }
   }
 
   at::manual_seed(static_cast<uint64_t>(c.general.seed));
@@ -237,8 +246,7 @@ TrainSummary Trainer::train() {
   const int64_t samples_per_step = c.tokens.micro_batch_size * micro_batches * dp_size;
   const int64_t tokens_per_step = samples_per_step * c.tokens.sequence_length;
 
-  // The run folder: resolved config (core + the model plugin's resolved model_config).
-  fs::create_directories(c.run_dir());
+  // The run folder (created before any work): resolved config, core + the model plugin's own.
   YAML::Node resolved = YAML::Clone(c.resolved);
   resolved["model"]["model_config"] = YAML::Load(s.model->resolved_config());
   {

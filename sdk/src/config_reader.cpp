@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -282,6 +283,8 @@ void ConfigReader::finish() const {
 }
 
 YAML::Node load_yaml_file(const std::string& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw ConfigError(file + ": is a folder, not a config file");
   std::ifstream in(file);
   if (!in) throw ConfigError(file + ": cannot open the config file");
   std::stringstream text;
