@@ -2,6 +2,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#ifdef TRIAX_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <chrono>
 #include <filesystem>
@@ -40,8 +44,24 @@ c10::Device resolve_device(const std::string& requested) {
   return c10::Device(c10::kCPU);
 }
 
+// "cpu", or the GPU's product name ("NVIDIA H200"), which also selects the MFU peak.
 std::string device_display_name(const c10::Device& device) {
-  return device.is_cpu() ? std::string("cpu") : device.str();
+#ifdef TRIAX_WITH_CUDA
+  if (device.is_cuda()) return at::cuda::getDeviceProperties(device.index())->name;
+#endif
+  return device.str();
+}
+
+// Peak memory of the step's device: the CUDA caching allocator's peak, or the process's peak
+// resident memory on CPU.
+int64_t peak_memory_bytes(const c10::Device& device) {
+#ifdef TRIAX_WITH_CUDA
+  if (device.is_cuda())
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+        .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+        .peak;
+#endif
+  return peak_resident_bytes();
 }
 
 // The model's vocabulary size, needed by the synthetic data stream.
@@ -227,7 +247,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   s.engine = std::make_unique<EngineInstance>(engine_vtable, c.parallelism.pp_engine, engine_context);
 
   s.gradients = std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32);
-  s.peak = device_peak(s.device.is_cpu() ? "cpu" : device_display_name(s.device), c.logging.peak_tflops);
+  s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
 }
 
 Trainer::~Trainer() = default;
@@ -340,7 +360,7 @@ TrainSummary Trainer::train() {
       m.model_tflops_per_device = s.flops_per_token * m.tokens_per_second_per_device / 1e12;
       if (s.peak.tflops) m.mfu = m.model_tflops_per_device / *s.peak.tflops;
       m.consumed_tokens = summary.consumed_tokens;
-      m.peak_memory_bytes = peak_resident_bytes();
+      m.peak_memory_bytes = peak_memory_bytes(s.device);
       m.elapsed_seconds = elapsed;
       m.eta_seconds = m.step_seconds * static_cast<double>(c.tokens.train_steps - step);
       log::info(format_step_line(m));
