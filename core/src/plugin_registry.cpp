@@ -203,8 +203,8 @@ bool PluginRegistry::try_load(const std::string& library_path, std::string& reas
     // RTLD_NOW: a library with an unresolved symbol is refused here, with dlopen's message,
     // rather than failing in the middle of a run. RTLD_LOCAL: plugins do not see each other's
     // symbols; everything they share crosses the C ABI. RTLD_NODELETE: a plugin stays mapped
-    // until the process ends, because LibTorch keeps pointers into it (autograd functions,
-    // allocator deleters, CUDA state) that its own static destructors follow at exit.
+    // until the process ends, whatever the registry's lifetime: tensors and autograd state it
+    // created may outlive the registry, and unloading code they point into is never safe.
     boost::system::error_code ec;
     const auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     boost::dll::shared_library library(fs::path(library_path), ec, mode);
