@@ -16,6 +16,7 @@
 #include "triax/core/plugin_registry.hpp"
 #include "triax/core/synthetic_data.hpp"
 #include "triax/core/trainer.hpp"
+#include "triax/core/weight_decay.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
 
@@ -142,6 +143,24 @@ TEST(GradientAccumulator, ClipsToTheGlobalNorm) {
   (params[0].tensor.sum() * 0.01).backward();
   acc.clip(1.0, comm);
   EXPECT_NEAR(acc.gradients()[0][0][0].item<double>(), 0.01, 1e-7);
+}
+
+TEST(WeightDecayPolicy, PatternsAnchorAtTheStartAndFlagsExclude) {
+  WeightDecayPolicy policy(0.1, {".*norm.*", "model\\.embed_tokens"});
+  auto param = [](const std::string& name, uint32_t flags = 0, const std::string& tied = "") {
+    NamedParameter p{name, at::zeros({2}), ParameterSpec::replicated(at::zeros({2}), flags)};
+    p.spec.tied_key = tied;
+    return p;
+  };
+  EXPECT_EQ(policy.for_parameter(param("model.layers.0.input_layernorm.weight")), 0.0);
+  EXPECT_EQ(policy.for_parameter(param("model.embed_tokens.weight")), 0.0);
+  EXPECT_EQ(policy.for_parameter(param("model.layers.0.mlp.up_proj.weight")), 0.1);
+  // Anchored like Python's re.match: the pattern must match from the first character.
+  EXPECT_EQ(policy.for_parameter(param("lm_head.model.embed_tokens")), 0.1);
+  // A tied copy is excluded when its tied name matches.
+  EXPECT_EQ(policy.for_parameter(param("lm_head.weight", TRIAX_PARAM_TIED, "model.embed_tokens.weight")), 0.0);
+  // The model's own flag wins over the patterns.
+  EXPECT_EQ(policy.for_parameter(param("model.layers.0.self_attn.q_proj.bias", TRIAX_PARAM_NO_WEIGHT_DECAY)), 0.0);
 }
 
 PluginRegistry& registry() {

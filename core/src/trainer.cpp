@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <regex>
 #include <sstream>
 
 #include "triax/core/communicator.hpp"
@@ -22,6 +21,7 @@
 #include "triax/core/plugin_instances.hpp"
 #include "triax/core/plugin_registry.hpp"
 #include "triax/core/synthetic_data.hpp"
+#include "triax/core/weight_decay.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
@@ -104,12 +104,6 @@ struct MicroBatchFeed {
     }
   }
 };
-
-bool excluded_from_weight_decay(const std::string& name, const std::vector<std::regex>& patterns) {
-  for (const auto& pattern : patterns)  // like Python's re.match: anchored at the start
-    if (std::regex_search(name, pattern, std::regex_constants::match_continuous)) return true;
-  return false;
-}
 
 }  // namespace
 
@@ -212,15 +206,12 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   s.flops_per_token = s.model->flops_per_token(c.tokens.sequence_length);
 
   // Optimizer: weight decay resolved per parameter (model's own exclusions + config patterns).
-  std::vector<std::regex> patterns;
-  for (const auto& p : c.optimizer.weight_decay_exclude_named_params) patterns.emplace_back(p);
+  const WeightDecayPolicy weight_decay(c.optimizer.weight_decay, c.optimizer.weight_decay_exclude_named_params);
   std::vector<triax_optimizer_param> params;
   int excluded = 0;
   for (const auto& p : s.model->parameters()) {
-    bool exclude = (p.spec.flags & TRIAX_PARAM_NO_WEIGHT_DECAY) || excluded_from_weight_decay(p.name, patterns) ||
-                   (!p.spec.tied_key.empty() && excluded_from_weight_decay(p.spec.tied_key, patterns));
-    excluded += exclude ? 1 : 0;
-    params.push_back({p.name.c_str(), borrow_handle(p.tensor), exclude ? 0.0 : c.optimizer.weight_decay, p.spec.flags});
+    excluded += weight_decay.excludes(p) ? 1 : 0;
+    params.push_back({p.name.c_str(), borrow_handle(p.tensor), weight_decay.for_parameter(p), p.spec.flags});
   }
   s.optimizer_yaml = to_yaml_text(c.optimizer.section);
   triax_optimizer_context optimizer_context{};
