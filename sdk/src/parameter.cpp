@@ -1,5 +1,6 @@
 #include "triax/parameter.hpp"
 
+#include <stdexcept>
 #include <unordered_set>
 
 namespace triax {
@@ -25,6 +26,14 @@ ParameterSpec ParameterSpec::sharded(std::vector<int64_t> global_shape, int64_t 
 const ParameterSpec* SpecifiedModule::spec_of(const std::string& local_name) const {
   auto it = specs_.find(local_name);
   return it == specs_.end() ? nullptr : &it->second;
+}
+
+void SpecifiedModule::tie_parameter(const std::string& local_name, const std::string& tied_key) {
+  auto it = specs_.find(local_name);
+  if (it == specs_.end())
+    throw std::invalid_argument("tie_parameter: no parameter '" + local_name + "' registered with a spec");
+  it->second.flags |= TRIAX_PARAM_TIED;
+  it->second.tied_key = tied_key;
 }
 
 at::Tensor SpecifiedModule::register_parameter_with_spec(const std::string& local_name, at::Tensor tensor,

@@ -66,12 +66,10 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, s
   body_ = register_module("model", std::make_shared<torch::nn::Module>("LlamaBody"));
 
   if (embeds_tokens_ || (tied && holds_head)) {
+    embed_tokens_ =
+        std::make_shared<VocabParallelEmbedding>(padded_vocab_size_, h, context.device, context.dtype, tp_);
     if (tied && embeds_tokens_ != holds_head)  // the other copy lives on another pipeline stage
-      embed_tokens_ = std::make_shared<TiedVocabParallelEmbedding>(padded_vocab_size_, h, context.device,
-                                                                   context.dtype, tp_, kTiedEmbeddingKey);
-    else
-      embed_tokens_ =
-          std::make_shared<VocabParallelEmbedding>(padded_vocab_size_, h, context.device, context.dtype, tp_);
+      embed_tokens_->tie_parameter("weight", kTiedEmbeddingKey);
     body_->register_module("embed_tokens", embed_tokens_);
   }
 

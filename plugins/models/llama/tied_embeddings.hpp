@@ -20,13 +20,6 @@ namespace triax::llama {
 
 constexpr const char* kTiedEmbeddingKey = "model.embed_tokens.weight";
 
-// A VocabParallelEmbedding whose weight carries TRIAX_PARAM_TIED and `tied_key`.
-class TiedVocabParallelEmbedding : public VocabParallelEmbedding {
- public:
-  TiedVocabParallelEmbedding(int64_t padded_vocab_size, int64_t hidden_size, c10::Device device,
-                             c10::ScalarType dtype, const TensorParallel& tp, const std::string& tied_key);
-};
-
 // A column-parallel lm_head computing with `embedding_weight` ([vocab/tp, hidden], the same
 // vocabulary slice as the embedding's) instead of a weight of its own. It owns no storage; do
 // not register it as a submodule: the weight is already registered by the embedding.

@@ -41,6 +41,10 @@ class SpecifiedModule : public torch::nn::Module {
   using torch::nn::Module::Module;
   // Metadata of a parameter registered by this module under `local_name`, or null.
   const ParameterSpec* spec_of(const std::string& local_name) const;
+  // Marks a parameter as one copy of a logical parameter held by several pipeline stages (an
+  // embedding tied to a head on another stage): flagged TRIAX_PARAM_TIED with `tied_key`, the
+  // same on every holder, so the host sums the copies' gradients before the step.
+  void tie_parameter(const std::string& local_name, const std::string& tied_key);
 
  protected:
   at::Tensor register_parameter_with_spec(const std::string& local_name, at::Tensor tensor,
