@@ -54,7 +54,7 @@ std::string device_display_name(const c10::Device& device) {
 
 // Peak memory of the step's device: the CUDA caching allocator's peak, or the process's peak
 // resident memory on CPU.
-int64_t peak_memory_bytes(const c10::Device& device) {
+int64_t peak_memory_bytes([[maybe_unused]] const c10::Device& device) {
 #ifdef TRIAX_WITH_CUDA
   if (device.is_cuda())
     return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())

@@ -35,7 +35,8 @@ static int64_t stub_state_bytes(triax_optimizer* optimizer) {
   return 0;
 }
 
-static const triax_optimizer_vtable stub_vtable = {sizeof(triax_optimizer_vtable), stub_create, stub_destroy,
+/* unused in the variant without an entry symbol */
+static const triax_optimizer_vtable stub_vtable __attribute__((unused)) = {sizeof(triax_optimizer_vtable), stub_create, stub_destroy,
                                                    stub_step, stub_state_bytes};
 
 #if defined(BROKEN_WRONG_ABI)
