@@ -1,5 +1,7 @@
 // Tests of the configuration loader: nanotron's tiny example loads, defaults are applied and
 // recorded, and every kind of mistake stops with the file, the key's path and what was expected.
+#include "triax/core/config.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -8,7 +10,6 @@
 #include <string>
 
 #include "triax/config_reader.hpp"
-#include "triax/core/config.hpp"
 #include "triax/error.hpp"
 
 namespace triax {
@@ -257,9 +258,9 @@ data_stages:
 }
 
 TEST(Config, NamesAndSpellingsAreNormalised) {
-  TrainConfig c = parse_minimal_with({"model.dtype=torch.float32", "parallelism.tp_mode=reduce_scatter",
-                                      "parallelism.tp=2", "optimizer.zero_stage=1",
-                                      "optimizer.optimizer_factory={name: adamW, adam_eps: 1.0e-8}"});
+  TrainConfig c =
+      parse_minimal_with({"model.dtype=torch.float32", "parallelism.tp_mode=reduce_scatter", "parallelism.tp=2",
+                          "optimizer.zero_stage=1", "optimizer.optimizer_factory={name: adamW, adam_eps: 1.0e-8}"});
   EXPECT_EQ(c.model.dtype, "float32");
   EXPECT_EQ(c.resolved["model"]["dtype"].as<std::string>(), "float32");
   EXPECT_EQ(c.parallelism.tp_mode, "REDUCE_SCATTER");
@@ -363,7 +364,7 @@ TEST(Config, MissingRequiredKeys) {
 
 struct Impossible {
   std::vector<std::string> sets;
-  std::string key;      // the message starts with "test.yaml: " + key
+  std::string key;  // the message starts with "test.yaml: " + key
   std::string contains;
 };
 
@@ -373,17 +374,20 @@ TEST(Config, ImpossibleValuesAreRefused) {
       {{"tokens.train_steps=-3"}, "tokens.train_steps", "at least 1"},
       {{"parallelism.dp=0"}, "parallelism.dp", "at least 1"},
       {{"optimizer.learning_rate_scheduler.lr_decay_style=exponential"},
-       "optimizer.learning_rate_scheduler.lr_decay_style", "linear, cosine, 1-sqrt"},
+       "optimizer.learning_rate_scheduler.lr_decay_style",
+       "linear, cosine, 1-sqrt"},
       {{"optimizer.learning_rate_scheduler.lr_warmup_style=cosine"},
-       "optimizer.learning_rate_scheduler.lr_warmup_style", "linear, constant"},
-      {{"optimizer.learning_rate_scheduler.learning_rate=0"}, "optimizer.learning_rate_scheduler.learning_rate",
-       "> 0"},
-      {{"optimizer.learning_rate_scheduler.min_decay_lr=0.01"}, "optimizer.learning_rate_scheduler.min_decay_lr",
+       "optimizer.learning_rate_scheduler.lr_warmup_style",
+       "linear, constant"},
+      {{"optimizer.learning_rate_scheduler.learning_rate=0"}, "optimizer.learning_rate_scheduler.learning_rate", "> 0"},
+      {{"optimizer.learning_rate_scheduler.min_decay_lr=0.01"},
+       "optimizer.learning_rate_scheduler.min_decay_lr",
        "more than learning_rate"},
       {{"optimizer.clip_grad=0"}, "optimizer.clip_grad", "> 0"},
       {{"optimizer.clip_grad=-1.0"}, "optimizer.clip_grad", "> 0"},
       {{"optimizer.weight_decay_exclude_named_params=['.*bias', '(unclosed']"},
-       "optimizer.weight_decay_exclude_named_params.1", "not a valid regular expression"},
+       "optimizer.weight_decay_exclude_named_params.1",
+       "not a valid regular expression"},
       {{"optimizer.zero_stage=3"}, "optimizer.zero_stage", "ZeRO stages 0 to 1"},
       {{"model.dtype=int8"}, "model.dtype", "float32, bfloat16, float16, float64"},
       {{"model.make_vocab_size_divisible_by=0"}, "model.make_vocab_size_divisible_by", "at least 1"},
@@ -397,18 +401,25 @@ TEST(Config, ImpossibleValuesAreRefused) {
       {{"lighteval={batch_size: 4}"}, "lighteval", "set it to null"},
       {{"s3_upload={upload_s3_path: s3://x}"}, "s3_upload", "set it to null"},
       {{"metrics_logging={log_level: 1}"}, "metrics_logging", "set it to null"},
-      {{"parallelism.tp=3", "parallelism.tp_mode=REDUCE_SCATTER"}, "tokens.sequence_length", "not divisible by parallelism.tp (3)"},
+      {{"parallelism.tp=3", "parallelism.tp_mode=REDUCE_SCATTER"},
+       "tokens.sequence_length",
+       "not divisible by parallelism.tp (3)"},
       {{"data_stages=[{name: a, start_training_step: 2, data: {}}, {name: b, start_training_step: 5, data: {}}]"},
-       "data_stages", "no stage starts at step 1 (start_training_step values: 2, 5)"},
+       "data_stages",
+       "no stage starts at step 1 (start_training_step values: 2, 5)"},
       {{"data_stages=[{name: a, start_training_step: 1, data: {}}, {name: a, start_training_step: 5, data: {}}]"},
-       "data_stages.1.name", "also the name of data_stages.0"},
+       "data_stages.1.name",
+       "also the name of data_stages.0"},
       {{"data_stages=[{name: a, start_training_step: 1, data: {}}, {name: b, start_training_step: 1, data: {}}]"},
-       "data_stages.1.start_training_step", "start steps must be unique"},
-      {{"data_stages=[{name: a, start_training_step: 0, data: {}}]"}, "data_stages.0.start_training_step",
+       "data_stages.1.start_training_step",
+       "start steps must be unique"},
+      {{"data_stages=[{name: a, start_training_step: 0, data: {}}]"},
+       "data_stages.0.start_training_step",
        "at least 1"},
       {{"data_stages=[]"}, "data_stages", "empty"},
       {{"data_stages=[{name: a, start_training_step: 1, sequence_length: 64, data: {}}]"},
-       "data_stages.0.sequence_length", "per-stage sequence length"},
+       "data_stages.0.sequence_length",
+       "per-stage sequence length"},
   };
   for (const auto& c : cases) {
     std::string message = minimal_error(c.sets);
@@ -424,10 +435,10 @@ TEST(Config, OlderOptimizerLayoutGetsAHint) {
 }
 
 TEST(Config, OverridesApplyInOrder) {
-  TrainConfig c = load_train_config(kTiny, {"tokens.train_steps=20", "optimizer.learning_rate_scheduler.lr_warmup_steps=4",
-                                            "data_stages.1.data.seed=7", "optimizer.clip_grad=null",
-                                            "parallelism.dp=1", "parallelism.dp=4", "plugins.paths=[a, b]",
-                                            "optimizer.optimizer_factory.adam_beta1=0.8"});
+  TrainConfig c = load_train_config(
+      kTiny, {"tokens.train_steps=20", "optimizer.learning_rate_scheduler.lr_warmup_steps=4",
+              "data_stages.1.data.seed=7", "optimizer.clip_grad=null", "parallelism.dp=1", "parallelism.dp=4",
+              "plugins.paths=[a, b]", "optimizer.optimizer_factory.adam_beta1=0.8"});
   EXPECT_EQ(c.tokens.train_steps, 20);
   EXPECT_EQ(c.optimizer.learning_rate_scheduler.lr_warmup_steps, 4);
   EXPECT_EQ(c.optimizer.learning_rate_scheduler.lr_decay_starting_step, 4);
@@ -452,8 +463,8 @@ TEST(Config, BadOverridesNameTheFile) {
   EXPECT_TRUE(starts_with(message, kMinimal + ": optimizer.momentum")) << message;
   EXPECT_NE(message.find("unknown key"), std::string::npos) << message;
 
-  for (const char* bad : {"tokens.train_steps", "=5", "tokens..train_steps=5", "data_stages.5.name=x",
-                        "tokens.train_steps=[1, 2"}) {
+  for (const char* bad :
+       {"tokens.train_steps", "=5", "tokens..train_steps=5", "data_stages.5.name=x", "tokens.train_steps=[1, 2"}) {
     message = error_of([&] { load_train_config(kTiny, {bad}); });
     EXPECT_TRUE(starts_with(message, kTiny + ": --set ")) << bad << " -> " << message;
   }

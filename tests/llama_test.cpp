@@ -40,7 +40,8 @@ std::string tiny_yaml(bool tied, const std::string& extra = "") {
          "vocab_size: 30\n"
          "max_position_embeddings: 32\n"
          "rms_norm_eps: 1.0e-5\n"
-         "tie_word_embeddings: " + std::string(tied ? "true" : "false") + "\n" + extra;
+         "tie_word_embeddings: " +
+         std::string(tied ? "true" : "false") + "\n" + extra;
 }
 
 ModelContext make_context(int64_t layers, c10::ScalarType dtype, const std::string& init = "{std: 0.02}") {
@@ -262,8 +263,8 @@ TEST(LlamaComponents, Llama3FrequencyScaling) {
   EXPECT_GT(smoothed, 0);
 
   // linear scaling divides every frequency.
-  LlamaConfig linear = read_config(
-      "hidden_size: 256\nnum_attention_heads: 2\nrope_scaling: {type: linear, factor: 4.0}\n");
+  LlamaConfig linear =
+      read_config("hidden_size: 256\nnum_attention_heads: 2\nrope_scaling: {type: linear, factor: 4.0}\n");
   at::Tensor inv_linear = triax::llama::rope_inverse_frequencies(linear);
   std::vector<double> plain = ref_default_frequencies(10000.0, 128);
   for (int64_t i = 0; i < 64; ++i) {
@@ -273,8 +274,8 @@ TEST(LlamaComponents, Llama3FrequencyScaling) {
 }
 
 TEST(LlamaComponents, GroupedQueryAttentionMatchesExplicitSoftmax) {
-  LlamaConfig c = read_config(
-      "hidden_size: 32\nnum_attention_heads: 4\nnum_key_value_heads: 2\nmax_position_embeddings: 16\n");
+  LlamaConfig c =
+      read_config("hidden_size: 32\nnum_attention_heads: 4\nnum_key_value_heads: 2\nmax_position_embeddings: 16\n");
   ModelContext context = make_context(1, at::kDouble);
   triax::llama::LlamaAttention attention(c, context);
   fill_normal(attention.q_proj->weight, 0.3, 11);
@@ -391,10 +392,10 @@ TEST(LlamaModel, FiniteDifferenceGradientsInDouble) {
 
 TEST(LlamaModel, ParameterNamesShapesAndCounts) {
   const std::vector<std::pair<std::string, std::vector<int64_t>>> layer = {
-      {"self_attn.q_proj.weight", {16, 16}},       {"self_attn.k_proj.weight", {8, 16}},
-      {"self_attn.v_proj.weight", {8, 16}},        {"self_attn.o_proj.weight", {16, 16}},
-      {"mlp.gate_proj.weight", {24, 16}},          {"mlp.up_proj.weight", {24, 16}},
-      {"mlp.down_proj.weight", {16, 24}},          {"input_layernorm.weight", {16}},
+      {"self_attn.q_proj.weight", {16, 16}},    {"self_attn.k_proj.weight", {8, 16}},
+      {"self_attn.v_proj.weight", {8, 16}},     {"self_attn.o_proj.weight", {16, 16}},
+      {"mlp.gate_proj.weight", {24, 16}},       {"mlp.up_proj.weight", {24, 16}},
+      {"mlp.down_proj.weight", {16, 24}},       {"input_layernorm.weight", {16}},
       {"post_attention_layernorm.weight", {16}}};
   for (bool tied : {false, true}) {
     auto model = build(tiny_yaml(tied), make_context(2, at::kFloat));
@@ -563,8 +564,7 @@ TEST(LlamaConfig, ErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(config_error(tiny_yaml(false, "z_loss_enabled: true\n")).find("model.model_config.z_loss_enabled"),
             std::string::npos);
-  EXPECT_NE(config_error(tiny_yaml(false), "{std: 0.02, bogus: 1}").find("model.init_method.bogus"),
-            std::string::npos);
+  EXPECT_NE(config_error(tiny_yaml(false), "{std: 0.02, bogus: 1}").find("model.init_method.bogus"), std::string::npos);
   // A checkpoint path is valid but not implemented yet.
   try {
     build(tiny_yaml(false), make_context(2, at::kFloat, "{path: /some/checkpoint}"));

@@ -1,6 +1,8 @@
 // The plugin loader against small libraries built for it (tests/plugins.cmake): one good
 // library (an SGD optimizer and an engine), one declaring the good optimizer's name again, and
 // hand-written manifests with a wrong ABI, a missing entry symbol, a wrong LibTorch version, ...
+#include "triax/core/plugin_registry.hpp"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/headeronly/version.h>
@@ -11,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "triax/core/plugin_registry.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
 
@@ -222,10 +223,13 @@ TEST(PluginRegistry, ScanFolderKeepsTheGoodAndCollectsRefusals) {
 
   std::vector<std::string> refused;
   for (const triax::PluginRefusal& r : registry.refusals()) refused.push_back(r.library_path);
-  const std::vector<std::string> expected = {
-      broken_library("missing_entry"), broken_library("null_vtable"),   broken_library("unknown_kind"),
-      broken_library("wrong_abi"),     broken_library("wrong_cxx_abi"), broken_library("wrong_torch"),
-      duplicate_library()};
+  const std::vector<std::string> expected = {broken_library("missing_entry"),
+                                             broken_library("null_vtable"),
+                                             broken_library("unknown_kind"),
+                                             broken_library("wrong_abi"),
+                                             broken_library("wrong_cxx_abi"),
+                                             broken_library("wrong_torch"),
+                                             duplicate_library()};
   EXPECT_EQ(refused, expected);  // sorted within a folder, folders in scan order
   EXPECT_CONTAINS(registry.refusals().back().reason, good_library());
 
@@ -248,8 +252,10 @@ TEST(PluginRegistry, UnknownNameListsTheAvailableOnes) {
     registry.optimizer("adamx");
     FAIL() << "unknown name found";
   } catch (const PluginError& e) {
-    EXPECT_EQ(std::string(e.what()), "unknown optimizer plugin 'adamx'; available optimizer plugins: test_sgd "
-                                     "(searched: " + folder("good") + ")");
+    EXPECT_EQ(std::string(e.what()),
+              "unknown optimizer plugin 'adamx'; available optimizer plugins: test_sgd "
+              "(searched: " +
+                  folder("good") + ")");
   }
 
   // A name of another kind says so; refused libraries are listed, as they may be the reason.

@@ -177,8 +177,10 @@ PluginRegistry& registry() {
 void check_adamw(bool fused, at::ScalarType dtype) {
   const double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
   at::Tensor param = at::tensor({0.5, -1.0, 2.0, 0.25}, at::TensorOptions().dtype(at::kDouble)).to(dtype);
-  std::string yaml = std::string("optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95, adam_eps: 1.0e-8, "
-                                 "torch_adam_is_fused: ") + (fused ? "true" : "false") + "}\n";
+  std::string yaml = std::string(
+                         "optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95, adam_eps: 1.0e-8, "
+                         "torch_adam_is_fused: ") +
+                     (fused ? "true" : "false") + "}\n";
   triax_optimizer_context context{};
   context.struct_size = sizeof(context);
   context.dp_size = 1;
@@ -230,23 +232,31 @@ TEST(AdamWPlugin, RefusesUnknownFactoryKey) {
 std::string tiny_config(const fs::path& run_dir, int steps, int micro_batch_size, int accumulation,
                         const std::string& dtype = "float32") {
   return "general: {project: test, run: test, seed: 5, device: cpu}\n"
-         "checkpoints: {checkpoints_path: " + run_dir.string() + ", checkpoint_interval: 1000}\n"
+         "checkpoints: {checkpoints_path: " +
+         run_dir.string() +
+         ", checkpoint_interval: 1000}\n"
          "parallelism: {dp: 1, tp: 1, pp: 1, pp_engine: afab}\n"
          "model:\n"
-         "  dtype: " + dtype + "\n"
+         "  dtype: " +
+         dtype +
+         "\n"
          "  init_method: {std: 0.02}\n"
          "  model_config: {vocab_size: 64, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2,\n"
          "                 num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 64,\n"
          "                 tie_word_embeddings: true}\n"
-         "tokens: {sequence_length: 32, micro_batch_size: " + std::to_string(micro_batch_size) +
-         ", batch_accumulation_per_replica: " + std::to_string(accumulation) + ", train_steps: " + std::to_string(steps) + "}\n"
+         "tokens: {sequence_length: 32, micro_batch_size: " +
+         std::to_string(micro_batch_size) + ", batch_accumulation_per_replica: " + std::to_string(accumulation) +
+         ", train_steps: " + std::to_string(steps) +
+         "}\n"
          "optimizer:\n"
-         "  optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95, adam_eps: 1.0e-8, torch_adam_is_fused: true}\n"
+         "  optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95, adam_eps: 1.0e-8, torch_adam_is_fused: "
+         "true}\n"
          "  zero_stage: 0\n"
          "  weight_decay: 0.01\n"
          "  clip_grad: 1.0\n"
          "  accumulate_grad_in_fp32: true\n"
-         "  learning_rate_scheduler: {learning_rate: 0.01, lr_warmup_steps: 5, lr_decay_style: cosine, min_decay_lr: 0.001}\n"
+         "  learning_rate_scheduler: {learning_rate: 0.01, lr_warmup_steps: 5, lr_decay_style: cosine, min_decay_lr: "
+         "0.001}\n"
          "data_stages: [{name: synthetic, start_training_step: 1, data: {dataset: null, seed: 3}}]\n"
          "logging: {log_level: warning, iteration_step_info_interval: 1}\n";
 }
@@ -268,7 +278,7 @@ TEST(Training, LossFallsOnSyntheticData) {
   fs::path dir = temp_run_dir("falls");
   TrainSummary summary = run(tiny_config(dir, 60, 8, 1));
   ASSERT_EQ(summary.losses.size(), 60u);
-  EXPECT_NEAR(summary.losses.front(), std::log(64.0), 0.3);     // starts at chance
+  EXPECT_NEAR(summary.losses.front(), std::log(64.0), 0.3);        // starts at chance
   EXPECT_LT(summary.losses.back(), 0.6 * summary.losses.front());  // and learns the chain
   // Outputs in the run folder: the resolved config and one metrics line per step.
   EXPECT_TRUE(fs::exists(dir / "config.yaml"));

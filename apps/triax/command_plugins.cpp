@@ -35,13 +35,14 @@ void print_table(const std::vector<std::vector<std::string>>& rows) {
 }  // namespace
 
 int run_plugins_command(const std::vector<std::string>& args) {
-  po::options_description options("triax plugins [--path DIR]...\n\n"
-                                  "Lists the plugins found in the default plugin folders (next to the triax\n"
-                                  "executable, then TRIAX_PLUGIN_PATH) and in the given folders, and the\n"
-                                  "libraries refused with the reason.\n\nOptions");
+  po::options_description options(
+      "triax plugins [--path DIR]...\n\n"
+      "Lists the plugins found in the default plugin folders (next to the triax\n"
+      "executable, then TRIAX_PLUGIN_PATH) and in the given folders, and the\n"
+      "libraries refused with the reason.\n\nOptions");
   std::vector<std::string> paths;
-  options.add_options()("help,h", "show this help")(
-      "path,p", po::value<std::vector<std::string>>(&paths)->composing(), "also scan this folder (repeatable)");
+  options.add_options()("help,h", "show this help")("path,p", po::value<std::vector<std::string>>(&paths)->composing(),
+                                                    "also scan this folder (repeatable)");
 
   po::variables_map vm;
   try {

@@ -3,7 +3,6 @@
 #include <c10/util/Exception.h>
 
 #include <boost/program_options.hpp>
-
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -33,8 +32,8 @@ void configure_threads() {
 
 int run_train_command(const std::vector<std::string>& args) {
   po::options_description options("triax train options");
-  options.add_options()("help,h", "show this help")(
-      "config,c", po::value<std::string>(), "YAML config file (nanotron schema + triax keys)")(
+  options.add_options()("help,h", "show this help")("config,c", po::value<std::string>(),
+                                                    "YAML config file (nanotron schema + triax keys)")(
       "set", po::value<std::vector<std::string>>()->composing(),
       "override a config value: --set optimizer.clip_grad=0.5 (repeatable; numeric parts index lists)")(
       "plugin-path", po::value<std::vector<std::string>>()->composing(), "extra folder searched for plugins");
@@ -57,7 +56,8 @@ int run_train_command(const std::vector<std::string>& args) {
   try {
     const auto overrides = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
     TrainConfig config = load_train_config(vm["config"].as<std::string>(), overrides);
-    log::configure(0, 1, log::parse_level(config.logging.log_level), log::parse_level(config.logging.log_level_replica));
+    log::configure(0, 1, log::parse_level(config.logging.log_level),
+                   log::parse_level(config.logging.log_level_replica));
     configure_threads();
 
     PluginRegistry registry;

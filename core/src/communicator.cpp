@@ -1,8 +1,9 @@
 // The single-process communicator and the C host-services table over any Communicator.
+#include "triax/core/communicator.hpp"
+
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include "triax/core/communicator.hpp"
 #include "triax/core/log.hpp"
 #include "triax/error.hpp"
 #include "triax/plugin.hpp"
@@ -13,9 +14,9 @@ namespace {
 
 void require_same_numel(const at::Tensor& output, const at::Tensor& input, const char* what) {
   if (output.numel() != input.numel())
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(what) + ": output holds " +
-                                                  std::to_string(output.numel()) + " elements, input " +
-                                                  std::to_string(input.numel()) + " (group of size 1)");
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(what) + ": output holds " + std::to_string(output.numel()) +
+                                                  " elements, input " + std::to_string(input.numel()) +
+                                                  " (group of size 1)");
 }
 
 [[noreturn]] void no_peer(int peer) {
@@ -56,10 +57,18 @@ using detail::guarded;
 
 void host_log(void*, triax_log_level level, const char* message) {
   switch (level) {
-    case TRIAX_LOG_DEBUG: log::debug(message); break;
-    case TRIAX_LOG_INFO: log::info(message); break;
-    case TRIAX_LOG_WARNING: log::warning(message); break;
-    default: log::error(message); break;
+    case TRIAX_LOG_DEBUG:
+      log::debug(message);
+      break;
+    case TRIAX_LOG_INFO:
+      log::info(message);
+      break;
+    case TRIAX_LOG_WARNING:
+      log::warning(message);
+      break;
+    default:
+      log::error(message);
+      break;
   }
 }
 
@@ -71,24 +80,20 @@ HostServices::HostServices(Communicator& communicator) : communicator_(communica
   host_.log = host_log;
   host_.group_rank = [](void* self, triax_group group) -> int32_t { return comm(self).rank(group); };
   host_.group_size = [](void* self, triax_group group) -> int32_t { return comm(self).size(group); };
-  host_.all_reduce = [](void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op,
-                        triax_error* error) {
+  host_.all_reduce = [](void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op, triax_error* error) {
     return guarded(error, [&] { comm(self).all_reduce(group, view_handle(tensor), op); });
   };
-  host_.all_gather = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
-                        triax_error* error) {
+  host_.all_gather = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_error* error) {
     return guarded(error, [&] { comm(self).all_gather(group, view_handle(output), view_handle(input)); });
   };
   host_.reduce_scatter = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
                             triax_reduce_op op, triax_error* error) {
-    return guarded(error,
-                   [&] { comm(self).reduce_scatter(group, view_handle(output), view_handle(input), op); });
+    return guarded(error, [&] { comm(self).reduce_scatter(group, view_handle(output), view_handle(input), op); });
   };
   host_.broadcast = [](void* self, triax_group group, triax_tensor* tensor, int32_t root, triax_error* error) {
     return guarded(error, [&] { comm(self).broadcast(group, view_handle(tensor), root); });
   };
-  host_.all_to_all = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
-                        triax_error* error) {
+  host_.all_to_all = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_error* error) {
     return guarded(error, [&] { comm(self).all_to_all(group, view_handle(output), view_handle(input)); });
   };
   host_.send = [](void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error) {

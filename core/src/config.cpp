@@ -27,14 +27,14 @@ using Keys = std::vector<std::string>;
 
 // ---- key lists: one place that names every key a section accepts ---------------------------
 
-const Keys kRootKeys = {"general",    "checkpoints", "parallelism", "model",           "tokenizer",
-                        "tokens",     "optimizer",   "data_stages", "logging",         "metrics_logging",
-                        "profiler",   "lighteval",   "s3_upload",   "plugins"};
-const Keys kGeneralKeys = {"project", "run", "seed", "step", "consumed_train_samples", "benchmark_csv_path",
-                           "ignore_sanity_checks", "device"};
-const Keys kCheckpointsKeys = {"checkpoints_path",   "checkpoint_interval", "save_initial_state",
-                               "save_final_state",   "resume_checkpoint_path", "load_lr_scheduler",
-                               "load_optimizer",     "checkpoints_path_is_shared_file_system"};
+const Keys kRootKeys = {"general",  "checkpoints", "parallelism", "model",   "tokenizer",
+                        "tokens",   "optimizer",   "data_stages", "logging", "metrics_logging",
+                        "profiler", "lighteval",   "s3_upload",   "plugins"};
+const Keys kGeneralKeys = {
+    "project", "run", "seed", "step", "consumed_train_samples", "benchmark_csv_path", "ignore_sanity_checks", "device"};
+const Keys kCheckpointsKeys = {
+    "checkpoints_path",       "checkpoint_interval", "save_initial_state", "save_final_state",
+    "resume_checkpoint_path", "load_lr_scheduler",   "load_optimizer",     "checkpoints_path_is_shared_file_system"};
 const Keys kParallelismKeys = {"dp",
                                "pp",
                                "tp",
@@ -47,13 +47,19 @@ const Keys kParallelismKeys = {"dp",
                                "moe_layer_recompute",
                                "tp_recompute_allgather",
                                "comm_backend"};
-const Keys kModelKeys = {"plugin", "model_config", "init_method", "dtype", "make_vocab_size_divisible_by",
+const Keys kModelKeys = {"plugin",           "model_config", "init_method", "dtype", "make_vocab_size_divisible_by",
                          "ddp_bucket_cap_mb"};
 const Keys kTokenizerKeys = {"tokenizer_name_or_path", "tokenizer_revision", "tokenizer_max_length"};
-const Keys kTokensKeys = {"sequence_length",   "train_steps",       "micro_batch_size", "batch_accumulation_per_replica",
-                          "val_check_interval", "limit_val_batches", "limit_test_batches"};
-const Keys kOptimizerKeys = {"optimizer_factory", "zero_stage",      "weight_decay", "weight_decay_exclude_named_params",
-                             "clip_grad",         "accumulate_grad_in_fp32", "learning_rate_scheduler"};
+const Keys kTokensKeys = {
+    "sequence_length",    "train_steps",       "micro_batch_size",  "batch_accumulation_per_replica",
+    "val_check_interval", "limit_val_batches", "limit_test_batches"};
+const Keys kOptimizerKeys = {"optimizer_factory",
+                             "zero_stage",
+                             "weight_decay",
+                             "weight_decay_exclude_named_params",
+                             "clip_grad",
+                             "accumulate_grad_in_fp32",
+                             "learning_rate_scheduler"};
 const Keys kLrSchedulerKeys = {"learning_rate",  "lr_warmup_steps",        "lr_warmup_style", "lr_decay_style",
                                "lr_decay_steps", "lr_decay_starting_step", "min_decay_lr"};
 const Keys kDataStageKeys = {"name", "start_training_step", "data", "sequence_length"};
@@ -145,8 +151,7 @@ std::string nonempty_string_or(ConfigReader& r, const std::string& key, const st
 // Sections triax accepts for compatibility only when they are null.
 void reject_unless_null(ConfigReader& root, const std::string& key, const std::string& feature) {
   YAML::Node value = root.raw(key);
-  if (value.IsDefined() && !value.IsNull())
-    root.fail(key, "triax does not implement " + feature + "; set it to null");
+  if (value.IsDefined() && !value.IsNull()) root.fail(key, "triax does not implement " + feature + "; set it to null");
 }
 
 // %date -> YYYYmmdd_HHMMSS (local time; TRIAX_RUN_DATE, when set, is used instead so that every
@@ -392,8 +397,8 @@ OptimizerConfig parse_optimizer(ConfigReader& root, const YAML::Node& raw, const
       const YAML::Node list = child(raw_optimizer, "weight_decay_exclude_named_params");
       const std::string where = list.IsSequence() && i < list.size() ? line_of(list[i]) : "";
       throw ConfigError(prefix(root.origin()) + r.key_path("weight_decay_exclude_named_params") + "." +
-                        std::to_string(i) + where + ": '" + pattern +
-                        "' is not a valid regular expression (" + e.what() + ")");
+                        std::to_string(i) + where + ": '" + pattern + "' is not a valid regular expression (" +
+                        e.what() + ")");
     }
   }
 
@@ -452,8 +457,9 @@ std::vector<DataStageConfig> parse_data_stages(ConfigReader& root, const YAML::N
     ConfigReader d = r.section("data");
     YAML::Node dataset = d.raw("dataset");
     if (dataset.IsDefined() && !dataset.IsNull() && !dataset.IsMap())
-      d.fail("dataset", "expected a mapping (a Hugging Face dataset spec with hf_dataset_or_datasets, or a nanoset "
-                        "spec with dataset_folder) or null for the synthetic stream");
+      d.fail("dataset",
+             "expected a mapping (a Hugging Face dataset spec with hf_dataset_or_datasets, or a nanoset "
+             "spec with dataset_folder) or null for the synthetic stream");
     stage.data.dataset = dataset.IsDefined() ? YAML::Clone(dataset) : YAML::Node(YAML::NodeType::Null);
     stage.data.seed = int_or(d, "seed", stage.data.seed, 0);
     stage.data.num_loading_workers = int_or(d, "num_loading_workers", stage.data.num_loading_workers, 0);
@@ -462,8 +468,10 @@ std::vector<DataStageConfig> parse_data_stages(ConfigReader& root, const YAML::N
     // Newer nanotron lets a stage set its own sequence length; triax trains with one.
     std::optional<int64_t> length = r.optional<int64_t>("sequence_length");
     if (length && *length != tokens.sequence_length)
-      r.fail("sequence_length", "triax does not implement a per-stage sequence length; remove it or set it to "
-                                "tokens.sequence_length (" + std::to_string(tokens.sequence_length) + ")");
+      r.fail("sequence_length",
+             "triax does not implement a per-stage sequence length; remove it or set it to "
+             "tokens.sequence_length (" +
+                 std::to_string(tokens.sequence_length) + ")");
     r.resolved()["sequence_length"] = tokens.sequence_length;
     r.finish();
     stages.push_back(stage);
@@ -592,9 +600,9 @@ void validate_for_world(const TrainConfig& config, int world_size) {
     throw ConfigError(prefix(config.origin) + "the world size must be at least 1, got " + std::to_string(world_size));
   if (p.dp * p.tp * p.pp != world_size)
     throw ConfigError(prefix(config.origin) + "parallelism.dp (" + std::to_string(p.dp) + ") x parallelism.tp (" +
-                      std::to_string(p.tp) + ") x parallelism.pp (" + std::to_string(p.pp) + ") = " +
-                      std::to_string(p.dp * p.tp * p.pp) + ", but the world size is " + std::to_string(world_size) +
-                      "; dp*tp*pp must equal the number of processes");
+                      std::to_string(p.tp) + ") x parallelism.pp (" + std::to_string(p.pp) +
+                      ") = " + std::to_string(p.dp * p.tp * p.pp) + ", but the world size is " +
+                      std::to_string(world_size) + "; dp*tp*pp must equal the number of processes");
   if (p.dp % p.expert_parallel_size != 0)
     throw ConfigError(prefix(config.origin) + "parallelism.expert_parallel_size (" +
                       std::to_string(p.expert_parallel_size) + ") must divide parallelism.dp (" + std::to_string(p.dp) +

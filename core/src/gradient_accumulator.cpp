@@ -9,7 +9,8 @@ namespace triax {
 GradientAccumulator::GradientAccumulator(const std::vector<NamedParameter>& parameters, bool accumulate_in_fp32)
     : parameters_(parameters) {
   bool any_low_precision = false;
-  for (const auto& p : parameters_) any_low_precision |= p.tensor.scalar_type() != at::kFloat && p.tensor.scalar_type() != at::kDouble;
+  for (const auto& p : parameters_)
+    any_low_precision |= p.tensor.scalar_type() != at::kFloat && p.tensor.scalar_type() != at::kDouble;
   if (accumulate_in_fp32 && any_low_precision)
     for (const auto& p : parameters_)
       buffers_.push_back(at::zeros(p.tensor.sizes(), p.tensor.options().dtype(at::kFloat)));
@@ -60,8 +61,8 @@ at::Tensor GradientAccumulator::clip(std::optional<double> max_norm, Communicato
     if ((flags & TRIAX_PARAM_TP_REPLICATED) && tp_rank != 0) continue;
     counted.push_back(grads[i]);
   }
-  at::Tensor squared = at::zeros({}, grads.empty() ? at::TensorOptions().dtype(at::kFloat)
-                                                   : grads.front().options().dtype(at::kFloat));
+  at::Tensor squared =
+      at::zeros({}, grads.empty() ? at::TensorOptions().dtype(at::kFloat) : grads.front().options().dtype(at::kFloat));
   if (!counted.empty()) {
     std::vector<at::Tensor> norms = at::_foreach_norm(counted, 2);
     squared = at::stack(norms).to(at::kFloat).pow(2).sum();

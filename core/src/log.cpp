@@ -23,11 +23,16 @@ std::shared_ptr<spdlog::logger>& logger() {
 
 spdlog::level::level_enum to_spdlog(Level level) {
   switch (level) {
-    case Level::debug: return spdlog::level::debug;
-    case Level::info: return spdlog::level::info;
-    case Level::warning: return spdlog::level::warn;
-    case Level::error: return spdlog::level::err;
-    case Level::off: return spdlog::level::off;
+    case Level::debug:
+      return spdlog::level::debug;
+    case Level::info:
+      return spdlog::level::info;
+    case Level::warning:
+      return spdlog::level::warn;
+    case Level::error:
+      return spdlog::level::err;
+    case Level::off:
+      return spdlog::level::off;
   }
   return spdlog::level::info;
 }
@@ -45,8 +50,7 @@ Level parse_level(const std::string& name) {
 
 void configure(int rank, int world_size, Level level, Level replica_level) {
   auto& log = logger();
-  if (world_size > 1)
-    log->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] [rank " + std::to_string(rank) + "] %v");
+  if (world_size > 1) log->set_pattern("[%Y-%m-%d %H:%M:%S] [%^%l%$] [rank " + std::to_string(rank) + "] %v");
   log->set_level(to_spdlog(rank == 0 ? level : replica_level));
 }
 

@@ -14,9 +14,9 @@ double LearningRateSchedule::value_at(int64_t t) const {
   }
   if (t < c.lr_decay_starting_step) return lr;
   if (t < c.lr_decay_starting_step + c.lr_decay_steps) {
-    const double progress =
-        static_cast<double>(t - c.lr_decay_starting_step) / static_cast<double>(c.lr_decay_steps);
-    if (c.lr_decay_style == "cosine") return c.min_decay_lr + (lr - c.min_decay_lr) * (1 + std::cos(M_PI * progress)) / 2;
+    const double progress = static_cast<double>(t - c.lr_decay_starting_step) / static_cast<double>(c.lr_decay_steps);
+    if (c.lr_decay_style == "cosine")
+      return c.min_decay_lr + (lr - c.min_decay_lr) * (1 + std::cos(M_PI * progress)) / 2;
     if (c.lr_decay_style == "1-sqrt") return c.min_decay_lr + (lr - c.min_decay_lr) * (1 - std::sqrt(progress));
     return c.min_decay_lr + (lr - c.min_decay_lr) * (1 - progress);  // linear
   }

@@ -14,10 +14,14 @@ namespace {
 std::string human_count(double value) {
   std::ostringstream out;
   out << std::fixed;
-  if (value >= 1e9) out << std::setprecision(2) << value / 1e9 << "G";
-  else if (value >= 1e6) out << std::setprecision(2) << value / 1e6 << "M";
-  else if (value >= 1e3) out << std::setprecision(1) << value / 1e3 << "K";
-  else out << std::setprecision(0) << value;
+  if (value >= 1e9)
+    out << std::setprecision(2) << value / 1e9 << "G";
+  else if (value >= 1e6)
+    out << std::setprecision(2) << value / 1e6 << "M";
+  else if (value >= 1e3)
+    out << std::setprecision(1) << value / 1e3 << "K";
+  else
+    out << std::setprecision(0) << value;
   return out.str();
 }
 
@@ -54,12 +58,14 @@ std::string format_step_line(const StepMetrics& m) {
   out << "step " << std::setw(width) << m.step << "/" << m.total_steps << std::fixed << std::setprecision(4)
       << " | loss " << m.loss;
   if (m.aux_loss) out << " | aux_loss " << *m.aux_loss;
-  out << std::scientific << std::setprecision(3) << " | lr " << m.learning_rate << std::fixed
-      << std::setprecision(3) << " | grad_norm " << m.grad_norm << " | tokens/s " << human_count(m.tokens_per_second)
-      << " | tokens/s/device " << human_count(m.tokens_per_second_per_device) << " | TFLOP/s/device "
-      << std::setprecision(2) << m.model_tflops_per_device << " | MFU ";
-  if (m.mfu) out << std::setprecision(1) << *m.mfu * 100 << "%";
-  else out << "n/a";
+  out << std::scientific << std::setprecision(3) << " | lr " << m.learning_rate << std::fixed << std::setprecision(3)
+      << " | grad_norm " << m.grad_norm << " | tokens/s " << human_count(m.tokens_per_second) << " | tokens/s/device "
+      << human_count(m.tokens_per_second_per_device) << " | TFLOP/s/device " << std::setprecision(2)
+      << m.model_tflops_per_device << " | MFU ";
+  if (m.mfu)
+    out << std::setprecision(1) << *m.mfu * 100 << "%";
+  else
+    out << "n/a";
   out << " | peak_mem " << std::setprecision(0) << static_cast<double>(m.peak_memory_bytes) / (1 << 20) << " MiB"
       << " | elapsed " << format_duration(m.elapsed_seconds) << " | eta " << format_duration(m.eta_seconds);
   return out.str();
@@ -75,8 +81,7 @@ std::string to_json_line(const StepMetrics& m) {
       << ", \"model_tflops_per_device\": " << json_number(m.model_tflops_per_device)
       << ", \"mfu\": " << (m.mfu ? json_number(*m.mfu) : "null") << ", \"consumed_tokens\": " << m.consumed_tokens
       << ", \"peak_memory_bytes\": " << m.peak_memory_bytes << ", \"step_s\": " << json_number(m.step_seconds)
-      << ", \"elapsed_s\": " << json_number(m.elapsed_seconds) << ", \"eta_s\": " << json_number(m.eta_seconds)
-      << "}";
+      << ", \"elapsed_s\": " << json_number(m.elapsed_seconds) << ", \"eta_s\": " << json_number(m.eta_seconds) << "}";
   return out.str();
 }
 

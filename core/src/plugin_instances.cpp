@@ -65,8 +65,7 @@ void ModelInstance::set_training(bool training) {
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");
 }
 
-EngineInstance::EngineInstance(const triax_engine_vtable& vtable, std::string name,
-                               const triax_engine_context& context)
+EngineInstance::EngineInstance(const triax_engine_vtable& vtable, std::string name, const triax_engine_context& context)
     : vtable_(vtable), name_(std::move(name)) {
   triax_error error{};
   triax_status status = vtable_.create(&context, &handle_, &error);

@@ -191,8 +191,7 @@ std::vector<std::string> PluginRegistry::default_search_paths() {
 void PluginRegistry::load_library(const std::string& path) {
   const std::string library_path = clean_path(path);
   std::string reason;
-  if (!try_load(library_path, reason))
-    throw PluginError("plugin library " + library_path + " refused: " + reason);
+  if (!try_load(library_path, reason)) throw PluginError("plugin library " + library_path + " refused: " + reason);
 }
 
 bool PluginRegistry::try_load(const std::string& library_path, std::string& reason) {
@@ -234,8 +233,7 @@ bool PluginRegistry::try_load(const std::string& library_path, std::string& reas
       throw Refused{"built with _GLIBCXX_USE_CXX11_ABI=" + std::to_string(manifest->cxx11_abi) +
                     ", but this triax uses _GLIBCXX_USE_CXX11_ABI=" + std::to_string(kCoreCxx11Abi)};
     if (manifest->plugin_count < 0 || (manifest->plugin_count > 0 && manifest->plugins == nullptr))
-      throw Refused{"its manifest has a malformed plugin list (count " + std::to_string(manifest->plugin_count) +
-                    ")"};
+      throw Refused{"its manifest has a malformed plugin list (count " + std::to_string(manifest->plugin_count) + ")"};
 
     std::vector<PluginRecord> records;
     for (int32_t i = 0; i < manifest->plugin_count; ++i) {
@@ -250,16 +248,12 @@ bool PluginRegistry::try_load(const std::string& library_path, std::string& reas
         throw Refused{std::string(plugin_kind_name(d.kind)) + " plugin '" + d.name + "' has no vtable"};
       check_vtable(d);
 
-      PluginRecord record{d.kind,
-                          d.name,
-                          d.version != nullptr ? d.version : "",
-                          d.description != nullptr ? d.description : "",
-                          library_path,
-                          d.vtable};
+      PluginRecord record{
+          d.kind,       d.name,  d.version != nullptr ? d.version : "", d.description != nullptr ? d.description : "",
+          library_path, d.vtable};
       for (const PluginRecord& other : records)
         if (other.kind == record.kind && other.name == record.name)
-          throw Refused{"it declares " + std::string(plugin_kind_name(d.kind)) + " plugin '" + record.name +
-                        "' twice"};
+          throw Refused{"it declares " + std::string(plugin_kind_name(d.kind)) + " plugin '" + record.name + "' twice"};
       for (const PluginRecord& other : plugins_)
         if (other.kind == record.kind && other.name == record.name)
           throw Refused{std::string(plugin_kind_name(d.kind)) + " plugin '" + record.name +
@@ -328,12 +322,11 @@ const PluginRecord& PluginRegistry::find(triax_plugin_kind kind, const std::stri
   const std::string kind_name = plugin_kind_name(kind);
   std::string message = "unknown " + kind_name + " plugin '" + name + "'; available " + kind_name +
                         " plugins: " + (available.empty() ? std::string("none") : join(available, ", ")) +
-                        " (searched: " + (searched_.empty() ? std::string("no folders") : join(searched_, ", ")) +
-                        ")";
+                        " (searched: " + (searched_.empty() ? std::string("no folders") : join(searched_, ", ")) + ")";
   for (const PluginRecord& record : plugins_)
     if (record.name == name)
-      message += "; note: '" + name + "' is registered as a plugin of kind " + plugin_kind_name(record.kind) +
-                 " (" + record.library_path + ")";
+      message += "; note: '" + name + "' is registered as a plugin of kind " + plugin_kind_name(record.kind) + " (" +
+                 record.library_path + ")";
   if (!refusals_.empty()) {
     std::vector<std::string> refused;
     for (const PluginRefusal& r : refusals_) refused.push_back(r.library_path + ": " + r.reason);

@@ -18,8 +18,8 @@ constexpr std::array<double, SyntheticTokenStream::kSuccessors> kProbabilities =
 SyntheticTokenStream::SyntheticTokenStream(int64_t vocab_size, int64_t sequence_length, uint64_t seed)
     : vocab_size_(vocab_size), sequence_length_(sequence_length), seed_(seed) {
   if (vocab_size < kSuccessors)
-    throw ConfigError("synthetic data needs a vocabulary of at least " + std::to_string(kSuccessors) +
-                      " tokens, got " + std::to_string(vocab_size));
+    throw ConfigError("synthetic data needs a vocabulary of at least " + std::to_string(kSuccessors) + " tokens, got " +
+                      std::to_string(vocab_size));
   std::mt19937_64 rng(parameter_seed(seed, "synthetic-markov-chain"));
   std::uniform_int_distribution<int64_t> token(0, vocab_size - 1);
   successors_.resize(static_cast<size_t>(vocab_size));

@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include "triax/config_reader.hpp"
 #include "triax/core/communicator.hpp"
 #include "triax/core/gradient_accumulator.hpp"
 #include "triax/core/log.hpp"
@@ -22,7 +23,6 @@
 #include "triax/core/plugin_registry.hpp"
 #include "triax/core/synthetic_data.hpp"
 #include "triax/core/weight_decay.hpp"
-#include "triax/config_reader.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
 
@@ -38,8 +38,9 @@ c10::Device resolve_device(const std::string& requested) {
   if (requested == "cuda" || (requested == "auto" && at::hasCUDA())) return c10::Device(c10::kCUDA, 0);
 #else
   if (requested == "cuda")
-    throw ConfigError("general.device: 'cuda' requested, but this triax build has no CUDA support "
-                      "(configure with -DTRIAX_CUDA=ON)");
+    throw ConfigError(
+        "general.device: 'cuda' requested, but this triax build has no CUDA support "
+        "(configure with -DTRIAX_CUDA=ON)");
 #endif
   return c10::Device(c10::kCPU);
 }
@@ -90,8 +91,8 @@ struct MicroBatchFeed {
   static triax_status next(void* self, int32_t index, triax_stage_io* io, triax_error* error) {
     auto* feed = static_cast<MicroBatchFeed*>(self);
     try {
-      at::Tensor tokens = feed->stream->samples(feed->first_sample + index * feed->micro_batch_size,
-                                                feed->micro_batch_size);
+      at::Tensor tokens =
+          feed->stream->samples(feed->first_sample + index * feed->micro_batch_size, feed->micro_batch_size);
       if (!feed->device.is_cpu()) tokens = tokens.to(feed->device, /*non_blocking=*/true);
       int64_t length = tokens.size(1) - 1;
       io->input_ids = release_handle(tokens.narrow(1, 0, length));
@@ -271,13 +272,13 @@ TrainSummary Trainer::train() {
   log::info("model " + c.model.plugin + ": " + std::to_string(s.model->total_parameters()) + " parameters, " +
             c.model.dtype + " on " + device_display_name(s.device) + ", " +
             std::to_string(static_cast<int64_t>(s.flops_per_token)) + " training FLOPs per token");
-  log::info("batch: " + std::to_string(c.tokens.micro_batch_size) + " sequences x " +
-            std::to_string(micro_batches) + " micro-batches x " + std::to_string(dp_size) + " replicas of " +
-            std::to_string(c.tokens.sequence_length) + " tokens = " + std::to_string(tokens_per_step) +
-            " tokens per step; engine " + c.parallelism.pp_engine);
-  log::info("MFU = model FLOPs per token (plugin's training count: 6N + 12*L*h*s for Llama, PaLM convention) x "
-            "tokens/s/device / peak; peak: " +
-            (s.peak.tflops ? std::to_string(*s.peak.tflops) + " TFLOP/s (" + s.peak.source + ")" : s.peak.source));
+  log::info("batch: " + std::to_string(c.tokens.micro_batch_size) + " sequences x " + std::to_string(micro_batches) +
+            " micro-batches x " + std::to_string(dp_size) + " replicas of " + std::to_string(c.tokens.sequence_length) +
+            " tokens = " + std::to_string(tokens_per_step) + " tokens per step; engine " + c.parallelism.pp_engine);
+  log::info(
+      "MFU = model FLOPs per token (plugin's training count: 6N + 12*L*h*s for Llama, PaLM convention) x "
+      "tokens/s/device / peak; peak: " +
+      (s.peak.tflops ? std::to_string(*s.peak.tflops) + " TFLOP/s (" + s.peak.source + ")" : s.peak.source));
   for (const auto& stage : s.stages)
     log::info("data stage '" + stage.config.name + "' from step " + std::to_string(stage.config.start_training_step) +
               ": synthetic Markov stream (seed " + std::to_string(stage.config.data.seed) +
@@ -295,7 +296,8 @@ TrainSummary Trainer::train() {
   for (int64_t step = 1; step <= c.tokens.train_steps; ++step) {
     const DataStage& stage = s.stage_for(step);
     if (&stage != current_stage) {
-      if (current_stage != nullptr) log::info("step " + std::to_string(step) + ": switching to data stage '" + stage.config.name + "'");
+      if (current_stage != nullptr)
+        log::info("step " + std::to_string(step) + ": switching to data stage '" + stage.config.name + "'");
       current_stage = &stage;
     }
     MicroBatchFeed feed;

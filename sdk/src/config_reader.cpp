@@ -13,24 +13,53 @@ namespace {
 
 std::string describe_node(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a mapping";
-    default: return "nothing";
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return "'" + node.Scalar() + "'";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    default:
+      return "nothing";
   }
 }
 
 template <class T>
 struct TypeName;
-template <> struct TypeName<int64_t> { static constexpr const char* value = "an integer"; };
-template <> struct TypeName<int32_t> { static constexpr const char* value = "an integer"; };
-template <> struct TypeName<double> { static constexpr const char* value = "a number"; };
-template <> struct TypeName<bool> { static constexpr const char* value = "true or false"; };
-template <> struct TypeName<std::string> { static constexpr const char* value = "a string"; };
-template <> struct TypeName<std::vector<std::string>> { static constexpr const char* value = "a list of strings"; };
-template <> struct TypeName<std::vector<double>> { static constexpr const char* value = "a list of numbers"; };
-template <> struct TypeName<std::vector<int64_t>> { static constexpr const char* value = "a list of integers"; };
+template <>
+struct TypeName<int64_t> {
+  static constexpr const char* value = "an integer";
+};
+template <>
+struct TypeName<int32_t> {
+  static constexpr const char* value = "an integer";
+};
+template <>
+struct TypeName<double> {
+  static constexpr const char* value = "a number";
+};
+template <>
+struct TypeName<bool> {
+  static constexpr const char* value = "true or false";
+};
+template <>
+struct TypeName<std::string> {
+  static constexpr const char* value = "a string";
+};
+template <>
+struct TypeName<std::vector<std::string>> {
+  static constexpr const char* value = "a list of strings";
+};
+template <>
+struct TypeName<std::vector<double>> {
+  static constexpr const char* value = "a list of numbers";
+};
+template <>
+struct TypeName<std::vector<int64_t>> {
+  static constexpr const char* value = "a list of integers";
+};
 
 // Converts a scalar strictly: "1.5" is not an integer, "yes" is not a bool we accept.
 template <class T>
@@ -46,8 +75,14 @@ template <>
 bool convert(const YAML::Node& node, bool& out) {
   if (!node.IsScalar()) return false;
   const std::string& s = node.Scalar();
-  if (s == "true" || s == "True" || s == "TRUE") { out = true; return true; }
-  if (s == "false" || s == "False" || s == "FALSE") { out = false; return true; }
+  if (s == "true" || s == "True" || s == "TRUE") {
+    out = true;
+    return true;
+  }
+  if (s == "false" || s == "False" || s == "FALSE") {
+    out = false;
+    return true;
+  }
   return false;
 }
 template <>
@@ -95,11 +130,17 @@ bool convert_list(const YAML::Node& node, std::vector<E>& out) {
   return true;
 }
 template <>
-bool convert(const YAML::Node& node, std::vector<std::string>& out) { return convert_list(node, out); }
+bool convert(const YAML::Node& node, std::vector<std::string>& out) {
+  return convert_list(node, out);
+}
 template <>
-bool convert(const YAML::Node& node, std::vector<double>& out) { return convert_list(node, out); }
+bool convert(const YAML::Node& node, std::vector<double>& out) {
+  return convert_list(node, out);
+}
 template <>
-bool convert(const YAML::Node& node, std::vector<int64_t>& out) { return convert_list(node, out); }
+bool convert(const YAML::Node& node, std::vector<int64_t>& out) {
+  return convert_list(node, out);
+}
 
 template <class T>
 YAML::Node to_node(const T& value) {
@@ -123,8 +164,7 @@ ConfigReader::ConfigReader(YAML::Node node, std::string path, std::string origin
 
 std::string ConfigReader::origin_prefix() const { return origin_.empty() ? "" : origin_ + ": "; }
 
-ConfigReader ConfigReader::from_text(const std::string& text, const std::string& path,
-                                     const std::string& origin) {
+ConfigReader ConfigReader::from_text(const std::string& text, const std::string& path, const std::string& origin) {
   try {
     return ConfigReader(YAML::Load(text), path, origin);
   } catch (const YAML::Exception& e) {
@@ -132,9 +172,7 @@ ConfigReader ConfigReader::from_text(const std::string& text, const std::string&
   }
 }
 
-std::string ConfigReader::key_path(const std::string& key) const {
-  return path_.empty() ? key : path_ + "." + key;
-}
+std::string ConfigReader::key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
 std::string ConfigReader::where(const YAML::Node& node) const {
   if (origin_.empty() || !node.IsDefined() || node.Mark().line < 0) return "";
@@ -147,8 +185,7 @@ void ConfigReader::fail(const std::string& key, const std::string& what) const {
 }
 
 YAML::Node ConfigReader::lookup(const std::string& key) {
-  if (std::find(consumed_->begin(), consumed_->end(), key) == consumed_->end())
-    consumed_->push_back(key);
+  if (std::find(consumed_->begin(), consumed_->end(), key) == consumed_->end()) consumed_->push_back(key);
   const YAML::Node& constant = node_;
   return constant[key];
 }
@@ -191,9 +228,9 @@ T ConfigReader::get(const std::string& key, const T& fallback) {
   return *value;
 }
 
-#define TRIAX_INSTANTIATE(T)                                                   \
-  template std::optional<T> ConfigReader::optional<T>(const std::string&);    \
-  template T ConfigReader::required<T>(const std::string&);                   \
+#define TRIAX_INSTANTIATE(T)                                               \
+  template std::optional<T> ConfigReader::optional<T>(const std::string&); \
+  template T ConfigReader::required<T>(const std::string&);                \
   template T ConfigReader::get<T>(const std::string&, const T&);
 TRIAX_INSTANTIATE(int64_t)
 TRIAX_INSTANTIATE(int32_t)
@@ -298,8 +335,7 @@ YAML::Node load_yaml_file(const std::string& file) {
 
 void apply_override(YAML::Node& root, const std::string& assignment) {
   size_t eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw ConfigError("--set " + assignment + ": expected KEY.PATH=VALUE");
+  if (eq == std::string::npos || eq == 0) throw ConfigError("--set " + assignment + ": expected KEY.PATH=VALUE");
   std::string path = assignment.substr(0, eq);
   YAML::Node value;
   try {
@@ -309,8 +345,10 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   }
   // A scalar parsed from the command line would carry "line 1" of the override text into
   // error messages; a fresh node carries no position.
-  if (value.IsScalar()) value = YAML::Node(value.Scalar());
-  else if (value.IsNull()) value = YAML::Node(YAML::NodeType::Null);
+  if (value.IsScalar())
+    value = YAML::Node(value.Scalar());
+  else if (value.IsNull())
+    value = YAML::Node(YAML::NodeType::Null);
   std::vector<std::string> parts;
   std::stringstream split(path);
   for (std::string part; std::getline(split, part, '.');) {
@@ -324,7 +362,10 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
     YAML::Node next;
     if (current.IsSequence()) {
       int64_t index = -1;
-      try { index = std::stoll(parts[i]); } catch (const std::exception&) {}
+      try {
+        index = std::stoll(parts[i]);
+      } catch (const std::exception&) {
+      }
       if (index < 0 || index >= static_cast<int64_t>(current.size()))
         throw ConfigError("--set " + assignment + ": '" + parts[i] + "' is not an index of the list at that point");
       next = current[static_cast<size_t>(index)];
@@ -339,7 +380,10 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   YAML::Node parent = chain.back();
   if (parent.IsSequence()) {
     int64_t index = -1;
-    try { index = std::stoll(parts.back()); } catch (const std::exception&) {}
+    try {
+      index = std::stoll(parts.back());
+    } catch (const std::exception&) {
+    }
     if (index < 0 || index >= static_cast<int64_t>(parent.size()))
       throw ConfigError("--set " + assignment + ": '" + parts.back() + "' is not an index of the list");
     parent[static_cast<size_t>(index)] = value;

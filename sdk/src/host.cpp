@@ -21,13 +21,9 @@ void Host::log(triax_log_level level, const std::string& message) const {
   if (host_ != nullptr && host_->log != nullptr) host_->log(host_->self, level, message.c_str());
 }
 
-int Host::rank(triax_group group) const {
-  return host_ == nullptr ? 0 : host_->group_rank(host_->self, group);
-}
+int Host::rank(triax_group group) const { return host_ == nullptr ? 0 : host_->group_rank(host_->self, group); }
 
-int Host::size(triax_group group) const {
-  return host_ == nullptr ? 1 : host_->group_size(host_->self, group);
-}
+int Host::size(triax_group group) const { return host_ == nullptr ? 1 : host_->group_size(host_->self, group); }
 
 void Host::all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) const {
   const triax_host& h = require(host_);

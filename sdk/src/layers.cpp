@@ -18,8 +18,8 @@ at::TensorOptions options_for(c10::Device device, c10::ScalarType dtype) {
 
 void require_single_rank(const TensorParallel& tp, const char* layer) {
   if (tp.size != 1)
-    throw Error(TRIAX_ERROR_UNSUPPORTED, std::string(layer) + ": tensor parallel size " +
-                                             std::to_string(tp.size) + " needs a multi-process communicator");
+    throw Error(TRIAX_ERROR_UNSUPPORTED, std::string(layer) + ": tensor parallel size " + std::to_string(tp.size) +
+                                             " needs a multi-process communicator");
 }
 
 }  // namespace
@@ -40,9 +40,9 @@ ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorP
       "weight", at::empty({local_out, o.in_features}, opts),
       ParameterSpec::sharded({o.out_features, o.in_features}, 0, tp.shard_offset(o.out_features)));
   if (o.bias)
-    bias = register_parameter_with_spec("bias", at::zeros({local_out}, opts),
-                                        ParameterSpec::sharded({o.out_features}, 0, tp.shard_offset(o.out_features),
-                                                               TRIAX_PARAM_NO_WEIGHT_DECAY));
+    bias = register_parameter_with_spec(
+        "bias", at::zeros({local_out}, opts),
+        ParameterSpec::sharded({o.out_features}, 0, tp.shard_offset(o.out_features), TRIAX_PARAM_NO_WEIGHT_DECAY));
 }
 
 at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) { return at::linear(x, weight, bias); }
@@ -55,23 +55,21 @@ RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParalle
       "weight", at::empty({o.out_features, local_in}, opts),
       ParameterSpec::sharded({o.out_features, o.in_features}, 1, tp.shard_offset(o.in_features)));
   if (o.bias)
-    bias = register_parameter_with_spec("bias", at::zeros({o.out_features}, opts),
-                                        ParameterSpec::replicated(at::zeros({o.out_features}),
-                                                                  TRIAX_PARAM_NO_WEIGHT_DECAY));
+    bias = register_parameter_with_spec(
+        "bias", at::zeros({o.out_features}, opts),
+        ParameterSpec::replicated(at::zeros({o.out_features}), TRIAX_PARAM_NO_WEIGHT_DECAY));
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) { return at::linear(x, weight, bias); }
 
-VocabParallelEmbedding::VocabParallelEmbedding(int64_t padded_vocab_size, int64_t hidden_size,
-                                               c10::Device device, c10::ScalarType dtype,
-                                               const TensorParallel& tp)
+VocabParallelEmbedding::VocabParallelEmbedding(int64_t padded_vocab_size, int64_t hidden_size, c10::Device device,
+                                               c10::ScalarType dtype, const TensorParallel& tp)
     : tp_(tp) {
   require_single_rank(tp, "VocabParallelEmbedding");
   int64_t local_vocab = tp.shard_size(padded_vocab_size, "padded vocabulary size");
   vocab_start_ = tp.shard_offset(padded_vocab_size);
-  weight = register_parameter_with_spec(
-      "weight", at::empty({local_vocab, hidden_size}, options_for(device, dtype)),
-      ParameterSpec::sharded({padded_vocab_size, hidden_size}, 0, vocab_start_));
+  weight = register_parameter_with_spec("weight", at::empty({local_vocab, hidden_size}, options_for(device, dtype)),
+                                        ParameterSpec::sharded({padded_vocab_size, hidden_size}, 0, vocab_start_));
 }
 
 at::Tensor VocabParallelEmbedding::forward(const at::Tensor& ids) { return at::embedding(weight, ids); }
@@ -96,9 +94,8 @@ at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tens
   if (vocab_start + local > vocab_size) {
     // Padded vocabulary columns must never take probability mass.
     int64_t real = std::max<int64_t>(0, vocab_size - vocab_start);
-    scores = at::cat({scores.narrow(-1, 0, real),
-                      at::full({scores.size(0), local - real}, -std::numeric_limits<float>::infinity(),
-                               scores.options())},
+    scores = at::cat({scores.narrow(-1, 0, real), at::full({scores.size(0), local - real},
+                                                           -std::numeric_limits<float>::infinity(), scores.options())},
                      -1);
   }
   at::Tensor per_token = at::cross_entropy_loss(scores, labels, {}, at::Reduction::None);

@@ -47,8 +47,7 @@ void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* 
 }
 
 StageInput stage_input_from_c(const triax_stage_io& io) {
-  return {view_handle(io.input_ids), view_handle(io.label_ids), view_handle(io.label_mask),
-          view_handle(io.hidden_in)};
+  return {view_handle(io.input_ids), view_handle(io.label_ids), view_handle(io.label_mask), view_handle(io.hidden_in)};
 }
 
 void stage_output_to_c(StageOutput output, triax_stage_io* io) {

@@ -3,10 +3,9 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <triax/plugin.hpp>
 #include <utility>
 #include <vector>
-
-#include <triax/plugin.hpp>
 
 namespace {
 

@@ -139,8 +139,8 @@ std::vector<double> llama_block_costs(const LlamaConfig& c, int64_t sequence_len
   const double ffn = static_cast<double>(c.intermediate_size);
   const double seq = static_cast<double>(sequence_length);
   const double projections = h * (q + 2.0 * kv) + q * h;  // q, k, v, o
-  const double mlp = 3.0 * h * ffn;                        // gate, up, down
-  const double attention = 2.0 * seq * q;                  // QK^T and AV
+  const double mlp = 3.0 * h * ffn;                       // gate, up, down
+  const double attention = 2.0 * seq * q;                 // QK^T and AV
   const double layer = 2.0 * projections + 2.0 * mlp + 2.0 * attention;
   std::vector<double> costs;
   costs.reserve(static_cast<size_t>(c.num_blocks()));

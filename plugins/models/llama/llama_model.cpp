@@ -16,8 +16,8 @@ namespace {
 void check_tensor_parallel_split(ConfigReader& reader, const LlamaConfig& config, int tp_size) {
   auto check = [&](const char* key, int64_t value) {
     if (value % tp_size != 0)
-      reader.fail(key, std::to_string(value) + " is not divisible by the tensor parallel size " +
-                           std::to_string(tp_size));
+      reader.fail(key,
+                  std::to_string(value) + " is not divisible by the tensor parallel size " + std::to_string(tp_size));
   };
   check("num_attention_heads", config.num_attention_heads);
   check("num_key_value_heads", config.num_key_value_heads);
@@ -40,8 +40,7 @@ std::vector<double> LlamaModel::block_costs(ConfigReader& reader, int64_t sequen
 std::shared_ptr<LlamaModel> LlamaModel::create(ConfigReader& reader, const ModelContext& context) {
   LlamaConfig config = LlamaConfig::read(reader);
   check_tensor_parallel_split(reader, config, context.tp_size);
-  if (context.first_block < 0 || context.first_block >= context.last_block ||
-      context.last_block > config.num_blocks())
+  if (context.first_block < 0 || context.first_block >= context.last_block || context.last_block > config.num_blocks())
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "llama: blocks [" + std::to_string(context.first_block) + ", " + std::to_string(context.last_block) +
                     ") are not a non-empty range of the model's " + std::to_string(config.num_blocks()) + " blocks");
@@ -66,8 +65,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, s
   body_ = register_module("model", std::make_shared<torch::nn::Module>("LlamaBody"));
 
   if (embeds_tokens_ || (tied && holds_head)) {
-    embed_tokens_ =
-        std::make_shared<VocabParallelEmbedding>(padded_vocab_size_, h, context.device, context.dtype, tp_);
+    embed_tokens_ = std::make_shared<VocabParallelEmbedding>(padded_vocab_size_, h, context.device, context.dtype, tp_);
     if (tied && embeds_tokens_ != holds_head)  // the other copy lives on another pipeline stage
       embed_tokens_->tie_parameter("weight", kTiedEmbeddingKey);
     body_->register_module("embed_tokens", embed_tokens_);
@@ -78,8 +76,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, s
   if (first_layer_block < end_layer_block) {
     auto layers = body_->register_module("layers", std::make_shared<torch::nn::Module>("LlamaLayers"));
     for (int block = first_layer_block; block < end_layer_block; ++block) {
-      layers_.push_back(layers->register_module(std::to_string(block - 1),
-                                                std::make_shared<LlamaDecoderLayer>(config, context)));
+      layers_.push_back(
+          layers->register_module(std::to_string(block - 1), std::make_shared<LlamaDecoderLayer>(config, context)));
     }
   }
 
@@ -130,8 +128,8 @@ StageOutput LlamaModel::forward(const StageInput& input) {
   if (!input.label_ids.defined()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "llama: the last stage needs label_ids");
   at::Tensor logits = lm_head_->forward(norm_->forward(hidden));  // [batch, seq, vocab/tp]
   at::Tensor mask = input.label_mask.defined() ? input.label_mask.reshape({-1}) : at::Tensor();
-  output.loss = vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), input.label_ids.reshape({-1}),
-                                             mask, tp_.shard_offset(padded_vocab_size_), config_.vocab_size, tp_);
+  output.loss = vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), input.label_ids.reshape({-1}), mask,
+                                             tp_.shard_offset(padded_vocab_size_), config_.vocab_size, tp_);
   return output;
 }
 

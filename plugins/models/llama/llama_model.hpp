@@ -62,7 +62,7 @@ class LlamaModel : public Model {
   std::shared_ptr<VocabParallelEmbedding> embed_tokens_;
   std::shared_ptr<RotaryEmbedding> rotary_emb_;  // when any decoder layer is held
   std::vector<std::shared_ptr<LlamaDecoderLayer>> layers_;
-  std::shared_ptr<RMSNorm> norm_;                   // last stage
+  std::shared_ptr<RMSNorm> norm_;                  // last stage
   std::shared_ptr<ColumnParallelLinear> lm_head_;  // last stage; tied: computes with embed_tokens_->weight
 };
 

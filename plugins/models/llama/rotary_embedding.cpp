@@ -28,8 +28,8 @@ at::Tensor llama3_inverse_frequencies(at::Tensor inv_freq, const RopeScaling& s)
   // wavelen < high_freq_wavelen: unchanged; wavelen > low_freq_wavelen: divided by factor
   at::Tensor scaled = at::where(wavelen > low_freq_wavelen, inv_freq / s.factor, inv_freq);
   // in between: interpolated with a smooth factor
-  at::Tensor smooth = (wavelen.reciprocal() * old_context_len - s.low_freq_factor) /
-                      (s.high_freq_factor - s.low_freq_factor);
+  at::Tensor smooth =
+      (wavelen.reciprocal() * old_context_len - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
   at::Tensor smoothed = at::rsub(smooth, 1) * scaled / s.factor + smooth * scaled;
   at::Tensor is_medium = at::logical_not(wavelen < high_freq_wavelen) * at::logical_not(wavelen > low_freq_wavelen);
   return at::where(is_medium, smoothed, scaled);
@@ -70,9 +70,9 @@ RotaryEmbedding::RotaryEmbedding(const LlamaConfig& config, c10::Device device) 
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::tables(int64_t sequence_length, c10::ScalarType dtype) const {
   if (sequence_length > cos_.size(0))
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
-                "sequence length " + std::to_string(sequence_length) +
-                    " exceeds model.model_config.max_position_embeddings (" + std::to_string(cos_.size(0)) + ")");
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "sequence length " + std::to_string(sequence_length) +
+                                                  " exceeds model.model_config.max_position_embeddings (" +
+                                                  std::to_string(cos_.size(0)) + ")");
   return {cos_.narrow(0, 0, sequence_length).to(dtype), sin_.narrow(0, 0, sequence_length).to(dtype)};
 }
 

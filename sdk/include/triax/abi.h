@@ -49,8 +49,8 @@ typedef enum triax_status {
   TRIAX_OK = 0,
   TRIAX_ERROR_INVALID_CONFIG = 1, /* a configuration value is wrong: the message names its key */
   TRIAX_ERROR_INVALID_ARGUMENT = 2,
-  TRIAX_ERROR_UNSUPPORTED = 3,    /* a valid request this plugin does not implement */
-  TRIAX_ERROR_RUNTIME = 4         /* anything else that went wrong while running */
+  TRIAX_ERROR_UNSUPPORTED = 3, /* a valid request this plugin does not implement */
+  TRIAX_ERROR_RUNTIME = 4      /* anything else that went wrong while running */
 } triax_status;
 
 typedef struct triax_error {
@@ -104,21 +104,18 @@ typedef struct triax_host {
   triax_status (*all_reduce)(void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op,
                              triax_error* error);
   /* output = concatenation of every rank's input along dim 0 (output holds size x input) */
-  triax_status (*all_gather)(void* self, triax_group group, triax_tensor* output,
-                             triax_tensor* input, triax_error* error);
+  triax_status (*all_gather)(void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                             triax_error* error);
   /* output = this rank's dim-0 slice of the reduction of every rank's input */
-  triax_status (*reduce_scatter)(void* self, triax_group group, triax_tensor* output,
-                                 triax_tensor* input, triax_reduce_op op, triax_error* error);
-  triax_status (*broadcast)(void* self, triax_group group, triax_tensor* tensor, int32_t root,
-                            triax_error* error);
+  triax_status (*reduce_scatter)(void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                                 triax_reduce_op op, triax_error* error);
+  triax_status (*broadcast)(void* self, triax_group group, triax_tensor* tensor, int32_t root, triax_error* error);
   /* equal dim-0 splits of input go to each rank in order; output receives theirs likewise */
-  triax_status (*all_to_all)(void* self, triax_group group, triax_tensor* output,
-                             triax_tensor* input, triax_error* error);
+  triax_status (*all_to_all)(void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                             triax_error* error);
   /* point-to-point with a peer given as a rank within the group */
-  triax_status (*send)(void* self, triax_group group, triax_tensor* tensor, int32_t peer,
-                       triax_error* error);
-  triax_status (*recv)(void* self, triax_group group, triax_tensor* tensor, int32_t peer,
-                       triax_error* error);
+  triax_status (*send)(void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error);
+  triax_status (*recv)(void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error);
   triax_status (*barrier)(void* self, triax_group group, triax_error* error);
 } triax_host;
 
@@ -132,11 +129,11 @@ typedef struct triax_model_context {
   int32_t dp_rank, dp_size;
   /* The model's blocks (see describe_blocks) that this pipeline rank holds: [first, last). */
   int32_t first_block, last_block;
-  const char* device; /* "cpu", "cuda:0", ... */
-  const char* dtype;  /* parameter dtype: "float32", "bfloat16", "float16", "float64" */
-  uint64_t seed;      /* initialisation seed; identical on every rank */
-  const char* init_method_yaml; /* model.init_method as YAML (std, scaling, path, ...) */
-  int32_t tp_mode;    /* 0 = ALL_REDUCE, 1 = REDUCE_SCATTER (sequence parallel) */
+  const char* device;                   /* "cpu", "cuda:0", ... */
+  const char* dtype;                    /* parameter dtype: "float32", "bfloat16", "float16", "float64" */
+  uint64_t seed;                        /* initialisation seed; identical on every rank */
+  const char* init_method_yaml;         /* model.init_method as YAML (std, scaling, path, ...) */
+  int32_t tp_mode;                      /* 0 = ALL_REDUCE, 1 = REDUCE_SCATTER (sequence parallel) */
   int64_t make_vocab_size_divisible_by; /* pad the vocabulary to a multiple of this x tp_size */
   const triax_host* host;
 } triax_model_context;
@@ -166,13 +163,13 @@ enum {
 
 typedef struct triax_parameter_info {
   size_t struct_size;
-  const char* name;       /* stable, unique within the model: "model.layers.0.self_attn.q_proj.weight" */
-  triax_tensor* tensor;   /* new reference to the live parameter (this rank's shard) */
+  const char* name;     /* stable, unique within the model: "model.layers.0.self_attn.q_proj.weight" */
+  triax_tensor* tensor; /* new reference to the live parameter (this rank's shard) */
   int32_t ndim;
   int64_t global_shape[TRIAX_MAX_TENSOR_DIMS]; /* shape of the whole, unsharded parameter */
   int64_t shard_offset[TRIAX_MAX_TENSOR_DIMS]; /* where this rank's shard starts in it */
-  uint32_t flags;         /* TRIAX_PARAM_* */
-  const char* tied_key;   /* with TRIAX_PARAM_TIED: the same key on every stage holding it */
+  uint32_t flags;                              /* TRIAX_PARAM_* */
+  const char* tied_key;                        /* with TRIAX_PARAM_TIED: the same key on every stage holding it */
 } triax_parameter_info;
 
 typedef struct triax_model_vtable {
@@ -180,16 +177,14 @@ typedef struct triax_model_vtable {
   /* Cost of each of the model's pipeline blocks in forward FLOPs per token, before any instance
    * exists: the host balances blocks over pipeline ranks with it. costs may be NULL to ask
    * for the count only. */
-  triax_status (*describe_blocks)(const char* model_config_yaml, int64_t sequence_length,
-                                  double* costs, int32_t capacity, int32_t* count,
-                                  triax_error* error);
-  triax_status (*create)(const char* model_config_yaml, const triax_model_context* context,
-                         triax_model** out, triax_error* error);
+  triax_status (*describe_blocks)(const char* model_config_yaml, int64_t sequence_length, double* costs,
+                                  int32_t capacity, int32_t* count, triax_error* error);
+  triax_status (*create)(const char* model_config_yaml, const triax_model_context* context, triax_model** out,
+                         triax_error* error);
   void (*destroy)(triax_model* model);
   triax_status (*forward)(triax_model* model, triax_stage_io* io, triax_error* error);
   int64_t (*parameter_count)(triax_model* model);
-  triax_status (*parameter_info)(triax_model* model, int64_t index, triax_parameter_info* out,
-                                 triax_error* error);
+  triax_status (*parameter_info)(triax_model* model, int64_t index, triax_parameter_info* out, triax_error* error);
   /* Training FLOPs (forward + backward) per token of the whole model, for MFU. */
   double (*flops_per_token)(triax_model* model, int64_t sequence_length);
   /* Number of parameters of the whole, unsharded model (for logs and MFU). */
@@ -232,8 +227,8 @@ typedef struct triax_step_request {
 
 typedef struct triax_step_result {
   size_t struct_size;
-  triax_tensor* loss;     /* new ref: mean LM loss over the micro-batches (last stage; else NULL) */
-  triax_tensor* aux_loss; /* new ref or NULL: mean auxiliary loss */
+  triax_tensor* loss;              /* new ref: mean LM loss over the micro-batches (last stage; else NULL) */
+  triax_tensor* aux_loss;          /* new ref or NULL: mean auxiliary loss */
   int32_t peak_live_micro_batches; /* most micro-batches whose activations were alive at once */
 } triax_step_result;
 
@@ -243,8 +238,8 @@ typedef struct triax_engine_vtable {
   void (*destroy)(triax_engine* engine);
   /* Runs forward and backward of every micro-batch of one optimizer step. The host has zeroed
    * the gradients before and steps the optimizer after. */
-  triax_status (*train_step)(triax_engine* engine, const triax_step_request* request,
-                             triax_step_result* result, triax_error* error);
+  triax_status (*train_step)(triax_engine* engine, const triax_step_request* request, triax_step_result* result,
+                             triax_error* error);
 } triax_engine_vtable;
 
 /* ---- optimizers ----------------------------------------------------------------------------- */
@@ -265,12 +260,12 @@ typedef struct triax_optimizer_context {
 
 typedef struct triax_optimizer_vtable {
   size_t struct_size;
-  triax_status (*create)(const triax_optimizer_context* context, const triax_optimizer_param* params,
-                         int64_t count, triax_optimizer** out, triax_error* error);
+  triax_status (*create)(const triax_optimizer_context* context, const triax_optimizer_param* params, int64_t count,
+                         triax_optimizer** out, triax_error* error);
   void (*destroy)(triax_optimizer* optimizer);
   /* One update. grads[i] (borrowed, fp32, already reduced and clipped) belongs to params[i]. */
-  triax_status (*step)(triax_optimizer* optimizer, triax_tensor* const* grads, int64_t count,
-                       double learning_rate, triax_error* error);
+  triax_status (*step)(triax_optimizer* optimizer, triax_tensor* const* grads, int64_t count, double learning_rate,
+                       triax_error* error);
   /* Bytes of optimizer state (master weights, moments) held by this rank. */
   int64_t (*state_bytes)(triax_optimizer* optimizer);
 } triax_optimizer_vtable;

@@ -25,8 +25,7 @@ class ConfigReader {
   ConfigReader(YAML::Node node, std::string path, std::string origin = "");
 
   // Parses YAML text; errors name `origin`.
-  static ConfigReader from_text(const std::string& text, const std::string& path,
-                                const std::string& origin = "");
+  static ConfigReader from_text(const std::string& text, const std::string& path, const std::string& origin = "");
 
   bool contains(const std::string& key) const;  // present and not null
 
@@ -41,9 +40,9 @@ class ConfigReader {
   std::string choice(const std::string& key, std::initializer_list<const char*> choices,
                      const std::optional<std::string>& fallback = std::nullopt);
 
-  ConfigReader section(const std::string& key);                   // required mapping
+  ConfigReader section(const std::string& key);                          // required mapping
   std::optional<ConfigReader> optional_section(const std::string& key);  // absent/null: nullopt
-  std::vector<ConfigReader> section_list(const std::string& key);  // required list of mappings
+  std::vector<ConfigReader> section_list(const std::string& key);        // required list of mappings
   // The subtree, unparsed (another component reads it strictly); recorded as is.
   YAML::Node raw(const std::string& key);
   // Marks a key as known without reading it (accepted for compatibility, unused).

@@ -11,8 +11,7 @@ namespace triax {
 
 class Error : public std::runtime_error {
  public:
-  Error(triax_status status, const std::string& message)
-      : std::runtime_error(message), status_(status) {}
+  Error(triax_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
   explicit Error(const std::string& message) : Error(TRIAX_ERROR_RUNTIME, message) {}
   triax_status status() const { return status_; }
 

@@ -3,13 +3,12 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <torch/nn/module.h>
 
 #include "triax/abi.h"
 
@@ -47,8 +46,7 @@ class SpecifiedModule : public torch::nn::Module {
   void tie_parameter(const std::string& local_name, const std::string& tied_key);
 
  protected:
-  at::Tensor register_parameter_with_spec(const std::string& local_name, at::Tensor tensor,
-                                          ParameterSpec spec);
+  at::Tensor register_parameter_with_spec(const std::string& local_name, at::Tensor tensor, ParameterSpec spec);
 
  private:
   std::map<std::string, ParameterSpec> specs_;

@@ -73,8 +73,8 @@ template <class M>
 struct ModelAdapter {
   static ModelBox<M>* box(triax_model* handle) { return reinterpret_cast<ModelBox<M>*>(handle); }
 
-  static triax_status describe_blocks(const char* yaml, int64_t sequence_length, double* costs,
-                                      int32_t capacity, int32_t* count, triax_error* error) {
+  static triax_status describe_blocks(const char* yaml, int64_t sequence_length, double* costs, int32_t capacity,
+                                      int32_t* count, triax_error* error) {
     return guarded(error, [&] {
       ConfigReader config = ConfigReader::from_text(yaml, "model.model_config");
       std::vector<double> blocks = M::block_costs(config, sequence_length);
@@ -120,9 +120,17 @@ struct ModelAdapter {
   static const char* resolved_config(triax_model* handle) { return box(handle)->resolved.c_str(); }
 
   static const triax_model_vtable* vtable() {
-    static const triax_model_vtable table = {sizeof(triax_model_vtable), describe_blocks, create, destroy,
-                                             forward, parameter_count, parameter_info, flops_per_token,
-                                             total_parameters, set_training, resolved_config};
+    static const triax_model_vtable table = {sizeof(triax_model_vtable),
+                                             describe_blocks,
+                                             create,
+                                             destroy,
+                                             forward,
+                                             parameter_count,
+                                             parameter_info,
+                                             flops_per_token,
+                                             total_parameters,
+                                             set_training,
+                                             resolved_config};
     return &table;
   }
 };
@@ -139,11 +147,10 @@ struct EngineAdapter {
     });
   }
   static void destroy(triax_engine* handle) { delete reinterpret_cast<Engine*>(handle); }
-  static triax_status train_step(triax_engine* handle, const triax_step_request* request,
-                                 triax_step_result* result, triax_error* error) {
-    return guarded(error, [&] {
-      step_result_to_c(reinterpret_cast<Engine*>(handle)->train_step(StepRequest(*request)), result);
-    });
+  static triax_status train_step(triax_engine* handle, const triax_step_request* request, triax_step_result* result,
+                                 triax_error* error) {
+    return guarded(
+        error, [&] { step_result_to_c(reinterpret_cast<Engine*>(handle)->train_step(StepRequest(*request)), result); });
   }
   static const triax_engine_vtable* vtable() {
     static const triax_engine_vtable table = {sizeof(triax_engine_vtable), create, destroy, train_step};
@@ -153,8 +160,8 @@ struct EngineAdapter {
 
 template <class O>
 struct OptimizerAdapter {
-  static triax_status create(const triax_optimizer_context* context, const triax_optimizer_param* params,
-                             int64_t count, triax_optimizer** out, triax_error* error) {
+  static triax_status create(const triax_optimizer_context* context, const triax_optimizer_param* params, int64_t count,
+                             triax_optimizer** out, triax_error* error) {
     return guarded(error, [&] {
       std::unique_ptr<Optimizer> optimizer =
           O::create(OptimizerContext::from_c(*context), optimizer_params_from_c(params, count));
@@ -162,8 +169,8 @@ struct OptimizerAdapter {
     });
   }
   static void destroy(triax_optimizer* handle) { delete reinterpret_cast<Optimizer*>(handle); }
-  static triax_status step(triax_optimizer* handle, triax_tensor* const* grads, int64_t count,
-                           double learning_rate, triax_error* error) {
+  static triax_status step(triax_optimizer* handle, triax_tensor* const* grads, int64_t count, double learning_rate,
+                           triax_error* error) {
     return guarded(error, [&] {
       std::vector<at::Tensor> tensors;
       tensors.reserve(static_cast<size_t>(count));
@@ -171,12 +178,9 @@ struct OptimizerAdapter {
       reinterpret_cast<Optimizer*>(handle)->step(tensors, learning_rate);
     });
   }
-  static int64_t state_bytes(triax_optimizer* handle) {
-    return reinterpret_cast<Optimizer*>(handle)->state_bytes();
-  }
+  static int64_t state_bytes(triax_optimizer* handle) { return reinterpret_cast<Optimizer*>(handle)->state_bytes(); }
   static const triax_optimizer_vtable* vtable() {
-    static const triax_optimizer_vtable table = {sizeof(triax_optimizer_vtable), create, destroy, step,
-                                                 state_bytes};
+    static const triax_optimizer_vtable table = {sizeof(triax_optimizer_vtable), create, destroy, step, state_bytes};
     return &table;
   }
 };
@@ -199,12 +203,14 @@ triax_plugin_descriptor optimizer_plugin(const char* name, const char* version, 
 }  // namespace triax
 
 // Emits the library's entry point: one manifest listing the given plugin descriptors.
-#define TRIAX_PLUGIN_LIBRARY(...)                                                                  \
-  extern "C" TRIAX_PLUGIN_EXPORT const triax_plugin_manifest* triax_plugin_entry(void) {          \
-    static const triax_plugin_descriptor descriptors[] = {__VA_ARGS__};                           \
-    static const triax_plugin_manifest manifest = {                                               \
-        TRIAX_ABI_VERSION_MAJOR, TRIAX_ABI_VERSION_MINOR,   TRIAX_TORCH_VERSION_STRING,           \
-        TRIAX_CXX11_ABI_FLAG,    static_cast<int32_t>(sizeof(descriptors) / sizeof(descriptors[0])), \
-        descriptors};                                                                             \
-    return &manifest;                                                                             \
+#define TRIAX_PLUGIN_LIBRARY(...)                                                                                      \
+  extern "C" TRIAX_PLUGIN_EXPORT const triax_plugin_manifest* triax_plugin_entry(void) {                               \
+    static const triax_plugin_descriptor descriptors[] = {__VA_ARGS__};                                                \
+    static const triax_plugin_manifest manifest = {TRIAX_ABI_VERSION_MAJOR,                                            \
+                                                   TRIAX_ABI_VERSION_MINOR,                                            \
+                                                   TRIAX_TORCH_VERSION_STRING,                                         \
+                                                   TRIAX_CXX11_ABI_FLAG,                                               \
+                                                   static_cast<int32_t>(sizeof(descriptors) / sizeof(descriptors[0])), \
+                                                   descriptors};                                                       \
+    return &manifest;                                                                                                  \
   }

@@ -36,8 +36,8 @@ static int64_t stub_state_bytes(triax_optimizer* optimizer) {
 }
 
 /* unused in the variant without an entry symbol */
-static const triax_optimizer_vtable stub_vtable __attribute__((unused)) = {sizeof(triax_optimizer_vtable), stub_create, stub_destroy,
-                                                   stub_step, stub_state_bytes};
+static const triax_optimizer_vtable stub_vtable
+    __attribute__((unused)) = {sizeof(triax_optimizer_vtable), stub_create, stub_destroy, stub_step, stub_state_bytes};
 
 #if defined(BROKEN_WRONG_ABI)
 #define ABI_MAJOR (TRIAX_ABI_VERSION_MAJOR + 1)
@@ -71,8 +71,8 @@ static const triax_optimizer_vtable stub_vtable __attribute__((unused)) = {sizeo
 static const triax_plugin_descriptor descriptors[] = {
     {DESCRIPTOR_KIND, "broken_stub", "0.0.1", "never accepted", DESCRIPTOR_VTABLE}};
 
-static const triax_plugin_manifest manifest = {ABI_MAJOR, TRIAX_ABI_VERSION_MINOR, MANIFEST_TORCH_VERSION,
-                                               MANIFEST_CXX11_ABI, 1, descriptors};
+static const triax_plugin_manifest manifest = {
+    ABI_MAJOR, TRIAX_ABI_VERSION_MINOR, MANIFEST_TORCH_VERSION, MANIFEST_CXX11_ABI, 1, descriptors};
 
 #if defined(BROKEN_MISSING_ENTRY)
 /* Exports a look-alike under another name: the loader must not guess. */

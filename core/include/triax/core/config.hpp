@@ -41,21 +41,21 @@ struct ParallelismConfig {
   int64_t pp = 1;
   int64_t tp = 1;
   int64_t expert_parallel_size = 1;
-  std::string pp_engine = "afab";        // the engine plugin's name (nanotron's default)
-  std::string tp_mode = "ALL_REDUCE";    // ALL_REDUCE | REDUCE_SCATTER
+  std::string pp_engine = "afab";      // the engine plugin's name (nanotron's default)
+  std::string tp_mode = "ALL_REDUCE";  // ALL_REDUCE | REDUCE_SCATTER
   bool tp_linear_async_communication = false;
-  bool recompute_layer = false;          // recompute each layer's activations in the backward pass
-  bool moe_layer_recompute = false;      // the same for MoE layers only
-  bool tp_recompute_allgather = true;    // REDUCE_SCATTER: all-gather the input again in backward
-  std::string comm_backend = "auto";     // triax: auto | mpi | nccl
-  YAML::Node section;                    // the whole section as read, for the engine plugin
+  bool recompute_layer = false;        // recompute each layer's activations in the backward pass
+  bool moe_layer_recompute = false;    // the same for MoE layers only
+  bool tp_recompute_allgather = true;  // REDUCE_SCATTER: all-gather the input again in backward
+  std::string comm_backend = "auto";   // triax: auto | mpi | nccl
+  YAML::Node section;                  // the whole section as read, for the engine plugin
 };
 
 struct ModelSection {
-  std::string plugin = "llama";          // triax: the model plugin's name
-  YAML::Node model_config;               // read by the plugin
-  YAML::Node init_method;                // {std: ...} or {path: ...}
-  std::string dtype = "bfloat16";        // float32 | bfloat16 | float16 | float64
+  std::string plugin = "llama";    // triax: the model plugin's name
+  YAML::Node model_config;         // read by the plugin
+  YAML::Node init_method;          // {std: ...} or {path: ...}
+  std::string dtype = "bfloat16";  // float32 | bfloat16 | float16 | float64
   int64_t make_vocab_size_divisible_by = 1;
   int64_t ddp_bucket_cap_mb = 25;
 };
@@ -88,19 +88,19 @@ struct LrSchedulerConfig {
 };
 
 struct OptimizerConfig {
-  std::string factory_name = "adamW";    // optimizer_factory.name
-  std::string plugin;                    // resolved plugin name: "adamw", "zero1_adamw", ...
+  std::string factory_name = "adamW";  // optimizer_factory.name
+  std::string plugin;                  // resolved plugin name: "adamw", "zero1_adamw", ...
   int64_t zero_stage = 0;
   double weight_decay = 0.0;
   std::vector<std::string> weight_decay_exclude_named_params;  // regular expressions
   std::optional<double> clip_grad;
   bool accumulate_grad_in_fp32 = true;
   LrSchedulerConfig learning_rate_scheduler;
-  YAML::Node section;                    // the whole section, for the optimizer plugin
+  YAML::Node section;  // the whole section, for the optimizer plugin
 };
 
 struct DataConfig {
-  YAML::Node dataset;                    // null: the built-in synthetic stream
+  YAML::Node dataset;  // null: the built-in synthetic stream
   int64_t seed = 42;
   int64_t num_loading_workers = 1;
 };
@@ -115,11 +115,11 @@ struct LoggingConfig {
   std::string log_level = "info";
   std::string log_level_replica = "info";
   int64_t iteration_step_info_interval = 1;
-  std::optional<double> peak_tflops;    // triax: per-device peak used for MFU (default: by device)
+  std::optional<double> peak_tflops;  // triax: per-device peak used for MFU (default: by device)
 };
 
 struct PluginsConfig {
-  std::vector<std::string> paths;       // triax: extra folders searched for plugin libraries
+  std::vector<std::string> paths;  // triax: extra folders searched for plugin libraries
 };
 
 struct TrainConfig {
@@ -134,8 +134,8 @@ struct TrainConfig {
   LoggingConfig logging;
   PluginsConfig plugins;
 
-  std::string origin;                    // the file it came from
-  YAML::Node resolved;                   // everything as used, defaults included
+  std::string origin;   // the file it came from
+  YAML::Node resolved;  // everything as used, defaults included
 
   // Folder of this run's outputs (resolved config, metrics, checkpoints).
   std::string run_dir() const { return checkpoints.checkpoints_path; }

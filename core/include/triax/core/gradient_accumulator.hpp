@@ -27,7 +27,8 @@ class GradientAccumulator {
   // fp32 gradients, one per parameter (zeros for parameters that received none).
   const std::vector<at::Tensor>& gradients();
   // Global L2 norm over the model-parallel group, tp-replicated parameters counted on tp rank 0
-  // only; scales the gradients so the norm is at most max_norm when given. Returns the norm before clipping (a 0-dim fp32 tensor).
+  // only; scales the gradients so the norm is at most max_norm when given. Returns the norm before clipping (a 0-dim
+  // fp32 tensor).
   at::Tensor clip(std::optional<double> max_norm, Communicator& communicator);
   bool uses_fp32_buffers() const { return !buffers_.empty(); }
 

@@ -20,13 +20,13 @@ struct StepMetrics {
   std::optional<double> aux_loss;
   double learning_rate = 0.0;
   double grad_norm = 0.0;
-  double tokens_per_second = 0.0;             // whole job
+  double tokens_per_second = 0.0;  // whole job
   double tokens_per_second_per_device = 0.0;
   double model_tflops_per_device = 0.0;
-  std::optional<double> mfu;                  // fraction of the peak, when the peak is known
+  std::optional<double> mfu;  // fraction of the peak, when the peak is known
   int64_t consumed_tokens = 0;
   int64_t peak_memory_bytes = 0;
-  double step_seconds = 0.0;                  // mean over the logging interval
+  double step_seconds = 0.0;  // mean over the logging interval
   double elapsed_seconds = 0.0;
   double eta_seconds = 0.0;
 };

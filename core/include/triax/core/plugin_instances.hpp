@@ -66,8 +66,8 @@ class EngineInstance {
 
 class OptimizerInstance {
  public:
-  OptimizerInstance(const triax_optimizer_vtable& vtable, std::string name,
-                    const triax_optimizer_context& context, const std::vector<triax_optimizer_param>& params);
+  OptimizerInstance(const triax_optimizer_vtable& vtable, std::string name, const triax_optimizer_context& context,
+                    const std::vector<triax_optimizer_param>& params);
   ~OptimizerInstance();
   OptimizerInstance(const OptimizerInstance&) = delete;
   OptimizerInstance& operator=(const OptimizerInstance&) = delete;

@@ -17,8 +17,8 @@ class Communicator;
 class PluginRegistry;
 
 struct TrainSummary {
-  std::vector<double> losses;        // every step's mean LM loss
-  std::vector<double> grad_norms;    // every step's norm before clipping
+  std::vector<double> losses;      // every step's mean LM loss
+  std::vector<double> grad_norms;  // every step's norm before clipping
   std::vector<double> learning_rates;
   int64_t consumed_tokens = 0;
   double seconds = 0.0;

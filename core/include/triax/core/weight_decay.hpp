@@ -17,9 +17,7 @@ class WeightDecayPolicy {
   WeightDecayPolicy(double weight_decay, const std::vector<std::string>& exclude_patterns);
   bool excludes(const NamedParameter& parameter) const;
   // The weight decay this parameter's update uses.
-  double for_parameter(const NamedParameter& parameter) const {
-    return excludes(parameter) ? 0.0 : weight_decay_;
-  }
+  double for_parameter(const NamedParameter& parameter) const { return excludes(parameter) ? 0.0 : weight_decay_; }
 
  private:
   bool matches(const std::string& name) const;

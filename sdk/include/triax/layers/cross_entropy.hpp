@@ -12,8 +12,7 @@ namespace triax {
 // ids, mask: [tokens] float or undefined. vocab_start: first vocabulary id of this shard.
 // vocab_size: real (unpadded) vocabulary; padded columns never win. Returns the fp32 mean over
 // counted tokens (fp64 logits are computed in, and return, fp64).
-at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels,
-                                        const at::Tensor& mask, int64_t vocab_start, int64_t vocab_size,
-                                        const TensorParallel& tp);
+at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& mask,
+                                        int64_t vocab_start, int64_t vocab_size, const TensorParallel& tp);
 
 }  // namespace triax

@@ -11,8 +11,8 @@ namespace triax {
 
 class VocabParallelEmbedding : public SpecifiedModule {
  public:
-  VocabParallelEmbedding(int64_t padded_vocab_size, int64_t hidden_size, c10::Device device,
-                         c10::ScalarType dtype, const TensorParallel& tp);
+  VocabParallelEmbedding(int64_t padded_vocab_size, int64_t hidden_size, c10::Device device, c10::ScalarType dtype,
+                         const TensorParallel& tp);
   // ids: [batch, seq] int64 -> [batch, seq, hidden]
   at::Tensor forward(const at::Tensor& ids);
   at::Tensor weight;  // [vocab/tp, hidden]
