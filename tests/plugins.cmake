@@ -24,7 +24,10 @@ foreach(case IN LISTS triax_broken_cases)
   target_include_directories(test_plugin_${case} PRIVATE
     ${PROJECT_SOURCE_DIR}/sdk/include "${TRIAX_TORCH_ROOT}/include")
   set_target_properties(test_plugin_${case} PROPERTIES PREFIX "" OUTPUT_NAME "${case}"
-    C_VISIBILITY_PRESET hidden LIBRARY_OUTPUT_DIRECTORY "${TRIAX_TEST_PLUGINS_DIR}/broken")
+    C_VISIBILITY_PRESET hidden LIBRARY_OUTPUT_DIRECTORY "${TRIAX_TEST_PLUGINS_DIR}/broken"
+    # Written against abi.h alone, in strict C99: proves the ABI header is plain C.
+    C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+  target_compile_options(test_plugin_${case} PRIVATE -pedantic-errors)
   list(APPEND triax_broken_targets test_plugin_${case})
 endforeach()
 
