@@ -52,6 +52,12 @@ expect 2 "checkpoints.checkpoints_path: cannot create the run folder" -- train -
 expect 3 "afab" -- train --config "$CONFIG" --set parallelism.pp_engine=zigzag --set "checkpoints.checkpoints_path=$RUN"
 expect 3 "adamw" -- train --config "$CONFIG" --set optimizer.optimizer_factory.name=adamX --set "checkpoints.checkpoints_path=$RUN"
 
+# A diverging run stops with the step named, exit 1.
+expect 1 "training diverged" -- train --config "$CONFIG" --set tokens.train_steps=20 \
+  --set optimizer.learning_rate_scheduler.learning_rate=1e6 --set optimizer.learning_rate_scheduler.min_decay_lr=1 \
+  --set optimizer.learning_rate_scheduler.lr_warmup_steps=0 --set optimizer.clip_grad=null \
+  --set "checkpoints.checkpoints_path=$RUN"
+
 # The plugin listing.
 expect 0 "llama" -- plugins
 expect 0 "afab" -- plugins

@@ -323,6 +323,23 @@ TEST(Training, Bf16ParametersTrainWithFp32Accumulation) {
   fs::remove_all(dir);
 }
 
+TEST(Training, DivergenceStopsTheRunNamingTheStep) {
+  fs::path dir = temp_run_dir("diverged");
+  std::string yaml = tiny_config(dir, 20, 4, 1);
+  yaml.replace(yaml.find("learning_rate: 0.01"), 19, "learning_rate: 1.0e+6");
+  yaml.replace(yaml.find("min_decay_lr: 0.001"), 19, "min_decay_lr: 1.0");
+  yaml.replace(yaml.find("clip_grad: 1.0"), 14, "clip_grad: null");
+  try {
+    run(yaml);
+    FAIL() << "expected the run to stop";
+  } catch (const Error& e) {
+    std::string message = e.what();
+    EXPECT_NE(message.find("diverged"), std::string::npos) << message;
+    EXPECT_NE(message.find("step "), std::string::npos) << message;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Training, UnknownPluginNamesTheAvailableOnes) {
   fs::path dir = temp_run_dir("unknown");
   std::string yaml = tiny_config(dir, 2, 2, 1);

@@ -8,6 +8,7 @@
 #endif
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -358,6 +359,11 @@ TrainSummary Trainer::train() {
       m.eta_seconds = m.step_seconds * static_cast<double>(c.tokens.train_steps - step);
       log::info(format_step_line(m));
       metrics_file->write(m);
+      if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm))
+        throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(m.loss) +
+                    " and the gradient norm " + std::to_string(m.grad_norm) +
+                    ": training diverged, stopping. Lower optimizer.learning_rate_scheduler.learning_rate, "
+                    "set optimizer.clip_grad, or raise the warm-up.");
       interval_start = now;
       interval_steps = 0;
     }
