@@ -340,36 +340,34 @@ TEST(Training, DivergenceStopsTheRunNamingTheStep) {
   fs::remove_all(dir);
 }
 
-TEST(Training, UnknownPluginNamesTheAvailableOnes) {
-  fs::path dir = temp_run_dir("unknown");
-  std::string yaml = tiny_config(dir, 2, 2, 1);
-  yaml.replace(yaml.find("pp_engine: afab"), 15, "pp_engine: zigzag");
+// Building a trainer from `yaml` (whose run folder is `dir`) throws E whose message contains
+// every one of `expected`.
+template <class E>
+void expect_trainer_error(const fs::path& dir, const std::string& yaml, const std::vector<std::string>& expected) {
   TrainConfig config = parse_train_config(YAML::Load(yaml), "test.yaml");
   SingleProcessCommunicator comm;
   try {
     Trainer trainer(std::move(config), registry(), comm);
-    FAIL() << "expected a PluginError";
-  } catch (const PluginError& e) {
-    std::string message = e.what();
-    EXPECT_NE(message.find("zigzag"), std::string::npos) << message;
-    EXPECT_NE(message.find("afab"), std::string::npos) << message;
+    FAIL() << "expected an error";
+  } catch (const E& e) {
+    const std::string message = e.what();
+    for (const auto& text : expected) EXPECT_NE(message.find(text), std::string::npos) << message;
   }
+  fs::remove_all(dir);
+}
+
+TEST(Training, UnknownPluginNamesTheAvailableOnes) {
+  fs::path dir = temp_run_dir("unknown");
+  std::string yaml = tiny_config(dir, 2, 2, 1);
+  yaml.replace(yaml.find("pp_engine: afab"), 15, "pp_engine: zigzag");
+  expect_trainer_error<PluginError>(dir, yaml, {"zigzag", "afab"});
 }
 
 TEST(Training, ModelConfigErrorsNameTheFileAndKey) {
   fs::path dir = temp_run_dir("model_config");
   std::string yaml = tiny_config(dir, 2, 2, 1);
   yaml.replace(yaml.find("num_key_value_heads: 2"), 22, "num_key_value_heads: 3");
-  TrainConfig config = parse_train_config(YAML::Load(yaml), "test.yaml");
-  SingleProcessCommunicator comm;
-  try {
-    Trainer trainer(std::move(config), registry(), comm);
-    FAIL() << "expected a ConfigError";
-  } catch (const ConfigError& e) {
-    std::string message = e.what();
-    EXPECT_NE(message.find("test.yaml"), std::string::npos) << message;
-    EXPECT_NE(message.find("model.model_config.num_key_value_heads"), std::string::npos) << message;
-  }
+  expect_trainer_error<ConfigError>(dir, yaml, {"test.yaml", "model.model_config.num_key_value_heads"});
 }
 
 }  // namespace

@@ -15,15 +15,7 @@ LlamaAttention::LlamaAttention(const LlamaConfig& config, const ModelContext& co
   local_heads_ = config.num_attention_heads / tp.size;
   local_kv_heads_ = config.num_key_value_heads / tp.size;
 
-  auto linear = [&](int64_t in, int64_t out) {
-    LinearOptions options;
-    options.in_features = in;
-    options.out_features = out;
-    options.bias = config.attention_bias;
-    options.device = context.device;
-    options.dtype = context.dtype;
-    return options;
-  };
+  auto linear = [&](int64_t in, int64_t out) { return LinearOptions::of(in, out, context, config.attention_bias); };
   const int64_t h = config.hidden_size;
   q_proj = register_module("q_proj", std::make_shared<ColumnParallelLinear>(linear(h, config.q_features()), tp));
   k_proj = register_module("k_proj", std::make_shared<ColumnParallelLinear>(linear(h, config.kv_features()), tp));

@@ -92,12 +92,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, s
     if (tied) {
       lm_head_ = make_tied_lm_head(embed_tokens_->weight, h, padded_vocab_size_, tp_);
     } else {
-      LinearOptions options;
-      options.in_features = h;
-      options.out_features = padded_vocab_size_;
-      options.device = context.device;
-      options.dtype = context.dtype;
-      lm_head_ = register_module("lm_head", std::make_shared<ColumnParallelLinear>(options, tp_));
+      lm_head_ = register_module(
+          "lm_head", std::make_shared<ColumnParallelLinear>(LinearOptions::of(h, padded_vocab_size_, context), tp_));
     }
   }
 }

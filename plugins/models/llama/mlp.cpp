@@ -6,19 +6,12 @@ namespace triax::llama {
 
 LlamaMLP::LlamaMLP(const LlamaConfig& config, const ModelContext& context) {
   const TensorParallel tp = TensorParallel::of(context);
-  auto linear = [&](int64_t in, int64_t out) {
-    LinearOptions options;
-    options.in_features = in;
-    options.out_features = out;
-    options.device = context.device;
-    options.dtype = context.dtype;
-    return options;
-  };
   const int64_t h = config.hidden_size;
   const int64_t ffn = config.intermediate_size;
-  gate_proj = register_module("gate_proj", std::make_shared<ColumnParallelLinear>(linear(h, ffn), tp));
-  up_proj = register_module("up_proj", std::make_shared<ColumnParallelLinear>(linear(h, ffn), tp));
-  down_proj = register_module("down_proj", std::make_shared<RowParallelLinear>(linear(ffn, h), tp));
+  gate_proj =
+      register_module("gate_proj", std::make_shared<ColumnParallelLinear>(LinearOptions::of(h, ffn, context), tp));
+  up_proj = register_module("up_proj", std::make_shared<ColumnParallelLinear>(LinearOptions::of(h, ffn, context), tp));
+  down_proj = register_module("down_proj", std::make_shared<RowParallelLinear>(LinearOptions::of(ffn, h, context), tp));
 }
 
 at::Tensor LlamaMLP::forward(const at::Tensor& x) {

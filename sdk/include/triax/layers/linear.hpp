@@ -19,6 +19,11 @@ struct LinearOptions {
   bool bias = false;
   c10::Device device = c10::Device(c10::kCPU);
   c10::ScalarType dtype = c10::kFloat;
+
+  // A layer of the model being built: on its device, in its dtype.
+  static LinearOptions of(int64_t in_features, int64_t out_features, const ModelContext& context, bool bias = false) {
+    return {in_features, out_features, bias, context.device, context.dtype};
+  }
 };
 
 class ColumnParallelLinear : public SpecifiedModule {
