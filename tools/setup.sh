@@ -49,6 +49,7 @@ ln -sfn "$VENV" "$ROOT/.venv"
 
 # ---- configure and build -----------------------------------------------------------------
 export CCACHE_DIR="${CCACHE_DIR:-$CACHE_DIR/ccache}"
+export CCACHE_BASEDIR="$ROOT"   # paths relative to the clone: a fresh clone hits the same cache
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 TORCH_PREFIX="$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
 CMAKE_ARGS=(-G Ninja -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_PREFIX_PATH=$TORCH_PREFIX")
