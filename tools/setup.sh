@@ -49,7 +49,9 @@ ln -sfn "$VENV" "$ROOT/.venv"
 
 # ---- configure and build -----------------------------------------------------------------
 export CCACHE_DIR="${CCACHE_DIR:-$CACHE_DIR/ccache}"
-export CCACHE_BASEDIR="$ROOT"   # paths relative to the clone: a fresh clone hits the same cache
+# Paths relative to the clone, and the clone's folder left out of the hash (it would otherwise
+# enter through the debug information): a fresh clone hits the same cache.
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1
 export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 TORCH_PREFIX="$("$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
 CMAKE_ARGS=(-G Ninja -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_PREFIX_PATH=$TORCH_PREFIX")
