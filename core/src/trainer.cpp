@@ -66,6 +66,17 @@ int64_t peak_memory_bytes([[maybe_unused]] const c10::Device& device) {
   return peak_resident_bytes();
 }
 
+// Runs `build`, a plugin call that reads part of the config; a ConfigError it raises names the
+// key path only, so the file is put in front.
+template <class Build>
+void in_config_file(const std::string& origin, Build&& build) {
+  try {
+    build();
+  } catch (const ConfigError& e) {
+    throw ConfigError(origin + ": " + e.what());
+  }
+}
+
 // The model's vocabulary size, needed by the synthetic data stream.
 int64_t model_vocab_size(const TrainConfig& config) {
   const YAML::Node& model_config = config.model.model_config;
@@ -176,11 +187,9 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   const std::string model_yaml = to_yaml_text(c.model.model_config);
   s.init_method_yaml = to_yaml_text(c.model.init_method);
   std::vector<double> block_costs;
-  try {
+  in_config_file(c.origin, [&] {
     block_costs = ModelInstance::describe_blocks(model_vtable, c.model.plugin, model_yaml, c.tokens.sequence_length);
-  } catch (const ConfigError& e) {
-    throw ConfigError(c.origin + ": " + e.what());
-  }
+  });
   const std::string device_string = s.device.str();
   triax_model_context context{};
   context.struct_size = sizeof(context);
@@ -199,11 +208,8 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.tp_mode = c.parallelism.tp_mode == "REDUCE_SCATTER" ? 1 : 0;
   context.make_vocab_size_divisible_by = c.model.make_vocab_size_divisible_by;
   context.host = s.host.c_host();
-  try {
-    s.model = std::make_unique<ModelInstance>(model_vtable, c.model.plugin, model_yaml, context);
-  } catch (const ConfigError& e) {
-    throw ConfigError(c.origin + ": " + e.what());
-  }
+  in_config_file(c.origin,
+                 [&] { s.model = std::make_unique<ModelInstance>(model_vtable, c.model.plugin, model_yaml, context); });
   s.model->set_training(true);
   s.flops_per_token = s.model->flops_per_token(c.tokens.sequence_length);
 
@@ -222,11 +228,9 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   optimizer_context.dp_size = context.dp_size;
   optimizer_context.optimizer_yaml = s.optimizer_yaml.c_str();
   optimizer_context.host = s.host.c_host();
-  try {
+  in_config_file(c.origin, [&] {
     s.optimizer = std::make_unique<OptimizerInstance>(optimizer_vtable, c.optimizer.plugin, optimizer_context, params);
-  } catch (const ConfigError& e) {
-    throw ConfigError(c.origin + ": " + e.what());
-  }
+  });
   log::info("optimizer " + c.optimizer.plugin + ": " + std::to_string(params.size()) + " parameter tensors, " +
             std::to_string(excluded) + " excluded from weight decay");
 
@@ -237,7 +241,9 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   engine_context.pp_size = context.pp_size;
   engine_context.parallelism_yaml = s.parallelism_yaml.c_str();
   engine_context.host = s.host.c_host();
-  s.engine = std::make_unique<EngineInstance>(engine_vtable, c.parallelism.pp_engine, engine_context);
+  in_config_file(c.origin, [&] {
+    s.engine = std::make_unique<EngineInstance>(engine_vtable, c.parallelism.pp_engine, engine_context);
+  });
 
   s.gradients = std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32);
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);

@@ -15,8 +15,10 @@ struct TensorParallel {
   static TensorParallel of(const ModelContext& context) {
     return {context.tp_rank, context.tp_size, context.tp_mode, context.host};
   }
-  // Rows [offset, offset + count) of a dimension of `total` split evenly over the group.
+  // This rank's share of a dimension of `total` split evenly over the group; `what` names the
+  // dimension in the error raised when it does not divide.
   int64_t shard_size(int64_t total, const char* what) const;
+  // Where this rank's share starts.
   int64_t shard_offset(int64_t total) const { return rank * (total / size); }
 };
 
