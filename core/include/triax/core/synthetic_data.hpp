@@ -25,8 +25,6 @@ class SyntheticTokenStream {
   at::Tensor samples(int64_t first, int64_t count) const;
   // Entropy of the next token given the previous one, in nats: the loss floor.
   static double entropy_rate();
-  int64_t vocab_size() const { return vocab_size_; }
-  int64_t sequence_length() const { return sequence_length_; }
 
  private:
   int64_t vocab_size_;
