@@ -46,7 +46,8 @@ const Keys kParallelismKeys = {"dp",
                                "recompute_layer",
                                "moe_layer_recompute",
                                "tp_recompute_allgather",
-                               "comm_backend"};
+                               "comm_backend",
+                               "comm_timeout_seconds"};
 const Keys kModelKeys = {"plugin",           "model_config", "init_method", "dtype", "make_vocab_size_divisible_by",
                          "ddp_bucket_cap_mb"};
 const Keys kTokenizerKeys = {"tokenizer_name_or_path", "tokenizer_revision", "tokenizer_max_length"};
@@ -249,6 +250,8 @@ ParallelismConfig parse_parallelism(ConfigReader& root, const YAML::Node& raw) {
   p.moe_layer_recompute = r.get<bool>("moe_layer_recompute", p.moe_layer_recompute);
   p.tp_recompute_allgather = r.get<bool>("tp_recompute_allgather", p.tp_recompute_allgather);
   p.comm_backend = r.choice("comm_backend", {"auto", "mpi", "nccl"}, p.comm_backend);
+  p.comm_timeout_seconds = r.get<double>("comm_timeout_seconds", p.comm_timeout_seconds);
+  if (!(p.comm_timeout_seconds > 0)) r.fail("comm_timeout_seconds", "must be > 0 (seconds)");
   r.finish();
   p.section = YAML::Clone(r.resolved());
   return p;

@@ -48,6 +48,7 @@ struct ParallelismConfig {
   bool moe_layer_recompute = false;    // the same for MoE layers only
   bool tp_recompute_allgather = true;  // REDUCE_SCATTER: all-gather the input again in backward
   std::string comm_backend = "auto";   // triax: auto | mpi | nccl
+  double comm_timeout_seconds = 300;   // triax: a peer silent this long fails the run, naming it
   YAML::Node section;                  // the whole section as read, for the engine plugin
 };
 

@@ -1,0 +1,67 @@
+// The process mesh's rank arithmetic and groups.
+#include <gtest/gtest.h>
+
+#include "triax/core/parallel_context.hpp"
+#include "triax/error.hpp"
+
+namespace triax {
+namespace {
+
+TEST(ParallelContext, RankArithmeticPutsTensorParallelFastest) {
+  const MeshShape shape{2, 2, 2};
+  for (int r = 0; r < 8; ++r) {
+    const MeshCoordinates at = ParallelContext::coordinates_of(shape, r);
+    EXPECT_EQ(r, at.tp + at.pp * 2 + at.dp * 4);
+    EXPECT_EQ(r, ParallelContext::rank_of(shape, at));
+  }
+  const ParallelContext rank5(shape, 5);  // tp 1, pp 0, dp 1
+  EXPECT_EQ(rank5.coordinates().tp, 1);
+  EXPECT_EQ(rank5.coordinates().pp, 0);
+  EXPECT_EQ(rank5.coordinates().dp, 1);
+}
+
+TEST(ParallelContext, GroupsHoldTheExpectedRanks) {
+  const ParallelContext context(MeshShape{2, 2, 2}, 5);
+  EXPECT_EQ(context.members(TRIAX_GROUP_TP), (std::vector<int>{4, 5}));
+  EXPECT_EQ(context.members(TRIAX_GROUP_PP), (std::vector<int>{5, 7}));
+  EXPECT_EQ(context.members(TRIAX_GROUP_DP), (std::vector<int>{1, 5}));
+  EXPECT_EQ(context.members(TRIAX_GROUP_MP), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(context.rank(TRIAX_GROUP_TP), 1);
+  EXPECT_EQ(context.rank(TRIAX_GROUP_DP), 1);
+  EXPECT_EQ(context.rank(TRIAX_GROUP_MP), 1);
+  EXPECT_EQ(context.size(TRIAX_GROUP_WORLD), 8);
+  EXPECT_EQ(context.previous_pipeline_rank(), -1);
+  EXPECT_EQ(context.next_pipeline_rank(), 7);
+}
+
+TEST(ParallelContext, GroupsOfAKindPartitionTheWorld) {
+  const MeshShape shape{2, 4, 1, 2};
+  const ParallelContext context(shape, 0);
+  for (triax_group kind : {TRIAX_GROUP_TP, TRIAX_GROUP_PP, TRIAX_GROUP_DP, TRIAX_GROUP_MP, TRIAX_GROUP_EP}) {
+    std::vector<int> seen(8, 0);
+    for (const auto& group : context.all_groups(kind))
+      for (int r : group) ++seen[static_cast<size_t>(r)];
+    EXPECT_EQ(seen, std::vector<int>(8, 1)) << group_name(kind);
+  }
+  for (int r = 0; r < 8; ++r) {
+    const ParallelContext other(shape, r);
+    EXPECT_EQ(other.all_groups(TRIAX_GROUP_PP)[static_cast<size_t>(other.group_index(TRIAX_GROUP_PP))],
+              other.members(TRIAX_GROUP_PP));
+  }
+}
+
+TEST(ParallelContext, DescribePrintsTheTableAndGroups) {
+  const std::string text = ParallelContext::describe(MeshShape{2, 1, 2});
+  EXPECT_NE(text.find("4 ranks"), std::string::npos) << text;
+  EXPECT_NE(text.find("tp groups: [0 1] [2 3]"), std::string::npos) << text;
+  EXPECT_NE(text.find("dp groups: [0 2] [1 3]"), std::string::npos) << text;
+}
+
+TEST(ParallelContext, RefusesImpossibleShapes) {
+  EXPECT_THROW(ParallelContext(MeshShape{3, 1, 1, 2}, 0), ConfigError);
+  EXPECT_THROW(ParallelContext(MeshShape{0, 1, 1}, 0), ConfigError);
+  EXPECT_THROW(ParallelContext(MeshShape{2, 1, 1}, 2), Error);
+}
+
+}  // namespace
+}  // namespace triax
