@@ -13,10 +13,12 @@ target_link_libraries(config_test PRIVATE yaml-cpp GTest::gtest_main)
 target_compile_definitions(config_test PRIVATE TRIAX_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data")
 gtest_discover_tests(config_test)
 
-# The process mesh's rank arithmetic: plain arithmetic, no LibTorch either.
+# The process mesh's rank arithmetic and the pipeline split: plain arithmetic, no LibTorch either.
 add_executable(mesh_test
   ${CMAKE_CURRENT_LIST_DIR}/mesh_test.cpp
-  ${PROJECT_SOURCE_DIR}/core/src/parallel_context.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/pipeline_blocks_test.cpp
+  ${PROJECT_SOURCE_DIR}/core/src/parallel_context.cpp
+  ${PROJECT_SOURCE_DIR}/sdk/src/pipeline_blocks.cpp)
 target_include_directories(mesh_test PRIVATE
   ${PROJECT_SOURCE_DIR}/core/include
   ${PROJECT_SOURCE_DIR}/sdk/include)

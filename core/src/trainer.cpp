@@ -23,8 +23,10 @@
 #include "triax/core/plugin_instances.hpp"
 #include "triax/core/plugin_registry.hpp"
 #include "triax/core/synthetic_data.hpp"
+#include "triax/core/tied_gradients.hpp"
 #include "triax/core/weight_decay.hpp"
 #include "triax/error.hpp"
+#include "triax/pipeline_blocks.hpp"
 #include "triax/tensor_handle.hpp"
 
 namespace triax {
@@ -118,6 +120,16 @@ struct MicroBatchFeed {
   }
 };
 
+// The step's loss as every rank sees it: the last pipeline stage's mean over its micro-batches,
+// passed along the pipeline group and averaged over the data-parallel replicas.
+at::Tensor replica_mean_loss(const at::Tensor& last_stage_loss, Communicator& communicator, const c10::Device& device) {
+  at::Tensor loss = last_stage_loss.defined() ? last_stage_loss.detach().to(at::kFloat).clone()
+                                              : at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
+  if (communicator.size(TRIAX_GROUP_PP) > 1) communicator.all_reduce(TRIAX_GROUP_PP, loss, TRIAX_REDUCE_SUM);
+  if (communicator.size(TRIAX_GROUP_DP) > 1) communicator.all_reduce(TRIAX_GROUP_DP, loss, TRIAX_REDUCE_AVG);
+  return loss;
+}
+
 }  // namespace
 
 struct Trainer::State {
@@ -130,6 +142,8 @@ struct Trainer::State {
   std::unique_ptr<OptimizerInstance> optimizer;
   std::unique_ptr<EngineInstance> engine;
   std::unique_ptr<GradientAccumulator> gradients;
+  std::unique_ptr<TiedGradients> tied;
+  std::vector<StageBlocks> pipeline_stages;  // blocks of each pipeline rank
   std::vector<DataStage> stages;
   std::string init_method_yaml;
   std::string parallelism_yaml;
@@ -183,13 +197,19 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
 
   at::manual_seed(static_cast<uint64_t>(c.general.seed));
 
-  // The model: pp = 1 here, so this rank holds every block.
+  // The model: this pipeline rank's contiguous run of blocks, balanced by compute cost unless
+  // the config fixes the split.
   const std::string model_yaml = to_yaml_text(c.model.model_config);
   s.init_method_yaml = to_yaml_text(c.model.init_method);
   std::vector<double> block_costs;
   in_config_file(c.origin, [&] {
     block_costs = ModelInstance::describe_blocks(model_vtable, c.model.plugin, model_yaml, c.tokens.sequence_length);
+    std::optional<std::vector<int>> blocks_per_stage;
+    if (c.parallelism.pp_blocks_per_stage)
+      blocks_per_stage.emplace(c.parallelism.pp_blocks_per_stage->begin(), c.parallelism.pp_blocks_per_stage->end());
+    s.pipeline_stages = partition_pipeline_blocks(block_costs, static_cast<int>(c.parallelism.pp), blocks_per_stage);
   });
+  const StageBlocks& my_blocks = s.pipeline_stages[static_cast<size_t>(communicator.rank(TRIAX_GROUP_PP))];
   const std::string device_string = s.device.str();
   triax_model_context context{};
   context.struct_size = sizeof(context);
@@ -199,8 +219,8 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.pp_size = communicator.size(TRIAX_GROUP_PP);
   context.dp_rank = communicator.rank(TRIAX_GROUP_DP);
   context.dp_size = communicator.size(TRIAX_GROUP_DP);
-  context.first_block = 0;
-  context.last_block = static_cast<int32_t>(block_costs.size());
+  context.first_block = my_blocks.first;
+  context.last_block = my_blocks.last;
   context.device = device_string.c_str();
   context.dtype = c.model.dtype.c_str();
   context.seed = static_cast<uint64_t>(c.general.seed);
@@ -241,11 +261,13 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   engine_context.pp_size = context.pp_size;
   engine_context.parallelism_yaml = s.parallelism_yaml.c_str();
   engine_context.host = s.host.c_host();
+  engine_context.micro_batches = static_cast<int32_t>(c.tokens.batch_accumulation_per_replica);
   in_config_file(c.origin, [&] {
     s.engine = std::make_unique<EngineInstance>(engine_vtable, c.parallelism.pp_engine, engine_context);
   });
 
   s.gradients = std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32);
+  s.tied = std::make_unique<TiedGradients>(s.model->parameters(), communicator);
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
 }
 
@@ -268,7 +290,7 @@ TrainSummary Trainer::train() {
   // The run folder (created before any work): resolved config, core + the model plugin's own.
   YAML::Node resolved = YAML::Clone(c.resolved);
   resolved["model"]["model_config"] = YAML::Load(s.model->resolved_config());
-  {
+  if (is_logging_rank) {
     std::ofstream out(fs::path(c.run_dir()) / "config.yaml");
     out << "# the configuration of this run, every default filled in\n" << to_yaml_text(resolved);
     if (!out) throw Error("cannot write " + (fs::path(c.run_dir()) / "config.yaml").string());
@@ -290,6 +312,17 @@ TrainSummary Trainer::train() {
     log::info("data stage '" + stage.config.name + "' from step " + std::to_string(stage.config.start_training_step) +
               ": synthetic Markov stream (seed " + std::to_string(stage.config.data.seed) +
               "), loss floor = entropy rate " + std::to_string(SyntheticTokenStream::entropy_rate()) + " nats");
+  if (c.parallelism.pp > 1) {
+    std::string split;
+    for (size_t rank = 0; rank < s.pipeline_stages.size(); ++rank)
+      split += (rank ? ", " : "") + std::string("rank ") + std::to_string(rank) + ": blocks [" +
+               std::to_string(s.pipeline_stages[rank].first) + ", " + std::to_string(s.pipeline_stages[rank].last) +
+               ")";
+    log::info("pipeline: " + split +
+              (c.parallelism.pp_blocks_per_stage ? " (from parallelism.pp_blocks_per_stage)"
+                                                 : " (balanced by compute cost)"));
+  }
+  if (!s.tied->empty()) log::info("tied across pipeline stages: " + s.tied->describe());
   log::info("metrics: " + (metrics_file ? metrics_file->path() : std::string("rank 0 only")));
 
   LearningRateSchedule schedule(c.optimizer.learning_rate_scheduler);
@@ -330,20 +363,23 @@ TrainSummary Trainer::train() {
       }
     };
     EngineInstance::Result result = s.engine->train_step(request);
+    s.tied->sum(s.gradients->gradients());
+    summary.peak_live_micro_batches = std::max(summary.peak_live_micro_batches, result.peak_live_micro_batches);
 
     at::Tensor norm = s.gradients->clip(c.optimizer.clip_grad, s.communicator);
     const double lr = schedule.for_step(step);
     s.optimizer->step(s.gradients->gradients(), lr);
-    step_losses.push_back(result.loss);
+    step_losses.push_back(replica_mean_loss(result.loss, s.communicator, s.device));
     step_norms.push_back(norm);
     summary.learning_rates.push_back(lr);
     summary.consumed_tokens += tokens_per_step;
     ++interval_steps;
 
     const bool log_now = step % c.logging.iteration_step_info_interval == 0 || step == c.tokens.train_steps;
-    if (log_now && is_logging_rank) {
-      // The one host synchronisation of a step: read the logged loss and norm together.
-      at::Tensor pair = at::stack({result.loss.to(at::kFloat), norm.to(at::kFloat)}).cpu();
+    if (log_now) {
+      // The one host synchronisation of a step: read the logged loss and norm together. Every
+      // rank reads them (they are equal everywhere), so that every rank stops on divergence.
+      at::Tensor pair = at::stack({step_losses.back(), norm.to(at::kFloat)}).cpu();
       const auto now = Clock::now();
       const double interval_seconds = std::chrono::duration<double>(now - interval_start).count();
       const double elapsed = std::chrono::duration<double>(now - start).count();
@@ -363,8 +399,10 @@ TrainSummary Trainer::train() {
       m.peak_memory_bytes = peak_memory_bytes(s.device);
       m.elapsed_seconds = elapsed;
       m.eta_seconds = m.step_seconds * static_cast<double>(c.tokens.train_steps - step);
-      log::info(format_step_line(m));
-      metrics_file->write(m);
+      if (is_logging_rank) {
+        log::info(format_step_line(m));
+        metrics_file->write(m);
+      }
       if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm))
         throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(m.loss) +
                     " and the gradient norm " + std::to_string(m.grad_norm) +

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "triax/plugin.hpp"
@@ -107,6 +108,8 @@ EngineContext EngineContext::from_c(const triax_engine_context& c) {
   context.pp_size = c.pp_size;
   context.parallelism = c.parallelism_yaml != nullptr ? YAML::Load(c.parallelism_yaml) : YAML::Node();
   context.host = Host(c.host);
+  if (c.struct_size >= offsetof(triax_engine_context, micro_batches) + sizeof(c.micro_batches))
+    context.micro_batches = c.micro_batches;
   return context;
 }
 

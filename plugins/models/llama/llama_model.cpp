@@ -40,6 +40,10 @@ std::vector<double> LlamaModel::block_costs(ConfigReader& reader, int64_t sequen
 std::shared_ptr<LlamaModel> LlamaModel::create(ConfigReader& reader, const ModelContext& context) {
   LlamaConfig config = LlamaConfig::read(reader);
   check_tensor_parallel_split(reader, config, context.tp_size);
+  if (context.pp_size > config.num_hidden_layers)
+    reader.fail("num_hidden_layers",
+                std::to_string(config.num_hidden_layers) + " layers cannot fill a pipeline of parallelism.pp = " +
+                    std::to_string(context.pp_size) + " ranks (pp must be at most the layer count)");
   if (context.first_block < 0 || context.first_block >= context.last_block || context.last_block > config.num_blocks())
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "llama: blocks [" + std::to_string(context.first_block) + ", " + std::to_string(context.last_block) +

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 0
+#define TRIAX_ABI_VERSION_MINOR 1
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -212,6 +212,9 @@ typedef struct triax_engine_context {
   int32_t pp_rank, pp_size;
   const char* parallelism_yaml; /* the whole `parallelism` section */
   const triax_host* host;
+  /* since 1.1: micro-batches per optimizer step (tokens.batch_accumulation_per_replica), so a
+   * schedule can refuse an impossible count before training starts */
+  int32_t micro_batches;
 } triax_engine_context;
 
 typedef struct triax_step_request {

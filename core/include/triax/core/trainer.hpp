@@ -22,6 +22,7 @@ struct TrainSummary {
   std::vector<double> learning_rates;
   int64_t consumed_tokens = 0;
   double seconds = 0.0;
+  int peak_live_micro_batches = 0;  // on this rank, over all steps, as the engine measured it
 };
 
 class Trainer {
