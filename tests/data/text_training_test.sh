@@ -18,6 +18,19 @@ ls "$WORK"/licenses/tokens_0000{0,1,2}.ds >/dev/null
   --set "checkpoints.checkpoints_path=$WORK/run" >"$WORK/log" 2>&1 || { cat "$WORK/log"; exit 1; }
 grep -q "samples per epoch from .* tokens in 3 file(s)" "$WORK/log" || { echo "FAIL: no dataset description"; cat "$WORK/log"; exit 1; }
 grep -q "data consumed after step 40" "$WORK/log" || { echo "FAIL: no consumption line"; cat "$WORK/log"; exit 1; }
+# Bad data stops before training with exit status 2, naming the key and the folder.
+set +e
+out="$("$TRIAX" train --config "$SRC/configs/tiny_llama_text.yaml" --set "data_stages.0.data.dataset.dataset_folder=$WORK/nowhere" \
+  --set "checkpoints.checkpoints_path=$WORK/run2" 2>&1)"
+status=$?
+set -e
+[[ $status -eq 2 && "$out" == *"data_stages.0.data.dataset.dataset_folder: $WORK/nowhere: no such folder"* ]] ||
+  { echo "FAIL: a missing folder gave exit $status: $out"; exit 1; }
+out="$("$TRIAX" train --config "$SRC/configs/tiny_llama_text.yaml" --set "data_stages.0.data.dataset.dataset_folder=$WORK/licenses" \
+  --set model.model_config.vocab_size=300 --set "checkpoints.checkpoints_path=$WORK/run2" 2>&1)" && exit 1
+[[ "$out" == *"is not below the vocabulary size 300 (model.model_config.vocab_size)"* ]] ||
+  { echo "FAIL: token ids above the vocabulary not refused: $out"; exit 1; }
+
 "$SRC/.venv/bin/python" - "$WORK/run/metrics.jsonl" <<'PY'
 import json, sys
 losses = [json.loads(line)["loss"] for line in open(sys.argv[1])]

@@ -228,6 +228,9 @@ void TrainingData::after_step(int64_t step) {
     }
   }
   if (step % kConsumptionLogInterval == 0 || step == train_steps_) log_consumption(step);
+  if (step == train_steps_)
+    log::info("data loading: the steps waited " + std::to_string(waited_seconds()) +
+              " s in all for their batches (each built on a background thread during the step before)");
 }
 
 void TrainingData::log_consumption(int64_t step) {
