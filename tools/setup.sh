@@ -45,6 +45,12 @@ if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "import torch, numpy
   "$VENV/bin/pip" install -q --upgrade pip
   "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy
 fi
+# Tokenizing text (tools/tokenize) and the datatrove compatibility test.
+DATA_PACKAGES=(datatrove==0.10.1 tokenizers==0.23.3 tqdm==4.70.1)
+if ! "$VENV/bin/python" -c "import datatrove, tokenizers, tqdm" 2>/dev/null; then
+  log "installing ${DATA_PACKAGES[*]} into $VENV"
+  "$VENV/bin/pip" install -q "${DATA_PACKAGES[@]}"
+fi
 ln -sfn "$VENV" "$ROOT/.venv"
 
 # ---- configure and build -----------------------------------------------------------------

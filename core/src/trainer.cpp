@@ -16,13 +16,13 @@
 
 #include "triax/config_reader.hpp"
 #include "triax/core/communicator.hpp"
+#include "triax/core/data/training_data.hpp"
 #include "triax/core/gradient_accumulator.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/lr_schedule.hpp"
 #include "triax/core/metrics.hpp"
 #include "triax/core/plugin_instances.hpp"
 #include "triax/core/plugin_registry.hpp"
-#include "triax/core/synthetic_data.hpp"
 #include "triax/core/tied_gradients.hpp"
 #include "triax/core/weight_decay.hpp"
 #include "triax/error.hpp"
@@ -79,34 +79,25 @@ void in_config_file(const std::string& origin, Build&& build) {
   }
 }
 
-// The model's vocabulary size, needed by the synthetic data stream.
+// The model's vocabulary size: the synthetic stream draws from it, token files are checked against it.
 int64_t model_vocab_size(const TrainConfig& config) {
   const YAML::Node& model_config = config.model.model_config;
   YAML::Node vocab = model_config["vocab_size"];
   if (!vocab.IsDefined() || !vocab.IsScalar())
-    throw ConfigError(config.origin + ": model.model_config.vocab_size: required by the synthetic dataset");
+    throw ConfigError(config.origin + ": model.model_config.vocab_size: required by the data loader");
   return vocab.as<int64_t>();
 }
 
-// The data stream of one data stage. Token datasets arrive with the data release; a stage
-// naming one is refused here, before any work.
-struct DataStage {
-  DataStageConfig config;
-  std::unique_ptr<SyntheticTokenStream> stream;
-};
-
-// Feeds the engine the micro-batches of one step for this data-parallel rank.
+// Feeds the engine the micro-batches of one step: consecutive rows of this rank's step samples.
 struct MicroBatchFeed {
-  const SyntheticTokenStream* stream = nullptr;
-  int64_t first_sample = 0;  // of this rank's first micro-batch in this step
+  at::Tensor step_samples;  // [micro-batches * micro_batch_size, sequence_length + 1]
   int64_t micro_batch_size = 0;
   c10::Device device = c10::Device(c10::kCPU);
 
   static triax_status next(void* self, int32_t index, triax_stage_io* io, triax_error* error) {
     auto* feed = static_cast<MicroBatchFeed*>(self);
     try {
-      at::Tensor tokens =
-          feed->stream->samples(feed->first_sample + index * feed->micro_batch_size, feed->micro_batch_size);
+      at::Tensor tokens = feed->step_samples.narrow(0, index * feed->micro_batch_size, feed->micro_batch_size);
       if (!feed->device.is_cpu()) tokens = tokens.to(feed->device, /*non_blocking=*/true);
       int64_t length = tokens.size(1) - 1;
       io->input_ids = release_handle(tokens.narrow(1, 0, length));
@@ -114,7 +105,7 @@ struct MicroBatchFeed {
       io->label_mask = nullptr;
       return TRIAX_OK;
     } catch (const std::exception& e) {
-      std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "synthetic data: %s", e.what());
+      std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "data: %s", e.what());
       return TRIAX_ERROR_RUNTIME;
     }
   }
@@ -144,7 +135,7 @@ struct Trainer::State {
   std::unique_ptr<GradientAccumulator> gradients;
   std::unique_ptr<TiedGradients> tied;
   std::vector<StageBlocks> pipeline_stages;  // blocks of each pipeline rank
-  std::vector<DataStage> stages;
+  std::unique_ptr<data::TrainingData> data;
   std::string init_method_yaml;
   std::string parallelism_yaml;
   std::string optimizer_yaml;
@@ -153,13 +144,6 @@ struct Trainer::State {
 
   State(TrainConfig c, PluginRegistry& r, Communicator& comm)
       : config(std::move(c)), registry(r), communicator(comm), host(comm) {}
-
-  const DataStage& stage_for(int64_t step) const {
-    const DataStage* current = &stages.front();
-    for (const auto& stage : stages)
-      if (stage.config.start_training_step <= step) current = &stage;
-    return *current;
-  }
 };
 
 Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& communicator)
@@ -179,21 +163,14 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   const triax_engine_vtable& engine_vtable = registry.engine(c.parallelism.pp_engine);
   const triax_optimizer_vtable& optimizer_vtable = registry.optimizer(c.optimizer.plugin);
 
-  // Data stages: the synthetic stream for `dataset: null`.
-  const int64_t vocab_size = model_vocab_size(c);
-  for (size_t i = 0; i < c.data_stages.size(); ++i) {
-    const DataStageConfig& stage = c.data_stages[i];
-    if (stage.data.dataset.IsDefined() && !stage.data.dataset.IsNull())
-      throw ConfigError(c.origin + ": data_stages." + std::to_string(i) +
-                        ".data.dataset: token datasets are not supported by this version; "
-                        "use null for the built-in synthetic stream");
-    try {
-      s.stages.push_back({stage, std::make_unique<SyntheticTokenStream>(vocab_size, c.tokens.sequence_length,
-                                                                        static_cast<uint64_t>(stage.data.seed))});
-    } catch (const ConfigError& e) {
-      throw ConfigError(c.origin + ": model.model_config.vocab_size: " + e.what());
-    }
-  }
+  // Data stages, every dataset opened and checked before any work.
+  data::BatchLayout layout;
+  layout.sequence_length = c.tokens.sequence_length;
+  layout.micro_batch_size = c.tokens.micro_batch_size;
+  layout.micro_batches = c.tokens.batch_accumulation_per_replica;
+  layout.dp_rank = communicator.rank(TRIAX_GROUP_DP);
+  layout.dp_size = communicator.size(TRIAX_GROUP_DP);
+  s.data = std::make_unique<data::TrainingData>(c, model_vocab_size(c), layout, s.device.is_cuda());
 
   at::manual_seed(static_cast<uint64_t>(c.general.seed));
 
@@ -281,7 +258,6 @@ TrainSummary Trainer::train() {
   const TrainConfig& c = s.config;
   const bool is_logging_rank = s.communicator.rank(TRIAX_GROUP_WORLD) == 0;
   const int64_t dp_size = s.communicator.size(TRIAX_GROUP_DP);
-  const int64_t dp_rank = s.communicator.rank(TRIAX_GROUP_DP);
   const int64_t world_size = s.communicator.size(TRIAX_GROUP_WORLD);
   const int64_t micro_batches = c.tokens.batch_accumulation_per_replica;
   const int64_t samples_per_step = c.tokens.micro_batch_size * micro_batches * dp_size;
@@ -308,10 +284,7 @@ TrainSummary Trainer::train() {
       "MFU = model FLOPs per token (plugin's training count: 6N + 12*L*h*s for Llama, PaLM convention) x "
       "tokens/s/device / peak; peak: " +
       (s.peak.tflops ? std::to_string(*s.peak.tflops) + " TFLOP/s (" + s.peak.source + ")" : s.peak.source));
-  for (const auto& stage : s.stages)
-    log::info("data stage '" + stage.config.name + "' from step " + std::to_string(stage.config.start_training_step) +
-              ": synthetic Markov stream (seed " + std::to_string(stage.config.data.seed) +
-              "), loss floor = entropy rate " + std::to_string(SyntheticTokenStream::entropy_rate()) + " nats");
+  for (const auto& line : s.data->describe()) log::info(line);
   if (c.parallelism.pp > 1) {
     std::string split;
     for (size_t rank = 0; rank < s.pipeline_stages.size(); ++rank)
@@ -328,22 +301,14 @@ TrainSummary Trainer::train() {
   LearningRateSchedule schedule(c.optimizer.learning_rate_scheduler);
   TrainSummary summary;
   std::vector<at::Tensor> step_losses, step_norms;
-  const DataStage* current_stage = nullptr;
   const auto start = Clock::now();
   auto interval_start = start;
   int64_t interval_steps = 0;
 
   for (int64_t step = 1; step <= c.tokens.train_steps; ++step) {
-    const DataStage& stage = s.stage_for(step);
-    if (&stage != current_stage) {
-      if (current_stage != nullptr)
-        log::info("step " + std::to_string(step) + ": switching to data stage '" + stage.config.name + "'");
-      current_stage = &stage;
-    }
     MicroBatchFeed feed;
-    feed.stream = stage.stream.get();
+    feed.step_samples = s.data->step_samples(step);  // prefetched during the previous step
     feed.micro_batch_size = c.tokens.micro_batch_size;
-    feed.first_sample = (step - 1) * samples_per_step + dp_rank * micro_batches * c.tokens.micro_batch_size;
     feed.device = s.device;
 
     s.gradients->zero();
@@ -373,6 +338,7 @@ TrainSummary Trainer::train() {
     step_norms.push_back(norm);
     summary.learning_rates.push_back(lr);
     summary.consumed_tokens += tokens_per_step;
+    s.data->after_step(step);
     ++interval_steps;
 
     const bool log_now = step % c.logging.iteration_step_info_interval == 0 || step == c.tokens.train_steps;

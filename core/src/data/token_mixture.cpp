@@ -1,0 +1,97 @@
+#include "triax/core/data/token_mixture.hpp"
+
+#include "triax/core/data/sample_permutation.hpp"
+#include "triax/error.hpp"
+
+namespace triax::data {
+namespace {
+
+std::vector<std::unique_ptr<TokenFolder>> open_folders(const NanosetConfig& config, const MixtureOptions& options) {
+  const std::string where = options.origin + ": " + options.key_path + ".";
+  if (config.vocab_size && *config.vocab_size != options.vocab_size)
+    throw ConfigError(where + "vocab_size (" + std::to_string(*config.vocab_size) +
+                      ") differs from model.model_config.vocab_size (" + std::to_string(options.vocab_size) + ")");
+  std::vector<std::unique_ptr<TokenFolder>> folders;
+  std::string tokenizer = config.tokenizer_name.value_or("");
+  std::string tokenizer_source = config.tokenizer_name ? "tokenizer_name" : "";
+  for (size_t i = 0; i < config.dataset_folder.size(); ++i) {
+    const std::string key = "dataset_folder" + (config.dataset_folder.size() > 1 ? "." + std::to_string(i) : "");
+    TokenFolderOptions folder_options;
+    folder_options.sequence_length = options.sequence_length;
+    folder_options.token_size = config.token_size_in_bytes;
+    if (config.dataset_max_tokens)
+      folder_options.max_samples = (*config.dataset_max_tokens)[i] / options.sequence_length;
+    if (config.shuffle_files) folder_options.file_order_seed = mix64(options.seed ^ mix64(i));
+    try {
+      folders.push_back(std::make_unique<TokenFolder>(config.read_folder(i), folder_options));
+      folders.back()->check_vocabulary(options.vocab_size, "model.model_config.vocab_size");
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw ConfigError(where + key + ": " + e.what());
+    }
+    const std::string& found = folders.back()->tokenizer();
+    if (found.empty()) continue;
+    if (tokenizer.empty()) {
+      tokenizer = found;
+      tokenizer_source = key;
+    } else if (found != tokenizer) {
+      throw ConfigError(where + key + ": " + folders.back()->folder() + " was tokenized with '" + found + "', but " +
+                        tokenizer_source + " says '" + tokenizer + "'; a model reads one tokenizer's ids");
+    }
+  }
+  return folders;
+}
+
+std::vector<double> mixture_weights(const NanosetConfig& config,
+                                    const std::vector<std::unique_ptr<TokenFolder>>& folders) {
+  if (config.dataset_weights) return *config.dataset_weights;
+  std::vector<double> sizes;  // nanotron's default: each dataset in proportion to its size
+  for (const auto& folder : folders) sizes.push_back(static_cast<double>(folder->num_samples()));
+  return sizes;
+}
+
+}  // namespace
+
+TokenMixture::TokenMixture(const NanosetConfig& config, const MixtureOptions& options)
+    : sequence_length_(options.sequence_length),
+      seed_(static_cast<uint64_t>(options.seed)),
+      folders_(open_folders(config, options)),
+      schedule_(mixture_weights(config, folders_)),
+      fill_cursor_(schedule_),
+      consumed_cursor_(schedule_) {}
+
+int64_t TokenMixture::sample_of(size_t dataset, int64_t occurrence) const {
+  const int64_t epoch_size = folders_[dataset]->num_samples();
+  const auto epoch = static_cast<uint64_t>(occurrence / epoch_size);
+  const SamplePermutation order(epoch_size, seed_ ^ mix64((static_cast<uint64_t>(dataset) << 40) + epoch));
+  return order(occurrence % epoch_size);
+}
+
+std::pair<size_t, int64_t> TokenMixture::locate(int64_t position) {
+  std::lock_guard<std::mutex> lock(fill_mutex_);
+  const MixtureCursor::Pick pick = fill_cursor_.pick(position);
+  return {pick.dataset, sample_of(pick.dataset, pick.occurrence)};
+}
+
+void TokenMixture::fill(int64_t first, int64_t count, int64_t* out) {
+  const int64_t row = sequence_length_ + 1;
+  for (int64_t n = 0; n < count; ++n) {
+    const auto [dataset, sample] = locate(first + n);
+    folders_[dataset]->copy_sample(sample, out + n * row);
+  }
+}
+
+std::vector<int64_t> TokenMixture::consumed(int64_t samples) {
+  std::lock_guard<std::mutex> lock(consumed_mutex_);
+  consumed_cursor_.seek(samples);
+  return consumed_cursor_.counts();
+}
+
+void TokenMixture::restore(int64_t samples, const std::vector<int64_t>& counts) {
+  std::scoped_lock lock(fill_mutex_, consumed_mutex_);
+  consumed_cursor_.restore(samples, counts);
+  fill_cursor_.restore(samples, counts);
+}
+
+}  // namespace triax::data

@@ -1,0 +1,25 @@
+# Token datasets: unit tests, datatrove compatibility, training on tokenized text, and the loader
+# benchmark (built, not run by ctest: `build/bin/data_loader_bench`).
+add_executable(data_test data_test.cpp)
+target_link_libraries(data_test PRIVATE triax_core GTest::gtest_main)
+triax_use_pch(data_test)
+gtest_discover_tests(data_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+
+add_executable(data_dump data_dump.cpp)
+target_link_libraries(data_dump PRIVATE triax_core)
+
+add_executable(data_loader_bench data_loader_bench.cpp)
+target_link_libraries(data_loader_bench PRIVATE triax_core)
+triax_use_pch(data_loader_bench)
+
+set(TRIAX_TEST_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python")
+# datatrove's DocumentTokenizer and triax's tools/tokenize write the same bytes; triax reads the
+# same samples as datatrove's DatatroveFolderDataset.
+add_test(NAME data_datatrove_compat
+  COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/data/datatrove_compat.py
+          $<TARGET_FILE:data_dump> ${PROJECT_SOURCE_DIR})
+set_tests_properties(data_datatrove_compat PROPERTIES TIMEOUT 120)
+# Tokenize /usr/share/common-licenses and train on it with the triax command: the loss falls.
+add_test(NAME data_text_training
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/data/text_training_test.sh $<TARGET_FILE:triax> ${PROJECT_SOURCE_DIR})
+set_tests_properties(data_text_training PROPERTIES TIMEOUT 180 ENVIRONMENT "OMP_NUM_THREADS=1")
