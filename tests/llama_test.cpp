@@ -577,6 +577,32 @@ TEST(LlamaConfig, ErrorsNameTheKey) {
   }
 }
 
+// Each rank checks the tensor-parallel split before it allocates or communicates anything (these
+// builds have tp_size > 1 and no host): the error names the key on every rank alike.
+TEST(LlamaConfig, TensorParallelSplitErrorsNameTheKey) {
+  auto split_error = [](const std::string& yaml, int tp_size) -> std::string {
+    ModelContext context = make_context(2, at::kFloat);
+    context.tp_size = tp_size;
+    try {
+      build(yaml, context);
+    } catch (const triax::ConfigError& e) {
+      return e.what();
+    }
+    return "(no ConfigError)";
+  };
+  // tiny: hidden 16, 4 heads, 2 kv heads, ffn 24.
+  const std::string hidden = split_error(tiny_yaml(false), 3);
+  EXPECT_NE(hidden.find("model.model_config.hidden_size"), std::string::npos) << hidden;
+  EXPECT_NE(hidden.find("tensor parallel size 3"), std::string::npos) << hidden;
+  const std::string kv_heads = split_error(tiny_yaml(false), 4);
+  EXPECT_NE(kv_heads.find("model.model_config.num_key_value_heads"), std::string::npos) << kv_heads;
+  const std::string heads = split_error(tiny_yaml(false), 8);
+  EXPECT_NE(heads.find("model.model_config.num_attention_heads"), std::string::npos) << heads;
+  const std::string ffn = split_error(
+      "hidden_size: 16\nnum_attention_heads: 4\nnum_key_value_heads: 2\nintermediate_size: 25\nvocab_size: 30\n", 2);
+  EXPECT_NE(ffn.find("model.model_config.intermediate_size"), std::string::npos) << ffn;
+}
+
 TEST(LlamaConfig, NanotronConfigLoadsAndResolves) {
   // model_config as nanotron writes it (every LlamaConfig field).
   const std::string nanotron =

@@ -1,6 +1,5 @@
-// The SDK's parallel building blocks. In this release every tensor-parallel group has size 1
-// (the core runs one process); the layers already carry their shard metadata so that
-// checkpoints and the optimizer see global shapes.
+// The SDK's parallel layers: shard metadata at construction, the tensor-parallel collectives
+// (triax/layers/tensor_parallel_ops.hpp) in forward.
 #include <ATen/ATen.h>
 
 #include "triax/error.hpp"
@@ -8,6 +7,7 @@
 #include "triax/layers/embedding.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/layers/norm.hpp"
+#include "triax/layers/tensor_parallel_ops.hpp"
 
 namespace triax {
 namespace {
@@ -16,10 +16,13 @@ at::TensorOptions options_for(c10::Device device, c10::ScalarType dtype) {
   return at::TensorOptions().device(device).dtype(dtype);
 }
 
-void require_single_rank(const TensorParallel& tp, const char* layer) {
-  if (tp.size != 1)
-    throw Error(TRIAX_ERROR_UNSUPPORTED, std::string(layer) + ": tensor parallel size " + std::to_string(tp.size) +
-                                             " needs a multi-process communicator");
+void require_group(const TensorParallel& tp, const char* layer) {
+  if (tp.size < 1 || tp.rank < 0 || tp.rank >= tp.size)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(layer) + ": tensor parallel rank " + std::to_string(tp.rank) +
+                                                  " is outside a group of size " + std::to_string(tp.size));
+  if (tp.size > 1 && !tp.host.valid())
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(layer) + ": tensor parallel size " + std::to_string(tp.size) +
+                                                  " needs the host's communicator (ModelContext::host)");
 }
 
 }  // namespace
@@ -33,7 +36,7 @@ int64_t TensorParallel::shard_size(int64_t total, const char* what) const {
 }
 
 ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorParallel& tp) : tp_(tp) {
-  require_single_rank(tp, "ColumnParallelLinear");
+  require_group(tp, "ColumnParallelLinear");
   int64_t local_out = tp.shard_size(o.out_features, "output features");
   auto opts = options_for(o.device, o.dtype);
   weight = register_parameter_with_spec(
@@ -45,10 +48,18 @@ ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorP
         ParameterSpec::sharded({o.out_features}, 0, tp.shard_offset(o.out_features), TRIAX_PARAM_NO_WEIGHT_DECAY));
 }
 
-at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) { return at::linear(x, weight, bias); }
+at::Tensor gather_column_parallel_input(const at::Tensor& x, const TensorParallel& tp) {
+  return tp.mode == TpMode::ReduceScatter ? all_gather_sequence(x, tp) : identity_forward_all_reduce_backward(x, tp);
+}
+
+at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) {
+  return forward_gathered(gather_column_parallel_input(x, tp_));
+}
+
+at::Tensor ColumnParallelLinear::forward_gathered(const at::Tensor& x) { return at::linear(x, weight, bias); }
 
 RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParallel& tp) : tp_(tp) {
-  require_single_rank(tp, "RowParallelLinear");
+  require_group(tp, "RowParallelLinear");
   int64_t local_in = tp.shard_size(o.in_features, "input features");
   auto opts = options_for(o.device, o.dtype);
   weight = register_parameter_with_spec(
@@ -60,21 +71,36 @@ RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParalle
         ParameterSpec::replicated(at::zeros({o.out_features}), TRIAX_PARAM_NO_WEIGHT_DECAY));
 }
 
-at::Tensor RowParallelLinear::forward(const at::Tensor& x) { return at::linear(x, weight, bias); }
+at::Tensor RowParallelLinear::forward(const at::Tensor& x) {
+  at::Tensor partial = at::linear(x, weight);
+  at::Tensor reduced = tp_.mode == TpMode::ReduceScatter ? reduce_scatter_sequence(partial, tp_)
+                                                         : all_reduce_forward_identity_backward(partial, tp_);
+  return bias.defined() ? reduced + replicated_on_sequence_shard(bias, tp_) : reduced;
+}
 
 VocabParallelEmbedding::VocabParallelEmbedding(int64_t padded_vocab_size, int64_t hidden_size, c10::Device device,
                                                c10::ScalarType dtype, const TensorParallel& tp)
     : tp_(tp) {
-  require_single_rank(tp, "VocabParallelEmbedding");
+  require_group(tp, "VocabParallelEmbedding");
   int64_t local_vocab = tp.shard_size(padded_vocab_size, "padded vocabulary size");
   vocab_start_ = tp.shard_offset(padded_vocab_size);
   weight = register_parameter_with_spec("weight", at::empty({local_vocab, hidden_size}, options_for(device, dtype)),
                                         ParameterSpec::sharded({padded_vocab_size, hidden_size}, 0, vocab_start_));
 }
 
-at::Tensor VocabParallelEmbedding::forward(const at::Tensor& ids) { return at::embedding(weight, ids); }
+at::Tensor VocabParallelEmbedding::forward(const at::Tensor& ids) {
+  if (tp_.size == 1) return at::embedding(weight, ids);
+  const int64_t local_vocab = weight.size(0);
+  at::Tensor outside = ids.lt(vocab_start_).logical_or(ids.ge(vocab_start_ + local_vocab));
+  at::Tensor local_ids = (ids - vocab_start_).masked_fill(outside, 0);
+  at::Tensor partial = at::embedding(weight, local_ids).masked_fill(outside.unsqueeze(-1), 0.0);
+  return tp_.mode == TpMode::ReduceScatter ? reduce_scatter_sequence(partial, tp_)
+                                           : all_reduce_forward_identity_backward(partial, tp_);
+}
 
-RMSNorm::RMSNorm(int64_t hidden_size, double eps, c10::Device device, c10::ScalarType dtype) : eps_(eps) {
+RMSNorm::RMSNorm(int64_t hidden_size, double eps, c10::Device device, c10::ScalarType dtype, const TensorParallel& tp)
+    : eps_(eps), tp_(tp) {
+  require_group(tp, "RMSNorm");
   at::Tensor ones = at::ones({hidden_size}, options_for(device, dtype));
   weight = register_parameter_with_spec("weight", ones, ParameterSpec::replicated(ones));
 }
@@ -83,22 +109,14 @@ at::Tensor RMSNorm::forward(const at::Tensor& x) {
   // fp32 for fp32/bf16/fp16 inputs; fp64 inputs stay fp64 (exact gradient checks).
   at::Tensor x32 = x.to(at::promote_types(x.scalar_type(), at::kFloat));
   at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return normed.to(x.scalar_type()) * weight;
+  return normed.to(x.scalar_type()) * replicated_on_sequence_shard(weight, tp_);
 }
 
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& mask,
                                         int64_t vocab_start, int64_t vocab_size, const TensorParallel& tp) {
-  require_single_rank(tp, "vocab_parallel_cross_entropy");
+  require_group(tp, "vocab_parallel_cross_entropy");
   at::Tensor scores = logits.to(at::promote_types(logits.scalar_type(), at::kFloat));  // fp64 stays fp64
-  int64_t local = scores.size(-1);
-  if (vocab_start + local > vocab_size) {
-    // Padded vocabulary columns must never take probability mass.
-    int64_t real = std::max<int64_t>(0, vocab_size - vocab_start);
-    scores = at::cat({scores.narrow(-1, 0, real), at::full({scores.size(0), local - real},
-                                                           -std::numeric_limits<float>::infinity(), scores.options())},
-                     -1);
-  }
-  at::Tensor per_token = at::cross_entropy_loss(scores, labels, {}, at::Reduction::None);
+  at::Tensor per_token = vocab_parallel_token_losses(scores, labels, vocab_start, vocab_size, tp);
   if (!mask.defined()) return per_token.mean();
   at::Tensor m = mask.to(scores.scalar_type());
   return (per_token * m).sum() / m.sum().clamp_min(1.0);

@@ -9,9 +9,11 @@
 namespace triax::llama {
 
 LlamaAttention::LlamaAttention(const LlamaConfig& config, const ModelContext& context)
-    : head_dim_(config.head_dim()), scale_(1.0 / std::sqrt(static_cast<double>(config.head_dim()))) {
+    : tp_(TensorParallel::of(context)),
+      head_dim_(config.head_dim()),
+      scale_(1.0 / std::sqrt(static_cast<double>(config.head_dim()))) {
   // The model checked that the heads split evenly over the tensor-parallel group.
-  const TensorParallel tp = TensorParallel::of(context);
+  const TensorParallel& tp = tp_;
   local_heads_ = config.num_attention_heads / tp.size;
   local_kv_heads_ = config.num_key_value_heads / tp.size;
 
@@ -30,9 +32,11 @@ at::Tensor LlamaAttention::forward(const at::Tensor& x, const at::Tensor& cos, c
   auto heads = [&](const at::Tensor& projected, int64_t count) {
     return projected.view({batch, -1, count, head_dim_}).transpose(1, 2);
   };
-  at::Tensor q = apply_rotary(heads(q_proj->forward(x), local_heads_), cos, sin);
-  at::Tensor k = apply_rotary(heads(k_proj->forward(x), local_kv_heads_), cos, sin);
-  at::Tensor v = heads(v_proj->forward(x), local_kv_heads_);
+  // One gather (sequence-parallel) or backward all-reduce (ALL_REDUCE) for q, k and v together.
+  const at::Tensor input = gather_column_parallel_input(x, tp_);
+  at::Tensor q = apply_rotary(heads(q_proj->forward_gathered(input), local_heads_), cos, sin);
+  at::Tensor k = apply_rotary(heads(k_proj->forward_gathered(input), local_kv_heads_), cos, sin);
+  at::Tensor v = heads(v_proj->forward_gathered(input), local_kv_heads_);
   at::Tensor attended = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                          /*is_causal=*/true, scale_, /*enable_gqa=*/true);
   return o_proj->forward(attended.transpose(1, 2).reshape({batch, -1, local_heads_ * head_dim_}));

@@ -7,7 +7,8 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, const ModelConte
   self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config, context));
   mlp = register_module("mlp", std::make_shared<LlamaMLP>(config, context));
   auto norm = [&] {
-    return std::make_shared<RMSNorm>(config.hidden_size, config.rms_norm_eps, context.device, context.dtype);
+    return std::make_shared<RMSNorm>(config.hidden_size, config.rms_norm_eps, context.device, context.dtype,
+                                     TensorParallel::of(context));
   };
   input_layernorm = register_module("input_layernorm", norm());
   post_attention_layernorm = register_module("post_attention_layernorm", norm());

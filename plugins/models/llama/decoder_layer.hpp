@@ -19,7 +19,8 @@ class LlamaDecoderLayer : public torch::nn::Module {
  public:
   LlamaDecoderLayer(const LlamaConfig& config, const ModelContext& context);
 
-  // x: [batch, seq, hidden]; cos, sin: [seq, head_dim] in x's dtype.
+  // x: [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode); cos, sin:
+  // [seq, head_dim] of the whole sequence, in x's dtype.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
   std::shared_ptr<RMSNorm> input_layernorm;

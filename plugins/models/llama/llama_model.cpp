@@ -19,6 +19,7 @@ void check_tensor_parallel_split(ConfigReader& reader, const LlamaConfig& config
       reader.fail(key,
                   std::to_string(value) + " is not divisible by the tensor parallel size " + std::to_string(tp_size));
   };
+  check("hidden_size", config.hidden_size);
   check("num_attention_heads", config.num_attention_heads);
   check("num_key_value_heads", config.num_key_value_heads);
   check("intermediate_size", config.intermediate_size);
@@ -86,8 +87,8 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, s
   }
 
   if (holds_head)
-    norm_ = body_->register_module("norm",
-                                   std::make_shared<RMSNorm>(h, config.rms_norm_eps, context.device, context.dtype));
+    norm_ = body_->register_module(
+        "norm", std::make_shared<RMSNorm>(h, config.rms_norm_eps, context.device, context.dtype, tp_));
   // One cos/sin table for all of this stage's layers (buffers, not parameters).
   if (!layers_.empty())
     rotary_emb_ = body_->register_module("rotary_emb", std::make_shared<RotaryEmbedding>(config, context.device));
@@ -114,8 +115,11 @@ StageOutput LlamaModel::forward(const StageInput& input) {
   }
 
   if (!layers_.empty()) {
-    // Positions 0..seq-1. input_ids is given on every stage; hidden may be sequence-sharded.
-    const int64_t sequence_length = input.input_ids.defined() ? input.input_ids.size(1) : hidden.size(1);
+    // Positions 0..seq-1 of the whole sequence: attention runs on it even when hidden holds a
+    // sequence shard (REDUCE_SCATTER). input_ids is given on every stage.
+    const int64_t sequence_length = input.input_ids.defined()           ? input.input_ids.size(1)
+                                    : tp_.mode == TpMode::ReduceScatter ? hidden.size(1) * tp_.size
+                                                                        : hidden.size(1);
     auto [cos, sin] = rotary_emb_->tables(sequence_length, hidden.scalar_type());
     for (const auto& layer : layers_) hidden = layer->forward(hidden, cos, sin);
   }

@@ -4,8 +4,8 @@
 
 namespace triax::llama {
 
-LlamaMLP::LlamaMLP(const LlamaConfig& config, const ModelContext& context) {
-  const TensorParallel tp = TensorParallel::of(context);
+LlamaMLP::LlamaMLP(const LlamaConfig& config, const ModelContext& context) : tp_(TensorParallel::of(context)) {
+  const TensorParallel& tp = tp_;
   const int64_t h = config.hidden_size;
   const int64_t ffn = config.intermediate_size;
   gate_proj =
@@ -15,7 +15,8 @@ LlamaMLP::LlamaMLP(const LlamaConfig& config, const ModelContext& context) {
 }
 
 at::Tensor LlamaMLP::forward(const at::Tensor& x) {
-  return down_proj->forward(at::silu(gate_proj->forward(x)) * up_proj->forward(x));
+  const at::Tensor input = gather_column_parallel_input(x, tp_);  // once for gate and up
+  return down_proj->forward(at::silu(gate_proj->forward_gathered(input)) * up_proj->forward_gathered(input));
 }
 
 }  // namespace triax::llama

@@ -17,11 +17,14 @@ class LlamaMLP : public torch::nn::Module {
  public:
   LlamaMLP(const LlamaConfig& config, const ModelContext& context);
 
-  // x: [batch, seq, hidden] -> [batch, seq, hidden]
+  // x: [batch, seq, hidden] -> [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode)
   at::Tensor forward(const at::Tensor& x);
 
   std::shared_ptr<ColumnParallelLinear> gate_proj, up_proj;
   std::shared_ptr<RowParallelLinear> down_proj;
+
+ private:
+  TensorParallel tp_;
 };
 
 }  // namespace triax::llama

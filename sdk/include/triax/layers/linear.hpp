@@ -1,7 +1,15 @@
-// Linear layers split over the tensor-parallel group, Megatron style:
-//  - ColumnParallelLinear splits the output features: weight [out/tp, in].
-//  - RowParallelLinear splits the input features: weight [out, in/tp]; partial outputs are
-//    summed over the group (ALL_REDUCE) or reduce-scattered along the sequence (REDUCE_SCATTER).
+// Linear layers split over the tensor-parallel group, Megatron style. A column-parallel layer
+// followed by a row-parallel one (attention's q/k/v then o, the MLP's gate/up then down) needs
+// one collective in forward and one in backward, by tp_mode:
+//
+//   ALL_REDUCE      activations between blocks are whole and identical on every tp rank.
+//                   Column: identity forward, gradient all-reduced in backward.
+//                   Row: partial outputs all-reduced in forward, identity backward.
+//   REDUCE_SCATTER  (sequence parallel) activations between blocks are sequence shards
+//                   [batch, seq/tp, hidden]. Column: all-gather along the sequence in forward,
+//                   reduce-scatter in backward. Row: reduce-scatter along the sequence in
+//                   forward, all-gather in backward.
+//
 // Weights are created empty on the model's device and dtype; the model initialises them
 // (triax/init.hpp) so that every topology starts from the same global values.
 #pragma once
@@ -26,11 +34,20 @@ struct LinearOptions {
   }
 };
 
+// The input every column-parallel layer computes on, from the activations between blocks:
+// ALL_REDUCE: x itself (its gradient summed over tp in backward); REDUCE_SCATTER: the sequence
+// shards [b, s/tp, in] all-gathered into [b, s, in]. Layers that read the same activations (q, k
+// and v; gate and up) gather once and call forward_gathered, so the collective runs once.
+at::Tensor gather_column_parallel_input(const at::Tensor& x, const TensorParallel& tp);
+
 class ColumnParallelLinear : public SpecifiedModule {
  public:
   ColumnParallelLinear(const LinearOptions& options, const TensorParallel& tp);
-  // x: [..., in] (replicated over tp) -> [..., out/tp] (this rank's features).
+  // x: the activations between blocks ([b, s, in], or [b, s/tp, in] in REDUCE_SCATTER mode) ->
+  // [b, s, out/tp], this rank's output features over the whole sequence.
   at::Tensor forward(const at::Tensor& x);
+  // x already through gather_column_parallel_input: [..., in] -> [..., out/tp].
+  at::Tensor forward_gathered(const at::Tensor& x);
   at::Tensor weight, bias;
 
  private:
@@ -40,7 +57,9 @@ class ColumnParallelLinear : public SpecifiedModule {
 class RowParallelLinear : public SpecifiedModule {
  public:
   RowParallelLinear(const LinearOptions& options, const TensorParallel& tp);
-  // x: [..., in/tp] (this rank's features) -> [..., out] summed over tp.
+  // x: [b, s, in/tp] (this rank's input features) -> the sum over tp: [b, s, out] (ALL_REDUCE)
+  // or this rank's sequence shard of it, [b, s/tp, out] (REDUCE_SCATTER). The bias is added
+  // once, after the reduction.
   at::Tensor forward(const at::Tensor& x);
   at::Tensor weight, bias;
 

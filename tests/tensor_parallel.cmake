@@ -1,0 +1,7 @@
+# The SDK's tensor-parallel layers and the Llama model at tp = 2 and 4, both tp_modes, under
+# mpirun through the mpi backend, against single-rank references.
+add_executable(tensor_parallel_test ${CMAKE_CURRENT_LIST_DIR}/tensor_parallel_test.cpp)
+target_link_libraries(tensor_parallel_test PRIVATE triax_llama_impl triax_multi_rank_main)
+triax_use_pch(tensor_parallel_test)
+triax_add_multi_rank_test(NAME tensor_parallel_2_ranks RANKS 2 COMMAND $<TARGET_FILE:tensor_parallel_test> TIMEOUT 120)
+triax_add_multi_rank_test(NAME tensor_parallel_4_ranks RANKS 4 COMMAND $<TARGET_FILE:tensor_parallel_test> TIMEOUT 120)
