@@ -14,6 +14,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <thread>
@@ -139,6 +140,35 @@ struct MpiCommunicator::Impl {
   std::unique_ptr<Heartbeat> heartbeat;
   int64_t step = 0;
   bool failed = false;
+
+  // Sends run in the background on a private copy of the tensor: two neighbours may both send
+  // before they receive (1F1B's steady state), which blocking sends would deadlock on.
+  struct PendingSend {
+    at::Tensor buffer;
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::string what;
+    std::vector<int> suspect;
+  };
+  std::deque<PendingSend> pending_sends;
+
+  // Forgets the sends that completed.
+  void reap_sends() {
+    for (auto it = pending_sends.begin(); it != pending_sends.end();) {
+      int done = 0;
+      const int code = MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+      if (code != MPI_SUCCESS) fail(it->what, "failed in MPI (" + mpi_error_text(code) + ")", it->suspect);
+      it = done ? pending_sends.erase(it) : std::next(it);
+    }
+  }
+
+  // Waits (with the usual deadline) until every background send has been delivered.
+  void finish_sends() {
+    while (!pending_sends.empty()) {
+      PendingSend& send = pending_sends.front();
+      wait(&send.request, 1, send.what, send.suspect);
+      pending_sends.pop_front();
+    }
+  }
 
   Impl(const MeshShape& shape, int world_rank, const CommunicatorOptions& o) : context(shape, world_rank), options(o) {
     comms.fill(MPI_COMM_NULL);
@@ -350,6 +380,7 @@ int MpiCommunicator::rank(triax_group group) const { return impl_->context.rank(
 int MpiCommunicator::size(triax_group group) const { return impl_->context.size(group); }
 
 void MpiCommunicator::set_step(int64_t step) {
+  impl_->finish_sends();  // the previous step's transfers are delivered before the next starts
   impl_->step = step;
   if (impl_->heartbeat) impl_->heartbeat->set_step(step);
 }
@@ -459,13 +490,15 @@ void MpiCommunicator::send(triax_group group, const at::Tensor& tensor, int peer
   s.checked_peer(group, peer, "send");
   s.require_usable();
   const MPI_Datatype type = transfer_type(tensor, "send");
-  const at::Tensor buffer = tensor.contiguous();
-  const int count = element_count(buffer, "send");
-  const std::string what = s.describe("send", group, peer, "to");
-  const std::vector<int> suspect{s.context.members(group)[peer]};
-  MPI_Request request = MPI_REQUEST_NULL;
-  s.post_or_fail(MPI_Isend(buffer.data_ptr(), count, type, peer, 0, s.comm(group), &request), what, suspect);
-  s.wait(&request, 1, what, suspect);
+  Impl::PendingSend send;
+  send.buffer = tensor.contiguous().clone();  // the caller may change the tensor once we return
+  const int count = element_count(send.buffer, "send");
+  send.what = s.describe("send", group, peer, "to");
+  send.suspect = {s.context.members(group)[peer]};
+  s.post_or_fail(MPI_Isend(send.buffer.data_ptr(), count, type, peer, 0, s.comm(group), &send.request), send.what,
+                 send.suspect);
+  s.pending_sends.push_back(std::move(send));
+  s.reap_sends();
 }
 
 void MpiCommunicator::recv(triax_group group, const at::Tensor& tensor, int peer) {
@@ -495,6 +528,7 @@ void MpiCommunicator::recv(triax_group group, const at::Tensor& tensor, int peer
 
 void MpiCommunicator::barrier(triax_group group) {
   Impl& s = *impl_;
+  s.finish_sends();
   MPI_Comm comm = s.comm(group);
   s.collective(group, "barrier", [&](MPI_Request* request) { return MPI_Ibarrier(comm, request); });
 }

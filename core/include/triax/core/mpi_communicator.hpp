@@ -35,6 +35,9 @@ class MpiCommunicator final : public Communicator {
                       triax_reduce_op op) override;
   void broadcast(triax_group group, const at::Tensor& tensor, int root) override;
   void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) override;
+  // Returns once the transfer is posted: it runs in the background from a private copy and is
+  // delivered by the next barrier or set_step at the latest (neighbours may send to each other
+  // before either receives).
   void send(triax_group group, const at::Tensor& tensor, int peer) override;
   void recv(triax_group group, const at::Tensor& tensor, int peer) override;
   void barrier(triax_group group) override;

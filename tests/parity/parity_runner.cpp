@@ -1,0 +1,228 @@
+// Loss and parameter parity of a parallel run against the single-rank run.
+//
+//   parity_runner run --config FILE --out DIR [--set KEY=VALUE]...
+//       trains (under mpirun for more than one rank) and writes DIR/losses.txt (rank 0),
+//       DIR/peak_live.rank<R>.txt and DIR/parameters.rank<R>.bin: every parameter shard this rank
+//       holds, with its global shape and offset, in float64.
+//   parity_runner compare --reference DIR --candidate DIR [--tolerance T]
+//       every step's loss within T relative; every shard of every rank within T of the same slice
+//       of the reference parameter (max |a - b| <= T * max |b| over the tensor); every element of
+//       every reference parameter covered by some shard.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "triax/core/communicator.hpp"
+#include "triax/core/config.hpp"
+#include "triax/core/log.hpp"
+#include "triax/core/mpi_communicator.hpp"
+#include "triax/core/plugin_registry.hpp"
+#include "triax/core/trainer.hpp"
+#include "triax/error.hpp"
+
+namespace triax {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Shard {
+  std::string name;
+  std::vector<int64_t> global_shape, offset;
+  at::Tensor data;  // float64
+};
+
+void write_shards(const std::vector<NamedParameter>& parameters, const fs::path& file) {
+  std::ofstream out(file, std::ios::binary);
+  auto put = [&](int64_t v) { out.write(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(static_cast<int64_t>(parameters.size()));
+  for (const auto& p : parameters) {
+    put(static_cast<int64_t>(p.name.size()));
+    out.write(p.name.data(), static_cast<std::streamsize>(p.name.size()));
+    put(static_cast<int64_t>(p.spec.global_shape.size()));
+    for (int64_t d : p.spec.global_shape) put(d);
+    for (int64_t d : p.spec.shard_offset) put(d);
+    at::Tensor data = p.tensor.detach().to(at::kDouble).contiguous().cpu();
+    for (int64_t d : data.sizes()) put(d);
+    out.write(reinterpret_cast<const char*>(data.data_ptr<double>()),
+              static_cast<std::streamsize>(data.numel() * sizeof(double)));
+  }
+  if (!out) throw Error("cannot write " + file.string());
+}
+
+std::vector<Shard> read_shards(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw Error("cannot read " + file.string());
+  auto get = [&] {
+    int64_t v = 0;
+    in.read(reinterpret_cast<char*>(&v), sizeof v);
+    return v;
+  };
+  std::vector<Shard> shards(static_cast<size_t>(get()));
+  for (auto& shard : shards) {
+    shard.name.resize(static_cast<size_t>(get()));
+    in.read(shard.name.data(), static_cast<std::streamsize>(shard.name.size()));
+    const int64_t ndim = get();
+    for (int64_t d = 0; d < ndim; ++d) shard.global_shape.push_back(get());
+    for (int64_t d = 0; d < ndim; ++d) shard.offset.push_back(get());
+    std::vector<int64_t> sizes;
+    for (int64_t d = 0; d < ndim; ++d) sizes.push_back(get());
+    shard.data = at::empty(sizes, at::kDouble);
+    in.read(reinterpret_cast<char*>(shard.data.data_ptr<double>()),
+            static_cast<std::streamsize>(shard.data.numel() * sizeof(double)));
+  }
+  if (!in) throw Error(file.string() + " is truncated");
+  return shards;
+}
+
+std::vector<double> read_losses(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw Error("cannot read " + file.string());
+  std::vector<double> losses;
+  for (double v; in >> v;) losses.push_back(v);
+  return losses;
+}
+
+// The slice of `full` that `shard` covers.
+at::Tensor slice_of(const at::Tensor& full, const Shard& shard) {
+  at::Tensor view = full;
+  for (int64_t d = 0; d < shard.data.dim(); ++d) view = view.narrow(d, shard.offset[d], shard.data.size(d));
+  return view;
+}
+
+int compare(const fs::path& reference, const fs::path& candidate, double tolerance) {
+  int failures = 0;
+  const auto ref_losses = read_losses(reference / "losses.txt");
+  const auto losses = read_losses(candidate / "losses.txt");
+  if (ref_losses.size() != losses.size() || losses.empty()) {
+    std::cerr << "loss count differs: reference " << ref_losses.size() << ", candidate " << losses.size() << "\n";
+    return 1;
+  }
+  double worst_loss = 0;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const double rel = std::abs(losses[i] - ref_losses[i]) / std::abs(ref_losses[i]);
+    worst_loss = std::max(worst_loss, rel);
+    if (rel > tolerance) {
+      std::cerr << "step " << i + 1 << ": loss " << std::setprecision(10) << losses[i] << " vs reference "
+                << ref_losses[i] << " (relative " << rel << ")\n";
+      ++failures;
+    }
+  }
+
+  std::map<std::string, at::Tensor> full, covered;
+  for (auto& shard : read_shards(reference / "parameters.rank0.bin")) {
+    full[shard.name] = shard.data;
+    covered[shard.name] = at::zeros_like(shard.data, at::kBool);
+  }
+  double worst_parameter = 0;
+  int ranks = 0;
+  for (; fs::exists(candidate / ("parameters.rank" + std::to_string(ranks) + ".bin")); ++ranks) {
+    for (const auto& shard : read_shards(candidate / ("parameters.rank" + std::to_string(ranks) + ".bin"))) {
+      auto it = full.find(shard.name);
+      if (it == full.end() || at::IntArrayRef(shard.global_shape) != it->second.sizes()) {
+        std::cerr << "rank " << ranks << ": parameter " << shard.name << " is not in the reference with that shape\n";
+        ++failures;
+        continue;
+      }
+      const at::Tensor expected = slice_of(it->second, shard);
+      const double scale = it->second.abs().max().item<double>();
+      const double error = (shard.data - expected).abs().max().item<double>() / (scale > 0 ? scale : 1.0);
+      worst_parameter = std::max(worst_parameter, error);
+      if (error > tolerance) {
+        std::cerr << "rank " << ranks << ": " << shard.name << " differs by " << error
+                  << " (max abs difference / max abs reference value)\n";
+        ++failures;
+      }
+      slice_of(covered[shard.name], shard).fill_(true);
+    }
+  }
+  for (const auto& [name, mask] : covered)
+    if (!mask.all().item<bool>()) {
+      std::cerr << "parameter " << name << " is not entirely held by any rank of the candidate\n";
+      ++failures;
+    }
+  std::cout << "compared " << losses.size() << " losses (worst relative difference " << worst_loss << ") and "
+            << full.size() << " parameters over " << ranks << " ranks (worst " << worst_parameter
+            << "): " << (failures ? "FAILED" : "ok") << "\n";
+  return failures ? 1 : 0;
+}
+
+int run(const std::string& config_file, const fs::path& out, const std::vector<std::string>& overrides) {
+  at::set_num_threads(1);
+  TrainConfig config = load_train_config(config_file, overrides);
+  const bool under_mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
+  std::unique_ptr<Communicator> communicator;
+  if (under_mpi) {
+    const MeshShape shape{static_cast<int>(config.parallelism.dp), static_cast<int>(config.parallelism.pp),
+                          static_cast<int>(config.parallelism.tp),
+                          static_cast<int>(config.parallelism.expert_parallel_size)};
+    CommunicatorOptions options;
+    options.timeout_seconds = config.parallelism.comm_timeout_seconds;
+    communicator = std::make_unique<MpiCommunicator>(shape, options);
+  } else {
+    communicator = std::make_unique<SingleProcessCommunicator>();
+  }
+  const int rank = communicator->rank(TRIAX_GROUP_WORLD);
+  log::configure(rank, communicator->size(TRIAX_GROUP_WORLD), log::Level::warning, log::Level::warning);
+  fs::create_directories(out);
+
+  PluginRegistry registry;
+  registry.scan_search_paths({TRIAX_TEST_PLUGIN_DIR});
+  Trainer trainer(std::move(config), registry, *communicator);
+  const TrainSummary summary = trainer.train();
+
+  if (rank == 0) {
+    std::ofstream losses(out / "losses.txt");
+    losses << std::setprecision(17);
+    for (double loss : summary.losses) losses << loss << "\n";
+  }
+  std::ofstream(out / ("peak_live.rank" + std::to_string(rank) + ".txt")) << summary.peak_live_micro_batches << "\n";
+  write_shards(trainer.parameters(), out / ("parameters.rank" + std::to_string(rank) + ".bin"));
+  communicator->barrier(TRIAX_GROUP_WORLD);
+  return 0;
+}
+
+int usage() {
+  std::cerr << "usage: parity_runner run --config FILE --out DIR [--set KEY=VALUE]...\n"
+               "       parity_runner compare --reference DIR --candidate DIR [--tolerance T]\n";
+  return 2;
+}
+
+}  // namespace
+}  // namespace triax
+
+int main(int argc, char** argv) {
+  using namespace triax;
+  if (argc < 2) return usage();
+  const std::string mode = argv[1];
+  std::map<std::string, std::string> options;
+  std::vector<std::string> overrides;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string key = argv[i];
+    if (key == "--set")
+      overrides.push_back(argv[i + 1]);
+    else
+      options[key] = argv[i + 1];
+  }
+  try {
+    if (mode == "run" && options.count("--config") && options.count("--out"))
+      return run(options["--config"], options["--out"], overrides);
+    if (mode == "compare" && options.count("--reference") && options.count("--candidate"))
+      return compare(options["--reference"], options["--candidate"],
+                     options.count("--tolerance") ? std::stod(options["--tolerance"]) : 1e-5);
+    return usage();
+  } catch (const std::exception& e) {
+    std::cerr << "parity_runner: " << e.what() << "\n";
+    return 1;
+  }
+}
