@@ -16,7 +16,9 @@
 
 #include "triax/config_reader.hpp"
 #include "triax/core/communicator.hpp"
+#include "triax/core/data_parallel_gradients.hpp"
 #include "triax/core/gradient_accumulator.hpp"
+#include "triax/core/gradient_norm.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/lr_schedule.hpp"
 #include "triax/core/metrics.hpp"
@@ -130,6 +132,7 @@ struct Trainer::State {
   std::unique_ptr<OptimizerInstance> optimizer;
   std::unique_ptr<EngineInstance> engine;
   std::unique_ptr<GradientAccumulator> gradients;
+  std::unique_ptr<DataParallelGradients> dp_gradients;
   std::vector<DataStage> stages;
   std::string init_method_yaml;
   std::string parallelism_yaml;
@@ -246,6 +249,12 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   });
 
   s.gradients = std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32);
+  // pp = 1 here: this stage holds every copy of a tied parameter, so each counts (once).
+  s.dp_gradients = std::make_unique<DataParallelGradients>(
+      s.model->parameters(), s.optimizer->gradient_sharding(), c.model.ddp_bucket_cap_mb << 20, context.dp_rank,
+      context.dp_size,
+      parameters_counted_in_norm(s.model->parameters(), context.tp_rank, [](const std::string&) { return true; }));
+  log::info(s.dp_gradients->describe());
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
 }
 
@@ -331,9 +340,10 @@ TrainSummary Trainer::train() {
     };
     EngineInstance::Result result = s.engine->train_step(request);
 
-    at::Tensor norm = s.gradients->clip(c.optimizer.clip_grad, s.communicator);
+    s.dp_gradients->reduce_over_data_parallel(s.gradients->gradients(), s.communicator);
+    at::Tensor norm = s.dp_gradients->clip(c.optimizer.clip_grad, s.communicator);
     const double lr = schedule.for_step(step);
-    s.optimizer->step(s.gradients->gradients(), lr);
+    s.optimizer->step(s.dp_gradients->for_optimizer(), lr);
     step_losses.push_back(result.loss);
     step_norms.push_back(norm);
     summary.learning_rates.push_back(lr);
