@@ -4,11 +4,28 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "triax/abi.h"
+#include "triax/error.hpp"
 
 namespace triax {
+
+// A peer died, stopped answering within the timeout, or the transport failed. The message names
+// the step, the operation, the group and the peer(s). The process cannot communicate any more:
+// the command line prints the message and exits at once with its own status (see
+// docs/architecture.md, "Timeouts"), without waiting in MPI_Finalize for ranks that are gone.
+class CommunicationError : public Error {
+ public:
+  explicit CommunicationError(const std::string& message) : Error(TRIAX_ERROR_RUNTIME, message) {}
+};
+
+// How a multi-process communicator waits and watches its peers.
+struct CommunicatorOptions {
+  double timeout_seconds = 300;             // parallelism.comm_timeout_seconds: longest wait for a peer
+  double heartbeat_interval_seconds = 0.5;  // how often each rank says it is alive
+};
 
 class Communicator {
  public:
@@ -25,6 +42,8 @@ class Communicator {
   virtual void send(triax_group group, const at::Tensor& tensor, int peer) = 0;
   virtual void recv(triax_group group, const at::Tensor& tensor, int peer) = 0;
   virtual void barrier(triax_group group) = 0;
+  // The training step in progress, for error messages and the peers' liveness reports.
+  virtual void set_step(int64_t /*step*/) {}
 };
 
 // The world of one process: every group holds just this rank, so reductions and gathers are

@@ -1,0 +1,48 @@
+// The `mpi` backend: a Communicator over Open MPI for CPU tensors, one MPI communicator per group
+// kind of the mesh. Every operation is non-blocking underneath and polled against a deadline, so
+// a dead or hung peer turns into a CommunicationError naming the step, the group and the peer
+// instead of a hang. Runs under mpirun or srun (MPI is initialised on first use).
+#pragma once
+
+#include <memory>
+
+#include "triax/core/communicator.hpp"
+#include "triax/core/parallel_context.hpp"
+
+namespace triax {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Collective over MPI_COMM_WORLD: every rank builds its communicator with the same shape.
+  // Throws ConfigError when the shape's world size differs from the number of MPI processes.
+  explicit MpiCommunicator(const MeshShape& shape, const CommunicatorOptions& options = {});
+  // After a CommunicationError (or while an exception unwinds) this frees nothing collectively
+  // and leaves MPI initialised: a collective clean-up with a dead peer would never return.
+  ~MpiCommunicator() override;
+
+  // The MPI world as the launcher started it (initialises MPI when nothing did yet).
+  static int world_rank();
+  static int world_size();
+
+  const ParallelContext& context() const;
+
+  const char* backend_name() const override { return "mpi"; }
+  int rank(triax_group group) const override;
+  int size(triax_group group) const override;
+  void all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) override;
+  void all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) override;
+  void reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                      triax_reduce_op op) override;
+  void broadcast(triax_group group, const at::Tensor& tensor, int root) override;
+  void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) override;
+  void send(triax_group group, const at::Tensor& tensor, int peer) override;
+  void recv(triax_group group, const at::Tensor& tensor, int peer) override;
+  void barrier(triax_group group) override;
+  void set_step(int64_t step) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace triax

@@ -1,0 +1,188 @@
+// Heartbeats through c10d's TCPStore: key "triax/heartbeat/<rank>" holds "<step> <unix ms>".
+// The ages compare the writer's clock with the reader's: exact on one node, and across nodes as
+// good as their clock synchronisation (NTP keeps it far below the staleness threshold of seconds).
+#include "triax/core/heartbeat.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "triax/error.hpp"
+
+namespace triax {
+namespace {
+
+using std::chrono::milliseconds;
+
+int64_t unix_millis() {
+  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string key_of(int rank) { return "triax/heartbeat/" + std::to_string(rank); }
+
+std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+
+milliseconds to_millis(double seconds) { return milliseconds(static_cast<int64_t>(seconds * 1000.0)); }
+
+// c10's messages carry a backtrace after the first line.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", seconds);
+  return text;
+}
+
+}  // namespace
+
+struct Heartbeat::Impl {
+  int rank = 0;
+  std::string address;
+  Options options;
+  c10::intrusive_ptr<c10d::TCPStore> store;        // for reading the peers
+  c10::intrusive_ptr<c10d::Store> beating_client;  // the thread's own connection
+  std::atomic<int64_t> step{0};
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool stopping = false;
+  std::thread thread;
+
+  // A store operation to a hung rank 0 gives up after this long.
+  milliseconds operation_timeout() const {
+    return std::max(milliseconds(5000), to_millis(4 * options.interval_seconds));
+  }
+
+  void beat() {
+    const std::string value = std::to_string(step.load()) + " " + std::to_string(unix_millis());
+    beating_client->set(key_of(rank), bytes_of(value));
+  }
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (!stopping) {
+      lock.unlock();
+      try {
+        beat();
+      } catch (const std::exception&) {
+        // Rank 0's store is gone or stuck: the readers will say so; keep trying in case it was a blip.
+      }
+      lock.lock();
+      wake.wait_for(lock, to_millis(options.interval_seconds), [this] { return stopping; });
+    }
+  }
+
+  void start() {
+    beating_client = store->clone();  // connects within the connect timeout, like the store itself
+    store->setTimeout(operation_timeout());
+    beating_client->setTimeout(operation_timeout());
+    beat();  // the first entry exists before anyone can wait on this rank
+    thread = std::thread([this] { run(); });
+  }
+};
+
+Heartbeat::Heartbeat(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<Heartbeat> Heartbeat::host(const std::string& address, uint16_t port, int world_size,
+                                           const Options& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->rank = 0;
+  impl->address = address;
+  impl->options = options;
+  c10d::TCPStoreOptions store_options;
+  store_options.port = port;
+  store_options.isServer = true;
+  store_options.numWorkers = world_size;
+  store_options.waitWorkers = false;
+  store_options.timeout = to_millis(options.connect_timeout_seconds);
+  try {
+    impl->store = c10::make_intrusive<c10d::TCPStore>(address, store_options);
+    impl->start();
+  } catch (const std::exception& e) {
+    throw Error("rank 0 cannot host the liveness store on " + address + ":" + std::to_string(port) + ": " +
+                first_line(e.what()));
+  }
+  return std::unique_ptr<Heartbeat>(new Heartbeat(std::move(impl)));
+}
+
+std::unique_ptr<Heartbeat> Heartbeat::join(const std::string& address, uint16_t port, int rank, int,
+                                           const Options& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->rank = rank;
+  impl->address = address;
+  impl->options = options;
+  c10d::TCPStoreOptions store_options;
+  store_options.port = port;
+  store_options.isServer = false;
+  store_options.waitWorkers = false;
+  store_options.timeout = to_millis(options.connect_timeout_seconds);
+  try {
+    impl->store = c10::make_intrusive<c10d::TCPStore>(address, store_options);
+    impl->start();
+  } catch (const std::exception& e) {
+    throw Error("rank " + std::to_string(rank) + " cannot reach rank 0's liveness store at " + address + ":" +
+                std::to_string(port) + " within " + seconds_text(options.connect_timeout_seconds) + ": " +
+                first_line(e.what()));
+  }
+  return std::unique_ptr<Heartbeat>(new Heartbeat(std::move(impl)));
+}
+
+Heartbeat::~Heartbeat() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+uint16_t Heartbeat::port() const { return impl_->store->getPort(); }
+
+void Heartbeat::set_step(int64_t step) { impl_->step.store(step); }
+
+std::string Heartbeat::explain_silence(const std::vector<int>& ranks) const {
+  const Impl& s = *impl_;
+  const double stale_after = std::max(2.0, 3 * s.options.interval_seconds);
+  const int64_t own_step = s.step.load();
+  std::vector<std::string> dead, behind, alive;
+  try {
+    for (int rank : ranks) {
+      if (rank == s.rank) continue;
+      const std::string who = "rank " + std::to_string(rank);
+      if (!s.store->check({key_of(rank)})) {
+        dead.push_back(who + " never reported a heartbeat (it did not start)");
+        continue;
+      }
+      const std::vector<uint8_t> raw = s.store->get(key_of(rank));
+      std::istringstream value(std::string(raw.begin(), raw.end()));
+      int64_t step = 0, millis = 0;
+      value >> step >> millis;
+      const double age = static_cast<double>(unix_millis() - millis) / 1000.0;
+      if (age > stale_after)
+        dead.push_back(who + " last seen " + seconds_text(age) + " ago at step " + std::to_string(step) +
+                       " (dead or hung)");
+      else if (step < own_step)
+        behind.push_back(who + " is alive but still at step " + std::to_string(step) + " (slow or stuck)");
+      else
+        alive.push_back(who + " is alive at step " + std::to_string(step) + " (busy or waiting elsewhere)");
+    }
+  } catch (const std::exception& e) {
+    const std::string reason = first_line(e.what());
+    return "rank 0's liveness store at " + s.address + ":" + std::to_string(s.store->getPort()) + " does not answer (" +
+           reason + "): rank 0 is dead or hung";
+  }
+  // The likeliest culprits first; the alive ones only when nothing else explains the silence.
+  std::vector<std::string> clauses = dead;
+  clauses.insert(clauses.end(), behind.begin(), behind.end());
+  if (clauses.empty()) clauses = alive;
+  std::string text;
+  for (const auto& clause : clauses) text += (text.empty() ? "" : "; ") + clause;
+  return text.empty() ? "no peer to blame" : text;
+}
+
+}  // namespace triax

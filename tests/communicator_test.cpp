@@ -1,0 +1,274 @@
+// The mpi backend against known values: every operation over every group kind of several meshes,
+// at 2 and at 4 ranks (the same executable, registered twice). Each rank fills its tensors from
+// its world rank, so the expected result follows from the group's members alone.
+#include <ATen/ATen.h>
+
+#include <numeric>
+
+#include "multi_rank_environment.hpp"
+
+namespace triax {
+namespace {
+
+using testing::communicator;
+using testing::world_size;
+
+std::vector<MeshShape> meshes_of_this_world() {
+  if (world_size() == 2) return {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}};
+  if (world_size() == 4) return {{2, 1, 2}, {1, 2, 2}, {2, 2, 1}, {4, 1, 1, 2}};
+  return {{world_size(), 1, 1}};
+}
+
+std::vector<triax_group> group_kinds(const MeshShape& shape) {
+  std::vector<triax_group> kinds = {TRIAX_GROUP_WORLD, TRIAX_GROUP_TP, TRIAX_GROUP_PP, TRIAX_GROUP_DP, TRIAX_GROUP_MP};
+  if (shape.ep > 1) kinds.push_back(TRIAX_GROUP_EP);
+  return kinds;
+}
+
+std::string where(const MeshShape& shape, triax_group group, at::ScalarType dtype = at::kFloat) {
+  return "mesh dp" + std::to_string(shape.dp) + " pp" + std::to_string(shape.pp) + " tp" + std::to_string(shape.tp) +
+         " ep" + std::to_string(shape.ep) + ", " + group_name(group) + " group, " + c10::toString(dtype);
+}
+
+const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf,
+                                             at::kLong,  at::kInt,    at::kByte};
+
+// Every rank's value: small integers, exact in every dtype (uint8 included).
+double value_of(int world_rank) { return world_rank + 1; }
+
+TEST(MpiCommunicator, AllReduceSumAvgMaxMinOverEveryGroup) {
+  for (const MeshShape& shape : meshes_of_this_world()) {
+    MpiCommunicator& comm = communicator(shape);
+    for (triax_group group : group_kinds(shape)) {
+      const std::vector<int> members = comm.context().members(group);
+      std::vector<double> values;
+      for (int m : members) values.push_back(value_of(m));
+      const double sum = std::accumulate(values.begin(), values.end(), 0.0);
+      const double max = *std::max_element(values.begin(), values.end());
+      const double min = *std::min_element(values.begin(), values.end());
+      for (at::ScalarType dtype : kDtypes) {
+        const double mine = value_of(comm.context().world_rank());
+        const bool integral = !at::isFloatingType(dtype);
+        const double avg = integral ? std::trunc(sum / members.size()) : sum / members.size();
+        const std::vector<std::pair<triax_reduce_op, double>> cases = {
+            {TRIAX_REDUCE_SUM, sum}, {TRIAX_REDUCE_AVG, avg}, {TRIAX_REDUCE_MAX, max}, {TRIAX_REDUCE_MIN, min}};
+        for (const auto& [op, expected] : cases) {
+          at::Tensor tensor = at::full({3, 2}, mine, at::dtype(dtype));
+          comm.all_reduce(group, tensor, op);
+          EXPECT_TRUE(tensor.to(at::kDouble).eq(expected).all().item<bool>())
+              << where(shape, group, dtype) << ", op " << op << ": got " << tensor << ", expected " << expected;
+        }
+      }
+    }
+  }
+}
+
+TEST(MpiCommunicator, AllGatherConcatenatesInGroupOrder) {
+  for (const MeshShape& shape : meshes_of_this_world()) {
+    MpiCommunicator& comm = communicator(shape);
+    for (triax_group group : group_kinds(shape)) {
+      const std::vector<int> members = comm.context().members(group);
+      for (at::ScalarType dtype : kDtypes) {
+        const int me = comm.context().world_rank();
+        at::Tensor input = (at::arange(3, at::kDouble) + 10 * me).to(dtype);
+        at::Tensor output = at::zeros({static_cast<int64_t>(members.size()) * 3}, at::dtype(dtype));
+        comm.all_gather(group, output, input);
+        std::vector<at::Tensor> parts;
+        for (int m : members) parts.push_back(at::arange(3, at::kDouble) + 10 * m);
+        EXPECT_TRUE(output.to(at::kDouble).equal(at::cat(parts))) << where(shape, group, dtype) << ": " << output;
+      }
+    }
+  }
+}
+
+TEST(MpiCommunicator, AllGatherIntoItsOwnSliceOfTheOutput) {
+  const MeshShape shape{world_size(), 1, 1};
+  MpiCommunicator& comm = communicator(shape);
+  const int me = comm.context().world_rank();
+  at::Tensor output = at::full({world_size(), 4}, -1.0);
+  output[me].fill_(me);
+  comm.all_gather(TRIAX_GROUP_DP, output, output[me]);
+  for (int r = 0; r < world_size(); ++r) EXPECT_TRUE(output[r].eq(r).all().item<bool>()) << output;
+}
+
+TEST(MpiCommunicator, ReduceScatterGivesEachRankItsSliceOfTheSum) {
+  for (const MeshShape& shape : meshes_of_this_world()) {
+    MpiCommunicator& comm = communicator(shape);
+    for (triax_group group : group_kinds(shape)) {
+      const std::vector<int> members = comm.context().members(group);
+      const int64_t n = static_cast<int64_t>(members.size());
+      const int position = comm.rank(group);
+      for (at::ScalarType dtype : kDtypes) {
+        if (dtype == at::kByte) continue;  // sums beyond 255
+        const int me = comm.context().world_rank();
+        // Sums stay below 256: exact in bf16 too.
+        at::Tensor input = (at::arange(n * 2, at::kDouble) + 10 * me).to(dtype);
+        at::Tensor output = at::zeros({2}, at::dtype(dtype));
+        comm.reduce_scatter(group, output, input, TRIAX_REDUCE_SUM);
+        at::Tensor expected = at::zeros({2}, at::kDouble);
+        for (int m : members) expected += at::arange(position * 2, position * 2 + 2, at::kDouble) + 10 * m;
+        EXPECT_TRUE(output.to(at::kDouble).equal(expected)) << where(shape, group, dtype) << ": " << output;
+      }
+    }
+  }
+}
+
+TEST(MpiCommunicator, BroadcastCopiesTheRootsTensor) {
+  for (const MeshShape& shape : meshes_of_this_world()) {
+    MpiCommunicator& comm = communicator(shape);
+    for (triax_group group : group_kinds(shape)) {
+      const std::vector<int> members = comm.context().members(group);
+      const int root = static_cast<int>(members.size()) - 1;
+      for (at::ScalarType dtype : kDtypes) {
+        at::Tensor tensor = at::full({5}, value_of(comm.context().world_rank()), at::dtype(dtype));
+        comm.broadcast(group, tensor, root);
+        EXPECT_TRUE(tensor.to(at::kDouble).eq(value_of(members[root])).all().item<bool>())
+            << where(shape, group, dtype) << ": " << tensor;
+      }
+    }
+  }
+}
+
+TEST(MpiCommunicator, AllToAllExchangesEqualSplits) {
+  for (const MeshShape& shape : meshes_of_this_world()) {
+    MpiCommunicator& comm = communicator(shape);
+    for (triax_group group : group_kinds(shape)) {
+      const std::vector<int> members = comm.context().members(group);
+      const int64_t n = static_cast<int64_t>(members.size());
+      const int position = comm.rank(group);
+      const int me = comm.context().world_rank();
+      at::Tensor input = at::arange(n * 2, at::kLong) + 100 * me;
+      at::Tensor output = at::zeros({n * 2}, at::kLong);
+      comm.all_to_all(group, output, input);
+      std::vector<at::Tensor> parts;
+      for (int m : members) parts.push_back(at::arange(position * 2, position * 2 + 2, at::kLong) + 100 * m);
+      EXPECT_TRUE(output.equal(at::cat(parts))) << where(shape, group) << ": " << output;
+    }
+  }
+}
+
+TEST(MpiCommunicator, BarrierOverEveryGroupReturns) {
+  for (const MeshShape& shape : meshes_of_this_world()) {
+    MpiCommunicator& comm = communicator(shape);
+    for (triax_group group : group_kinds(shape)) comm.barrier(group);
+  }
+}
+
+TEST(MpiCommunicator, NonContiguousTensorsAreWrittenBackInPlace) {
+  const MeshShape shape{world_size(), 1, 1};
+  MpiCommunicator& comm = communicator(shape);
+  const double mine = value_of(comm.context().world_rank());
+  double sum = 0;
+  for (int r = 0; r < world_size(); ++r) sum += value_of(r);
+  at::Tensor base = at::full({4, 6}, mine);
+  at::Tensor strided = base.t().narrow(0, 1, 3);  // columns 1..3 of every row: not contiguous
+  ASSERT_FALSE(strided.is_contiguous());
+  comm.all_reduce(TRIAX_GROUP_WORLD, strided, TRIAX_REDUCE_SUM);
+  EXPECT_TRUE(base.narrow(1, 1, 3).eq(sum).all().item<bool>()) << base;
+  EXPECT_TRUE(base.narrow(1, 0, 1).eq(mine).all().item<bool>()) << "untouched column changed: " << base;
+  EXPECT_TRUE(base.narrow(1, 4, 2).eq(mine).all().item<bool>()) << "untouched columns changed: " << base;
+
+  at::Tensor gathered = at::zeros({3, world_size()});
+  at::Tensor input = at::full({3}, mine);
+  comm.all_gather(TRIAX_GROUP_WORLD, gathered.t(), input);  // output non-contiguous
+  for (int r = 0; r < world_size(); ++r) EXPECT_TRUE(gathered.t()[r].eq(value_of(r)).all().item<bool>()) << gathered;
+}
+
+TEST(MpiCommunicator, PointToPointBetweenPipelineNeighbours) {
+  for (const MeshShape& shape : meshes_of_this_world()) {
+    if (shape.pp < 2) continue;
+    MpiCommunicator& comm = communicator(shape);
+    const ParallelContext& context = comm.context();
+    const int stage = comm.rank(TRIAX_GROUP_PP);
+    for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kLong}) {
+      // Activations forward: each stage sends its world rank to the next one.
+      if (!context.is_first_pipeline_stage()) {
+        at::Tensor received = at::zeros({2, 3}, at::dtype(dtype));
+        comm.recv(TRIAX_GROUP_PP, received, stage - 1);
+        EXPECT_TRUE(received.to(at::kDouble).eq(value_of(context.previous_pipeline_rank())).all().item<bool>())
+            << where(shape, TRIAX_GROUP_PP, dtype) << ": " << received;
+      }
+      if (!context.is_last_pipeline_stage())
+        comm.send(TRIAX_GROUP_PP, at::full({2, 3}, value_of(context.world_rank()), at::dtype(dtype)), stage + 1);
+      // Gradients backward.
+      if (!context.is_last_pipeline_stage()) {
+        at::Tensor received = at::zeros({4}, at::dtype(dtype));
+        comm.recv(TRIAX_GROUP_PP, received, stage + 1);
+        EXPECT_TRUE(received.to(at::kDouble).eq(-value_of(context.next_pipeline_rank())).all().item<bool>())
+            << where(shape, TRIAX_GROUP_PP, dtype) << ": " << received;
+      }
+      if (!context.is_first_pipeline_stage())
+        comm.send(TRIAX_GROUP_PP, at::full({4}, -value_of(context.world_rank()), at::dtype(dtype)), stage - 1);
+    }
+  }
+}
+
+// The message of the Error `body` throws (empty when it throws none).
+template <typename Body>
+std::string error_of(Body&& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MpiCommunicator, LocalMistakesAreClearErrorsWithoutCommunicating) {
+  const MeshShape shape{world_size(), 1, 1};
+  MpiCommunicator& comm = communicator(shape);
+  const int n = world_size();
+  EXPECT_NE(error_of([&] {
+              comm.all_gather(TRIAX_GROUP_DP, at::zeros({n * 3 + 1}), at::zeros({3}));
+            }).find("output (" + std::to_string(n) + " x the input's 3) must hold " + std::to_string(n * 3)),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              comm.reduce_scatter(TRIAX_GROUP_DP, at::zeros({2}), at::zeros({3}), TRIAX_REDUCE_SUM);
+            }).find("reduce_scatter: the input"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              comm.all_gather(TRIAX_GROUP_DP, at::zeros({n * 3}), at::zeros({3}, at::kLong));
+            }).find("output is Float, input Long"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              comm.all_to_all(TRIAX_GROUP_DP, at::zeros({n * 2 + 1}), at::zeros({n * 2 + 1}));
+            }).find("do not split evenly"),
+            std::string::npos);
+  const std::string bad_peer = error_of([&] { comm.send(TRIAX_GROUP_DP, at::zeros({1}), n); });
+  EXPECT_NE(bad_peer.find("peer " + std::to_string(n) + " is not another rank of the dp group"), std::string::npos)
+      << bad_peer;
+  const std::string self_peer = error_of([&] { comm.recv(TRIAX_GROUP_DP, at::zeros({1}), comm.rank(TRIAX_GROUP_DP)); });
+  EXPECT_NE(self_peer.find("is not another rank"), std::string::npos) << self_peer;
+  EXPECT_NE(error_of([&] { comm.broadcast(TRIAX_GROUP_DP, at::zeros({1}), -1); }).find("root -1"), std::string::npos);
+  const std::string dtype =
+      error_of([&] { comm.all_reduce(TRIAX_GROUP_DP, at::zeros({2}, at::kComplexFloat), TRIAX_REDUCE_SUM); });
+  EXPECT_NE(dtype.find("does not handle ComplexFloat"), std::string::npos) << dtype;
+  // None of these touched MPI: the communicator still works.
+  at::Tensor ones = at::ones({2});
+  comm.all_reduce(TRIAX_GROUP_DP, ones, TRIAX_REDUCE_SUM);
+  EXPECT_TRUE(ones.eq(n).all().item<bool>());
+}
+
+TEST(MpiCommunicator, ReceivingFewerElementsThanExpectedNamesBothSizes) {
+  if (world_size() != 2) GTEST_SKIP() << "runs at 2 ranks";
+  // A communicator of its own, left undestroyed: the receiver's fails, and the sender's would wait
+  // in its closing barrier for a partner that no longer answers.
+  CommunicatorOptions options;
+  options.timeout_seconds = 30;
+  MpiCommunicator& comm = *new MpiCommunicator(MeshShape{1, 2, 1}, options);
+  if (comm.context().world_rank() == 0) {
+    comm.send(TRIAX_GROUP_PP, at::ones({3}), 1);
+  } else {
+    const std::string message = error_of([&] { comm.recv(TRIAX_GROUP_PP, at::zeros({5}), 0); });
+    EXPECT_NE(message.find("received 3 elements, expected 5"), std::string::npos) << message;
+  }
+}
+
+TEST(MpiCommunicator, RefusesAMeshOfAnotherWorldSize) {
+  const std::string message = error_of([] { MpiCommunicator comm(MeshShape{world_size() + 1, 1, 1}); });
+  EXPECT_NE(message.find("but mpirun started " + std::to_string(world_size()) + " processes"), std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace triax

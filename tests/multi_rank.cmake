@@ -1,0 +1,33 @@
+# Multi-rank tests: real processes started by mpirun, talking through the real backend.
+#
+#   triax_add_multi_rank_test(NAME <name> RANKS <k> COMMAND <executable> [ARGS <arg>...] [TIMEOUT <s>])
+#
+# registers a ctest that runs `mpirun -n k --oversubscribe <executable> <args>` with Open MPI's
+# run-as-root permission and one intra-op thread per rank; ctest kills it after TIMEOUT seconds
+# (default 120). A gtest executable for it links triax_multi_rank_main (see
+# multi_rank_environment.hpp), which initialises MPI and lets only rank 0 print the test log
+# (every rank prints its own failures).
+include_guard(GLOBAL)
+
+add_library(triax_multi_rank_main STATIC ${CMAKE_CURRENT_LIST_DIR}/multi_rank_main.cpp)
+target_link_libraries(triax_multi_rank_main PUBLIC triax_core GTest::gtest MPI::MPI_C)
+target_include_directories(triax_multi_rank_main PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+# C only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
+target_compile_definitions(triax_multi_rank_main PRIVATE OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
+
+function(triax_add_multi_rank_test)
+  cmake_parse_arguments(ARG "" "NAME;RANKS;TIMEOUT" "COMMAND;ARGS" ${ARGN})
+  if(NOT ARG_NAME OR NOT ARG_RANKS OR NOT ARG_COMMAND)
+    message(FATAL_ERROR "triax_add_multi_rank_test needs NAME, RANKS and COMMAND")
+  endif()
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  add_test(NAME ${ARG_NAME}
+           COMMAND ${MPIEXEC_EXECUTABLE} -n ${ARG_RANKS} --oversubscribe ${ARG_COMMAND} ${ARG_ARGS})
+  set_tests_properties(${ARG_NAME} PROPERTIES
+    TIMEOUT ${ARG_TIMEOUT}
+    PROCESSORS ${ARG_RANKS}
+    LABELS multi_rank
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
+endfunction()
