@@ -7,7 +7,7 @@
 add_executable(parity_runner ${CMAKE_CURRENT_LIST_DIR}/parity/parity_runner.cpp)
 target_link_libraries(parity_runner PRIVATE triax_core)
 target_compile_definitions(parity_runner PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
-add_dependencies(parity_runner triax_llama triax_afab triax_1f1b triax_adamw)
+add_dependencies(parity_runner triax_llama triax_afab triax_1f1b triax_adamw triax_zero1_adamw)
 triax_use_pch(parity_runner)
 
 set(PARITY_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml)

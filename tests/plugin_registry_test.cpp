@@ -184,6 +184,24 @@ TEST(PluginRegistry, RefusesMalformedDescriptors) {
   EXPECT_CONTAINS(refusal_of(broken_library("unknown_kind")), "unknown kind (7");
 }
 
+TEST(PluginRegistry, RefusesAnUnknownGradientSharding) {
+  EXPECT_CONTAINS(refusal_of(broken_library("bad_sharding")),
+                  "optimizer plugin 'broken_stub' declares gradient_sharding 7 (known: 0 = whole gradients, 1 = "
+                  "dp-sharded)");
+}
+
+// ABI 1.1 appended gradient_sharding to the optimizer table: a 1.0 library still loads, and its
+// optimizer takes whole gradients. The SDK's adapter fills the member in.
+TEST(PluginRegistry, AcceptsAnAbi10OptimizerAsTakingWholeGradients) {
+  PluginRegistry registry;
+  registry.load_library(folder("abi_1_0") + "/optimizer_abi_1_0.so");
+  EXPECT_EQ(triax::optimizer_gradient_sharding(registry.optimizer("abi_1_0_optimizer")), TRIAX_GRADIENTS_WHOLE);
+  registry.load_library(good_library());
+  const triax_optimizer_vtable& sdk_table = registry.optimizer("test_sgd");
+  EXPECT_EQ(sdk_table.struct_size, sizeof(triax_optimizer_vtable));
+  EXPECT_EQ(triax::optimizer_gradient_sharding(sdk_table), TRIAX_GRADIENTS_WHOLE);
+}
+
 TEST(PluginRegistry, RefusesAFileThatIsNoLibrary) {
   TempFolder temp;
   const std::string path = temp.str() + "/not_a_library.so";
@@ -223,13 +241,10 @@ TEST(PluginRegistry, ScanFolderKeepsTheGoodAndCollectsRefusals) {
 
   std::vector<std::string> refused;
   for (const triax::PluginRefusal& r : registry.refusals()) refused.push_back(r.library_path);
-  const std::vector<std::string> expected = {broken_library("missing_entry"),
-                                             broken_library("null_vtable"),
-                                             broken_library("unknown_kind"),
-                                             broken_library("wrong_abi"),
-                                             broken_library("wrong_cxx_abi"),
-                                             broken_library("wrong_torch"),
-                                             duplicate_library()};
+  const std::vector<std::string> expected = {broken_library("bad_sharding"), broken_library("missing_entry"),
+                                             broken_library("null_vtable"),  broken_library("unknown_kind"),
+                                             broken_library("wrong_abi"),    broken_library("wrong_cxx_abi"),
+                                             broken_library("wrong_torch"),  duplicate_library()};
   EXPECT_EQ(refused, expected);  // sorted within a folder, folders in scan order
   EXPECT_CONTAINS(registry.refusals().back().reason, good_library());
 
@@ -267,7 +282,8 @@ TEST(PluginRegistry, UnknownNameListsTheAvailableOnes) {
     const std::string message = e.what();
     EXPECT_CONTAINS(message, "unknown model plugin 'test_sgd'; available model plugins: none (searched: ");
     EXPECT_CONTAINS(message, "'test_sgd' is registered as a plugin of kind optimizer");
-    EXPECT_CONTAINS(message, "refused libraries: " + broken_library("missing_entry") + ": no entry symbol");
+    EXPECT_CONTAINS(message, "refused libraries: " + broken_library("bad_sharding") + ": optimizer plugin");
+    EXPECT_CONTAINS(message, broken_library("missing_entry") + ": no entry symbol");
   }
 }
 

@@ -15,7 +15,7 @@ set_target_properties(test_plugin_duplicate PROPERTIES LIBRARY_OUTPUT_DIRECTORY 
 
 # (b, c, e, ...) hand-written manifests the loader must refuse: plain C, no SDK, no LibTorch
 # (only LibTorch's version header, which is #defines).
-set(triax_broken_cases wrong_abi missing_entry wrong_torch wrong_cxx_abi null_vtable unknown_kind)
+set(triax_broken_cases wrong_abi missing_entry wrong_torch wrong_cxx_abi null_vtable unknown_kind bad_sharding)
 set(triax_broken_targets "")
 foreach(case IN LISTS triax_broken_cases)
   add_library(test_plugin_${case} MODULE ${CMAKE_CURRENT_LIST_DIR}/plugins/broken/broken_library.c)
@@ -31,6 +31,14 @@ foreach(case IN LISTS triax_broken_cases)
   list(APPEND triax_broken_targets test_plugin_${case})
 endforeach()
 
+# (f) abi_1_0: an optimizer whose vtable ends where ABI 1.0's did; the loader must accept it.
+add_library(test_plugin_abi_1_0 MODULE ${CMAKE_CURRENT_LIST_DIR}/plugins/abi_1_0/optimizer_abi_1_0.c)
+target_include_directories(test_plugin_abi_1_0 PRIVATE ${PROJECT_SOURCE_DIR}/sdk/include "${TRIAX_TORCH_ROOT}/include")
+set_target_properties(test_plugin_abi_1_0 PROPERTIES PREFIX "" OUTPUT_NAME "optimizer_abi_1_0"
+  C_VISIBILITY_PRESET hidden LIBRARY_OUTPUT_DIRECTORY "${TRIAX_TEST_PLUGINS_DIR}/abi_1_0"
+  C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+target_compile_options(test_plugin_abi_1_0 PRIVATE -pedantic-errors)
+
 # The loader alone (core/src/plugin_registry.cpp), not the whole core library.
 add_executable(plugin_registry_test
   ${CMAKE_CURRENT_LIST_DIR}/plugin_registry_test.cpp
@@ -41,7 +49,7 @@ target_compile_definitions(plugin_registry_test PRIVATE
   TRIAX_PLUGIN_INSTALL_DIR="${TRIAX_PLUGIN_INSTALL_DIR}"
   TRIAX_TEST_PLUGINS_DIR="${TRIAX_TEST_PLUGINS_DIR}")
 triax_use_pch(plugin_registry_test)
-add_dependencies(plugin_registry_test test_plugin_good test_plugin_duplicate ${triax_broken_targets})
+add_dependencies(plugin_registry_test test_plugin_good test_plugin_duplicate test_plugin_abi_1_0 ${triax_broken_targets})
 # OutOfTreePlugin.* runs only under the out_of_tree_plugin test below.
 gtest_discover_tests(plugin_registry_test DISCOVERY_TIMEOUT 60 TEST_FILTER "-OutOfTreePlugin.*")
 

@@ -1,6 +1,6 @@
 add_executable(training_test training_test.cpp)
 target_link_libraries(training_test PRIVATE triax_core GTest::gtest_main)
 target_compile_definitions(training_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
-add_dependencies(training_test triax_llama triax_afab triax_adamw)
+add_dependencies(training_test triax_llama triax_afab triax_adamw triax_zero1_adamw)
 triax_use_pch(training_test)
 gtest_discover_tests(training_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)

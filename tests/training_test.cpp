@@ -10,6 +10,7 @@
 
 #include "triax/core/communicator.hpp"
 #include "triax/core/config.hpp"
+#include "triax/core/data_parallel_gradients.hpp"
 #include "triax/core/gradient_accumulator.hpp"
 #include "triax/core/lr_schedule.hpp"
 #include "triax/core/plugin_instances.hpp"
@@ -19,6 +20,7 @@
 #include "triax/core/weight_decay.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
+#include "triax/zero_partition.hpp"
 
 namespace triax {
 namespace {
@@ -126,23 +128,26 @@ TEST(GradientAccumulator, AccumulatesLowPrecisionGradientsInFp32) {
   EXPECT_EQ(grads[1].abs().sum().item<double>(), 0.0);  // no gradient: zeros
 }
 
-TEST(GradientAccumulator, ClipsToTheGlobalNorm) {
+TEST(DataParallelGradients, OneRankClipsToTheGlobalNorm) {
   auto params = make_parameters(at::kFloat);
   GradientAccumulator acc(params, true);
+  DataParallelGradients reduction(params, TRIAX_GRADIENTS_WHOLE, 25 << 20, 0, 1, {true, true});
+  SingleProcessCommunicator comm;
   acc.zero();
   (params[0].tensor.sum() * 2.0 + params[1].tensor.sum() * 1.0).backward();
-  SingleProcessCommunicator comm;
+  reduction.reduce_over_data_parallel(acc.gradients(), comm);
   // |g| = sqrt(6·4 + 6·1) = sqrt(30)
-  at::Tensor norm = acc.clip(1.0, comm);
+  at::Tensor norm = reduction.clip(1.0, comm);
   EXPECT_NEAR(norm.item<double>(), std::sqrt(30.0), 1e-6);
   double clipped = 0;
-  for (const auto& g : acc.gradients()) clipped += g.pow(2).sum().item<double>();
+  for (const auto& g : reduction.for_optimizer()) clipped += g.pow(2).sum().item<double>();
   EXPECT_NEAR(std::sqrt(clipped), 1.0, 1e-5);
   // Below the threshold nothing changes.
   acc.zero();
   (params[0].tensor.sum() * 0.01).backward();
-  acc.clip(1.0, comm);
-  EXPECT_NEAR(acc.gradients()[0][0][0].item<double>(), 0.01, 1e-7);
+  reduction.reduce_over_data_parallel(acc.gradients(), comm);
+  reduction.clip(1.0, comm);
+  EXPECT_NEAR(reduction.for_optimizer()[0][0][0].item<double>(), 0.01, 1e-7);
 }
 
 TEST(WeightDecayPolicy, PatternsAnchorAtTheStartAndFlagsExclude) {
@@ -211,6 +216,69 @@ void check_adamw(bool fused, at::ScalarType dtype) {
 TEST(AdamWPlugin, FusedMatchesReference) { check_adamw(true, at::kFloat); }
 TEST(AdamWPlugin, ForeachMatchesReference) { check_adamw(false, at::kFloat); }
 TEST(AdamWPlugin, Bf16ParametersUseFp32Masters) { check_adamw(true, at::kBFloat16); }
+
+TEST(ZeroPartition, ChunksCoverEachElementOnce) {
+  for (int64_t numel : {0, 1, 3, 7, 8, 10, 13})
+    for (int dp = 1; dp <= 4; ++dp) {
+      int64_t next = 0;
+      for (int r = 0; r < dp; ++r) {
+        ZeroShard shard = zero_shard(numel, r, dp);
+        EXPECT_EQ(shard.chunk, (numel + dp - 1) / dp);
+        EXPECT_EQ(shard.offset, next) << numel << " elements, rank " << r << " of " << dp;
+        EXPECT_LE(shard.length, shard.chunk);
+        next = shard.offset + shard.length;
+      }
+      EXPECT_EQ(next, numel) << numel << " elements over " << dp;
+    }
+  // 10 over 4: chunks of 3, the last rank holds the one element left.
+  EXPECT_EQ(zero_shard(10, 3, 4).offset, 9);
+  EXPECT_EQ(zero_shard(10, 3, 4).length, 1);
+  // 3 over 4: the last rank holds nothing.
+  EXPECT_EQ(zero_shard(3, 3, 4).length, 0);
+}
+
+std::unique_ptr<OptimizerInstance> make_optimizer(const std::string& name, const std::vector<at::Tensor>& params,
+                                                  const std::string& yaml) {
+  triax_optimizer_context context{};
+  context.struct_size = sizeof(context);
+  context.dp_size = 1;
+  context.optimizer_yaml = yaml.c_str();
+  std::vector<triax_optimizer_param> c_params;
+  for (size_t i = 0; i < params.size(); ++i) c_params.push_back({"p", borrow_handle(params[i]), i == 0 ? 0.1 : 0.0, 0});
+  return std::make_unique<OptimizerInstance>(registry().optimizer(name), name, context, c_params);
+}
+
+// On one rank the shard is the whole flattened parameter: zero1_adamw must step like adamw.
+void check_zero1_on_one_rank(at::ScalarType dtype) {
+  const std::string yaml = "optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95}\n";
+  at::Tensor a0 = at::randn({3, 5}, at::TensorOptions().dtype(at::kDouble)).to(dtype), b0 = at::randn({7}).to(dtype);
+  std::vector<at::Tensor> whole = {a0.clone(), b0.clone()}, sharded = {a0.clone(), b0.clone()};
+  auto adamw = make_optimizer("adamw", whole, yaml);
+  auto zero1 = make_optimizer("zero1_adamw", sharded, yaml);
+  EXPECT_EQ(adamw->gradient_sharding(), TRIAX_GRADIENTS_WHOLE);
+  EXPECT_EQ(zero1->gradient_sharding(), TRIAX_GRADIENTS_DP_SHARDED);
+  for (int t = 0; t < 4; ++t) {
+    std::vector<at::Tensor> grads = {at::randn({3, 5}), at::randn({7})};
+    adamw->step(grads, 0.01);
+    zero1->step({grads[0].reshape({-1}), grads[1]}, 0.01);
+  }
+  for (size_t i = 0; i < whole.size(); ++i) EXPECT_TRUE(at::equal(whole[i], sharded[i])) << "parameter " << i;
+  EXPECT_EQ(zero1->state_bytes(), adamw->state_bytes());
+}
+
+TEST(Zero1AdamWPlugin, OneRankStepsLikeAdamW) { check_zero1_on_one_rank(at::kFloat); }
+TEST(Zero1AdamWPlugin, OneRankStepsLikeAdamWWithBf16Parameters) { check_zero1_on_one_rank(at::kBFloat16); }
+
+TEST(Zero1AdamWPlugin, RefusesAShardOfTheWrongSize) {
+  at::Tensor param = at::zeros({2, 3});
+  auto zero1 = make_optimizer("zero1_adamw", {param}, "optimizer_factory: {name: adamW}\n");
+  try {
+    zero1->step({at::zeros({5})}, 0.01);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("owns 6"), std::string::npos) << e.what();
+  }
+}
 
 TEST(AdamWPlugin, RefusesUnknownFactoryKey) {
   at::Tensor param = at::zeros({2});
@@ -312,6 +380,23 @@ TEST(Training, GradientAccumulationMatchesOneLargeMicroBatch) {
     EXPECT_NEAR(accumulated.losses[i], single.losses[i], 1e-5 * std::abs(single.losses[i])) << "step " << i + 1;
     EXPECT_NEAR(accumulated.grad_norms[i], single.grad_norms[i], 1e-4 * std::abs(single.grad_norms[i]))
         << "step " << i + 1;
+  }
+  fs::remove_all(dir);
+}
+
+// zero_stage 1 on one rank: the gradients take the ZeRO path (reduce-scatter into shards, the
+// norm over the world) and zero1_adamw steps flattened shards, with the same values as adamw.
+TEST(Training, ZeroStage1OnOneRankMatchesAdamW) {
+  fs::path dir = temp_run_dir("zero1");
+  const std::string yaml = tiny_config(dir, 6, 4, 2);
+  std::string zero1 = yaml;
+  zero1.replace(zero1.find("zero_stage: 0"), 13, "zero_stage: 1");
+  TrainSummary whole = run(yaml);
+  TrainSummary sharded = run(zero1);
+  ASSERT_EQ(sharded.losses.size(), whole.losses.size());
+  for (size_t i = 0; i < whole.losses.size(); ++i) {
+    EXPECT_NEAR(sharded.losses[i], whole.losses[i], 1e-6 * std::abs(whole.losses[i])) << "step " << i + 1;
+    EXPECT_NEAR(sharded.grad_norms[i], whole.grad_norms[i], 1e-6 * std::abs(whole.grad_norms[i])) << "step " << i + 1;
   }
   fs::remove_all(dir);
 }

@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include "triax/core/communicator.hpp"
-
 namespace triax {
 
 GradientAccumulator::GradientAccumulator(const std::vector<NamedParameter>& parameters, bool accumulate_in_fp32)
@@ -50,31 +48,6 @@ const std::vector<at::Tensor>& GradientAccumulator::gradients() {
       gradients_.push_back(grad.to(at::kFloat));
   }
   return gradients_;
-}
-
-at::Tensor GradientAccumulator::clip(std::optional<double> max_norm, Communicator& communicator) {
-  const std::vector<at::Tensor>& grads = gradients();
-  const int tp_rank = communicator.rank(TRIAX_GROUP_TP);
-  std::vector<at::Tensor> counted;
-  for (size_t i = 0; i < grads.size(); ++i) {
-    const uint32_t flags = parameters_[i].spec.flags;
-    if ((flags & TRIAX_PARAM_TP_REPLICATED) && tp_rank != 0) continue;
-    counted.push_back(grads[i]);
-  }
-  at::Tensor squared =
-      at::zeros({}, grads.empty() ? at::TensorOptions().dtype(at::kFloat) : grads.front().options().dtype(at::kFloat));
-  if (!counted.empty()) {
-    std::vector<at::Tensor> norms = at::_foreach_norm(counted, 2);
-    squared = at::stack(norms).to(at::kFloat).pow(2).sum();
-  }
-  communicator.all_reduce(TRIAX_GROUP_MP, squared, TRIAX_REDUCE_SUM);
-  at::Tensor norm = squared.sqrt();
-  if (max_norm && !grads.empty()) {
-    at::Tensor coefficient = (*max_norm / (norm + 1e-6)).clamp_max(1.0);
-    std::vector<at::Tensor> mutable_grads(grads.begin(), grads.end());
-    at::_foreach_mul_(mutable_grads, coefficient);
-  }
-  return norm;
 }
 
 }  // namespace triax

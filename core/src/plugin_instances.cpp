@@ -1,5 +1,6 @@
 #include "triax/core/plugin_instances.hpp"
 
+#include "triax/core/plugin_registry.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
 
@@ -109,5 +110,9 @@ void OptimizerInstance::step(const std::vector<at::Tensor>& grads, double learni
 }
 
 int64_t OptimizerInstance::state_bytes() const { return vtable_.state_bytes(handle_); }
+
+triax_gradient_sharding OptimizerInstance::gradient_sharding() const {
+  return static_cast<triax_gradient_sharding>(optimizer_gradient_sharding(vtable_));
+}
 
 }  // namespace triax

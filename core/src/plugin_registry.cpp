@@ -13,6 +13,7 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <boost/filesystem.hpp>
+#include <cstddef>
 #include <cstdlib>
 #include <exception>
 #include <sstream>
@@ -37,7 +38,7 @@ constexpr int32_t kCoreCxx11Abi = TRIAX_CXX11_ABI_FLAG;
 // least this large; a smaller one cannot come from a well-formed 1.x library.
 constexpr size_t kModelVtableMinSize = sizeof(triax_model_vtable);
 constexpr size_t kEngineVtableMinSize = sizeof(triax_engine_vtable);
-constexpr size_t kOptimizerVtableMinSize = sizeof(triax_optimizer_vtable);
+constexpr size_t kOptimizerVtableMinSize = offsetof(triax_optimizer_vtable, gradient_sharding);
 
 // Why a library is refused; caught by load_library, which names the file.
 struct Refused {
@@ -115,12 +116,21 @@ void check_vtable(const triax_plugin_descriptor& d) {
       require(v->destroy != nullptr, "destroy");
       require(v->step != nullptr, "step");
       require(v->state_bytes != nullptr, "state_bytes");
+      const int32_t sharding = optimizer_gradient_sharding(*v);
+      if (sharding != TRIAX_GRADIENTS_WHOLE && sharding != TRIAX_GRADIENTS_DP_SHARDED)
+        throw Refused{what + " declares gradient_sharding " + std::to_string(sharding) +
+                      " (known: 0 = whole gradients, 1 = dp-sharded)"};
       break;
     }
   }
 }
 
 }  // namespace
+
+int32_t optimizer_gradient_sharding(const triax_optimizer_vtable& vtable) {
+  const size_t end = offsetof(triax_optimizer_vtable, gradient_sharding) + sizeof(vtable.gradient_sharding);
+  return vtable.struct_size >= end ? vtable.gradient_sharding : TRIAX_GRADIENTS_WHOLE;
+}
 
 const char* plugin_kind_name(triax_plugin_kind kind) {
   switch (kind) {

@@ -84,10 +84,10 @@ void TiedGradients::sum(const std::vector<at::Tensor>& gradients) const {
   }
 }
 
-std::vector<bool> TiedGradients::counted_in_norm() const {
-  std::vector<bool> counted(parameter_count_, true);
-  for (const Tie& tie : ties_) counted[tie.parameter] = tie.holders.front() == pp_rank_;
-  return counted;
+bool TiedGradients::counts_in_norm(const std::string& key) const {
+  for (const Tie& tie : ties_)
+    if (tie.key == key) return tie.holders.front() == pp_rank_;
+  return true;
 }
 
 std::string TiedGradients::describe() const {

@@ -17,7 +17,9 @@
 #include "triax/config_reader.hpp"
 #include "triax/core/communicator.hpp"
 #include "triax/core/data/training_data.hpp"
+#include "triax/core/data_parallel_gradients.hpp"
 #include "triax/core/gradient_accumulator.hpp"
+#include "triax/core/gradient_norm.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/lr_schedule.hpp"
 #include "triax/core/metrics.hpp"
@@ -134,6 +136,7 @@ struct Trainer::State {
   std::unique_ptr<EngineInstance> engine;
   std::unique_ptr<GradientAccumulator> gradients;
   std::unique_ptr<TiedGradients> tied;
+  std::unique_ptr<DataParallelGradients> dp_gradients;
   std::vector<StageBlocks> pipeline_stages;  // blocks of each pipeline rank
   std::unique_ptr<data::TrainingData> data;
   std::string init_method_yaml;
@@ -245,6 +248,13 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
 
   s.gradients = std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32);
   s.tied = std::make_unique<TiedGradients>(s.model->parameters(), communicator);
+  // A parameter tied across pipeline stages counts in the norm on its lowest holder only.
+  s.dp_gradients = std::make_unique<DataParallelGradients>(
+      s.model->parameters(), s.optimizer->gradient_sharding(), c.model.ddp_bucket_cap_mb << 20, context.dp_rank,
+      context.dp_size, parameters_counted_in_norm(s.model->parameters(), context.tp_rank, [&](const std::string& key) {
+        return s.tied->counts_in_norm(key);
+      }));
+  log::info(s.dp_gradients->describe());
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
 }
 
@@ -332,9 +342,10 @@ TrainSummary Trainer::train() {
     s.tied->sum(s.gradients->gradients());
     summary.peak_live_micro_batches = std::max(summary.peak_live_micro_batches, result.peak_live_micro_batches);
 
-    at::Tensor norm = s.gradients->clip(c.optimizer.clip_grad, s.communicator);
+    s.dp_gradients->reduce_over_data_parallel(s.gradients->gradients(), s.communicator);
+    at::Tensor norm = s.dp_gradients->clip(c.optimizer.clip_grad, s.communicator);
     const double lr = schedule.for_step(step);
-    s.optimizer->step(s.gradients->gradients(), lr);
+    s.optimizer->step(s.dp_gradients->for_optimizer(), lr);
     step_losses.push_back(replica_mean_loss(result.loss, s.communicator, s.device));
     step_norms.push_back(norm);
     summary.learning_rates.push_back(lr);

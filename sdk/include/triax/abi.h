@@ -261,16 +261,31 @@ typedef struct triax_optimizer_context {
   const triax_host* host;
 } triax_optimizer_context;
 
+/* How an optimizer receives gradients (triax_optimizer_vtable.gradient_sharding, ABI 1.1). */
+typedef enum triax_gradient_sharding {
+  /* step() gets each parameter's whole gradient, averaged over the dp group. */
+  TRIAX_GRADIENTS_WHOLE = 0,
+  /* ZeRO: step() gets this dp rank's shard of each parameter's dp-averaged gradient, as a 1-D
+   * tensor; after its update the optimizer all-gathers the parameters over TRIAX_GROUP_DP. For a
+   * parameter of n elements and dp rank r of D, the shard is elements
+   * [r*c, min((r+1)*c, n)) of the flattened parameter, c = ceil(n / D) (empty when r*c >= n);
+   * triax/zero_partition.hpp spells this out for C++. */
+  TRIAX_GRADIENTS_DP_SHARDED = 1
+} triax_gradient_sharding;
+
 typedef struct triax_optimizer_vtable {
   size_t struct_size;
   triax_status (*create)(const triax_optimizer_context* context, const triax_optimizer_param* params, int64_t count,
                          triax_optimizer** out, triax_error* error);
   void (*destroy)(triax_optimizer* optimizer);
-  /* One update. grads[i] (borrowed, fp32, already reduced and clipped) belongs to params[i]. */
+  /* One update. grads[i] (borrowed, fp32, already reduced and clipped) belongs to params[i]:
+   * the whole gradient, or this dp rank's shard of it (see gradient_sharding). */
   triax_status (*step)(triax_optimizer* optimizer, triax_tensor* const* grads, int64_t count, double learning_rate,
                        triax_error* error);
   /* Bytes of optimizer state (master weights, moments) held by this rank. */
   int64_t (*state_bytes)(triax_optimizer* optimizer);
+  /* ---- ABI 1.1: read only when struct_size covers it; a 1.0 table means WHOLE ---- */
+  int32_t gradient_sharding; /* a triax_gradient_sharding value */
 } triax_optimizer_vtable;
 
 /* ---- plugin manifest -------------------------------------------------------------------- */

@@ -1,6 +1,11 @@
 // The optimizer interface plugin authors implement. The host hands over gradients already
-// accumulated in fp32, reduced across data parallel ranks and clipped; the optimizer updates
+// accumulated in fp32, averaged across data parallel ranks and clipped; the optimizer updates
 // its parameters (and keeps master weights and moments as it sees fit).
+//
+// An optimizer that shards its state ZeRO-style declares
+//     static constexpr triax_gradient_sharding kGradientSharding = TRIAX_GRADIENTS_DP_SHARDED;
+// and then receives, per parameter, only this dp rank's shard of the gradient (1-D, see
+// triax/zero_partition.hpp); it all-gathers the updated parameters over the dp group itself.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -30,8 +35,11 @@ struct OptimizerContext {
 
 class Optimizer {
  public:
+  // What step() receives; a subclass redeclares it to change it (read at registration).
+  static constexpr triax_gradient_sharding kGradientSharding = TRIAX_GRADIENTS_WHOLE;
+
   virtual ~Optimizer() = default;
-  // grads[i] belongs to the i-th parameter given at creation.
+  // grads[i] belongs to the i-th parameter given at creation (its dp shard when sharding).
   virtual void step(const std::vector<at::Tensor>& grads, double learning_rate) = 0;
   virtual int64_t state_bytes() const = 0;
 };

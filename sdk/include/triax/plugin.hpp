@@ -180,7 +180,8 @@ struct OptimizerAdapter {
   }
   static int64_t state_bytes(triax_optimizer* handle) { return reinterpret_cast<Optimizer*>(handle)->state_bytes(); }
   static const triax_optimizer_vtable* vtable() {
-    static const triax_optimizer_vtable table = {sizeof(triax_optimizer_vtable), create, destroy, step, state_bytes};
+    static const triax_optimizer_vtable table = {
+        sizeof(triax_optimizer_vtable), create, destroy, step, state_bytes, O::kGradientSharding};
     return &table;
   }
 };

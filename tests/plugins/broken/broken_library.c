@@ -9,6 +9,7 @@
  *   BROKEN_WRONG_CXX_ABI   built with the old libstdc++ ABI (_GLIBCXX_USE_CXX11_ABI=0)
  *   BROKEN_NULL_VTABLE     an optimizer descriptor without a vtable
  *   BROKEN_UNKNOWN_KIND    a descriptor of kind 7
+ *   BROKEN_BAD_SHARDING    an optimizer declaring gradient_sharding 7 (ABI 1.1 member)
  */
 #include <torch/headeronly/version.h> /* plain #defines: TORCH_VERSION is "major.minor.patch" */
 
@@ -35,9 +36,15 @@ static int64_t stub_state_bytes(triax_optimizer* optimizer) {
   return 0;
 }
 
+#if defined(BROKEN_BAD_SHARDING)
+#define GRADIENT_SHARDING 7
+#else
+#define GRADIENT_SHARDING TRIAX_GRADIENTS_WHOLE
+#endif
+
 /* unused in the variant without an entry symbol */
-static const triax_optimizer_vtable stub_vtable
-    __attribute__((unused)) = {sizeof(triax_optimizer_vtable), stub_create, stub_destroy, stub_step, stub_state_bytes};
+static const triax_optimizer_vtable stub_vtable __attribute__((unused)) = {
+    sizeof(triax_optimizer_vtable), stub_create, stub_destroy, stub_step, stub_state_bytes, GRADIENT_SHARDING};
 
 #if defined(BROKEN_WRONG_ABI)
 #define ABI_MAJOR (TRIAX_ABI_VERSION_MAJOR + 1)

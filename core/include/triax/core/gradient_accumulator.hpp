@@ -1,18 +1,15 @@
-// Gradients of one optimizer step: accumulated over micro-batches (in fp32 buffers when the
-// parameters are lower precision and accumulate_grad_in_fp32 is set), measured by their global
-// norm and clipped. Nothing here synchronises with the host: the norm stays a device tensor.
+// Gradients of one optimizer step, accumulated over micro-batches (in fp32 buffers when the
+// parameters are lower precision and accumulate_grad_in_fp32 is set). DataParallelGradients
+// then averages them over dp and clips them.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
-#include <optional>
 #include <vector>
 
 #include "triax/parameter.hpp"
 
 namespace triax {
-
-class Communicator;
 
 class GradientAccumulator {
  public:
@@ -26,10 +23,6 @@ class GradientAccumulator {
   void after_backward();
   // fp32 gradients, one per parameter (zeros for parameters that received none).
   const std::vector<at::Tensor>& gradients();
-  // Global L2 norm over the model-parallel group, tp-replicated parameters counted on tp rank 0
-  // only; scales the gradients so the norm is at most max_norm when given. Returns the norm before clipping (a 0-dim
-  // fp32 tensor).
-  at::Tensor clip(std::optional<double> max_norm, Communicator& communicator);
   bool uses_fp32_buffers() const { return !buffers_.empty(); }
 
  private:

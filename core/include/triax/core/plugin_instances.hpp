@@ -74,6 +74,8 @@ class OptimizerInstance {
 
   void step(const std::vector<at::Tensor>& grads, double learning_rate);
   int64_t state_bytes() const;
+  // Whole dp-averaged gradients, or this dp rank's shards of them (ZeRO).
+  triax_gradient_sharding gradient_sharding() const;
   const std::string& name() const { return name_; }
 
  private:

@@ -30,6 +30,9 @@ struct PluginRefusal {
 };
 
 const char* plugin_kind_name(triax_plugin_kind kind);
+// How an optimizer wants its gradients (a triax_gradient_sharding): what its table declares, or
+// TRIAX_GRADIENTS_WHOLE for a table from ABI 1.0, which ends before that member.
+int32_t optimizer_gradient_sharding(const triax_optimizer_vtable& vtable);
 
 class PluginRegistry {
  public:

@@ -25,9 +25,9 @@ class TiedGradients {
   // parameters[i]. Collective over the holders (pairwise exchanges in one global order).
   void sum(const std::vector<at::Tensor>& gradients) const;
 
-  // Whether parameter i counts in the global gradient norm: a tied parameter only on the
-  // lowest pipeline rank holding it, so that it is counted once.
-  std::vector<bool> counted_in_norm() const;
+  // Whether this rank's copy of the parameter tied under `key` counts in the global gradient
+  // norm: only the lowest pipeline rank holding it counts it, so that it is counted once.
+  bool counts_in_norm(const std::string& key) const;
 
   bool empty() const { return ties_.empty(); }
   // "model.embed_tokens.weight on pipeline ranks 0 and 3", for the start-up log.

@@ -1,0 +1,90 @@
+#include "adamw_update.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <string>
+
+#include "triax/config_reader.hpp"
+#include "triax/error.hpp"
+
+namespace triax::plugins {
+
+AdamWSettings AdamWSettings::read(const YAML::Node& optimizer_section) {
+  ConfigReader optimizer(optimizer_section, "optimizer");
+  ConfigReader factory = optimizer.section("optimizer_factory");
+  AdamWSettings s;
+  factory.required<std::string>("name");
+  s.beta1 = factory.get<double>("adam_beta1", s.beta1);
+  s.beta2 = factory.get<double>("adam_beta2", s.beta2);
+  s.eps = factory.get<double>("adam_eps", s.eps);
+  s.fused = factory.get<bool>("torch_adam_is_fused", s.fused);
+  factory.finish();
+  if (s.beta1 < 0 || s.beta1 >= 1) factory.fail("adam_beta1", "expected a value in [0, 1)");
+  if (s.beta2 < 0 || s.beta2 >= 1) factory.fail("adam_beta2", "expected a value in [0, 1)");
+  if (s.eps <= 0) factory.fail("adam_eps", "expected a positive number");
+  return s;
+}
+
+size_t AdamWUpdate::add(const at::Tensor& master, double weight_decay) {
+  if (master.scalar_type() != at::kFloat)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "AdamW master weights must be fp32, got " + std::string(c10::toString(master.scalar_type())));
+  Group& group = groups_[weight_decay];
+  group.weight_decay = weight_decay;
+  const size_t slot = count_++;
+  group.slots.push_back(slot);
+  group.masters.push_back(master);
+  group.exp_avg.push_back(at::zeros_like(master));
+  group.exp_avg_sq.push_back(at::zeros_like(master));
+  group.steps.push_back(at::zeros({}, master.options()));
+  return slot;
+}
+
+void AdamWUpdate::step(const std::vector<at::Tensor>& grads, double lr) {
+  if (grads.size() != count_)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "AdamW step: " + std::to_string(grads.size()) + " gradients for " +
+                                                  std::to_string(count_) + " master tensors");
+  at::NoGradGuard no_grad;
+  for (auto& [decay, group] : groups_) {
+    std::vector<at::Tensor> group_grads;
+    group_grads.reserve(group.slots.size());
+    for (size_t slot : group.slots) group_grads.push_back(grads[slot]);
+    ++group.step_count;
+    at::_foreach_add_(group.steps, 1.0);  // the fused kernel reads the counters, never bumps them
+    if (settings_.fused)
+      at::_fused_adamw_(group.masters, group_grads, group.exp_avg, group.exp_avg_sq, {}, group.steps, lr,
+                        settings_.beta1, settings_.beta2, group.weight_decay, settings_.eps,
+                        /*amsgrad=*/false, /*maximize=*/false);
+    else
+      foreach_update(group, group_grads, lr);
+  }
+}
+
+// The same update as the fused kernel, spelled out:
+//   p *= 1 - lr·wd;  m = β1·m + (1-β1)·g;  v = β2·v + (1-β2)·g²;
+//   p -= lr/(1-β1^t) · m / (sqrt(v)/sqrt(1-β2^t) + eps)
+void AdamWUpdate::foreach_update(Group& group, const std::vector<at::Tensor>& grads, double lr) const {
+  if (group.weight_decay != 0.0) at::_foreach_mul_(group.masters, 1.0 - lr * group.weight_decay);
+  at::_foreach_lerp_(group.exp_avg, grads, 1.0 - settings_.beta1);
+  at::_foreach_mul_(group.exp_avg_sq, settings_.beta2);
+  at::_foreach_addcmul_(group.exp_avg_sq, grads, grads, 1.0 - settings_.beta2);
+  const double t = static_cast<double>(group.step_count);
+  const double bias1 = 1.0 - std::pow(settings_.beta1, t);
+  const double bias2 = 1.0 - std::pow(settings_.beta2, t);
+  for (size_t i = 0; i < group.masters.size(); ++i) {
+    at::Tensor denom = group.exp_avg_sq[i].sqrt().div_(std::sqrt(bias2)).add_(settings_.eps);
+    group.masters[i].addcdiv_(group.exp_avg[i], denom, -lr / bias1);
+  }
+}
+
+int64_t AdamWUpdate::moment_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& [decay, group] : groups_)
+    for (size_t i = 0; i < group.masters.size(); ++i)
+      bytes += static_cast<int64_t>(group.exp_avg[i].nbytes() + group.exp_avg_sq[i].nbytes());
+  return bytes;
+}
+
+}  // namespace triax::plugins

@@ -1,0 +1,57 @@
+// The AdamW update (decoupled weight decay) that the `adamw` and `zero1_adamw` plugins share:
+// its settings, read from the optimizer section, and fp32 master tensors with their moments,
+// grouped by weight decay so that each group is one LibTorch fused-kernel (or foreach) call.
+// The plugins decide what a master is: a whole parameter, or one data-parallel rank's shard.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace triax::plugins {
+
+struct AdamWSettings {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  bool fused = true;  // optimizer_factory.torch_adam_is_fused: LibTorch's fused kernel, else foreach ops
+
+  // From `optimizer.optimizer_factory`, strictly: an unknown key or a value out of range is a
+  // ConfigError naming it.
+  static AdamWSettings read(const YAML::Node& optimizer_section);
+};
+
+class AdamWUpdate {
+ public:
+  explicit AdamWUpdate(AdamWSettings settings) : settings_(settings) {}
+
+  // Registers an fp32 master that step() updates in place; its gradient is step()'s grads[slot],
+  // where slot is the returned index (masters are numbered in the order they are added).
+  size_t add(const at::Tensor& master, double weight_decay);
+  size_t size() const { return count_; }
+
+  // One step: grads[slot] (fp32, the master's shape) for every registered master.
+  void step(const std::vector<at::Tensor>& grads, double learning_rate);
+
+  // Bytes of the two moments (the masters are counted by the plugins, which own them).
+  int64_t moment_bytes() const;
+
+ private:
+  struct Group {
+    double weight_decay = 0.0;
+    int64_t step_count = 0;     // host-side copy of `steps`, so the foreach path never synchronises
+    std::vector<size_t> slots;  // grads[slots[i]] belongs to masters[i]
+    std::vector<at::Tensor> masters, exp_avg, exp_avg_sq, steps;
+  };
+
+  void foreach_update(Group& group, const std::vector<at::Tensor>& grads, double learning_rate) const;
+
+  AdamWSettings settings_;
+  std::map<double, Group> groups_;
+  size_t count_ = 0;  // masters registered so far
+};
+
+}  // namespace triax::plugins
