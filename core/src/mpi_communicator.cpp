@@ -130,6 +130,13 @@ int element_count(const at::Tensor& tensor, const char* operation) {
   return static_cast<int>(tensor.numel());
 }
 
+// Buffers of operations abandoned at a timeout: MPI may still write into them when the silent
+// peer answers at last, so they are never freed.
+void abandon(const std::vector<at::Tensor>& buffers) {
+  static auto* graveyard = new std::vector<at::Tensor>();
+  graveyard->insert(graveyard->end(), buffers.begin(), buffers.end());
+}
+
 }  // namespace
 
 struct MpiCommunicator::Impl {
@@ -175,17 +182,24 @@ struct MpiCommunicator::Impl {
   }
 
   // Polls the posted requests until they complete, an MPI error comes back, or the deadline.
+  // `buffers`: the memory the requests read or write, kept alive if they are abandoned.
   void wait(MPI_Request* requests, int count, const std::string& what, const std::vector<int>& suspects,
-            MPI_Status* statuses = MPI_STATUSES_IGNORE) {
+            const std::vector<at::Tensor>& buffers, MPI_Status* statuses = MPI_STATUSES_IGNORE) {
     const auto started = Clock::now();
     const auto deadline = started + std::chrono::duration<double>(options.timeout_seconds);
     for (long polls = 0;; ++polls) {
       int done = 0;
       const int code = MPI_Testall(count, requests, &done, statuses);
-      if (code != MPI_SUCCESS) fail(what, "failed in MPI (" + mpi_error_text(code) + ")", suspects);
+      if (code != MPI_SUCCESS) {
+        abandon(buffers);
+        fail(what, "failed in MPI (" + mpi_error_text(code) + ")", suspects);
+      }
       if (done) return;
       const auto now = Clock::now();
-      if (now >= deadline) fail(what, "got no answer for " + seconds_text(options.timeout_seconds), suspects);
+      if (now >= deadline) {
+        abandon(buffers);
+        fail(what, "got no answer for " + seconds_text(options.timeout_seconds), suspects);
+      }
       // Spin briefly for low latency, then yield the core (ranks often outnumber cores).
       if (polls < 64) continue;
       if (now - started < std::chrono::milliseconds(2))
@@ -199,13 +213,14 @@ struct MpiCommunicator::Impl {
     if (code != MPI_SUCCESS) fail(what, "could not start (" + mpi_error_text(code) + ")", suspects);
   }
 
-  void collective(triax_group group, const char* operation, const std::function<int(MPI_Request*)>& post) {
+  void collective(triax_group group, const char* operation, const std::vector<at::Tensor>& buffers,
+                  const std::function<int(MPI_Request*)>& post) {
     require_usable();
     MPI_Request request = MPI_REQUEST_NULL;
     const std::vector<int> members = context.members(group);
     const std::string what = describe(operation, group);
     post_or_fail(post(&request), what, members);
-    wait(&request, 1, what, members);
+    wait(&request, 1, what, members, buffers);
   }
 
   int checked_peer(triax_group group, int peer, const char* operation) const {
@@ -290,7 +305,7 @@ MpiCommunicator::MpiCommunicator(const MeshShape& shape, const CommunicatorOptio
   std::vector<int> everyone = s.context.members(TRIAX_GROUP_WORLD);
   MPI_Request request = MPI_REQUEST_NULL;
   s.post_or_fail(MPI_Ibarrier(MPI_COMM_WORLD, &request), "start-up barrier", everyone);
-  s.wait(&request, 1, "start-up barrier of all " + std::to_string(size) + " ranks", everyone);
+  s.wait(&request, 1, "start-up barrier of all " + std::to_string(size) + " ranks", everyone, {});
 
   for (int kind = 0; kind < kGroupKinds; ++kind) {
     const auto group = static_cast<triax_group>(kind);
@@ -307,34 +322,39 @@ MpiCommunicator::MpiCommunicator(const MeshShape& shape, const CommunicatorOptio
   Heartbeat::Options beat;
   beat.interval_seconds = options.heartbeat_interval_seconds;
   beat.connect_timeout_seconds = options.timeout_seconds;
-  char address[256] = {};
-  int port = 0;
+  at::Tensor address_buffer = at::zeros({256}, at::kChar);  // tensors: kept alive if abandoned
+  at::Tensor port_buffer = at::zeros({1}, at::kInt);
+  char* address = static_cast<char*>(address_buffer.data_ptr());
+  int* port = port_buffer.data_ptr<int>();
   if (rank == 0) {
     const std::string host = store_address();
-    std::strncpy(address, host.c_str(), sizeof address - 1);
+    std::strncpy(address, host.c_str(), 255);
     s.heartbeat = Heartbeat::host(host, 0, size, beat);
-    port = s.heartbeat->port();
+    *port = s.heartbeat->port();
   }
   std::array<MPI_Request, 2> announce{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  s.post_or_fail(MPI_Ibcast(address, sizeof address, MPI_CHAR, 0, MPI_COMM_WORLD, &announce[0]),
-                 "announcing the liveness store", {0});
-  s.post_or_fail(MPI_Ibcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD, &announce[1]), "announcing the liveness store", {0});
-  s.wait(announce.data(), 2, "waiting for rank 0 to announce its liveness store", {0});
-  if (rank != 0) s.heartbeat = Heartbeat::join(address, static_cast<uint16_t>(port), rank, size, beat);
+  s.post_or_fail(MPI_Ibcast(address, 256, MPI_CHAR, 0, MPI_COMM_WORLD, &announce[0]), "announcing the liveness store",
+                 {0});
+  s.post_or_fail(MPI_Ibcast(port, 1, MPI_INT, 0, MPI_COMM_WORLD, &announce[1]), "announcing the liveness store", {0});
+  s.wait(announce.data(), 2, "waiting for rank 0 to announce its liveness store", {0}, {address_buffer, port_buffer});
+  if (rank != 0) {
+    try {
+      s.heartbeat = Heartbeat::join(address, static_cast<uint16_t>(*port), rank, size, beat);
+    } catch (const Error& e) {
+      s.failed = true;
+      throw CommunicationError(std::string(e.what()) + " (rank 0 is dead or hung)");
+    }
+  }
+  // Nobody starts work (and may fail and leave) before everyone reached rank 0's store.
+  request = MPI_REQUEST_NULL;
+  s.post_or_fail(MPI_Ibarrier(MPI_COMM_WORLD, &request), "liveness store barrier", everyone);
+  s.wait(&request, 1, "waiting for every rank to connect to the liveness store", everyone, {});
   ++g_live_communicators;
 }
 
 MpiCommunicator::~MpiCommunicator() {
   --g_live_communicators;
   Impl& s = *impl_;
-  if (!s.failed && std::uncaught_exceptions() == 0) {
-    try {
-      // Nobody takes rank 0's store away while another rank may still need to explain a silence.
-      barrier(TRIAX_GROUP_WORLD);
-    } catch (const std::exception&) {
-      s.failed = true;
-    }
-  }
   s.heartbeat.reset();
   if (s.failed || std::uncaught_exceptions() > 0) return;  // see the header: no collective clean-up
   for (MPI_Comm& comm : s.comms)
@@ -363,7 +383,7 @@ void MpiCommunicator::all_reduce(triax_group group, const at::Tensor& tensor, tr
   const int count = element_count(buffer, "all_reduce");
   const MPI_Datatype type = transfer_type(buffer, "all_reduce");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "all_reduce", [&](MPI_Request* request) {
+  s.collective(group, "all_reduce", {buffer}, [&](MPI_Request* request) {
     return MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, comm, request);
   });
   finish_average(buffer, op, s.context.size(group));
@@ -383,7 +403,7 @@ void MpiCommunicator::all_gather(triax_group group, const at::Tensor& output, co
   at::Tensor target = output.contiguous();
   const int count = element_count(source, "all_gather");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "all_gather", [&](MPI_Request* request) {
+  s.collective(group, "all_gather", {source, target}, [&](MPI_Request* request) {
     return MPI_Iallgather(source.data_ptr(), count, type, target.data_ptr(), count, type, comm, request);
   });
   write_back(output, target);
@@ -408,7 +428,7 @@ void MpiCommunicator::reduce_scatter(triax_group group, const at::Tensor& output
   const int count = element_count(target, "reduce_scatter");
   const MPI_Datatype type = transfer_type(target, "reduce_scatter");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "reduce_scatter", [&](MPI_Request* request) {
+  s.collective(group, "reduce_scatter", {source, target}, [&](MPI_Request* request) {
     return MPI_Ireduce_scatter_block(source.data_ptr(), target.data_ptr(), count, type, reduce, comm, request);
   });
   finish_average(target, op, size);
@@ -426,7 +446,7 @@ void MpiCommunicator::broadcast(triax_group group, const at::Tensor& tensor, int
   at::Tensor buffer = tensor.contiguous();
   const int count = element_count(buffer, "broadcast");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "broadcast",
+  s.collective(group, "broadcast", {buffer},
                [&](MPI_Request* request) { return MPI_Ibcast(buffer.data_ptr(), count, type, root, comm, request); });
   write_back(tensor, buffer);
 }
@@ -447,7 +467,7 @@ void MpiCommunicator::all_to_all(triax_group group, const at::Tensor& output, co
   at::Tensor target = output.contiguous();
   const int count = element_count(source, "all_to_all") / size;
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "all_to_all", [&](MPI_Request* request) {
+  s.collective(group, "all_to_all", {source, target}, [&](MPI_Request* request) {
     return MPI_Ialltoall(source.data_ptr(), count, type, target.data_ptr(), count, type, comm, request);
   });
   write_back(output, target);
@@ -465,7 +485,7 @@ void MpiCommunicator::send(triax_group group, const at::Tensor& tensor, int peer
   const std::vector<int> suspect{s.context.members(group)[peer]};
   MPI_Request request = MPI_REQUEST_NULL;
   s.post_or_fail(MPI_Isend(buffer.data_ptr(), count, type, peer, 0, s.comm(group), &request), what, suspect);
-  s.wait(&request, 1, what, suspect);
+  s.wait(&request, 1, what, suspect, {buffer});
 }
 
 void MpiCommunicator::recv(triax_group group, const at::Tensor& tensor, int peer) {
@@ -481,7 +501,7 @@ void MpiCommunicator::recv(triax_group group, const at::Tensor& tensor, int peer
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Status status;
   s.post_or_fail(MPI_Irecv(buffer.data_ptr(), count, type, peer, 0, s.comm(group), &request), what, suspect);
-  s.wait(&request, 1, what, suspect, &status);
+  s.wait(&request, 1, what, suspect, {buffer}, &status);
   int received = 0;
   MPI_Get_count(&status, type, &received);
   if (received != count) {
@@ -496,7 +516,7 @@ void MpiCommunicator::recv(triax_group group, const at::Tensor& tensor, int peer
 void MpiCommunicator::barrier(triax_group group) {
   Impl& s = *impl_;
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "barrier", [&](MPI_Request* request) { return MPI_Ibarrier(comm, request); });
+  s.collective(group, "barrier", {}, [&](MPI_Request* request) { return MPI_Ibarrier(comm, request); });
 }
 
 }  // namespace triax

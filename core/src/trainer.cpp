@@ -301,6 +301,7 @@ TrainSummary Trainer::train() {
   int64_t interval_steps = 0;
 
   for (int64_t step = 1; step <= c.tokens.train_steps; ++step) {
+    s.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
     const DataStage& stage = s.stage_for(step);
     if (&stage != current_stage) {
       if (current_stage != nullptr)
