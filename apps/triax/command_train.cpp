@@ -5,11 +5,15 @@
 #include <boost/program_options.hpp>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "commands.hpp"
+#include "launch_status.hpp"
 #include "triax/core/communicator.hpp"
+#include "triax/core/communicator_factory.hpp"
 #include "triax/core/config.hpp"
+#include "triax/core/launch_environment.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
@@ -26,6 +30,12 @@ void configure_threads() {
   const char* requested = std::getenv("OMP_NUM_THREADS");
   int threads = requested != nullptr ? std::atoi(requested) : static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(std::max(1, threads));
+}
+
+std::string seconds_text(double seconds) {
+  std::ostringstream text;
+  text << seconds << " s";
+  return text.str();
 }
 
 }  // namespace
@@ -54,10 +64,26 @@ int run_train_command(const std::vector<std::string>& args) {
     return kExitInvalidConfig;
   }
   try {
-    const auto overrides = vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
+    std::vector<std::string> overrides;
+    // `triax launch --comm-timeout S` passes its timeout down; an explicit --set still wins.
+    if (const char* timeout = std::getenv(kCommTimeoutVariable); timeout && *timeout)
+      overrides.push_back(std::string("parallelism.comm_timeout_seconds=") + timeout);
+    if (vm.count("set"))
+      for (const auto& item : vm["set"].as<std::vector<std::string>>()) overrides.push_back(item);
     TrainConfig config = load_train_config(vm["config"].as<std::string>(), overrides);
-    log::configure(0, 1, log::parse_level(config.logging.log_level),
+    const LaunchEnvironment launch = LaunchEnvironment::from_process();
+    log::configure(launch.rank, launch.world_size, log::parse_level(config.logging.log_level),
                    log::parse_level(config.logging.log_level_replica));
+    // Every rank checks the mesh against the launch before any work, so a mismatch is reported by
+    // all of them and none waits for the others.
+    try {
+      validate_for_world(config, launch.world_size);
+    } catch (const ConfigError& e) {
+      if (launch.launcher != LaunchEnvironment::Launcher::none) throw;
+      throw ConfigError(std::string(e.what()) + "; start the ranks with `triax launch -n " +
+                        std::to_string(config.parallelism.dp * config.parallelism.tp * config.parallelism.pp) +
+                        " -- triax train ...`, mpirun, srun or torchrun");
+    }
     configure_threads();
 
     PluginRegistry registry;
@@ -68,10 +94,31 @@ int run_train_command(const std::vector<std::string>& args) {
     for (const auto& refusal : registry.refusals())
       log::warning("plugin library refused: " + refusal.library_path + ": " + refusal.reason);
 
-    SingleProcessCommunicator communicator;
-    Trainer trainer(std::move(config), registry, communicator);
-    trainer.train();
+    MeshShape shape;
+    shape.dp = static_cast<int>(config.parallelism.dp);
+    shape.pp = static_cast<int>(config.parallelism.pp);
+    shape.tp = static_cast<int>(config.parallelism.tp);
+    shape.ep = static_cast<int>(config.parallelism.expert_parallel_size);
+    CommunicatorOptions options;
+    options.timeout_seconds = config.parallelism.comm_timeout_seconds;
+    std::unique_ptr<Communicator> communicator =
+        connect_communicator(config.parallelism.comm_backend, config.general.device, shape, options, launch);
+    if (launch.world_size > 1)
+      log::info(std::string("communication: ") + communicator->backend_name() + " backend, " +
+                std::to_string(launch.world_size) + " ranks started by " + launch.launcher_name() + ", timeout " +
+                seconds_text(options.timeout_seconds));
+    {
+      Trainer trainer(std::move(config), registry, *communicator);
+      trainer.train();
+    }
+    // A run succeeds only when every rank finished: a rank that died late fails the others here.
+    communicator->barrier(TRIAX_GROUP_WORLD);
     return kExitOk;
+  } catch (const CommunicationError& e) {
+    // Peers are gone or hung: MPI_Finalize (and other collective clean-up) could wait for them
+    // forever, so the process leaves at once, after saying why.
+    std::cerr << "triax train: communication failed: " << e.what() << "\n";
+    exit_now(kExitCommunication);
   } catch (const ConfigError& e) {
     std::cerr << "triax train: invalid configuration: " << e.what() << "\n";
     return kExitInvalidConfig;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "launch_status.hpp"
 
 namespace {
 
@@ -11,6 +12,8 @@ void print_usage(std::ostream& out) {
   out << "usage: triax <command> [options]\n\n"
          "commands:\n"
          "  train     train a model from a YAML config (triax train --config FILE [--set KEY=VALUE]...)\n"
+         "  launch    start N local ranks of a command (triax launch -n N -- triax train --config FILE)\n"
+         "  inspect   print the process mesh (triax inspect mesh --dp D --tp T --pp P)\n"
          "  plugins   list the plugins found and the libraries refused\n"
          "  version   print the triax version\n\n"
          "`triax <command> --help` describes a command's options.\n";
@@ -25,7 +28,13 @@ int main(int argc, char** argv) {
   }
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
-  if (command == "train") return triax::cli::run_train_command(args);
+  if (command == "train") {
+    const int status = triax::cli::run_train_command(args);
+    triax::cli::record_exit_status(status);  // for `triax launch`
+    return status;
+  }
+  if (command == "launch") return triax::cli::run_launch_command(args);
+  if (command == "inspect") return triax::cli::run_inspect_command(args);
   if (command == "plugins") return triax::cli::run_plugins_command(args);
   if (command == "version" || command == "--version") {
     std::cout << "triax " << TRIAX_VERSION << "\n";

@@ -70,10 +70,14 @@ struct Heartbeat::Impl {
       try {
         beat();
       } catch (const std::exception&) {
-        // Rank 0's store is gone or stuck: the readers will say so; keep trying in case it was a blip.
+        // Rank 0's store is gone (it finished or died): nobody can read this rank's beats any more,
+        // and c10d would log every further attempt.
+        return;
       }
+      const int64_t published = step.load();
+      std::this_thread::sleep_for(milliseconds(50));  // bounds the beat rate of fast steps
       lock.lock();
-      wake.wait_for(lock, to_millis(options.interval_seconds), [this] { return stopping; });
+      wake.wait_for(lock, to_millis(options.interval_seconds), [&] { return stopping || step.load() != published; });
     }
   }
 
@@ -143,7 +147,10 @@ Heartbeat::~Heartbeat() {
 
 uint16_t Heartbeat::port() const { return impl_->store->getPort(); }
 
-void Heartbeat::set_step(int64_t step) { impl_->step.store(step); }
+void Heartbeat::set_step(int64_t step) {
+  // Published at the next beat, which comes early (at most every 50 ms) when the step changes.
+  if (impl_->step.exchange(step) != step) impl_->wake.notify_all();
+}
 
 std::string Heartbeat::explain_silence(const std::vector<int>& ranks) const {
   const Impl& s = *impl_;

@@ -131,6 +131,13 @@ int element_count(const at::Tensor& tensor, const char* operation) {
   return static_cast<int>(tensor.numel());
 }
 
+// Buffers of operations abandoned at a timeout: MPI may still write into them when the silent
+// peer answers at last, so they are never freed.
+void abandon(const std::vector<at::Tensor>& buffers) {
+  static auto* graveyard = new std::vector<at::Tensor>();
+  graveyard->insert(graveyard->end(), buffers.begin(), buffers.end());
+}
+
 }  // namespace
 
 struct MpiCommunicator::Impl {
@@ -156,7 +163,10 @@ struct MpiCommunicator::Impl {
     for (auto it = pending_sends.begin(); it != pending_sends.end();) {
       int done = 0;
       const int code = MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
-      if (code != MPI_SUCCESS) fail(it->what, "failed in MPI (" + mpi_error_text(code) + ")", it->suspect);
+      if (code != MPI_SUCCESS) {
+        abandon_sends();
+        fail(it->what, "failed in MPI (" + mpi_error_text(code) + ")", it->suspect);
+      }
       it = done ? pending_sends.erase(it) : std::next(it);
     }
   }
@@ -165,9 +175,20 @@ struct MpiCommunicator::Impl {
   void finish_sends() {
     while (!pending_sends.empty()) {
       PendingSend& send = pending_sends.front();
-      wait(&send.request, 1, send.what, send.suspect);
+      try {
+        wait(&send.request, 1, send.what, send.suspect, {send.buffer});
+      } catch (...) {
+        abandon_sends();
+        throw;
+      }
       pending_sends.pop_front();
     }
+  }
+
+  // After a failure MPI may still read the sends' buffers: they are never freed.
+  void abandon_sends() {
+    for (const PendingSend& send : pending_sends) abandon({send.buffer});
+    pending_sends.clear();
   }
 
   Impl(const MeshShape& shape, int world_rank, const CommunicatorOptions& o) : context(shape, world_rank), options(o) {
@@ -205,17 +226,24 @@ struct MpiCommunicator::Impl {
   }
 
   // Polls the posted requests until they complete, an MPI error comes back, or the deadline.
+  // `buffers`: the memory the requests read or write, kept alive if they are abandoned.
   void wait(MPI_Request* requests, int count, const std::string& what, const std::vector<int>& suspects,
-            MPI_Status* statuses = MPI_STATUSES_IGNORE) {
+            const std::vector<at::Tensor>& buffers, MPI_Status* statuses = MPI_STATUSES_IGNORE) {
     const auto started = Clock::now();
     const auto deadline = started + std::chrono::duration<double>(options.timeout_seconds);
     for (long polls = 0;; ++polls) {
       int done = 0;
       const int code = MPI_Testall(count, requests, &done, statuses);
-      if (code != MPI_SUCCESS) fail(what, "failed in MPI (" + mpi_error_text(code) + ")", suspects);
+      if (code != MPI_SUCCESS) {
+        abandon(buffers);
+        fail(what, "failed in MPI (" + mpi_error_text(code) + ")", suspects);
+      }
       if (done) return;
       const auto now = Clock::now();
-      if (now >= deadline) fail(what, "got no answer for " + seconds_text(options.timeout_seconds), suspects);
+      if (now >= deadline) {
+        abandon(buffers);
+        fail(what, "got no answer for " + seconds_text(options.timeout_seconds), suspects);
+      }
       // Spin briefly for low latency, then yield the core (ranks often outnumber cores).
       if (polls < 64) continue;
       if (now - started < std::chrono::milliseconds(2))
@@ -229,13 +257,14 @@ struct MpiCommunicator::Impl {
     if (code != MPI_SUCCESS) fail(what, "could not start (" + mpi_error_text(code) + ")", suspects);
   }
 
-  void collective(triax_group group, const char* operation, const std::function<int(MPI_Request*)>& post) {
+  void collective(triax_group group, const char* operation, const std::vector<at::Tensor>& buffers,
+                  const std::function<int(MPI_Request*)>& post) {
     require_usable();
     MPI_Request request = MPI_REQUEST_NULL;
     const std::vector<int> members = context.members(group);
     const std::string what = describe(operation, group);
     post_or_fail(post(&request), what, members);
-    wait(&request, 1, what, members);
+    wait(&request, 1, what, members, buffers);
   }
 
   int checked_peer(triax_group group, int peer, const char* operation) const {
@@ -320,7 +349,7 @@ MpiCommunicator::MpiCommunicator(const MeshShape& shape, const CommunicatorOptio
   std::vector<int> everyone = s.context.members(TRIAX_GROUP_WORLD);
   MPI_Request request = MPI_REQUEST_NULL;
   s.post_or_fail(MPI_Ibarrier(MPI_COMM_WORLD, &request), "start-up barrier", everyone);
-  s.wait(&request, 1, "start-up barrier of all " + std::to_string(size) + " ranks", everyone);
+  s.wait(&request, 1, "start-up barrier of all " + std::to_string(size) + " ranks", everyone, {});
 
   for (int kind = 0; kind < kGroupKinds; ++kind) {
     const auto group = static_cast<triax_group>(kind);
@@ -337,20 +366,33 @@ MpiCommunicator::MpiCommunicator(const MeshShape& shape, const CommunicatorOptio
   Heartbeat::Options beat;
   beat.interval_seconds = options.heartbeat_interval_seconds;
   beat.connect_timeout_seconds = options.timeout_seconds;
-  char address[256] = {};
-  int port = 0;
+  at::Tensor address_buffer = at::zeros({256}, at::kChar);  // tensors: kept alive if abandoned
+  at::Tensor port_buffer = at::zeros({1}, at::kInt);
+  char* address = static_cast<char*>(address_buffer.data_ptr());
+  int* port = port_buffer.data_ptr<int>();
   if (rank == 0) {
     const std::string host = store_address();
-    std::strncpy(address, host.c_str(), sizeof address - 1);
+    std::strncpy(address, host.c_str(), 255);
     s.heartbeat = Heartbeat::host(host, 0, size, beat);
-    port = s.heartbeat->port();
+    *port = s.heartbeat->port();
   }
   std::array<MPI_Request, 2> announce{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  s.post_or_fail(MPI_Ibcast(address, sizeof address, MPI_CHAR, 0, MPI_COMM_WORLD, &announce[0]),
-                 "announcing the liveness store", {0});
-  s.post_or_fail(MPI_Ibcast(&port, 1, MPI_INT, 0, MPI_COMM_WORLD, &announce[1]), "announcing the liveness store", {0});
-  s.wait(announce.data(), 2, "waiting for rank 0 to announce its liveness store", {0});
-  if (rank != 0) s.heartbeat = Heartbeat::join(address, static_cast<uint16_t>(port), rank, size, beat);
+  s.post_or_fail(MPI_Ibcast(address, 256, MPI_CHAR, 0, MPI_COMM_WORLD, &announce[0]), "announcing the liveness store",
+                 {0});
+  s.post_or_fail(MPI_Ibcast(port, 1, MPI_INT, 0, MPI_COMM_WORLD, &announce[1]), "announcing the liveness store", {0});
+  s.wait(announce.data(), 2, "waiting for rank 0 to announce its liveness store", {0}, {address_buffer, port_buffer});
+  if (rank != 0) {
+    try {
+      s.heartbeat = Heartbeat::join(address, static_cast<uint16_t>(*port), rank, size, beat);
+    } catch (const Error& e) {
+      s.failed = true;
+      throw CommunicationError(std::string(e.what()) + " (rank 0 is dead or hung)");
+    }
+  }
+  // Nobody starts work (and may fail and leave) before everyone reached rank 0's store.
+  request = MPI_REQUEST_NULL;
+  s.post_or_fail(MPI_Ibarrier(MPI_COMM_WORLD, &request), "liveness store barrier", everyone);
+  s.wait(&request, 1, "waiting for every rank to connect to the liveness store", everyone, {});
   ++g_live_communicators;
 }
 
@@ -359,12 +401,12 @@ MpiCommunicator::~MpiCommunicator() {
   Impl& s = *impl_;
   if (!s.failed && std::uncaught_exceptions() == 0) {
     try {
-      // Nobody takes rank 0's store away while another rank may still need to explain a silence.
-      barrier(TRIAX_GROUP_WORLD);
+      s.finish_sends();
     } catch (const std::exception&) {
       s.failed = true;
     }
   }
+  if (s.failed || std::uncaught_exceptions() > 0) s.abandon_sends();
   s.heartbeat.reset();
   if (s.failed || std::uncaught_exceptions() > 0) return;  // see the header: no collective clean-up
   for (MPI_Comm& comm : s.comms)
@@ -394,7 +436,7 @@ void MpiCommunicator::all_reduce(triax_group group, const at::Tensor& tensor, tr
   const int count = element_count(buffer, "all_reduce");
   const MPI_Datatype type = transfer_type(buffer, "all_reduce");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "all_reduce", [&](MPI_Request* request) {
+  s.collective(group, "all_reduce", {buffer}, [&](MPI_Request* request) {
     return MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, comm, request);
   });
   finish_average(buffer, op, s.context.size(group));
@@ -414,7 +456,7 @@ void MpiCommunicator::all_gather(triax_group group, const at::Tensor& output, co
   at::Tensor target = output.contiguous();
   const int count = element_count(source, "all_gather");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "all_gather", [&](MPI_Request* request) {
+  s.collective(group, "all_gather", {source, target}, [&](MPI_Request* request) {
     return MPI_Iallgather(source.data_ptr(), count, type, target.data_ptr(), count, type, comm, request);
   });
   write_back(output, target);
@@ -439,7 +481,7 @@ void MpiCommunicator::reduce_scatter(triax_group group, const at::Tensor& output
   const int count = element_count(target, "reduce_scatter");
   const MPI_Datatype type = transfer_type(target, "reduce_scatter");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "reduce_scatter", [&](MPI_Request* request) {
+  s.collective(group, "reduce_scatter", {source, target}, [&](MPI_Request* request) {
     return MPI_Ireduce_scatter_block(source.data_ptr(), target.data_ptr(), count, type, reduce, comm, request);
   });
   finish_average(target, op, size);
@@ -457,7 +499,7 @@ void MpiCommunicator::broadcast(triax_group group, const at::Tensor& tensor, int
   at::Tensor buffer = tensor.contiguous();
   const int count = element_count(buffer, "broadcast");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "broadcast",
+  s.collective(group, "broadcast", {buffer},
                [&](MPI_Request* request) { return MPI_Ibcast(buffer.data_ptr(), count, type, root, comm, request); });
   write_back(tensor, buffer);
 }
@@ -478,7 +520,7 @@ void MpiCommunicator::all_to_all(triax_group group, const at::Tensor& output, co
   at::Tensor target = output.contiguous();
   const int count = element_count(source, "all_to_all") / size;
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "all_to_all", [&](MPI_Request* request) {
+  s.collective(group, "all_to_all", {source, target}, [&](MPI_Request* request) {
     return MPI_Ialltoall(source.data_ptr(), count, type, target.data_ptr(), count, type, comm, request);
   });
   write_back(output, target);
@@ -514,7 +556,7 @@ void MpiCommunicator::recv(triax_group group, const at::Tensor& tensor, int peer
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Status status;
   s.post_or_fail(MPI_Irecv(buffer.data_ptr(), count, type, peer, 0, s.comm(group), &request), what, suspect);
-  s.wait(&request, 1, what, suspect, &status);
+  s.wait(&request, 1, what, suspect, {buffer}, &status);
   int received = 0;
   MPI_Get_count(&status, type, &received);
   if (received != count) {
@@ -530,7 +572,7 @@ void MpiCommunicator::barrier(triax_group group) {
   Impl& s = *impl_;
   s.finish_sends();
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "barrier", [&](MPI_Request* request) { return MPI_Ibarrier(comm, request); });
+  s.collective(group, "barrier", {}, [&](MPI_Request* request) { return MPI_Ibarrier(comm, request); });
 }
 
 }  // namespace triax

@@ -316,7 +316,7 @@ TrainSummary Trainer::train() {
   int64_t interval_steps = 0;
 
   for (int64_t step = 1; step <= c.tokens.train_steps; ++step) {
-    s.communicator.set_step(step);
+    s.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
     MicroBatchFeed feed;
     feed.step_samples = s.data->step_samples(step);  // prefetched during the previous step
     feed.micro_batch_size = c.tokens.micro_batch_size;

@@ -16,8 +16,10 @@ class MpiCommunicator final : public Communicator {
   // Collective over MPI_COMM_WORLD: every rank builds its communicator with the same shape.
   // Throws ConfigError when the shape's world size differs from the number of MPI processes.
   explicit MpiCommunicator(const MeshShape& shape, const CommunicatorOptions& options = {});
-  // After a CommunicationError (or while an exception unwinds) this frees nothing collectively
-  // and leaves MPI initialised: a collective clean-up with a dead peer would never return.
+  // Stops the heartbeat (rank 0's also ends the liveness store: call barrier(TRIAX_GROUP_WORLD)
+  // first so that no rank still needs it) and frees the group communicators; finalises MPI when
+  // this module initialised it. After a CommunicationError, or while an exception unwinds, it
+  // frees nothing and leaves MPI initialised: clean-up with a dead peer could wait forever.
   ~MpiCommunicator() override;
 
   // The MPI world as the launcher started it (initialises MPI when nothing did yet).

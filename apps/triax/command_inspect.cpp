@@ -1,0 +1,48 @@
+// `triax inspect mesh --dp D --tp T --pp P [--ep E]`: the rank table and every process group, as
+// ParallelContext computes them (no process is started).
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "commands.hpp"
+#include "triax/core/parallel_context.hpp"
+#include "triax/error.hpp"
+
+namespace triax::cli {
+namespace po = boost::program_options;
+
+int run_inspect_command(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] != "mesh") {
+    std::cerr << "triax inspect: expected a subject: triax inspect mesh --dp D --tp T --pp P [--ep E]\n";
+    return kExitInvalidConfig;
+  }
+  po::options_description options("triax inspect mesh options");
+  MeshShape shape;
+  options.add_options()("help,h", "show this help")("dp", po::value<int>(&shape.dp)->default_value(1),
+                                                    "data-parallel size")(
+      "tp", po::value<int>(&shape.tp)->default_value(1), "tensor-parallel size")(
+      "pp", po::value<int>(&shape.pp)->default_value(1), "pipeline-parallel size")(
+      "ep", po::value<int>(&shape.ep)->default_value(1), "expert-parallel size (divides dp)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(options).run(),
+              vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "triax inspect mesh: " << e.what() << "\n" << options;
+    return kExitInvalidConfig;
+  }
+  if (vm.count("help")) {
+    std::cout << options;
+    return kExitOk;
+  }
+  try {
+    shape.validate();
+    std::cout << ParallelContext::describe(shape);
+    return kExitOk;
+  } catch (const ConfigError& e) {
+    std::cerr << "triax inspect mesh: " << e.what() << "\n";
+    return kExitInvalidConfig;
+  }
+}
+
+}  // namespace triax::cli

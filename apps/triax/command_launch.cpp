@@ -1,0 +1,209 @@
+// `triax launch -n N [--comm-timeout S] -- COMMAND...`: N local ranks of COMMAND under mpirun.
+//
+// mpirun runs with --enable-recovery, so that when one rank dies the others stay alive long
+// enough to detect it and say which peer and step (by default mpirun would kill them at once,
+// silently). Because mpirun then may return 0 although a rank failed, each triax rank records its
+// exit status in a folder given through TRIAX_LAUNCH_STATUS_DIR, and a rank that left none was
+// killed. The launcher never runs LibTorch code: it forks and execs at once (libgomp is not fork
+// safe).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "commands.hpp"
+#include "launch_status.hpp"
+
+namespace triax::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+void print_launch_usage(std::ostream& out) {
+  out << "usage: triax launch -n N [--comm-timeout SECONDS] -- COMMAND [ARGS...]\n\n"
+         "Starts N ranks of COMMAND on this machine under mpirun (Open MPI), e.g.\n"
+         "  triax launch -n 2 -- triax train --config configs/tiny_llama.yaml --set parallelism.dp=2\n"
+         "Every rank gets MASTER_ADDR/MASTER_PORT, the same TRIAX_RUN_DATE (one run folder) and\n"
+         "OMP_NUM_THREADS (cores / N unless set). --comm-timeout sets parallelism.comm_timeout_seconds.\n"
+         "Exits 0 when every rank succeeded; otherwise with the status of the first failed rank\n"
+         "(1 when a rank was killed).\n";
+}
+
+// A port that was free a moment ago (the kernel's pick for port 0).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 29500;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof address;
+  int port = 29500;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+    port = ntohs(address.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string run_date() {
+  if (const char* fixed = std::getenv("TRIAX_RUN_DATE"); fixed && *fixed) return fixed;
+  const std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y%m%d_%H%M%S", std::localtime(&now));
+  return text;
+}
+
+std::string mpirun_program() {
+  if (const char* program = std::getenv("TRIAX_MPIRUN"); program && *program) return program;
+  return "mpirun";
+}
+
+pid_t g_child = -1;
+void forward_signal(int signal_number) {
+  if (g_child > 0) kill(g_child, signal_number);
+}
+
+// Runs argv, waits for it, returns its exit status (128 + signal when killed).
+int run_and_wait(const std::vector<std::string>& argv) {
+  std::vector<char*> raw;
+  for (const auto& arg : argv) raw.push_back(const_cast<char*>(arg.c_str()));
+  raw.push_back(nullptr);
+  const pid_t child = fork();
+  if (child < 0) {
+    std::cerr << "triax launch: fork failed: " << std::strerror(errno) << "\n";
+    return kExitFailure;
+  }
+  if (child == 0) {
+    execvp(raw[0], raw.data());
+    std::cerr << "triax launch: cannot run " << argv[0] << ": " << std::strerror(errno)
+              << " (install Open MPI's mpirun, or name it with TRIAX_MPIRUN)\n";
+    std::_Exit(127);
+  }
+  g_child = child;
+  signal(SIGTERM, forward_signal);
+  signal(SIGINT, forward_signal);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = -1;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kExitFailure;
+}
+
+}  // namespace
+
+int run_launch_command(const std::vector<std::string>& args) {
+  int ranks = 0;
+  double comm_timeout = 0;
+  std::vector<std::string> command;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    auto value = [&](const char* name) -> std::string {
+      if (i + 1 >= args.size()) throw std::invalid_argument(std::string(name) + " needs a value");
+      return args[++i];
+    };
+    try {
+      if (arg == "--") {
+        command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+        break;
+      } else if (arg == "-h" || arg == "--help") {
+        print_launch_usage(std::cout);
+        return kExitOk;
+      } else if (arg == "-n" || arg == "--nproc") {
+        ranks = std::stoi(value("-n"));
+      } else if (arg == "--comm-timeout") {
+        comm_timeout = std::stod(value("--comm-timeout"));
+        if (!(comm_timeout > 0)) throw std::invalid_argument("--comm-timeout must be > 0 seconds");
+      } else {
+        throw std::invalid_argument("unknown option '" + arg + "' (the command goes after --)");
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "triax launch: " << e.what() << "\n";
+      print_launch_usage(std::cerr);
+      return kExitInvalidConfig;
+    }
+  }
+  if (ranks < 1 || command.empty()) {
+    std::cerr << "triax launch: " << (ranks < 1 ? "-n N (N >= 1) is required" : "no command after --") << "\n";
+    print_launch_usage(std::cerr);
+    return kExitInvalidConfig;
+  }
+
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/triax-launch-XXXXXX";
+  std::vector<char> folder_name(pattern.begin(), pattern.end());
+  folder_name.push_back('\0');
+  if (mkdtemp(folder_name.data()) == nullptr) {
+    std::cerr << "triax launch: cannot create a status folder from " << pattern << ": " << std::strerror(errno) << "\n";
+    return kExitFailure;
+  }
+  const std::string status_folder = folder_name.data();
+
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const char* threads = std::getenv("OMP_NUM_THREADS");
+  const std::string omp_threads =
+      threads && *threads ? threads : std::to_string(std::max(1u, cores / static_cast<unsigned>(ranks)));
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  setenv("TRIAX_RUN_DATE", run_date().c_str(), 1);
+  setenv("OMP_NUM_THREADS", omp_threads.c_str(), 1);
+  setenv(kStatusFolderVariable, status_folder.c_str(), 1);
+  if (comm_timeout > 0) setenv(kCommTimeoutVariable, std::to_string(comm_timeout).c_str(), 1);
+
+  std::vector<std::string> argv = {mpirun_program(), "-n", std::to_string(ranks), "--oversubscribe",
+                                   "--enable-recovery"};
+  if (geteuid() == 0) argv.push_back("--allow-run-as-root");
+  for (const char* name :
+       {"MASTER_ADDR", "MASTER_PORT", "TRIAX_RUN_DATE", "OMP_NUM_THREADS", kStatusFolderVariable, kCommTimeoutVariable})
+    if (std::getenv(name) != nullptr) {
+      argv.push_back("-x");
+      argv.push_back(name);
+    }
+  argv.insert(argv.end(), command.begin(), command.end());
+  const int mpirun_status = run_and_wait(argv);
+
+  // Each rank's own word; silence means it was killed or crashed.
+  int result = kExitOk;
+  bool any_status = false;
+  std::vector<int> killed;
+  for (int rank = 0; rank < ranks; ++rank) {
+    std::ifstream in(status_file(status_folder, rank));
+    int status = 0;
+    if (!(in >> status)) {
+      killed.push_back(rank);
+      continue;
+    }
+    any_status = true;
+    if (status != kExitOk) {
+      std::cerr << "triax launch: rank " << rank << " exited with status " << status << "\n";
+      if (result == kExitOk) result = status;
+    }
+  }
+  std::error_code ignored;
+  fs::remove_all(status_folder, ignored);
+  if (!any_status) {
+    // Not a triax command (or none of them got far): mpirun's status is all there is.
+    if (mpirun_status != kExitOk)
+      std::cerr << "triax launch: mpirun exited with status " << mpirun_status << " and no rank left a status\n";
+    return mpirun_status;
+  }
+  for (int rank : killed) std::cerr << "triax launch: rank " << rank << " left no exit status (killed or crashed)\n";
+  if (result == kExitOk && !killed.empty()) result = kExitFailure;
+  if (result == kExitOk && mpirun_status != kExitOk) result = mpirun_status;
+  return result;
+}
+
+}  // namespace triax::cli

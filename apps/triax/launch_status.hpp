@@ -1,0 +1,25 @@
+// How `triax launch` learns each rank's outcome. `mpirun --enable-recovery` (which keeps the
+// survivors of a dead rank alive so that they can report it) may return 0 although a rank
+// failed, so every triax rank writes its exit status into the folder the launcher names; a rank
+// that left none was killed or crashed.
+#pragma once
+
+#include <string>
+
+namespace triax::cli {
+
+// Set by `triax launch` for its ranks.
+constexpr const char* kStatusFolderVariable = "TRIAX_LAUNCH_STATUS_DIR";
+constexpr const char* kCommTimeoutVariable = "TRIAX_COMM_TIMEOUT_SECONDS";
+
+// "<folder>/rank-<r>.status" for rank r.
+std::string status_file(const std::string& folder, int rank);
+
+// Writes this rank's exit status when launched by `triax launch` (no-op otherwise).
+void record_exit_status(int status);
+
+// Records the status, flushes the standard streams and leaves without running destructors or
+// exit handlers (std::_Exit): used when peers are gone and MPI_Finalize could wait forever.
+[[noreturn]] void exit_now(int status);
+
+}  // namespace triax::cli

@@ -1,0 +1,25 @@
+// Chooses and connects the communication backend for a launch (parallelism.comm_backend):
+//   auto  nccl when the device is CUDA; otherwise mpi under a launcher, or the single-process
+//         communicator for one process started by hand
+//   mpi   Open MPI, CPU tensors; the processes must come from mpirun or srun (`triax launch`)
+//   nccl  NCCL through c10d (CUDA builds); rendezvous through MASTER_ADDR/MASTER_PORT
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "triax/core/communicator.hpp"
+#include "triax/core/launch_environment.hpp"
+#include "triax/core/parallel_context.hpp"
+
+namespace triax {
+
+// "mpi", "nccl" or "single-process" for the given backend name and device ("cpu", "cuda", ...).
+// Throws ConfigError for an unknown name or a backend that cannot serve this launch.
+std::string resolve_backend(const std::string& backend, const std::string& device, const LaunchEnvironment& launch);
+
+std::unique_ptr<Communicator> connect_communicator(const std::string& backend, const std::string& device,
+                                                   const MeshShape& shape, const CommunicatorOptions& options,
+                                                   const LaunchEnvironment& launch);
+
+}  // namespace triax

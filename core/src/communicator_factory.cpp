@@ -1,0 +1,51 @@
+#include "triax/core/communicator_factory.hpp"
+
+#include <ATen/Context.h>
+
+#include "triax/core/mpi_communicator.hpp"
+#include "triax/core/nccl_communicator.hpp"
+#include "triax/error.hpp"
+
+namespace triax {
+
+std::string resolve_backend(const std::string& backend, const std::string& device, const LaunchEnvironment& launch) {
+  const bool cuda = device.rfind("cuda", 0) == 0 || (device == "auto" && at::hasCUDA());
+  const bool launched = launch.launcher != LaunchEnvironment::Launcher::none;
+  std::string chosen = backend;
+  if (backend == "auto") {
+    if (cuda)
+      chosen = "nccl";
+    else
+      chosen = launched ? "mpi" : "single-process";
+  } else if (backend != "mpi" && backend != "nccl") {
+    throw ConfigError("parallelism.comm_backend: unknown backend '" + backend + "' (expected auto, mpi or nccl)");
+  }
+  if (chosen == "mpi" && launch.launcher == LaunchEnvironment::Launcher::torchrun)
+    throw ConfigError(
+        "parallelism.comm_backend: the mpi backend needs processes started by mpirun or srun, but these come from "
+        "torchrun (RANK/WORLD_SIZE without OMPI_COMM_WORLD_*): run `triax launch -n N -- triax train ...` or mpirun, "
+        "or use the nccl backend on GPUs");
+  if (chosen == "mpi" && cuda)
+    throw ConfigError("parallelism.comm_backend: mpi moves CPU tensors, but general.device is " + device +
+                      " (use nccl or auto)");
+  if (chosen == "nccl" && !cuda)
+    throw ConfigError("parallelism.comm_backend: nccl needs general.device cuda, got " + device + " (use mpi or auto)");
+  return chosen;
+}
+
+std::unique_ptr<Communicator> connect_communicator(const std::string& backend, const std::string& device,
+                                                   const MeshShape& shape, const CommunicatorOptions& options,
+                                                   const LaunchEnvironment& launch) {
+  const std::string chosen = resolve_backend(backend, device, launch);
+  if (chosen == "single-process") {
+    if (shape.world_size() != 1)
+      throw ConfigError("parallelism: dp x tp x pp = " + std::to_string(shape.world_size()) +
+                        " processes, but this one was started alone; start them with `triax launch -n " +
+                        std::to_string(shape.world_size()) + " -- triax train ...`, mpirun, srun or torchrun");
+    return std::make_unique<SingleProcessCommunicator>();
+  }
+  if (chosen == "nccl") return make_nccl_communicator(shape, options, launch);
+  return std::make_unique<MpiCommunicator>(shape, options);
+}
+
+}  // namespace triax

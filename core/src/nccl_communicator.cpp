@@ -1,0 +1,249 @@
+// The `nccl` backend over c10d's ProcessGroupNCCL. CPU builds compile only the refusal below.
+//
+// Rendezvous: rank 0 hosts a TCPStore on MASTER_ADDR:MASTER_PORT (torchrun and `triax launch` set
+// them); every group of the mesh this rank belongs to gets a ProcessGroupNCCL over its own
+// PrefixStore ("triax/<kind>/<group index>"), so the groups' NCCL unique ids never collide.
+// Liveness: the heartbeat store listens on MASTER_PORT + 1. Each operation waits with
+// Work::wait(timeout), which blocks the host until the GPU work is done or throws at the timeout.
+#include "triax/core/nccl_communicator.hpp"
+
+#include "triax/error.hpp"
+
+#ifdef TRIAX_WITH_CUDA
+#ifndef USE_C10D_NCCL
+#define USE_C10D_NCCL
+#endif
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAFunctions.h>
+
+#include <array>
+#include <chrono>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "triax/core/heartbeat.hpp"
+#endif
+
+namespace triax {
+
+#ifndef TRIAX_WITH_CUDA
+
+std::unique_ptr<Communicator> make_nccl_communicator(const MeshShape&, const CommunicatorOptions&,
+                                                     const LaunchEnvironment&) {
+  throw ConfigError(
+      "parallelism.comm_backend: nccl is not available in this triax build (configure with -DTRIAX_CUDA=ON); "
+      "use mpi on CPUs");
+}
+
+#else
+
+namespace {
+
+constexpr int kGroupKinds = TRIAX_GROUP_EP + 1;
+
+c10d::ReduceOp reduce_op(triax_reduce_op op) {
+  switch (op) {
+    case TRIAX_REDUCE_SUM:
+      return c10d::ReduceOp::SUM;
+    case TRIAX_REDUCE_AVG:
+      return c10d::ReduceOp::AVG;
+    case TRIAX_REDUCE_MAX:
+      return c10d::ReduceOp::MAX;
+    case TRIAX_REDUCE_MIN:
+      return c10d::ReduceOp::MIN;
+  }
+  throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(static_cast<int>(op)));
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string text = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? " " : "") + std::to_string(ranks[i]);
+  return text + "]";
+}
+
+void require_cuda(const at::Tensor& tensor, const char* operation) {
+  if (!tensor.defined() || !tensor.is_cuda())
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                std::string(operation) + ": the nccl backend moves CUDA tensors (use mpi for CPU tensors)");
+}
+
+void require_numel(const at::Tensor& tensor, int64_t expected, const char* operation, const char* role) {
+  if (tensor.numel() != expected)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(operation) + ": the " + role + " must hold " +
+                                                  std::to_string(expected) + " elements, it holds " +
+                                                  std::to_string(tensor.numel()));
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(const MeshShape& shape, const CommunicatorOptions& options, const LaunchEnvironment& launch)
+      : context_(shape, launch.rank), options_(options) {
+    if (launch.master_address.empty() || launch.master_port == 0)
+      throw ConfigError(
+          "the nccl backend needs MASTER_ADDR and MASTER_PORT (set by torchrun and `triax launch`; with srun, "
+          "export them from the first node)");
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(launch.local_rank));
+    device_ = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(launch.local_rank));
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_seconds * 1000));
+
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(launch.master_port);
+    store_options.isServer = launch.rank == 0;
+    store_options.numWorkers = launch.world_size;
+    store_options.timeout = timeout;
+    auto store = c10::make_intrusive<c10d::TCPStore>(launch.master_address, store_options);
+
+    Heartbeat::Options beat;
+    beat.interval_seconds = options.heartbeat_interval_seconds;
+    beat.connect_timeout_seconds = options.timeout_seconds;
+    const auto beat_port = static_cast<uint16_t>(launch.master_port + 1);
+    heartbeat_ = launch.rank == 0
+                     ? Heartbeat::host(launch.master_address, beat_port, launch.world_size, beat)
+                     : Heartbeat::join(launch.master_address, beat_port, launch.rank, launch.world_size, beat);
+
+    for (int kind = 0; kind < kGroupKinds; ++kind) {
+      const auto group = static_cast<triax_group>(kind);
+      auto pg_options = c10d::ProcessGroupNCCL::Options::create();
+      pg_options->timeout = timeout;
+      auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
+          std::string("triax/") + group_name(group) + "/" + std::to_string(context_.group_index(group)), store);
+      groups_[kind] =
+          c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, context_.rank(group), context_.size(group), pg_options);
+    }
+  }
+
+  const char* backend_name() const override { return "nccl"; }
+  int rank(triax_group group) const override { return context_.rank(group); }
+  int size(triax_group group) const override { return context_.size(group); }
+  void set_step(int64_t step) override {
+    step_ = step;
+    heartbeat_->set_step(step);
+  }
+
+  void all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) override {
+    require_cuda(tensor, "all_reduce");
+    std::vector<at::Tensor> buffers{tensor.contiguous()};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = reduce_op(op);
+    wait(pg(group).allreduce(buffers, opts), "all_reduce", group);
+    if (!buffers[0].is_same(tensor)) tensor.copy_(buffers[0]);
+  }
+
+  void all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) override {
+    require_cuda(output, "all_gather");
+    require_cuda(input, "all_gather");
+    require_numel(output, input.numel() * size(group), "all_gather", "output (group size x input)");
+    at::Tensor out = output.contiguous();
+    at::Tensor in = input.is_alias_of(output) ? input.clone() : input.contiguous();
+    wait(pg(group)._allgather_base(out, in), "all_gather", group);
+    if (!out.is_same(output)) output.copy_(out);
+  }
+
+  void reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                      triax_reduce_op op) override {
+    require_cuda(output, "reduce_scatter");
+    require_cuda(input, "reduce_scatter");
+    require_numel(input, output.numel() * size(group), "reduce_scatter", "input (group size x output)");
+    at::Tensor out = output.contiguous();
+    at::Tensor in = input.is_alias_of(output) ? input.clone() : input.contiguous();
+    c10d::ReduceScatterOptions opts;
+    opts.reduceOp = reduce_op(op);
+    wait(pg(group)._reduce_scatter_base(out, in, opts), "reduce_scatter", group);
+    if (!out.is_same(output)) output.copy_(out);
+  }
+
+  void broadcast(triax_group group, const at::Tensor& tensor, int root) override {
+    require_cuda(tensor, "broadcast");
+    if (root < 0 || root >= size(group))
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                  "broadcast: root " + std::to_string(root) + " is not a rank of the " + group_name(group) + " group");
+    std::vector<at::Tensor> buffers{tensor.contiguous()};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    wait(pg(group).broadcast(buffers, opts), "broadcast", group);
+    if (!buffers[0].is_same(tensor)) tensor.copy_(buffers[0]);
+  }
+
+  void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) override {
+    require_cuda(output, "all_to_all");
+    require_cuda(input, "all_to_all");
+    require_numel(output, input.numel(), "all_to_all", "output (as many as the input)");
+    at::Tensor out = output.contiguous();
+    at::Tensor in = input.is_alias_of(output) ? input.clone() : input.contiguous();
+    std::vector<int64_t> equal_splits;  // empty: equal dim-0 splits
+    wait(pg(group).alltoall_base(out, in, equal_splits, equal_splits), "all_to_all", group);
+    if (!out.is_same(output)) output.copy_(out);
+  }
+
+  void send(triax_group group, const at::Tensor& tensor, int peer) override {
+    require_cuda(tensor, "send");
+    check_peer(group, peer, "send");
+    std::vector<at::Tensor> buffers{tensor.contiguous()};
+    wait(pg(group).send(buffers, peer, 0), "send to", group, peer);
+  }
+
+  void recv(triax_group group, const at::Tensor& tensor, int peer) override {
+    require_cuda(tensor, "recv");
+    check_peer(group, peer, "recv");
+    std::vector<at::Tensor> buffers{tensor.contiguous()};
+    wait(pg(group).recv(buffers, peer, 0), "recv from", group, peer);
+    if (!buffers[0].is_same(tensor)) tensor.copy_(buffers[0]);
+  }
+
+  void barrier(triax_group group) override {
+    c10d::BarrierOptions opts;
+    opts.device = device_;
+    wait(pg(group).barrier(opts), "barrier", group);
+  }
+
+ private:
+  c10d::ProcessGroupNCCL& pg(triax_group group) const {
+    if (static_cast<int>(group) < 0 || static_cast<int>(group) >= kGroupKinds)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "unknown process group " + std::to_string(static_cast<int>(group)));
+    return *groups_[group];
+  }
+
+  void check_peer(triax_group group, int peer, const char* operation) const {
+    if (peer < 0 || peer >= size(group) || peer == rank(group))
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(operation) + ": peer " + std::to_string(peer) +
+                                                    " is not another rank of the " + group_name(group) + " group " +
+                                                    ranks_text(context_.members(group)));
+  }
+
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* operation, triax_group group, int peer = -1) {
+    const std::vector<int> members = context_.members(group);
+    try {
+      work->wait(std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_seconds * 1000)));
+    } catch (const std::exception& e) {
+      const std::vector<int> suspects = peer < 0 ? members : std::vector<int>{members[peer]};
+      std::string what = std::string(operation) +
+                         (peer < 0 ? " over the " : " rank " + std::to_string(members[peer]) + " of the ") +
+                         group_name(group) + " group " + ranks_text(members);
+      std::string reason = e.what();
+      reason = reason.substr(0, reason.find('\n'));
+      throw CommunicationError("rank " + std::to_string(context_.world_rank()) + ": step " + std::to_string(step_) +
+                               ": " + what + " failed or got no answer within " +
+                               std::to_string(options_.timeout_seconds) + " s (" + reason +
+                               "): " + heartbeat_->explain_silence(suspects));
+    }
+  }
+
+  ParallelContext context_;
+  CommunicatorOptions options_;
+  at::Device device_{at::kCUDA, 0};
+  std::unique_ptr<Heartbeat> heartbeat_;
+  std::array<c10::intrusive_ptr<c10d::ProcessGroupNCCL>, kGroupKinds> groups_;
+  int64_t step_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(const MeshShape& shape, const CommunicatorOptions& options,
+                                                     const LaunchEnvironment& launch) {
+  return std::make_unique<NcclCommunicator>(shape, options, launch);
+}
+
+#endif
+
+}  // namespace triax
