@@ -43,6 +43,17 @@ expect 2 "but the world size is 2" 2 -- "$TRIAX" launch -n 2 -- "$TRIAX" "${TRAI
 expect 2 "but the world size is 3" 3 -- "$TRIAX" launch -n 3 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.dp=2
 expect 2 "parallelism.comm_backend" 2 -- "$TRIAX" launch -n 2 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.dp=2 \
   --set parallelism.comm_backend=gloo
+# ... and so do impossible splits of the model and schedules (tiny_llama: 2 layers, 4 heads
+# over 2 KV heads, 2 micro-batches per step).
+expect 2 "num_key_value_heads: 2 is not divisible by the tensor parallel size 4" 4 -- \
+  "$TRIAX" launch -n 4 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.tp=4
+expect 2 "cannot fill a pipeline of parallelism.pp = 3" 3 -- \
+  "$TRIAX" launch -n 3 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.pp=3
+expect 2 "1f1b needs at least pp - 1 = 3 micro-batches per step, got 2" 4 -- \
+  "$TRIAX" launch -n 4 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.pp=4 --set parallelism.pp_engine=1f1b \
+  --set model.model_config.num_hidden_layers=4
+expect 3 "unknown engine plugin 'zigzag'" 2 -- \
+  "$TRIAX" launch -n 2 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.pp=2 --set parallelism.pp_engine=zigzag
 expect 2 "nccl needs general.device cuda" 1 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.comm_backend=nccl
 expect 2 "triax launch -n 2" 1 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.dp=2
 expect 2 "triax launch -n N -- triax train" 1 -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 \
