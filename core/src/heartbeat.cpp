@@ -92,48 +92,41 @@ struct Heartbeat::Impl {
 
 Heartbeat::Heartbeat(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-std::unique_ptr<Heartbeat> Heartbeat::host(const std::string& address, uint16_t port, int world_size,
-                                           const Options& options) {
-  auto impl = std::make_unique<Impl>();
-  impl->rank = 0;
-  impl->address = address;
-  impl->options = options;
-  c10d::TCPStoreOptions store_options;
-  store_options.port = port;
-  store_options.isServer = true;
-  store_options.numWorkers = world_size;
-  store_options.waitWorkers = false;
-  store_options.timeout = to_millis(options.connect_timeout_seconds);
-  try {
-    impl->store = c10::make_intrusive<c10d::TCPStore>(address, store_options);
-    impl->start();
-  } catch (const std::exception& e) {
-    throw Error("rank 0 cannot host the liveness store on " + address + ":" + std::to_string(port) + ": " +
-                first_line(e.what()));
-  }
-  return std::unique_ptr<Heartbeat>(new Heartbeat(std::move(impl)));
-}
-
-std::unique_ptr<Heartbeat> Heartbeat::join(const std::string& address, uint16_t port, int rank, int,
-                                           const Options& options) {
+// Rank 0 serves the store (is_server), the others connect to it; both then start beating.
+std::unique_ptr<Heartbeat> Heartbeat::connect(const std::string& address, uint16_t port, int rank, int world_size,
+                                              const Options& options) {
   auto impl = std::make_unique<Impl>();
   impl->rank = rank;
   impl->address = address;
   impl->options = options;
   c10d::TCPStoreOptions store_options;
   store_options.port = port;
-  store_options.isServer = false;
+  store_options.isServer = rank == 0;
+  if (rank == 0) store_options.numWorkers = world_size;
   store_options.waitWorkers = false;
   store_options.timeout = to_millis(options.connect_timeout_seconds);
   try {
     impl->store = c10::make_intrusive<c10d::TCPStore>(address, store_options);
     impl->start();
   } catch (const std::exception& e) {
+    if (rank == 0)
+      throw Error("rank 0 cannot host the liveness store on " + address + ":" + std::to_string(port) + ": " +
+                  first_line(e.what()));
     throw Error("rank " + std::to_string(rank) + " cannot reach rank 0's liveness store at " + address + ":" +
                 std::to_string(port) + " within " + seconds_text(options.connect_timeout_seconds) + ": " +
                 first_line(e.what()));
   }
   return std::unique_ptr<Heartbeat>(new Heartbeat(std::move(impl)));
+}
+
+std::unique_ptr<Heartbeat> Heartbeat::host(const std::string& address, uint16_t port, int world_size,
+                                           const Options& options) {
+  return connect(address, port, 0, world_size, options);
+}
+
+std::unique_ptr<Heartbeat> Heartbeat::join(const std::string& address, uint16_t port, int rank, int world_size,
+                                           const Options& options) {
+  return connect(address, port, rank, world_size, options);
 }
 
 Heartbeat::~Heartbeat() {

@@ -37,6 +37,8 @@ class Heartbeat {
  private:
   struct Impl;
   explicit Heartbeat(std::unique_ptr<Impl> impl);
+  static std::unique_ptr<Heartbeat> connect(const std::string& address, uint16_t port, int rank, int world_size,
+                                            const Options& options);
   std::unique_ptr<Impl> impl_;
 };
 
