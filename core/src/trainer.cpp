@@ -20,6 +20,7 @@
 #include "triax/core/data_parallel_gradients.hpp"
 #include "triax/core/gradient_accumulator.hpp"
 #include "triax/core/gradient_norm.hpp"
+#include "triax/core/launch_environment.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/lr_schedule.hpp"
 #include "triax/core/metrics.hpp"
@@ -40,7 +41,10 @@ using Clock = std::chrono::steady_clock;
 c10::Device resolve_device(const std::string& requested) {
   if (requested == "cpu") return c10::Device(c10::kCPU);
 #ifdef TRIAX_WITH_CUDA
-  if (requested == "cuda" || (requested == "auto" && at::hasCUDA())) return c10::Device(c10::kCUDA, 0);
+  // One GPU per local rank of a multi-process launch (torchrun's LOCAL_RANK, Open MPI's, Slurm's).
+  if (requested == "cuda" || (requested == "auto" && at::hasCUDA()))
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(LaunchEnvironment::from_process().local_rank %
+                                                                 std::max<int64_t>(1, at::cuda::device_count())));
 #else
   if (requested == "cuda")
     throw ConfigError(
