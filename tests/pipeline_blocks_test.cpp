@@ -37,6 +37,8 @@ TEST(PipelineBlocks, ExplicitSplitOverridesTheBalance) {
   ASSERT_EQ(blocks.size(), 6u);
   EXPECT_EQ(blocks[1].pp_rank, 0);
   EXPECT_EQ(blocks[2].pp_rank, 1);
+  EXPECT_EQ(describe_pipeline({1, 1, 1, 1}, partition_pipeline_blocks({1, 1, 1, 1}, 2)),
+            "rank 0: blocks [0, 2) 50% of the compute, rank 1: blocks [2, 4) 50% of the compute");
 }
 
 TEST(PipelineBlocks, RefusesImpossibleRequestsWithTheKey) {

@@ -141,6 +141,7 @@ struct Trainer::State {
   std::unique_ptr<GradientAccumulator> gradients;
   std::unique_ptr<TiedGradients> tied;
   std::unique_ptr<DataParallelGradients> dp_gradients;
+  std::vector<double> block_costs;           // forward FLOPs per token of each pipeline block
   std::vector<StageBlocks> pipeline_stages;  // blocks of each pipeline rank
   std::unique_ptr<data::TrainingData> data;
   std::string init_method_yaml;
@@ -160,8 +161,9 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   validate_for_world(c, communicator.size(TRIAX_GROUP_WORLD));
   // nanotron keys this version reads but does not act on: say so rather than ignore them silently.
   if (c.parallelism.recompute_layer || c.parallelism.moe_layer_recompute)
-    log::warning("parallelism.recompute_layer / moe_layer_recompute: activation recomputation is not implemented in "
-                 "this version; activations are kept");
+    log::warning(
+        "parallelism.recompute_layer / moe_layer_recompute: activation recomputation is not implemented in "
+        "this version; activations are kept");
   if (c.parallelism.tp_linear_async_communication)
     log::warning("parallelism.tp_linear_async_communication: not implemented in this version; ignored");
   s.device = resolve_device(c.general.device);
@@ -191,7 +193,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   // the config fixes the split.
   const std::string model_yaml = to_yaml_text(c.model.model_config);
   s.init_method_yaml = to_yaml_text(c.model.init_method);
-  std::vector<double> block_costs;
+  std::vector<double>& block_costs = s.block_costs;
   in_config_file(c.origin, [&] {
     block_costs = ModelInstance::describe_blocks(model_vtable, c.model.plugin, model_yaml, c.tokens.sequence_length);
     std::optional<std::vector<int>> blocks_per_stage;
@@ -305,16 +307,10 @@ TrainSummary Trainer::train() {
       "tokens/s/device / peak; peak: " +
       (s.peak.tflops ? std::to_string(*s.peak.tflops) + " TFLOP/s (" + s.peak.source + ")" : s.peak.source));
   for (const auto& line : s.data->describe()) log::info(line);
-  if (c.parallelism.pp > 1) {
-    std::string split;
-    for (size_t rank = 0; rank < s.pipeline_stages.size(); ++rank)
-      split += (rank ? ", " : "") + std::string("rank ") + std::to_string(rank) + ": blocks [" +
-               std::to_string(s.pipeline_stages[rank].first) + ", " + std::to_string(s.pipeline_stages[rank].last) +
-               ")";
-    log::info("pipeline: " + split +
+  if (c.parallelism.pp > 1)
+    log::info("pipeline: " + describe_pipeline(s.block_costs, s.pipeline_stages) +
               (c.parallelism.pp_blocks_per_stage ? " (from parallelism.pp_blocks_per_stage)"
                                                  : " (balanced by compute cost)"));
-  }
   if (!s.tied->empty()) log::info("tied across pipeline stages: " + s.tied->describe());
   log::info("metrics: " + (metrics_file ? metrics_file->path() : std::string("rank 0 only")));
 

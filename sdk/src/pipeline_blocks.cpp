@@ -1,6 +1,7 @@
 #include "triax/pipeline_blocks.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -84,6 +85,21 @@ std::vector<PipelineBlock> assign_pipeline_blocks(const std::vector<double>& cos
     for (int b = stages[rank].first; b < stages[rank].last; ++b)
       blocks.push_back({b, costs[static_cast<size_t>(b)], static_cast<int>(rank)});
   return blocks;
+}
+
+std::string describe_pipeline(const std::vector<double>& costs, const std::vector<StageBlocks>& stages) {
+  std::vector<double> stage_cost(stages.size(), 0.0);
+  for (const PipelineBlock& block : assign_pipeline_blocks(costs, stages))
+    stage_cost[static_cast<size_t>(block.pp_rank)] += block.cost;
+  const double total = std::accumulate(stage_cost.begin(), stage_cost.end(), 0.0);
+  std::string text;
+  for (size_t rank = 0; rank < stages.size(); ++rank) {
+    const int share = total > 0 ? static_cast<int>(std::lround(100.0 * stage_cost[rank] / total)) : 0;
+    text += (rank ? ", " : "") + std::string("rank ") + std::to_string(rank) + ": blocks [" +
+            std::to_string(stages[rank].first) + ", " + std::to_string(stages[rank].last) + ") " +
+            std::to_string(share) + "% of the compute";
+  }
+  return text;
 }
 
 }  // namespace triax

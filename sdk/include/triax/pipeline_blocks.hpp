@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace triax {
@@ -28,8 +29,11 @@ struct StageBlocks {
 std::vector<StageBlocks> partition_pipeline_blocks(const std::vector<double>& costs, int pp_size,
                                                    const std::optional<std::vector<int>>& blocks_per_stage = {});
 
-// The blocks with their ranks, for logs.
+// The blocks with their ranks.
 std::vector<PipelineBlock> assign_pipeline_blocks(const std::vector<double>& costs,
                                                   const std::vector<StageBlocks>& stages);
+
+// "rank 0: blocks [0, 3) 48% of the compute, rank 1: ...", for the start-up log.
+std::string describe_pipeline(const std::vector<double>& costs, const std::vector<StageBlocks>& stages);
 
 }  // namespace triax
