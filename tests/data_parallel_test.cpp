@@ -14,6 +14,7 @@
 #include "multi_rank_environment.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/data_parallel_gradients.hpp"
+#include "triax/core/gradient_accumulator.hpp"
 #include "triax/core/gradient_norm.hpp"
 #include "triax/core/plugin_instances.hpp"
 #include "triax/core/plugin_registry.hpp"
@@ -109,6 +110,84 @@ TEST(DataParallelGradients, ReduceScatterGivesEachRankExactlyItsChunkOfTheMean) 
       at::Tensor expected = mean_gradient(dp, k, kShapes[k]).reshape({-1}).narrow(0, shard.offset, shard.length);
       EXPECT_TRUE(at::allclose(got, expected, 1e-6, 1e-7))
           << "parameter " << k << ", rank " << rank << ", bucket cap " << cap << ": " << got << " vs " << expected;
+    }
+  }
+}
+
+// Micro-batch i's loss: sum over the used parameters of <p_k, rank_gradient(rank, k, i)>, built
+// in parameter order so that backward accumulates the last parameters' gradients first.
+at::Tensor micro_batch_loss(const std::vector<NamedParameter>& params, int rank, int micro_batch, size_t unused) {
+  at::Tensor loss = at::zeros({}, at::kFloat);
+  for (size_t k = 0; k < params.size(); ++k)
+    if (k != unused)
+      loss = loss + (params[k].tensor * rank_gradient(rank, k, params[k].tensor.sizes().vec(), micro_batch)).sum();
+  return loss;
+}
+
+// Three micro-batches through autograd and the accumulator, reduced with or without overlap.
+struct OverlapRun {
+  std::vector<NamedParameter> params = make_parameters(kShapes);
+  GradientAccumulator accumulator{params, true};
+  DataParallelGradients reduction;
+  int64_t started_before_backward_returned = 0;
+
+  OverlapRun(triax_gradient_sharding sharding, int64_t cap, int rank, int dp)
+      : reduction(params, sharding, cap, rank, dp, all_counted(kShapes.size())) {
+    for (NamedParameter& p : params) p.tensor.requires_grad_(true);
+  }
+  void overlap(const std::vector<bool>& held, Communicator& comm) {
+    reduction.overlap_with_backward([this](size_t k) { return accumulator.final_gradient(k); }, held, comm);
+  }
+  void step(int rank, size_t unused, Communicator& comm) {
+    constexpr int kMicroBatches = 3;
+    accumulator.zero();
+    reduction.begin_step(kMicroBatches);
+    for (int i = 0; i < kMicroBatches; ++i) {
+      micro_batch_loss(params, rank, i, unused).backward();
+      if (i == kMicroBatches - 1) started_before_backward_returned = reduction.buckets_started_in_backward();
+      accumulator.after_backward();
+      reduction.after_backward();
+    }
+    reduction.reduce_over_data_parallel(accumulator.gradients(), comm);
+  }
+};
+
+TEST(DataParallelGradients, OverlappedReductionStartsBucketsDuringTheLastBackwardWithTheSameResult) {
+  const int dp = world_size();
+  MpiCommunicator& comm = communicator({dp, 1, 1});
+  const int rank = comm.rank(TRIAX_GROUP_DP);
+  const size_t unused = 1;  // gets no gradient: its bucket, and every later one, start after the backward
+  for (triax_gradient_sharding sharding : {TRIAX_GRADIENTS_WHOLE, TRIAX_GRADIENTS_DP_SHARDED}) {
+    for (int64_t cap : {kOneParameterPerBucket, int64_t{64}}) {
+      for (bool hold_first : {false, true}) {  // parameter 0 summed after the backward, as a tied one
+        const std::string what = "sharding " + std::to_string(sharding) + ", bucket cap " + std::to_string(cap) +
+                                 (hold_first ? ", parameter 0 held" : "");
+        OverlapRun overlapped(sharding, cap, rank, dp), reference(sharding, cap, rank, dp);
+        std::vector<bool> held(kShapes.size(), false);
+        held[0] = hold_first;
+        overlapped.overlap(held, comm);
+        EXPECT_NE(overlapped.reduction.describe().find("overlapping"), std::string::npos) << what;
+        overlapped.step(rank, unused, comm);
+        reference.step(rank, unused, comm);
+        EXPECT_EQ(reference.started_before_backward_returned, 0) << what;
+        if (cap == kOneParameterPerBucket) {  // buckets 5, 4, 3, 2 are complete before parameter 1's
+          EXPECT_EQ(overlapped.started_before_backward_returned, 4) << what;
+        } else {
+          EXPECT_GT(overlapped.started_before_backward_returned, 0) << what;
+        }
+        for (size_t k = 0; k < kShapes.size(); ++k) {
+          const at::Tensor& got = overlapped.reduction.for_optimizer()[k];
+          EXPECT_TRUE(at::equal(got, reference.reduction.for_optimizer()[k])) << what << ", parameter " << k;
+          at::Tensor expected = at::zeros(kShapes[k], at::kFloat);
+          if (k != unused)
+            for (int i = 0; i < 3; ++i) expected += mean_gradient(dp, k, kShapes[k], i);
+          if (sharding == TRIAX_GRADIENTS_DP_SHARDED) {
+            const ZeroShard shard = zero_shard(expected.numel(), rank, dp);
+            expected = expected.reshape({-1}).narrow(0, shard.offset, shard.length);
+          }
+          EXPECT_TRUE(at::allclose(got, expected, 1e-5, 1e-6)) << what << ", parameter " << k;
+        }
+      }
     }
   }
 }

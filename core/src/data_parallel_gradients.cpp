@@ -1,6 +1,8 @@
 #include "triax/core/data_parallel_gradients.hpp"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <sstream>
 
@@ -15,6 +17,17 @@ namespace {
 at::ScalarType gradient_dtype(const at::Tensor& parameter) {
   return parameter.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
 }
+
+// Runs once autograd has accumulated a micro-batch's gradient into the parameter's .grad.
+class GradientReadyHook final : public torch::autograd::PostAccumulateGradHook {
+ public:
+  GradientReadyHook(DataParallelGradients& owner, size_t parameter) : owner_(owner), parameter_(parameter) {}
+  void operator()(const torch::autograd::Variable&) override { owner_.gradient_ready(parameter_); }
+
+ private:
+  DataParallelGradients& owner_;
+  size_t parameter_;
+};
 
 }  // namespace
 
@@ -69,6 +82,9 @@ void DataParallelGradients::plan_buckets(int64_t bucket_cap_bytes) {
     current.elements += elements;
   }
   close();
+  bucket_of_.assign(parameters_.size(), -1);
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t k : buckets_[b].members) bucket_of_[k] = static_cast<int>(b);
 
   for_optimizer_.assign(parameters_.size(), at::Tensor());
   if (!sharded) return;
@@ -87,55 +103,134 @@ void DataParallelGradients::plan_buckets(int64_t bucket_cap_bytes) {
   }
 }
 
+DataParallelGradients::~DataParallelGradients() {
+  release_hooks();
+  // Collectives still in flight (after an error): their handles keep MPI's buffers alive.
+}
+
+void DataParallelGradients::release_hooks() {
+  if (!final_gradient_) return;
+  for (size_t k = 0; k < parameters_.size(); ++k)
+    if (bucket_of_[k] >= 0) torch::autograd::impl::set_post_acc_grad_hooks(parameters_[k].tensor, nullptr);
+}
+
+void DataParallelGradients::overlap_with_backward(std::function<at::Tensor(size_t)> final_gradient,
+                                                  std::vector<bool> summed_after_backward, Communicator& communicator) {
+  if (summed_after_backward.size() != parameters_.size())
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel overlap: " + std::to_string(summed_after_backward.size()) +
+                                                  " flags for " + std::to_string(parameters_.size()) + " parameters");
+  if (!reduces()) return;
+  for (size_t k = 0; k < parameters_.size(); ++k) {
+    const at::Tensor& tensor = parameters_[k].tensor;
+    if (bucket_of_[k] < 0) continue;
+    if (!tensor.requires_grad() || !tensor.is_leaf())
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                  "data-parallel overlap: parameter '" + parameters_[k].name + "' is not a leaf requiring grad");
+  }
+  release_hooks();
+  final_gradient_ = std::move(final_gradient);
+  overlap_communicator_ = &communicator;
+  held_.assign(buckets_.size(), false);
+  for (size_t k = 0; k < parameters_.size(); ++k)
+    if (bucket_of_[k] >= 0 && summed_after_backward[k]) held_[bucket_of_[k]] = true;
+  for (size_t k = 0; k < parameters_.size(); ++k)
+    if (bucket_of_[k] >= 0)
+      torch::autograd::impl::set_post_acc_grad_hooks(parameters_[k].tensor,
+                                                     std::make_unique<GradientReadyHook>(*this, k));
+}
+
+void DataParallelGradients::begin_step(int64_t micro_batches) {
+  micro_batches_ = micro_batches;
+  backwards_done_ = 0;
+  ready_.assign(parameters_.size(), false);
+  arrived_.assign(buckets_.size(), 0);
+  next_bucket_ = 0;
+  in_flight_.clear();
+  started_gradients_.assign(parameters_.size(), at::Tensor());
+  started_in_backward_ = 0;
+  armed_ = final_gradient_ && micro_batches_ == 1;
+}
+
+void DataParallelGradients::after_backward() {
+  ++backwards_done_;
+  armed_ = final_gradient_ && backwards_done_ == micro_batches_ - 1;
+}
+
+void DataParallelGradients::gradient_ready(size_t k) {
+  if (!armed_ || bucket_of_[k] < 0 || ready_[k]) return;
+  ready_[k] = true;
+  ++arrived_[bucket_of_[k]];
+  at::NoGradGuard no_grad;
+  const size_t started = next_bucket_;
+  start_ready_buckets();
+  started_in_backward_ += static_cast<int64_t>(next_bucket_ - started);
+  for (InFlight& flight : in_flight_) flight.operation->test();  // lets MPI progress
+}
+
+// In bucket order, so that every dp rank posts the same collectives in the same order.
+void DataParallelGradients::start_ready_buckets() {
+  while (next_bucket_ < buckets_.size() && !held_[next_bucket_] &&
+         arrived_[next_bucket_] == buckets_[next_bucket_].members.size()) {
+    const Bucket& bucket = buckets_[next_bucket_];
+    std::vector<at::Tensor> gradients(parameters_.size());
+    for (size_t k : bucket.members) gradients[k] = started_gradients_[k] = final_gradient_(k);
+    in_flight_.push_back(start_bucket(next_bucket_, gradients, *overlap_communicator_));
+    ++next_bucket_;
+  }
+}
+
 void DataParallelGradients::reduce_over_data_parallel(const std::vector<at::Tensor>& gradients,
                                                       Communicator& communicator) {
+  armed_ = false;
   if (gradients.size() != parameters_.size())
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel reduction: " + std::to_string(gradients.size()) +
                                                   " gradients for " + std::to_string(parameters_.size()) +
                                                   " parameters");
-  for (size_t k = 0; k < gradients.size(); ++k)
+  for (size_t k = 0; k < gradients.size(); ++k) {
     if (gradients[k].numel() != parameters_[k].tensor.numel())
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel reduction: the gradient of '" + parameters_[k].name +
                                                     "' holds " + std::to_string(gradients[k].numel()) +
                                                     " elements, the parameter " +
                                                     std::to_string(parameters_[k].tensor.numel()));
+    if (k < started_gradients_.size() && started_gradients_[k].defined() &&
+        !started_gradients_[k].is_same(gradients[k]))
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel reduction: the gradient of '" + parameters_[k].name +
+                                                    "' is not the tensor whose reduction started in the backward");
+  }
   at::NoGradGuard no_grad;
-  if (sharding_ == TRIAX_GRADIENTS_WHOLE) {
-    if (dp_size_ > 1)
-      for (const Bucket& bucket : buckets_) all_reduce_bucket(bucket, gradients, communicator);
-    for_optimizer_ = gradients;
-    return;
+  if (reduces()) {
+    for (; next_bucket_ < buckets_.size(); ++next_bucket_)
+      in_flight_.push_back(start_bucket(next_bucket_, gradients, communicator));
+    for (InFlight& flight : in_flight_) finish_bucket(flight);
   }
-  for (Bucket& bucket : buckets_) reduce_scatter_bucket(bucket, gradients, communicator);
+  in_flight_.clear();
+  started_gradients_.clear();
+  next_bucket_ = 0;
+  if (sharding_ == TRIAX_GRADIENTS_WHOLE) for_optimizer_ = gradients;
 }
 
-void DataParallelGradients::all_reduce_bucket(const Bucket& bucket, const std::vector<at::Tensor>& gradients,
-                                              Communicator& communicator) {
-  const double mean = 1.0 / static_cast<double>(dp_size_);
-  const at::Tensor& single = gradients[bucket.members.front()];
-  if (bucket.members.size() == 1 && single.is_contiguous()) {  // a bucket of one: no copies
-    communicator.all_reduce(TRIAX_GROUP_DP, single, TRIAX_REDUCE_SUM);
-    single.mul_(mean);
-    return;
-  }
-  at::Tensor flat = at::empty({bucket.elements}, single.options().dtype(bucket.dtype));
-  for (size_t m = 0; m < bucket.members.size(); ++m) {
-    const at::Tensor& g = gradients[bucket.members[m]];
-    flat.narrow(0, bucket.offsets[m], g.numel()).view(g.sizes()).copy_(g);
-  }
-  communicator.all_reduce(TRIAX_GROUP_DP, flat, TRIAX_REDUCE_SUM);
-  flat.mul_(mean);
-  for (size_t m = 0; m < bucket.members.size(); ++m) {
-    const at::Tensor& g = gradients[bucket.members[m]];
-    g.copy_(flat.narrow(0, bucket.offsets[m], g.numel()).view(g.sizes()));
-  }
-}
-
-// Rank-major layout: row r of `input` is [chunk r of p1, chunk r of p2, ...], each chunk padded
-// with zeros to ceil(n / dp) elements, so the reduce-scatter leaves row dp_rank (summed) here.
-void DataParallelGradients::reduce_scatter_bucket(Bucket& bucket, const std::vector<at::Tensor>& gradients,
-                                                  Communicator& communicator) {
+DataParallelGradients::InFlight DataParallelGradients::start_bucket(size_t b, const std::vector<at::Tensor>& gradients,
+                                                                    Communicator& communicator) {
+  Bucket& bucket = buckets_[b];
+  InFlight flight;
+  flight.bucket = b;
   const at::Tensor& first = gradients[bucket.members.front()];
+  if (sharding_ == TRIAX_GRADIENTS_WHOLE) {
+    for (size_t k : bucket.members) flight.members.push_back(gradients[k]);
+    if (bucket.members.size() == 1 && first.is_contiguous()) {  // a bucket of one: no copies
+      flight.operation = communicator.start_all_reduce(TRIAX_GROUP_DP, first, TRIAX_REDUCE_SUM);
+      return flight;
+    }
+    flight.flat = at::empty({bucket.elements}, first.options().dtype(bucket.dtype));
+    for (size_t m = 0; m < bucket.members.size(); ++m) {
+      const at::Tensor& g = gradients[bucket.members[m]];
+      flight.flat.narrow(0, bucket.offsets[m], g.numel()).view(g.sizes()).copy_(g);
+    }
+    flight.operation = communicator.start_all_reduce(TRIAX_GROUP_DP, flight.flat, TRIAX_REDUCE_SUM);
+    return flight;
+  }
+  // Rank-major layout: row r of `input` is [chunk r of p1, chunk r of p2, ...], each chunk padded
+  // with zeros to ceil(n / dp) elements, so the reduce-scatter leaves row dp_rank (summed) here.
   at::Tensor input = at::zeros({dp_size_, bucket.elements}, first.options().dtype(bucket.dtype));
   for (size_t m = 0; m < bucket.members.size(); ++m) {
     const size_t k = bucket.members[m];
@@ -147,8 +242,28 @@ void DataParallelGradients::reduce_scatter_bucket(Bucket& bucket, const std::vec
       columns.narrow(0, 0, full_rows).copy_(flat.narrow(0, 0, full_rows * chunk).view({full_rows, chunk}));
     if (rest > 0) columns[full_rows].narrow(0, 0, rest).copy_(flat.narrow(0, full_rows * chunk, rest));
   }
-  communicator.reduce_scatter(TRIAX_GROUP_DP, bucket.shards, input.view({-1}), TRIAX_REDUCE_SUM);
-  bucket.shards.mul_(1.0 / static_cast<double>(dp_size_));
+  flight.operation =
+      communicator.start_reduce_scatter(TRIAX_GROUP_DP, bucket.shards, input.view({-1}), TRIAX_REDUCE_SUM);
+  return flight;
+}
+
+void DataParallelGradients::finish_bucket(InFlight& flight) {
+  flight.operation->wait();
+  const Bucket& bucket = buckets_[flight.bucket];
+  const double mean = 1.0 / static_cast<double>(dp_size_);
+  if (sharding_ == TRIAX_GRADIENTS_DP_SHARDED) {
+    bucket.shards.mul_(mean);
+    return;
+  }
+  if (!flight.flat.defined()) {
+    flight.members.front().mul_(mean);
+    return;
+  }
+  flight.flat.mul_(mean);
+  for (size_t m = 0; m < bucket.members.size(); ++m) {
+    const at::Tensor& g = flight.members[m];
+    g.copy_(flight.flat.narrow(0, bucket.offsets[m], g.numel()).view(g.sizes()));
+  }
 }
 
 at::Tensor DataParallelGradients::clip(std::optional<double> max_norm, Communicator& communicator) {
@@ -167,9 +282,11 @@ std::vector<std::vector<size_t>> DataParallelGradients::bucket_members() const {
 std::string DataParallelGradients::describe() const {
   std::ostringstream out;
   if (sharding_ == TRIAX_GRADIENTS_WHOLE && dp_size_ == 1) return "gradients: dp = 1, no data-parallel reduction";
-  out << "gradients: mean over dp = " << dp_size_ << " after the last micro-batch, "
+  out << "gradients: mean over dp = " << dp_size_ << ", "
       << (sharding_ == TRIAX_GRADIENTS_WHOLE ? "all-reduced" : "reduce-scattered into this rank's ZeRO shards")
-      << " in " << buckets_.size() << " bucket(s) of at most " << bucket_cap_bytes_ / double(1 << 20) << " MiB";
+      << " in " << buckets_.size() << " bucket(s) of at most " << bucket_cap_bytes_ / double(1 << 20) << " MiB"
+      << (final_gradient_ ? ", overlapping the last micro-batch's backward"
+                          : ", after the last micro-batch's backward");
   return out.str();
 }
 

@@ -30,23 +30,32 @@ void GradientAccumulator::after_backward() {
   }
 }
 
-const std::vector<at::Tensor>& GradientAccumulator::gradients() {
-  if (!gradients_.empty()) return gradients_;
-  gradients_.reserve(parameters_.size());
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    if (!buffers_.empty()) {
-      gradients_.push_back(buffers_[i]);
-      continue;
+const at::Tensor& GradientAccumulator::final_gradient(size_t i) {
+  if (gradients_.size() != parameters_.size()) gradients_.assign(parameters_.size(), at::Tensor());
+  at::Tensor& final = gradients_[i];
+  if (final.defined()) return final;
+  const auto& tensor = parameters_[i].tensor;
+  if (!buffers_.empty()) {
+    at::Tensor& grad = tensor.mutable_grad();
+    if (grad.defined()) {  // the last micro-batch's, not folded by after_backward yet
+      buffers_[i].add_(grad);
+      grad = at::Tensor();
     }
-    const at::Tensor& grad = parameters_[i].tensor.grad();
-    const auto& tensor = parameters_[i].tensor;
-    if (!grad.defined())
-      gradients_.push_back(at::zeros(tensor.sizes(), tensor.options().dtype(at::kFloat)));
-    else if (grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kDouble)
-      gradients_.push_back(grad);
-    else
-      gradients_.push_back(grad.to(at::kFloat));
+    final = buffers_[i];
+    return final;
   }
+  const at::Tensor& grad = tensor.grad();
+  if (!grad.defined())
+    final = at::zeros(tensor.sizes(), tensor.options().dtype(at::kFloat));
+  else if (grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kDouble)
+    final = grad;
+  else
+    final = grad.to(at::kFloat);
+  return final;
+}
+
+const std::vector<at::Tensor>& GradientAccumulator::gradients() {
+  for (size_t i = 0; i < parameters_.size(); ++i) final_gradient(i);
   return gradients_;
 }
 

@@ -267,6 +267,10 @@ struct MpiCommunicator::Impl {
     wait(&request, 1, what, members, buffers);
   }
 
+  // Posts a collective and returns it in flight.
+  std::unique_ptr<PendingOperation> start(triax_group group, const char* operation, std::vector<at::Tensor> buffers,
+                                          const std::function<int(MPI_Request*)>& post, std::function<void()> finish);
+
   int checked_peer(triax_group group, int peer, const char* operation) const {
     const int size = context.size(group);
     if (peer < 0 || peer >= size || peer == context.rank(group))
@@ -279,6 +283,58 @@ struct MpiCommunicator::Impl {
 };
 
 namespace {
+
+// A posted collective: `finish` (the fp32 copy-back, the average) runs once it completes. Until
+// then its buffers stay alive; dropped unfinished (after an error elsewhere), they are abandoned.
+class MpiPendingOperation final : public PendingOperation {
+ public:
+  MpiPendingOperation(MpiCommunicator::Impl& impl, std::string what, std::vector<int> suspects,
+                      std::vector<at::Tensor> buffers, std::function<void()> finish)
+      : impl_(impl),
+        what_(std::move(what)),
+        suspects_(std::move(suspects)),
+        buffers_(std::move(buffers)),
+        finish_(std::move(finish)) {}
+  ~MpiPendingOperation() override {
+    if (request_ != MPI_REQUEST_NULL) abandon(buffers_);
+  }
+  MPI_Request* request() { return &request_; }
+
+  void wait() override {
+    if (done_) return;
+    impl_.require_usable();
+    impl_.wait(&request_, 1, what_, suspects_, buffers_);
+    complete();
+  }
+
+  bool test() override {
+    if (done_) return true;
+    impl_.require_usable();
+    int done = 0;
+    const int code = MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) {
+      abandon(buffers_);
+      impl_.fail(what_, "failed in MPI (" + mpi_error_text(code) + ")", suspects_);
+    }
+    if (done) complete();
+    return done_;
+  }
+
+ private:
+  void complete() {
+    request_ = MPI_REQUEST_NULL;
+    done_ = true;
+    finish_();
+  }
+
+  MpiCommunicator::Impl& impl_;
+  std::string what_;
+  std::vector<int> suspects_;
+  std::vector<at::Tensor> buffers_;
+  std::function<void()> finish_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  bool done_ = false;
+};
 
 void require_cpu(const at::Tensor& tensor, const char* operation, const char* role = "tensor") {
   if (!tensor.defined())
@@ -308,6 +364,22 @@ at::Tensor separate_input(const at::Tensor& input, const at::Tensor& output) {
   const bool overlaps = input.is_alias_of(output);
   return overlaps ? input.clone() : input.contiguous();
 }
+
+}  // namespace
+
+std::unique_ptr<PendingOperation> MpiCommunicator::Impl::start(triax_group group, const char* operation,
+                                                               std::vector<at::Tensor> buffers,
+                                                               const std::function<int(MPI_Request*)>& post,
+                                                               std::function<void()> finish) {
+  require_usable();
+  std::vector<int> members = context.members(group);
+  std::string what = describe(operation, group);
+  auto pending = std::make_unique<MpiPendingOperation>(*this, what, members, std::move(buffers), std::move(finish));
+  post_or_fail(post(pending->request()), what, members);
+  return pending;
+}
+
+namespace {
 
 std::string store_address() {
   if (const char* master = std::getenv("MASTER_ADDR"); master && *master) return master;
@@ -428,6 +500,11 @@ void MpiCommunicator::set_step(int64_t step) {
 }
 
 void MpiCommunicator::all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) {
+  start_all_reduce(group, tensor, op)->wait();
+}
+
+std::unique_ptr<PendingOperation> MpiCommunicator::start_all_reduce(triax_group group, const at::Tensor& tensor,
+                                                                    triax_reduce_op op) {
   Impl& s = *impl_;
   require_cpu(tensor, "all_reduce");
   const MPI_Op reduce = mpi_op(op);
@@ -436,11 +513,16 @@ void MpiCommunicator::all_reduce(triax_group group, const at::Tensor& tensor, tr
   const int count = element_count(buffer, "all_reduce");
   const MPI_Datatype type = transfer_type(buffer, "all_reduce");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "all_reduce", {buffer}, [&](MPI_Request* request) {
-    return MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, comm, request);
-  });
-  finish_average(buffer, op, s.context.size(group));
-  write_back(tensor, buffer);
+  const int size = s.context.size(group);
+  return s.start(
+      group, "all_reduce", {buffer},
+      [&](MPI_Request* request) {
+        return MPI_Iallreduce(MPI_IN_PLACE, buffer.data_ptr(), count, type, reduce, comm, request);
+      },
+      [buffer, tensor, op, size] {
+        finish_average(buffer, op, size);
+        write_back(tensor, buffer);
+      });
 }
 
 void MpiCommunicator::all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) {
@@ -464,6 +546,11 @@ void MpiCommunicator::all_gather(triax_group group, const at::Tensor& output, co
 
 void MpiCommunicator::reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
                                      triax_reduce_op op) {
+  start_reduce_scatter(group, output, input, op)->wait();
+}
+
+std::unique_ptr<PendingOperation> MpiCommunicator::start_reduce_scatter(triax_group group, const at::Tensor& output,
+                                                                        const at::Tensor& input, triax_reduce_op op) {
   Impl& s = *impl_;
   require_cpu(output, "reduce_scatter", "output");
   require_cpu(input, "reduce_scatter", "input");
@@ -481,11 +568,15 @@ void MpiCommunicator::reduce_scatter(triax_group group, const at::Tensor& output
   const int count = element_count(target, "reduce_scatter");
   const MPI_Datatype type = transfer_type(target, "reduce_scatter");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "reduce_scatter", {source, target}, [&](MPI_Request* request) {
-    return MPI_Ireduce_scatter_block(source.data_ptr(), target.data_ptr(), count, type, reduce, comm, request);
-  });
-  finish_average(target, op, size);
-  write_back(output, target);
+  return s.start(
+      group, "reduce_scatter", {source, target},
+      [&](MPI_Request* request) {
+        return MPI_Ireduce_scatter_block(source.data_ptr(), target.data_ptr(), count, type, reduce, comm, request);
+      },
+      [target, output, op, size] {
+        finish_average(target, op, size);
+        write_back(output, target);
+      });
 }
 
 void MpiCommunicator::broadcast(triax_group group, const at::Tensor& tensor, int root) {

@@ -75,6 +75,8 @@ void require_numel(const at::Tensor& tensor, int64_t expected, const char* opera
                                                   std::to_string(tensor.numel()));
 }
 
+// start_all_reduce / start_reduce_scatter keep the base class's blocking defaults; c10d's Work
+// objects are asynchronous already and could back them.
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(const MeshShape& shape, const CommunicatorOptions& options, const LaunchEnvironment& launch)

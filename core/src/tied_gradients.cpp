@@ -100,4 +100,10 @@ std::string TiedGradients::describe() const {
   return text;
 }
 
+std::vector<bool> TiedGradients::tied_parameters() const {
+  std::vector<bool> tied(parameter_count_, false);
+  for (const Tie& tie : ties_) tied[tie.parameter] = true;
+  return tied;
+}
+
 }  // namespace triax

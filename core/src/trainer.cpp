@@ -266,6 +266,10 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
       context.dp_size, parameters_counted_in_norm(s.model->parameters(), context.tp_rank, [&](const std::string& key) {
         return s.tied->counts_in_norm(key);
       }));
+  if (context.dp_size > 1 && communicator.has_asynchronous_collectives())
+    s.dp_gradients->overlap_with_backward(
+        [gradients = s.gradients.get()](size_t k) { return gradients->final_gradient(k); }, s.tied->tied_parameters(),
+        communicator);
   log::info(s.dp_gradients->describe());
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
 }
@@ -334,10 +338,13 @@ TrainSummary Trainer::train() {
     request.model = s.model->ref();
     request.micro_batches = static_cast<int32_t>(micro_batches);
     request.batches = {&feed, &MicroBatchFeed::next};
-    request.hooks_self = s.gradients.get();
+    s.dp_gradients->begin_step(micro_batches);
+    request.hooks_self = &s;
     request.after_backward = [](void* self, int32_t, triax_error* error) -> triax_status {
       try {
-        static_cast<GradientAccumulator*>(self)->after_backward();
+        auto& state = *static_cast<State*>(self);
+        state.gradients->after_backward();
+        state.dp_gradients->after_backward();
         return TRIAX_OK;
       } catch (const std::exception& e) {
         std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "gradient accumulation: %s", e.what());

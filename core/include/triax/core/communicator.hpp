@@ -27,6 +27,24 @@ struct CommunicatorOptions {
   double heartbeat_interval_seconds = 0.5;  // how often each rank says it is alive
 };
 
+// A collective in flight. wait() returns once its result is in the caller's tensors (throwing
+// CommunicationError on a timeout or a dead peer, like the blocking operations); test() says
+// whether it has completed, finishing it if so, without blocking. The tensors handed to start_*
+// must not be touched until then.
+class PendingOperation {
+ public:
+  virtual ~PendingOperation() = default;
+  virtual void wait() = 0;
+  virtual bool test() = 0;
+};
+
+// What a backend without asynchronous collectives returns: the work is already done.
+class CompletedOperation final : public PendingOperation {
+ public:
+  void wait() override {}
+  bool test() override { return true; }
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -42,6 +60,19 @@ class Communicator {
   virtual void send(triax_group group, const at::Tensor& tensor, int peer) = 0;
   virtual void recv(triax_group group, const at::Tensor& tensor, int peer) = 0;
   virtual void barrier(triax_group group) = 0;
+  // Asynchronous forms of all_reduce and reduce_scatter. By default they run the blocking
+  // operation and return it completed; the mpi backend overlaps them with the caller's work.
+  virtual bool has_asynchronous_collectives() const { return false; }
+  virtual std::unique_ptr<PendingOperation> start_all_reduce(triax_group group, const at::Tensor& tensor,
+                                                             triax_reduce_op op) {
+    all_reduce(group, tensor, op);
+    return std::make_unique<CompletedOperation>();
+  }
+  virtual std::unique_ptr<PendingOperation> start_reduce_scatter(triax_group group, const at::Tensor& output,
+                                                                 const at::Tensor& input, triax_reduce_op op) {
+    reduce_scatter(group, output, input, op);
+    return std::make_unique<CompletedOperation>();
+  }
   // The training step in progress, for error messages and the peers' liveness reports.
   virtual void set_step(int64_t /*step*/) {}
 };

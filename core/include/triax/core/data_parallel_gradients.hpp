@@ -9,14 +9,20 @@
 //
 // Gradients travel in buckets of about `bucket_cap_bytes` (model.ddp_bucket_cap_mb): one
 // collective per bucket instead of one per parameter. Buckets are filled in reverse parameter
-// order, the order backward produces gradients in. The reduction runs once, after the last
-// micro-batch's backward: the Communicator's collectives are blocking, so it does not overlap
-// with backward (that needs asynchronous collectives started from gradient hooks).
+// order, the order backward produces gradients in. The reduction runs once per step, over the
+// gradients summed over every micro-batch. With overlap_with_backward (backends with asynchronous
+// collectives), it overlaps the last micro-batch's backward: hooks on the parameters see each
+// gradient become final and start a bucket's collective as soon as all its members are, in bucket
+// order (the same on every dp rank); reduce_over_data_parallel then starts the rest (buckets with
+// a gradient still to come, or summed over pipeline stages after the backward) and waits for all.
+// The result is the same, bit for bit, as reducing after the backward.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +34,7 @@
 namespace triax {
 
 class Communicator;
+class PendingOperation;
 
 class DataParallelGradients {
  public:
@@ -35,6 +42,26 @@ class DataParallelGradients {
   // whether parameter i counts in the global norm (see parameters_counted_in_norm).
   DataParallelGradients(const std::vector<NamedParameter>& parameters, triax_gradient_sharding sharding,
                         int64_t bucket_cap_bytes, int dp_rank, int dp_size, std::vector<bool> counted_in_norm);
+
+  ~DataParallelGradients();
+  DataParallelGradients(const DataParallelGradients&) = delete;
+  DataParallelGradients& operator=(const DataParallelGradients&) = delete;
+
+  // Registers the hooks that start buckets during the last micro-batch's backward.
+  // `final_gradient(k)` hands over parameter k's gradient of the step once its last micro-batch's
+  // part has arrived (the accumulator's: the tensor later passed to reduce_over_data_parallel);
+  // `summed_after_backward[k]`: the gradient still changes after the backward (tied over pipeline
+  // stages), so its bucket starts in reduce_over_data_parallel.
+  void overlap_with_backward(std::function<at::Tensor(size_t)> final_gradient, std::vector<bool> summed_after_backward,
+                             Communicator& communicator);
+  // Before a step's first micro-batch; then after each micro-batch's backward. The hooks act
+  // during the backward of micro-batch `micro_batches - 1` (the engine's last on every stage).
+  void begin_step(int64_t micro_batches);
+  void after_backward();
+  // Called by the parameters' hooks: parameter k's gradient of this micro-batch is accumulated.
+  void gradient_ready(size_t k);
+  // Buckets whose collective started during the latest step's backward.
+  int64_t buckets_started_in_backward() const { return started_in_backward_; }
 
   // After the last micro-batch: `gradients` (one per parameter, fp32 or fp64, e.g. the
   // accumulator's) averaged over the dp group: in place (WHOLE) or into this rank's shards.
@@ -60,9 +87,33 @@ class DataParallelGradients {
     at::Tensor shards;  // DP_SHARDED: this rank's segment after the reduce-scatter
   };
 
+  // A bucket's collective in flight.
+  struct InFlight {
+    size_t bucket = 0;
+    std::unique_ptr<PendingOperation> operation;
+    at::Tensor flat;                  // WHOLE: the flat copy reduced (undefined: a bucket of one)
+    std::vector<at::Tensor> members;  // WHOLE: the gradients it writes back to
+  };
+
   void plan_buckets(int64_t bucket_cap_bytes);
-  void all_reduce_bucket(const Bucket& bucket, const std::vector<at::Tensor>& gradients, Communicator& communicator);
-  void reduce_scatter_bucket(Bucket& bucket, const std::vector<at::Tensor>& gradients, Communicator& communicator);
+  bool reduces() const { return sharding_ == TRIAX_GRADIENTS_DP_SHARDED || dp_size_ > 1; }
+  InFlight start_bucket(size_t b, const std::vector<at::Tensor>& gradients, Communicator& communicator);
+  void finish_bucket(InFlight& flight);
+  void start_ready_buckets();
+  void release_hooks();
+
+  std::function<at::Tensor(size_t)> final_gradient_;  // set by overlap_with_backward
+  Communicator* overlap_communicator_ = nullptr;
+  std::vector<bool> held_;      // of each bucket: starts only after the backward
+  std::vector<int> bucket_of_;  // of each parameter; -1 for empty ones
+  bool armed_ = false;          // during the last micro-batch's backward
+  int64_t micro_batches_ = 0, backwards_done_ = 0;
+  std::vector<bool> ready_;      // of each parameter, this step
+  std::vector<size_t> arrived_;  // of each bucket: members ready
+  size_t next_bucket_ = 0;       // buckets before it have started
+  std::vector<InFlight> in_flight_;
+  std::vector<at::Tensor> started_gradients_;  // the tensors the started buckets reduce
+  int64_t started_in_backward_ = 0;
 
   std::vector<NamedParameter> parameters_;
   triax_gradient_sharding sharding_;

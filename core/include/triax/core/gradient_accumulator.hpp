@@ -23,6 +23,9 @@ class GradientAccumulator {
   void after_backward();
   // fp32 gradients, one per parameter (zeros for parameters that received none).
   const std::vector<at::Tensor>& gradients();
+  // Parameter i's entry of gradients(), once its last micro-batch's gradient has arrived (possibly
+  // while the backward still runs for other parameters): folded, then fixed for this step.
+  const at::Tensor& final_gradient(size_t i);
   bool uses_fp32_buffers() const { return !buffers_.empty(); }
 
  private:

@@ -35,6 +35,13 @@ class MpiCommunicator final : public Communicator {
   void all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) override;
   void reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
                       triax_reduce_op op) override;
+  // Posted with MPI_Iallreduce / MPI_Ireduce_scatter_block; they progress whenever this rank
+  // calls MPI (any operation, or the handle's test()).
+  bool has_asynchronous_collectives() const override { return true; }
+  std::unique_ptr<PendingOperation> start_all_reduce(triax_group group, const at::Tensor& tensor,
+                                                     triax_reduce_op op) override;
+  std::unique_ptr<PendingOperation> start_reduce_scatter(triax_group group, const at::Tensor& output,
+                                                         const at::Tensor& input, triax_reduce_op op) override;
   void broadcast(triax_group group, const at::Tensor& tensor, int root) override;
   void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) override;
   // Returns once the transfer is posted: it runs in the background from a private copy and is
@@ -45,8 +52,9 @@ class MpiCommunicator final : public Communicator {
   void barrier(triax_group group) override;
   void set_step(int64_t step) override;
 
+  struct Impl;  // the MPI state, private to the source file (its pending operations use it)
+
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

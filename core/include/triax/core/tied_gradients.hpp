@@ -30,6 +30,8 @@ class TiedGradients {
   bool counts_in_norm(const std::string& key) const;
 
   bool empty() const { return ties_.empty(); }
+  // Of each parameter: whether sum() changes its gradient.
+  std::vector<bool> tied_parameters() const;
   // "model.embed_tokens.weight on pipeline ranks 0 and 3", for the start-up log.
   std::string describe() const;
 
