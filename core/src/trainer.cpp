@@ -410,7 +410,9 @@ TrainSummary Trainer::train() {
   summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (!summary.losses.empty())
     log::info("done: " + std::to_string(c.tokens.train_steps) + " steps in " + format_duration(summary.seconds) +
-              ", loss " + std::to_string(summary.losses.front()) + " -> " + std::to_string(summary.losses.back()));
+              ", loss " + std::to_string(summary.losses.front()) + " -> " + std::to_string(summary.losses.back()) +
+              "; at most " + std::to_string(summary.peak_live_micro_batches) + " of " + std::to_string(micro_batches) +
+              " micro-batches in flight on this rank (" + c.parallelism.pp_engine + ")");
   return summary;
 }
 
