@@ -94,19 +94,11 @@ int run_train_command(const std::vector<std::string>& args) {
     for (const auto& refusal : registry.refusals())
       log::warning("plugin library refused: " + refusal.library_path + ": " + refusal.reason);
 
-    MeshShape shape;
-    shape.dp = static_cast<int>(config.parallelism.dp);
-    shape.pp = static_cast<int>(config.parallelism.pp);
-    shape.tp = static_cast<int>(config.parallelism.tp);
-    shape.ep = static_cast<int>(config.parallelism.expert_parallel_size);
-    CommunicatorOptions options;
-    options.timeout_seconds = config.parallelism.comm_timeout_seconds;
-    std::unique_ptr<Communicator> communicator =
-        connect_communicator(config.parallelism.comm_backend, config.general.device, shape, options, launch);
+    std::unique_ptr<Communicator> communicator = connect_communicator(config, launch);
     if (launch.world_size > 1)
       log::info(std::string("communication: ") + communicator->backend_name() + " backend, " +
                 std::to_string(launch.world_size) + " ranks started by " + launch.launcher_name() + ", timeout " +
-                seconds_text(options.timeout_seconds));
+                seconds_text(config.parallelism.comm_timeout_seconds));
     {
       Trainer trainer(std::move(config), registry, *communicator);
       trainer.train();

@@ -33,10 +33,16 @@ std::string resolve_backend(const std::string& backend, const std::string& devic
   return chosen;
 }
 
-std::unique_ptr<Communicator> connect_communicator(const std::string& backend, const std::string& device,
-                                                   const MeshShape& shape, const CommunicatorOptions& options,
-                                                   const LaunchEnvironment& launch) {
-  const std::string chosen = resolve_backend(backend, device, launch);
+std::unique_ptr<Communicator> connect_communicator(const TrainConfig& config, const LaunchEnvironment& launch) {
+  const ParallelismConfig& p = config.parallelism;
+  MeshShape shape;
+  shape.dp = static_cast<int>(p.dp);
+  shape.pp = static_cast<int>(p.pp);
+  shape.tp = static_cast<int>(p.tp);
+  shape.ep = static_cast<int>(p.expert_parallel_size);
+  CommunicatorOptions options;
+  options.timeout_seconds = p.comm_timeout_seconds;
+  const std::string chosen = resolve_backend(p.comm_backend, config.general.device, launch);
   if (chosen == "single-process") {
     if (shape.world_size() != 1)
       throw ConfigError("parallelism: dp x tp x pp = " + std::to_string(shape.world_size()) +

@@ -55,12 +55,6 @@ std::string seconds_text(double seconds) {
   return text;
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string text = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? " " : "") + std::to_string(ranks[i]);
-  return text + "]";
-}
-
 // The MPI type that moves a tensor's elements unchanged (half types travel as 16-bit words).
 MPI_Datatype transfer_type(const at::Tensor& tensor, const char* operation) {
   switch (tensor.scalar_type()) {
@@ -206,7 +200,7 @@ struct MpiCommunicator::Impl {
   // "all_reduce over the dp group [0 2]" or "send to rank 3 (peer 1 of the pp group [1 3])"
   std::string describe(const char* operation, triax_group group, int peer = -1, const char* direction = "") const {
     const std::vector<int> members = context.members(group);
-    const std::string group_text = std::string("the ") + group_name(group) + " group " + ranks_text(members);
+    const std::string group_text = std::string("the ") + group_name(group) + " group " + format_ranks(members);
     if (peer < 0) return std::string(operation) + " over " + group_text;
     return std::string(operation) + " " + direction + " rank " + std::to_string(members[peer]) + " (peer " +
            std::to_string(peer) + " of " + group_text + ")";
@@ -276,7 +270,7 @@ struct MpiCommunicator::Impl {
     if (peer < 0 || peer >= size || peer == context.rank(group))
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                   std::string(operation) + ": peer " + std::to_string(peer) + " is not another rank of the " +
-                      group_name(group) + " group " + ranks_text(context.members(group)) + " (this rank is " +
+                      group_name(group) + " group " + format_ranks(context.members(group)) + " (this rank is " +
                       std::to_string(context.rank(group)) + " of " + std::to_string(size) + ")");
     return peer;
   }

@@ -56,12 +56,6 @@ c10d::ReduceOp reduce_op(triax_reduce_op op) {
   throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(static_cast<int>(op)));
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::string text = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? " " : "") + std::to_string(ranks[i]);
-  return text + "]";
-}
-
 void require_cuda(const at::Tensor& tensor, const char* operation) {
   if (!tensor.defined() || !tensor.is_cuda())
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
@@ -210,7 +204,7 @@ class NcclCommunicator final : public Communicator {
     if (peer < 0 || peer >= size(group) || peer == rank(group))
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(operation) + ": peer " + std::to_string(peer) +
                                                     " is not another rank of the " + group_name(group) + " group " +
-                                                    ranks_text(context_.members(group)));
+                                                    format_ranks(context_.members(group)));
   }
 
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* operation, triax_group group, int peer = -1) {
@@ -221,7 +215,7 @@ class NcclCommunicator final : public Communicator {
       const std::vector<int> suspects = peer < 0 ? members : std::vector<int>{members[peer]};
       std::string what = std::string(operation) +
                          (peer < 0 ? " over the " : " rank " + std::to_string(members[peer]) + " of the ") +
-                         group_name(group) + " group " + ranks_text(members);
+                         group_name(group) + " group " + format_ranks(members);
       std::string reason = e.what();
       reason = reason.substr(0, reason.find('\n'));
       throw CommunicationError("rank " + std::to_string(context_.world_rank()) + ": step " + std::to_string(step_) +

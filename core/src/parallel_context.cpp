@@ -124,6 +124,12 @@ const char* group_name(triax_group group) {
   return "unknown";
 }
 
+std::string format_ranks(const std::vector<int>& ranks) {
+  std::string text = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? " " : "") + std::to_string(ranks[i]);
+  return text + "]";
+}
+
 std::string ParallelContext::describe(const MeshShape& shape) {
   std::ostringstream out;
   out << "mesh dp=" << shape.dp << " pp=" << shape.pp << " tp=" << shape.tp;
@@ -145,11 +151,7 @@ std::string ParallelContext::describe(const MeshShape& shape) {
   if (shape.ep > 1) kinds.push_back(TRIAX_GROUP_EP);
   for (triax_group kind : kinds) {
     out << "\n" << group_name(kind) << " groups:";
-    for (const auto& ranks : first.all_groups(kind)) {
-      out << " [";
-      for (size_t i = 0; i < ranks.size(); ++i) out << (i ? " " : "") << ranks[i];
-      out << "]";
-    }
+    for (const auto& ranks : first.all_groups(kind)) out << " " << format_ranks(ranks);
   }
   out << "\n";
   return out.str();

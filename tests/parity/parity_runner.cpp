@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "triax/core/communicator.hpp"
+#include "triax/core/communicator_factory.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/log.hpp"
-#include "triax/core/mpi_communicator.hpp"
 #include "triax/core/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/error.hpp"
@@ -160,18 +160,8 @@ int compare(const fs::path& reference, const fs::path& candidate, double toleran
 int run(const std::string& config_file, const fs::path& out, const std::vector<std::string>& overrides) {
   at::set_num_threads(1);
   TrainConfig config = load_train_config(config_file, overrides);
-  const bool under_mpi = std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr;
-  std::unique_ptr<Communicator> communicator;
-  if (under_mpi) {
-    const MeshShape shape{static_cast<int>(config.parallelism.dp), static_cast<int>(config.parallelism.pp),
-                          static_cast<int>(config.parallelism.tp),
-                          static_cast<int>(config.parallelism.expert_parallel_size)};
-    CommunicatorOptions options;
-    options.timeout_seconds = config.parallelism.comm_timeout_seconds;
-    communicator = std::make_unique<MpiCommunicator>(shape, options);
-  } else {
-    communicator = std::make_unique<SingleProcessCommunicator>();
-  }
+  // mpi under mpirun, the single-process communicator for the reference run.
+  std::unique_ptr<Communicator> communicator = connect_communicator(config, LaunchEnvironment::from_process());
   const int rank = communicator->rank(TRIAX_GROUP_WORLD);
   log::configure(rank, communicator->size(TRIAX_GROUP_WORLD), log::Level::warning, log::Level::warning);
   fs::create_directories(out);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "triax/core/communicator.hpp"
+#include "triax/core/config.hpp"
 #include "triax/core/launch_environment.hpp"
 #include "triax/core/parallel_context.hpp"
 
@@ -18,8 +19,8 @@ namespace triax {
 // Throws ConfigError for an unknown name or a backend that cannot serve this launch.
 std::string resolve_backend(const std::string& backend, const std::string& device, const LaunchEnvironment& launch);
 
-std::unique_ptr<Communicator> connect_communicator(const std::string& backend, const std::string& device,
-                                                   const MeshShape& shape, const CommunicatorOptions& options,
-                                                   const LaunchEnvironment& launch);
+// The mesh (dp x pp x tp, ep), the backend and the timeout come from the config's parallelism
+// section, the device from general.device.
+std::unique_ptr<Communicator> connect_communicator(const TrainConfig& config, const LaunchEnvironment& launch);
 
 }  // namespace triax

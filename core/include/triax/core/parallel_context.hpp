@@ -74,4 +74,7 @@ class ParallelContext {
 // "tp", "pp", "dp", ... for messages.
 const char* group_name(triax_group group);
 
+// "[0 2 4]": a list of ranks as the mesh's printouts and the communicators' messages show it.
+std::string format_ranks(const std::vector<int>& ranks);
+
 }  // namespace triax
