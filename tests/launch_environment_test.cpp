@@ -85,6 +85,7 @@ TEST(CommunicatorFactory, ChoosesTheBackendFromDeviceAndLauncher) {
   const LaunchEnvironment mpirun = read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
   const LaunchEnvironment torchrun = read({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
   EXPECT_EQ(resolve_backend("auto", "cpu", alone), "single-process");
+  EXPECT_EQ(resolve_backend("auto", "cuda", alone), "single-process");  // one GPU, no launcher
   EXPECT_EQ(resolve_backend("auto", "cpu", mpirun), "mpi");
   EXPECT_EQ(resolve_backend("auto", "cuda", torchrun), "nccl");
   EXPECT_EQ(resolve_backend("mpi", "cpu", alone), "mpi");

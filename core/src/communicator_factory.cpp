@@ -13,10 +13,11 @@ std::string resolve_backend(const std::string& backend, const std::string& devic
   const bool launched = launch.launcher != LaunchEnvironment::Launcher::none;
   std::string chosen = backend;
   if (backend == "auto") {
-    if (cuda)
-      chosen = "nccl";
+    // One process started by hand needs no backend, on a GPU as on a CPU.
+    if (!launched)
+      chosen = "single-process";
     else
-      chosen = launched ? "mpi" : "single-process";
+      chosen = cuda ? "nccl" : "mpi";
   } else if (backend != "mpi" && backend != "nccl") {
     throw ConfigError("parallelism.comm_backend: unknown backend '" + backend + "' (expected auto, mpi or nccl)");
   }

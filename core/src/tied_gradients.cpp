@@ -33,15 +33,19 @@ TiedGradients::TiedGradients(const std::vector<NamedParameter>& parameters, Comm
   }
   // Every pipeline rank learns every other's tied keys (as fingerprints), padded to the
   // largest count.
-  at::Tensor count = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
+  // On the parameters' device: the nccl backend moves only CUDA tensors.
+  const at::TensorOptions on_device = at::TensorOptions().dtype(at::kLong).device(
+      parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().tensor.device());
+  at::Tensor count = at::full({1}, static_cast<int64_t>(mine.size()), on_device);
   communicator.all_reduce(TRIAX_GROUP_PP, count, TRIAX_REDUCE_MAX);
   const int64_t capacity = count.item<int64_t>();
   if (capacity == 0) return;
   at::Tensor keys = at::zeros({capacity}, at::kLong);
   int64_t slot = 0;
   for (const auto& entry : mine) keys[slot++] = fingerprint(entry.first);
-  at::Tensor all_keys = at::zeros({capacity * pp_size}, at::kLong);
-  communicator.all_gather(TRIAX_GROUP_PP, all_keys, keys);
+  at::Tensor all_keys = at::zeros({capacity * pp_size}, on_device);
+  communicator.all_gather(TRIAX_GROUP_PP, all_keys, keys.to(on_device.device()));
+  all_keys = all_keys.cpu();
   auto all = all_keys.accessor<int64_t, 1>();
   for (const auto& [key, index] : mine) {
     Tie tie{index, key, {}};

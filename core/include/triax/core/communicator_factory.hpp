@@ -1,6 +1,6 @@
 // Chooses and connects the communication backend for a launch (parallelism.comm_backend):
-//   auto  nccl when the device is CUDA; otherwise mpi under a launcher, or the single-process
-//         communicator for one process started by hand
+//   auto  under a launcher, nccl when the device is CUDA and mpi otherwise; the single-process
+//         communicator for one process started by hand (on a GPU too)
 //   mpi   Open MPI, CPU tensors; the processes must come from mpirun or srun (`triax launch`)
 //   nccl  NCCL through c10d (CUDA builds); rendezvous through MASTER_ADDR/MASTER_PORT
 #pragma once
