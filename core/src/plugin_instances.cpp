@@ -1,5 +1,8 @@
 #include "triax/core/plugin_instances.hpp"
 
+#include <algorithm>
+#include <cstddef>
+
 #include "triax/core/plugin_registry.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
@@ -34,6 +37,7 @@ ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name,
   parameters_.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
     triax_parameter_info info{};
+    info.struct_size = sizeof(info);
     status = vtable_.parameter_info(handle_, i, &info, &error);
     if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");
     NamedParameter parameter;
@@ -43,6 +47,10 @@ ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name,
     parameter.spec.shard_offset.assign(info.shard_offset, info.shard_offset + info.ndim);
     parameter.spec.flags = info.flags;
     if (info.tied_key != nullptr) parameter.spec.tied_key = info.tied_key;
+    // A plugin before ABI 1.2 leaves unpadded_shape zero: no padding.
+    if (info.struct_size >= offsetof(triax_parameter_info, unpadded_shape) + sizeof(info.unpadded_shape) &&
+        std::any_of(info.unpadded_shape, info.unpadded_shape + info.ndim, [](int64_t d) { return d != 0; }))
+      parameter.spec.unpadded_shape.assign(info.unpadded_shape, info.unpadded_shape + info.ndim);
     parameters_.push_back(std::move(parameter));
   }
 }
@@ -110,6 +118,41 @@ void OptimizerInstance::step(const std::vector<at::Tensor>& grads, double learni
 }
 
 int64_t OptimizerInstance::state_bytes() const { return vtable_.state_bytes(handle_); }
+
+bool OptimizerInstance::exposes_state() const {
+  return vtable_.struct_size >= offsetof(triax_optimizer_vtable, state_loaded) + sizeof(vtable_.state_loaded) &&
+         vtable_.state_count != nullptr && vtable_.state_entry != nullptr && vtable_.state_loaded != nullptr;
+}
+
+std::vector<OptimizerStateTensor> OptimizerInstance::state() const {
+  std::vector<OptimizerStateTensor> out;
+  if (!exposes_state()) return out;
+  const int64_t count = vtable_.state_count(handle_);
+  if (count < 0) throw Error("optimizer plugin '" + name_ + "': could not list its state");
+  out.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    triax_optimizer_state entry{};
+    entry.struct_size = sizeof(entry);
+    triax_error error{};
+    triax_status status = vtable_.state_entry(handle_, i, &entry, &error);
+    if (status != TRIAX_OK) throw_plugin_failure(status, error, "optimizer plugin '" + name_ + "'");
+    OptimizerStateTensor state;
+    state.param_index = entry.param_index;
+    state.name = entry.name != nullptr ? entry.name : "";
+    state.tensor = adopt_handle(entry.tensor);
+    state.element_offset = entry.element_offset;
+    state.per_parameter = entry.kind == TRIAX_STATE_PER_PARAMETER;
+    out.push_back(std::move(state));
+  }
+  return out;
+}
+
+void OptimizerInstance::state_loaded() {
+  if (!exposes_state()) return;
+  triax_error error{};
+  triax_status status = vtable_.state_loaded(handle_, &error);
+  if (status != TRIAX_OK) throw_plugin_failure(status, error, "optimizer plugin '" + name_ + "'");
+}
 
 triax_gradient_sharding OptimizerInstance::gradient_sharding() const {
   return static_cast<triax_gradient_sharding>(optimizer_gradient_sharding(vtable_));

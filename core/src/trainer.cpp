@@ -220,6 +220,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.tp_mode = c.parallelism.tp_mode == "REDUCE_SCATTER" ? 1 : 0;
   context.make_vocab_size_divisible_by = c.model.make_vocab_size_divisible_by;
   context.host = s.host.c_host();
+  context.recompute_layer = c.parallelism.recompute_layer ? 1 : 0;
   in_config_file(c.origin,
                  [&] { s.model = std::make_unique<ModelInstance>(model_vtable, c.model.plugin, model_yaml, context); });
   s.model->set_training(true);

@@ -36,6 +36,21 @@ void SpecifiedModule::tie_parameter(const std::string& local_name, const std::st
   it->second.tied_key = tied_key;
 }
 
+void SpecifiedModule::mark_padding(const std::string& local_name, std::vector<int64_t> unpadded_shape) {
+  auto it = specs_.find(local_name);
+  if (it == specs_.end())
+    throw std::invalid_argument("mark_padding: no parameter '" + local_name + "' registered with a spec");
+  if (unpadded_shape.size() != it->second.global_shape.size())
+    throw std::invalid_argument("mark_padding: '" + local_name + "' has " +
+                                std::to_string(it->second.global_shape.size()) + " dimensions, the unpadded shape " +
+                                std::to_string(unpadded_shape.size()));
+  for (size_t d = 0; d < unpadded_shape.size(); ++d)
+    if (unpadded_shape[d] < 0 || unpadded_shape[d] > it->second.global_shape[d])
+      throw std::invalid_argument("mark_padding: the unpadded shape of '" + local_name +
+                                  "' exceeds its global shape in dimension " + std::to_string(d));
+  it->second.unpadded_shape = std::move(unpadded_shape);
+}
+
 at::Tensor SpecifiedModule::register_parameter_with_spec(const std::string& local_name, at::Tensor tensor,
                                                          ParameterSpec spec) {
   specs_[local_name] = std::move(spec);

@@ -36,8 +36,11 @@ void write_error(triax_error* error, const char* message) {
 void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* out) {
   if (parameter.spec.global_shape.size() > TRIAX_MAX_TENSOR_DIMS)
     throw Error("parameter " + parameter.name + " has more dimensions than the ABI carries");
-  std::memset(out, 0, sizeof(*out));
-  out->struct_size = sizeof(*out);
+  // Hosts before ABI 1.2 pass a zeroed struct of the 1.1 size.
+  const size_t capacity = out->struct_size != 0 ? std::min(out->struct_size, sizeof(*out))
+                                                 : offsetof(triax_parameter_info, unpadded_shape);
+  std::memset(out, 0, capacity);
+  out->struct_size = capacity;
   out->name = parameter.name.c_str();
   out->tensor = release_handle(parameter.tensor);
   out->ndim = static_cast<int32_t>(parameter.spec.global_shape.size());
@@ -45,16 +48,36 @@ void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* 
   std::copy(parameter.spec.shard_offset.begin(), parameter.spec.shard_offset.end(), out->shard_offset);
   out->flags = parameter.spec.flags;
   out->tied_key = parameter.spec.tied_key.empty() ? nullptr : parameter.spec.tied_key.c_str();
+  if (capacity >= offsetof(triax_parameter_info, unpadded_shape) + sizeof(out->unpadded_shape))
+    std::copy(parameter.spec.unpadded_shape.begin(), parameter.spec.unpadded_shape.end(), out->unpadded_shape);
 }
 
+namespace {
+bool io_has_logits(const triax_stage_io& io) {
+  return io.struct_size >= offsetof(triax_stage_io, logits) + sizeof(io.logits);
+}
+}  // namespace
+
 StageInput stage_input_from_c(const triax_stage_io& io) {
-  return {view_handle(io.input_ids), view_handle(io.label_ids), view_handle(io.label_mask), view_handle(io.hidden_in)};
+  return {view_handle(io.input_ids), view_handle(io.label_ids), view_handle(io.label_mask), view_handle(io.hidden_in),
+          io_has_logits(io) && io.want_logits != 0};
 }
 
 void stage_output_to_c(StageOutput output, triax_stage_io* io) {
   io->hidden_out = release_handle(std::move(output.hidden_out));
   io->loss = release_handle(std::move(output.loss));
   io->aux_loss = release_handle(std::move(output.aux_loss));
+  if (io_has_logits(*io)) io->logits = release_handle(std::move(output.logits));
+}
+
+void fill_optimizer_state(const OptimizerState& state, triax_optimizer_state* out) {
+  const size_t capacity = std::min(out->struct_size, sizeof(*out));
+  if (capacity < sizeof(*out)) throw Error("the host's triax_optimizer_state is smaller than ABI 1.2's");
+  out->param_index = state.param_index;
+  out->name = state.name.c_str();
+  out->tensor = release_handle(state.tensor);
+  out->element_offset = state.element_offset;
+  out->kind = state.per_parameter ? TRIAX_STATE_PER_PARAMETER : TRIAX_STATE_ELEMENTWISE;
 }
 
 void step_result_to_c(StepResult result, triax_step_result* out) {
@@ -91,7 +114,17 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
   context.tp_mode = c.tp_mode == 1 ? TpMode::ReduceScatter : TpMode::AllReduce;
   context.make_vocab_size_divisible_by = std::max<int64_t>(1, c.make_vocab_size_divisible_by);
   context.host = Host(c.host);
+  if (c.struct_size >= offsetof(triax_model_context, recompute_layer) + sizeof(c.recompute_layer))
+    context.recompute_layer = c.recompute_layer != 0;
   return context;
+}
+
+const std::vector<OptimizerState>& Optimizer::state_table() {
+  if (!state_table_ready_) {
+    state_table_ = state();
+    state_table_ready_ = true;
+  }
+  return state_table_;
 }
 
 const std::vector<NamedParameter>& Model::parameter_table() {
@@ -129,9 +162,10 @@ StageOutput ModelRef::forward(const StageInput& input) const {
   io.label_ids = borrow_handle(input.label_ids);
   io.label_mask = borrow_handle(input.label_mask);
   io.hidden_in = borrow_handle(input.hidden_in);
+  io.want_logits = input.want_logits ? 1 : 0;
   triax_error error{};
   check(ref_.vtable->forward(ref_.model, &io, &error), error);
-  return {adopt_handle(io.hidden_out), adopt_handle(io.loss), adopt_handle(io.aux_loss)};
+  return {adopt_handle(io.hidden_out), adopt_handle(io.loss), adopt_handle(io.aux_loss), adopt_handle(io.logits)};
 }
 
 StageInput StepRequest::micro_batch(int index) const {

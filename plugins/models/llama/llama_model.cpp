@@ -71,6 +71,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, s
 
   if (embeds_tokens_ || (tied && holds_head)) {
     embed_tokens_ = std::make_shared<VocabParallelEmbedding>(padded_vocab_size_, h, context.device, context.dtype, tp_);
+    embed_tokens_->mark_padding("weight", {config.vocab_size, h});
     if (tied && embeds_tokens_ != holds_head)  // the other copy lives on another pipeline stage
       embed_tokens_->tie_parameter("weight", kTiedEmbeddingKey);
     body_->register_module("embed_tokens", embed_tokens_);
@@ -99,6 +100,7 @@ LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, s
     } else {
       lm_head_ = register_module(
           "lm_head", std::make_shared<ColumnParallelLinear>(LinearOptions::of(h, padded_vocab_size_, context), tp_));
+      lm_head_->mark_padding("weight", {config.vocab_size, h});
     }
   }
 }
@@ -129,8 +131,12 @@ StageOutput LlamaModel::forward(const StageInput& input) {
     output.hidden_out = hidden;
     return output;
   }
-  if (!input.label_ids.defined()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "llama: the last stage needs label_ids");
   at::Tensor logits = lm_head_->forward(norm_->forward(hidden));  // [batch, seq, vocab/tp]
+  if (input.want_logits) {
+    output.logits = logits;
+    if (!input.label_ids.defined()) return output;  // logits only (evaluation, export checks)
+  }
+  if (!input.label_ids.defined()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "llama: the last stage needs label_ids");
   at::Tensor mask = input.label_mask.defined() ? input.label_mask.reshape({-1}) : at::Tensor();
   output.loss = vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), input.label_ids.reshape({-1}), mask,
                                              tp_.shard_offset(padded_vocab_size_), config_.vocab_size, tp_);

@@ -21,9 +21,29 @@ class AdamW final : public Optimizer {
     for (const OptimizerParam& p : params) {
       const bool own_master = p.param.scalar_type() != at::kFloat;
       at::Tensor master = own_master ? p.param.detach().to(at::kFloat).clone() : p.param.detach();
-      update_.add(master, p.weight_decay);
+      slots_.push_back(update_.add(master, p.weight_decay));
+      masters_.push_back(own_master ? master : at::Tensor());
       if (own_master) copies_.push_back({p.param, master});
     }
+  }
+
+  std::vector<OptimizerState> state() override {
+    std::vector<OptimizerState> out;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      const auto index = static_cast<int64_t>(i);
+      AdamWUpdate::SlotState slot = update_.slot_state(slots_[i]);
+      if (masters_[i].defined()) out.push_back({index, "master", masters_[i].view(-1), 0, false});
+      out.push_back({index, "exp_avg", slot.exp_avg.view(-1), 0, false});
+      out.push_back({index, "exp_avg_sq", slot.exp_avg_sq.view(-1), 0, false});
+      out.push_back({index, "step", slot.step, 0, true});
+    }
+    return out;
+  }
+
+  void state_loaded() override {
+    at::NoGradGuard no_grad;
+    update_.step_counters_loaded();
+    for (auto& copy : copies_) copy.param.copy_(copy.master);
   }
 
   void step(const std::vector<at::Tensor>& grads, double lr) override {
@@ -45,6 +65,8 @@ class AdamW final : public Optimizer {
   };
 
   AdamWUpdate update_;
+  std::vector<size_t> slots_;        // per parameter: its master's slot in update_
+  std::vector<at::Tensor> masters_;  // per parameter: its own fp32 master, or undefined (fp32 parameters)
   std::vector<MasterCopy> copies_;
 };
 

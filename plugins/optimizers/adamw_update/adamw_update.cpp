@@ -39,6 +39,7 @@ size_t AdamWUpdate::add(const at::Tensor& master, double weight_decay) {
   group.exp_avg.push_back(at::zeros_like(master));
   group.exp_avg_sq.push_back(at::zeros_like(master));
   group.steps.push_back(at::zeros({}, master.options()));
+  slot_index_.emplace_back(&group, group.masters.size() - 1);  // std::map nodes never move
   return slot;
 }
 
@@ -76,6 +77,26 @@ void AdamWUpdate::foreach_update(Group& group, const std::vector<at::Tensor>& gr
   for (size_t i = 0; i < group.masters.size(); ++i) {
     at::Tensor denom = group.exp_avg_sq[i].sqrt().div_(std::sqrt(bias2)).add_(settings_.eps);
     group.masters[i].addcdiv_(group.exp_avg[i], denom, -lr / bias1);
+  }
+}
+
+AdamWUpdate::SlotState AdamWUpdate::slot_state(size_t slot) const {
+  if (slot >= slot_index_.size())
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "AdamW: no master in slot " + std::to_string(slot));
+  const auto& [group, i] = slot_index_[slot];
+  return {group->exp_avg[i], group->exp_avg_sq[i], group->steps[i]};
+}
+
+void AdamWUpdate::step_counters_loaded() {
+  for (auto& [decay, group] : groups_) {
+    if (group.steps.empty()) continue;
+    at::Tensor counters = at::stack(group.steps).cpu();
+    const double first = counters[0].item<double>();
+    if (!at::all(counters == first).item<bool>())
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                  "AdamW: the loaded step counters of the masters with weight decay " + std::to_string(decay) +
+                      " disagree (they step together)");
+    group.step_count = static_cast<int64_t>(first);
   }
 }
 

@@ -39,6 +39,15 @@ class AdamWUpdate {
   // Bytes of the two moments (the masters are counted by the plugins, which own them).
   int64_t moment_bytes() const;
 
+  // The live moments and step counter of the master registered as `slot` (for checkpoints).
+  struct SlotState {
+    at::Tensor exp_avg, exp_avg_sq, step;
+  };
+  SlotState slot_state(size_t slot) const;
+  // After a checkpoint was copied into the step counters: refresh the host-side copies. The
+  // masters of one weight-decay group step together, so their counters must agree.
+  void step_counters_loaded();
+
  private:
   struct Group {
     double weight_decay = 0.0;
@@ -52,6 +61,7 @@ class AdamWUpdate {
   AdamWSettings settings_;
   std::map<double, Group> groups_;
   size_t count_ = 0;  // masters registered so far
+  std::vector<std::pair<Group*, size_t>> slot_index_;  // slot -> its group and position there
 };
 
 }  // namespace triax::plugins

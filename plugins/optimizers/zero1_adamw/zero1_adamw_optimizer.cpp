@@ -77,6 +77,29 @@ class Zero1AdamW final : public Optimizer {
     if (dp_size_ > 1) all_gather_parameters();
   }
 
+  // Each rank lists its shard's state: elementwise entries start at the shard's first element.
+  std::vector<OptimizerState> state() override {
+    std::vector<OptimizerState> out;
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      const Shard& shard = shards_[i];
+      if (shard.slot < 0) continue;
+      const auto index = static_cast<int64_t>(i);
+      AdamWUpdate::SlotState slot = update_.slot_state(static_cast<size_t>(shard.slot));
+      if (shard.own_master) out.push_back({index, "master", shard.master, shard.range.offset, false});
+      out.push_back({index, "exp_avg", slot.exp_avg, shard.range.offset, false});
+      out.push_back({index, "exp_avg_sq", slot.exp_avg_sq, shard.range.offset, false});
+      out.push_back({index, "step", slot.step, 0, true});
+    }
+    return out;
+  }
+
+  void state_loaded() override {
+    at::NoGradGuard no_grad;
+    update_.step_counters_loaded();
+    for (Shard& shard : shards_)
+      if (shard.own_master) shard.live.copy_(shard.master);
+  }
+
   int64_t state_bytes() const override {
     int64_t bytes = update_.moment_bytes();
     for (const Shard& shard : shards_)

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 1
+#define TRIAX_ABI_VERSION_MINOR 2
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -136,6 +136,9 @@ typedef struct triax_model_context {
   int32_t tp_mode;                      /* 0 = ALL_REDUCE, 1 = REDUCE_SCATTER (sequence parallel) */
   int64_t make_vocab_size_divisible_by; /* pad the vocabulary to a multiple of this x tp_size */
   const triax_host* host;
+  /* since 1.2: recompute each layer's activations in the backward pass instead of keeping them
+   * (parallelism.recompute_layer) */
+  int32_t recompute_layer;
 } triax_model_context;
 
 /*
@@ -153,6 +156,9 @@ typedef struct triax_stage_io {
   triax_tensor* hidden_out; /* set on every stage but the last */
   triax_tensor* loss;       /* last stage: scalar fp32 mean cross-entropy over counted tokens */
   triax_tensor* aux_loss;   /* optional scalar added to loss for backward (MoE balance); logged */
+  /* since 1.2 (read and written only when struct_size covers them) */
+  int32_t want_logits;  /* input: the last stage also returns its logits */
+  triax_tensor* logits; /* output: [batch, seq, padded vocab / tp], this tp rank's vocabulary shard */
 } triax_stage_io;
 
 enum {
@@ -170,6 +176,10 @@ typedef struct triax_parameter_info {
   int64_t shard_offset[TRIAX_MAX_TENSOR_DIMS]; /* where this rank's shard starts in it */
   uint32_t flags;                              /* TRIAX_PARAM_* */
   const char* tied_key;                        /* with TRIAX_PARAM_TIED: the same key on every stage holding it */
+  /* since 1.2: the meaningful extent of the whole parameter. Elements beyond it (rows of a
+   * vocabulary padded to a multiple of tp) are padding, which checkpoints and exports leave out,
+   * so that a checkpoint loads at another tp. All zero means global_shape. */
+  int64_t unpadded_shape[TRIAX_MAX_TENSOR_DIMS];
 } triax_parameter_info;
 
 typedef struct triax_model_vtable {
@@ -273,6 +283,26 @@ typedef enum triax_gradient_sharding {
   TRIAX_GRADIENTS_DP_SHARDED = 1
 } triax_gradient_sharding;
 
+/* Kinds of optimizer state (triax_optimizer_state.kind, ABI 1.2). */
+typedef enum triax_optimizer_state_kind {
+  /* A 1-D fp32 tensor covering elements [element_offset, element_offset + numel) of the flattened
+   * parameter (this rank's tensor-parallel shard of it, row-major): moments, master weights. */
+  TRIAX_STATE_ELEMENTWISE = 0,
+  /* One value per parameter, equal on every rank that holds any of it: step counters. */
+  TRIAX_STATE_PER_PARAMETER = 1
+} triax_optimizer_state_kind;
+
+/* One tensor of an optimizer's state, as the checkpoint store sees it (ABI 1.2). */
+typedef struct triax_optimizer_state {
+  size_t struct_size;
+  int64_t param_index;    /* which parameter, as numbered at create */
+  const char* name;       /* stable within the optimizer: "exp_avg", "exp_avg_sq", "master", "step" */
+  triax_tensor* tensor;   /* new reference to the live state tensor; the host reads it to save and
+                             copies into it to load */
+  int64_t element_offset; /* TRIAX_STATE_ELEMENTWISE: first element of the parameter it covers */
+  int32_t kind;           /* a triax_optimizer_state_kind */
+} triax_optimizer_state;
+
 typedef struct triax_optimizer_vtable {
   size_t struct_size;
   triax_status (*create)(const triax_optimizer_context* context, const triax_optimizer_param* params, int64_t count,
@@ -286,6 +316,13 @@ typedef struct triax_optimizer_vtable {
   int64_t (*state_bytes)(triax_optimizer* optimizer);
   /* ---- ABI 1.1: read only when struct_size covers it; a 1.0 table means WHOLE ---- */
   int32_t gradient_sharding; /* a triax_gradient_sharding value */
+  /* ---- ABI 1.2: checkpointing. A table without them saves and loads no optimizer state ---- */
+  int64_t (*state_count)(triax_optimizer* optimizer);
+  triax_status (*state_entry)(triax_optimizer* optimizer, int64_t index, triax_optimizer_state* out,
+                              triax_error* error);
+  /* Called after the host copied loaded values into the state tensors: refresh anything derived
+   * from them (host-side step counters, low-precision parameters from fp32 masters). */
+  triax_status (*state_loaded)(triax_optimizer* optimizer, triax_error* error);
 } triax_optimizer_vtable;
 
 /* ---- plugin manifest -------------------------------------------------------------------- */

@@ -35,6 +35,7 @@ struct ModelContext {
   YAML::Node init_method;  // model.init_method (std, path, ...)
   TpMode tp_mode = TpMode::AllReduce;
   int64_t make_vocab_size_divisible_by = 1;
+  bool recompute_layer = false;  // parallelism.recompute_layer: recompute activations in backward
   Host host;
 
   // vocab_size rounded up to a multiple of make_vocab_size_divisible_by x tp_size.
@@ -55,12 +56,14 @@ struct StageInput {
   at::Tensor label_ids;   // [batch, seq] int64
   at::Tensor label_mask;  // [batch, seq] float or undefined (every token counts)
   at::Tensor hidden_in;   // previous stage's hidden_out; undefined on the first stage
+  bool want_logits = false;  // the last stage also returns its logits (evaluation, export checks)
 };
 
 struct StageOutput {
   at::Tensor hidden_out;  // every stage but the last
   at::Tensor loss;        // last stage: scalar fp32 mean cross-entropy
   at::Tensor aux_loss;    // optional auxiliary loss (already weighted), added for backward
+  at::Tensor logits;      // with want_logits: [batch, seq, padded vocab / tp], this tp rank's shard
 };
 
 class Model : public torch::nn::Module {

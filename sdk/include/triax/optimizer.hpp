@@ -33,6 +33,16 @@ struct OptimizerContext {
   static OptimizerContext from_c(const triax_optimizer_context& context);
 };
 
+// One tensor of optimizer state, for the checkpoint store: a live tensor the host reads to save
+// and copies into to load. See triax_optimizer_state in abi.h.
+struct OptimizerState {
+  int64_t param_index = 0;  // as numbered at create
+  std::string name;         // "exp_avg", "exp_avg_sq", "master", "step", ...
+  at::Tensor tensor;
+  int64_t element_offset = 0;   // elementwise state: first element of the flattened parameter covered
+  bool per_parameter = false;   // one value per parameter (a step counter) instead of elementwise
+};
+
 class Optimizer {
  public:
   // What step() receives; a subclass redeclares it to change it (read at registration).
@@ -42,6 +52,19 @@ class Optimizer {
   // grads[i] belongs to the i-th parameter given at creation (its dp shard when sharding).
   virtual void step(const std::vector<at::Tensor>& grads, double learning_rate) = 0;
   virtual int64_t state_bytes() const = 0;
+
+  // Every state tensor (live; created at construction, so the list never changes). Default: no
+  // state, and checkpoints then hold none for this optimizer.
+  virtual std::vector<OptimizerState> state() { return {}; }
+  // After the host loaded values into the state tensors: refresh what derives from them.
+  virtual void state_loaded() {}
+
+  // state(), computed once (what the C adapters enumerate).
+  const std::vector<OptimizerState>& state_table();
+
+ private:
+  std::vector<OptimizerState> state_table_;
+  bool state_table_ready_ = false;
 };
 
 }  // namespace triax

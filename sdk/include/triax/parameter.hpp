@@ -19,6 +19,11 @@ struct ParameterSpec {
   std::vector<int64_t> shard_offset;  // where this rank's shard starts, per dimension
   uint32_t flags = 0;                 // TRIAX_PARAM_*
   std::string tied_key;               // with TRIAX_PARAM_TIED
+  // The meaningful extent of the whole parameter when part of it is padding (a vocabulary
+  // padded to a multiple of tp); empty: all of global_shape. Checkpoints leave padding out.
+  std::vector<int64_t> unpadded_shape;
+
+  const std::vector<int64_t>& meaningful_shape() const { return unpadded_shape.empty() ? global_shape : unpadded_shape; }
 
   // A parameter held whole and identical on every tp rank.
   static ParameterSpec replicated(const at::Tensor& tensor, uint32_t extra_flags = 0);
@@ -44,6 +49,9 @@ class SpecifiedModule : public torch::nn::Module {
   // embedding tied to a head on another stage): flagged TRIAX_PARAM_TIED with `tied_key`, the
   // same on every holder, so the host sums the copies' gradients before the step.
   void tie_parameter(const std::string& local_name, const std::string& tied_key);
+  // Declares that only `unpadded_shape` of the whole parameter is meaningful, the rest padding
+  // (rows of a padded vocabulary): checkpoints and exports store the meaningful part only.
+  void mark_padding(const std::string& local_name, std::vector<int64_t> unpadded_shape);
 
  protected:
   at::Tensor register_parameter_with_spec(const std::string& local_name, at::Tensor tensor, ParameterSpec spec);

@@ -62,6 +62,7 @@ triax_status guarded(triax_error* error, Body&& body) {
 void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* out);
 StageInput stage_input_from_c(const triax_stage_io& io);
 void stage_output_to_c(StageOutput output, triax_stage_io* io);
+void fill_optimizer_state(const OptimizerState& state, triax_optimizer_state* out);
 
 template <class M>
 struct ModelBox {
@@ -179,9 +180,35 @@ struct OptimizerAdapter {
     });
   }
   static int64_t state_bytes(triax_optimizer* handle) { return reinterpret_cast<Optimizer*>(handle)->state_bytes(); }
+  static int64_t state_count(triax_optimizer* handle) {
+    try {
+      return static_cast<int64_t>(reinterpret_cast<Optimizer*>(handle)->state_table().size());
+    } catch (...) {
+      return -1;
+    }
+  }
+  static triax_status state_entry(triax_optimizer* handle, int64_t index, triax_optimizer_state* out,
+                                  triax_error* error) {
+    return guarded(error, [&] {
+      const auto& table = reinterpret_cast<Optimizer*>(handle)->state_table();
+      if (index < 0 || index >= static_cast<int64_t>(table.size()))
+        throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "optimizer state index " + std::to_string(index) + " out of range");
+      fill_optimizer_state(table[static_cast<size_t>(index)], out);
+    });
+  }
+  static triax_status state_loaded(triax_optimizer* handle, triax_error* error) {
+    return guarded(error, [&] { reinterpret_cast<Optimizer*>(handle)->state_loaded(); });
+  }
   static const triax_optimizer_vtable* vtable() {
-    static const triax_optimizer_vtable table = {
-        sizeof(triax_optimizer_vtable), create, destroy, step, state_bytes, O::kGradientSharding};
+    static const triax_optimizer_vtable table = {sizeof(triax_optimizer_vtable),
+                                                 create,
+                                                 destroy,
+                                                 step,
+                                                 state_bytes,
+                                                 O::kGradientSharding,
+                                                 state_count,
+                                                 state_entry,
+                                                 state_loaded};
     return &table;
   }
 };

@@ -64,6 +64,16 @@ class EngineInstance {
   triax_engine* handle_ = nullptr;
 };
 
+// One tensor of an optimizer's state (see triax_optimizer_state): live, so saving reads it and
+// loading copies into it.
+struct OptimizerStateTensor {
+  int64_t param_index = 0;
+  std::string name;
+  at::Tensor tensor;
+  int64_t element_offset = 0;
+  bool per_parameter = false;
+};
+
 class OptimizerInstance {
  public:
   OptimizerInstance(const triax_optimizer_vtable& vtable, std::string name, const triax_optimizer_context& context,
@@ -77,6 +87,12 @@ class OptimizerInstance {
   // Whole dp-averaged gradients, or this dp rank's shards of them (ZeRO).
   triax_gradient_sharding gradient_sharding() const;
   const std::string& name() const { return name_; }
+
+  // Whether the plugin lists its state (ABI 1.2); without it checkpoints hold no optimizer state.
+  bool exposes_state() const;
+  std::vector<OptimizerStateTensor> state() const;
+  // Tells the plugin that loaded values were copied into its state tensors.
+  void state_loaded();
 
  private:
   const triax_optimizer_vtable& vtable_;
