@@ -405,8 +405,10 @@ void check_training_against_one_rank(int zero_stage) {
   Trainer reference(parse_train_config(YAML::Load(run_config(base / "one", 1, 2 * dp, 0)), "one.yaml"), registry(),
                     alone);
   TrainSummary expected = reference.train();
-  Trainer parallel(parse_train_config(YAML::Load(run_config(base / "dp", dp, 2, zero_stage)), "dp.yaml"), registry(),
-                   comm);
+  // The parallel run's folder is shared by its ranks (its final checkpoint is one folder).
+  const fs::path shared = fs::temp_directory_path() / ("triax_dp_test_" + std::to_string(::getppid()) + "_zero" +
+                                                       std::to_string(zero_stage));
+  Trainer parallel(parse_train_config(YAML::Load(run_config(shared, dp, 2, zero_stage)), "dp.yaml"), registry(), comm);
   TrainSummary got = parallel.train();
 
   ASSERT_EQ(got.grad_norms.size(), expected.grad_norms.size());

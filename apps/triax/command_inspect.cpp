@@ -1,5 +1,6 @@
 // `triax inspect mesh --dp D --tp T --pp P [--ep E]`: the rank table and every process group, as
-// ParallelContext computes them (no process is started).
+// ParallelContext computes them (no process is started). `triax inspect checkpoint PATH`: see
+// inspect_checkpoint.cpp.
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -11,8 +12,11 @@ namespace triax::cli {
 namespace po = boost::program_options;
 
 int run_inspect_command(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "checkpoint")
+    return inspect_checkpoint(std::vector<std::string>(args.begin() + 1, args.end()));
   if (args.empty() || args[0] != "mesh") {
-    std::cerr << "triax inspect: expected a subject: triax inspect mesh --dp D --tp T --pp P [--ep E]\n";
+    std::cerr << "triax inspect: expected a subject: triax inspect mesh --dp D --tp T --pp P [--ep E], or "
+                 "triax inspect checkpoint PATH\n";
     return kExitInvalidConfig;
   }
   po::options_description options("triax inspect mesh options");

@@ -13,7 +13,8 @@ void print_usage(std::ostream& out) {
          "commands:\n"
          "  train     train a model from a YAML config (triax train --config FILE [--set KEY=VALUE]...)\n"
          "  launch    start N local ranks of a command (triax launch -n N -- triax train --config FILE)\n"
-         "  inspect   print the process mesh (triax inspect mesh --dp D --tp T --pp P)\n"
+         "  inspect   print the process mesh (triax inspect mesh --dp D --tp T --pp P) or check a checkpoint\n"
+         "            (triax inspect checkpoint PATH)\n"
          "  plugins   list the plugins found and the libraries refused\n"
          "  version   print the triax version\n\n"
          "`triax <command> --help` describes a command's options.\n";

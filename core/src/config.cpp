@@ -34,7 +34,8 @@ const Keys kGeneralKeys = {
     "project", "run", "seed", "step", "consumed_train_samples", "benchmark_csv_path", "ignore_sanity_checks", "device"};
 const Keys kCheckpointsKeys = {
     "checkpoints_path",       "checkpoint_interval", "save_initial_state", "save_final_state",
-    "resume_checkpoint_path", "load_lr_scheduler",   "load_optimizer",     "checkpoints_path_is_shared_file_system"};
+    "resume_checkpoint_path", "load_lr_scheduler",   "load_optimizer",     "checkpoints_path_is_shared_file_system",
+    "keep_last"};
 const Keys kParallelismKeys = {"dp",
                                "pp",
                                "tp",
@@ -223,6 +224,7 @@ CheckpointsConfig parse_checkpoints(ConfigReader& root, const YAML::Node& raw, c
   c.load_optimizer = r.get<bool>("load_optimizer", c.load_optimizer);
   c.checkpoints_path_is_shared_file_system =
       r.get<bool>("checkpoints_path_is_shared_file_system", c.checkpoints_path_is_shared_file_system);
+  c.keep_last = int_or(r, "keep_last", c.keep_last, 0);
   r.finish();
   return c;
 }

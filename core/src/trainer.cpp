@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "triax/config_reader.hpp"
+#include "triax/core/checkpoint/training_checkpoint.hpp"
 #include "triax/core/communicator.hpp"
 #include "triax/core/data/training_data.hpp"
 #include "triax/core/data_parallel_gradients.hpp"
@@ -144,6 +145,8 @@ struct Trainer::State {
   std::vector<double> block_costs;           // forward FLOPs per token of each pipeline block
   std::vector<StageBlocks> pipeline_stages;  // blocks of each pipeline rank
   std::unique_ptr<data::TrainingData> data;
+  std::unique_ptr<checkpoint::TrainingCheckpoint> checkpoint;
+  checkpoint::ResumePoint resume;  // step 0 unless resuming
   std::string init_method_yaml;
   std::string parallelism_yaml;
   std::string optimizer_yaml;
@@ -192,7 +195,15 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   // The model: this pipeline rank's contiguous run of blocks, balanced by compute cost unless
   // the config fixes the split.
   const std::string model_yaml = to_yaml_text(c.model.model_config);
-  s.init_method_yaml = to_yaml_text(c.model.init_method);
+  // model.init_method.path is the host's business (weights from a checkpoint or a Hugging Face
+  // folder, loaded below); the plugin initialises as usual and is then overwritten.
+  YAML::Node plugin_init_method = YAML::Clone(c.model.init_method);
+  std::optional<std::string> init_path;
+  if (plugin_init_method.IsMap() && plugin_init_method["path"]) {
+    init_path = plugin_init_method["path"].as<std::string>();
+    plugin_init_method.remove("path");
+  }
+  s.init_method_yaml = to_yaml_text(plugin_init_method);
   std::vector<double>& block_costs = s.block_costs;
   in_config_file(c.origin, [&] {
     block_costs = ModelInstance::describe_blocks(model_vtable, c.model.plugin, model_yaml, c.tokens.sequence_length);
@@ -225,6 +236,25 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
                  [&] { s.model = std::make_unique<ModelInstance>(model_vtable, c.model.plugin, model_yaml, context); });
   s.model->set_training(true);
   s.flops_per_token = s.model->flops_per_token(c.tokens.sequence_length);
+  s.tied = std::make_unique<TiedGradients>(s.model->parameters(), communicator);
+
+  // Weights from a checkpoint: resuming loads everything; init_method.path only the weights.
+  checkpoint::TrainingParts parts;
+  parts.config = &s.config;
+  parts.communicator = &communicator;
+  parts.parameters = &s.model->parameters();
+  parts.data = s.data.get();
+  parts.stores_tied = [tied = s.tied.get()](const std::string& key) { return tied->counts_in_norm(key); };
+  parts.device = s.device;
+  parts.model_plugin = c.model.plugin;
+  s.checkpoint = std::make_unique<checkpoint::TrainingCheckpoint>(parts);
+  if (c.checkpoints.resume_checkpoint_path) {
+    if (init_path)
+      log::info("model.init_method.path is ignored: resuming from checkpoints.resume_checkpoint_path");
+    s.checkpoint->begin_resume();
+  } else if (init_path) {
+    checkpoint::load_initial_weights(*init_path, s.model->parameters(), communicator, s.device);
+  }
 
   // Optimizer: weight decay resolved per parameter (model's own exclusions + config patterns).
   const WeightDecayPolicy weight_decay(c.optimizer.weight_decay, c.optimizer.weight_decay_exclude_named_params);
@@ -259,8 +289,10 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
     s.engine = std::make_unique<EngineInstance>(engine_vtable, c.parallelism.pp_engine, engine_context);
   });
 
+  s.checkpoint->set_optimizer(s.optimizer.get());
+  s.resume = s.checkpoint->finish_resume();
+
   s.gradients = std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32);
-  s.tied = std::make_unique<TiedGradients>(s.model->parameters(), communicator);
   // A parameter tied across pipeline stages counts in the norm on its lowest holder only.
   s.dp_gradients = std::make_unique<DataParallelGradients>(
       s.model->parameters(), s.optimizer->gradient_sharding(), c.model.ddp_bucket_cap_mb << 20, context.dp_rank,
@@ -319,14 +351,21 @@ TrainSummary Trainer::train() {
   if (!s.tied->empty()) log::info("tied across pipeline stages: " + s.tied->describe());
   log::info("metrics: " + (metrics_file ? metrics_file->path() : std::string("rank 0 only")));
 
-  LearningRateSchedule schedule(c.optimizer.learning_rate_scheduler);
+  LearningRateSchedule schedule(s.resume.lr_scheduler);
   TrainSummary summary;
+  summary.consumed_tokens = s.resume.consumed_tokens;
+  const std::string resolved_text = to_yaml_text(resolved);
+  if (s.resume.step == 0 && s.checkpoint->due(0))
+    s.checkpoint->save(0, 0, s.resume.lr_scheduler, resolved_text);
+  if (s.resume.step >= c.tokens.train_steps)
+    log::warning("the checkpoint is at step " + std::to_string(s.resume.step) + ", tokens.train_steps is " +
+                 std::to_string(c.tokens.train_steps) + ": nothing left to train");
   std::vector<at::Tensor> step_losses, step_norms;
   const auto start = Clock::now();
   auto interval_start = start;
   int64_t interval_steps = 0;
 
-  for (int64_t step = 1; step <= c.tokens.train_steps; ++step) {
+  for (int64_t step = s.resume.step + 1; step <= c.tokens.train_steps; ++step) {
     s.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
     MicroBatchFeed feed;
     feed.step_samples = s.data->step_samples(step);  // prefetched during the previous step
@@ -402,6 +441,10 @@ TrainSummary Trainer::train() {
                     "set optimizer.clip_grad, or raise the warm-up.");
       interval_start = now;
       interval_steps = 0;
+    }
+    if (s.checkpoint->due(step)) {
+      s.checkpoint->save(step, summary.consumed_tokens, s.resume.lr_scheduler, resolved_text);
+      interval_start = Clock::now();  // the save's time is not a step's
     }
   }
   for (size_t i = 0; i < step_losses.size(); ++i) {

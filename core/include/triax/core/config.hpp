@@ -34,6 +34,7 @@ struct CheckpointsConfig {
   bool load_lr_scheduler = true;
   bool load_optimizer = true;
   bool checkpoints_path_is_shared_file_system = false;
+  int64_t keep_last = 0;  // triax: keep only the newest N complete checkpoints; 0 keeps all
 };
 
 struct ParallelismConfig {

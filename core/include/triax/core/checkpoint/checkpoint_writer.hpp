@@ -1,0 +1,77 @@
+// Saving one checkpoint step, collectively over every rank of the world.
+//
+// Each rank writes one HDF5 file with the pieces only it holds (see docs/checkpoint-format.md for
+// which rank stores what): parameter shards with their place in the whole, optimizer state
+// shards, and its RNG states. Rank 0 adds metadata.yaml and config.yaml. The step becomes visible
+// only when every file is complete and durable: files are written into a .partial folder, the
+// ranks agree that all succeeded, rank 0 renames the folder and then moves `latest`. A failure
+// on any rank fails the save on every rank and leaves the previous checkpoint as latest.
+//
+// Fault injection for tests: TRIAX_CHECKPOINT_FAULT=<rank>:<point>[:<step>] kills that rank
+// (SIGKILL) at that point of the save of that step (any step if omitted). Points, in order:
+// start, mid_write (half of its tensors written), before_commit (its file durable, before the
+// ranks agree), before_latest (rank 0: folder renamed, `latest` not moved yet).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "triax/core/checkpoint/checkpoint_metadata.hpp"
+#include "triax/parameter.hpp"
+
+namespace triax {
+class Communicator;
+}
+
+namespace triax::checkpoint {
+
+// One tensor of optimizer state as the store sees it (host-side copy of triax_optimizer_state).
+struct StateTensorToSave {
+  const NamedParameter* parameter = nullptr;
+  std::string name;  // "exp_avg", ...
+  at::Tensor tensor;
+  int64_t element_offset = 0;
+  bool per_parameter = false;
+};
+
+struct RankContents {
+  std::vector<const NamedParameter*> parameters;  // the shards this rank stores
+  std::vector<StateTensorToSave> optimizer_state;  // likewise
+  std::map<std::string, at::Tensor> rng_states;    // "cpu", "cuda": generator states (uint8)
+};
+
+struct SaveResult {
+  std::filesystem::path folder;
+  int64_t bytes_written = 0;  // this rank's file
+  double seconds = 0.0;       // whole save, agreement included
+};
+
+class CheckpointWriter {
+ public:
+  // `root`: the checkpoints folder; `keep_last` > 0 removes older complete steps after a save.
+  CheckpointWriter(std::filesystem::path root, int64_t keep_last, Communicator& communicator);
+
+  // Collective over the world. `metadata` and `resolved_config` are used on rank 0.
+  SaveResult save(const CheckpointMetadata& metadata, const RankContents& contents,
+                  const std::string& resolved_config);
+
+ private:
+  int64_t write_rank_file(const std::filesystem::path& file, const RankContents& contents, int64_t step) const;
+  // True on every rank when `ok` is true on every rank.
+  bool all_ranks_agree(bool ok);
+
+  std::filesystem::path root_;
+  int64_t keep_last_;
+  Communicator& communicator_;
+};
+
+// The dataset paths of a parameter and of one of its optimizer states inside a rank file.
+std::string parameter_dataset(const std::string& parameter_name);
+std::string optimizer_dataset(const std::string& parameter_name, const std::string& state_name);
+
+}  // namespace triax::checkpoint

@@ -1,0 +1,77 @@
+// The trainer's side of checkpoints: decides when to save, gathers what this rank stores (which
+// rank stores which piece: docs/checkpoint-format.md) and restores a run from a checkpoint at any
+// topology — parameters first (before the optimizer copies them into fp32 masters), then
+// optimizer state, learning-rate schedule, data position and, on the same topology, RNG states.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "triax/core/checkpoint/checkpoint_reader.hpp"
+#include "triax/core/config.hpp"
+#include "triax/parameter.hpp"
+
+namespace triax {
+class Communicator;
+class OptimizerInstance;
+namespace data {
+class TrainingData;
+}
+}  // namespace triax
+
+namespace triax::checkpoint {
+
+// Where a resumed run continues.
+struct ResumePoint {
+  int64_t step = 0;             // steps already done
+  int64_t consumed_tokens = 0;
+  LrSchedulerConfig lr_scheduler;  // the saved schedule (load_lr_scheduler) or the config's
+};
+
+struct TrainingParts {
+  const TrainConfig* config = nullptr;
+  Communicator* communicator = nullptr;
+  const std::vector<NamedParameter>* parameters = nullptr;
+  OptimizerInstance* optimizer = nullptr;
+  data::TrainingData* data = nullptr;
+  // Whether this pipeline rank is the one holder of a tied parameter that stores it.
+  std::function<bool(const std::string& tied_key)> stores_tied;
+  c10::Device device = c10::Device(c10::kCPU);
+  std::string model_plugin;
+};
+
+// Copies a checkpoint's (or a Hugging Face folder's) weights into `parameters`: the weights only,
+// for model.init_method.path. Collective over the world (checks no stored tensor is left over).
+void load_initial_weights(const std::string& path, const std::vector<NamedParameter>& parameters,
+                          Communicator& communicator, const c10::Device& device);
+
+class TrainingCheckpoint {
+ public:
+  explicit TrainingCheckpoint(TrainingParts parts);
+  ~TrainingCheckpoint();
+
+  // Resuming (checkpoints.resume_checkpoint_path): opens the checkpoint and loads the parameters.
+  // Call before the optimizer is created; nothing happens without a resume path.
+  void begin_resume();
+  void set_optimizer(OptimizerInstance* optimizer) { parts_.optimizer = optimizer; }
+  // After the optimizer exists (set_optimizer): its state, then the data position and RNG states.
+  // Returns where to continue (step 0 and the config's schedule when not resuming).
+  ResumePoint finish_resume();
+
+  // Whether step `step` (1-based; 0 = before training) is saved under the config's rules.
+  bool due(int64_t step) const;
+  // Saves after `step` steps. Collective over the world.
+  void save(int64_t step, int64_t consumed_tokens, const LrSchedulerConfig& lr_scheduler,
+            const std::string& resolved_config);
+
+ private:
+  TrainingParts parts_;
+  std::unique_ptr<CheckpointReader> resume_from_;
+};
+
+}  // namespace triax::checkpoint

@@ -1,0 +1,140 @@
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "triax/core/checkpoint/checkpoint_error.hpp"
+
+namespace triax::checkpoint {
+namespace {
+
+std::string padded(int64_t value, int width) {
+  std::string digits = std::to_string(value);
+  return std::string(static_cast<size_t>(std::max<int>(0, width - static_cast<int>(digits.size()))), '0') + digits;
+}
+
+void sync_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw CheckpointError("cannot open " + path.string() + " to sync it");
+  const int result = ::fsync(fd);
+  ::close(fd);
+  if (result != 0) throw CheckpointError("fsync of " + path.string() + " failed");
+}
+
+std::optional<int64_t> step_of(const std::string& name, const std::regex& pattern) {
+  std::smatch match;
+  if (!std::regex_match(name, match, pattern)) return std::nullopt;
+  return std::stoll(match[1].str());
+}
+
+const std::regex& complete_pattern() {
+  static const std::regex pattern("step_([0-9]+)");
+  return pattern;
+}
+
+const std::regex& partial_pattern() {
+  static const std::regex pattern("\\.step_([0-9]+)\\.partial");
+  return pattern;
+}
+
+}  // namespace
+
+std::string step_folder_name(int64_t step) { return "step_" + padded(step, 8); }
+std::string partial_folder_name(int64_t step) { return "." + step_folder_name(step) + ".partial"; }
+std::string rank_file_name(int rank) { return "rank_" + padded(rank, 5) + ".h5"; }
+
+void sync_folder(const fs::path& folder) { sync_file(folder); }
+
+void write_file_atomically(const fs::path& path, const std::string& content) {
+  const fs::path temporary = path.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << content;
+    out.flush();
+    if (!out) throw CheckpointError("cannot write " + temporary.string() + " (disk full?)");
+  }
+  sync_file(temporary);
+  std::error_code ec;
+  fs::rename(temporary, path, ec);
+  if (ec) throw CheckpointError("cannot rename " + temporary.string() + " to " + path.string() + ": " + ec.message());
+  sync_folder(path.parent_path().empty() ? fs::path(".") : path.parent_path());
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& root) {
+  std::ifstream in(root / kLatestFile);
+  if (!in) return std::nullopt;
+  std::string name;
+  std::getline(in, name);
+  if (name.empty()) return std::nullopt;
+  return root / name;
+}
+
+void point_latest(const fs::path& root, const fs::path& step_folder) {
+  write_file_atomically(root / kLatestFile, step_folder.filename().string() + "\n");
+}
+
+fs::path resolve_checkpoint(const std::string& path) {
+  const fs::path given(path);
+  std::error_code ec;
+  if (!fs::is_directory(given, ec))
+    throw CheckpointError("checkpoint " + path + ": no such folder (give a step folder, or its parent holding '" +
+                          kLatestFile + "')");
+  if (fs::exists(given / kMetadataFile)) return given;
+  if (fs::exists(given / kLatestFile)) {
+    std::optional<fs::path> latest = latest_checkpoint(given);
+    if (!latest) throw CheckpointError("checkpoint " + path + ": '" + kLatestFile + "' is empty");
+    if (!fs::exists(*latest / kMetadataFile))
+      throw CheckpointError("checkpoint " + path + ": '" + kLatestFile + "' names " + latest->string() +
+                            ", which is not a complete checkpoint (no " + kMetadataFile + ")");
+    return *latest;
+  }
+  const auto steps = list_checkpoints(given);
+  throw CheckpointError("checkpoint " + path + ": neither a step folder (no " + kMetadataFile + ") nor a run folder (no '" +
+                        kLatestFile + "')" +
+                        (steps.empty() ? std::string() : "; it holds " + steps.back().second.filename().string()));
+}
+
+std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const fs::path& root) {
+  std::vector<std::pair<int64_t, fs::path>> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (!entry.is_directory()) continue;
+    if (auto step = step_of(entry.path().filename().string(), complete_pattern()))
+      if (fs::exists(entry.path() / kMetadataFile)) out.emplace_back(*step, entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<fs::path> prune_checkpoints(const fs::path& root, int64_t keep_last, int64_t current_step) {
+  std::vector<fs::path> removed;
+  std::error_code ec;
+  const std::optional<fs::path> latest = latest_checkpoint(root);
+  if (keep_last > 0) {
+    auto complete = list_checkpoints(root);
+    const int64_t excess = static_cast<int64_t>(complete.size()) - keep_last;
+    for (int64_t i = 0; i < excess; ++i) {
+      const fs::path& folder = complete[static_cast<size_t>(i)].second;
+      if (latest && fs::equivalent(folder, *latest, ec)) continue;
+      fs::remove_all(folder, ec);
+      if (!ec) removed.push_back(folder);
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    auto step = step_of(entry.path().filename().string(), partial_pattern());
+    if (step && *step <= current_step) {
+      fs::remove_all(entry.path(), ec);
+      if (!ec) removed.push_back(entry.path());
+    }
+  }
+  if (!removed.empty()) sync_folder(root);
+  return removed;
+}
+
+}  // namespace triax::checkpoint

@@ -1,0 +1,212 @@
+#include "triax/core/checkpoint/checkpoint_writer.hpp"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <optional>
+
+#include "triax/config_reader.hpp"
+#include "triax/core/checkpoint/checkpoint_error.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checksum.hpp"
+#include "triax/core/checkpoint/hdf5_file.hpp"
+#include "triax/core/communicator.hpp"
+#include "triax/core/log.hpp"
+
+namespace triax::checkpoint {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// TRIAX_CHECKPOINT_FAULT=<rank>:<point>[:<step>]
+struct Fault {
+  int rank = -1;
+  std::string point;
+  std::optional<int64_t> step;
+
+  static std::optional<Fault> from_environment() {
+    const char* value = std::getenv("TRIAX_CHECKPOINT_FAULT");
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    const std::string text(value);
+    Fault fault;
+    const size_t first = text.find(':');
+    const size_t second = first == std::string::npos ? std::string::npos : text.find(':', first + 1);
+    try {
+      fault.rank = std::stoi(text.substr(0, first));
+      fault.point = text.substr(first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
+      if (second != std::string::npos) fault.step = std::stoll(text.substr(second + 1));
+    } catch (const std::exception&) {
+      throw CheckpointError("TRIAX_CHECKPOINT_FAULT='" + text + "': expected <rank>:<point>[:<step>]");
+    }
+    if (first == std::string::npos || (fault.point != "start" && fault.point != "mid_write" &&
+                                        fault.point != "before_commit" && fault.point != "before_latest"))
+      throw CheckpointError("TRIAX_CHECKPOINT_FAULT='" + text +
+                            "': the point must be one of start, mid_write, before_commit, before_latest");
+    return fault;
+  }
+};
+
+void maybe_inject_fault(const char* point, int rank, int64_t step) {
+  static const std::optional<Fault> fault = Fault::from_environment();
+  if (!fault || fault->rank != rank || fault->point != point || (fault->step && *fault->step != step)) return;
+  log::error("TRIAX_CHECKPOINT_FAULT: killing rank " + std::to_string(rank) + " at '" + point +
+             "' of the checkpoint of step " + std::to_string(step));
+  std::raise(SIGKILL);
+}
+
+// A contiguous CPU copy of a tensor, for writing (GPU tensors come to the host here).
+at::Tensor host_copy(const at::Tensor& tensor) { return tensor.detach().to(at::kCPU).contiguous(); }
+
+void describe_piece(Hdf5File& file, const std::string& dataset, const ParameterSpec& spec, const at::Tensor& shard,
+                    int64_t element_begin, bool per_parameter, uint32_t crc) {
+  file.set_integers(dataset, "global_shape", spec.global_shape);
+  file.set_integers(dataset, "unpadded_shape", spec.meaningful_shape());
+  file.set_integers(dataset, "box_offset", spec.shard_offset);
+  file.set_integers(dataset, "box_shape", shard.sizes().vec());
+  file.set_integers(dataset, "element_begin", {element_begin});
+  file.set_integers(dataset, "per_parameter", {per_parameter ? 1 : 0});
+  file.set_integers(dataset, "crc32", {static_cast<int64_t>(crc)});
+}
+
+}  // namespace
+
+std::string parameter_dataset(const std::string& parameter_name) { return "/model/" + parameter_name; }
+std::string optimizer_dataset(const std::string& parameter_name, const std::string& state_name) {
+  return "/optimizer/" + parameter_name + "/" + state_name;
+}
+
+CheckpointWriter::CheckpointWriter(std::filesystem::path root, int64_t keep_last, Communicator& communicator)
+    : root_(std::move(root)), keep_last_(keep_last), communicator_(communicator) {}
+
+int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, const RankContents& contents,
+                                          int64_t step) const {
+  const int rank = communicator_.rank(TRIAX_GROUP_WORLD);
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  Hdf5File file = Hdf5File::create(temporary.string());
+  file.set_integers("/", "rank", {rank});
+  file.set_integers("/", "step", {step});
+  file.set_integers("/", "mesh_ranks",
+                    {communicator_.rank(TRIAX_GROUP_DP), communicator_.rank(TRIAX_GROUP_TP),
+                     communicator_.rank(TRIAX_GROUP_PP)});
+  int64_t bytes = 0;
+  const size_t half = contents.parameters.size() / 2;
+  for (size_t i = 0; i < contents.parameters.size(); ++i) {
+    if (i == half) maybe_inject_fault("mid_write", rank, step);
+    const NamedParameter& p = *contents.parameters[i];
+    const at::Tensor data = host_copy(p.tensor);
+    const std::string dataset = parameter_dataset(p.name);
+    file.write_tensor(dataset, data);
+    describe_piece(file, dataset, p.spec, data, 0, false, crc32_of(data));
+    bytes += static_cast<int64_t>(data.nbytes());
+  }
+  for (const StateTensorToSave& state : contents.optimizer_state) {
+    const at::Tensor data = host_copy(state.tensor);
+    const std::string dataset = optimizer_dataset(state.parameter->name, state.name);
+    file.write_tensor(dataset, data);
+    describe_piece(file, dataset, state.parameter->spec, state.parameter->tensor, state.element_offset,
+                   state.per_parameter, crc32_of(data));
+    bytes += static_cast<int64_t>(data.nbytes());
+  }
+  for (const auto& [name, generator_state] : contents.rng_states) {
+    const at::Tensor data = host_copy(generator_state);
+    file.write_tensor("/rng/" + name, data);
+    file.set_integers("/rng/" + name, "crc32", {static_cast<int64_t>(crc32_of(data))});
+  }
+  file.close_durably();
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) throw CheckpointError("cannot rename " + temporary.string() + ": " + ec.message());
+  return bytes;
+}
+
+bool CheckpointWriter::all_ranks_agree(bool ok) {
+  if (communicator_.size(TRIAX_GROUP_WORLD) == 1) return ok;
+  // The backend's device: nccl moves only CUDA tensors.
+  at::TensorOptions options = at::TensorOptions().dtype(at::kInt);
+  if (std::string(communicator_.backend_name()) == "nccl") options = options.device(at::kCUDA);
+  at::Tensor flag = at::full({1}, ok ? 1 : 0, options);
+  communicator_.all_reduce(TRIAX_GROUP_WORLD, flag, TRIAX_REDUCE_MIN);
+  return flag.item<int>() == 1;
+}
+
+SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const RankContents& contents,
+                                  const std::string& resolved_config) {
+  const auto start = Clock::now();
+  const int rank = communicator_.rank(TRIAX_GROUP_WORLD);
+  const int64_t step = metadata.step;
+  const std::filesystem::path partial = root_ / partial_folder_name(step);
+  const std::filesystem::path final_folder = root_ / step_folder_name(step);
+  maybe_inject_fault("start", rank, step);
+
+  // Rank 0 prepares an empty .partial folder (a crashed save may have left one).
+  std::string failure;
+  if (rank == 0) {
+    try {
+      std::error_code ec;
+      std::filesystem::remove_all(partial, ec);
+      std::filesystem::create_directories(partial, ec);
+      if (ec) throw CheckpointError("cannot create " + partial.string() + ": " + ec.message());
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  if (!all_ranks_agree(failure.empty()))
+    throw CheckpointError("checkpoint of step " + std::to_string(step) + ": rank 0 could not prepare " +
+                          partial.string() + (failure.empty() ? "" : ": " + failure));
+
+  SaveResult result;
+  try {
+    result.bytes_written = write_rank_file(partial / rank_file_name(rank), contents, step);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  maybe_inject_fault("before_commit", rank, step);
+  if (!all_ranks_agree(failure.empty()))
+    throw CheckpointError("checkpoint of step " + std::to_string(step) + " failed; the previous checkpoint stays " +
+                          "latest" + (failure.empty() ? " (another rank could not write its file)" : ": " + failure));
+
+  // Every file is durable: rank 0 completes the folder and makes it visible.
+  if (rank == 0) {
+    try {
+      for (const std::string& name : metadata.files)
+        if (!std::filesystem::exists(partial / name))
+          throw CheckpointError("checkpoint of step " + std::to_string(step) + ": " + (partial / name).string() +
+                                " is missing although its rank reported success (is " + root_.string() +
+                                " a folder every rank shares?)");
+      write_file_atomically(partial / kConfigFile,
+                            "# the configuration of the run that saved this checkpoint\n" + resolved_config);
+      write_file_atomically(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
+      sync_folder(partial);
+      std::error_code ec;
+      // Saving a step that exists (a run resumed from an older step): the new one replaces it.
+      const std::filesystem::path replaced = root_ / ("." + step_folder_name(step) + ".replaced");
+      if (std::filesystem::exists(final_folder)) {
+        std::filesystem::remove_all(replaced, ec);
+        std::filesystem::rename(final_folder, replaced, ec);
+        if (ec) throw CheckpointError("cannot move the older " + final_folder.string() + " aside: " + ec.message());
+      }
+      std::filesystem::rename(partial, final_folder, ec);
+      if (ec) throw CheckpointError("cannot rename " + partial.string() + " to " + final_folder.string() + ": " +
+                                    ec.message());
+      sync_folder(root_);
+      maybe_inject_fault("before_latest", rank, step);
+      point_latest(root_, final_folder);
+      std::filesystem::remove_all(replaced, ec);
+      for (const auto& removed : prune_checkpoints(root_, keep_last_, step))
+        log::info("checkpoint: removed " + removed.string() + " (checkpoints.keep_last = " +
+                  std::to_string(keep_last_) + ")");
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  if (!all_ranks_agree(failure.empty()))
+    throw CheckpointError(failure.empty() ? "checkpoint of step " + std::to_string(step) + ": rank 0 could not complete it"
+                                          : failure);
+  result.folder = final_folder;
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace triax::checkpoint

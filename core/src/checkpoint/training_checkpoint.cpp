@@ -1,0 +1,220 @@
+#include "triax/core/checkpoint/training_checkpoint.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#ifdef TRIAX_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
+
+#include <chrono>
+#include <ctime>
+#include <set>
+
+#include "triax/core/checkpoint/checkpoint_error.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checkpoint_writer.hpp"
+#include "triax/core/communicator.hpp"
+#include "triax/core/data/training_data.hpp"
+#include "triax/core/log.hpp"
+#include "triax/core/plugin_instances.hpp"
+#include "triax/torch_version.hpp"
+
+namespace triax::checkpoint {
+namespace {
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+at::TensorOptions backend_options(Communicator& communicator, const c10::Device& device) {
+  return std::string(communicator.backend_name()) == "nccl" ? at::TensorOptions().device(device)
+                                                            : at::TensorOptions();
+}
+
+// Every stored tensor must land in some rank's model: a leftover one means the checkpoint has
+// another shape (more layers, an untied head, ...). Collective over the world.
+void check_nothing_left_over(const CheckpointReader& reader, const std::vector<NamedParameter>& parameters,
+                             Communicator& communicator, const c10::Device& device) {
+  const std::vector<std::string> stored = reader.parameter_names();
+  std::set<std::string> mine;
+  for (const auto& p : parameters) mine.insert(p.name);
+  at::Tensor used = at::zeros({static_cast<int64_t>(stored.size())}, at::TensorOptions().dtype(at::kInt));
+  for (size_t i = 0; i < stored.size(); ++i)
+    if (mine.count(stored[i])) used[static_cast<int64_t>(i)] = 1;
+  if (communicator.size(TRIAX_GROUP_WORLD) > 1) {
+    at::Tensor shared = used.to(backend_options(communicator, device).dtype(at::kInt).device());
+    communicator.all_reduce(TRIAX_GROUP_WORLD, shared, TRIAX_REDUCE_MAX);
+    used = shared.cpu();
+  }
+  std::vector<std::string> unused;
+  for (size_t i = 0; i < stored.size(); ++i)
+    if (used[static_cast<int64_t>(i)].item<int>() == 0) unused.push_back(stored[i]);
+  if (!unused.empty()) {
+    std::string list;
+    for (size_t i = 0; i < unused.size() && i < 5; ++i) list += (i ? ", " : "") + unused[i];
+    if (unused.size() > 5) list += ", ... (" + std::to_string(unused.size()) + " in all)";
+    throw CheckpointError("checkpoint " + reader.folder().string() + " holds tensors this model does not have: " +
+                          list + " (a checkpoint of another model shape?)");
+  }
+}
+
+// The generators a rank saves: the CPU one, and its GPU's.
+std::map<std::string, at::Tensor> rng_states([[maybe_unused]] const c10::Device& device) {
+  std::map<std::string, at::Tensor> states;
+  states["cpu"] = at::detail::getDefaultCPUGenerator().get_state();
+#ifdef TRIAX_WITH_CUDA
+  if (device.is_cuda()) states["cuda"] = at::cuda::detail::getDefaultCUDAGenerator(device.index()).get_state();
+#endif
+  return states;
+}
+
+void restore_rng_states(const CheckpointReader& reader, int rank, [[maybe_unused]] const c10::Device& device) {
+  if (auto cpu = reader.rng_state(rank, "cpu")) {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    generator.set_state(*cpu);
+  }
+#ifdef TRIAX_WITH_CUDA
+  if (device.is_cuda())
+    if (auto cuda = reader.rng_state(rank, "cuda")) {
+      at::Generator generator = at::cuda::detail::getDefaultCUDAGenerator(device.index());
+      generator.set_state(*cuda);
+    }
+#endif
+}
+
+}  // namespace
+
+void load_initial_weights(const std::string& path, const std::vector<NamedParameter>& parameters,
+                          Communicator& communicator, const c10::Device& device) {
+  CheckpointReader reader(path);
+  for (const NamedParameter& p : parameters) reader.load_parameter(p);
+  check_nothing_left_over(reader, parameters, communicator, device);
+  log::info("model.init_method.path: weights of step " + std::to_string(reader.metadata().step) + " from " +
+            reader.folder().string());
+}
+
+TrainingCheckpoint::TrainingCheckpoint(TrainingParts parts) : parts_(std::move(parts)) {}
+TrainingCheckpoint::~TrainingCheckpoint() = default;
+
+void TrainingCheckpoint::begin_resume() {
+  const auto& path = parts_.config->checkpoints.resume_checkpoint_path;
+  if (!path) return;
+  resume_from_ = std::make_unique<CheckpointReader>(*path);
+  const CheckpointMetadata& m = resume_from_->metadata();
+  log::info("resuming from " + resume_from_->folder().string() + ": step " + std::to_string(m.step) +
+            ", saved at " + m.topology.describe() + " by triax " + m.triax_version);
+  for (const NamedParameter& p : *parts_.parameters) resume_from_->load_parameter(p);
+  check_nothing_left_over(*resume_from_, *parts_.parameters, *parts_.communicator, parts_.device);
+}
+
+ResumePoint TrainingCheckpoint::finish_resume() {
+  const TrainConfig& c = *parts_.config;
+  ResumePoint point;
+  point.lr_scheduler = c.optimizer.learning_rate_scheduler;
+  if (!resume_from_) return point;
+  const CheckpointReader& reader = *resume_from_;
+  const CheckpointMetadata& m = reader.metadata();
+  point.step = m.step;
+  point.consumed_tokens = m.consumed_tokens;
+  if (c.checkpoints.load_lr_scheduler) point.lr_scheduler = m.lr_scheduler;
+
+  OptimizerInstance& optimizer = *parts_.optimizer;
+  if (!c.checkpoints.load_optimizer) {
+    log::warning("checkpoints.load_optimizer is false: the optimizer starts fresh (moments zero)");
+  } else if (!m.has_optimizer_state) {
+    log::warning("the checkpoint holds no optimizer state (optimizer plugin '" + m.optimizer_plugin +
+                 "' did not list it): the optimizer starts fresh");
+  } else if (!optimizer.exposes_state()) {
+    log::warning("optimizer plugin '" + optimizer.name() +
+                 "' does not expose its state (ABI before 1.2): the optimizer starts fresh");
+  } else {
+    const std::vector<NamedParameter>& params = *parts_.parameters;
+    for (const OptimizerStateTensor& state : optimizer.state()) {
+      const NamedParameter& p = params.at(static_cast<size_t>(state.param_index));
+      if (state.name == "master" && !reader.has_state(p.name, "master")) {
+        // Saved with fp32 parameters (their own masters): the stored parameter is the master.
+        at::Tensor whole_shard = at::empty_like(p.tensor, at::TensorOptions().dtype(at::kFloat));
+        reader.load_parameter({p.name, whole_shard, p.spec});
+        state.tensor.copy_(whole_shard.reshape({-1}).narrow(0, state.element_offset, state.tensor.numel()));
+        continue;
+      }
+      reader.load_state(p, state.name, state.tensor, state.element_offset, state.per_parameter);
+    }
+    optimizer.state_loaded();
+  }
+
+  parts_.data->restore(m.data);
+  const Topology now{c.parallelism.dp, c.parallelism.tp, c.parallelism.pp, c.optimizer.zero_stage};
+  if (now == m.topology)
+    restore_rng_states(reader, parts_.communicator->rank(TRIAX_GROUP_WORLD), parts_.device);
+  else
+    log::info("resharded from " + m.topology.describe() + " to " + now.describe() +
+              "; random generators start from the seed");
+  resume_from_.reset();
+  return point;
+}
+
+bool TrainingCheckpoint::due(int64_t step) const {
+  const CheckpointsConfig& c = parts_.config->checkpoints;
+  if (step == 0) return c.save_initial_state;
+  if (c.checkpoint_interval > 0 && step % c.checkpoint_interval == 0) return true;
+  return step == parts_.config->tokens.train_steps && (c.checkpoint_interval > 0 || c.save_final_state);
+}
+
+void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSchedulerConfig& lr_scheduler,
+                              const std::string& resolved_config) {
+  const TrainConfig& c = *parts_.config;
+  Communicator& communicator = *parts_.communicator;
+  const int dp_rank = communicator.rank(TRIAX_GROUP_DP);
+  const int tp_rank = communicator.rank(TRIAX_GROUP_TP);
+  const bool sharded_optimizer = parts_.optimizer->gradient_sharding() == TRIAX_GRADIENTS_DP_SHARDED;
+
+  // One copy of everything: tp-replicated pieces from tp rank 0, tied ones from one stage,
+  // dp-replicated ones from dp rank 0 (ZeRO state: from every dp rank, each its shard).
+  auto stored_once_across_tp_and_pp = [&](const NamedParameter& p) {
+    if ((p.spec.flags & TRIAX_PARAM_TP_REPLICATED) && tp_rank != 0) return false;
+    if ((p.spec.flags & TRIAX_PARAM_TIED) && !parts_.stores_tied(p.spec.tied_key)) return false;
+    return true;
+  };
+  RankContents contents;
+  for (const NamedParameter& p : *parts_.parameters)
+    if (dp_rank == 0 && stored_once_across_tp_and_pp(p)) contents.parameters.push_back(&p);
+  const bool has_state = parts_.optimizer->exposes_state();
+  if (has_state && (sharded_optimizer || dp_rank == 0))
+    for (const OptimizerStateTensor& state : parts_.optimizer->state()) {
+      const NamedParameter& p = parts_.parameters->at(static_cast<size_t>(state.param_index));
+      if (stored_once_across_tp_and_pp(p))
+        contents.optimizer_state.push_back({&p, state.name, state.tensor, state.element_offset, state.per_parameter});
+    }
+  contents.rng_states = rng_states(parts_.device);
+
+  CheckpointMetadata m;
+  m.step = step;
+  m.consumed_tokens = consumed_tokens;
+  m.topology = {c.parallelism.dp, c.parallelism.tp, c.parallelism.pp, c.optimizer.zero_stage};
+  m.model_plugin = parts_.model_plugin;
+  m.model_dtype = c.model.dtype;
+  m.optimizer_plugin = parts_.optimizer->name();
+  m.has_optimizer_state = has_state;
+  m.triax_version = TRIAX_VERSION;
+  m.torch_version = TRIAX_TORCH_VERSION_STRING;
+  m.saved_at = utc_now();
+  m.lr_scheduler = lr_scheduler;
+  m.data = parts_.data->state(step);
+  for (int r = 0; r < communicator.size(TRIAX_GROUP_WORLD); ++r) m.files.push_back(rank_file_name(r));
+
+  CheckpointWriter writer(c.checkpoints.checkpoints_path, c.checkpoints.keep_last, communicator);
+  const SaveResult result = writer.save(m, contents, resolved_config);
+  const double gigabytes = static_cast<double>(result.bytes_written) / 1e9;
+  log::info("checkpoint: step " + std::to_string(step) + " saved to " + result.folder.string() + " in " +
+            std::to_string(result.seconds) + " s (" + std::to_string(gigabytes) + " GB from this rank, " +
+            std::to_string(result.seconds > 0 ? gigabytes / result.seconds : 0.0) + " GB/s)");
+}
+
+}  // namespace triax::checkpoint

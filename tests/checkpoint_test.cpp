@@ -1,0 +1,305 @@
+// The checkpoint store in one process: HDF5 tensors (bf16 bit-exact), the step folder's
+// visibility rules (latest, partial folders, keep_last), and whole training runs saved and
+// resumed: bit-exact continuation, parameters and optimizer state equal after a load, and every
+// kind of bad checkpoint refused with the file and the tensor named.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "triax/config_reader.hpp"
+#include "triax/core/checkpoint/checkpoint_error.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checkpoint_reader.hpp"
+#include "triax/core/checkpoint/checksum.hpp"
+#include "triax/core/checkpoint/hdf5_file.hpp"
+#include "triax/core/communicator.hpp"
+#include "triax/core/config.hpp"
+#include "triax/core/plugin_registry.hpp"
+#include "triax/core/trainer.hpp"
+
+namespace triax::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("triax_checkpoint_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Hdf5File, TensorsRoundTripBitExactInEveryDtype) {
+  const fs::path dir = fresh_dir("hdf5");
+  const std::string path = (dir / "t.h5").string();
+  std::vector<at::Tensor> tensors = {
+      at::randn({3, 5}), at::randn({7}, at::kDouble), at::randn({4, 3}).to(at::kBFloat16),
+      at::randn({2, 2, 2}).to(at::kHalf), at::arange(10, at::kLong), at::randint(0, 255, {6}, at::kByte),
+      at::full({}, 3.5f),  // a scalar
+      at::empty({0, 4})};  // an empty shard
+  {
+    Hdf5File file = Hdf5File::create(path);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      file.write_tensor("/group/t" + std::to_string(i), tensors[i]);
+      file.set_integers("/group/t" + std::to_string(i), "crc32", {crc32_of(tensors[i])});
+    }
+    file.set_string("/", "note", "hello");
+    file.close_durably();
+  }
+  Hdf5File file = Hdf5File::open_read(path);
+  EXPECT_EQ(file.children("/group").size(), tensors.size());
+  EXPECT_EQ(file.string("/", "note"), "hello");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    at::Tensor back = file.read_tensor("/group/t" + std::to_string(i));
+    EXPECT_EQ(back.scalar_type(), tensors[i].scalar_type()) << i;
+    EXPECT_EQ(back.sizes(), tensors[i].sizes()) << i;
+    EXPECT_TRUE(at::equal(back, tensors[i])) << i;
+    EXPECT_EQ(file.integers("/group/t" + std::to_string(i), "crc32").at(0), crc32_of(back)) << i;
+  }
+}
+
+TEST(Hdf5File, RefusesMissingAndForeignFilesByName) {
+  const fs::path dir = fresh_dir("foreign");
+  EXPECT_NE(error_of([&] { Hdf5File::open_read((dir / "none.h5").string()); }).find("none.h5"), std::string::npos);
+  std::ofstream(dir / "text.h5") << "not hdf5";
+  EXPECT_NE(error_of([&] { Hdf5File::open_read((dir / "text.h5").string()); }).find("text.h5 is not an HDF5 file"),
+            std::string::npos);
+}
+
+TEST(CheckpointFolder, LatestResolveAndPrune) {
+  const fs::path root = fresh_dir("folder");
+  for (int step : {2, 4, 6}) {
+    fs::create_directories(root / step_folder_name(step));
+    std::ofstream(root / step_folder_name(step) / kMetadataFile) << "x";
+  }
+  fs::create_directories(root / partial_folder_name(5));  // an interrupted save
+  fs::create_directories(root / partial_folder_name(8));  // one still running
+  point_latest(root, root / step_folder_name(4));
+  EXPECT_EQ(resolve_checkpoint(root.string()), root / step_folder_name(4));
+  EXPECT_EQ(resolve_checkpoint((root / step_folder_name(6)).string()), root / step_folder_name(6));
+  EXPECT_EQ(list_checkpoints(root).size(), 3u);  // partial folders are not checkpoints
+
+  // keep_last 1 keeps the newest, and never removes the one latest names.
+  prune_checkpoints(root, 1, 6);
+  EXPECT_FALSE(fs::exists(root / step_folder_name(2)));
+  EXPECT_TRUE(fs::exists(root / step_folder_name(4)));
+  EXPECT_TRUE(fs::exists(root / step_folder_name(6)));
+  EXPECT_FALSE(fs::exists(root / partial_folder_name(5)));
+  EXPECT_TRUE(fs::exists(root / partial_folder_name(8)));
+
+  // latest naming a folder without metadata (never the case after a save) is refused by name.
+  point_latest(root, root / partial_folder_name(8));
+  EXPECT_NE(error_of([&] { resolve_checkpoint(root.string()); }).find("not a complete checkpoint"), std::string::npos);
+  EXPECT_NE(error_of([&] { resolve_checkpoint((root / "nowhere").string()); }).find("no such folder"),
+            std::string::npos);
+}
+
+// ---- whole runs ----------------------------------------------------------------------------
+
+PluginRegistry& registry() {
+  static PluginRegistry instance;
+  static bool loaded = false;
+  if (!loaded) {
+    instance.scan_folder(TRIAX_TEST_PLUGIN_DIR);
+    loaded = true;
+  }
+  return instance;
+}
+
+struct RunOptions {
+  int steps = 6;
+  int interval = 3;
+  std::string dtype = "float32";
+  int hidden = 32;
+  std::string optimizer = "fused";  // or "foreach"
+  std::string extra;                // more YAML lines under checkpoints
+};
+
+std::string tiny_config(const fs::path& run_dir, const RunOptions& o) {
+  return "general: {project: test, run: test, seed: 5, device: cpu}\n"
+         "checkpoints:\n"
+         "  checkpoints_path: " + run_dir.string() + "\n"
+         "  checkpoint_interval: " + std::to_string(o.interval) + "\n" + o.extra +
+         "parallelism: {dp: 1, tp: 1, pp: 1, pp_engine: afab}\n"
+         "model:\n"
+         "  dtype: " + o.dtype + "\n"
+         "  init_method: {std: 0.02}\n"
+         "  make_vocab_size_divisible_by: 8\n"
+         "  model_config: {vocab_size: 61, hidden_size: " + std::to_string(o.hidden) +
+         ", intermediate_size: 64, num_hidden_layers: 2,\n"
+         "                 num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 64,\n"
+         "                 tie_word_embeddings: false}\n"
+         "tokens: {sequence_length: 16, micro_batch_size: 2, batch_accumulation_per_replica: 2, train_steps: " +
+         std::to_string(o.steps) + "}\n"
+         "optimizer:\n"
+         "  optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95, adam_eps: 1.0e-8, "
+         "torch_adam_is_fused: " + std::string(o.optimizer == "fused" ? "true" : "false") + "}\n"
+         "  zero_stage: 0\n"
+         "  weight_decay: 0.01\n"
+         "  clip_grad: 1.0\n"
+         "  learning_rate_scheduler: {learning_rate: 0.01, lr_warmup_steps: 2, lr_decay_style: cosine}\n"
+         "data_stages: [{name: synthetic, start_training_step: 1, data: {dataset: null, seed: 3}}]\n"
+         "logging: {log_level: warning, iteration_step_info_interval: 1}\n";
+}
+
+struct Finished {
+  TrainSummary summary;
+  std::map<std::string, at::Tensor> parameters;
+};
+
+Finished train(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  YAML::Node root = YAML::Load(yaml);
+  for (const auto& o : overrides) apply_override(root, o);
+  TrainConfig config = parse_train_config(root, "test.yaml");
+  SingleProcessCommunicator comm;
+  Trainer trainer(std::move(config), registry(), comm);
+  Finished out;
+  out.summary = trainer.train();
+  for (const auto& p : trainer.parameters()) out.parameters[p.name] = p.tensor.detach().clone();
+  return out;
+}
+
+void expect_bit_identical_continuation(const RunOptions& options, const std::string& name) {
+  const fs::path whole = fresh_dir(name + "_whole"), resumed = fresh_dir(name + "_resumed");
+  Finished uninterrupted = train(tiny_config(whole, options));
+  ASSERT_TRUE(fs::exists(whole / step_folder_name(3) / kMetadataFile));
+  ASSERT_TRUE(fs::exists(whole / step_folder_name(6) / kMetadataFile));  // the final save
+  Finished continued = train(tiny_config(resumed, options),
+                             {"checkpoints.resume_checkpoint_path=" + (whole / step_folder_name(3)).string()});
+  ASSERT_EQ(continued.summary.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(continued.summary.losses[i], uninterrupted.summary.losses[i + 3]) << "step " << i + 4;
+  // Rows of the padded vocabulary (61 -> 64) are padding: never used, not stored, zero after a load.
+  for (const auto& [param, tensor] : uninterrupted.parameters)
+    EXPECT_TRUE(at::equal(continued.parameters.at(param).narrow(0, 0, std::min<int64_t>(61, tensor.size(0))),
+                          tensor.narrow(0, 0, std::min<int64_t>(61, tensor.size(0)))))
+        << param;
+  EXPECT_EQ(continued.summary.consumed_tokens, uninterrupted.summary.consumed_tokens);
+}
+
+TEST(CheckpointResume, Fp32FusedAdamContinuesBitForBit) { expect_bit_identical_continuation({}, "fp32"); }
+
+TEST(CheckpointResume, Bf16WithMastersContinuesBitForBit) {
+  RunOptions options;
+  options.dtype = "bfloat16";
+  options.optimizer = "foreach";
+  expect_bit_identical_continuation(options, "bf16");
+}
+
+TEST(CheckpointResume, SavedStateMatchesTheLiveRun) {
+  const fs::path dir = fresh_dir("contents");
+  RunOptions options;
+  options.steps = 3;
+  Finished run = train(tiny_config(dir, options));
+  CheckpointReader reader(dir.string());  // through `latest`
+  EXPECT_EQ(reader.metadata().step, 3);
+  EXPECT_TRUE(reader.metadata().has_optimizer_state);
+  EXPECT_EQ(reader.metadata().consumed_tokens, run.summary.consumed_tokens);
+  EXPECT_EQ(reader.metadata().data.completed_steps, 3);
+  // The padded vocabulary (61 -> 64) is stored without its padding rows.
+  EXPECT_EQ(reader.parameter_shape("model.embed_tokens.weight"), (std::vector<int64_t>{61, 32}));
+  for (const auto& [name, tensor] : run.parameters) {
+    at::Tensor whole = reader.whole_parameter(name);
+    EXPECT_TRUE(at::equal(whole, tensor.narrow(0, 0, whole.size(0)))) << name;
+    EXPECT_TRUE(reader.has_state(name, "exp_avg")) << name;
+    EXPECT_TRUE(reader.has_state(name, "step")) << name;
+  }
+  for (const auto& check : reader.verify()) EXPECT_EQ(check.problem, "") << check.dataset;
+}
+
+TEST(CheckpointResume, KeepLastRemovesOlderSteps) {
+  const fs::path dir = fresh_dir("keep");
+  RunOptions options;
+  options.steps = 8;
+  options.interval = 2;
+  options.extra = "  keep_last: 2\n";
+  train(tiny_config(dir, options));
+  std::vector<int64_t> kept;
+  for (const auto& [step, folder] : list_checkpoints(dir)) kept.push_back(step);
+  EXPECT_EQ(kept, (std::vector<int64_t>{6, 8}));
+  EXPECT_EQ(resolve_checkpoint(dir.string()), dir / step_folder_name(8));
+}
+
+// Flips one byte inside the stored values of a dataset whose first values are known.
+void corrupt_values(const fs::path& file, const at::Tensor& values) {
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string pattern(static_cast<const char*>(values.data_ptr()), 64);
+  const size_t at = bytes.find(pattern);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 10] = static_cast<char>(bytes[at + 10] ^ 0x40);
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST(CheckpointErrors, CorruptTruncatedMissingAndForeignCheckpointsAreRefusedByName) {
+  const fs::path dir = fresh_dir("bad");
+  RunOptions options;
+  options.steps = 2;
+  options.interval = 2;
+  Finished run = train(tiny_config(dir, options));
+  const fs::path step = dir / step_folder_name(2);
+  const fs::path file = step / rank_file_name(0);
+
+  // Another model shape: the tensor and both shapes are named.
+  RunOptions wider = options;
+  wider.hidden = 48;
+  std::string message = error_of([&] {
+    train(tiny_config(fresh_dir("bad_wider"), wider), {"checkpoints.resume_checkpoint_path=" + step.string()});
+  });
+  EXPECT_NE(message.find("model.embed_tokens.weight has shape [61, 32]"), std::string::npos) << message;
+  EXPECT_NE(message.find("[61, 48]"), std::string::npos) << message;
+
+  // A flipped byte: verify() and loading name the file and the dataset.
+  const fs::path copy = fresh_dir("bad_copy") / "step";
+  fs::copy(step, copy, fs::copy_options::recursive);
+  corrupt_values(copy / rank_file_name(0), run.parameters.at("model.layers.1.mlp.down_proj.weight").contiguous());
+  CheckpointReader reader(copy.string());
+  int broken = 0;
+  for (const auto& check : reader.verify())
+    if (!check.problem.empty()) {
+      ++broken;
+      EXPECT_NE(check.problem.find("rank_00000.h5"), std::string::npos) << check.problem;
+      EXPECT_NE(check.problem.find("model.layers.1.mlp.down_proj.weight"), std::string::npos) << check.problem;
+      EXPECT_NE(check.problem.find("checksum mismatch"), std::string::npos) << check.problem;
+    }
+  EXPECT_EQ(broken, 1);
+  message = error_of([&] {
+    train(tiny_config(fresh_dir("bad_resume"), options), {"checkpoints.resume_checkpoint_path=" + copy.string()});
+  });
+  EXPECT_NE(message.find("checksum mismatch"), std::string::npos) << message;
+
+  // A truncated file (a fresh copy).
+  const fs::path cut = fresh_dir("bad_cut") / "step";
+  fs::copy(step, cut, fs::copy_options::recursive);
+  fs::resize_file(cut / rank_file_name(0), fs::file_size(cut / rank_file_name(0)) / 2);
+  message = error_of([&] {
+    CheckpointReader truncated(cut.string());
+    for (const auto& check : truncated.verify())
+      if (!check.problem.empty()) throw std::runtime_error(check.problem);
+  });
+  EXPECT_NE(message.find("rank_00000.h5"), std::string::npos) << message;
+  EXPECT_NE(message.find("truncated"), std::string::npos) << message;
+
+  // A missing rank file, and a metadata file that is not one.
+  fs::remove(copy / rank_file_name(0));
+  message = error_of([&] { CheckpointReader missing(copy.string()); });
+  EXPECT_NE(message.find("rank_00000.h5 is missing"), std::string::npos) << message;
+  std::ofstream(copy / kMetadataFile) << "format: something-else\n";
+  message = error_of([&] { CheckpointReader foreign(copy.string()); });
+  EXPECT_NE(message.find("format"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace triax::checkpoint
