@@ -1,0 +1,58 @@
+# Checkpoints across topologies, on real processes (mpirun, the mpi backend): source runs of the
+# parity matrix's tiny Llama save at step 5; other topologies resume from there and must finish
+# within 1e-5 of the uninterrupted single-rank run (losses of steps 6-10 and final parameters);
+# the same topology must continue bit for bit. Reuses the parity runner and its reference.
+set(CHECKPOINT_DIR ${CMAKE_CURRENT_BINARY_DIR}/checkpoint)
+
+# triax_checkpoint_source(<name> RANKS n [--set ...]...): a parity run that also saves every 5 steps.
+function(triax_checkpoint_source name)
+  cmake_parse_arguments(ARG "" "RANKS" "" ${ARGN})
+  add_test(NAME checkpoint.source.${name}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/run_case.sh $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE}
+                   ${PARITY_CONFIG} ${PARITY_DIR}/reference ${CHECKPOINT_DIR}/${name} ${ARG_RANKS}
+                   --set checkpoints.checkpoint_interval=5 ${ARG_UNPARSED_ARGUMENTS})
+  set_tests_properties(checkpoint.source.${name} PROPERTIES FIXTURES_REQUIRED parity_reference
+                       FIXTURES_SETUP checkpoint_source_${name} LABELS "checkpoint;multi_rank"
+                       PROCESSORS ${ARG_RANKS} TIMEOUT 300)
+endfunction()
+
+# triax_checkpoint_resume(<name> SOURCE s RANKS n [EXACT] [--set ...]...)
+function(triax_checkpoint_resume name)
+  cmake_parse_arguments(ARG "EXACT" "SOURCE;RANKS" "" ${ARGN})
+  add_test(NAME checkpoint.resume.${name}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint/resume_case.sh $<TARGET_FILE:parity_runner>
+                   ${MPIEXEC_EXECUTABLE} ${PARITY_CONFIG} ${PARITY_DIR}/reference ${CHECKPOINT_DIR}/${ARG_SOURCE}
+                   ${CHECKPOINT_DIR}/resume_${name} ${ARG_RANKS} 5 ${ARG_UNPARSED_ARGUMENTS})
+  set(exact 0)
+  if(ARG_EXACT)
+    set(exact 1)
+  endif()
+  set_tests_properties(checkpoint.resume.${name} PROPERTIES
+                       FIXTURES_REQUIRED "parity_reference;checkpoint_source_${ARG_SOURCE}"
+                       LABELS "checkpoint;multi_rank" PROCESSORS ${ARG_RANKS} TIMEOUT 300 ENVIRONMENT "EXACT=${exact}")
+endfunction()
+
+set(TOPOLOGY_111 --set parallelism.dp=1 --set parallelism.tp=1 --set parallelism.pp=1
+    --set tokens.batch_accumulation_per_replica=8)
+set(TOPOLOGY_DP2_TP2_PP2_ZERO1 --set parallelism.dp=2 --set parallelism.tp=2 --set parallelism.pp=2
+    --set optimizer.zero_stage=1 --set parallelism.pp_engine=1f1b --set tokens.batch_accumulation_per_replica=4)
+set(TOPOLOGY_TP2_DP2_ZERO1 --set parallelism.dp=2 --set parallelism.tp=2 --set optimizer.zero_stage=1
+    --set parallelism.tp_mode=REDUCE_SCATTER --set tokens.batch_accumulation_per_replica=4)
+set(TOPOLOGY_DP4_ZERO1 --set parallelism.dp=4 --set optimizer.zero_stage=1
+    --set tokens.batch_accumulation_per_replica=2)
+set(TOPOLOGY_PP4 --set parallelism.pp=4 --set parallelism.pp_engine=1f1b)
+set(TOPOLOGY_PP2_TP2 --set parallelism.pp=2 --set parallelism.tp=2)
+
+triax_checkpoint_source(single RANKS 1 ${TOPOLOGY_111})
+triax_checkpoint_source(dp2_tp2_pp2_zero1 RANKS 8 ${TOPOLOGY_DP2_TP2_PP2_ZERO1})
+triax_checkpoint_source(tp2_dp2_zero1 RANKS 4 ${TOPOLOGY_TP2_DP2_ZERO1})
+triax_checkpoint_source(pp4 RANKS 4 ${TOPOLOGY_PP4})
+
+# The same topology: bit for bit.
+triax_checkpoint_resume(same_dp2_tp2_pp2_zero1 SOURCE dp2_tp2_pp2_zero1 RANKS 8 EXACT ${TOPOLOGY_DP2_TP2_PP2_ZERO1})
+triax_checkpoint_resume(same_single SOURCE single RANKS 1 EXACT ${TOPOLOGY_111})
+# Resharded on load.
+triax_checkpoint_resume(dp2_tp2_pp2_to_single SOURCE dp2_tp2_pp2_zero1 RANKS 1 ${TOPOLOGY_111})
+triax_checkpoint_resume(single_to_dp2_tp2_pp2 SOURCE single RANKS 8 ${TOPOLOGY_DP2_TP2_PP2_ZERO1})
+triax_checkpoint_resume(tp2_dp2_zero1_to_dp4_zero1 SOURCE tp2_dp2_zero1 RANKS 4 ${TOPOLOGY_DP4_ZERO1})
+triax_checkpoint_resume(pp4_to_pp2_tp2 SOURCE pp4 RANKS 4 ${TOPOLOGY_PP2_TP2})
