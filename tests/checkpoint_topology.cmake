@@ -56,3 +56,10 @@ triax_checkpoint_resume(dp2_tp2_pp2_to_single SOURCE dp2_tp2_pp2_zero1 RANKS 1 $
 triax_checkpoint_resume(single_to_dp2_tp2_pp2 SOURCE single RANKS 8 ${TOPOLOGY_DP2_TP2_PP2_ZERO1})
 triax_checkpoint_resume(tp2_dp2_zero1_to_dp4_zero1 SOURCE tp2_dp2_zero1 RANKS 4 ${TOPOLOGY_DP4_ZERO1})
 triax_checkpoint_resume(pp4_to_pp2_tp2 SOURCE pp4 RANKS 4 ${TOPOLOGY_PP2_TP2})
+
+# A rank killed at each point of a save: the previous checkpoint stays latest and intact, and a
+# new run resumes from it bit for bit.
+add_test(NAME checkpoint.crash_safety
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint/crash_test.sh $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE}
+                 $<TARGET_FILE:triax> ${PARITY_CONFIG} ${CHECKPOINT_DIR}/crash)
+set_tests_properties(checkpoint.crash_safety PROPERTIES LABELS "checkpoint;multi_rank" PROCESSORS 2 TIMEOUT 600)

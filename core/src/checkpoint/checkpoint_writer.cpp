@@ -91,15 +91,20 @@ int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, con
                     {communicator_.rank(TRIAX_GROUP_DP), communicator_.rank(TRIAX_GROUP_TP),
                      communicator_.rank(TRIAX_GROUP_PP)});
   int64_t bytes = 0;
-  const size_t half = contents.parameters.size() / 2;
-  for (size_t i = 0; i < contents.parameters.size(); ++i) {
-    if (i == half) maybe_inject_fault("mid_write", rank, step);
-    const NamedParameter& p = *contents.parameters[i];
+  // Half-way through this rank's tensors (parameters, then optimizer state): the mid_write fault.
+  const size_t total = contents.parameters.size() + contents.optimizer_state.size();
+  size_t written = 0;
+  auto count_one = [&] {
+    if (++written == (total + 1) / 2) maybe_inject_fault("mid_write", rank, step);
+  };
+  for (const NamedParameter* parameter : contents.parameters) {
+    const NamedParameter& p = *parameter;
     const at::Tensor data = host_copy(p.tensor);
     const std::string dataset = parameter_dataset(p.name);
     file.write_tensor(dataset, data);
     describe_piece(file, dataset, p.spec, data, 0, false, crc32_of(data));
     bytes += static_cast<int64_t>(data.nbytes());
+    count_one();
   }
   for (const StateTensorToSave& state : contents.optimizer_state) {
     const at::Tensor data = host_copy(state.tensor);
@@ -108,6 +113,7 @@ int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, con
     describe_piece(file, dataset, state.parameter->spec, state.parameter->tensor, state.element_offset,
                    state.per_parameter, crc32_of(data));
     bytes += static_cast<int64_t>(data.nbytes());
+    count_one();
   }
   for (const auto& [name, generator_state] : contents.rng_states) {
     const at::Tensor data = host_copy(generator_state);
