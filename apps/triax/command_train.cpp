@@ -49,7 +49,9 @@ int run_train_command(const std::vector<std::string>& args) {
       "plugin-path", po::value<std::vector<std::string>>()->composing(), "extra folder searched for plugins");
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(options).run(), vm);
+    po::positional_options_description positional;  // `triax train FILE` means `--config FILE`
+    positional.add("config", 1);
+    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
     std::cerr << "triax train: " << e.what() << "\n" << options;

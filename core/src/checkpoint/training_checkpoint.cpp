@@ -109,8 +109,13 @@ void TrainingCheckpoint::begin_resume() {
   const CheckpointMetadata& m = resume_from_->metadata();
   log::info("resuming from " + resume_from_->folder().string() + ": step " + std::to_string(m.step) +
             ", saved at " + m.topology.describe() + " by triax " + m.triax_version);
-  for (const NamedParameter& p : *parts_.parameters) resume_from_->load_parameter(p);
+  const auto start = std::chrono::steady_clock::now();
+  for (const NamedParameter& p : *parts_.parameters) {
+    resume_from_->load_parameter(p);
+    loaded_bytes_ += static_cast<int64_t>(p.tensor.nbytes());
+  }
   check_nothing_left_over(*resume_from_, *parts_.parameters, *parts_.communicator, parts_.device);
+  load_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 ResumePoint TrainingCheckpoint::finish_resume() {
@@ -124,6 +129,7 @@ ResumePoint TrainingCheckpoint::finish_resume() {
   point.consumed_tokens = m.consumed_tokens;
   if (c.checkpoints.load_lr_scheduler) point.lr_scheduler = m.lr_scheduler;
 
+  const auto start = std::chrono::steady_clock::now();
   OptimizerInstance& optimizer = *parts_.optimizer;
   if (!c.checkpoints.load_optimizer) {
     log::warning("checkpoints.load_optimizer is false: the optimizer starts fresh (moments zero)");
@@ -145,9 +151,15 @@ ResumePoint TrainingCheckpoint::finish_resume() {
         continue;
       }
       reader.load_state(p, state.name, state.tensor, state.element_offset, state.per_parameter);
+      loaded_bytes_ += static_cast<int64_t>(state.tensor.nbytes());
     }
     optimizer.state_loaded();
   }
+  load_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double gigabytes = static_cast<double>(loaded_bytes_) / 1e9;
+  log::info("checkpoint: loaded " + std::to_string(gigabytes) + " GB into this rank in " +
+            std::to_string(load_seconds_) + " s (" + std::to_string(load_seconds_ > 0 ? gigabytes / load_seconds_ : 0.0) +
+            " GB/s)");
 
   parts_.data->restore(m.data);
   const Topology now{c.parallelism.dp, c.parallelism.tp, c.parallelism.pp, c.optimizer.zero_stage};

@@ -72,6 +72,8 @@ class TrainingCheckpoint {
  private:
   TrainingParts parts_;
   std::unique_ptr<CheckpointReader> resume_from_;
+  int64_t loaded_bytes_ = 0;  // into this rank's live tensors, for the logged throughput
+  double load_seconds_ = 0.0;
 };
 
 }  // namespace triax::checkpoint
