@@ -19,12 +19,9 @@ bool ends_with(const std::string& text, const std::string& suffix) {
 
 InitMethod read_init_method(const YAML::Node& init_method, const LlamaConfig& config) {
   ConfigReader reader(init_method, "model.init_method");
-  if (reader.contains("path")) {
-    reader.raw("path");
-    throw Error(TRIAX_ERROR_UNSUPPORTED,
-                "model.init_method.path: initialising a model from a checkpoint is not available yet "
-                "(use model.init_method.std for a random initialisation)");
-  }
+  // `path` (weights from a checkpoint or a Hugging Face folder) is the host's: it copies them over
+  // the random initialisation made here.
+  reader.ignore("path");
   if (reader.contains("use_mup")) reader.fail("use_mup", "spectral muP initialisation is not implemented");
   reader.ignore("use_mup");
   InitMethod method;
