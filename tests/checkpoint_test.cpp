@@ -232,6 +232,24 @@ TEST(CheckpointResume, KeepLastRemovesOlderSteps) {
   EXPECT_EQ(resolve_checkpoint(dir.string()), dir / step_folder_name(8));
 }
 
+TEST(CheckpointInit, InitMethodPathStartsANewRunFromTheStoredWeights) {
+  const fs::path source = fresh_dir("init_source");
+  RunOptions options;
+  options.steps = 3;
+  Finished trained = train(tiny_config(source, options));
+  // Step 1 of the new run has learning rate 0 (warm-up from 0): its parameters stay the loaded ones.
+  RunOptions one_step = options;
+  one_step.steps = 1;
+  one_step.interval = 0;
+  Finished started = train(tiny_config(fresh_dir("init_target"), one_step),
+                           {"model.init_method={path: " + source.string() + "}"});
+  for (const auto& [name, tensor] : trained.parameters) {
+    const int64_t rows = std::min<int64_t>(61, tensor.size(0));
+    EXPECT_TRUE(at::equal(started.parameters.at(name).narrow(0, 0, rows), tensor.narrow(0, 0, rows))) << name;
+  }
+  EXPECT_EQ(started.summary.losses.size(), 1u);  // a new run: step 1, fresh optimizer
+}
+
 // Flips one byte inside the stored values of a dataset whose first values are known.
 void corrupt_values(const fs::path& file, const at::Tensor& values) {
   std::ifstream in(file, std::ios::binary);
