@@ -28,6 +28,9 @@ int run_launch_command(const std::vector<std::string>& args);
 
 // `triax inspect mesh --dp D --tp T --pp P [--ep E]`: the rank table and every process group.
 int run_inspect_command(const std::vector<std::string>& args);
+// `triax convert --to hf CHECKPOINT OUT` / `triax convert --from hf HF_FOLDER OUT`.
+int run_convert_command(const std::vector<std::string>& args);
+
 // `triax inspect checkpoint PATH`: step, topology, tensors, checksums verified.
 int inspect_checkpoint(const std::vector<std::string>& args);
 

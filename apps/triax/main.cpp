@@ -15,6 +15,7 @@ void print_usage(std::ostream& out) {
          "  launch    start N local ranks of a command (triax launch -n N -- triax train --config FILE)\n"
          "  inspect   print the process mesh (triax inspect mesh --dp D --tp T --pp P) or check a checkpoint\n"
          "            (triax inspect checkpoint PATH)\n"
+         "  convert   to and from Hugging Face (triax convert --to hf CKPT OUT, --from hf HF_DIR OUT)\n"
          "  plugins   list the plugins found and the libraries refused\n"
          "  version   print the triax version\n\n"
          "`triax <command> --help` describes a command's options.\n";
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
   }
   if (command == "launch") return triax::cli::run_launch_command(args);
   if (command == "inspect") return triax::cli::run_inspect_command(args);
+  if (command == "convert") return triax::cli::run_convert_command(args);
   if (command == "plugins") return triax::cli::run_plugins_command(args);
   if (command == "version" || command == "--version") {
     std::cout << "triax " << TRIAX_VERSION << "\n";

@@ -14,6 +14,8 @@
 #include "triax/core/checkpoint/checkpoint_error.hpp"
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/core/checkpoint/checkpoint_writer.hpp"
+#include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/core/hf_llama.hpp"
 #include "triax/core/communicator.hpp"
 #include "triax/core/data/training_data.hpp"
 #include "triax/core/log.hpp"
@@ -92,6 +94,25 @@ void restore_rng_states(const CheckpointReader& reader, int rank, [[maybe_unused
 
 void load_initial_weights(const std::string& path, const std::vector<NamedParameter>& parameters,
                           Communicator& communicator, const c10::Device& device) {
+  if (is_hf_folder(path)) {
+    const HfLlamaModel model = read_hf_llama(path);
+    std::set<std::string> used;
+    for (const NamedParameter& p : parameters) {
+      auto it = model.tensors.find(p.name);
+      if (it == model.tensors.end())
+        throw CheckpointError("Hugging Face folder " + path + " has no tensor " + p.name +
+                              " (a model of another shape, or tied where this one is not?)");
+      copy_shard_from_whole(p, it->second, "Hugging Face folder " + path);
+      used.insert(p.name);
+    }
+    if (communicator.size(TRIAX_GROUP_PP) == 1)  // every rank holds every name: nothing may be left
+      for (const auto& [name, tensor] : model.tensors)
+        if (!used.count(name))
+          throw CheckpointError("Hugging Face folder " + path + " holds " + name +
+                                ", which this model does not have (untied head into a tied model?)");
+    log::info("model.init_method.path: weights from the Hugging Face folder " + path);
+    return;
+  }
   CheckpointReader reader(path);
   for (const NamedParameter& p : parameters) reader.load_parameter(p);
   check_nothing_left_over(reader, parameters, communicator, device);

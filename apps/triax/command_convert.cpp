@@ -1,0 +1,70 @@
+// `triax convert --to hf CHECKPOINT OUT [--dtype D] [--max-shard-size BYTES]`: a triax checkpoint
+// as a Hugging Face LlamaForCausalLM folder. `triax convert --from hf HF_FOLDER OUT`: a Hugging
+// Face Llama folder as a triax checkpoint folder (weights only; start training from it with
+// model.init_method.path, at any topology).
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "commands.hpp"
+#include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/error.hpp"
+
+namespace triax::cli {
+namespace po = boost::program_options;
+
+int run_convert_command(const std::vector<std::string>& args) {
+  po::options_description options("triax convert options");
+  std::string to, from, dtype;
+  int64_t max_shard_bytes = 5'000'000'000;
+  std::vector<std::string> paths;
+  options.add_options()("help,h", "show this help")("to", po::value<std::string>(&to),
+                                                   "export a triax checkpoint: --to hf CHECKPOINT OUT")(
+      "from", po::value<std::string>(&from), "import into a triax checkpoint: --from hf HF_FOLDER OUT")(
+      "dtype", po::value<std::string>(&dtype), "--to hf: weights in float32, bfloat16 or float16 (default: as trained)")(
+      "max-shard-size", po::value<int64_t>(&max_shard_bytes)->default_value(max_shard_bytes),
+      "--to hf: bytes per safetensors file before sharding")("paths", po::value<std::vector<std::string>>(&paths),
+                                                             "input and output folders");
+  po::positional_options_description positional;
+  positional.add("paths", 2);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "triax convert: " << e.what() << "\n" << options;
+    return kExitInvalidConfig;
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: triax convert --to hf CHECKPOINT OUT | triax convert --from hf HF_FOLDER OUT\n" << options;
+    return kExitOk;
+  }
+  if ((to.empty() == from.empty()) || (!to.empty() && to != "hf") || (!from.empty() && from != "hf") ||
+      paths.size() != 2) {
+    std::cerr << "triax convert: expected --to hf CHECKPOINT OUT or --from hf HF_FOLDER OUT\n" << options;
+    return kExitInvalidConfig;
+  }
+  try {
+    if (!to.empty()) {
+      std::optional<at::ScalarType> type;
+      if (dtype == "float32") type = at::kFloat;
+      else if (dtype == "bfloat16") type = at::kBFloat16;
+      else if (dtype == "float16") type = at::kHalf;
+      else if (!dtype.empty()) {
+        std::cerr << "triax convert: --dtype: expected float32, bfloat16 or float16, got '" << dtype << "'\n";
+        return kExitInvalidConfig;
+      }
+      checkpoint::export_to_hf(paths[0], paths[1], type, max_shard_bytes);
+      std::cout << "wrote the Hugging Face folder " << paths[1] << "\n";
+    } else {
+      const std::string step = checkpoint::import_from_hf(paths[0], paths[1]);
+      std::cout << "wrote the triax checkpoint " << step << "; train from it with model.init_method.path: " << paths[1]
+                << "\n";
+    }
+    return kExitOk;
+  } catch (const std::exception& e) {
+    std::cerr << "triax convert: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
+}  // namespace triax::cli

@@ -1,0 +1,100 @@
+"""Hugging Face interop, end to end, against transformers (fp32, max |logit difference| <= 1e-4):
+
+1. export: a tiny Llama trained by triax (GQA, rope_theta 500000, a vocabulary padded for tp;
+   tied and untied) -> `triax convert --to hf` -> LlamaForCausalLM.from_pretrained gives the
+   logits triax gives on the same tokens;
+2. import: a LlamaForCausalLM made by transformers (GQA, rope_theta 500000; tied and untied) ->
+   `triax convert --from hf` -> triax gives transformers' logits; and the same straight from the
+   Hugging Face folder through model.init_method.path's loader;
+3. training starts from the Hugging Face folder (model.init_method.path) and its loss falls.
+
+usage: hf_logits_test.py TRIAX TRIAX_LOGITS CONFIG WORK_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+triax, triax_logits, config, work = sys.argv[1:5]
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+TOKENS = [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77]
+TOLERANCE = 1e-4
+failures = []
+
+
+def run(*args):
+    result = subprocess.run(list(args), capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+def triax_logits_of(weights):
+    out = os.path.join(work, "logits.bin")
+    run(triax_logits, "--weights", weights, "--tokens", " ".join(map(str, TOKENS)), "--out", out)
+    raw = np.fromfile(out, dtype=np.int64, count=2)
+    return np.fromfile(out, dtype=np.float32, offset=16).reshape(int(raw[0]), int(raw[1]))
+
+
+def hf_logits_of(model):
+    with torch.no_grad():
+        return model(torch.tensor([TOKENS])).logits[0].float().numpy()
+
+
+def compare(what, ours, theirs):
+    diff = float(np.abs(ours - theirs).max())
+    print(f"{what}: max |logit difference| {diff:.2e} over {ours.shape[0]} tokens x {ours.shape[1]} logits")
+    if ours.shape != theirs.shape or not diff <= TOLERANCE:
+        failures.append(f"{what}: {diff:.2e} > {TOLERANCE}")
+
+
+MODEL = ["--set", "model.model_config.vocab_size=100", "--set", "model.make_vocab_size_divisible_by=16",
+         "--set", "model.model_config.hidden_size=64", "--set", "model.model_config.intermediate_size=96",
+         "--set", "model.model_config.num_attention_heads=4", "--set", "model.model_config.num_key_value_heads=2",
+         "--set", "model.model_config.rope_theta=500000.0", "--set", "model.dtype=float32"]
+
+for tied in (True, False):
+    name = "tied" if tied else "untied"
+    # 1. triax -> Hugging Face
+    run_dir = os.path.join(work, f"run_{name}")
+    run(triax, "train", config, *MODEL, "--set", f"model.model_config.tie_word_embeddings={str(tied).lower()}",
+        "--set", "tokens.train_steps=20", "--set", "checkpoints.checkpoint_interval=20",
+        "--set", f"checkpoints.checkpoints_path={run_dir}")
+    hf_dir = os.path.join(work, f"exported_{name}")
+    run(triax, "convert", "--to", "hf", run_dir, hf_dir, "--dtype", "float32")
+    with open(os.path.join(hf_dir, "config.json")) as f:
+        exported = json.load(f)
+    assert exported["architectures"] == ["LlamaForCausalLM"] and exported["rope_theta"] == 500000.0, exported
+    model = LlamaForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
+    compare(f"export ({name})", triax_logits_of(run_dir), hf_logits_of(model))
+
+    # 2. Hugging Face -> triax
+    torch.manual_seed(3)
+    made = LlamaForCausalLM(LlamaConfig(vocab_size=100, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                                        num_attention_heads=4, num_key_value_heads=2, rope_theta=500000.0,
+                                        max_position_embeddings=128, tie_word_embeddings=tied,
+                                        torch_dtype="float32")).eval()
+    made_dir = os.path.join(work, f"made_{name}")
+    made.save_pretrained(made_dir, safe_serialization=True)
+    imported = os.path.join(work, f"imported_{name}")
+    run(triax, "convert", "--from", "hf", made_dir, imported)
+    expected = hf_logits_of(made)
+    compare(f"import through triax convert ({name})", triax_logits_of(imported), expected)
+    compare(f"import straight from the folder ({name})", triax_logits_of(made_dir), expected)
+
+    # 3. training starts from the Hugging Face weights
+    out = run(triax, "train", config, *MODEL, "--set", f"model.model_config.tie_word_embeddings={str(tied).lower()}",
+              "--set", "model.model_config.num_hidden_layers=2", "--set", "model.model_config.max_position_embeddings=128",
+              "--set", f"model.init_method={{path: {made_dir}}}", "--set", "tokens.train_steps=2",
+              "--set", "checkpoints.checkpoint_interval=0", "--set", f"checkpoints.checkpoints_path={work}/from_hf_{name}")
+
+if failures:
+    print("FAILED:\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("ok")
