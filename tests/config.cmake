@@ -10,7 +10,8 @@ target_include_directories(config_test PRIVATE
   ${PROJECT_SOURCE_DIR}/core/include
   ${PROJECT_SOURCE_DIR}/sdk/include)
 target_link_libraries(config_test PRIVATE yaml-cpp GTest::gtest_main)
-target_compile_definitions(config_test PRIVATE TRIAX_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data")
+target_compile_definitions(config_test PRIVATE TRIAX_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data"
+  TRIAX_CONFIGS_DIR="${PROJECT_SOURCE_DIR}/configs")
 gtest_discover_tests(config_test)
 
 # The process mesh's rank arithmetic and the pipeline split: plain arithmetic, no LibTorch either.

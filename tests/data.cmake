@@ -18,8 +18,8 @@ set(TRIAX_TEST_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python")
 add_test(NAME data_datatrove_compat
   COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/data/datatrove_compat.py
           $<TARGET_FILE:data_dump> ${PROJECT_SOURCE_DIR})
-set_tests_properties(data_datatrove_compat PROPERTIES TIMEOUT 120)
+set_tests_properties(data_datatrove_compat PROPERTIES TIMEOUT 120 LABELS python)  # needs the .venv's datatrove
 # Tokenize /usr/share/common-licenses and train on it with the triax command: the loss falls.
 add_test(NAME data_text_training
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/data/text_training_test.sh $<TARGET_FILE:triax> ${PROJECT_SOURCE_DIR})
-set_tests_properties(data_text_training PROPERTIES TIMEOUT 180 ENVIRONMENT "OMP_NUM_THREADS=1")
+set_tests_properties(data_text_training PROPERTIES TIMEOUT 180 ENVIRONMENT "OMP_NUM_THREADS=1" LABELS python)  # tools/tokenize needs the .venv's tokenizers

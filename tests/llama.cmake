@@ -4,3 +4,9 @@ add_executable(llama_test ${CMAKE_CURRENT_LIST_DIR}/llama_test.cpp)
 target_link_libraries(llama_test PRIVATE triax_llama_impl GTest::gtest_main)
 triax_use_pch(llama_test)
 gtest_discover_tests(llama_test)
+
+# Activation recomputation: the SDK's recompute() and the Llama layers with recompute_layer.
+add_executable(recompute_test ${CMAKE_CURRENT_LIST_DIR}/recompute_test.cpp)
+target_link_libraries(recompute_test PRIVATE triax_llama_impl GTest::gtest_main)
+triax_use_pch(recompute_test)
+gtest_discover_tests(recompute_test)

@@ -341,6 +341,28 @@ TEST_P(TensorParallelTest, TinyLlamaMatchesSingleRank) {
   }
 }
 
+// parallelism.recompute_layer at tp > 1: each layer's collectives run again in backward (the
+// forward's, then their adjoints), in the same order on every rank, and the loss and every
+// gradient equal those of the same model keeping its activations.
+TEST_P(TensorParallelTest, TinyLlamaRecomputedMatchesKeptActivations) {
+  if (2 % tp_.size != 0) GTEST_SKIP() << "the tiny model's 2 kv heads do not split over " << tp_.size << " ranks";
+  for (c10::ScalarType dtype : kDtypes) {
+    auto kept = build_llama(llama_context(tp_, dtype));
+    auto [kept_loss, kept_gradients] = loss_and_gradients(*kept, tp_);
+    triax::ModelContext context = llama_context(tp_, dtype);
+    context.recompute_layer = true;
+    auto recomputed = build_llama(context);
+    auto [loss, gradients] = loss_and_gradients(*recomputed, tp_);
+    const std::string where = std::string(mode_name(tp_.mode)) + " " + c10::toString(dtype) + " recomputed: ";
+    expect_close(loss, kept_loss, where + "loss");
+    ASSERT_EQ(gradients.size(), kept_gradients.size());
+    for (const auto& [name, expected] : kept_gradients) {
+      ASSERT_EQ(gradients.count(name), 1u) << name;
+      expect_close(gradients[name], expected, where + name);
+    }
+  }
+}
+
 // bf16 parameters (reductions in fp32 where the layers compute in fp32): the loss stays within
 // bf16 rounding of the single-rank bf16 loss.
 TEST_P(TensorParallelTest, TinyLlamaInBfloat16) {

@@ -401,6 +401,23 @@ TEST(Training, ZeroStage1OnOneRankMatchesAdamW) {
   fs::remove_all(dir);
 }
 
+// parallelism.recompute_layer reaches the model through the plugin boundary and changes memory,
+// not results: the same losses and gradient norms, step by step.
+TEST(Training, RecomputeLayerGivesTheSameRun) {
+  fs::path dir = temp_run_dir("recompute");
+  const std::string yaml = tiny_config(dir, 6, 4, 2);
+  std::string recomputed = yaml;
+  recomputed.replace(recomputed.find("pp_engine: afab}"), 16, "pp_engine: afab, recompute_layer: true}");
+  TrainSummary kept = run(yaml);
+  TrainSummary again = run(recomputed);
+  ASSERT_EQ(again.losses.size(), kept.losses.size());
+  for (size_t i = 0; i < kept.losses.size(); ++i) {
+    EXPECT_NEAR(again.losses[i], kept.losses[i], 1e-6 * std::abs(kept.losses[i])) << "step " << i + 1;
+    EXPECT_NEAR(again.grad_norms[i], kept.grad_norms[i], 1e-6 * std::abs(kept.grad_norms[i])) << "step " << i + 1;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Training, Bf16ParametersTrainWithFp32Accumulation) {
   fs::path dir = temp_run_dir("bf16");
   TrainSummary summary = run(tiny_config(dir, 30, 8, 2, "bfloat16"));

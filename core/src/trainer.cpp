@@ -163,10 +163,10 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   const TrainConfig& c = s.config;
   validate_for_world(c, communicator.size(TRIAX_GROUP_WORLD));
   // nanotron keys this version reads but does not act on: say so rather than ignore them silently.
-  if (c.parallelism.recompute_layer || c.parallelism.moe_layer_recompute)
+  if (c.parallelism.moe_layer_recompute)
     log::warning(
-        "parallelism.recompute_layer / moe_layer_recompute: activation recomputation is not implemented in "
-        "this version; activations are kept");
+        "parallelism.moe_layer_recompute: not implemented in this version; MoE layers keep their activations "
+        "(parallelism.recompute_layer recomputes every layer)");
   if (c.parallelism.tp_linear_async_communication)
     log::warning("parallelism.tp_linear_async_communication: not implemented in this version; ignored");
   s.device = resolve_device(c.general.device);

@@ -1,5 +1,7 @@
 // One pre-norm Llama decoder layer (one pipeline block):
 //   h = x + self_attn(input_layernorm(x));  out = h + mlp(post_attention_layernorm(h)).
+// With parallelism.recompute_layer the layer keeps only its input for backward and computes
+// its activations again there (triax/layers/recompute.hpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -27,6 +29,11 @@ class LlamaDecoderLayer : public torch::nn::Module {
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<RMSNorm> post_attention_layernorm;
   std::shared_ptr<LlamaMLP> mlp;
+
+ private:
+  at::Tensor compute(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+  bool recompute_ = false;
 };
 
 }  // namespace triax::llama

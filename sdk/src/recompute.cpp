@@ -1,0 +1,171 @@
+// Activation recomputation as a custom autograd function whose backward re-runs the block.
+#include "triax/layers/recompute.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "triax/error.hpp"
+
+namespace triax {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The default random generators a block may draw from: the CPU's and those of the inputs'
+// devices. Their states are taken before the forward and put back for the re-run, so that a
+// block with dropout draws the same numbers twice.
+class GeneratorStates {
+ public:
+  static GeneratorStates capture(const std::vector<at::Tensor>& inputs) {
+    GeneratorStates states;
+    states.add(c10::Device(c10::kCPU));
+    for (const at::Tensor& input : inputs)
+      if (input.defined() && !input.device().is_cpu()) states.add(input.device());
+    return states;
+  }
+
+  // The states of the same generators now.
+  GeneratorStates current() const {
+    GeneratorStates now;
+    for (const auto& [device, state] : states_) now.add(device);
+    return now;
+  }
+
+  void apply() const {
+    for (const auto& [device, state] : states_) {
+      at::Generator generator = at::globalContext().defaultGenerator(device);
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(state);
+    }
+  }
+
+ private:
+  void add(c10::Device device) {
+    for (const auto& [known, state] : states_)
+      if (known == device) return;
+    at::Generator generator = at::globalContext().defaultGenerator(device);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    states_.emplace_back(device, generator.get_state());
+  }
+
+  std::vector<std::pair<c10::Device, at::Tensor>> states_;
+};
+
+// Sets captured generator states for its lifetime, then restores those it found: the re-run
+// draws the forward's numbers, and the generators go on afterwards as if it had not run.
+class ReplayedGenerators {
+ public:
+  explicit ReplayedGenerators(const GeneratorStates& captured) : found_(captured.current()) { captured.apply(); }
+  ~ReplayedGenerators() { found_.apply(); }
+  ReplayedGenerators(const ReplayedGenerators&) = delete;
+  ReplayedGenerators& operator=(const ReplayedGenerators&) = delete;
+
+ private:
+  GeneratorStates found_;
+};
+
+// What the backward needs besides the saved tensors. AutogradContext keeps non-tensor state as
+// IValues: a capsule is the IValue that holds an arbitrary C++ object.
+struct BlockRecord : torch::CustomClassHolder {
+  RecomputedBlock block;
+  GeneratorStates generators;
+  size_t input_count = 0;
+};
+
+struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
+  // Runs with autograd off (Function::apply): no graph, no saved activations inside the block.
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, at::TensorList parameters,
+                               const c10::intrusive_ptr<BlockRecord>& record) {
+    std::vector<at::Tensor> saved = inputs.vec();
+    saved.insert(saved.end(), parameters.begin(), parameters.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["record"] = c10::IValue::make_capsule(record);
+
+    record->generators = GeneratorStates::capture(inputs.vec());
+    std::vector<at::Tensor> outputs = record->block(inputs.vec());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!outputs[i].defined())
+        throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                    "recompute: the block's output " + std::to_string(i) + " is undefined");
+      if (!at::isFloatingType(outputs[i].scalar_type()) && !at::isComplexType(outputs[i].scalar_type()))
+        ctx->mark_non_differentiable({outputs[i]});
+    }
+    return outputs;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list output_grads) {
+    auto record = c10::static_intrusive_pointer_cast<BlockRecord>(ctx->saved_data["record"].toCapsule());
+    const variable_list saved = ctx->get_saved_variables();
+    const size_t input_count = record->input_count;
+
+    // Fresh leaves for the inputs: the re-run's graph ends at them, not at the outer graph.
+    std::vector<at::Tensor> inputs(saved.begin(), saved.begin() + static_cast<std::ptrdiff_t>(input_count));
+    for (size_t i = 0; i < input_count; ++i)
+      if (inputs[i].defined()) inputs[i] = inputs[i].detach().requires_grad_(ctx->needs_input_grad(i));
+
+    std::vector<at::Tensor> outputs;
+    {
+      ReplayedGenerators replay(record->generators);
+      at::AutoGradMode grad_on(true);
+      outputs = record->block(inputs);
+    }
+    if (outputs.size() != output_grads.size())
+      throw Error(TRIAX_ERROR_RUNTIME, "recompute: the block returned " + std::to_string(outputs.size()) +
+                                           " outputs when run again, " + std::to_string(output_grads.size()) +
+                                           " the first time");
+
+    variable_list roots, root_grads;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (outputs[i].requires_grad() && output_grads[i].defined()) {
+        roots.push_back(outputs[i]);
+        root_grads.push_back(output_grads[i]);
+      }
+    }
+    // What the outer backward asked for: inputs first, then parameters (edge order of apply).
+    variable_list targets;
+    std::vector<size_t> target_slots;
+    for (size_t i = 0; i < saved.size(); ++i) {
+      const at::Tensor& target = i < input_count ? inputs[i] : saved[i];
+      if (target.defined() && target.requires_grad() && ctx->needs_input_grad(i)) {
+        targets.push_back(target);
+        target_slots.push_back(i);
+      }
+    }
+
+    variable_list grads(saved.size() + 1);  // + the record argument, which takes no gradient
+    if (roots.empty() || targets.empty()) return grads;
+    variable_list target_grads = torch::autograd::grad(roots, targets, root_grads, /*retain_graph=*/false,
+                                                       /*create_graph=*/false, /*allow_unused=*/true);
+    for (size_t k = 0; k < target_slots.size(); ++k) grads[target_slots[k]] = target_grads[k];
+    return grads;
+  }
+};
+
+}  // namespace
+
+std::vector<at::Tensor> recompute(const RecomputedBlock& block, const std::vector<at::Tensor>& inputs,
+                                  const std::vector<at::Tensor>& parameters) {
+  if (!block) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "recompute: no block to run");
+  for (size_t i = 0; i < parameters.size(); ++i)
+    if (!parameters[i].defined())
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "recompute: parameter " + std::to_string(i) + " is undefined");
+  auto record = c10::make_intrusive<BlockRecord>();
+  record->block = block;
+  record->input_count = inputs.size();
+  return RecomputeFunction::apply(at::TensorList(inputs), at::TensorList(parameters), record);
+}
+
+at::Tensor recompute(const std::function<at::Tensor(const std::vector<at::Tensor>& inputs)>& block,
+                     const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& parameters) {
+  if (!block) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "recompute: no block to run");
+  RecomputedBlock wrapped = [block](const std::vector<at::Tensor>& in) { return std::vector<at::Tensor>{block(in)}; };
+  return recompute(wrapped, inputs, parameters).front();
+}
+
+}  // namespace triax
