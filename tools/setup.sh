@@ -22,7 +22,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 # ---- Debian packages -------------------------------------------------------------------
 PACKAGES=(cmake ninja-build g++ ccache python3-venv libyaml-cpp-dev libspdlog-dev libfmt-dev
           libboost-dev libboost-program-options-dev libboost-filesystem-dev libhdf5-dev
-          libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin)
+          libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -50,6 +50,12 @@ DATA_PACKAGES=(datatrove==0.10.1 tokenizers==0.23.3 tqdm==4.70.1)
 if ! "$VENV/bin/python" -c "import datatrove, tokenizers, tqdm" 2>/dev/null; then
   log "installing ${DATA_PACKAGES[*]} into $VENV"
   "$VENV/bin/pip" install -q "${DATA_PACKAGES[@]}"
+fi
+# Hugging Face interop checks (tests/interop): transformers loads what triax exports.
+INTEROP_PACKAGES=(transformers==5.24.0 safetensors==0.8.0)
+if ! "$VENV/bin/python" -c "import transformers, safetensors" 2>/dev/null; then
+  log "installing ${INTEROP_PACKAGES[*]} into $VENV"
+  "$VENV/bin/pip" install -q "${INTEROP_PACKAGES[@]}"
 fi
 ln -sfn "$VENV" "$ROOT/.venv"
 
