@@ -17,6 +17,7 @@
 #include "triax/error.hpp"
 #include "triax/layers/cross_entropy.hpp"
 #include "triax/layers/embedding.hpp"
+#include "triax/layers/fused_linear_cross_entropy.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/layers/norm.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
@@ -260,6 +261,41 @@ TEST_P(TensorParallelTest, VocabParallelCrossEntropyMatchesCrossEntropy) {
       const std::string where = std::string(c10::toString(dtype)) + " vocab " + std::to_string(vocab) + ": ";
       expect_close(loss, reference, where + "loss");
       expect_close(gathered(pl.grad(), 1, tp_), rl.grad(), where + "logits gradient (padded columns 0)");
+    }
+  }
+}
+
+// The fused lm_head + cross-entropy at tp > 1 against the unfused single-rank path (at::linear
+// over the whole padded vocabulary, then cross-entropy), both tp_modes: the hidden states reach it
+// through the column-parallel gather, as in Llama. Chunks of 5 tokens (16 tokens: a short last
+// chunk); vocab 5 padded to 8 leaves the last rank at tp = 4 only padding.
+TEST_P(TensorParallelTest, FusedLinearCrossEntropyMatchesUnfusedPath) {
+  for (c10::ScalarType dtype : kDtypes) {
+    for (int64_t vocab : {5, 14}) {
+      const int64_t padded = (vocab + 7) / 8 * 8, tokens = kBatch * kSeq;
+      const at::Tensor x = seeded({kBatch, kSeq, kIn}, 71, dtype), w = seeded({padded, kIn}, 72, dtype);
+      at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(73 + static_cast<uint64_t>(vocab));
+      const at::Tensor labels = at::randint(vocab, {tokens}, generator, at::kLong);
+      at::Tensor mask = at::ones({tokens}, at::kFloat);
+      mask.narrow(0, 2, 5).zero_();
+
+      TensorParallel single;
+      at::Tensor rx = leaf(x), rw = leaf(w);
+      at::Tensor reference = triax::vocab_parallel_cross_entropy(at::linear(rx, rw).reshape({tokens, padded}), labels,
+                                                                 mask, 0, vocab, single);
+      reference.backward();
+
+      at::Tensor px = leaf(between_blocks(x, tp_)), pw = leaf(shard_of(w, 0, tp_));
+      at::Tensor head_input = triax::gather_column_parallel_input(px, tp_).reshape({tokens, kIn});
+      at::Tensor loss = triax::fused_linear_cross_entropy(head_input, pw, labels, mask, tp_.rank * pw.size(0), vocab,
+                                                          tp_, /*chunk_tokens=*/5);
+      loss.backward();
+
+      const std::string where =
+          std::string(mode_name(tp_.mode)) + " " + c10::toString(dtype) + " vocab " + std::to_string(vocab) + ": ";
+      expect_close(loss, reference, where + "loss");
+      expect_close(px.grad(), between_blocks(rx.grad(), tp_), where + "hidden gradient");
+      expect_close(gathered(pw.grad(), 0, tp_), rw.grad(), where + "weight gradient (padded rows 0)");
     }
   }
 }

@@ -5,6 +5,7 @@
 #include "triax/error.hpp"
 #include "triax/layers/cross_entropy.hpp"
 #include "triax/layers/embedding.hpp"
+#include "triax/layers/fused_ops.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/layers/norm.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
@@ -106,10 +107,7 @@ RMSNorm::RMSNorm(int64_t hidden_size, double eps, c10::Device device, c10::Scala
 }
 
 at::Tensor RMSNorm::forward(const at::Tensor& x) {
-  // fp32 for fp32/bf16/fp16 inputs; fp64 inputs stay fp64 (exact gradient checks).
-  at::Tensor x32 = x.to(at::promote_types(x.scalar_type(), at::kFloat));
-  at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps_);
-  return normed.to(x.scalar_type()) * replicated_on_sequence_shard(weight, tp_);
+  return rms_norm(x, replicated_on_sequence_shard(weight, tp_), eps_);
 }
 
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& mask,

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "rotary_embedding.hpp"
+#include "triax/layers/fused_ops.hpp"
 
 namespace triax::llama {
 
@@ -34,8 +34,8 @@ at::Tensor LlamaAttention::forward(const at::Tensor& x, const at::Tensor& cos, c
   };
   // One gather (sequence-parallel) or backward all-reduce (ALL_REDUCE) for q, k and v together.
   const at::Tensor input = gather_column_parallel_input(x, tp_);
-  at::Tensor q = apply_rotary(heads(q_proj->forward_gathered(input), local_heads_), cos, sin);
-  at::Tensor k = apply_rotary(heads(k_proj->forward_gathered(input), local_kv_heads_), cos, sin);
+  at::Tensor q = triax::apply_rotary(heads(q_proj->forward_gathered(input), local_heads_), cos, sin);
+  at::Tensor k = triax::apply_rotary(heads(k_proj->forward_gathered(input), local_kv_heads_), cos, sin);
   at::Tensor v = heads(v_proj->forward_gathered(input), local_kv_heads_);
   at::Tensor attended = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                          /*is_causal=*/true, scale_, /*enable_gqa=*/true);

@@ -9,6 +9,7 @@
 #include "tied_embeddings.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/cross_entropy.hpp"
+#include "triax/layers/fused_linear_cross_entropy.hpp"
 
 namespace triax::llama {
 namespace {
@@ -131,15 +132,22 @@ StageOutput LlamaModel::forward(const StageInput& input) {
     output.hidden_out = hidden;
     return output;
   }
-  at::Tensor logits = lm_head_->forward(norm_->forward(hidden));  // [batch, seq, vocab/tp]
+  const at::Tensor normed = norm_->forward(hidden);
+  const int64_t vocab_start = tp_.shard_offset(padded_vocab_size_);
+  at::Tensor mask = input.label_mask.defined() ? input.label_mask.reshape({-1}) : at::Tensor();
   if (input.want_logits) {
+    at::Tensor logits = lm_head_->forward(normed);  // [batch, seq, vocab/tp]
     output.logits = logits;
     if (!input.label_ids.defined()) return output;  // logits only (evaluation, export checks)
+    output.loss = vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), input.label_ids.reshape({-1}),
+                                               mask, vocab_start, config_.vocab_size, tp_);
+    return output;
   }
   if (!input.label_ids.defined()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "llama: the last stage needs label_ids");
-  at::Tensor mask = input.label_mask.defined() ? input.label_mask.reshape({-1}) : at::Tensor();
-  output.loss = vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), input.label_ids.reshape({-1}), mask,
-                                             tp_.shard_offset(padded_vocab_size_), config_.vocab_size, tp_);
+  // Training: lm_head and loss fused, chunk by chunk, so the whole batch's logits never exist.
+  const at::Tensor head_input = gather_column_parallel_input(normed, tp_);  // [batch, seq, hidden]
+  output.loss = fused_linear_cross_entropy(head_input.reshape({-1, head_input.size(-1)}), lm_head_->weight,
+                                           input.label_ids.reshape({-1}), mask, vocab_start, config_.vocab_size, tp_);
   return output;
 }
 

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "triax/layers/fused_ops.hpp"
+
 namespace triax::llama {
 
 LlamaMLP::LlamaMLP(const LlamaConfig& config, const ModelContext& context) : tp_(TensorParallel::of(context)) {
@@ -16,7 +18,7 @@ LlamaMLP::LlamaMLP(const LlamaConfig& config, const ModelContext& context) : tp_
 
 at::Tensor LlamaMLP::forward(const at::Tensor& x) {
   const at::Tensor input = gather_column_parallel_input(x, tp_);  // once for gate and up
-  return down_proj->forward(at::silu(gate_proj->forward_gathered(input)) * up_proj->forward_gathered(input));
+  return down_proj->forward(swiglu(gate_proj->forward_gathered(input), up_proj->forward_gathered(input)));
 }
 
 }  // namespace triax::llama

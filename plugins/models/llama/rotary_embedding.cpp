@@ -50,12 +50,6 @@ at::Tensor rope_inverse_frequencies(const LlamaConfig& config) {
   return inverse_frequencies_on(config, c10::Device(c10::kCPU));
 }
 
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  const int64_t half = x.size(-1) / 2;
-  at::Tensor rotated = at::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
-  return x * cos + rotated * sin;
-}
-
 RotaryEmbedding::RotaryEmbedding(const LlamaConfig& config, c10::Device device) {
   at::Tensor inv_freq = inverse_frequencies_on(config, device);
   // transformers: freqs = inv_freq @ positions.float() (one product per entry), emb = cat(freqs,

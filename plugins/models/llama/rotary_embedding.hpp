@@ -1,5 +1,6 @@
 // Rotary position embeddings in the Hugging Face layout ("rotate half": the pair of feature i is
-// feature i + head_dim/2), with optional linear or Llama-3 frequency scaling.
+// feature i + head_dim/2), with optional linear or Llama-3 frequency scaling. The tables are
+// applied by the SDK's fused op triax::apply_rotary (triax/layers/fused_ops.hpp).
 //
 // The cos/sin tables cover every position up to max_position_embeddings; they are computed once,
 // in fp32, exactly as transformers computes them (same operations in the same order), and held
@@ -19,10 +20,6 @@ namespace triax::llama {
 // _compute_default_rope_parameters / _compute_linear_scaling_rope_parameters /
 // _compute_llama3_parameters).
 at::Tensor rope_inverse_frequencies(const LlamaConfig& config);
-
-// x: [batch, heads, seq, head_dim]; cos, sin: [seq, head_dim] in x's dtype.
-// Returns x * cos + rotate_half(x) * sin with rotate_half(x) = cat(-x2, x1).
-at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 
 class RotaryEmbedding : public torch::nn::Module {
  public:

@@ -1,5 +1,5 @@
 // RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight, computed in fp32 whatever the input dtype
-// (in fp64 for fp64 input).
+// (in fp64 for fp64 input), through the fused op triax::rms_norm (triax/layers/fused_ops.hpp).
 //
 // The weight is replicated over tp. In REDUCE_SCATTER mode each rank normalises only its
 // sequence shard, so the weight's gradient is summed over tp inside forward (see

@@ -1,0 +1,33 @@
+// Fused elementwise and normalisation ops of the Llama block, each an autograd function.
+//
+// On CUDA tensors of fp32, bf16 or fp16 (all operands of one dtype) a hand-written kernel runs
+// (sdk/src/kernels/, built with -DTRIAX_CUDA=ON): one pass in fp32 arithmetic, rounded once to the
+// output dtype. Everywhere else (CPU, fp64, mixed dtypes, a CPU-only build) the plain LibTorch
+// composition written beside each op runs, so CPU results are those of the unfused code.
+// TRIAX_FUSED_KERNELS=0 in the environment makes CUDA tensors take the composition too (for
+// comparisons); docs/kernels.md lists the kernels and their tests.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace triax {
+
+// RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) in fp32 (fp64 for fp64 x), rounded to x's
+// dtype, times weight (Hugging Face's LlamaRMSNorm). x: [..., hidden]; weight: [hidden].
+// Composition: x32 * rsqrt(x32.pow(2).mean(-1) + eps), cast to x's dtype, * weight.
+// CUDA backward: the weight gradient is summed over rows in fp32 (fixed order: reproducible).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+
+// SwiGLU: silu(gate) * up elementwise; gate and up of one shape. Composition: at::silu(gate) * up.
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
+
+// Rotary position embedding, "rotate half" layout: x * cos + rotate_half(x) * sin with
+// rotate_half(x) = cat(-x2, x1) over the halves of head_dim. x: [batch, heads, seq, head_dim]
+// (any strides); cos, sin: [seq, head_dim], constant tables (on CUDA they take no gradient).
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+
+// Whether CUDA tensors use the hand-written kernels: true in a -DTRIAX_CUDA=ON build unless the
+// environment sets TRIAX_FUSED_KERNELS=0 (read once).
+bool fused_kernels_enabled();
+
+}  // namespace triax

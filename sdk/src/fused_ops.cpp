@@ -1,0 +1,219 @@
+// The fused ops' dispatch: CUDA tensors of a kernel dtype go through an autograd function that
+// calls the kernels of sdk/src/kernels/; everything else through the LibTorch composition.
+#include "triax/layers/fused_ops.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+
+#include "triax/error.hpp"
+
+#ifdef TRIAX_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "cuda_launch.hpp"
+#endif
+
+namespace triax {
+namespace {
+
+std::string shape_of(const at::Tensor& t) {
+  std::ostringstream out;
+  out << t.sizes();
+  return out.str();
+}
+
+void require(bool condition, const std::string& message) {
+  if (!condition) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, message);
+}
+
+// ---- the LibTorch compositions (CPU, fp64, and the reference of the kernels) ------------------
+
+at::Tensor rms_norm_composition(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  // fp32 for fp32/bf16/fp16 inputs; fp64 inputs stay fp64 (exact gradient checks).
+  at::Tensor x32 = x.to(at::promote_types(x.scalar_type(), at::kFloat));
+  at::Tensor normed = x32 * at::rsqrt(x32.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return normed.to(x.scalar_type()) * weight;
+}
+
+at::Tensor swiglu_composition(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
+
+at::Tensor rotary_composition(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  at::Tensor rotated = at::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+// ---- the CUDA autograd functions -------------------------------------------------------------
+
+#ifdef TRIAX_WITH_CUDA
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+namespace launch = cuda_launch;
+
+// Every operand on CUDA in one dtype the kernels handle, and the kernels not switched off.
+bool kernels_apply(std::initializer_list<const at::Tensor*> operands) {
+  if (!fused_kernels_enabled()) return false;
+  const at::Tensor& first = **operands.begin();
+  if (!first.is_cuda() || !launch::kernel_dtype(first.scalar_type())) return false;
+  for (const at::Tensor* t : operands)
+    if (!t->is_cuda() || t->device() != first.device() || t->scalar_type() != first.scalar_type()) return false;
+  return true;
+}
+
+struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, double eps) {
+    c10::cuda::CUDAGuard device(x.device());
+    const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
+    const int64_t hidden = wc.numel(), rows = xc.numel() / hidden;
+    at::Tensor y = at::empty(xc.sizes(), xc.options());
+    at::Tensor rstd = at::empty({rows}, xc.options().dtype(at::kFloat));
+    launch::check(kernels::rms_norm_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(),
+                                            wc.const_data_ptr(), y.mutable_data_ptr(), rstd.mutable_data_ptr<float>(),
+                                            rows, hidden, static_cast<float>(eps), launch::stream_of(xc)),
+                  "rms_norm forward");
+    ctx->save_for_backward({xc, wc, rstd});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &weight = saved[1], &rstd = saved[2];
+    c10::cuda::CUDAGuard device(x.device());
+    const at::Tensor grad_y = grads[0].contiguous();
+    const int64_t hidden = weight.numel(), rows = x.numel() / hidden;
+    at::Tensor grad_x = at::empty(x.sizes(), x.options());
+    at::Tensor partials = at::empty({kernels::rms_norm_weight_partials(rows), hidden}, x.options().dtype(at::kFloat));
+    launch::check(
+        kernels::rms_norm_backward(*launch::kernel_dtype(x.scalar_type()), grad_y.const_data_ptr(), x.const_data_ptr(),
+                                   weight.const_data_ptr(), rstd.const_data_ptr<float>(), grad_x.mutable_data_ptr(),
+                                   partials.mutable_data_ptr<float>(), rows, hidden, launch::stream_of(x)),
+        "rms_norm backward");
+    at::Tensor grad_weight = partials.sum(0).to(weight.scalar_type()).view(weight.sizes());
+    return {grad_x, grad_weight, at::Tensor()};
+  }
+};
+
+struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate, const at::Tensor& up) {
+    c10::cuda::CUDAGuard device(gate.device());
+    const at::Tensor g = gate.contiguous(), u = up.contiguous();
+    at::Tensor y = at::empty(g.sizes(), g.options());
+    launch::check(kernels::swiglu_forward(*launch::kernel_dtype(g.scalar_type()), g.const_data_ptr(),
+                                          u.const_data_ptr(), y.mutable_data_ptr(), g.numel(), launch::stream_of(g)),
+                  "swiglu forward");
+    ctx->save_for_backward({g, u});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &gate = saved[0], &up = saved[1];
+    c10::cuda::CUDAGuard device(gate.device());
+    const at::Tensor grad_y = grads[0].contiguous();
+    at::Tensor grad_gate = at::empty(gate.sizes(), gate.options());
+    at::Tensor grad_up = at::empty(up.sizes(), up.options());
+    launch::check(kernels::swiglu_backward(*launch::kernel_dtype(gate.scalar_type()), grad_y.const_data_ptr(),
+                                           gate.const_data_ptr(), up.const_data_ptr(), grad_gate.mutable_data_ptr(),
+                                           grad_up.mutable_data_ptr(), gate.numel(), launch::stream_of(gate)),
+                  "swiglu backward");
+    return {grad_gate, grad_up};
+  }
+};
+
+// The operand with a contiguous last dim (other dims keep their strides).
+at::Tensor last_dim_contiguous(const at::Tensor& t) { return t.stride(3) == 1 ? t : t.contiguous(); }
+
+// An output like `like` (same layout when that keeps head_dim contiguous).
+at::Tensor rotary_output(const at::Tensor& like) {
+  at::Tensor out = at::empty_like(like);
+  return out.stride(3) == 1 ? out : at::empty(like.sizes(), like.options());
+}
+
+at::Tensor launch_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, bool inverse) {
+  const at::Tensor in = last_dim_contiguous(x);
+  at::Tensor out = rotary_output(in);
+  kernels::RotaryLayout layout{in.size(0), in.size(1), in.size(2), in.size(3), {}, {}};
+  for (int d = 0; d < 3; ++d) {
+    layout.in_stride[d] = in.stride(d);
+    layout.out_stride[d] = out.stride(d);
+  }
+  launch::check(kernels::rotary(*launch::kernel_dtype(in.scalar_type()), in.const_data_ptr(), cos.const_data_ptr(),
+                                sin.const_data_ptr(), out.mutable_data_ptr(), layout, inverse, launch::stream_of(in)),
+                inverse ? "apply_rotary backward" : "apply_rotary forward");
+  return out;
+}
+
+struct RotaryFunction : torch::autograd::Function<RotaryFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+    c10::cuda::CUDAGuard device(x.device());
+    const at::Tensor c = cos.contiguous(), s = sin.contiguous();
+    ctx->save_for_backward({c, s});
+    return launch_rotary(x, c, s, /*inverse=*/false);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    c10::cuda::CUDAGuard device(grads[0].device());
+    return {launch_rotary(grads[0], saved[0], saved[1], /*inverse=*/true), at::Tensor(), at::Tensor()};
+  }
+};
+#endif  // TRIAX_WITH_CUDA
+
+}  // namespace
+
+bool fused_kernels_enabled() {
+#ifdef TRIAX_WITH_CUDA
+  static const bool enabled = [] {
+    const char* value = std::getenv("TRIAX_FUSED_KERNELS");
+    return value == nullptr || std::strcmp(value, "0") != 0;
+  }();
+  return enabled;
+#else
+  return false;
+#endif
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  require(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0),
+          "rms_norm: weight " + shape_of(weight) + " does not match the last dim of x " + shape_of(x));
+#ifdef TRIAX_WITH_CUDA
+  if (x.numel() > 0 && kernels_apply({&x, &weight})) return RmsNormFunction::apply(x, weight, eps);
+#endif
+  return rms_norm_composition(x, weight, eps);
+}
+
+at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
+  require(gate.sizes() == up.sizes(),
+          "swiglu: gate " + shape_of(gate) + " and up " + shape_of(up) + " must have the same shape");
+#ifdef TRIAX_WITH_CUDA
+  if (kernels_apply({&gate, &up})) return SwigluFunction::apply(gate, up);
+#endif
+  return swiglu_composition(gate, up);
+}
+
+at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  require(x.dim() == 4 && x.size(3) % 2 == 0,
+          "apply_rotary: x must be [batch, heads, seq, head_dim] with an even head_dim, got " + shape_of(x));
+  for (const at::Tensor* table : {&cos, &sin})
+    require(table->dim() == 2 && table->size(0) == x.size(2) && table->size(1) == x.size(3),
+            std::string("apply_rotary: ") + (table == &cos ? "cos " : "sin ") + shape_of(*table) +
+                " must be [seq, head_dim] = [" + std::to_string(x.size(2)) + ", " + std::to_string(x.size(3)) +
+                "] to match x " + shape_of(x));
+#ifdef TRIAX_WITH_CUDA
+  if (kernels_apply({&x, &cos, &sin})) {
+    require(!cos.requires_grad() && !sin.requires_grad(),
+            "apply_rotary: cos and sin are constant tables; the CUDA kernel does not differentiate them "
+            "(detach them)");
+    return RotaryFunction::apply(x, cos, sin);
+  }
+#endif
+  return rotary_composition(x, cos, sin);
+}
+
+}  // namespace triax

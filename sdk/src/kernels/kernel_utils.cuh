@@ -1,0 +1,148 @@
+// Device helpers shared by the SDK's kernels: dtype conversion, 16-byte vector access, warp and
+// block reductions, and the host-side dtype dispatch.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+
+#include "kernels.hpp"
+
+namespace triax::kernels {
+
+// ---- element conversion: every kernel computes in fp32 ---------------------------------------
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+
+// Round to nearest even, as LibTorch's casts do.
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+// v rounded to T's precision, back in fp32: where LibTorch's composition stores an intermediate.
+template <typename T>
+__device__ __forceinline__ float rounded_to(float v) {
+  return to_float(from_float<T>(v));
+}
+
+// ---- vector access ---------------------------------------------------------------------------
+
+// N consecutive elements moved by one load or store (16 bytes when N = 16 / sizeof(T)).
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+template <typename T, int N>
+__device__ __forceinline__ Pack<T, N> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T, N>*>(p);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T, N>& value) {
+  *reinterpret_cast<Pack<T, N>*>(p) = value;
+}
+
+// Elements per 16-byte vector.
+template <typename T>
+constexpr int kVectorWidth = static_cast<int>(16 / sizeof(T));
+
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+// True when 16-byte vectors tile every row of `row_elements` elements: the row length is a
+// multiple of the vector width and every base pointer is 16-byte aligned.
+template <typename T>
+bool vectorizable(int64_t row_elements, std::initializer_list<const void*> pointers) {
+  if (row_elements % kVectorWidth<T> != 0) return false;
+  for (const void* p : pointers)
+    if (!aligned16(p)) return false;
+  return true;
+}
+
+// ---- reductions ------------------------------------------------------------------------------
+
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <typename Op>
+__device__ __forceinline__ float warp_reduce(float v, Op op) {
+  for (int offset = 16; offset > 0; offset >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// The reduction of v over the whole block, returned to every thread. Every thread of the block
+// calls it; blockDim.x is a multiple of 32. scratch: 33 floats of shared memory, free again when
+// the call returns.
+template <typename Op>
+__device__ float block_reduce(float v, float* scratch, Op op, float identity) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  v = warp_reduce(v, op);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int warps = static_cast<int>(blockDim.x / 32);
+    float w = lane < warps ? scratch[lane] : identity;
+    w = warp_reduce(w, op);
+    if (lane == 0) scratch[32] = w;
+  }
+  __syncthreads();
+  const float result = scratch[32];
+  __syncthreads();
+  return result;
+}
+
+// ---- launch helpers (host) -------------------------------------------------------------------
+
+// Threads for a block that walks one row of `packs` vectors: a multiple of 32 in [32, max_threads].
+inline int row_threads(int64_t packs, int max_threads) {
+  const int64_t rounded = (packs + 31) / 32 * 32;
+  return static_cast<int>(std::min<int64_t>(std::max<int64_t>(rounded, 32), max_threads));
+}
+
+// Blocks for a grid-stride loop over `work` items of `per_block` each (at least 1).
+inline unsigned grid_for(int64_t work, int64_t per_block, int64_t max_blocks = int64_t{1} << 20) {
+  const int64_t blocks = (work + per_block - 1) / per_block;
+  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(blocks, 1), max_blocks));
+}
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls f(TypeTag<T>{}) with the C++ element type of dtype.
+template <typename F>
+cudaError_t dispatch_dtype(Dtype dtype, F&& f) {
+  switch (dtype) {
+    case Dtype::Float32:
+      return f(TypeTag<float>{});
+    case Dtype::BFloat16:
+      return f(TypeTag<__nv_bfloat16>{});
+    case Dtype::Float16:
+      return f(TypeTag<__half>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace triax::kernels

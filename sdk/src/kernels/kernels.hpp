@@ -1,0 +1,83 @@
+// Launchers of the SDK's CUDA kernels (sdk/src/kernels/*.cu), called by the autograd functions of
+// fused_ops.cpp and fused_linear_cross_entropy.cpp. Plain pointers and sizes: the .cu files
+// include no LibTorch header, so nvcc stays fast and independent of LibTorch's headers.
+//
+// Every launcher runs on `stream` of the current device, expects contiguous row-major tensors
+// (unless strides are given), computes in fp32 and returns the launch's error (cudaSuccess when
+// there was nothing to do). Compiled only with -DTRIAX_CUDA=ON.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace triax::kernels {
+
+// The element types of activations and weights the kernels read and write.
+enum class Dtype { Float32, BFloat16, Float16 };
+
+// ---- RMSNorm (rms_norm.cu) -------------------------------------------------------------------
+
+// y[r, :] = round(round(x[r, :] * rstd[r]) * weight), rstd[r] = 1 / sqrt(mean(x[r, :]^2) + eps):
+// the normalised row is rounded to the input dtype before the weight multiplies it, as in
+// Hugging Face's LlamaRMSNorm. x, y: [rows, hidden]; weight: [hidden]; rstd: [rows] fp32 (saved
+// for backward).
+cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* weight, void* y, float* rstd, int64_t rows,
+                             int64_t hidden, float eps, cudaStream_t stream);
+
+// How many fp32 rows of weight-gradient partial sums rms_norm_backward writes for `rows` rows
+// (one per thread block; the caller sums them).
+int64_t rms_norm_weight_partials(int64_t rows);
+
+// grad_x = rstd * (g - n * mean(g * n)) with g = grad_y * weight, n = x * rstd;
+// weight_partials[b, :] = sum over block b's rows of grad_y * round(n), in fp32.
+// grad_y, x, grad_x: [rows, hidden]; weight: [hidden]; rstd: [rows];
+// weight_partials: [rms_norm_weight_partials(rows), hidden] fp32.
+cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, const void* weight, const float* rstd,
+                              void* grad_x, float* weight_partials, int64_t rows, int64_t hidden, cudaStream_t stream);
+
+// ---- SwiGLU (swiglu.cu) ----------------------------------------------------------------------
+
+// y = silu(gate) * up elementwise over `count` elements.
+cudaError_t swiglu_forward(Dtype dtype, const void* gate, const void* up, void* y, int64_t count, cudaStream_t stream);
+
+// grad_gate = grad_y * up * silu'(gate), grad_up = grad_y * silu(gate).
+cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, const void* gate, const void* up, void* grad_gate,
+                            void* grad_up, int64_t count, cudaStream_t stream);
+
+// ---- rotary embedding (rotary.cu) ------------------------------------------------------------
+
+// The shape [batch, heads, seq, head_dim] of a rotary operand and the strides (in elements) of
+// its first three dims; the last dim is contiguous.
+struct RotaryLayout {
+  int64_t batch, heads, seq, head_dim;
+  int64_t in_stride[3];
+  int64_t out_stride[3];
+};
+
+// Forward (inverse = false), with h = head_dim / 2 and i < h:
+//   out[i]     = x[i] cos[i] - x[i+h] sin[i]
+//   out[i + h] = x[i+h] cos[i+h] + x[i] sin[i+h]
+// Backward (inverse = true, x = the output's gradient): the transpose of that map,
+//   out[i]     = x[i] cos[i] + x[i+h] sin[i+h]
+//   out[i + h] = x[i+h] cos[i+h] - x[i] sin[i]
+// cos, sin: [seq, head_dim] contiguous, in x's dtype.
+cudaError_t rotary(Dtype dtype, const void* x, const void* cos, const void* sin, void* out, const RotaryLayout& layout,
+                   bool inverse, cudaStream_t stream);
+
+// ---- cross-entropy over a chunk of logits (cross_entropy.cu) ---------------------------------
+
+// Per row r of logits [rows, cols] (row stride `stride` elements): row_max[r] = max_c z[r, c],
+// sum_exp[r] = sum_c exp(z[r, c] - row_max[r]), label_logit[r] = z[r, label[r]] or 0 where
+// label[r] < 0 (the label is not among these columns). Outputs fp32 [rows]. cols >= 1.
+cudaError_t cross_entropy_stats(Dtype dtype, const void* logits, int64_t rows, int64_t cols, int64_t stride,
+                                const int64_t* label, float* row_max, float* sum_exp, float* label_logit,
+                                cudaStream_t stream);
+
+// In place: z[r, c] <- (exp(z[r, c] - row_max[r]) / sum_exp[r] - [c == label[r]]) * scale[r], the
+// cross-entropy gradient of the logits given the row's global max and sum of exponentials.
+cudaError_t cross_entropy_gradient(Dtype dtype, void* logits, int64_t rows, int64_t cols, int64_t stride,
+                                   const int64_t* label, const float* row_max, const float* sum_exp, const float* scale,
+                                   cudaStream_t stream);
+
+}  // namespace triax::kernels

@@ -1,0 +1,146 @@
+// RMSNorm forward and backward: one thread block per row (forward), a block per group of rows
+// with the weight gradient summed in shared memory (backward). Each thread owns the same vector
+// slots of every row it visits, so the weight-gradient sums need no atomics and come out the
+// same on every run.
+#include "kernel_utils.cuh"
+
+namespace triax::kernels {
+namespace {
+
+constexpr int kMaxThreads = 512;
+// Thread blocks of the backward pass, each summing the weight gradient of rows/kBackwardBlocks
+// rows; their partial sums are added by the caller. Fixed, so the summation order never changes.
+constexpr int64_t kBackwardBlocks = 512;
+
+template <typename T, int N>
+__global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ y,
+                                        float* __restrict__ rstd, int64_t rows, int64_t hidden, float eps) {
+  __shared__ float scratch[33];
+  const int64_t packs = hidden / N;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* x_row = x + row * hidden;
+    T* y_row = y + row * hidden;
+    float squares = 0.f;
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const float v = to_float(xv.v[k]);
+        squares += v * v;
+      }
+    }
+    const float total = block_reduce(squares, scratch, SumOp{}, 0.f);
+    const float r = rsqrtf(total / static_cast<float>(hidden) + eps);
+    if (threadIdx.x == 0) rstd[row] = r;
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
+      const Pack<T, N> wv = load_pack<T, N>(weight + p * N);
+      Pack<T, N> out;
+#pragma unroll
+      for (int k = 0; k < N; ++k) out.v[k] = from_float<T>(rounded_to<T>(to_float(xv.v[k]) * r) * to_float(wv.v[k]));
+      store_pack<T, N>(y_row + p * N, out);
+    }
+  }
+}
+
+template <typename T, int N>
+__global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ x,
+                                         const T* __restrict__ weight, const float* __restrict__ rstd,
+                                         T* __restrict__ grad_x, float* __restrict__ weight_partials, int64_t rows,
+                                         int64_t hidden) {
+  __shared__ float scratch[33];
+  extern __shared__ float weight_sums[];  // [hidden]: slot j belongs to the thread owning j's pack
+  const int64_t packs = hidden / N;
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x)
+#pragma unroll
+    for (int k = 0; k < N; ++k) weight_sums[p * N + k] = 0.f;
+
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* g_row = grad_y + row * hidden;
+    const T* x_row = x + row * hidden;
+    const float r = rstd[row];
+    float dot = 0.f;  // sum over the row of (grad_y * weight) * normalised x
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T, N> gv = load_pack<T, N>(g_row + p * N);
+      const Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
+      const Pack<T, N> wv = load_pack<T, N>(weight + p * N);
+#pragma unroll
+      for (int k = 0; k < N; ++k) dot += to_float(gv.v[k]) * to_float(wv.v[k]) * (to_float(xv.v[k]) * r);
+    }
+    const float mean_dot = block_reduce(dot, scratch, SumOp{}, 0.f) / static_cast<float>(hidden);
+    T* gx_row = grad_x + row * hidden;
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T, N> gv = load_pack<T, N>(g_row + p * N);
+      const Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
+      const Pack<T, N> wv = load_pack<T, N>(weight + p * N);
+      Pack<T, N> out;
+#pragma unroll
+      for (int k = 0; k < N; ++k) {
+        const float g = to_float(gv.v[k]);
+        const float n = to_float(xv.v[k]) * r;
+        out.v[k] = from_float<T>(r * (g * to_float(wv.v[k]) - n * mean_dot));
+        weight_sums[p * N + k] += g * rounded_to<T>(n);
+      }
+      store_pack<T, N>(gx_row + p * N, out);
+    }
+  }
+
+  float* partial = weight_partials + static_cast<int64_t>(blockIdx.x) * hidden;
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x)
+#pragma unroll
+    for (int k = 0; k < N; ++k) partial[p * N + k] = weight_sums[p * N + k];
+}
+
+}  // namespace
+
+int64_t rms_norm_weight_partials(int64_t rows) { return std::min(rows, kBackwardBlocks); }
+
+cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* weight, void* y, float* rstd, int64_t rows,
+                             int64_t hidden, float eps, cudaStream_t stream) {
+  if (rows == 0 || hidden == 0) return cudaSuccess;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xt = static_cast<const T*>(x);
+    const T* wt = static_cast<const T*>(weight);
+    T* yt = static_cast<T*>(y);
+    const unsigned grid = grid_for(rows, 1, int64_t{1} << 30);
+    if (vectorizable<T>(hidden, {x, weight, y})) {
+      constexpr int N = kVectorWidth<T>;
+      rms_norm_forward_kernel<T, N>
+          <<<grid, row_threads(hidden / N, kMaxThreads), 0, stream>>>(xt, wt, yt, rstd, rows, hidden, eps);
+    } else {
+      rms_norm_forward_kernel<T, 1>
+          <<<grid, row_threads(hidden, kMaxThreads), 0, stream>>>(xt, wt, yt, rstd, rows, hidden, eps);
+    }
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, const void* weight, const float* rstd,
+                              void* grad_x, float* weight_partials, int64_t rows, int64_t hidden, cudaStream_t stream) {
+  if (rows == 0 || hidden == 0) return cudaSuccess;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const unsigned grid = static_cast<unsigned>(rms_norm_weight_partials(rows));
+    const size_t shared_bytes = static_cast<size_t>(hidden) * sizeof(float);
+    auto launch = [&](auto kernel, int threads) {
+      // Beyond 48 KiB of dynamic shared memory (hidden > 12288) the kernel must opt in.
+      if (shared_bytes > 48 * 1024) {
+        cudaError_t status =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
+        if (status != cudaSuccess) return status;
+      }
+      kernel<<<grid, threads, shared_bytes, stream>>>(static_cast<const T*>(grad_y), static_cast<const T*>(x),
+                                                      static_cast<const T*>(weight), rstd, static_cast<T*>(grad_x),
+                                                      weight_partials, rows, hidden);
+      return cudaGetLastError();
+    };
+    if (vectorizable<T>(hidden, {grad_y, x, weight, grad_x})) {
+      constexpr int N = kVectorWidth<T>;
+      return launch(rms_norm_backward_kernel<T, N>, row_threads(hidden / N, kMaxThreads));
+    }
+    return launch(rms_norm_backward_kernel<T, 1>, row_threads(hidden, kMaxThreads));
+  });
+}
+
+}  // namespace triax::kernels

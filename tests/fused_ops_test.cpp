@@ -1,0 +1,254 @@
+// The fused ops (triax/layers/fused_ops.hpp) against the plain LibTorch composition evaluated in
+// fp64 from the same inputs: outputs and the gradients of every input (the RMSNorm weight too),
+// in fp32 (1e-5 of the largest reference value) and bf16/fp16 (1e-2), at the SmolLM hidden sizes,
+// a small odd size (no vector path), row counts that are not a multiple of any block, strided and
+// misaligned operands. FusedOpsCpu runs everywhere (the CPU path is the composition itself);
+// FusedOpsCuda (ctest label gpu) runs the CUDA kernels and skips without a GPU.
+#include "triax/layers/fused_ops.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>  // Node::name: which autograd function ran
+
+#include <string>
+#include <vector>
+
+#include "triax/error.hpp"
+
+namespace {
+
+constexpr double kEps = 1e-5;
+const int64_t kHiddenSizes[] = {576, 960, 2048, 37};  // SmolLM 135M, 360M, 1.7B; odd
+
+at::Tensor seeded(const std::vector<int64_t>& shape, uint64_t seed, c10::ScalarType dtype, c10::Device device,
+                  double scale = 1.0, double shift = 0.0) {
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return (at::randn(shape, generator, at::TensorOptions().dtype(at::kDouble)) * scale + shift).to(device, dtype);
+}
+
+at::Tensor leaf(const at::Tensor& t) { return t.detach().requires_grad_(true); }
+// The same values in fp64, a fresh leaf of the reference computation.
+at::Tensor leaf64(const at::Tensor& t) { return t.detach().to(at::kDouble).requires_grad_(true); }
+
+double tolerance(c10::ScalarType dtype) { return dtype == at::kFloat ? 1e-5 : 1e-2; }
+
+std::string where(c10::Device device, c10::ScalarType dtype, const std::vector<int64_t>& shape) {
+  std::string text = device.str() + " " + c10::toString(dtype) + " [";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// max |actual - expected| <= tol * max |expected|.
+void expect_close(const at::Tensor& actual, const at::Tensor& expected, double tol, const std::string& what) {
+  ASSERT_TRUE(actual.defined()) << what << ": undefined";
+  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
+  const at::Tensor a = actual.detach().to(at::kCPU, at::kDouble), e = expected.detach().to(at::kCPU, at::kDouble);
+  const double scale = std::max(e.abs().max().item<double>(), 1e-30);
+  const double error = (a - e).abs().max().item<double>() / scale;
+  EXPECT_LE(error, tol) << what << ": relative error " << error;
+}
+
+// The autograd node of a fused op's output: the kernel's own function on CUDA.
+void expect_kernel(const at::Tensor& y, const char* function) {
+  ASSERT_TRUE(y.grad_fn()) << function;
+  EXPECT_NE(y.grad_fn()->name().find(function), std::string::npos)
+      << "expected the CUDA kernel's " << function << ", ran " << y.grad_fn()->name();
+}
+
+// ---- the references: the plain compositions, in fp64 -----------------------------------------
+
+at::Tensor reference_rms_norm(const at::Tensor& x, const at::Tensor& weight) {
+  return x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + kEps) * weight;
+}
+
+at::Tensor reference_swiglu(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
+
+at::Tensor reference_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  return x * cos + at::cat({x.narrow(-1, half, half).neg(), x.narrow(-1, 0, half)}, -1) * sin;
+}
+
+// ---- the checks, on any device ---------------------------------------------------------------
+
+// x may be given (a strided view, say); otherwise a fresh [shape] tensor.
+void check_rms_norm(c10::Device device, c10::ScalarType dtype, const std::vector<int64_t>& shape,
+                    at::Tensor x_values = {}) {
+  const std::string what = "rms_norm " + where(device, dtype, shape);
+  const int64_t hidden = shape.back();
+  if (!x_values.defined()) x_values = seeded(shape, 1, dtype, device, 2.0);
+  const at::Tensor w_values = seeded({hidden}, 2, dtype, device, 0.5, 1.0);
+  const at::Tensor grad = seeded(shape, 3, dtype, device);
+
+  at::Tensor x = leaf(x_values), w = leaf(w_values);
+  at::Tensor y = triax::rms_norm(x, w, kEps);
+  if (device.is_cuda()) expect_kernel(y, "RmsNormFunction");
+  EXPECT_EQ(y.scalar_type(), dtype);
+  y.backward(grad);
+
+  at::Tensor rx = leaf64(x_values), rw = leaf64(w_values);
+  at::Tensor ry = reference_rms_norm(rx, rw);
+  ry.backward(grad.to(at::kDouble));
+
+  expect_close(y, ry, tolerance(dtype), what + " output");
+  expect_close(x.grad(), rx.grad(), tolerance(dtype), what + " input gradient");
+  expect_close(w.grad(), rw.grad(), tolerance(dtype), what + " weight gradient");
+}
+
+// gate_values/up_values may be given (misaligned views, say); otherwise fresh [shape] tensors.
+void check_swiglu(c10::Device device, c10::ScalarType dtype, const std::vector<int64_t>& shape,
+                  at::Tensor gate_values = {}, at::Tensor up_values = {}) {
+  const std::string what = "swiglu " + where(device, dtype, shape);
+  if (!gate_values.defined()) gate_values = seeded(shape, 11, dtype, device, 3.0);
+  if (!up_values.defined()) up_values = seeded(shape, 12, dtype, device);
+  const at::Tensor grad = seeded(shape, 13, dtype, device);
+
+  at::Tensor gate = leaf(gate_values), up = leaf(up_values);
+  at::Tensor y = triax::swiglu(gate, up);
+  if (device.is_cuda()) expect_kernel(y, "SwigluFunction");
+  y.backward(grad);
+
+  at::Tensor rgate = leaf64(gate_values), rup = leaf64(up_values);
+  at::Tensor ry = reference_swiglu(rgate, rup);
+  ry.backward(grad.to(at::kDouble));
+
+  expect_close(y, ry, tolerance(dtype), what + " output");
+  expect_close(gate.grad(), rgate.grad(), tolerance(dtype), what + " gate gradient");
+  expect_close(up.grad(), rup.grad(), tolerance(dtype), what + " up gradient");
+}
+
+// [batch, heads, seq, head_dim]; attention_layout: x is a transposed view of [batch, seq, heads *
+// head_dim] storage, as attention's projections give it.
+void check_rotary(c10::Device device, c10::ScalarType dtype, const std::vector<int64_t>& shape, bool attention_layout) {
+  const std::string what =
+      "apply_rotary " + where(device, dtype, shape) + (attention_layout ? " (attention layout)" : "");
+  const int64_t batch = shape[0], heads = shape[1], seq = shape[2], head_dim = shape[3];
+  at::Tensor x_values = attention_layout ? seeded({batch, seq, heads * head_dim}, 21, dtype, device)
+                                               .view({batch, seq, heads, head_dim})
+                                               .transpose(1, 2)
+                                         : seeded(shape, 21, dtype, device);
+  // Tables like RotaryEmbedding's: angles position * frequency, duplicated over the halves.
+  at::Tensor positions = at::arange(seq, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor frequencies = at::pow(10000.0, -at::arange(0, head_dim, 2, at::kDouble) / head_dim);
+  at::Tensor angles = at::outer(positions, frequencies);
+  angles = at::cat({angles, angles}, -1);
+  const at::Tensor cos = angles.cos().to(device, dtype), sin = angles.sin().to(device, dtype);
+  const at::Tensor grad = seeded(shape, 22, dtype, device);
+
+  at::Tensor x = leaf(x_values);
+  at::Tensor y = triax::apply_rotary(x, cos, sin);
+  if (device.is_cuda()) expect_kernel(y, "RotaryFunction");
+  y.backward(grad);
+
+  at::Tensor rx = leaf64(x_values);
+  at::Tensor ry = reference_rotary(rx, cos.to(at::kDouble), sin.to(at::kDouble));
+  ry.backward(grad.to(at::kDouble));
+
+  expect_close(y, ry, tolerance(dtype), what + " output");
+  expect_close(x.grad(), rx.grad(), tolerance(dtype), what + " input gradient");
+}
+
+bool has_gpu() { return at::hasCUDA(); }
+
+const c10::Device kCpu(c10::kCPU);
+const c10::Device kCuda(c10::kCUDA, 0);
+
+// ---- CPU: the composition --------------------------------------------------------------------
+
+TEST(FusedOpsCpu, RmsNormMatchesComposition) {
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
+    for (int64_t hidden : kHiddenSizes) check_rms_norm(kCpu, dtype, {3, 7, hidden});
+}
+
+TEST(FusedOpsCpu, SwigluMatchesComposition) {
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    check_swiglu(kCpu, dtype, {3, 7, 1536});
+    check_swiglu(kCpu, dtype, {5, 13, 37});
+  }
+}
+
+TEST(FusedOpsCpu, RotaryMatchesComposition) {
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    check_rotary(kCpu, dtype, {2, 3, 37, 64}, /*attention_layout=*/false);
+    check_rotary(kCpu, dtype, {2, 5, 11, 6}, /*attention_layout=*/true);
+  }
+}
+
+TEST(FusedOpsCpu, BadShapesNameTheTensor) {
+  const at::Tensor x = at::ones({2, 4, 8});
+  try {
+    triax::rms_norm(x, at::ones({7}), kEps);
+    ADD_FAILURE() << "rms_norm accepted a weight of the wrong size";
+  } catch (const triax::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rms_norm: weight [7]"), std::string::npos) << e.what();
+  }
+  try {
+    triax::swiglu(x, at::ones({2, 4, 9}));
+    ADD_FAILURE() << "swiglu accepted operands of different shapes";
+  } catch (const triax::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("swiglu: gate [2, 4, 8] and up [2, 4, 9]"), std::string::npos) << e.what();
+  }
+  try {
+    triax::apply_rotary(at::ones({1, 2, 4, 8}), at::ones({5, 8}), at::ones({4, 8}));
+    ADD_FAILURE() << "apply_rotary accepted a cos table of the wrong length";
+  } catch (const triax::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("apply_rotary: cos [5, 8] must be [seq, head_dim] = [4, 8]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(triax::apply_rotary(at::ones({2, 4, 7}), at::ones({4, 7}), at::ones({4, 7})), triax::Error);
+}
+
+// ---- CUDA: the kernels -----------------------------------------------------------------------
+
+TEST(FusedOpsCuda, RmsNormMatchesComposition) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  ASSERT_TRUE(triax::fused_kernels_enabled()) << "a CUDA build runs the kernels unless TRIAX_FUSED_KERNELS=0";
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (int64_t hidden : kHiddenSizes) {
+      check_rms_norm(kCuda, dtype, {3, 7, hidden});    // 21 rows: fewer than the backward's blocks
+      check_rms_norm(kCuda, dtype, {5, 211, hidden});  // 1055 rows: blocks walk several rows
+    }
+  }
+  check_rms_norm(kCuda, at::kHalf, {4, 33, 960});
+  // A strided input (made contiguous inside) and a hidden size with no 16-byte rows in fp32.
+  check_rms_norm(kCuda, at::kBFloat16, {9, 4, 576}, seeded({4, 9, 576}, 1, at::kBFloat16, kCuda, 2.0).transpose(0, 1));
+  check_rms_norm(kCuda, at::kFloat, {6, 5, 38});
+}
+
+TEST(FusedOpsCuda, SwigluMatchesComposition) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    check_swiglu(kCuda, dtype, {3, 7, 1536});
+    check_swiglu(kCuda, dtype, {2, 129, 2560});
+    check_swiglu(kCuda, dtype, {5, 13, 37});  // no whole vectors
+  }
+  // Operands starting one element past a 16-byte boundary: the scalar path.
+  const int64_t count = 4 * 24;
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    at::Tensor gate = seeded({count + 1}, 14, dtype, kCuda, 3.0).narrow(0, 1, count).view({4, 24});
+    at::Tensor up = seeded({count + 1}, 15, dtype, kCuda).narrow(0, 1, count).view({4, 24});
+    check_swiglu(kCuda, dtype, {4, 24}, gate, up);
+  }
+}
+
+TEST(FusedOpsCuda, RotaryMatchesComposition) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    for (bool attention_layout : {false, true}) {
+      check_rotary(kCuda, dtype, {2, 9, 37, 64}, attention_layout);
+      check_rotary(kCuda, dtype, {1, 3, 130, 128}, attention_layout);
+      check_rotary(kCuda, dtype, {2, 5, 11, 6}, attention_layout);
+    }
+  }
+}
+
+TEST(FusedOpsCuda, RotaryRefusesDifferentiableTables) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  const at::Tensor x = at::ones({1, 2, 4, 8}, at::TensorOptions().device(kCuda));
+  const at::Tensor table = at::ones({4, 8}, at::TensorOptions().device(kCuda)).requires_grad_(true);
+  EXPECT_THROW(triax::apply_rotary(x, table, table.detach()), triax::Error);
+}
+
+}  // namespace
