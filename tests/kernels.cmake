@@ -15,3 +15,11 @@ if(TRIAX_CUDA)
   target_link_libraries(fused_ops_bench PRIVATE triax_sdk)
   triax_use_pch(fused_ops_bench)
 endif()
+
+# Mixed precision: 50 bf16 steps on the GPU (nccl at world size 1) follow the fp32 CPU run.
+if(TRIAX_CUDA)
+  add_test(NAME gpu_bf16_follows_cpu_fp32
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/bf16_follows_fp32.sh $<TARGET_FILE:parity_runner>
+                   ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml ${CMAKE_CURRENT_BINARY_DIR}/bf16_follows_fp32)
+  set_tests_properties(gpu_bf16_follows_cpu_fp32 PROPERTIES LABELS gpu TIMEOUT 300)
+endif()
