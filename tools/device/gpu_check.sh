@@ -54,8 +54,11 @@ source .devdeps/unpack.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 
 configure_and_build() {
+  # unpack.sh's CMAKE_PREFIX_PATH is a CMake list (';'), which the environment variable of that
+  # name does not accept: pass it as a cache variable.
   # shellcheck disable=SC2086
-  cmake -G Ninja -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRIAX_CUDA=ON ${TRIAX_CMAKE_ARGS:-} \
+  cmake -G Ninja -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRIAX_CUDA=ON "-DCMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH" \
+    ${TRIAX_CMAKE_ARGS:-} \
     >"$logs/configure.log" 2>&1 || { tail -40 "$logs/configure.log"; return 1; }
   ninja -C build-gpu -j"$(nproc)" >"$logs/build.log" 2>&1 || { grep -B2 -A20 -m3 'error' "$logs/build.log" | head -80; tail -20 "$logs/build.log"; return 1; }
   tail -1 "$logs/build.log"
