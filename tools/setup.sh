@@ -74,5 +74,5 @@ if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
 fi
 if ((DO_BUILD)); then
   log "building (ccache: $CCACHE_DIR)"
-  cmake --build "$BUILD_DIR" -j "${TRIAX_JOBS:-$(nproc)}"
+  cmake --build "$BUILD_DIR" -j "${TRIAX_JOBS:-$(nproc --all)}"  # --all: nproc honours OMP_NUM_THREADS
 fi
