@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "test_plugin_registry.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/core/checkpoint/checkpoint_error.hpp"
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
@@ -44,11 +45,14 @@ std::string error_of(F&& f) {
 TEST(Hdf5File, TensorsRoundTripBitExactInEveryDtype) {
   const fs::path dir = fresh_dir("hdf5");
   const std::string path = (dir / "t.h5").string();
-  std::vector<at::Tensor> tensors = {
-      at::randn({3, 5}), at::randn({7}, at::kDouble), at::randn({4, 3}).to(at::kBFloat16),
-      at::randn({2, 2, 2}).to(at::kHalf), at::arange(10, at::kLong), at::randint(0, 255, {6}, at::kByte),
-      at::full({}, 3.5f),  // a scalar
-      at::empty({0, 4})};  // an empty shard
+  std::vector<at::Tensor> tensors = {at::randn({3, 5}),
+                                     at::randn({7}, at::kDouble),
+                                     at::randn({4, 3}).to(at::kBFloat16),
+                                     at::randn({2, 2, 2}).to(at::kHalf),
+                                     at::arange(10, at::kLong),
+                                     at::randint(0, 255, {6}, at::kByte),
+                                     at::full({}, 3.5f),  // a scalar
+                                     at::empty({0, 4})};  // an empty shard
   {
     Hdf5File file = Hdf5File::create(path);
     for (size_t i = 0; i < tensors.size(); ++i) {
@@ -108,16 +112,6 @@ TEST(CheckpointFolder, LatestResolveAndPrune) {
 
 // ---- whole runs ----------------------------------------------------------------------------
 
-PluginRegistry& registry() {
-  static PluginRegistry instance;
-  static bool loaded = false;
-  if (!loaded) {
-    instance.scan_folder(TRIAX_TEST_PLUGIN_DIR);
-    loaded = true;
-  }
-  return instance;
-}
-
 struct RunOptions {
   int steps = 6;
   int interval = 3;
@@ -130,22 +124,31 @@ struct RunOptions {
 std::string tiny_config(const fs::path& run_dir, const RunOptions& o) {
   return "general: {project: test, run: test, seed: 5, device: cpu}\n"
          "checkpoints:\n"
-         "  checkpoints_path: " + run_dir.string() + "\n"
-         "  checkpoint_interval: " + std::to_string(o.interval) + "\n" + o.extra +
+         "  checkpoints_path: " +
+         run_dir.string() +
+         "\n"
+         "  checkpoint_interval: " +
+         std::to_string(o.interval) + "\n" + o.extra +
          "parallelism: {dp: 1, tp: 1, pp: 1, pp_engine: afab}\n"
          "model:\n"
-         "  dtype: " + o.dtype + "\n"
+         "  dtype: " +
+         o.dtype +
+         "\n"
          "  init_method: {std: 0.02}\n"
          "  make_vocab_size_divisible_by: 8\n"
-         "  model_config: {vocab_size: 61, hidden_size: " + std::to_string(o.hidden) +
+         "  model_config: {vocab_size: 61, hidden_size: " +
+         std::to_string(o.hidden) +
          ", intermediate_size: 64, num_hidden_layers: 2,\n"
          "                 num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 64,\n"
          "                 tie_word_embeddings: false}\n"
          "tokens: {sequence_length: 16, micro_batch_size: 2, batch_accumulation_per_replica: 2, train_steps: " +
-         std::to_string(o.steps) + "}\n"
+         std::to_string(o.steps) +
+         "}\n"
          "optimizer:\n"
          "  optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95, adam_eps: 1.0e-8, "
-         "torch_adam_is_fused: " + std::string(o.optimizer == "fused" ? "true" : "false") + "}\n"
+         "torch_adam_is_fused: " +
+         std::string(o.optimizer == "fused" ? "true" : "false") +
+         "}\n"
          "  zero_stage: 0\n"
          "  weight_decay: 0.01\n"
          "  clip_grad: 1.0\n"
@@ -164,7 +167,7 @@ Finished train(const std::string& yaml, const std::vector<std::string>& override
   for (const auto& o : overrides) apply_override(root, o);
   TrainConfig config = parse_train_config(root, "test.yaml");
   SingleProcessCommunicator comm;
-  Trainer trainer(std::move(config), registry(), comm);
+  Trainer trainer(std::move(config), testing::test_plugin_registry(), comm);
   Finished out;
   out.summary = trainer.train();
   for (const auto& p : trainer.parameters()) out.parameters[p.name] = p.tensor.detach().clone();
@@ -241,8 +244,8 @@ TEST(CheckpointInit, InitMethodPathStartsANewRunFromTheStoredWeights) {
   RunOptions one_step = options;
   one_step.steps = 1;
   one_step.interval = 0;
-  Finished started = train(tiny_config(fresh_dir("init_target"), one_step),
-                           {"model.init_method={path: " + source.string() + "}"});
+  Finished started =
+      train(tiny_config(fresh_dir("init_target"), one_step), {"model.init_method={path: " + source.string() + "}"});
   for (const auto& [name, tensor] : trained.parameters) {
     const int64_t rows = std::min<int64_t>(61, tensor.size(0));
     EXPECT_TRUE(at::equal(started.parameters.at(name).narrow(0, 0, rows), tensor.narrow(0, 0, rows))) << name;

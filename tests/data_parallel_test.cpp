@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "multi_rank_environment.hpp"
+#include "test_plugin_registry.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/data_parallel_gradients.hpp"
 #include "triax/core/gradient_accumulator.hpp"
@@ -259,16 +260,6 @@ TEST(GlobalGradientNorm, TiedCopiesCountOnlyOnTheLowestStage) {
   }
 }
 
-PluginRegistry& registry() {
-  static PluginRegistry instance;
-  static bool loaded = false;
-  if (!loaded) {
-    instance.scan_folder(TRIAX_TEST_PLUGIN_DIR);
-    loaded = true;
-  }
-  return instance;
-}
-
 std::unique_ptr<OptimizerInstance> make_optimizer(const std::string& name, const std::vector<NamedParameter>& params,
                                                   int dp_rank, int dp_size, const HostServices& host) {
   static const std::string yaml =
@@ -282,7 +273,7 @@ std::unique_ptr<OptimizerInstance> make_optimizer(const std::string& name, const
   std::vector<triax_optimizer_param> c_params;
   for (size_t k = 0; k < params.size(); ++k)  // every other parameter decays
     c_params.push_back({params[k].name.c_str(), borrow_handle(params[k].tensor), k % 2 == 0 ? 0.1 : 0.0, 0});
-  return std::make_unique<OptimizerInstance>(registry().optimizer(name), name, context, c_params);
+  return std::make_unique<OptimizerInstance>(testing::test_plugin_registry().optimizer(name), name, context, c_params);
 }
 
 // Every dp rank's copy of `tensor` is bit-identical.
@@ -402,13 +393,14 @@ void check_training_against_one_rank(int zero_stage) {
   fs::remove_all(base);
 
   SingleProcessCommunicator alone;
-  Trainer reference(parse_train_config(YAML::Load(run_config(base / "one", 1, 2 * dp, 0)), "one.yaml"), registry(),
-                    alone);
+  Trainer reference(parse_train_config(YAML::Load(run_config(base / "one", 1, 2 * dp, 0)), "one.yaml"),
+                    testing::test_plugin_registry(), alone);
   TrainSummary expected = reference.train();
   // The parallel run's folder is shared by its ranks (its final checkpoint is one folder).
-  const fs::path shared = fs::temp_directory_path() / ("triax_dp_test_" + std::to_string(::getppid()) + "_zero" +
-                                                       std::to_string(zero_stage));
-  Trainer parallel(parse_train_config(YAML::Load(run_config(shared, dp, 2, zero_stage)), "dp.yaml"), registry(), comm);
+  const fs::path shared = fs::temp_directory_path() /
+                          ("triax_dp_test_" + std::to_string(::getppid()) + "_zero" + std::to_string(zero_stage));
+  Trainer parallel(parse_train_config(YAML::Load(run_config(shared, dp, 2, zero_stage)), "dp.yaml"),
+                   testing::test_plugin_registry(), comm);
   TrainSummary got = parallel.train();
 
   ASSERT_EQ(got.grad_norms.size(), expected.grad_norms.size());

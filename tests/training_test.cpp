@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "test_plugin_registry.hpp"
 #include "triax/core/communicator.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/data_parallel_gradients.hpp"
@@ -168,16 +169,6 @@ TEST(WeightDecayPolicy, PatternsAnchorAtTheStartAndFlagsExclude) {
   EXPECT_EQ(policy.for_parameter(param("model.layers.0.self_attn.q_proj.bias", TRIAX_PARAM_NO_WEIGHT_DECAY)), 0.0);
 }
 
-PluginRegistry& registry() {
-  static PluginRegistry instance;
-  static bool loaded = false;
-  if (!loaded) {
-    instance.scan_folder(TRIAX_TEST_PLUGIN_DIR);
-    loaded = true;
-  }
-  return instance;
-}
-
 // AdamW through the plugin's C ABI against the textbook update in double precision.
 void check_adamw(bool fused, at::ScalarType dtype) {
   const double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
@@ -191,7 +182,7 @@ void check_adamw(bool fused, at::ScalarType dtype) {
   context.dp_size = 1;
   context.optimizer_yaml = yaml.c_str();
   std::vector<triax_optimizer_param> params = {{"w", borrow_handle(param), wd, 0}};
-  OptimizerInstance optimizer(registry().optimizer("adamw"), "adamw", context, params);
+  OptimizerInstance optimizer(testing::test_plugin_registry().optimizer("adamw"), "adamw", context, params);
 
   std::vector<double> p = {0.5, -1.0, 2.0, 0.25}, m(4, 0), v(4, 0);
   for (int t = 1; t <= 5; ++t) {
@@ -245,7 +236,7 @@ std::unique_ptr<OptimizerInstance> make_optimizer(const std::string& name, const
   context.optimizer_yaml = yaml.c_str();
   std::vector<triax_optimizer_param> c_params;
   for (size_t i = 0; i < params.size(); ++i) c_params.push_back({"p", borrow_handle(params[i]), i == 0 ? 0.1 : 0.0, 0});
-  return std::make_unique<OptimizerInstance>(registry().optimizer(name), name, context, c_params);
+  return std::make_unique<OptimizerInstance>(testing::test_plugin_registry().optimizer(name), name, context, c_params);
 }
 
 // On one rank the shard is the whole flattened parameter: zero1_adamw must step like adamw.
@@ -288,7 +279,7 @@ TEST(AdamWPlugin, RefusesUnknownFactoryKey) {
   context.optimizer_yaml = yaml.c_str();
   std::vector<triax_optimizer_param> params = {{"w", borrow_handle(param), 0.0, 0}};
   try {
-    OptimizerInstance optimizer(registry().optimizer("adamw"), "adamw", context, params);
+    OptimizerInstance optimizer(testing::test_plugin_registry().optimizer("adamw"), "adamw", context, params);
     FAIL() << "expected a ConfigError";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("optimizer.optimizer_factory.adam_beta3"), std::string::npos) << e.what();
@@ -332,7 +323,7 @@ std::string tiny_config(const fs::path& run_dir, int steps, int micro_batch_size
 TrainSummary run(const std::string& yaml) {
   TrainConfig config = parse_train_config(YAML::Load(yaml), "test.yaml");
   SingleProcessCommunicator comm;
-  Trainer trainer(std::move(config), registry(), comm);
+  Trainer trainer(std::move(config), testing::test_plugin_registry(), comm);
   return trainer.train();
 }
 
@@ -449,7 +440,7 @@ void expect_trainer_error(const fs::path& dir, const std::string& yaml, const st
   TrainConfig config = parse_train_config(YAML::Load(yaml), "test.yaml");
   SingleProcessCommunicator comm;
   try {
-    Trainer trainer(std::move(config), registry(), comm);
+    Trainer trainer(std::move(config), testing::test_plugin_registry(), comm);
     FAIL() << "expected an error";
   } catch (const E& e) {
     const std::string message = e.what();

@@ -8,15 +8,10 @@
 
 #include "commands.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
+#include "triax/tensor_text.hpp"
 
 namespace triax::cli {
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
 
 std::string megabytes(int64_t bytes) {
   std::ostringstream out;

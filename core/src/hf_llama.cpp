@@ -19,6 +19,7 @@
 #include "triax/core/hf_llama_config.hpp"
 #include "triax/core/safetensors.hpp"
 #include "triax/error.hpp"
+#include "triax/tensor_text.hpp"
 
 namespace triax {
 namespace {
@@ -30,14 +31,6 @@ constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kEmbedding = "model.embed_tokens.weight";
 constexpr const char* kLmHead = "lm_head.weight";
-
-std::string format_shape(at::IntArrayRef shape) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << ']';
-  return out.str();
-}
 
 bool is_weight_dtype(at::ScalarType dtype) {
   return dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf;
@@ -199,15 +192,15 @@ HfLlamaModel read_hf_llama(const std::string& folder) {
     if (found == weights.holder.end()) {
       const std::string where = weights.files.size() == 1 ? weights.files[0]->path() : (dir / kIndexFile).string();
       throw Error(where + ": tensor '" + name + "' is missing (" + config_name + " implies shape " +
-                  format_shape(shape) + (name == kLmHead ? " and tie_word_embeddings: false)" : ")"));
+                  shape_text(shape) + (name == kLmHead ? " and tie_word_embeddings: false)" : ")"));
     }
     const SafetensorsFile& file = *found->second;
     if (!is_weight_dtype(file.dtype(name)))
       throw Error(file.path() + ": tensor '" + name + "': dtype " + safetensors_dtype_name(file.dtype(name)) +
                   " is not supported for weights (expected F32, BF16 or F16)");
     if (file.shape(name) != shape)
-      throw Error(file.path() + ": tensor '" + name + "' has shape " + format_shape(file.shape(name)) + ", but " +
-                  config_name + " implies " + format_shape(shape));
+      throw Error(file.path() + ": tensor '" + name + "' has shape " + shape_text(file.shape(name)) + ", but " +
+                  config_name + " implies " + shape_text(shape));
     bytes_per_dtype[file.dtype(name)] += file.nbytes(name);
   }
   bool tied_head_present = false;
@@ -258,8 +251,8 @@ void write_hf_llama(const std::string& folder, const YAML::Node& model_config,
     if (!at::isFloatingType(tensor.scalar_type()))
       fail("tensor '" + name + "' has dtype " + c10::toString(tensor.scalar_type()) + ", expected a floating type");
     if (tensor.sizes().vec() != shape)
-      fail("tensor '" + name + "' has shape " + format_shape(tensor.sizes()) + ", but the model_config implies " +
-           format_shape(shape));
+      fail("tensor '" + name + "' has shape " + shape_text(tensor.sizes()) + ", but the model_config implies " +
+           shape_text(shape));
   }
   for (const auto& [name, tensor] : tensors) {
     if (expected_names.count(name)) continue;

@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "triax/error.hpp"
+#include "triax/tensor_text.hpp"
 
 // The format is little-endian; so is every machine triax runs on. Tensors are copied byte for byte.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
@@ -42,14 +43,6 @@ bool dtype_from_name(const std::string& name, at::ScalarType& out) {
     }
   }
   return false;
-}
-
-std::string format_shape(const std::vector<int64_t>& shape) {
-  std::ostringstream out;
-  out << '[';
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << ']';
-  return out.str();
 }
 
 // numel * element size, or false on overflow.
@@ -171,7 +164,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
     } catch (const Error& error) {
       fail(e.name, error.what());
     }
-    if (!byte_size(e.shape, e.dtype, sizes[i])) fail(e.name, "invalid shape " + format_shape(e.shape));
+    if (!byte_size(e.shape, e.dtype, sizes[i])) fail(e.name, "invalid shape " + shape_text(e.shape));
   }
 
   // Larger elements first: every tensor then starts at a multiple of its element size.
@@ -205,7 +198,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
       fail(e.name,
            std::string("expected dtype ") + c10::toString(e.dtype) + ", got " + c10::toString(tensor.scalar_type()));
     if (tensor.sizes().vec() != e.shape)
-      fail(e.name, "expected shape " + format_shape(e.shape) + ", got " + format_shape(tensor.sizes().vec()));
+      fail(e.name, "expected shape " + shape_text(e.shape) + ", got " + shape_text(tensor.sizes().vec()));
     // No-ops for a contiguous CPU tensor: the bytes are written straight from it.
     tensor = tensor.cpu().contiguous();
     write_all(file.fd(), tensor.data_ptr(), sizes[i], path);

@@ -9,15 +9,10 @@
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/core/checkpoint/checksum.hpp"
 #include "triax/core/checkpoint/hdf5_file.hpp"
+#include "triax/tensor_text.hpp"
 
 namespace triax::checkpoint {
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
 
 int64_t product(const std::vector<int64_t>& shape) {
   int64_t n = 1;

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "triax/core/checkpoint/checkpoint_error.hpp"
+#include "triax/tensor_text.hpp"
 
 namespace triax::checkpoint {
 namespace {
@@ -61,32 +62,6 @@ hid_t file_type_of(at::ScalarType type) {
     case at::kBool: return H5Tcopy(H5T_STD_U8LE);
     default: return -1;
   }
-}
-
-std::string dtype_name(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kBFloat16: return "bfloat16";
-    case at::kHalf: return "float16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    default: return c10::toString(type);
-  }
-}
-
-std::optional<at::ScalarType> dtype_from_name(const std::string& name) {
-  if (name == "float32") return at::kFloat;
-  if (name == "float64") return at::kDouble;
-  if (name == "bfloat16") return at::kBFloat16;
-  if (name == "float16") return at::kHalf;
-  if (name == "int64") return at::kLong;
-  if (name == "int32") return at::kInt;
-  if (name == "uint8") return at::kByte;
-  if (name == "bool") return at::kBool;
-  return std::nullopt;
 }
 
 herr_t collect_child(hid_t, const char* name, const H5L_info_t*, void* out) {

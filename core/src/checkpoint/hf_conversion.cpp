@@ -12,33 +12,21 @@
 #include "triax/core/communicator.hpp"
 #include "triax/core/hf_llama.hpp"
 #include "triax/torch_version.hpp"
+#include "triax/tensor_text.hpp"
 
 namespace triax::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string shape_text(at::IntArrayRef shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
+// The checkpoint's parameter dtype, when Hugging Face weights can be written in it.
+at::ScalarType exportable_dtype(const std::string& name, const std::string& origin) {
+  const std::optional<at::ScalarType> type = dtype_from_name(name);
+  if (!type || (*type != at::kFloat && *type != at::kBFloat16 && *type != at::kHalf))
+    throw CheckpointError(origin + ": dtype '" + name + "' cannot be exported (float32, bfloat16 or float16)");
+  return *type;
 }
 
-at::ScalarType dtype_named(const std::string& name, const std::string& origin) {
-  if (name == "float32") return at::kFloat;
-  if (name == "bfloat16") return at::kBFloat16;
-  if (name == "float16") return at::kHalf;
-  throw CheckpointError(origin + ": dtype '" + name + "' cannot be exported (float32, bfloat16 or float16)");
-}
-
-std::string dtype_text(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat: return "float32";
-    case at::kBFloat16: return "bfloat16";
-    case at::kHalf: return "float16";
-    default: return c10::toString(type);
-  }
-}
 
 }  // namespace
 
@@ -62,7 +50,7 @@ void export_to_hf(const std::string& checkpoint, const std::string& out, std::op
     throw CheckpointError("checkpoint " + reader.folder().string() + ": " + kConfigFile + " has no model.model_config");
   std::map<std::string, at::Tensor> tensors;
   for (const std::string& name : reader.parameter_names()) tensors[name] = reader.whole_parameter(name);
-  write_hf_llama(out, model_config, tensors, dtype.value_or(dtype_named(m.model_dtype, reader.folder().string())),
+  write_hf_llama(out, model_config, tensors, dtype.value_or(exportable_dtype(m.model_dtype, reader.folder().string())),
                  max_shard_bytes);
 }
 
@@ -84,7 +72,7 @@ std::string import_from_hf(const std::string& hf_folder, const std::string& out)
   CheckpointMetadata m;
   m.step = 0;
   m.model_plugin = "llama";
-  m.model_dtype = dtype_text(model.dtype);
+  m.model_dtype = dtype_name(model.dtype);
   m.optimizer_plugin = "none";
   m.has_optimizer_state = false;
   m.triax_version = TRIAX_VERSION;
