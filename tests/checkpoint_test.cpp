@@ -15,9 +15,9 @@
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/checkpoint/checksum.hpp"
 #include "triax/core/checkpoint/hdf5_file.hpp"
-#include "triax/core/communicator.hpp"
+#include "triax/core/comm/communicator.hpp"
 #include "triax/core/config.hpp"
-#include "triax/core/plugin_registry.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
 
 namespace triax::checkpoint {

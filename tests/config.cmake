@@ -18,7 +18,7 @@ gtest_discover_tests(config_test)
 add_executable(mesh_test
   ${CMAKE_CURRENT_LIST_DIR}/mesh_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipeline_blocks_test.cpp
-  ${PROJECT_SOURCE_DIR}/core/src/parallel_context.cpp
+  ${PROJECT_SOURCE_DIR}/core/src/comm/parallel_context.cpp
   ${PROJECT_SOURCE_DIR}/sdk/src/pipeline_blocks.cpp)
 target_include_directories(mesh_test PRIVATE
   ${PROJECT_SOURCE_DIR}/core/include

@@ -1,7 +1,7 @@
 // The process mesh's rank arithmetic and groups.
 #include <gtest/gtest.h>
 
-#include "triax/core/parallel_context.hpp"
+#include "triax/core/comm/parallel_context.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "triax/core/mpi_communicator.hpp"
+#include "triax/core/comm/mpi_communicator.hpp"
 
 namespace triax::testing {
 

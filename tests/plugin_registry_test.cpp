@@ -1,7 +1,7 @@
 // The plugin loader against small libraries built for it (tests/plugins.cmake): one good
 // library (an SGD optimizer and an engine), one declaring the good optimizer's name again, and
 // hand-written manifests with a wrong ABI, a missing entry symbol, a wrong LibTorch version, ...
-#include "triax/core/plugin_registry.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

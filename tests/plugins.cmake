@@ -39,10 +39,10 @@ set_target_properties(test_plugin_abi_1_0 PROPERTIES PREFIX "" OUTPUT_NAME "opti
   C_STANDARD 99 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
 target_compile_options(test_plugin_abi_1_0 PRIVATE -pedantic-errors)
 
-# The loader alone (core/src/plugin_registry.cpp), not the whole core library.
+# The loader alone (core/src/plugins/plugin_registry.cpp), not the whole core library.
 add_executable(plugin_registry_test
   ${CMAKE_CURRENT_LIST_DIR}/plugin_registry_test.cpp
-  ${PROJECT_SOURCE_DIR}/core/src/plugin_registry.cpp)
+  ${PROJECT_SOURCE_DIR}/core/src/plugins/plugin_registry.cpp)
 target_include_directories(plugin_registry_test PRIVATE ${PROJECT_SOURCE_DIR}/core/include)
 target_link_libraries(plugin_registry_test PRIVATE triax_sdk Boost::filesystem ${CMAKE_DL_LIBS} GTest::gtest_main)
 target_compile_definitions(plugin_registry_test PRIVATE

@@ -13,7 +13,7 @@
 #include "llama_model.hpp"
 #include "multi_rank_environment.hpp"
 #include "triax/config_reader.hpp"
-#include "triax/core/communicator.hpp"
+#include "triax/core/comm/communicator.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/cross_entropy.hpp"
 #include "triax/layers/embedding.hpp"

@@ -2,7 +2,7 @@
 // in-process training tests build their models, engines and optimizers from.
 #pragma once
 
-#include "triax/core/plugin_registry.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 
 namespace triax::testing {
 

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "triax/core/parallel_context.hpp"
+#include "triax/core/comm/parallel_context.hpp"
 #include "triax/error.hpp"
 
 namespace triax::cli {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "triax/core/plugin_registry.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 
 namespace triax::cli {
 namespace {

@@ -10,12 +10,12 @@
 
 #include "commands.hpp"
 #include "launch_status.hpp"
-#include "triax/core/communicator.hpp"
-#include "triax/core/communicator_factory.hpp"
+#include "triax/core/comm/communicator.hpp"
+#include "triax/core/comm/communicator_factory.hpp"
 #include "triax/core/config.hpp"
-#include "triax/core/launch_environment.hpp"
+#include "triax/core/comm/launch_environment.hpp"
 #include "triax/core/log.hpp"
-#include "triax/core/plugin_registry.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/error.hpp"
 

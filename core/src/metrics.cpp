@@ -1,4 +1,4 @@
-#include "triax/core/metrics.hpp"
+#include "metrics.hpp"
 
 #include <sys/resource.h>
 

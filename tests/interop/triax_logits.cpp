@@ -18,10 +18,10 @@
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
 #include "triax/core/checkpoint/training_checkpoint.hpp"
-#include "triax/core/communicator.hpp"
+#include "triax/core/comm/communicator.hpp"
 #include "triax/core/hf_llama.hpp"
-#include "triax/core/plugin_instances.hpp"
-#include "triax/core/plugin_registry.hpp"
+#include "triax/core/plugins/plugin_instances.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/tensor_handle.hpp"
 
 int main(int argc, char** argv) {

@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "triax/core/communicator.hpp"
-#include "triax/core/communicator_factory.hpp"
+#include "triax/core/comm/communicator.hpp"
+#include "triax/core/comm/communicator_factory.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/log.hpp"
-#include "triax/core/plugin_registry.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "triax/core/checkpoint/checkpoint_writer.hpp"
+#include "checkpoint/checkpoint_writer.hpp"
 
 #include <ATen/ATen.h>
 
@@ -12,7 +12,7 @@
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/core/checkpoint/checksum.hpp"
 #include "triax/core/checkpoint/hdf5_file.hpp"
-#include "triax/core/communicator.hpp"
+#include "triax/core/comm/communicator.hpp"
 #include "triax/core/log.hpp"
 
 namespace triax::checkpoint {

@@ -13,13 +13,13 @@
 
 #include "triax/core/checkpoint/checkpoint_error.hpp"
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
-#include "triax/core/checkpoint/checkpoint_writer.hpp"
+#include "checkpoint/checkpoint_writer.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
 #include "triax/core/hf_llama.hpp"
-#include "triax/core/communicator.hpp"
+#include "triax/core/comm/communicator.hpp"
 #include "triax/core/data/training_data.hpp"
 #include "triax/core/log.hpp"
-#include "triax/core/plugin_instances.hpp"
+#include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/torch_version.hpp"
 
 namespace triax::checkpoint {

@@ -1,4 +1,4 @@
-#include "triax/core/data/token_mixture.hpp"
+#include "data/token_mixture.hpp"
 
 #include "triax/core/data/sample_permutation.hpp"
 #include "triax/error.hpp"

@@ -8,9 +8,9 @@
 
 #include "triax/core/data/batch_prefetcher.hpp"
 #include "triax/core/data/nanoset_config.hpp"
-#include "triax/core/data/token_mixture.hpp"
+#include "data/token_mixture.hpp"
 #include "triax/core/log.hpp"
-#include "triax/core/synthetic_data.hpp"
+#include "triax/core/data/synthetic_data.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {

@@ -32,10 +32,12 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 2
+#define TRIAX_ABI_VERSION_MINOR 3
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
+#define TRIAX_MAX_AUX_LOSSES 8        /* named auxiliary losses per model (ABI 1.3) */
+#define TRIAX_MAX_BOUNDARY_TENSORS 4  /* tensors crossing one pipeline boundary (ABI 1.3) */
 
 #if defined(_WIN32)
 #define TRIAX_PLUGIN_EXPORT __declspec(dllexport)
@@ -63,6 +65,14 @@ typedef struct triax_tensor triax_tensor;       /* a LibTorch tensor (see owners
 typedef struct triax_model triax_model;         /* a model plugin instance */
 typedef struct triax_engine triax_engine;       /* a pipeline engine plugin instance */
 typedef struct triax_optimizer triax_optimizer; /* an optimizer plugin instance */
+typedef struct triax_cache triax_cache;         /* since 1.3: a model's inference cache of one sequence */
+
+/* Since 1.3: where a callee writes text of its own making (YAML, JSON). The callee calls append
+ * as often as it likes during the call; the caller owns what was appended. */
+typedef struct triax_text_sink {
+  void* self;
+  void (*append)(void* self, const char* text, size_t length);
+} triax_text_sink;
 
 /* ---- host services ----------------------------------------------------------------------- */
 
@@ -73,7 +83,10 @@ typedef enum triax_group {
   TRIAX_GROUP_PP = 2,
   TRIAX_GROUP_DP = 3,
   TRIAX_GROUP_MP = 4, /* tp x pp: the ranks holding one model replica */
-  TRIAX_GROUP_EP = 5
+  TRIAX_GROUP_EP = 5, /* the dp ranks holding different expert shards (size expert_parallel_size) */
+  /* since 1.3: the dp ranks holding the same expert shard (size dp / ep): expert gradients are
+   * averaged over it. Within dp, ep is fastest: dp_rank = edp_rank * ep + ep_rank. */
+  TRIAX_GROUP_EDP = 6
 } triax_group;
 
 typedef enum triax_reduce_op {
@@ -117,6 +130,12 @@ typedef struct triax_host {
   triax_status (*send)(void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error);
   triax_status (*recv)(void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error);
   triax_status (*barrier)(void* self, triax_group group, triax_error* error);
+  /* since 1.3 (present when struct_size covers it): all-to-all with variable splits. Rank i of
+   * the group sends input rows [sum(input_splits[0..j)), +input_splits[j]) to rank j and receives
+   * output_splits[j] rows from rank j, placed in order. Each splits array has one entry per rank
+   * of the group; rows are counted along dim 0, the other dimensions equal on every rank. */
+  triax_status (*all_to_all_v)(void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                               const int64_t* output_splits, const int64_t* input_splits, triax_error* error);
 } triax_host;
 
 /* ---- models --------------------------------------------------------------------------------- */
@@ -139,6 +158,17 @@ typedef struct triax_model_context {
   /* since 1.2: recompute each layer's activations in the backward pass instead of keeping them
    * (parallelism.recompute_layer) */
   int32_t recompute_layer;
+  /* since 1.3: an engine may ask for several model chunks per pipeline rank (interleaved 1F1B);
+   * this instance is chunk `chunk_index` of `chunk_count` on this rank and holds virtual
+   * pipeline stage `virtual_stage` of `virtual_stage_count` = pp_size * chunk_count (chunk c of
+   * pipeline rank r is virtual stage c * pp_size + r). With one chunk these are 0, 1, pp_rank,
+   * pp_size. The first virtual stage embeds tokens, the last computes the loss. */
+  int32_t chunk_index, chunk_count;
+  int32_t virtual_stage, virtual_stage_count;
+  /* since 1.3: expert parallelism inside dp (parallelism.expert_parallel_size): this rank's
+   * position in its ep and edp groups (see TRIAX_GROUP_EP / TRIAX_GROUP_EDP). */
+  int32_t ep_rank, ep_size;
+  int32_t edp_rank, edp_size;
 } triax_model_context;
 
 /*
@@ -159,6 +189,17 @@ typedef struct triax_stage_io {
   /* since 1.2 (read and written only when struct_size covers them) */
   int32_t want_logits;  /* input: the last stage also returns its logits */
   triax_tensor* logits; /* output: [batch, seq, padded vocab / tp], this tp rank's vocabulary shard */
+  /* since 1.3: a pipeline boundary may carry several tensors (a residual kept in fp32 beside the
+   * hidden state). boundary_in[0] is hidden_in and boundary_out[0] is hidden_out: a model that
+   * sends one tensor may use either spelling. Unused entries are NULL. */
+  int32_t boundary_in_count;
+  triax_tensor* boundary_in[TRIAX_MAX_BOUNDARY_TENSORS];
+  int32_t boundary_out_count; /* output */
+  triax_tensor* boundary_out[TRIAX_MAX_BOUNDARY_TENSORS];
+  /* since 1.3, outputs: this stage's auxiliary losses of this micro-batch (already weighted by
+   * their coefficients, added to the objective for backward), indexed as the model's
+   * aux_loss_names; NULL where this stage has none. aux_loss (above) is then left NULL. */
+  triax_tensor* aux_losses[TRIAX_MAX_AUX_LOSSES];
 } triax_stage_io;
 
 enum {
@@ -180,6 +221,12 @@ typedef struct triax_parameter_info {
    * vocabulary padded to a multiple of tp) are padding, which checkpoints and exports leave out,
    * so that a checkpoint loads at another tp. All zero means global_shape. */
   int64_t unpadded_shape[TRIAX_MAX_TENSOR_DIMS];
+  /* since 1.3: the group this parameter's gradient is averaged over, TRIAX_GROUP_DP (dense
+   * parameters) or TRIAX_GROUP_EDP (expert shards, sharded over TRIAX_GROUP_EP through
+   * global_shape/shard_offset). The ranks of that group hold identical copies, its replica set:
+   * the one of them with group rank 0 counts the copy in the gradient norm and saves it. 0 (or a
+   * struct too short to hold it) means TRIAX_GROUP_DP. */
+  int32_t gradient_group;
 } triax_parameter_info;
 
 typedef struct triax_model_vtable {
@@ -202,7 +249,82 @@ typedef struct triax_model_vtable {
   triax_status (*set_training)(triax_model* model, int32_t training, triax_error* error);
   /* model_config with every default filled in, as YAML; valid until destroy. */
   const char* (*resolved_config)(triax_model* model);
+
+  /* ---- since 1.3, each read only when struct_size covers it; NULL = not provided ---- */
+  /* The key whose presence in a nanotron model_config selects this plugin when model.plugin is
+   * absent ("is_llama_config"), and optionally a second key that must be present too
+   * ("moe_config" beside "is_qwen2_config"). */
+  const char* nanotron_marker;
+  const char* nanotron_marker_requires;
+  /* One line naming the formula behind flops_per_token, for the MFU log line. */
+  const char* flops_formula;
+  /* The vocabulary the data loader draws from and checks token files against. */
+  triax_status (*vocab_size)(const char* model_config_yaml, int64_t* out, triax_error* error);
+  /* Hugging Face interop (triax convert, model.init_method.path); NULL: none. */
+  const struct triax_model_hf_vtable* hf;
+  /* Names of the model's auxiliary losses ("load_balance", "router_z"), the same on every pipeline
+   * stage and chunk: writes at most capacity of them (static strings) and returns the count. */
+  int32_t (*aux_loss_names)(triax_model* model, const char** names, int32_t capacity);
+  /* Inference with a cache (generation). A cache holds one sequence's state on this stage (K/V
+   * of attention, conv and SSM state of Mamba) for up to max_tokens tokens. */
+  triax_status (*cache_create)(triax_model* model, int64_t max_tokens, triax_cache** out, triax_error* error);
+  void (*cache_destroy)(triax_model* model, triax_cache* cache);
+  int64_t (*cache_length)(triax_model* model, const triax_cache* cache); /* tokens seen so far */
+  /* Forward of new tokens, no gradients: row i of io->input_ids ([count, new], on every stage)
+   * continues caches[i], at positions cache_length..cache_length + new - 1, and extends it. A
+   * stage without the embedding takes io->hidden_in / boundary_in; a stage without the head sets
+   * hidden_out / boundary_out; the last stage sets io->logits ([count, new, padded vocab / tp]). */
+  triax_status (*forward_cached)(triax_model* model, triax_cache* const* caches, int32_t count, triax_stage_io* io,
+                                 triax_error* error);
 } triax_model_vtable;
+
+/* ---- Hugging Face mapping of a model (since 1.3) ------------------------------------------- */
+
+/* How one model parameter (whole and unpadded, as checkpoints hold it) relates to Hugging Face
+ * tensors. */
+typedef enum triax_hf_rule_kind {
+  TRIAX_HF_RENAME = 0, /* one HF tensor, the same values under another (or the same) name */
+  TRIAX_HF_CONCAT = 1, /* the HF tensors concatenated along `dim` (fused q/k/v, gate/up) */
+  TRIAX_HF_STACK = 2,  /* the HF tensors stacked along a new dimension `dim` (E experts) */
+  TRIAX_HF_IGNORE = 3  /* no parameter: HF tensors matching hf_names ('*' = any run) are skipped */
+} triax_hf_rule_kind;
+
+typedef struct triax_hf_tensor_rule {
+  size_t struct_size;
+  int32_t kind;               /* a triax_hf_rule_kind */
+  const char* triax_name;     /* the parameter's name; NULL for TRIAX_HF_IGNORE */
+  int32_t ndim;               /* the parameter's whole, meaningful shape */
+  const int64_t* shape;
+  int32_t dim;                /* TRIAX_HF_CONCAT / TRIAX_HF_STACK */
+  int32_t hf_count;           /* HF tensors, in order */
+  const char* const* hf_names;
+  const int64_t* hf_sizes;    /* TRIAX_HF_CONCAT: each HF tensor's extent along dim */
+  int32_t optional;           /* reading: the HF tensors may all be absent, or equal another
+                                 rule's (a tied lm_head.weight): then nothing is read here */
+} triax_hf_tensor_rule;
+
+/* Receives rules one by one; the host copies what it needs during the call. */
+typedef struct triax_hf_rule_sink {
+  void* self;
+  triax_status (*add)(void* self, const triax_hf_tensor_rule* rule, triax_error* error);
+} triax_hf_rule_sink;
+
+typedef struct triax_model_hf_vtable {
+  size_t struct_size;
+  /* config.json "architectures" this plugin reads; the first is the one it writes. */
+  int32_t architecture_count;
+  const char* const* architectures;
+  /* config.json (text) -> model.model_config (YAML). Refuses, naming the key, what the plugin
+   * cannot represent. */
+  triax_status (*config_from_hf)(const char* config_json, const triax_text_sink* model_config_yaml,
+                                 triax_error* error);
+  /* model.model_config -> config.json for weights of `dtype` ("float32", "bfloat16", ...), and
+   * generation_config.json. */
+  triax_status (*config_to_hf)(const char* model_config_yaml, const char* dtype, const triax_text_sink* config_json,
+                               const triax_text_sink* generation_config_json, triax_error* error);
+  /* Every rule of the model described by model_config, parameters in model order. */
+  triax_status (*tensor_map)(const char* model_config_yaml, const triax_hf_rule_sink* sink, triax_error* error);
+} triax_model_hf_vtable;
 
 /* ---- pipeline engines --------------------------------------------------------------------- */
 
@@ -236,6 +358,13 @@ typedef struct triax_step_request {
    * gradients into its fp32 accumulators and may start data-parallel reductions. */
   void* hooks_self;
   triax_status (*after_backward)(void* hooks_self, int32_t micro_batch_index, triax_error* error);
+  /* since 1.3: every model chunk of this rank (see triax_engine_vtable.model_chunks), in chunk
+   * order; models[0] equals `model`. After the backward of a micro-batch through one chunk the
+   * engine calls after_chunk_backward (an engine with one chunk may call after_backward instead). */
+  int32_t model_count;
+  const triax_model_ref* models;
+  triax_status (*after_chunk_backward)(void* hooks_self, int32_t chunk, int32_t micro_batch_index,
+                                       triax_error* error);
 } triax_step_request;
 
 typedef struct triax_step_result {
@@ -243,6 +372,9 @@ typedef struct triax_step_result {
   triax_tensor* loss;              /* new ref: mean LM loss over the micro-batches (last stage; else NULL) */
   triax_tensor* aux_loss;          /* new ref or NULL: mean auxiliary loss */
   int32_t peak_live_micro_batches; /* most micro-batches whose activations were alive at once */
+  /* since 1.3: the mean over micro-batches of this rank's named auxiliary losses (summed over its
+   * chunks), indexed as the model's aux_loss_names; NULL where none. */
+  triax_tensor* aux_losses[TRIAX_MAX_AUX_LOSSES];
 } triax_step_result;
 
 typedef struct triax_engine_vtable {
@@ -269,6 +401,10 @@ typedef struct triax_optimizer_context {
   int32_t dp_rank, dp_size;
   const char* optimizer_yaml; /* the whole `optimizer` section */
   const triax_host* host;
+  /* since 1.3: per parameter (as numbered at create), the group its gradient is averaged over
+   * (triax_parameter_info.gradient_group, never 0). A ZeRO optimizer shards and all-gathers each
+   * parameter over that group instead of TRIAX_GROUP_DP. */
+  const int32_t* gradient_groups;
 } triax_optimizer_context;
 
 /* How an optimizer receives gradients (triax_optimizer_vtable.gradient_sharding, ABI 1.1). */

@@ -1,9 +1,9 @@
-#include "triax/core/communicator_factory.hpp"
+#include "triax/core/comm/communicator_factory.hpp"
 
 #include <ATen/Context.h>
 
-#include "triax/core/mpi_communicator.hpp"
-#include "triax/core/nccl_communicator.hpp"
+#include "triax/core/comm/mpi_communicator.hpp"
+#include "comm/nccl_communicator.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

@@ -1,8 +1,8 @@
-#include "triax/core/gradient_norm.hpp"
+#include "triax/core/gradients/gradient_norm.hpp"
 
 #include <ATen/ATen.h>
 
-#include "triax/core/communicator.hpp"
+#include "triax/core/comm/communicator.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

@@ -1,4 +1,4 @@
-#include "triax/core/parallel_context.hpp"
+#include "triax/core/comm/parallel_context.hpp"
 
 #include <algorithm>
 #include <sstream>

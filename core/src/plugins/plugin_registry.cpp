@@ -5,7 +5,7 @@
 //
 // This file deliberately includes no LibTorch code: the core's LibTorch version comes from
 // triax/torch_version.hpp, which is only preprocessor definitions.
-#include "triax/core/plugin_registry.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-#include "triax/core/synthetic_data.hpp"
+#include "triax/core/data/synthetic_data.hpp"
 
 #include <ATen/ATen.h>
 

@@ -1,9 +1,9 @@
-#include "triax/core/plugin_instances.hpp"
+#include "triax/core/plugins/plugin_instances.hpp"
 
 #include <algorithm>
 #include <cstddef>
 
-#include "triax/core/plugin_registry.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
 

@@ -5,7 +5,7 @@
 // PrefixStore ("triax/<kind>/<group index>"), so the groups' NCCL unique ids never collide.
 // Liveness: the heartbeat store listens on MASTER_PORT + 1. Each operation waits with
 // Work::wait(timeout), which blocks the host until the GPU work is done or throws at the timeout.
-#include "triax/core/nccl_communicator.hpp"
+#include "comm/nccl_communicator.hpp"
 
 #include "triax/error.hpp"
 
@@ -22,7 +22,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "triax/core/heartbeat.hpp"
+#include "comm/heartbeat.hpp"
 #endif
 
 namespace triax {

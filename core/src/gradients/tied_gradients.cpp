@@ -1,11 +1,11 @@
-#include "triax/core/tied_gradients.hpp"
+#include "gradients/tied_gradients.hpp"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <map>
 
-#include "triax/core/communicator.hpp"
+#include "triax/core/comm/communicator.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

@@ -5,9 +5,9 @@
 
 #include <memory>
 
-#include "triax/core/communicator.hpp"
-#include "triax/core/launch_environment.hpp"
-#include "triax/core/parallel_context.hpp"
+#include "triax/core/comm/communicator.hpp"
+#include "triax/core/comm/launch_environment.hpp"
+#include "triax/core/comm/parallel_context.hpp"
 
 namespace triax {
 

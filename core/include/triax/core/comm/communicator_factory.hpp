@@ -8,10 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "triax/core/communicator.hpp"
+#include "triax/core/comm/communicator.hpp"
 #include "triax/core/config.hpp"
-#include "triax/core/launch_environment.hpp"
-#include "triax/core/parallel_context.hpp"
+#include "triax/core/comm/launch_environment.hpp"
+#include "triax/core/comm/parallel_context.hpp"
 
 namespace triax {
 

@@ -1,4 +1,4 @@
-#include "triax/core/data_parallel_gradients.hpp"
+#include "triax/core/gradients/data_parallel_gradients.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -6,8 +6,8 @@
 
 #include <sstream>
 
-#include "triax/core/communicator.hpp"
-#include "triax/core/gradient_norm.hpp"
+#include "triax/core/comm/communicator.hpp"
+#include "triax/core/gradients/gradient_norm.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

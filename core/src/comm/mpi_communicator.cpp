@@ -3,7 +3,7 @@
 // ranks are the group ranks of ParallelContext::members). Every operation is posted
 // non-blocking and polled until a deadline; MPI errors are returned, not fatal, so that a dead
 // peer becomes a CommunicationError with the heartbeat's explanation.
-#include "triax/core/mpi_communicator.hpp"
+#include "triax/core/comm/mpi_communicator.hpp"
 
 #include <ATen/ATen.h>
 #include <mpi.h>
@@ -19,7 +19,7 @@
 #include <limits>
 #include <thread>
 
-#include "triax/core/heartbeat.hpp"
+#include "comm/heartbeat.hpp"
 
 namespace triax {
 namespace {

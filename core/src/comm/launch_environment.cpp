@@ -1,4 +1,4 @@
-#include "triax/core/launch_environment.hpp"
+#include "triax/core/comm/launch_environment.hpp"
 
 #include <cstdlib>
 #include <optional>

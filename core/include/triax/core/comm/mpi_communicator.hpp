@@ -6,8 +6,8 @@
 
 #include <memory>
 
-#include "triax/core/communicator.hpp"
-#include "triax/core/parallel_context.hpp"
+#include "triax/core/comm/communicator.hpp"
+#include "triax/core/comm/parallel_context.hpp"
 
 namespace triax {
 

@@ -1,5 +1,5 @@
 // The single-process communicator and the C host-services table over any Communicator.
-#include "triax/core/communicator.hpp"
+#include "triax/core/comm/communicator.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>

@@ -1,4 +1,4 @@
-#include "triax/core/weight_decay.hpp"
+#include "triax/core/gradients/weight_decay.hpp"
 
 namespace triax {
 
