@@ -120,18 +120,24 @@ struct ModelAdapter {
   }
   static const char* resolved_config(triax_model* handle) { return box(handle)->resolved.c_str(); }
 
+  // Members by name, one per line: later ABI minors append theirs.
+  static triax_model_vtable make_vtable() {
+    triax_model_vtable table{};
+    table.struct_size = sizeof(triax_model_vtable);
+    table.describe_blocks = describe_blocks;
+    table.create = create;
+    table.destroy = destroy;
+    table.forward = forward;
+    table.parameter_count = parameter_count;
+    table.parameter_info = parameter_info;
+    table.flops_per_token = flops_per_token;
+    table.total_parameters = total_parameters;
+    table.set_training = set_training;
+    table.resolved_config = resolved_config;
+    return table;
+  }
   static const triax_model_vtable* vtable() {
-    static const triax_model_vtable table = {sizeof(triax_model_vtable),
-                                             describe_blocks,
-                                             create,
-                                             destroy,
-                                             forward,
-                                             parameter_count,
-                                             parameter_info,
-                                             flops_per_token,
-                                             total_parameters,
-                                             set_training,
-                                             resolved_config};
+    static const triax_model_vtable table = make_vtable();
     return &table;
   }
 };
@@ -153,8 +159,16 @@ struct EngineAdapter {
     return guarded(
         error, [&] { step_result_to_c(reinterpret_cast<Engine*>(handle)->train_step(StepRequest(*request)), result); });
   }
+  static triax_engine_vtable make_vtable() {
+    triax_engine_vtable table{};
+    table.struct_size = sizeof(triax_engine_vtable);
+    table.create = create;
+    table.destroy = destroy;
+    table.train_step = train_step;
+    return table;
+  }
   static const triax_engine_vtable* vtable() {
-    static const triax_engine_vtable table = {sizeof(triax_engine_vtable), create, destroy, train_step};
+    static const triax_engine_vtable table = make_vtable();
     return &table;
   }
 };
