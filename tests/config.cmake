@@ -1,10 +1,12 @@
-# Unit tests of the configuration loader (core/src/config.cpp). Built from the loader's sources
+# Unit tests of the configuration loader (core/src/config/). Built from the loader's objects
 # alone (the config reader of the SDK included), so that it needs neither the rest of
 # libtriax_core nor LibTorch: each test process starts in milliseconds under ctest.
 # Included from tests/CMakeLists.txt.
 add_executable(config_test
-  ${CMAKE_CURRENT_LIST_DIR}/config_test.cpp
-  ${PROJECT_SOURCE_DIR}/core/src/config.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/config_loading_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/config_errors_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/shipped_configs_test.cpp
+  $<TARGET_OBJECTS:triax_config>
   ${PROJECT_SOURCE_DIR}/sdk/src/config_reader.cpp)
 target_include_directories(config_test PRIVATE
   ${PROJECT_SOURCE_DIR}/core/include

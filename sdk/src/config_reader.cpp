@@ -1,6 +1,7 @@
 #include "triax/config_reader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -147,6 +148,30 @@ YAML::Node to_node(const T& value) {
   return YAML::Node(value);
 }
 
+// Edits (insert, delete, replace) between two keys, ignoring case.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                        std::tolower(static_cast<unsigned char>(b[j - 1]));
+      const size_t next = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+      diagonal = row[j];
+      row[j] = next;
+    }
+  }
+  return row[b.size()];
+}
+
+// A typing slip rather than another key: a short key must match closely.
+bool looks_like_misspelling(const std::string& present, const std::string& wanted) {
+  const size_t allowed = std::min<size_t>(2, std::max(present.size(), wanted.size()) / 4);
+  return edit_distance(present, wanted) <= allowed;
+}
+
 }  // namespace
 
 ConfigReader::ConfigReader(YAML::Node node, std::string path, std::string origin)
@@ -184,6 +209,24 @@ void ConfigReader::fail(const std::string& key, const std::string& what) const {
   throw ConfigError(origin_prefix() + key_path(key) + where(node) + ": " + what);
 }
 
+void ConfigReader::fail_item(const std::string& key, size_t index, const std::string& what) const {
+  YAML::Node list = node_[key];
+  YAML::Node item = list.IsSequence() && index < list.size() ? list[index] : YAML::Node();
+  throw ConfigError(origin_prefix() + key_path(key) + "." + std::to_string(index) + where(item) + ": " + what);
+}
+
+void ConfigReader::fail_missing(const std::string& key, const std::string& expected) {
+  lookup(key);
+  for (const auto& entry : node_) {
+    const std::string present = entry.first.as<std::string>();
+    const bool unread = std::find(consumed_->begin(), consumed_->end(), present) == consumed_->end();
+    if (unread && looks_like_misspelling(present, key))
+      throw ConfigError(origin_prefix() + key_path(present) + where(entry.second) + ": unknown key (did you mean " +
+                        key + "? it is required and missing; expected " + expected + ")");
+  }
+  fail(key, "required key is missing (expected " + expected + ")");
+}
+
 YAML::Node ConfigReader::lookup(const std::string& key) {
   if (std::find(consumed_->begin(), consumed_->end(), key) == consumed_->end()) consumed_->push_back(key);
   const YAML::Node& constant = node_;
@@ -211,10 +254,7 @@ std::optional<T> ConfigReader::optional(const std::string& key) {
 
 template <class T>
 T ConfigReader::required(const std::string& key) {
-  if (!contains(key)) {
-    lookup(key);
-    fail(key, std::string("required key is missing (expected ") + TypeName<T>::value + ")");
-  }
+  if (!contains(key)) fail_missing(key, TypeName<T>::value);
   return *optional<T>(key);
 }
 
@@ -249,7 +289,7 @@ std::string ConfigReader::choice(const std::string& key, std::initializer_list<c
     if (!fallback) {
       std::string listed;
       for (const char* c : choices) listed += std::string(listed.empty() ? "" : ", ") + c;
-      fail(key, "required key is missing (expected one of: " + listed + ")");
+      fail_missing(key, "one of: " + listed);
     }
     resolved_[key] = *fallback;
     return *fallback;
@@ -263,7 +303,7 @@ std::string ConfigReader::choice(const std::string& key, std::initializer_list<c
 
 ConfigReader ConfigReader::section(const std::string& key) {
   std::optional<ConfigReader> child = optional_section(key);
-  if (!child) fail(key, "required section is missing (expected a mapping)");
+  if (!child) fail_missing(key, "a mapping");
   return *child;
 }
 
@@ -281,7 +321,7 @@ std::optional<ConfigReader> ConfigReader::optional_section(const std::string& ke
 
 std::vector<ConfigReader> ConfigReader::section_list(const std::string& key) {
   YAML::Node value = lookup(key);
-  if (!value.IsDefined() || value.IsNull()) fail(key, "required key is missing (expected a list of mappings)");
+  if (!value.IsDefined() || value.IsNull()) fail_missing(key, "a list of mappings");
   if (!value.IsSequence()) fail(key, "expected a list of mappings, got " + describe_node(value));
   std::vector<ConfigReader> out;
   YAML::Node resolved_list(YAML::NodeType::Sequence);

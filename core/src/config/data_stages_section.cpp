@@ -1,0 +1,116 @@
+// data_stages: the training data per stage (a Hugging Face or nanoset dataset spec, or null for
+// the synthetic stream), sorted by start step; without the section, one synthetic stage.
+#include <algorithm>
+#include <map>
+
+#include "config/config_sections.hpp"
+
+namespace triax::config {
+namespace {
+
+// nanotron's default when data_stages is absent: one stage of the synthetic stream from step 1.
+std::vector<DataStageConfig> default_stage(ConfigReader& root, const GeneralConfig& general,
+                                           const TokensConfig& tokens) {
+  root.raw("data_stages");
+  DataStageConfig stage;
+  stage.name = "default";
+  stage.start_training_step = 1;
+  stage.data.dataset = YAML::Node(YAML::NodeType::Null);
+  stage.data.seed = general.seed;
+
+  YAML::Node data(YAML::NodeType::Map);
+  data["dataset"] = YAML::Node(YAML::NodeType::Null);
+  data["seed"] = stage.data.seed;
+  data["num_loading_workers"] = stage.data.num_loading_workers;
+  YAML::Node item(YAML::NodeType::Map);
+  item["name"] = stage.name;
+  item["start_training_step"] = stage.start_training_step;
+  item["data"] = data;
+  item["sequence_length"] = tokens.sequence_length;
+  YAML::Node list(YAML::NodeType::Sequence);
+  list.push_back(item);
+  root.resolved()["data_stages"] = list;
+  return {stage};
+}
+
+DataStageConfig read_stage(ConfigReader& r, const TokensConfig& tokens) {
+  DataStageConfig stage;
+  stage.name = r.required<std::string>("name");
+  if (stage.name.empty()) r.fail("name", "must not be empty");
+  stage.start_training_step = required_int(r, "start_training_step", 1);
+
+  ConfigReader d = r.section("data");
+  YAML::Node dataset = d.raw("dataset");
+  if (dataset.IsDefined() && !dataset.IsNull() && !dataset.IsMap())
+    d.fail("dataset",
+           "expected a mapping (a Hugging Face dataset spec with hf_dataset_or_datasets, or a nanoset "
+           "spec with dataset_folder) or null for the synthetic stream");
+  stage.data.dataset = dataset.IsDefined() ? YAML::Clone(dataset) : YAML::Node(YAML::NodeType::Null);
+  stage.data.seed = int_or(d, "seed", stage.data.seed, 0);
+  stage.data.num_loading_workers = int_or(d, "num_loading_workers", stage.data.num_loading_workers, 0);
+  d.finish();
+
+  // Newer nanotron lets a stage set its own sequence length; triax trains with one.
+  std::optional<int64_t> length = r.optional<int64_t>("sequence_length");
+  if (length && *length != tokens.sequence_length)
+    r.fail("sequence_length",
+           "triax does not implement a per-stage sequence length; remove it or set it to "
+           "tokens.sequence_length (" +
+               std::to_string(tokens.sequence_length) + ")");
+  r.resolved()["sequence_length"] = tokens.sequence_length;
+  r.finish();
+  return stage;
+}
+
+// Names and start steps are unique, and one stage starts at step 1.
+void check_stages(ConfigReader& root, std::vector<ConfigReader>& readers, const std::vector<DataStageConfig>& stages) {
+  std::map<std::string, size_t> names;
+  std::map<int64_t, size_t> starts;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    auto [name_at, new_name] = names.emplace(stages[i].name, i);
+    if (!new_name)
+      readers[i].fail("name", "'" + stages[i].name + "' is also the name of data_stages." +
+                                  std::to_string(name_at->second) + "; stage names must be unique");
+    auto [start_at, new_start] = starts.emplace(stages[i].start_training_step, i);
+    if (!new_start)
+      readers[i].fail("start_training_step", std::to_string(stages[i].start_training_step) +
+                                                 " is also the start of data_stages." +
+                                                 std::to_string(start_at->second) + "; start steps must be unique");
+  }
+  if (!starts.count(1)) {
+    std::string listed;
+    for (const auto& [start, index] : starts) listed += (listed.empty() ? "" : ", ") + std::to_string(start);
+    root.fail("data_stages", "no stage starts at step 1 (start_training_step values: " + listed +
+                                 "); the first stage must start at step 1");
+  }
+}
+
+}  // namespace
+
+std::vector<DataStageConfig> read_data_stages(ConfigReader& root, const GeneralConfig& general,
+                                              const TokensConfig& tokens) {
+  if (!root.contains("data_stages")) return default_stage(root, general, tokens);
+
+  std::vector<ConfigReader> readers = root.section_list("data_stages");
+  if (readers.empty()) root.fail("data_stages", "the list is empty; give at least one stage starting at step 1");
+  std::vector<DataStageConfig> stages;
+  for (auto& r : readers) stages.push_back(read_stage(r, tokens));
+  check_stages(root, readers, stages);
+
+  // Sorted by start step, in the config and in resolved().
+  std::vector<size_t> order(stages.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&stages](size_t a, size_t b) {
+    return stages[a].start_training_step < stages[b].start_training_step;
+  });
+  std::vector<DataStageConfig> sorted;
+  YAML::Node resolved_list(YAML::NodeType::Sequence);
+  for (size_t i : order) {
+    sorted.push_back(stages[i]);
+    resolved_list.push_back(YAML::Clone(readers[i].resolved()));
+  }
+  root.resolved()["data_stages"] = resolved_list;
+  return sorted;
+}
+
+}  // namespace triax::config

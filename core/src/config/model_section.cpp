@@ -1,0 +1,53 @@
+// model: which model plugin, its hyper-parameters (model_config, read by the plugin), how the
+// weights start (init_method), the parameter dtype and the gradient bucket size.
+#include "config/config_sections.hpp"
+
+namespace triax::config {
+namespace {
+
+constexpr const char* kModelConfigWhat = "the model's hyper-parameters, read by the model plugin";
+
+// Whether init_method names weights to start from (a Hugging Face folder or a checkpoint).
+bool starts_from_weights(const YAML::Node& init_method) {
+  const YAML::Node& constant = init_method;
+  return constant["path"].IsDefined() && !constant["path"].IsNull();
+}
+
+}  // namespace
+
+ModelSection read_model(ConfigReader& root) {
+  ConfigReader r = root.section("model");
+  ModelSection m;
+  // Absent: empty, and the plugin is chosen from the marker key of model_config.
+  std::optional<std::string> plugin = r.optional<std::string>("plugin");
+  if (plugin && plugin->empty()) r.fail("plugin", "must not be empty (leave it out to choose by model_config)");
+  m.plugin = plugin.value_or("");
+
+  // model_config may be left out when init_method.path names a Hugging Face folder: its
+  // config.json then gives the hyper-parameters.
+  const bool has_model_config = r.contains("model_config");
+  YAML::Node model_config = r.raw("model_config");
+  if (has_model_config && !model_config.IsMap()) r.fail("model_config", std::string("expected a mapping (") + kModelConfigWhat + ")");
+  m.init_method = required_mapping(r, "init_method", "for example {std: 0.02} or {path: <checkpoint>}");
+  if (!has_model_config && !starts_from_weights(m.init_method))
+    r.fail_missing("model_config", std::string("a mapping: ") + kModelConfigWhat +
+                                       "; or init_method.path naming a Hugging Face folder to take it from");
+  m.model_config = has_model_config ? YAML::Clone(model_config) : YAML::Node(YAML::NodeType::Null);
+
+  // nanotron's names (str_to_dtype); "torch.bfloat16" is accepted too and written as "bfloat16".
+  std::optional<std::string> dtype = r.optional<std::string>("dtype");
+  if (dtype) {
+    std::string name = dtype->rfind("torch.", 0) == 0 ? dtype->substr(6) : *dtype;
+    if (name != "float32" && name != "bfloat16" && name != "float16" && name != "float64")
+      r.fail("dtype", "expected one of: float32, bfloat16, float16, float64; got '" + *dtype + "'");
+    m.dtype = name;
+  }
+  r.resolved()["dtype"] = m.dtype;
+
+  m.make_vocab_size_divisible_by = int_or(r, "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1);
+  m.ddp_bucket_cap_mb = int_or(r, "ddp_bucket_cap_mb", m.ddp_bucket_cap_mb, 1);
+  r.finish();
+  return m;
+}
+
+}  // namespace triax::config

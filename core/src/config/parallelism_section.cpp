@@ -1,0 +1,52 @@
+// parallelism: the mesh (dp, pp, tp, expert parallelism), the pipeline engine, tensor-parallel
+// mode, the communication backend. The whole section is handed to the engine plugin as read.
+#include <cctype>
+
+#include "config/config_sections.hpp"
+
+namespace triax::config {
+namespace {
+
+std::string uppercase(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+ParallelismConfig read_parallelism(ConfigReader& root) {
+  ConfigReader r = section_or_empty(root, "parallelism");
+  ParallelismConfig p;
+  p.dp = int_or(r, "dp", p.dp, 1);
+  p.pp = int_or(r, "pp", p.pp, 1);
+  p.tp = int_or(r, "tp", p.tp, 1);
+  p.expert_parallel_size = int_or(r, "expert_parallel_size", p.expert_parallel_size, 1);
+  if (r.get<int64_t>("context_parallel_size", 1) != 1)
+    r.fail("context_parallel_size", "triax does not implement context parallelism; set it to 1");
+  p.pp_engine = nonempty_string_or(r, "pp_engine", p.pp_engine);
+
+  // nanotron reads tp_mode case-insensitively (TensorParallelLinearMode[x.upper()]).
+  std::optional<std::string> mode = r.optional<std::string>("tp_mode");
+  p.tp_mode = mode ? uppercase(*mode) : p.tp_mode;
+  if (p.tp_mode != "ALL_REDUCE" && p.tp_mode != "REDUCE_SCATTER")
+    r.fail("tp_mode", "expected one of: ALL_REDUCE, REDUCE_SCATTER; got '" + *mode + "'");
+  r.resolved()["tp_mode"] = p.tp_mode;
+
+  p.tp_linear_async_communication = r.get<bool>("tp_linear_async_communication", p.tp_linear_async_communication);
+  p.recompute_layer = r.get<bool>("recompute_layer", p.recompute_layer);
+  p.moe_layer_recompute = r.get<bool>("moe_layer_recompute", p.moe_layer_recompute);
+  p.tp_recompute_allgather = r.get<bool>("tp_recompute_allgather", p.tp_recompute_allgather);
+  p.comm_backend = r.choice("comm_backend", {"auto", "mpi", "nccl"}, p.comm_backend);
+  p.comm_timeout_seconds = r.get<double>("comm_timeout_seconds", p.comm_timeout_seconds);
+  if (!(p.comm_timeout_seconds > 0)) r.fail("comm_timeout_seconds", "must be > 0 (seconds)");
+  p.pp_blocks_per_stage = r.optional<std::vector<int64_t>>("pp_blocks_per_stage");
+  r.finish();
+
+  if (p.pp_blocks_per_stage && static_cast<int64_t>(p.pp_blocks_per_stage->size()) != p.pp)
+    r.fail("pp_blocks_per_stage", "expected " + std::to_string(p.pp) + " block counts (one per pipeline rank), got " +
+                                      std::to_string(p.pp_blocks_per_stage->size()));
+  p.section = YAML::Clone(r.resolved());
+  return p;
+}
+
+}  // namespace triax::config

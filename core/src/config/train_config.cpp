@@ -1,0 +1,79 @@
+// Loads the training configuration: nanotron's YAML schema plus triax's additions.
+//
+// The document is read once, section by section, through ConfigReader (config_sections.hpp): an
+// unknown key, a value of the wrong type or a missing required key stops the run with the file
+// name, the key's full path and what was expected. Defaults, including the ones nanotron derives
+// from other values (lr_decay_steps, lr_decay_starting_step, min_decay_lr, the run name, the run
+// folder), are recorded into TrainConfig::resolved, the configuration exactly as the run uses it.
+#include "triax/core/config.hpp"
+
+#include "config/config_sections.hpp"
+#include "triax/error.hpp"
+
+namespace triax {
+namespace {
+
+std::string prefix(const std::string& origin) { return origin.empty() ? "" : origin + ": "; }
+
+// Sections triax accepts for compatibility only when they are null.
+void reject_unless_null(ConfigReader& root, const std::string& key, const std::string& feature) {
+  YAML::Node value = root.raw(key);
+  if (value.IsDefined() && !value.IsNull()) root.fail(key, "triax does not implement " + feature + "; set it to null");
+}
+
+}  // namespace
+
+TrainConfig parse_train_config(const YAML::Node& document, const std::string& origin) {
+  ConfigReader root(document, "", origin);
+  TrainConfig c;
+  c.origin = origin;
+  c.general = config::read_general(root);
+  c.checkpoints = config::read_checkpoints(root, c.general.run);
+  c.parallelism = config::read_parallelism(root);
+  c.model = config::read_model(root);
+  c.tokenizer = config::read_tokenizer(root);
+  c.tokens = config::read_tokens(root, c.parallelism);
+  c.optimizer = config::read_optimizer(root, c.tokens);
+  c.data_stages = config::read_data_stages(root, c.general, c.tokens);
+  c.logging = config::read_logging(root);
+  c.plugins = config::read_plugins(root);
+  reject_unless_null(root, "metrics_logging", "nanotron's metrics_logging (triax writes its own metrics file)");
+  reject_unless_null(root, "profiler", "the profiler section");
+  reject_unless_null(root, "lighteval", "lighteval evaluation");
+  reject_unless_null(root, "s3_upload", "uploading checkpoints to S3");
+  root.finish();
+  c.resolved = YAML::Clone(root.resolved());
+  return c;
+}
+
+TrainConfig load_train_config(const std::string& file, const std::vector<std::string>& overrides) {
+  YAML::Node document = load_yaml_file(file);
+  if (!overrides.empty() && document.IsNull()) document.reset(YAML::Node(YAML::NodeType::Map));
+  for (const auto& assignment : overrides) {
+    if (!document.IsMap())
+      throw ConfigError(prefix(file) + "--set " + assignment + ": the document is not a mapping of keys");
+    try {
+      apply_override(document, assignment);
+    } catch (const ConfigError& e) {
+      throw ConfigError(prefix(file) + e.what());
+    }
+  }
+  return parse_train_config(document, file);
+}
+
+void validate_for_world(const TrainConfig& config, int world_size) {
+  const ParallelismConfig& p = config.parallelism;
+  if (world_size < 1)
+    throw ConfigError(prefix(config.origin) + "the world size must be at least 1, got " + std::to_string(world_size));
+  if (p.dp * p.tp * p.pp != world_size)
+    throw ConfigError(prefix(config.origin) + "parallelism.dp (" + std::to_string(p.dp) + ") x parallelism.tp (" +
+                      std::to_string(p.tp) + ") x parallelism.pp (" + std::to_string(p.pp) +
+                      ") = " + std::to_string(p.dp * p.tp * p.pp) + ", but the world size is " +
+                      std::to_string(world_size) + "; dp*tp*pp must equal the number of processes");
+  if (p.dp % p.expert_parallel_size != 0)
+    throw ConfigError(prefix(config.origin) + "parallelism.expert_parallel_size (" +
+                      std::to_string(p.expert_parallel_size) + ") must divide parallelism.dp (" + std::to_string(p.dp) +
+                      ")");
+}
+
+}  // namespace triax

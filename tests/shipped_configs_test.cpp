@@ -1,0 +1,59 @@
+// Every config shipped in configs/ loads, and the benchmark configs match the benchmark setup.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "config_test_support.hpp"
+
+namespace triax {
+namespace {
+
+using namespace config_test;
+
+std::vector<std::string> yaml_files_in(const std::string& folder) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder))
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Every config shipped in configs/ loads (the model plugin reads model_config later).
+TEST(ShippedConfigs, EveryConfigLoads) {
+  std::vector<std::string> files = yaml_files_in(TRIAX_CONFIGS_DIR);
+  ASSERT_FALSE(files.empty());
+  for (const std::string& file : files) EXPECT_NO_THROW(load_train_config(file)) << file;
+}
+
+// The benchmark configs: what tools/device/bench.sh and docs/performance.md rely on.
+TEST(ShippedConfigs, BenchmarkConfigsMatchTheBenchmarkSetup) {
+  std::vector<std::string> files = yaml_files_in(std::string(TRIAX_CONFIGS_DIR) + "/bench");
+  ASSERT_EQ(files.size(), 3u);
+  for (const std::string& file : files) {
+    SCOPED_TRACE(file);
+    TrainConfig c = load_train_config(file);
+    EXPECT_EQ(c.general.device, "cuda");
+    EXPECT_EQ(c.parallelism.comm_backend, "nccl");
+    EXPECT_EQ(c.parallelism.dp * c.parallelism.tp * c.parallelism.pp, 1);  // one GPU
+    EXPECT_EQ(c.model.dtype, "bfloat16");
+    EXPECT_EQ(c.model.model_config["vocab_size"].as<int>(), 49152);
+    EXPECT_TRUE(c.model.model_config["tie_word_embeddings"].as<bool>());
+    EXPECT_EQ(c.tokens.sequence_length, 2048);
+    EXPECT_EQ(c.tokens.batch_accumulation_per_replica, 1);
+    EXPECT_GE(c.tokens.train_steps, 20);  // warm-up steps are skipped, the median of the rest taken
+    ASSERT_EQ(c.data_stages.size(), 1u);
+    EXPECT_TRUE(c.data_stages[0].data.dataset.IsNull());   // synthetic tokens
+    EXPECT_EQ(c.logging.iteration_step_info_interval, 1);  // one metrics line per step
+    EXPECT_EQ(c.checkpoints.checkpoint_interval, 0);
+    EXPECT_EQ(c.optimizer.plugin, "adamw");
+    EXPECT_TRUE(c.optimizer.section["optimizer_factory"]["torch_adam_is_fused"].as<bool>());
+    ASSERT_TRUE(c.optimizer.clip_grad.has_value());
+    EXPECT_EQ(*c.optimizer.clip_grad, 1.0);
+    const LrSchedulerConfig& lr = c.optimizer.learning_rate_scheduler;
+    EXPECT_EQ(lr.min_decay_lr, lr.learning_rate) << "the peer's learning rate is constant";
+  }
+}
+
+}  // namespace
+}  // namespace triax
