@@ -60,7 +60,7 @@ TEST(Hdf5File, TensorsRoundTripBitExactInEveryDtype) {
       file.set_integers("/group/t" + std::to_string(i), "crc32", {crc32_of(tensors[i])});
     }
     file.set_string("/", "note", "hello");
-    file.close_durably();
+    file.close();
   }
   Hdf5File file = Hdf5File::open_read(path);
   EXPECT_EQ(file.children("/group").size(), tensors.size());

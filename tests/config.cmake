@@ -27,3 +27,11 @@ target_include_directories(mesh_test PRIVATE
   ${PROJECT_SOURCE_DIR}/sdk/include)
 target_link_libraries(mesh_test PRIVATE GTest::gtest_main)
 gtest_discover_tests(mesh_test)
+
+# Durable writes (temporary name, fsync, rename, fsync of the folder): no LibTorch either.
+add_executable(durable_file_test
+  ${CMAKE_CURRENT_LIST_DIR}/durable_file_test.cpp
+  ${PROJECT_SOURCE_DIR}/sdk/src/durable_file.cpp)
+target_include_directories(durable_file_test PRIVATE ${PROJECT_SOURCE_DIR}/sdk/include)
+target_link_libraries(durable_file_test PRIVATE GTest::gtest_main)
+gtest_discover_tests(durable_file_test)

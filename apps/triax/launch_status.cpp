@@ -2,8 +2,11 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <exception>
 #include <iostream>
+#include <string>
+
+#include "triax/durable_file.hpp"
 
 namespace triax::cli {
 
@@ -15,14 +18,12 @@ void record_exit_status(int status) {
   const char* folder = std::getenv(kStatusFolderVariable);
   const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
   if (folder == nullptr || *folder == '\0' || rank == nullptr) return;
-  // Written under a temporary name and renamed: the launcher never reads half a file.
-  const std::string path = status_file(folder, std::atoi(rank));
-  const std::string partial = path + ".partial";
-  {
-    std::ofstream out(partial);
-    out << status << "\n";
+  // Written durably: the launcher never reads half a file. On the way out, a status that cannot
+  // be written is left out (the launcher then reports the rank as killed or crashed).
+  try {
+    write_file_durably(status_file(folder, std::atoi(rank)), std::to_string(status) + "\n");
+  } catch (const std::exception&) {
   }
-  std::rename(partial.c_str(), path.c_str());
 }
 
 void exit_now(int status) {

@@ -1,7 +1,6 @@
 #include "triax/core/hf_llama.hpp"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +17,7 @@
 
 #include "triax/core/hf_llama_config.hpp"
 #include "triax/core/safetensors.hpp"
+#include "triax/durable_file.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_text.hpp"
 
@@ -118,31 +118,6 @@ WeightFiles open_weights(const fs::path& folder) {
                   ": PyTorch pickle weights are not read by triax; convert the folder to safetensors first "
                   "(LlamaForCausalLM.from_pretrained(folder).save_pretrained(new_folder) writes safetensors)");
   throw Error(folder.string() + ": no weights (expected " + kSingleFile + " or " + kIndexFile + ")");
-}
-
-void write_text_file(const fs::path& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(path.string() + ": cannot create: " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int saved = errno;
-      ::close(fd);
-      throw Error(path.string() + ": cannot write: " + std::strerror(saved));
-    }
-    done += static_cast<size_t>(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  if (::close(fd) != 0 || !synced) throw Error(path.string() + ": cannot write: " + std::strerror(errno));
-}
-
-void fsync_folder(const fs::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
 }
 
 // Tensors in model order, grouped into files of at most max_shard_bytes each (a tensor larger than
@@ -282,8 +257,8 @@ void write_hf_llama(const std::string& folder, const YAML::Node& model_config,
   const fs::path temporary(pattern);
 
   try {
-    write_text_file(temporary / "config.json", config_json);
-    write_text_file(temporary / "generation_config.json", config.to_generation_config_json());
+    write_file_durably(temporary / "config.json", config_json);
+    write_file_durably(temporary / "generation_config.json", config.to_generation_config_json());
 
     int64_t total_bytes = 0;
     const auto shards = plan_shards(shapes, dtype, max_shard_bytes, total_bytes);
@@ -301,12 +276,9 @@ void write_hf_llama(const std::string& folder, const YAML::Node& model_config,
     }
     if (shards.size() > 1) {
       const Json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
-      write_text_file(temporary / kIndexFile, index.dump(2) + "\n");
+      write_file_durably(temporary / kIndexFile, index.dump(2) + "\n");
     }
-    fsync_folder(temporary);
-    if (::rename(temporary.c_str(), target.c_str()) != 0)
-      fail("cannot rename " + temporary.string() + " into place: " + std::strerror(errno));
-    fsync_folder(parent);
+    rename_durably(temporary, target);
   } catch (...) {
     fs::remove_all(temporary, ec);
     throw;

@@ -1,11 +1,8 @@
 #include "triax/core/safetensors.hpp"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +11,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "triax/durable_file.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_text.hpp"
 
@@ -54,66 +52,6 @@ bool byte_size(const std::vector<int64_t>& shape, at::ScalarType dtype, uint64_t
   out = bytes;
   return true;
 }
-
-std::string errno_text() { return std::strerror(errno); }
-
-void write_all(int fd, const void* data, size_t size, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    // Linux writes at most about 2 GiB per call.
-    const ssize_t written = ::write(fd, p, std::min<size_t>(size, size_t{1} << 30));
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      throw Error(path + ": cannot write: " + errno_text());
-    }
-    p += written;
-    size -= static_cast<size_t>(written);
-  }
-}
-
-void fsync_folder(const std::filesystem::path& folder) {
-  const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // best effort: the data itself is already on disk
-  ::fsync(fd);
-  ::close(fd);
-}
-
-// A file under a unique temporary name next to its target; renamed into place by commit(),
-// removed if never committed.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(const std::string& target) : target_(target) {
-    std::string pattern = target + ".tmp.XXXXXX";
-    fd_ = ::mkostemp(pattern.data(), O_CLOEXEC);
-    if (fd_ < 0) throw Error(target + ": cannot create a temporary file next to it: " + errno_text());
-    temporary_ = pattern;
-  }
-  ~TemporaryFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(temporary_.c_str());
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-
-  int fd() const { return fd_; }
-
-  void commit() {
-    if (::fsync(fd_) != 0) throw Error(target_ + ": cannot fsync: " + errno_text());
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) throw Error(target_ + ": cannot close: " + errno_text());
-    if (::rename(temporary_.c_str(), target_.c_str()) != 0)
-      throw Error(target_ + ": cannot rename " + temporary_ + " into place: " + errno_text());
-    committed_ = true;
-    fsync_folder(std::filesystem::path(target_).parent_path());
-  }
-
- private:
-  std::string target_;
-  std::string temporary_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
 
 // nlohmann keeps the last of duplicate keys silently; the format forbids them.
 Json parse_header(const char* begin, const char* end, const std::string& path) {
@@ -187,9 +125,9 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
   text.append((8 - text.size() % 8) % 8, ' ');  // the buffer starts 8-byte aligned
   const uint64_t header_length = text.size();
 
-  TemporaryFile file(path);
-  write_all(file.fd(), &header_length, sizeof header_length, path);
-  write_all(file.fd(), text.data(), text.size(), path);
+  DurableFile file(path);
+  file.write(&header_length, sizeof header_length);
+  file.write(text);
   for (size_t i : order) {
     const SafetensorsEntry& e = entries[i];
     at::Tensor tensor = tensor_of(i);
@@ -201,7 +139,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
       fail(e.name, "expected shape " + shape_text(e.shape) + ", got " + shape_text(tensor.sizes().vec()));
     // No-ops for a contiguous CPU tensor: the bytes are written straight from it.
     tensor = tensor.cpu().contiguous();
-    write_all(file.fd(), tensor.data_ptr(), sizes[i], path);
+    file.write(tensor.data_ptr(), sizes[i]);
   }
   file.commit();
 }

@@ -1,8 +1,5 @@
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -10,6 +7,7 @@
 #include <sstream>
 
 #include "triax/core/checkpoint/checkpoint_error.hpp"
+#include "triax/durable_file.hpp"
 
 namespace triax::checkpoint {
 namespace {
@@ -17,14 +15,6 @@ namespace {
 std::string padded(int64_t value, int width) {
   std::string digits = std::to_string(value);
   return std::string(static_cast<size_t>(std::max<int>(0, width - static_cast<int>(digits.size()))), '0') + digits;
-}
-
-void sync_file(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw CheckpointError("cannot open " + path.string() + " to sync it");
-  const int result = ::fsync(fd);
-  ::close(fd);
-  if (result != 0) throw CheckpointError("fsync of " + path.string() + " failed");
 }
 
 std::optional<int64_t> step_of(const std::string& name, const std::regex& pattern) {
@@ -49,23 +39,6 @@ std::string step_folder_name(int64_t step) { return "step_" + padded(step, 8); }
 std::string partial_folder_name(int64_t step) { return "." + step_folder_name(step) + ".partial"; }
 std::string rank_file_name(int rank) { return "rank_" + padded(rank, 5) + ".h5"; }
 
-void sync_folder(const fs::path& folder) { sync_file(folder); }
-
-void write_file_atomically(const fs::path& path, const std::string& content) {
-  const fs::path temporary = path.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out << content;
-    out.flush();
-    if (!out) throw CheckpointError("cannot write " + temporary.string() + " (disk full?)");
-  }
-  sync_file(temporary);
-  std::error_code ec;
-  fs::rename(temporary, path, ec);
-  if (ec) throw CheckpointError("cannot rename " + temporary.string() + " to " + path.string() + ": " + ec.message());
-  sync_folder(path.parent_path().empty() ? fs::path(".") : path.parent_path());
-}
-
 std::optional<fs::path> latest_checkpoint(const fs::path& root) {
   std::ifstream in(root / kLatestFile);
   if (!in) return std::nullopt;
@@ -76,7 +49,7 @@ std::optional<fs::path> latest_checkpoint(const fs::path& root) {
 }
 
 void point_latest(const fs::path& root, const fs::path& step_folder) {
-  write_file_atomically(root / kLatestFile, step_folder.filename().string() + "\n");
+  write_file_durably(root / kLatestFile, step_folder.filename().string() + "\n");
 }
 
 fs::path resolve_checkpoint(const std::string& path) {
@@ -133,7 +106,7 @@ std::vector<fs::path> prune_checkpoints(const fs::path& root, int64_t keep_last,
       if (!ec) removed.push_back(entry.path());
     }
   }
-  if (!removed.empty()) sync_folder(root);
+  if (!removed.empty()) sync_path(root);
   return removed;
 }
 

@@ -14,6 +14,7 @@
 #include "triax/core/checkpoint/hdf5_file.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/log.hpp"
+#include "triax/durable_file.hpp"
 
 namespace triax::checkpoint {
 namespace {
@@ -83,8 +84,8 @@ CheckpointWriter::CheckpointWriter(std::filesystem::path root, int64_t keep_last
 int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, const RankContents& contents,
                                           int64_t step) const {
   const int rank = communicator_.rank(TRIAX_GROUP_WORLD);
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  Hdf5File file = Hdf5File::create(temporary.string());
+  DurableFile durable(path);  // visible under its name only once complete and on disk
+  Hdf5File file = Hdf5File::create(durable.temporary_path().string());
   file.set_integers("/", "rank", {rank});
   file.set_integers("/", "step", {step});
   file.set_integers("/", "mesh_ranks",
@@ -120,10 +121,8 @@ int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, con
     file.write_tensor("/rng/" + name, data);
     file.set_integers("/rng/" + name, "crc32", {static_cast<int64_t>(crc32_of(data))});
   }
-  file.close_durably();
-  std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) throw CheckpointError("cannot rename " + temporary.string() + ": " + ec.message());
+  file.close();
+  durable.commit();
   return bytes;
 }
 
@@ -181,10 +180,10 @@ SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const Rank
           throw CheckpointError("checkpoint of step " + std::to_string(step) + ": " + (partial / name).string() +
                                 " is missing although its rank reported success (is " + root_.string() +
                                 " a folder every rank shares?)");
-      write_file_atomically(partial / kConfigFile,
+      write_file_durably(partial / kConfigFile,
                             "# the configuration of the run that saved this checkpoint\n" + resolved_config);
-      write_file_atomically(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
-      sync_folder(partial);
+      write_file_durably(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
+      sync_path(partial);
       std::error_code ec;
       // Saving a step that exists (a run resumed from an older step): the new one replaces it.
       const std::filesystem::path replaced = root_ / ("." + step_folder_name(step) + ".replaced");
@@ -193,10 +192,7 @@ SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const Rank
         std::filesystem::rename(final_folder, replaced, ec);
         if (ec) throw CheckpointError("cannot move the older " + final_folder.string() + " aside: " + ec.message());
       }
-      std::filesystem::rename(partial, final_folder, ec);
-      if (ec) throw CheckpointError("cannot rename " + partial.string() + " to " + final_folder.string() + ": " +
-                                    ec.message());
-      sync_folder(root_);
+      rename_durably(partial, final_folder);
       maybe_inject_fault("before_latest", rank, step);
       point_latest(root_, final_folder);
       std::filesystem::remove_all(replaced, ec);

@@ -1,7 +1,6 @@
 #include "triax/core/checkpoint/hdf5_file.hpp"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -230,17 +229,11 @@ std::string Hdf5File::string(const std::string& object, const std::string& name)
   return value;
 }
 
-void Hdf5File::close_durably() {
+void Hdf5File::close() {
   if (handle_ < 0) return;
   const herr_t closed = H5Fclose(handle_);
   handle_ = -1;
   if (closed < 0) fail("", "closing the file failed (disk full?)");
-  const int fd = ::open(path_.c_str(), O_RDONLY);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    if (fd >= 0) ::close(fd);
-    fail("", "fsync failed");
-  }
-  ::close(fd);
 }
 
 }  // namespace triax::checkpoint

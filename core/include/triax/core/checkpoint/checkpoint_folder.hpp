@@ -6,8 +6,9 @@
 //     .step_00000150.partial/  a save in progress, or one a crash interrupted
 //
 // A save writes into the .partial folder; the folder is renamed to its final name only once every
-// rank's file is complete and durable, and `latest` moves after that. Renames and fsyncs make
-// each step atomic: a reader never sees a half-written checkpoint under a final name.
+// rank's file is complete and durable, and `latest` moves after that. Renames and fsyncs
+// (triax/durable_file.hpp) make each step atomic: a reader never sees a half-written checkpoint
+// under a final name.
 #pragma once
 
 #include <cstdint>
@@ -26,11 +27,6 @@ std::string rank_file_name(int rank);           // "rank_00003.h5"
 inline constexpr const char* kMetadataFile = "metadata.yaml";
 inline constexpr const char* kConfigFile = "config.yaml";
 inline constexpr const char* kLatestFile = "latest";
-
-// Writes `content` to `path` atomically: a temporary name, fsync, rename, fsync of the folder.
-void write_file_atomically(const fs::path& path, const std::string& content);
-// fsync of a folder, so that renames and new names inside it are durable.
-void sync_folder(const fs::path& folder);
 
 // The step folder `latest` names, if any.
 std::optional<fs::path> latest_checkpoint(const fs::path& root);

@@ -43,8 +43,9 @@ class Hdf5File {
   std::string string(const std::string& object, const std::string& name) const;
   bool has_attribute(const std::string& object, const std::string& name) const;
 
-  // Closes the file and forces it to disk (fsync): after this returns the bytes are durable.
-  void close_durably();
+  // Closes the file, reporting what HDF5 could not flush. Durability is the caller's: the
+  // checkpoint writer creates the file under a DurableFile's temporary name and commits it.
+  void close();
 
  private:
   Hdf5File(std::string path, int64_t handle) : path_(std::move(path)), handle_(handle) {}
