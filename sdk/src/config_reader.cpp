@@ -172,6 +172,26 @@ bool looks_like_misspelling(const std::string& present, const std::string& wante
   return edit_distance(present, wanted) <= allowed;
 }
 
+// " (line N)" for a node of a named file.
+std::string line_of(const std::string& origin, const YAML::Node& node) {
+  if (origin.empty() || !node.IsDefined() || node.Mark().line < 0) return "";
+  return " (line " + std::to_string(node.Mark().line + 1) + ")";
+}
+
+// A required key is missing: when an unread key of nearly its name is present, that key is the
+// mistake, and the message names it where it is (a misspelling, not an omission).
+void throw_if_misspelt(const YAML::Node& node, const std::vector<std::string>& consumed, const ConfigReader& reader,
+                       const std::string& key, const std::string& expected) {
+  for (const auto& entry : node) {
+    const std::string present = entry.first.as<std::string>();
+    const bool unread = std::find(consumed.begin(), consumed.end(), present) == consumed.end();
+    if (unread && looks_like_misspelling(present, key))
+      throw ConfigError((reader.origin().empty() ? "" : reader.origin() + ": ") + reader.key_path(present) +
+                        line_of(reader.origin(), entry.second) + ": unknown key (did you mean " + key +
+                        "? it is required and missing; expected " + expected + ")");
+  }
+}
+
 }  // namespace
 
 ConfigReader::ConfigReader(YAML::Node node, std::string path, std::string origin)
@@ -199,32 +219,11 @@ ConfigReader ConfigReader::from_text(const std::string& text, const std::string&
 
 std::string ConfigReader::key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
-std::string ConfigReader::where(const YAML::Node& node) const {
-  if (origin_.empty() || !node.IsDefined() || node.Mark().line < 0) return "";
-  return " (line " + std::to_string(node.Mark().line + 1) + ")";
-}
+std::string ConfigReader::where(const YAML::Node& node) const { return line_of(origin_, node); }
 
 void ConfigReader::fail(const std::string& key, const std::string& what) const {
   YAML::Node node = node_[key];
   throw ConfigError(origin_prefix() + key_path(key) + where(node) + ": " + what);
-}
-
-void ConfigReader::fail_item(const std::string& key, size_t index, const std::string& what) const {
-  YAML::Node list = node_[key];
-  YAML::Node item = list.IsSequence() && index < list.size() ? list[index] : YAML::Node();
-  throw ConfigError(origin_prefix() + key_path(key) + "." + std::to_string(index) + where(item) + ": " + what);
-}
-
-void ConfigReader::fail_missing(const std::string& key, const std::string& expected) {
-  lookup(key);
-  for (const auto& entry : node_) {
-    const std::string present = entry.first.as<std::string>();
-    const bool unread = std::find(consumed_->begin(), consumed_->end(), present) == consumed_->end();
-    if (unread && looks_like_misspelling(present, key))
-      throw ConfigError(origin_prefix() + key_path(present) + where(entry.second) + ": unknown key (did you mean " +
-                        key + "? it is required and missing; expected " + expected + ")");
-  }
-  fail(key, "required key is missing (expected " + expected + ")");
 }
 
 YAML::Node ConfigReader::lookup(const std::string& key) {
@@ -254,7 +253,11 @@ std::optional<T> ConfigReader::optional(const std::string& key) {
 
 template <class T>
 T ConfigReader::required(const std::string& key) {
-  if (!contains(key)) fail_missing(key, TypeName<T>::value);
+  if (!contains(key)) {
+    lookup(key);
+    throw_if_misspelt(node_, *consumed_, *this, key, TypeName<T>::value);
+    fail(key, std::string("required key is missing (expected ") + TypeName<T>::value + ")");
+  }
   return *optional<T>(key);
 }
 
@@ -289,7 +292,8 @@ std::string ConfigReader::choice(const std::string& key, std::initializer_list<c
     if (!fallback) {
       std::string listed;
       for (const char* c : choices) listed += std::string(listed.empty() ? "" : ", ") + c;
-      fail_missing(key, "one of: " + listed);
+      throw_if_misspelt(node_, *consumed_, *this, key, "one of: " + listed);
+      fail(key, "required key is missing (expected one of: " + listed + ")");
     }
     resolved_[key] = *fallback;
     return *fallback;
@@ -303,7 +307,10 @@ std::string ConfigReader::choice(const std::string& key, std::initializer_list<c
 
 ConfigReader ConfigReader::section(const std::string& key) {
   std::optional<ConfigReader> child = optional_section(key);
-  if (!child) fail_missing(key, "a mapping");
+  if (!child) {
+    throw_if_misspelt(node_, *consumed_, *this, key, "a mapping");
+    fail(key, "required section is missing (expected a mapping)");
+  }
   return *child;
 }
 
@@ -321,7 +328,10 @@ std::optional<ConfigReader> ConfigReader::optional_section(const std::string& ke
 
 std::vector<ConfigReader> ConfigReader::section_list(const std::string& key) {
   YAML::Node value = lookup(key);
-  if (!value.IsDefined() || value.IsNull()) fail_missing(key, "a list of mappings");
+  if (!value.IsDefined() || value.IsNull()) {
+    throw_if_misspelt(node_, *consumed_, *this, key, "a list of mappings");
+    fail(key, "required key is missing (expected a list of mappings)");
+  }
   if (!value.IsSequence()) fail(key, "expected a list of mappings, got " + describe_node(value));
   std::vector<ConfigReader> out;
   YAML::Node resolved_list(YAML::NodeType::Sequence);

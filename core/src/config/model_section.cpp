@@ -27,11 +27,12 @@ ModelSection read_model(ConfigReader& root) {
   // config.json then gives the hyper-parameters.
   const bool has_model_config = r.contains("model_config");
   YAML::Node model_config = r.raw("model_config");
-  if (has_model_config && !model_config.IsMap()) r.fail("model_config", std::string("expected a mapping (") + kModelConfigWhat + ")");
+  if (has_model_config && !model_config.IsMap())
+    r.fail("model_config", std::string("expected a mapping (") + kModelConfigWhat + ")");
   m.init_method = required_mapping(r, "init_method", "for example {std: 0.02} or {path: <checkpoint>}");
   if (!has_model_config && !starts_from_weights(m.init_method))
-    r.fail_missing("model_config", std::string("a mapping: ") + kModelConfigWhat +
-                                       "; or init_method.path naming a Hugging Face folder to take it from");
+    r.fail("model_config", std::string("required key is missing (expected a mapping: ") + kModelConfigWhat +
+                               "; or init_method.path naming a Hugging Face folder to take it from)");
   m.model_config = has_model_config ? YAML::Clone(model_config) : YAML::Node(YAML::NodeType::Null);
 
   // nanotron's names (str_to_dtype); "torch.bfloat16" is accepted too and written as "bfloat16".

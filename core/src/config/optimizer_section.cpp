@@ -94,9 +94,8 @@ OptimizerConfig read_optimizer(ConfigReader& root, const TokensConfig& tokens) {
     try {
       std::regex compiled(o.weight_decay_exclude_named_params[i]);
     } catch (const std::regex_error& e) {
-      r.fail_item("weight_decay_exclude_named_params", i,
-                  "'" + o.weight_decay_exclude_named_params[i] + "' is not a valid regular expression (" + e.what() +
-                      ")");
+      r.fail("weight_decay_exclude_named_params." + std::to_string(i),
+             "'" + o.weight_decay_exclude_named_params[i] + "' is not a valid regular expression (" + e.what() + ")");
     }
   }
 

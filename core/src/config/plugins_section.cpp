@@ -8,7 +8,7 @@ PluginsConfig read_plugins(ConfigReader& root) {
   PluginsConfig p;
   p.paths = r.get<std::vector<std::string>>("paths", {});
   for (size_t i = 0; i < p.paths.size(); ++i)
-    if (p.paths[i].empty()) r.fail_item("paths", i, "an entry is empty");
+    if (p.paths[i].empty()) r.fail("paths." + std::to_string(i), "an entry is empty");
   r.finish();
   return p;
 }

@@ -42,7 +42,8 @@ std::string nonempty_string_or(ConfigReader& r, const std::string& key, const st
 }
 
 YAML::Node required_mapping(ConfigReader& r, const std::string& key, const std::string& what) {
-  if (!r.contains(key)) r.fail_missing(key, "a mapping: " + what);
+  // Absent: section() raises the missing-key error, naming a misspelt key when there is one.
+  if (!r.contains(key)) r.section(key);
   YAML::Node value = r.raw(key);
   if (!value.IsMap()) r.fail(key, "expected a mapping (" + what + ")");
   return YAML::Clone(value);

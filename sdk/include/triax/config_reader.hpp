@@ -2,8 +2,7 @@
 //
 // A ConfigReader wraps one YAML mapping and its key path ("optimizer.learning_rate_scheduler").
 // Every key must be read before finish(); a leftover key is reported as unknown, with the keys
-// that are known. A required key that is missing while an unread key of nearly the same name is
-// present is reported as that key, unknown: a misspelling is named where it is. A value of the wrong type or outside its allowed set is reported with the
+// that are known. A value of the wrong type or outside its allowed set is reported with the
 // key's full path and what was expected. Every value read, defaults included, is recorded into
 // resolved(): the configuration exactly as the run used it.
 #pragma once
@@ -54,11 +53,6 @@ class ConfigReader {
 
   // Throws ConfigError for `key` with an explanation.
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
-  // Throws ConfigError for item `index` of the list under `key` ("key.3 (line 9): what").
-  [[noreturn]] void fail_item(const std::string& key, size_t index, const std::string& what) const;
-  // Throws the "required key is missing (expected <expected>)" error for `key`, or, when an unread
-  // key of nearly the same name is present, reports that key as unknown and suggests `key`.
-  [[noreturn]] void fail_missing(const std::string& key, const std::string& expected);
 
   const std::string& path() const { return path_; }
   std::string key_path(const std::string& key) const;
