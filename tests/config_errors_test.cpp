@@ -1,7 +1,6 @@
 // Mistakes in a config stop the run with the file, the key's path, the line and what was expected.
 #include <gtest/gtest.h>
 
-
 #include "config_test_support.hpp"
 
 namespace triax {

@@ -34,8 +34,8 @@ class TempFolder {
 
 // Writes NAME.ds (+ .index and .metadata unless told not to) as datatrove does.
 inline void write_token_file(const fs::path& ds, const std::vector<uint32_t>& tokens, int token_size = 2,
-                      std::vector<uint64_t> doc_ends = {}, bool with_metadata = true,
-                      const std::string& tokenizer = "test-tokenizer") {
+                             std::vector<uint64_t> doc_ends = {}, bool with_metadata = true,
+                             const std::string& tokenizer = "test-tokenizer") {
   fs::create_directories(ds.parent_path());
   std::ofstream out(ds, std::ios::binary);
   for (uint32_t t : tokens) {

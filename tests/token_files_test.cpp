@@ -7,13 +7,12 @@
 #include <random>
 #include <set>
 
+#include "data_test_support.hpp"
 #include "triax/core/data/mixture_schedule.hpp"
 #include "triax/core/data/nanoset_config.hpp"
 #include "triax/core/data/sample_permutation.hpp"
 #include "triax/core/data/token_file.hpp"
 #include "triax/core/data/token_folder.hpp"
-
-#include "data_test_support.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {

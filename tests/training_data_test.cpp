@@ -1,5 +1,7 @@
 // A run's data: rows hold the samples the mixture names, epochs, data-parallel slices, stages,
 // the checkpointable position, bad input, and prefetching.
+#include "triax/core/data/training_data.hpp"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -7,11 +9,9 @@
 #include <set>
 #include <thread>
 
+#include "data_test_support.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/data/batch_prefetcher.hpp"
-#include "triax/core/data/training_data.hpp"
-
-#include "data_test_support.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {

@@ -42,8 +42,9 @@ std::optional<int64_t> optional_int(ConfigReader& r, const std::string& key, int
 // A string that, when given, must not be empty.
 std::string nonempty_string_or(ConfigReader& r, const std::string& key, const std::string& fallback);
 
-// A mapping handed on as YAML (to a plugin, or read later); `what` says what belongs in it.
-YAML::Node required_mapping(ConfigReader& r, const std::string& key, const std::string& what);
+// A mapping handed on as YAML (to a plugin, or read later), or nullopt when absent or null;
+// `what` says what belongs in it.
+std::optional<YAML::Node> optional_mapping(ConfigReader& r, const std::string& key, const std::string& what);
 
 // A number as people write it ("0.001", not "0.00100000").
 std::string number(double value);

@@ -6,6 +6,7 @@ namespace triax::config {
 namespace {
 
 constexpr const char* kModelConfigWhat = "the model's hyper-parameters, read by the model plugin";
+constexpr const char* kInitMethodWhat = "for example {std: 0.02} or {path: <checkpoint or Hugging Face folder>}";
 
 // Whether init_method names weights to start from (a Hugging Face folder or a checkpoint).
 bool starts_from_weights(const YAML::Node& init_method) {
@@ -22,18 +23,8 @@ ModelSection read_model(ConfigReader& root) {
   std::optional<std::string> plugin = r.optional<std::string>("plugin");
   if (plugin && plugin->empty()) r.fail("plugin", "must not be empty (leave it out to choose by model_config)");
   m.plugin = plugin.value_or("");
-
-  // model_config may be left out when init_method.path names a Hugging Face folder: its
-  // config.json then gives the hyper-parameters.
-  const bool has_model_config = r.contains("model_config");
-  YAML::Node model_config = r.raw("model_config");
-  if (has_model_config && !model_config.IsMap())
-    r.fail("model_config", std::string("expected a mapping (") + kModelConfigWhat + ")");
-  m.init_method = required_mapping(r, "init_method", "for example {std: 0.02} or {path: <checkpoint>}");
-  if (!has_model_config && !starts_from_weights(m.init_method))
-    r.fail("model_config", std::string("required key is missing (expected a mapping: ") + kModelConfigWhat +
-                               "; or init_method.path naming a Hugging Face folder to take it from)");
-  m.model_config = has_model_config ? YAML::Clone(model_config) : YAML::Node(YAML::NodeType::Null);
+  std::optional<YAML::Node> model_config = optional_mapping(r, "model_config", kModelConfigWhat);
+  std::optional<YAML::Node> init_method = optional_mapping(r, "init_method", kInitMethodWhat);
 
   // nanotron's names (str_to_dtype); "torch.bfloat16" is accepted too and written as "bfloat16".
   std::optional<std::string> dtype = r.optional<std::string>("dtype");
@@ -47,7 +38,17 @@ ModelSection read_model(ConfigReader& root) {
 
   m.make_vocab_size_divisible_by = int_or(r, "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1);
   m.ddp_bucket_cap_mb = int_or(r, "ddp_bucket_cap_mb", m.ddp_bucket_cap_mb, 1);
-  r.finish();
+  r.finish();  // before the missing keys: a misspelt one is reported as unknown, not as missing
+
+  // model_config may be left out when init_method.path names a Hugging Face folder: its
+  // config.json then gives the hyper-parameters.
+  if (!model_config && !(init_method && starts_from_weights(*init_method)))
+    r.fail("model_config", std::string("required key is missing (expected a mapping: ") + kModelConfigWhat +
+                               "; or init_method.path naming a Hugging Face folder to take it from)");
+  if (!init_method)
+    r.fail("init_method", std::string("required key is missing (expected a mapping: ") + kInitMethodWhat + ")");
+  m.model_config = model_config ? *model_config : YAML::Node(YAML::NodeType::Null);
+  m.init_method = *init_method;
   return m;
 }
 

@@ -5,9 +5,8 @@
 // name, the key's full path and what was expected. Defaults, including the ones nanotron derives
 // from other values (lr_decay_steps, lr_decay_starting_step, min_decay_lr, the run name, the run
 // folder), are recorded into TrainConfig::resolved, the configuration exactly as the run uses it.
-#include "triax/core/config.hpp"
-
 #include "config/config_sections.hpp"
+#include "triax/core/config.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

@@ -41,10 +41,10 @@ std::string nonempty_string_or(ConfigReader& r, const std::string& key, const st
   return value;
 }
 
-YAML::Node required_mapping(ConfigReader& r, const std::string& key, const std::string& what) {
-  // Absent: section() raises the missing-key error, naming a misspelt key when there is one.
-  if (!r.contains(key)) r.section(key);
+std::optional<YAML::Node> optional_mapping(ConfigReader& r, const std::string& key, const std::string& what) {
+  const bool given = r.contains(key);
   YAML::Node value = r.raw(key);
+  if (!given) return std::nullopt;
   if (!value.IsMap()) r.fail(key, "expected a mapping (" + what + ")");
   return YAML::Clone(value);
 }
