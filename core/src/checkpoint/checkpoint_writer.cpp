@@ -181,9 +181,8 @@ SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const Rank
                                 " is missing although its rank reported success (is " + root_.string() +
                                 " a folder every rank shares?)");
       write_file_durably(partial / kConfigFile,
-                            "# the configuration of the run that saved this checkpoint\n" + resolved_config);
+                         "# the configuration of the run that saved this checkpoint\n" + resolved_config);
       write_file_durably(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
-      sync_path(partial);
       std::error_code ec;
       // Saving a step that exists (a run resumed from an older step): the new one replaces it.
       const std::filesystem::path replaced = root_ / ("." + step_folder_name(step) + ".replaced");
