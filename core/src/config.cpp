@@ -276,9 +276,16 @@ ModelSection parse_model(ConfigReader& root, const YAML::Node& raw) {
   check_keys(child(raw, "model"), "model", root.origin(), kModelKeys);
   ConfigReader r = root.section("model");
   ModelSection m;
-  m.plugin = nonempty_string_or(r, "plugin", m.plugin);
-  m.model_config = required_mapping(r, "model_config", "the model's hyper-parameters, read by the model plugin");
+  if (std::optional<std::string> plugin = r.optional<std::string>("plugin")) {
+    if (plugin->empty()) r.fail("plugin", "must not be empty (leave it out to choose by the model_config's marker)");
+    m.plugin = *plugin;
+  }
   m.init_method = required_mapping(r, "init_method", "for example {std: 0.02} or {path: <checkpoint>}");
+  // Weights from init_method.path may bring their own model_config (a Hugging Face config.json).
+  if (r.contains("model_config") || !static_cast<const YAML::Node&>(m.init_method)["path"])
+    m.model_config = required_mapping(r, "model_config", "the model's hyper-parameters, read by the model plugin");
+  else
+    r.ignore("model_config");
 
   // nanotron's names (str_to_dtype); "torch.bfloat16" is accepted too and written as "bfloat16".
   std::optional<std::string> dtype = r.optional<std::string>("dtype");

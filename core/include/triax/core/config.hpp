@@ -56,8 +56,10 @@ struct ParallelismConfig {
 };
 
 struct ModelSection {
-  std::string plugin = "llama";    // triax: the model plugin's name
-  YAML::Node model_config;         // read by the plugin
+  // triax: the model plugin's name; empty: chosen when plugins are loaded (by the nanotron marker
+  // key in model_config, or by the architecture of the Hugging Face folder init_method.path names)
+  std::string plugin;
+  YAML::Node model_config;         // read by the plugin; null: from init_method.path's config.json
   YAML::Node init_method;          // {std: ...} or {path: ...}
   std::string dtype = "bfloat16";  // float32 | bfloat16 | float16 | float64
   int64_t make_vocab_size_divisible_by = 1;

@@ -1,4 +1,4 @@
-#include "triax/core/safetensors.hpp"
+#include "triax/interop/safetensors.hpp"
 
 #include <ATen/ATen.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 // The format is little-endian; so is every machine triax runs on. Tensors are copied byte for byte.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 
-namespace triax {
+namespace triax::interop {
 namespace {
 
 using Json = nlohmann::json;
@@ -330,4 +330,4 @@ at::Tensor SafetensorsFile::read(const std::string& name) const {
   return out;
 }
 
-}  // namespace triax
+}  // namespace triax::interop
