@@ -131,6 +131,7 @@ std::string tiny_config(const fs::path& run_dir, const RunOptions& o) {
          std::to_string(o.interval) + "\n" + o.extra +
          "parallelism: {dp: 1, tp: 1, pp: 1, pp_engine: afab}\n"
          "model:\n"
+         "  plugin: llama\n"
          "  dtype: " +
          o.dtype +
          "\n"

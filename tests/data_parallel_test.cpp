@@ -361,6 +361,7 @@ std::string run_config(const fs::path& run_dir, int dp, int accumulation, int ze
          run_dir.string() + ", checkpoint_interval: 1000}\nparallelism: {dp: " + std::to_string(dp) +
          ", tp: 1, pp: 1, pp_engine: afab}\n"
          "model:\n"
+         "  plugin: llama\n"
          "  dtype: float32\n"
          "  ddp_bucket_cap_mb: 1\n"
          "  init_method: {std: 0.02}\n"

@@ -1,8 +1,8 @@
-// Hugging Face Llama folders from C++ alone: the tensor names are the llama plugin's parameter
-// names, model_config keys and defaults are the plugin's, write then read is exact, and a failed
-// export leaves nothing behind. tests/interop/hf_llama_compat.py checks against transformers.
-#include "triax/core/hf_llama.hpp"
-
+// The llama plugin's Hugging Face mapping, through the ABI as the host uses it: its tensor map is
+// the plugin's parameters, config.json <-> model_config round-trips through the plugin's own
+// reader, refusals name config.json or model.model_config and the key, write then read of a
+// folder is exact, and a failed export leaves nothing behind. tests/interop/hf_llama_compat.py
+// checks the same folders against transformers.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,20 +10,21 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <set>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "llama_config.hpp"
 #include "llama_model.hpp"
 #include "triax/config_reader.hpp"
-#include "triax/core/hf_llama_config.hpp"
-#include "triax/core/safetensors.hpp"
+#include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/error.hpp"
-#include "triax/plugin.hpp"
+#include "triax/interop/safetensors.hpp"
 
 namespace fs = std::filesystem;
-using triax::HfLlamaConfig;
 using triax::llama::LlamaConfig;
+using Json = nlohmann::json;
 
 namespace {
 
@@ -35,40 +36,11 @@ std::string tiny_yaml(bool tied, bool bias = false) {
          "\nattention_bias: " + (bias ? "true" : "false") + "\n";
 }
 
-LlamaConfig plugin_read(const YAML::Node& node) {
-  triax::ConfigReader reader(node, "model.model_config");
-  return LlamaConfig::read(reader);
-}
-
-// Every field the two sides share.
-void expect_same(const LlamaConfig& a, const LlamaConfig& b) {
-  EXPECT_EQ(a.bos_token_id, b.bos_token_id);
-  EXPECT_EQ(a.eos_token_id, b.eos_token_id);
-  EXPECT_EQ(a.pad_token_id, b.pad_token_id);
-  EXPECT_EQ(a.hidden_act, b.hidden_act);
-  EXPECT_EQ(a.hidden_size, b.hidden_size);
-  EXPECT_EQ(a.initializer_range, b.initializer_range);
-  EXPECT_EQ(a.intermediate_size, b.intermediate_size);
-  EXPECT_EQ(a.max_position_embeddings, b.max_position_embeddings);
-  EXPECT_EQ(a.num_attention_heads, b.num_attention_heads);
-  EXPECT_EQ(a.num_hidden_layers, b.num_hidden_layers);
-  EXPECT_EQ(a.num_key_value_heads, b.num_key_value_heads);
-  EXPECT_EQ(a.pretraining_tp, b.pretraining_tp);
-  EXPECT_EQ(a.rms_norm_eps, b.rms_norm_eps);
-  EXPECT_EQ(a.rope_theta, b.rope_theta);
-  EXPECT_EQ(a.rope_interleaved, b.rope_interleaved);
-  EXPECT_EQ(a.tie_word_embeddings, b.tie_word_embeddings);
-  EXPECT_EQ(a.use_cache, b.use_cache);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.attention_bias, b.attention_bias);
-  ASSERT_EQ(a.rope_scaling.has_value(), b.rope_scaling.has_value());
-  if (a.rope_scaling) {
-    EXPECT_EQ(a.rope_scaling->type, b.rope_scaling->type);
-    EXPECT_EQ(a.rope_scaling->factor, b.rope_scaling->factor);
-    EXPECT_EQ(a.rope_scaling->low_freq_factor, b.rope_scaling->low_freq_factor);
-    EXPECT_EQ(a.rope_scaling->high_freq_factor, b.rope_scaling->high_freq_factor);
-    EXPECT_EQ(a.rope_scaling->original_max_position_embeddings, b.rope_scaling->original_max_position_embeddings);
-  }
+// The plugin's resolved model_config: every field, defaults included, as one comparable text.
+std::string resolved(const std::string& yaml) {
+  triax::ConfigReader reader(YAML::Load(yaml), "model.model_config");
+  LlamaConfig::read(reader);
+  return triax::to_yaml_text(reader.resolved());
 }
 
 template <class F>
@@ -83,6 +55,15 @@ std::string error_of(F&& f) {
 
 class HfLlamaTest : public ::testing::Test {
  protected:
+  static void SetUpTestSuite() {
+    registry_ = new triax::PluginRegistry();
+    registry_->scan_folder(TRIAX_TEST_PLUGIN_DIR);
+    mapping_ = new triax::ModelHfMapping(*registry_, "llama");
+  }
+  static void TearDownTestSuite() {
+    delete mapping_;
+    delete registry_;
+  }
   void SetUp() override {
     root_ = fs::temp_directory_path() / ("triax_hf_llama_" + std::to_string(::getpid()) + "_" +
                                          ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -91,66 +72,76 @@ class HfLlamaTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(root_); }
 
-  static std::map<std::string, at::Tensor> random_weights(const HfLlamaConfig& config) {
+  // model_config -> config.json -> model_config.
+  static std::string round_trip(const std::string& yaml) {
+    return mapping_->config_from_hf(mapping_->config_to_hf(yaml, "float32").first, "config.json");
+  }
+  static std::map<std::string, at::Tensor> random_weights(const std::string& yaml) {
     std::map<std::string, at::Tensor> out;
-    for (const auto& [name, shape] : config.tensor_shapes()) out[name] = at::randn(shape);
+    for (const triax::HfTensorRule& rule : mapping_->tensor_map(yaml))
+      if (rule.kind != TRIAX_HF_IGNORE && !rule.optional) out[rule.triax_name] = at::randn(rule.shape);
     return out;
   }
+  void write(const std::string& yaml, const std::map<std::string, at::Tensor>& weights, const fs::path& folder,
+             at::ScalarType dtype = at::kFloat, int64_t shard_bytes = 1 << 30) {
+    triax::checkpoint::write_hf_model(*registry_, "llama", yaml, weights, dtype, shard_bytes, folder.string());
+  }
+  std::string config_json_refusal(const std::function<void(Json&)>& edit) {
+    Json config = Json::parse(mapping_->config_to_hf(tiny_yaml(false), "float32").first);
+    edit(config);
+    return error_of([&] { mapping_->config_from_hf(config.dump(), "/x/config.json"); });
+  }
 
+  static triax::PluginRegistry* registry_;
+  static triax::ModelHfMapping* mapping_;
   fs::path root_;
 };
+triax::PluginRegistry* HfLlamaTest::registry_ = nullptr;
+triax::ModelHfMapping* HfLlamaTest::mapping_ = nullptr;
 
-TEST_F(HfLlamaTest, TensorNamesAndShapesAreTheLlamaPluginsParameters) {
+TEST_F(HfLlamaTest, TheTensorMapIsThePluginsParameters) {
   for (bool tied : {false, true}) {
     for (bool bias : {false, true}) {
-      const YAML::Node yaml = YAML::Load(tiny_yaml(tied, bias));
+      const std::string yaml = tiny_yaml(tied, bias);
       triax::ModelContext context;
-      context.dtype = at::kFloat;
-      context.device = c10::Device(c10::kCPU);
-      context.first_block = 0;
       context.last_block = 4;
       context.init_method = YAML::Load("{std: 0.02}");
-      context.make_vocab_size_divisible_by = 1;
-      triax::ConfigReader reader(yaml, "model.model_config");
+      triax::ConfigReader reader(YAML::Load(yaml), "model.model_config");
       auto model = triax::llama::LlamaModel::create(reader, context);
-      std::map<std::string, std::vector<int64_t>> plugin;
+      std::map<std::string, std::vector<int64_t>> plugin, mapped;
       for (const auto& p : model->parameter_table()) plugin[p.name] = p.spec.global_shape;
-
-      const auto shapes = HfLlamaConfig::from_model_config(yaml).tensor_shapes();
-      const std::map<std::string, std::vector<int64_t>> ours(shapes.begin(), shapes.end());
-      EXPECT_EQ(ours.size(), shapes.size());
-      EXPECT_EQ(ours, plugin) << "tied " << tied << " bias " << bias;
+      for (const triax::HfTensorRule& rule : mapping_->tensor_map(yaml)) {
+        if (rule.kind == TRIAX_HF_IGNORE || rule.optional) continue;
+        EXPECT_EQ(rule.kind, TRIAX_HF_RENAME);
+        EXPECT_EQ(rule.hf_names, std::vector<std::string>{rule.triax_name});
+        mapped[rule.triax_name] = rule.shape;
+      }
+      EXPECT_EQ(mapped, plugin) << "tied " << tied << " bias " << bias;
     }
   }
 }
 
-TEST_F(HfLlamaTest, ModelConfigDefaultsAreThePlugins) {
-  const LlamaConfig defaults = plugin_read(YAML::Node(YAML::NodeType::Map));
-  const HfLlamaConfig ours = HfLlamaConfig::from_model_config(YAML::Node(YAML::NodeType::Map));
-  expect_same(plugin_read(ours.to_model_config()), defaults);
-}
-
-TEST_F(HfLlamaTest, ModelConfigRoundTripsThroughThePlugin) {
-  const std::string full = tiny_yaml(true, true) +
-                           "bos_token_id: 7\neos_token_id: 8\npad_token_id: 0\ninitializer_range: 0.041\n"
-                           "use_cache: false\npretraining_tp: 2\n_attn_implementation: eager\n"
-                           "rope_scaling: {rope_type: llama3, factor: 8.0, low_freq_factor: 1.0, "
-                           "high_freq_factor: 4.0, original_max_position_embeddings: 16}\n";
-  const YAML::Node node = YAML::Load(full);
-  const YAML::Node back = HfLlamaConfig::from_model_config(node).to_model_config();
-  expect_same(plugin_read(back), plugin_read(node));
-  // Emitted and parsed again (as a config file would be): same values.
-  YAML::Emitter emitter;
-  emitter << back;
-  expect_same(plugin_read(YAML::Load(emitter.c_str())), plugin_read(node));
-
-  const YAML::Node linear = YAML::Load(tiny_yaml(false) + "rope_scaling: {type: linear, factor: 2.5}\n");
-  expect_same(plugin_read(HfLlamaConfig::from_model_config(linear).to_model_config()), plugin_read(linear));
+TEST_F(HfLlamaTest, ModelConfigRoundTripsThroughConfigJson) {
+  for (const std::string& yaml :
+       {std::string("{}"), tiny_yaml(false) + "rope_scaling: {rope_type: linear, factor: 2.5}\n",
+        tiny_yaml(true, true) + "bos_token_id: 7\neos_token_id: 8\npad_token_id: 0\ninitializer_range: 0.041\n"
+                                "use_cache: false\npretraining_tp: 2\n"
+                                "rope_scaling: {rope_type: llama3, factor: 8.0, low_freq_factor: 1.0, "
+                                "high_freq_factor: 4.0, original_max_position_embeddings: 16}\n"})
+    EXPECT_EQ(resolved(round_trip(yaml)), resolved(yaml)) << yaml;
+  const Json config = Json::parse(mapping_->config_to_hf(tiny_yaml(false), "bfloat16").first);
+  EXPECT_EQ(config["architectures"], Json::array({"LlamaForCausalLM"}));
+  EXPECT_EQ(config["torch_dtype"], "bfloat16");
+  EXPECT_EQ(config["head_dim"], 4);
+  EXPECT_EQ(config["rope_theta"], 500000.0);
+  EXPECT_TRUE(config["pad_token_id"].is_null());
+  EXPECT_EQ(Json::parse(mapping_->config_to_hf(tiny_yaml(false), "float32").second),
+            Json({{"bos_token_id", 1}, {"eos_token_id", 2}}));
 }
 
 TEST_F(HfLlamaTest, ModelConfigRefusalsNameTheKey) {
   auto refused = [](const std::string& extra) {
-    return error_of([&] { HfLlamaConfig::from_model_config(YAML::Load(tiny_yaml(false) + extra)); });
+    return error_of([&] { mapping_->config_to_hf(tiny_yaml(false) + extra, "float32"); });
   };
   EXPECT_NE(refused("rope_interleaved: true\n").find("model.model_config.rope_interleaved"), std::string::npos);
   EXPECT_NE(refused("mystery: 1\n").find("model.model_config.mystery: unknown key"), std::string::npos);
@@ -159,26 +150,54 @@ TEST_F(HfLlamaTest, ModelConfigRefusalsNameTheKey) {
             std::string::npos);
 }
 
+TEST_F(HfLlamaTest, ConfigJsonRefusalsNameTheFileAndTheKey) {
+  const std::vector<std::pair<std::function<void(Json&)>, std::string>> cases = {
+      {[](Json& c) { c["architectures"] = {"MistralForCausalLM"}; }, "architectures: expected one of"},
+      {[](Json& c) { c["model_type"] = "mistral"; }, "model_type: 'mistral' is not supported"},
+      {[](Json& c) { c["hidden_act"] = "gelu"; }, "hidden_act"},
+      {[](Json& c) { c["mlp_bias"] = true; }, "mlp_bias: 'true' is not supported"},
+      {[](Json& c) { c["head_dim"] = 8; }, "head_dim: 8 is not supported"},
+      {[](Json& c) { c["attention_dropout"] = 0.1; }, "attention_dropout: '0.1' is not supported"},
+      {[](Json& c) {
+         c["eos_token_id"] = {2, 3};
+       },
+       "eos_token_id: expected one token id"},
+      {[](Json& c) {
+         c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 500000.0}};
+       },
+       "rope_parameters.rope_type: 'yarn' RoPE is not supported"},
+      {[](Json& c) { c["num_attention_heads"] = 3; }, "num_attention_heads"}};
+  for (const auto& [edit, words] : cases) {
+    const std::string message = config_json_refusal(edit);
+    EXPECT_EQ(message.rfind("/x/config.json: ", 0), 0u) << message;
+    EXPECT_NE(message.find(words), std::string::npos) << words << " in " << message;
+  }
+  // transformers 4.x writes a list of one eos id, and accepts attention_dropout 0 as an integer.
+  EXPECT_EQ(config_json_refusal([](Json& c) {
+              c["eos_token_id"] = {5};
+              c["attention_dropout"] = 0;
+            }),
+            "(no error)");
+}
+
 TEST_F(HfLlamaTest, WriteThenReadIsExact) {
   at::manual_seed(3);
   for (bool tied : {false, true}) {
     for (int64_t shard_bytes : {int64_t{1} << 30, int64_t{3000}}) {
-      const YAML::Node yaml = YAML::Load(tiny_yaml(tied, /*bias=*/true));
-      const HfLlamaConfig config = HfLlamaConfig::from_model_config(yaml);
-      const auto weights = random_weights(config);
+      const std::string yaml = tiny_yaml(tied, /*bias=*/true);
+      const auto weights = random_weights(yaml);
       const fs::path folder = root_ / ("out_" + std::to_string(tied) + "_" + std::to_string(shard_bytes));
-      triax::write_hf_llama(folder.string(), yaml, weights, at::kBFloat16, shard_bytes);
+      write(yaml, weights, folder, at::kBFloat16, shard_bytes);
 
       const bool sharded = shard_bytes < (int64_t{1} << 30);
       EXPECT_EQ(fs::exists(folder / "model.safetensors"), !sharded);
       EXPECT_EQ(fs::exists(folder / "model.safetensors.index.json"), sharded);
       if (sharded) {
-        // 3000 bytes per shard: each shard holds at most that much, or one larger tensor alone.
         size_t shards = 0;
         for (const auto& entry : fs::directory_iterator(folder)) {
           if (entry.path().extension() != ".safetensors") continue;
           ++shards;
-          triax::SafetensorsFile shard(entry.path().string());
+          triax::interop::SafetensorsFile shard(entry.path().string());
           int64_t bytes = 0;
           for (const auto& name : shard.names()) bytes += shard.nbytes(name);
           EXPECT_TRUE(bytes <= 3000 || shard.names().size() == 1) << entry.path();
@@ -190,15 +209,16 @@ TEST_F(HfLlamaTest, WriteThenReadIsExact) {
         EXPECT_TRUE(fs::exists(folder / first)) << first;
       }
 
-      const triax::HfLlamaModel model = triax::read_hf_llama(folder.string());
+      const triax::checkpoint::HfModel model = triax::checkpoint::read_hf_model(*registry_, folder.string());
+      EXPECT_EQ(model.plugin, "llama");
       EXPECT_EQ(model.dtype, at::kBFloat16);
-      EXPECT_EQ(model.tensors.size(), weights.size());
+      EXPECT_EQ(model.parameters.size(), weights.size());
       for (const auto& [name, tensor] : weights) {
-        ASSERT_TRUE(model.tensors.count(name)) << name;
-        EXPECT_TRUE(at::equal(model.tensors.at(name), tensor.to(at::kBFloat16))) << name;
+        ASSERT_TRUE(model.parameters.count(name)) << name;
+        EXPECT_TRUE(at::equal(model.parameters.at(name), tensor.to(at::kBFloat16))) << name;
       }
-      EXPECT_EQ(model.tensors.count("lm_head.weight"), tied ? 0u : 1u);
-      expect_same(plugin_read(model.model_config), plugin_read(yaml));
+      EXPECT_EQ(model.parameters.count("lm_head.weight"), tied ? 0u : 1u);
+      EXPECT_EQ(resolved(model.model_config_yaml), resolved(yaml));
     }
   }
   // Nothing but the exports in the parent: the temporary folders were renamed away.
@@ -206,77 +226,56 @@ TEST_F(HfLlamaTest, WriteThenReadIsExact) {
     EXPECT_EQ(entry.path().filename().string().rfind("out_", 0), 0u) << entry.path();
 }
 
-TEST_F(HfLlamaTest, TiedExportAcceptsAnEqualHeadOnly) {
-  const YAML::Node yaml = YAML::Load(tiny_yaml(true));
-  auto weights = random_weights(HfLlamaConfig::from_model_config(yaml));
-  weights["lm_head.weight"] = weights.at("model.embed_tokens.weight").clone();
-  triax::write_hf_llama((root_ / "equal").string(), yaml, weights, at::kFloat, 1 << 30);
-  EXPECT_FALSE(triax::SafetensorsFile((root_ / "equal" / "model.safetensors").string()).contains("lm_head.weight"));
-  weights["lm_head.weight"] += 1;
-  EXPECT_NE(error_of([&] {
-              triax::write_hf_llama((root_ / "differs").string(), yaml, weights, at::kFloat, 1 << 30);
-            }).find("'lm_head.weight' differs"),
-            std::string::npos);
-}
-
 TEST_F(HfLlamaTest, FailedExportsLeaveNothingBehind) {
-  const YAML::Node yaml = YAML::Load(tiny_yaml(false));
-  const HfLlamaConfig config = HfLlamaConfig::from_model_config(yaml);
-  const std::string target = (root_ / "export").string();
+  const std::string yaml = tiny_yaml(false);
+  const fs::path target = root_ / "export";
   auto refused = [&](std::map<std::string, at::Tensor> weights, at::ScalarType dtype = at::kFloat,
                      int64_t shard_bytes = 1 << 30) {
-    return error_of([&] { triax::write_hf_llama(target, yaml, weights, dtype, shard_bytes); });
+    return error_of([&] { write(yaml, weights, target, dtype, shard_bytes); });
   };
   const std::string q = "model.layers.1.self_attn.q_proj.weight";
-
-  auto weights = random_weights(config);
+  auto weights = random_weights(yaml);
   weights.erase(q);
   EXPECT_NE(refused(weights).find("tensor '" + q + "' is missing"), std::string::npos);
-
-  weights = random_weights(config);
+  weights = random_weights(yaml);
   weights[q] = at::zeros({16, 15});
-  EXPECT_NE(refused(weights).find("'" + q + "' has shape [16, 15], but the model_config implies [16, 16]"),
-            std::string::npos);
-
-  weights = random_weights(config);
+  EXPECT_NE(
+      refused(weights).find("'" + q + "' has shape [16, 15], but model plugin 'llama''s tensor map implies [16, 16]"),
+      std::string::npos);
+  weights = random_weights(yaml);
   weights["model.layers.2.mlp.up_proj.weight"] = at::zeros({24, 16});
   EXPECT_NE(refused(weights).find("unexpected tensor 'model.layers.2.mlp.up_proj.weight'"), std::string::npos);
-
-  weights = random_weights(config);
+  weights = random_weights(yaml);
   weights[q] = at::zeros({16, 16}, at::kInt);
   EXPECT_NE(refused(weights).find("'" + q + "' has dtype Int"), std::string::npos);
-
-  EXPECT_NE(refused(random_weights(config), at::kDouble).find("cannot export weights as Double"), std::string::npos);
-  EXPECT_NE(refused(random_weights(config), at::kFloat, 0).find("shard size limit must be positive"),
-            std::string::npos);
+  EXPECT_NE(refused(random_weights(yaml), at::kDouble).find("cannot export weights as Double"), std::string::npos);
+  EXPECT_NE(refused(random_weights(yaml), at::kFloat, 0).find("shard size limit must be positive"), std::string::npos);
   EXPECT_TRUE(fs::is_empty(root_)) << "a refused export left something behind";
 
   // An existing folder with content is never replaced; an empty one is.
   fs::create_directories(target);
-  std::ofstream(fs::path(target) / "keep.txt") << "mine";
-  EXPECT_NE(refused(random_weights(config)).find("already exists"), std::string::npos);
-  EXPECT_TRUE(fs::exists(fs::path(target) / "keep.txt"));
-  fs::remove(fs::path(target) / "keep.txt");
-  triax::write_hf_llama(target, yaml, random_weights(config), at::kFloat, 1 << 30);
-  EXPECT_TRUE(fs::exists(fs::path(target) / "config.json"));
+  std::ofstream(target / "keep.txt") << "mine";
+  EXPECT_NE(refused(random_weights(yaml)).find("already exists"), std::string::npos);
+  EXPECT_TRUE(fs::exists(target / "keep.txt"));
+  fs::remove(target / "keep.txt");
+  write(yaml, random_weights(yaml), target);
+  EXPECT_TRUE(fs::exists(target / "config.json"));
 }
 
 TEST_F(HfLlamaTest, FoldersWithoutUsableWeightsAreRefused) {
-  EXPECT_NE(error_of([&] { triax::read_hf_llama((root_ / "absent").string()); }).find("not a folder"),
-            std::string::npos);
-  const YAML::Node yaml = YAML::Load(tiny_yaml(false));
+  auto read_error = [&](const fs::path& folder) {
+    return error_of([&] { triax::checkpoint::read_hf_model(*registry_, folder.string()); });
+  };
+  EXPECT_NE(read_error(root_ / "absent").find("not a folder"), std::string::npos);
   const fs::path folder = root_ / "model";
-  triax::write_hf_llama(folder.string(), yaml, random_weights(HfLlamaConfig::from_model_config(yaml)), at::kFloat,
-                        1 << 30);
+  write(tiny_yaml(false), random_weights(tiny_yaml(false)), folder);
   std::ofstream(folder / "model.safetensors.index.json") << "{\"weight_map\": {}}";
-  EXPECT_NE(error_of([&] { triax::read_hf_llama(folder.string()); }).find("holds both model.safetensors and"),
-            std::string::npos);
+  EXPECT_NE(read_error(folder).find("holds both model.safetensors and"), std::string::npos);
   fs::remove(folder / "model.safetensors.index.json");
   fs::remove(folder / "model.safetensors");
-  EXPECT_NE(error_of([&] { triax::read_hf_llama(folder.string()); }).find("no weights"), std::string::npos);
+  EXPECT_NE(read_error(folder).find("no weights"), std::string::npos);
   fs::remove(folder / "config.json");
-  EXPECT_NE(error_of([&] { triax::read_hf_llama(folder.string()); }).find("config.json: cannot open"),
-            std::string::npos);
+  EXPECT_NE(read_error(folder).find("config.json: cannot open"), std::string::npos);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // safetensors I/O: bit-exact round trips of every dtype, the byte layout the format documents,
 // and a named error for each kind of malformed file.
-#include "triax/core/safetensors.hpp"
+#include "triax/interop/safetensors.hpp"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include "triax/error.hpp"
 
 namespace fs = std::filesystem;
-using triax::SafetensorsFile;
+using triax::interop::SafetensorsFile;
 using Json = nlohmann::json;
 
 namespace {
@@ -97,7 +97,7 @@ TEST_F(SafetensorsTest, EveryDtypeRoundTripsBitExactly) {
     tensors.push_back({"empty." + name, random_tensor(dtype, {0, 4})});
   }
   const std::map<std::string, std::string> metadata = {{"format", "pt"}, {"note", "a \"quoted\" value"}};
-  triax::write_safetensors(path("all.safetensors"), tensors, metadata);
+  triax::interop::write_safetensors(path("all.safetensors"), tensors, metadata);
 
   SafetensorsFile file(path("all.safetensors"));
   EXPECT_EQ(file.metadata(), metadata);
@@ -110,12 +110,13 @@ TEST_F(SafetensorsTest, EveryDtypeRoundTripsBitExactly) {
     at::Tensor read = file.read(name);
     EXPECT_TRUE(same_bytes(read, tensor)) << name;
   }
-  for (const auto& [suffix, dtype] : kDtypes) EXPECT_EQ(triax::safetensors_dtype_name(dtype), suffix);
+  for (const auto& [suffix, dtype] : kDtypes) EXPECT_EQ(triax::interop::safetensors_dtype_name(dtype), suffix);
 }
 
 TEST_F(SafetensorsTest, NonContiguousTensorsAreWrittenInRowMajorOrder) {
   at::Tensor base = at::arange(12, at::kFloat).reshape({3, 4});
-  triax::write_safetensors(path("t.safetensors"), {{"transposed", base.t()}, {"strided", base.slice(1, 0, 4, 2)}});
+  triax::interop::write_safetensors(path("t.safetensors"),
+                                    {{"transposed", base.t()}, {"strided", base.slice(1, 0, 4, 2)}});
   SafetensorsFile file(path("t.safetensors"));
   EXPECT_TRUE(at::equal(file.read("transposed"), base.t().contiguous()));
   EXPECT_TRUE(at::equal(file.read("strided"), base.slice(1, 0, 4, 2).contiguous()));
@@ -127,8 +128,8 @@ TEST_F(SafetensorsTest, HeaderLayoutIsTheDocumentedOne) {
   at::Tensor bytes = at::tensor({1, 2, 3}, at::kByte);                        // 3 bytes
   at::Tensor halves = at::tensor({1.5, -2.0}, at::kFloat).to(at::kBFloat16);  // 4 bytes
   at::Tensor doubles = at::tensor({0.25, 8.0}, at::kDouble);                  // 16 bytes
-  triax::write_safetensors(path("layout.safetensors"), {{"bytes", bytes}, {"halves", halves}, {"doubles", doubles}},
-                           {{"k", "v"}});
+  triax::interop::write_safetensors(path("layout.safetensors"),
+                                    {{"bytes", bytes}, {"halves", halves}, {"doubles", doubles}}, {{"k", "v"}});
   const std::string raw = read_bytes(path("layout.safetensors"));
 
   ASSERT_GE(raw.size(), 8u);
@@ -184,7 +185,7 @@ TEST_F(SafetensorsTest, ReadsAHandmadeFile) {
 }
 
 TEST_F(SafetensorsTest, TruncatedFilesAreRefused) {
-  triax::write_safetensors(path("whole.safetensors"), {{"w", at::ones({4, 4})}});
+  triax::interop::write_safetensors(path("whole.safetensors"), {{"w", at::ones({4, 4})}});
   const std::string raw = read_bytes(path("whole.safetensors"));
   const std::string cut = path("cut.safetensors");
   std::ofstream(cut, std::ios::binary) << raw.substr(0, raw.size() - 5);
@@ -270,7 +271,7 @@ TEST_F(SafetensorsTest, WriterRefusesBadInputAndLeavesNoFile) {
   auto expect_write_refused = [&](const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                                   const std::string& part) {
     try {
-      triax::write_safetensors(file, tensors);
+      triax::interop::write_safetensors(file, tensors);
       ADD_FAILURE() << "accepted: " << part;
     } catch (const triax::Error& e) {
       EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
@@ -283,9 +284,10 @@ TEST_F(SafetensorsTest, WriterRefusesBadInputAndLeavesNoFile) {
   expect_write_refused({{"u", at::Tensor()}}, "tensor 'u': no tensor given");
 
   // A producer that returns the wrong tensor halfway: the partial file is removed.
-  const std::vector<triax::SafetensorsEntry> entries = {{"first", at::kFloat, {2}}, {"second", at::kFloat, {3}}};
+  const std::vector<triax::interop::SafetensorsEntry> entries = {{"first", at::kFloat, {2}},
+                                                                 {"second", at::kFloat, {3}}};
   try {
-    triax::write_safetensors(file, entries, [](size_t i) { return at::ones({i == 0 ? 2 : 4}); });
+    triax::interop::write_safetensors(file, entries, [](size_t i) { return at::ones({i == 0 ? 2 : 4}); });
     ADD_FAILURE();
   } catch (const triax::Error& e) {
     EXPECT_NE(std::string(e.what()).find("tensor 'second': expected shape [3], got [4]"), std::string::npos)
@@ -295,8 +297,8 @@ TEST_F(SafetensorsTest, WriterRefusesBadInputAndLeavesNoFile) {
 }
 
 TEST_F(SafetensorsTest, RewritingReplacesTheFileWhole) {
-  triax::write_safetensors(path("w.safetensors"), {{"x", at::ones({1000})}});
-  triax::write_safetensors(path("w.safetensors"), {{"y", at::zeros({2})}});
+  triax::interop::write_safetensors(path("w.safetensors"), {{"x", at::ones({1000})}});
+  triax::interop::write_safetensors(path("w.safetensors"), {{"y", at::zeros({2})}});
   SafetensorsFile file(path("w.safetensors"));
   EXPECT_EQ(file.names(), std::vector<std::string>{"y"});
   EXPECT_EQ(std::distance(fs::directory_iterator(folder_), fs::directory_iterator()), 1);

@@ -296,6 +296,7 @@ std::string tiny_config(const fs::path& run_dir, int steps, int micro_batch_size
          ", checkpoint_interval: 1000}\n"
          "parallelism: {dp: 1, tp: 1, pp: 1, pp_engine: afab}\n"
          "model:\n"
+         "  plugin: llama\n"
          "  dtype: " +
          dtype +
          "\n"

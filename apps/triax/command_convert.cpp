@@ -1,12 +1,15 @@
 // `triax convert --to hf CHECKPOINT OUT [--dtype D] [--max-shard-size BYTES]`: a triax checkpoint
-// as a Hugging Face LlamaForCausalLM folder. `triax convert --from hf HF_FOLDER OUT`: a Hugging
-// Face Llama folder as a triax checkpoint folder (weights only; start training from it with
-// model.init_method.path, at any topology).
+// as a Hugging Face folder, through the Hugging Face mapping of the model plugin its metadata
+// names. `triax convert --from hf HF_FOLDER OUT`: a Hugging Face folder as a triax checkpoint
+// folder (weights only; start training from it with model.init_method.path, at any topology),
+// read by the model plugin whose mapping lists config.json's architecture. Plugins are found as
+// `triax train` finds them (the build's plugin folder, then TRIAX_PLUGIN_PATH).
 #include <boost/program_options.hpp>
 #include <iostream>
 
 #include "commands.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/error.hpp"
 
 namespace triax::cli {
@@ -18,9 +21,10 @@ int run_convert_command(const std::vector<std::string>& args) {
   int64_t max_shard_bytes = 5'000'000'000;
   std::vector<std::string> paths;
   options.add_options()("help,h", "show this help")("to", po::value<std::string>(&to),
-                                                   "export a triax checkpoint: --to hf CHECKPOINT OUT")(
+                                                    "export a triax checkpoint: --to hf CHECKPOINT OUT")(
       "from", po::value<std::string>(&from), "import into a triax checkpoint: --from hf HF_FOLDER OUT")(
-      "dtype", po::value<std::string>(&dtype), "--to hf: weights in float32, bfloat16 or float16 (default: as trained)")(
+      "dtype", po::value<std::string>(&dtype),
+      "--to hf: weights in float32, bfloat16 or float16 (default: as trained)")(
       "max-shard-size", po::value<int64_t>(&max_shard_bytes)->default_value(max_shard_bytes),
       "--to hf: bytes per safetensors file before sharding")("paths", po::value<std::vector<std::string>>(&paths),
                                                              "input and output folders");
@@ -44,19 +48,24 @@ int run_convert_command(const std::vector<std::string>& args) {
     return kExitInvalidConfig;
   }
   try {
+    PluginRegistry registry;
+    registry.scan_search_paths();
     if (!to.empty()) {
       std::optional<at::ScalarType> type;
-      if (dtype == "float32") type = at::kFloat;
-      else if (dtype == "bfloat16") type = at::kBFloat16;
-      else if (dtype == "float16") type = at::kHalf;
+      if (dtype == "float32")
+        type = at::kFloat;
+      else if (dtype == "bfloat16")
+        type = at::kBFloat16;
+      else if (dtype == "float16")
+        type = at::kHalf;
       else if (!dtype.empty()) {
         std::cerr << "triax convert: --dtype: expected float32, bfloat16 or float16, got '" << dtype << "'\n";
         return kExitInvalidConfig;
       }
-      checkpoint::export_to_hf(paths[0], paths[1], type, max_shard_bytes);
+      checkpoint::export_to_hf(registry, paths[0], paths[1], type, max_shard_bytes);
       std::cout << "wrote the Hugging Face folder " << paths[1] << "\n";
     } else {
-      const std::string step = checkpoint::import_from_hf(paths[0], paths[1]);
+      const std::string step = checkpoint::import_from_hf(registry, paths[0], paths[1]);
       std::cout << "wrote the triax checkpoint " << step << "; train from it with model.init_method.path: " << paths[1]
                 << "\n";
     }

@@ -2,8 +2,8 @@
 // rank-0 log line and as one JSON object per line in the run folder's metrics.jsonl.
 //
 // MFU = flops_per_token × tokens/s/device ÷ peak, where flops_per_token is the model plugin's
-// training FLOPs per token (for Llama: 6·N_matmul + 12·L·H·Q·T, PaLM convention, no causal
-// discount) and the peak is logging.peak_tflops or the device's dense bf16 peak when known.
+// training FLOPs per token (the log names the plugin's formula) and the peak is
+// logging.peak_tflops or the device's dense bf16 peak when known.
 #pragma once
 
 #include <cstdint>

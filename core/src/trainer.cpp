@@ -25,6 +25,7 @@
 #include "triax/core/log.hpp"
 #include "triax/core/lr_schedule.hpp"
 #include "metrics.hpp"
+#include "triax/core/plugins/model_selection.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "gradients/tied_gradients.hpp"
@@ -84,15 +85,6 @@ void in_config_file(const std::string& origin, Build&& build) {
   } catch (const ConfigError& e) {
     throw ConfigError(origin + ": " + e.what());
   }
-}
-
-// The model's vocabulary size: the synthetic stream draws from it, token files are checked against it.
-int64_t model_vocab_size(const TrainConfig& config) {
-  const YAML::Node& model_config = config.model.model_config;
-  YAML::Node vocab = model_config["vocab_size"];
-  if (!vocab.IsDefined() || !vocab.IsScalar())
-    throw ConfigError(config.origin + ": model.model_config.vocab_size: required by the data loader");
-  return vocab.as<int64_t>();
 }
 
 // Feeds the engine the micro-batches of one step: consecutive rows of this rank's step samples.
@@ -176,7 +168,9 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
     throw ConfigError(c.origin + ": checkpoints.checkpoints_path: cannot create the run folder '" + c.run_dir() +
                       "': " + ec.message());
 
-  // Plugins named by the config, each refused with the available names if unknown.
+  // Plugins named by the config, each refused with the available names if unknown; the model
+  // plugin chosen by its marker or a Hugging Face folder's architecture where the config names none.
+  resolve_model_section(s.config, registry);
   const triax_model_vtable& model_vtable = registry.model(c.model.plugin);
   const triax_engine_vtable& engine_vtable = registry.engine(c.parallelism.pp_engine);
   const triax_optimizer_vtable& optimizer_vtable = registry.optimizer(c.optimizer.plugin);
@@ -188,13 +182,15 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   layout.micro_batches = c.tokens.batch_accumulation_per_replica;
   layout.dp_rank = communicator.rank(TRIAX_GROUP_DP);
   layout.dp_size = communicator.size(TRIAX_GROUP_DP);
-  s.data = std::make_unique<data::TrainingData>(c, model_vocab_size(c), layout, s.device.is_cuda());
+  const std::string model_yaml = to_yaml_text(c.model.model_config);
+  int64_t vocab_size = 0;
+  in_config_file(c.origin, [&] { vocab_size = ModelInstance::vocab_size(model_vtable, c.model.plugin, model_yaml); });
+  s.data = std::make_unique<data::TrainingData>(c, vocab_size, layout, s.device.is_cuda());
 
   at::manual_seed(static_cast<uint64_t>(c.general.seed));
 
   // The model: this pipeline rank's contiguous run of blocks, balanced by compute cost unless
   // the config fixes the split.
-  const std::string model_yaml = to_yaml_text(c.model.model_config);
   // model.init_method.path is the host's business (weights from a checkpoint or a Hugging Face
   // folder, loaded below); the plugin initialises as usual and is then overwritten.
   YAML::Node plugin_init_method = YAML::Clone(c.model.init_method);
@@ -253,7 +249,8 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
       log::info("model.init_method.path is ignored: resuming from checkpoints.resume_checkpoint_path");
     s.checkpoint->begin_resume();
   } else if (init_path) {
-    checkpoint::load_initial_weights(*init_path, s.model->parameters(), communicator, s.device);
+    checkpoint::load_initial_weights(*init_path, s.model->parameters(), communicator, s.device, registry,
+                                     c.model.plugin);
   }
 
   // Optimizer: weight decay resolved per parameter (model's own exclusions + config patterns).
@@ -339,10 +336,9 @@ TrainSummary Trainer::train() {
   log::info("batch: " + std::to_string(c.tokens.micro_batch_size) + " sequences x " + std::to_string(micro_batches) +
             " micro-batches x " + std::to_string(dp_size) + " replicas of " + std::to_string(c.tokens.sequence_length) +
             " tokens = " + std::to_string(tokens_per_step) + " tokens per step; engine " + c.parallelism.pp_engine);
-  log::info(
-      "MFU = model FLOPs per token (plugin's training count: 6N + 12*L*h*s for Llama, PaLM convention) x "
-      "tokens/s/device / peak; peak: " +
-      (s.peak.tflops ? std::to_string(*s.peak.tflops) + " TFLOP/s (" + s.peak.source + ")" : s.peak.source));
+  log::info("MFU = model FLOPs per token (" + ModelInstance::flops_formula(s.registry.model(c.model.plugin)) +
+            ") x tokens/s/device / peak; peak: " +
+            (s.peak.tflops ? std::to_string(*s.peak.tflops) + " TFLOP/s (" + s.peak.source + ")" : s.peak.source));
   for (const auto& line : s.data->describe()) log::info(line);
   if (c.parallelism.pp > 1)
     log::info("pipeline: " + describe_pipeline(s.block_costs, s.pipeline_stages) +

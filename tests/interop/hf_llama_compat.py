@@ -2,9 +2,10 @@
 
 - transformers writes tiny random LlamaForCausalLM models (GQA 4 heads / 2 kv heads, rope_theta
   500000; tied and untied; one file and sharded; f32 and bf16; llama3 RoPE scaling with attention
-  biases; a transformers 4.x style config.json); triax's read_hf_llama returns the same tensors bit
+  biases; a transformers 4.x style config.json); triax's read_hf_model (with the llama plugin's
+  mapping) returns the same tensors bit
   for bit and a model_config with the same values, which the llama plugin accepts;
-- triax's write_hf_llama of those tensors gives folders that LlamaForCausalLM.from_pretrained loads
+- triax's write_hf_model of those tensors gives folders that LlamaForCausalLM.from_pretrained loads
   with no missing, unexpected or mismatched keys, equal weights, equal config fields and equal logits;
 - broken folders are refused with messages naming the file and the key or tensor.
 
@@ -86,7 +87,7 @@ CONFIG_FIELDS = ["hidden_size", "intermediate_size", "num_hidden_layers", "num_a
 
 
 def check_read(case, folder, model, work):
-    """read_hf_llama gives the model's tensors and config; returns the files for hf-write."""
+    """read_hf_model gives the model's tensors and config; returns the files for hf-write."""
     tensors, config_yaml = work / f"{case}.read.safetensors", work / f"{case}.read.yaml"
     result = tool("hf-read", folder, tensors, config_yaml)
     check(result.returncode == 0, f"{case}: hf-read failed: {result.stderr}")
@@ -117,7 +118,7 @@ def check_read(case, folder, model, work):
 
 
 def check_write(case, tensors, config_yaml, model, work, dtype, max_shard_bytes, expect_shards):
-    """write_hf_llama gives a folder transformers loads to the same model."""
+    """write_hf_model gives a folder transformers loads to the same model."""
     out = work / f"{case}.export"
     result = tool("hf-write", tensors, config_yaml, out, str(dtype).removeprefix("torch."), max_shard_bytes)
     check(result.returncode == 0, f"{case}: hf-write failed: {result.stderr}")
@@ -253,7 +254,7 @@ with tempfile.TemporaryDirectory() as work:
     folder = edited_copy(base, work / "missing", weights_edit=lambda w: w.pop(up1))
     expect_refused("missing tensor", folder, work, [folder / "model.safetensors", up1, "missing"])
     folder = edited_copy(base, work / "no_head", weights_edit=lambda w: w.pop("lm_head.weight"))
-    expect_refused("missing lm_head", folder, work, ["lm_head.weight", "tie_word_embeddings: false"])
+    expect_refused("missing lm_head", folder, work, [folder / "model.safetensors", "lm_head.weight", "missing"])
 
     k0 = "model.layers.0.self_attn.k_proj.weight"
     folder = edited_copy(base, work / "shape", weights_edit=lambda w: w.update({k0: w[k0][:8].clone()}))
@@ -267,7 +268,7 @@ with tempfile.TemporaryDirectory() as work:
         weights["lm_head.weight"] = weights["model.embed_tokens.weight"] + 1
 
     folder = edited_copy(work / "tied_single", work / "tied_other_head", weights_edit=different_head)
-    expect_refused("tied head differs", folder, work, [folder / "model.safetensors", "lm_head.weight", "tie_word_embeddings"])
+    expect_refused("tied head differs", folder, work, [folder / "model.safetensors", "lm_head.weight", "differs"])
 
     folder = work / "pickle"
     folder.mkdir()

@@ -1,14 +1,15 @@
 // Test driver for the Python cross-checks (tests/interop/*.py): exposes triax's safetensors and
-// Hugging Face Llama functions as commands. Not a user command.
+// Hugging Face folder functions as commands, with the build's model plugins. Not a user command.
 //
 //   interop_tool safetensors-describe FILE     JSON on stdout: metadata, and per tensor dtype, shape
 //                                              and the FNV-1a hash of its bytes
 //   interop_tool safetensors-generate FILE     writes the fixed tensors safetensors_compat.py expects
-//   interop_tool hf-read FOLDER TENSORS YAML   read_hf_llama: weights to TENSORS (safetensors),
-//                                              model_config to YAML (checked by the llama plugin's
-//                                              LlamaConfig::read), the dtype on stdout
+//   interop_tool hf-read FOLDER TENSORS YAML   read_hf_model (the plugin reading config.json's
+//                                              architecture): weights to TENSORS (safetensors),
+//                                              model_config to YAML, plugin and dtype on stdout
 //   interop_tool hf-write TENSORS YAML FOLDER DTYPE MAX_SHARD_BYTES
-//                                              write_hf_llama of those weights and model_config
+//                                              write_hf_model of those weights and model_config,
+//                                              with the plugin its marker key names
 //
 // A triax::Error exits with status 1 and its message on stderr.
 #include <ATen/ATen.h>
@@ -23,15 +24,25 @@
 #include <string>
 #include <vector>
 
-#include "llama_config.hpp"
 #include "triax/config_reader.hpp"
-#include "triax/core/hf_llama.hpp"
-#include "triax/core/safetensors.hpp"
+#include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/core/plugins/model_selection.hpp"
 #include "triax/error.hpp"
+#include "triax/interop/safetensors.hpp"
 
 namespace {
 
 using Json = nlohmann::json;
+using triax::interop::SafetensorsFile;
+
+const triax::PluginRegistry& registry() {
+  static triax::PluginRegistry* plugins = [] {
+    auto* r = new triax::PluginRegistry();
+    r->scan_folder(TRIAX_TEST_PLUGIN_DIR);
+    return r;
+  }();
+  return *plugins;
+}
 
 std::string fnv1a(const at::Tensor& tensor) {
   const at::Tensor bytes = tensor.contiguous();
@@ -44,11 +55,11 @@ std::string fnv1a(const at::Tensor& tensor) {
 }
 
 int describe(const std::string& path) {
-  triax::SafetensorsFile file(path);
+  SafetensorsFile file(path);
   Json out = {{"metadata", file.metadata()}, {"tensors", Json::object()}};
   for (const std::string& name : file.names()) {
     const at::Tensor tensor = file.read(name);
-    out["tensors"][name] = {{"dtype", triax::safetensors_dtype_name(file.dtype(name))},
+    out["tensors"][name] = {{"dtype", triax::interop::safetensors_dtype_name(file.dtype(name))},
                             {"shape", file.shape(name)},
                             {"fnv1a", fnv1a(tensor)}};
   }
@@ -78,7 +89,7 @@ int generate(const std::string& path) {
   const double inf = std::numeric_limits<double>::infinity();
   tensors.push_back(
       {"gen.bf16_special", at::tensor({std::nan(""), inf, -inf, -0.0, 1e-40, 3.14159}, at::kDouble).to(at::kBFloat16)});
-  triax::write_safetensors(path, tensors, {{"format", "pt"}, {"producer", "triax interop_tool"}});
+  triax::interop::write_safetensors(path, tensors, {{"format", "pt"}, {"producer", "triax interop_tool"}});
   return 0;
 }
 
@@ -97,26 +108,23 @@ std::string dtype_name(at::ScalarType dtype) {
 }
 
 int hf_read(const std::string& folder, const std::string& tensors_path, const std::string& yaml_path) {
-  triax::HfLlamaModel model = triax::read_hf_llama(folder);
-  // The llama plugin must accept the model_config as it is.
-  triax::ConfigReader reader(model.model_config, "model.model_config");
-  triax::llama::LlamaConfig::read(reader);
-  std::vector<std::pair<std::string, at::Tensor>> tensors(model.tensors.begin(), model.tensors.end());
-  triax::write_safetensors(tensors_path, tensors);
-  YAML::Emitter yaml;
-  yaml << model.model_config;
-  std::ofstream(yaml_path) << yaml.c_str() << "\n";
-  std::cout << Json({{"dtype", dtype_name(model.dtype)}}).dump() << "\n";
+  triax::checkpoint::HfModel model = triax::checkpoint::read_hf_model(registry(), folder);
+  std::vector<std::pair<std::string, at::Tensor>> tensors(model.parameters.begin(), model.parameters.end());
+  triax::interop::write_safetensors(tensors_path, tensors);
+  std::ofstream(yaml_path) << model.model_config_yaml;
+  std::cout << Json({{"plugin", model.plugin}, {"dtype", dtype_name(model.dtype)}}).dump() << "\n";
   return 0;
 }
 
 int hf_write(const std::string& tensors_path, const std::string& yaml_path, const std::string& folder,
              const std::string& dtype, const std::string& max_shard_bytes) {
-  triax::SafetensorsFile file(tensors_path);
+  SafetensorsFile file(tensors_path);
   std::map<std::string, at::Tensor> tensors;
   for (const std::string& name : file.names()) tensors[name] = file.read(name);
-  triax::write_hf_llama(folder, triax::load_yaml_file(yaml_path), tensors, parse_dtype(dtype),
-                        std::stoll(max_shard_bytes));
+  const YAML::Node model_config = triax::load_yaml_file(yaml_path);
+  const std::string plugin = triax::model_plugin_by_marker(registry(), model_config, yaml_path);
+  triax::checkpoint::write_hf_model(registry(), plugin, triax::to_yaml_text(model_config), tensors, parse_dtype(dtype),
+                                    std::stoll(max_shard_bytes), folder);
   return 0;
 }
 

@@ -1,4 +1,4 @@
-// Throughput of safetensors and Hugging Face Llama folder I/O on a SmolLM2-1.7B-shaped model
+// Throughput of safetensors and Hugging Face folder I/O on a SmolLM2-1.7B-shaped model
 // (hidden 2048, 24 layers, ffn 8192, vocab 49152, tied; 1.71 B parameters, 3.4 GB in bf16),
 // against plain write()+fsync and read() of the same number of bytes. Reads start with the files
 // dropped from the page cache (posix_fadvise DONTNEED). Built, not run by ctest:
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "triax/core/hf_llama.hpp"
-#include "triax/core/hf_llama_config.hpp"
-#include "triax/core/safetensors.hpp"
+#include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/core/plugins/model_hf_mapping.hpp"
+#include "triax/interop/safetensors.hpp"
 
 namespace fs = std::filesystem;
 
@@ -56,18 +56,21 @@ int main(int argc, char** argv) {
   fs::remove_all(root);
   fs::create_directories(root);
 
-  const YAML::Node model_config = YAML::Load(
-      "{hidden_size: 2048, intermediate_size: 8192, num_hidden_layers: 24, num_attention_heads: 32, "
+  triax::PluginRegistry registry;
+  registry.scan_folder(TRIAX_TEST_PLUGIN_DIR);
+  const std::string model_config =
+      "{is_llama_config: true, hidden_size: 2048, intermediate_size: 8192, num_hidden_layers: 24, num_attention_heads: "
+      "32, "
       "num_key_value_heads: 32, vocab_size: 49152, max_position_embeddings: 8192, tie_word_embeddings: true, "
-      "rope_theta: 130000, rms_norm_eps: 1.0e-5}");
-  const triax::HfLlamaConfig config = triax::HfLlamaConfig::from_model_config(model_config);
+      "rope_theta: 130000, rms_norm_eps: 1.0e-5}";
   std::map<std::string, at::Tensor> tensors;
   std::vector<std::pair<std::string, at::Tensor>> ordered;
   double bytes = 0;
-  for (const auto& [name, shape] : config.tensor_shapes()) {
-    at::Tensor t = at::empty(shape, at::kBFloat16).fill_(0.5);  // touched: no page faults in the timings
-    tensors[name] = t;
-    ordered.push_back({name, t});
+  for (const triax::HfTensorRule& rule : triax::ModelHfMapping(registry, "llama").tensor_map(model_config)) {
+    if (rule.kind == TRIAX_HF_IGNORE || rule.optional) continue;
+    at::Tensor t = at::empty(rule.shape, at::kBFloat16).fill_(0.5);  // touched: no page faults in the timings
+    tensors[rule.triax_name] = t;
+    ordered.push_back({rule.triax_name, t});
     bytes += static_cast<double>(t.nbytes());
   }
   std::printf("%zu tensors, %.3f GB in bf16\n", tensors.size(), bytes / 1e9);
@@ -103,36 +106,38 @@ int main(int argc, char** argv) {
 
   const std::string file = (root / "model.safetensors").string();
   auto start = std::chrono::steady_clock::now();
-  triax::write_safetensors(file, ordered, {{"format", "pt"}});
+  triax::interop::write_safetensors(file, ordered, {{"format", "pt"}});
   report("write_safetensors (incl. fsync)", bytes, seconds_since(start));
 
   evict(file);
   start = std::chrono::steady_clock::now();
   {
-    triax::SafetensorsFile opened(file);
+    triax::interop::SafetensorsFile opened(file);
     for (const std::string& name : opened.names()) tensors[name] = opened.read(name);
   }
   report("SafetensorsFile read all from disk", bytes, seconds_since(start));
   fs::remove(file);
 
+  using triax::checkpoint::read_hf_model;
+  using triax::checkpoint::write_hf_model;
   start = std::chrono::steady_clock::now();
-  triax::write_hf_llama((root / "hf").string(), model_config, tensors, at::kBFloat16, int64_t{5} << 30);
-  report("write_hf_llama bf16, one file", bytes, seconds_since(start));
+  write_hf_model(registry, "llama", model_config, tensors, at::kBFloat16, int64_t{5} << 30, (root / "hf").string());
+  report("write_hf_model bf16, one file", bytes, seconds_since(start));
   evict(root / "hf");
   start = std::chrono::steady_clock::now();
-  triax::HfLlamaModel model = triax::read_hf_llama((root / "hf").string());
-  report("read_hf_llama from disk", bytes, seconds_since(start));
-  model.tensors.clear();
+  triax::checkpoint::HfModel model = read_hf_model(registry, (root / "hf").string());
+  report("read_hf_model from disk", bytes, seconds_since(start));
+  model.parameters.clear();
   fs::remove_all(root / "hf");
 
   start = std::chrono::steady_clock::now();
-  triax::write_hf_llama((root / "hf_sharded").string(), model_config, tensors, at::kBFloat16, int64_t{1} << 30);
-  report("write_hf_llama bf16, 1 GB shards", bytes, seconds_since(start));
-  model.tensors.clear();
+  write_hf_model(registry, "llama", model_config, tensors, at::kBFloat16, int64_t{1} << 30,
+                 (root / "hf_sharded").string());
+  report("write_hf_model bf16, 1 GB shards", bytes, seconds_since(start));
   evict(root / "hf_sharded");
   start = std::chrono::steady_clock::now();
-  model = triax::read_hf_llama((root / "hf_sharded").string());
-  report("read_hf_llama sharded from disk", bytes, seconds_since(start));
+  model = read_hf_model(registry, (root / "hf_sharded").string());
+  report("read_hf_model sharded from disk", bytes, seconds_since(start));
   fs::remove_all(root);
   return 0;
 }

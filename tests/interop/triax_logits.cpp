@@ -1,4 +1,4 @@
-// Logits of a Llama whose weights come from a triax checkpoint or a Hugging Face folder, on one
+// Logits of a model whose weights come from a triax checkpoint or a Hugging Face folder, on one
 // process, for the interop checks against transformers (hf_logits_test.py).
 //
 //   triax_logits --weights PATH --tokens "1 2 3 ..." --out FILE
@@ -19,9 +19,9 @@
 #include "triax/core/checkpoint/hf_conversion.hpp"
 #include "triax/core/checkpoint/training_checkpoint.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/hf_llama.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
+#include "triax/interop/hf_folder.hpp"
 #include "triax/tensor_handle.hpp"
 
 int main(int argc, char** argv) {
@@ -35,20 +35,27 @@ int main(int argc, char** argv) {
   try {
     at::set_num_threads(1);
     const std::string weights = options["--weights"];
-    YAML::Node model_config =
-        checkpoint::is_hf_folder(weights)
-            ? read_hf_llama(weights).model_config
-            : YAML::Load(checkpoint::CheckpointReader(weights).resolved_config())["model"]["model_config"];
+    PluginRegistry registry;
+    registry.scan_folder(TRIAX_TEST_PLUGIN_DIR);
+    // The model as the folder describes it: config.json through its plugin, or the checkpoint's config.
+    std::string plugin;
+    YAML::Node model_config;
+    if (interop::is_hf_folder(weights)) {
+      const checkpoint::HfModel hf = checkpoint::read_hf_model(registry, weights);
+      plugin = hf.plugin;
+      model_config = YAML::Load(hf.model_config_yaml);
+    } else {
+      const YAML::Node config = YAML::Load(checkpoint::CheckpointReader(weights).resolved_config());
+      plugin = config["model"]["plugin"].as<std::string>();
+      model_config = config["model"]["model_config"];
+    }
     const std::string model_yaml = to_yaml_text(model_config);
     std::vector<int64_t> tokens;
     std::istringstream token_text(options["--tokens"]);
     for (int64_t t; token_text >> t;) tokens.push_back(t);
 
-    PluginRegistry registry;
-    registry.scan_folder(TRIAX_TEST_PLUGIN_DIR);
-    const triax_model_vtable& vtable = registry.model("llama");
-    const auto blocks =
-        ModelInstance::describe_blocks(vtable, "llama", model_yaml, static_cast<int64_t>(tokens.size()));
+    const triax_model_vtable& vtable = registry.model(plugin);
+    const auto blocks = ModelInstance::describe_blocks(vtable, plugin, model_yaml, static_cast<int64_t>(tokens.size()));
     SingleProcessCommunicator alone;
     HostServices host(alone);
     triax_model_context context{};
@@ -62,8 +69,8 @@ int main(int argc, char** argv) {
     context.init_method_yaml = "{std: 0.02}";
     context.make_vocab_size_divisible_by = 1;
     context.host = host.c_host();
-    ModelInstance model(vtable, "llama", model_yaml, context);
-    checkpoint::load_initial_weights(weights, model.parameters(), alone, c10::Device(c10::kCPU));
+    ModelInstance model(vtable, plugin, model_yaml, context);
+    checkpoint::load_initial_weights(weights, model.parameters(), alone, c10::Device(c10::kCPU), registry, plugin);
     model.set_training(false);
 
     at::Tensor input = at::tensor(tokens, at::kLong).unsqueeze(0);
@@ -79,7 +86,7 @@ int main(int argc, char** argv) {
     adopt_handle(io.hidden_out);
     adopt_handle(io.loss);
     adopt_handle(io.aux_loss);
-    const int64_t vocab = model_config["vocab_size"].as<int64_t>();
+    const int64_t vocab = ModelInstance::vocab_size(vtable, plugin, model_yaml);
     logits = logits[0].narrow(1, 0, vocab).to(at::kFloat).contiguous();
     std::ofstream out(options["--out"], std::ios::binary);
     const int64_t header[2] = {logits.size(0), logits.size(1)};

@@ -3,62 +3,81 @@
 #include <ATen/ATen.h>
 
 #include <filesystem>
+#include <tuple>
 
+#include "checkpoint/checkpoint_writer.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/core/checkpoint/checkpoint_error.hpp"
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
-#include "checkpoint/checkpoint_writer.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/hf_llama.hpp"
-#include "triax/torch_version.hpp"
+#include "triax/core/plugins/model_hf_mapping.hpp"
+#include "triax/core/plugins/model_selection.hpp"
+#include "triax/interop/hf_folder.hpp"
+#include "triax/interop/tensor_map.hpp"
 #include "triax/tensor_text.hpp"
+#include "triax/torch_version.hpp"
 
 namespace triax::checkpoint {
-namespace {
-
 namespace fs = std::filesystem;
 
-// The checkpoint's parameter dtype, when Hugging Face weights can be written in it.
-at::ScalarType exportable_dtype(const std::string& name, const std::string& origin) {
-  const std::optional<at::ScalarType> type = dtype_from_name(name);
-  if (!type || (*type != at::kFloat && *type != at::kBFloat16 && *type != at::kHalf))
-    throw CheckpointError(origin + ": dtype '" + name + "' cannot be exported (float32, bfloat16 or float16)");
-  return *type;
+HfModel read_hf_model(const PluginRegistry& registry, const std::string& folder, const std::string& plugin) {
+  const std::string config_json = interop::read_hf_config(folder);
+  const std::string config_path = (fs::path(folder) / interop::kHfConfigFile).string();
+  HfModel model;
+  model.plugin = plugin.empty() ? model_plugin_by_architecture(registry, config_json, config_path) : plugin;
+  const ModelHfMapping mapping(registry, model.plugin);
+  model.model_config_yaml = mapping.config_from_hf(config_json, config_path);
+  const interop::TensorMap map(mapping.tensor_map(model.model_config_yaml), model_plugin_label(model.plugin));
+  interop::TensorMap::Weights weights =
+      map.read(interop::HfWeights(folder), config_path, interop::hf_declared_dtype(config_json));
+  model.parameters = std::move(weights.parameters);
+  model.dtype = weights.dtype;
+  return model;
 }
 
-
-}  // namespace
-
-bool is_hf_folder(const std::string& path) {
-  const fs::path folder(path);
-  return fs::exists(folder / "config.json") &&
-         (fs::exists(folder / "model.safetensors") || fs::exists(folder / "model.safetensors.index.json") ||
-          fs::exists(folder / "pytorch_model.bin"));
+void write_hf_model(const PluginRegistry& registry, const std::string& plugin, const std::string& model_config_yaml,
+                    const std::map<std::string, at::Tensor>& parameters, at::ScalarType dtype, int64_t max_shard_bytes,
+                    const std::string& folder) {
+  if (!interop::is_hf_weight_dtype(dtype))
+    throw Error(folder + ": cannot export weights as " + c10::toString(dtype) +
+                " (expected float32, bfloat16 or float16)");
+  const ModelHfMapping mapping(registry, plugin);
+  const interop::TensorMap map(mapping.tensor_map(model_config_yaml), model_plugin_label(plugin));
+  interop::TensorMap::Tensors tensors = map.write(parameters, dtype, folder);
+  interop::HfFolderContents contents;
+  std::tie(contents.config_json, contents.generation_config_json) =
+      mapping.config_to_hf(model_config_yaml, dtype_name(dtype));
+  contents.tensors = std::move(tensors.entries);
+  contents.tensor_of = std::move(tensors.tensor_of);
+  contents.max_shard_bytes = max_shard_bytes;
+  interop::write_hf_folder(folder, contents);
 }
 
-void export_to_hf(const std::string& checkpoint, const std::string& out, std::optional<at::ScalarType> dtype,
-                  int64_t max_shard_bytes) {
+void export_to_hf(const PluginRegistry& registry, const std::string& checkpoint, const std::string& out,
+                  std::optional<at::ScalarType> dtype, int64_t max_shard_bytes) {
   CheckpointReader reader(checkpoint);
   const CheckpointMetadata& m = reader.metadata();
-  if (m.model_plugin != "llama")
-    throw CheckpointError("checkpoint " + reader.folder().string() + " holds a '" + m.model_plugin +
-                          "' model; only llama exports to Hugging Face (LlamaForCausalLM)");
   const YAML::Node config = YAML::Load(reader.resolved_config());
   const YAML::Node model_config = config["model"]["model_config"];
   if (!model_config.IsMap())
     throw CheckpointError("checkpoint " + reader.folder().string() + ": " + kConfigFile + " has no model.model_config");
+  if (!dtype) {
+    dtype = dtype_from_name(m.model_dtype);
+    if (!dtype || !interop::is_hf_weight_dtype(*dtype))
+      throw CheckpointError(reader.folder().string() + ": dtype '" + m.model_dtype +
+                            "' cannot be exported (float32, bfloat16 or float16)");
+  }
   std::map<std::string, at::Tensor> tensors;
   for (const std::string& name : reader.parameter_names()) tensors[name] = reader.whole_parameter(name);
-  write_hf_llama(out, model_config, tensors, dtype.value_or(exportable_dtype(m.model_dtype, reader.folder().string())),
-                 max_shard_bytes);
+  write_hf_model(registry, m.model_plugin, to_yaml_text(model_config), tensors, *dtype, max_shard_bytes, out);
 }
 
-std::string import_from_hf(const std::string& hf_folder, const std::string& out) {
-  HfLlamaModel model = read_hf_llama(hf_folder);
+std::string import_from_hf(const PluginRegistry& registry, const std::string& hf_folder, const std::string& out) {
+  HfModel model = read_hf_model(registry, hf_folder);
   // The tensors as one rank's whole parameters.
   std::vector<NamedParameter> parameters;
-  for (auto& [name, tensor] : model.tensors) {
+  for (auto& [name, tensor] : model.parameters) {
     NamedParameter p;
     p.name = name;
     p.tensor = tensor.contiguous();
@@ -71,7 +90,7 @@ std::string import_from_hf(const std::string& hf_folder, const std::string& out)
 
   CheckpointMetadata m;
   m.step = 0;
-  m.model_plugin = "llama";
+  m.model_plugin = model.plugin;
   m.model_dtype = dtype_name(model.dtype);
   m.optimizer_plugin = "none";
   m.has_optimizer_state = false;
@@ -81,9 +100,9 @@ std::string import_from_hf(const std::string& hf_folder, const std::string& out)
   m.files = {rank_file_name(0)};
 
   YAML::Node config;
-  config["model"]["plugin"] = "llama";
+  config["model"]["plugin"] = model.plugin;
   config["model"]["dtype"] = m.model_dtype;
-  config["model"]["model_config"] = model.model_config;
+  config["model"]["model_config"] = YAML::Load(model.model_config_yaml);
   std::error_code ec;
   fs::create_directories(out, ec);
   if (ec) throw CheckpointError("cannot create " + out + ": " + ec.message());

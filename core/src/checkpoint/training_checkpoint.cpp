@@ -15,11 +15,11 @@
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "checkpoint/checkpoint_writer.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
-#include "triax/core/hf_llama.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/data/training_data.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
+#include "triax/interop/hf_folder.hpp"
 #include "triax/torch_version.hpp"
 
 namespace triax::checkpoint {
@@ -93,20 +93,21 @@ void restore_rng_states(const CheckpointReader& reader, int rank, [[maybe_unused
 }  // namespace
 
 void load_initial_weights(const std::string& path, const std::vector<NamedParameter>& parameters,
-                          Communicator& communicator, const c10::Device& device) {
-  if (is_hf_folder(path)) {
-    const HfLlamaModel model = read_hf_llama(path);
+                          Communicator& communicator, const c10::Device& device, const PluginRegistry& registry,
+                          const std::string& model_plugin) {
+  if (interop::is_hf_folder(path)) {
+    const HfModel model = read_hf_model(registry, path, model_plugin);
     std::set<std::string> used;
     for (const NamedParameter& p : parameters) {
-      auto it = model.tensors.find(p.name);
-      if (it == model.tensors.end())
+      auto it = model.parameters.find(p.name);
+      if (it == model.parameters.end())
         throw CheckpointError("Hugging Face folder " + path + " has no tensor " + p.name +
                               " (a model of another shape, or tied where this one is not?)");
       copy_shard_from_whole(p, it->second, "Hugging Face folder " + path);
       used.insert(p.name);
     }
     if (communicator.size(TRIAX_GROUP_PP) == 1)  // every rank holds every name: nothing may be left
-      for (const auto& [name, tensor] : model.tensors)
+      for (const auto& [name, tensor] : model.parameters)
         if (!used.count(name))
           throw CheckpointError("Hugging Face folder " + path + " holds " + name +
                                 ", which this model does not have (untied head into a tied model?)");

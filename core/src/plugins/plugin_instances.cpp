@@ -1,5 +1,7 @@
 #include "triax/core/plugins/plugin_instances.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cstddef>
 
@@ -25,6 +27,28 @@ std::vector<double> ModelInstance::describe_blocks(const triax_model_vtable& vta
   status = vtable.describe_blocks(config_yaml.c_str(), sequence_length, costs.data(), count, &count, &error);
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name + "'");
   return costs;
+}
+
+int64_t ModelInstance::vocab_size(const triax_model_vtable& vtable, const std::string& name,
+                                  const std::string& config_yaml) {
+  if (auto plugin_vocab_size = model_plugin_extras(vtable).vocab_size) {
+    int64_t out = 0;
+    triax_error error{};
+    const triax_status status = plugin_vocab_size(config_yaml.c_str(), &out, &error);
+    if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name + "'");
+    if (out <= 0) throw Error("model plugin '" + name + "' gives a vocabulary of " + std::to_string(out) + " tokens");
+    return out;
+  }
+  const YAML::Node vocab = YAML::Load(config_yaml)["vocab_size"];
+  if (!vocab.IsDefined() || !vocab.IsScalar())
+    throw ConfigError("model.model_config.vocab_size: required by the data loader (model plugin '" + name +
+                      "' does not give its vocabulary size)");
+  return vocab.as<int64_t>();
+}
+
+std::string ModelInstance::flops_formula(const triax_model_vtable& vtable) {
+  const char* formula = model_plugin_extras(vtable).flops_formula;
+  return formula != nullptr ? formula : "the model plugin's training count";
 }
 
 ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name, const std::string& config_yaml,

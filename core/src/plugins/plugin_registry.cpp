@@ -36,7 +36,7 @@ constexpr int32_t kCoreCxx11Abi = TRIAX_CXX11_ABI_FLAG;
 
 // Tables as they were in ABI 1.0. A plugin of a later 1.x appends members, so its table is at
 // least this large; a smaller one cannot come from a well-formed 1.x library.
-constexpr size_t kModelVtableMinSize = sizeof(triax_model_vtable);
+constexpr size_t kModelVtableMinSize = offsetof(triax_model_vtable, nanotron_marker);
 constexpr size_t kEngineVtableMinSize = sizeof(triax_engine_vtable);
 constexpr size_t kOptimizerVtableMinSize = offsetof(triax_optimizer_vtable, gradient_sharding);
 
@@ -99,6 +99,17 @@ void check_vtable(const triax_plugin_descriptor& d) {
       require(v->total_parameters != nullptr, "total_parameters");
       require(v->set_training != nullptr, "set_training");
       require(v->resolved_config != nullptr, "resolved_config");
+      if (const triax_model_hf_vtable* hf = model_plugin_extras(*v).hf) {
+        if (hf->struct_size < sizeof(triax_model_hf_vtable))
+          throw Refused{what + " has a Hugging Face table of " + std::to_string(hf->struct_size) +
+                        " bytes, smaller than ABI 1.3's"};
+        require(hf->architecture_count > 0 && hf->architectures != nullptr, "hf.architectures");
+        for (int32_t i = 0; i < hf->architecture_count; ++i)
+          require(hf->architectures[i] != nullptr, "hf.architectures");
+        require(hf->config_from_hf != nullptr, "hf.config_from_hf");
+        require(hf->config_to_hf != nullptr, "hf.config_to_hf");
+        require(hf->tensor_map != nullptr, "hf.tensor_map");
+      }
       break;
     }
     case TRIAX_PLUGIN_ENGINE: {
@@ -130,6 +141,21 @@ void check_vtable(const triax_plugin_descriptor& d) {
 int32_t optimizer_gradient_sharding(const triax_optimizer_vtable& vtable) {
   const size_t end = offsetof(triax_optimizer_vtable, gradient_sharding) + sizeof(vtable.gradient_sharding);
   return vtable.struct_size >= end ? vtable.gradient_sharding : TRIAX_GRADIENTS_WHOLE;
+}
+
+ModelPluginExtras model_plugin_extras(const triax_model_vtable& vtable) {
+  ModelPluginExtras extras;
+  auto covers = [&](size_t end) { return vtable.struct_size >= end; };
+  if (covers(offsetof(triax_model_vtable, nanotron_marker_requires) + sizeof(vtable.nanotron_marker_requires))) {
+    extras.nanotron_marker = vtable.nanotron_marker;
+    extras.nanotron_marker_requires = vtable.nanotron_marker_requires;
+  }
+  if (covers(offsetof(triax_model_vtable, flops_formula) + sizeof(vtable.flops_formula)))
+    extras.flops_formula = vtable.flops_formula;
+  if (covers(offsetof(triax_model_vtable, vocab_size) + sizeof(vtable.vocab_size)))
+    extras.vocab_size = vtable.vocab_size;
+  if (covers(offsetof(triax_model_vtable, hf) + sizeof(vtable.hf))) extras.hf = vtable.hf;
+  return extras;
 }
 
 const char* plugin_kind_name(triax_plugin_kind kind) {

@@ -23,6 +23,7 @@
 #include "llama_config.hpp"
 #include "rotary_embedding.hpp"
 #include "triax/config_reader.hpp"
+#include "triax/hf_mapping.hpp"
 #include "triax/layers/embedding.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/layers/norm.hpp"
@@ -37,6 +38,12 @@ class LlamaModel : public Model {
   static std::vector<double> block_costs(ConfigReader& config, int64_t sequence_length);
   // Reads model.model_config strictly, builds this rank's blocks and initialises them.
   static std::shared_ptr<LlamaModel> create(ConfigReader& config, const ModelContext& context);
+  // What the host asks before any instance exists (triax/plugin.hpp).
+  static constexpr const char* kNanotronMarker = "is_llama_config";
+  static constexpr const char* kFlopsFormula =
+      "6N + 12*L*h*s: 3 x forward at 2 FLOPs per multiply-add, attention scores without causal discount (PaLM)";
+  static int64_t vocab_size(ConfigReader& config) { return LlamaConfig::read(config).vocab_size; }
+  static HfMapping hf_mapping();  // LlamaForCausalLM (hf_mapping.cpp)
 
   LlamaModel(const LlamaConfig& config, const ModelContext& context, std::string resolved_yaml);
 

@@ -8,6 +8,12 @@
 //   };
 //   TRIAX_PLUGIN_LIBRARY(triax::model_plugin<MyModel>("my_model", "1.0.0", "what it is"))
 //
+// Optional static members of a model class fill the ABI 1.3 members of its table:
+//   static constexpr const char* kNanotronMarker = "is_my_config";    (+ kNanotronMarkerRequires)
+//   static constexpr const char* kFlopsFormula = "6N + 12*L*h*s";
+//   static int64_t vocab_size(triax::ConfigReader& model_config);
+//   static triax::HfMapping hf_mapping();                              (triax/hf_mapping.hpp)
+//
 // Engines provide `static std::unique_ptr<E> create(const triax::EngineContext&)`; optimizers
 // `static std::unique_ptr<O> create(const triax::OptimizerContext&, std::vector<triax::OptimizerParam>)`.
 // The macro emits the library's one exported C function; every call into the plugin goes
@@ -19,12 +25,14 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "triax/abi.h"
 #include "triax/config_reader.hpp"
 #include "triax/engine.hpp"
 #include "triax/error.hpp"
+#include "triax/hf_mapping.hpp"
 #include "triax/model.hpp"
 #include "triax/optimizer.hpp"
 #include "triax/tensor_handle.hpp"
@@ -63,6 +71,28 @@ void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* 
 StageInput stage_input_from_c(const triax_stage_io& io);
 void stage_output_to_c(StageOutput output, triax_stage_io* io);
 void fill_optimizer_state(const OptimizerState& state, triax_optimizer_state* out);
+
+// Which optional static members a model class has (see the top of this file).
+template <class M, class = void>
+struct HasNanotronMarker : std::false_type {};
+template <class M>
+struct HasNanotronMarker<M, std::void_t<decltype(M::kNanotronMarker)>> : std::true_type {};
+template <class M, class = void>
+struct HasNanotronMarkerRequires : std::false_type {};
+template <class M>
+struct HasNanotronMarkerRequires<M, std::void_t<decltype(M::kNanotronMarkerRequires)>> : std::true_type {};
+template <class M, class = void>
+struct HasFlopsFormula : std::false_type {};
+template <class M>
+struct HasFlopsFormula<M, std::void_t<decltype(M::kFlopsFormula)>> : std::true_type {};
+template <class M, class = void>
+struct HasVocabSize : std::false_type {};
+template <class M>
+struct HasVocabSize<M, std::void_t<decltype(M::vocab_size(std::declval<ConfigReader&>()))>> : std::true_type {};
+template <class M, class = void>
+struct HasHfMapping : std::false_type {};
+template <class M>
+struct HasHfMapping<M, std::void_t<decltype(M::hf_mapping())>> : std::true_type {};
 
 template <class M>
 struct ModelBox {
@@ -119,6 +149,13 @@ struct ModelAdapter {
     return guarded(error, [&] { box(handle)->model->train(training != 0); });
   }
   static const char* resolved_config(triax_model* handle) { return box(handle)->resolved.c_str(); }
+  static triax_status vocab_size(const char* yaml, int64_t* out, triax_error* error) {
+    return guarded(error, [&] {
+      ConfigReader config = ConfigReader::from_text(yaml, "model.model_config");
+      if constexpr (HasVocabSize<M>::value) *out = M::vocab_size(config);
+      (void)out;
+    });
+  }
 
   // Members by name, one per line: later ABI minors append theirs.
   static triax_model_vtable make_vtable() {
@@ -134,6 +171,11 @@ struct ModelAdapter {
     table.total_parameters = total_parameters;
     table.set_training = set_training;
     table.resolved_config = resolved_config;
+    if constexpr (HasNanotronMarker<M>::value) table.nanotron_marker = M::kNanotronMarker;
+    if constexpr (HasNanotronMarkerRequires<M>::value) table.nanotron_marker_requires = M::kNanotronMarkerRequires;
+    if constexpr (HasFlopsFormula<M>::value) table.flops_formula = M::kFlopsFormula;
+    if constexpr (HasVocabSize<M>::value) table.vocab_size = vocab_size;
+    if constexpr (HasHfMapping<M>::value) table.hf = HfAdapter<M>::vtable();
     return table;
   }
   static const triax_model_vtable* vtable() {

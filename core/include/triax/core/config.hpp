@@ -56,7 +56,9 @@ struct ParallelismConfig {
 };
 
 struct ModelSection {
-  std::string plugin;              // triax: the model plugin's name; empty: chosen by model_config's marker key
+  // triax: the model plugin's name; empty: chosen when plugins are loaded (by the nanotron marker
+  // key in model_config, or by the architecture of the Hugging Face folder init_method.path names)
+  std::string plugin;
   YAML::Node model_config;         // read by the plugin; null: from init_method.path's config.json
   YAML::Node init_method;          // {std: ...} or {path: ...}
   std::string dtype = "bfloat16";  // float32 | bfloat16 | float16 | float64

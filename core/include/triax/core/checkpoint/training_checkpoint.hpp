@@ -14,6 +14,7 @@
 
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/config.hpp"
+#include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/parameter.hpp"
 
 namespace triax {
@@ -47,8 +48,10 @@ struct TrainingParts {
 
 // Copies a checkpoint's (or a Hugging Face folder's) weights into `parameters`: the weights only,
 // for model.init_method.path. Collective over the world (checks no stored tensor is left over).
+// A Hugging Face folder is read with the mapping of `model_plugin`.
 void load_initial_weights(const std::string& path, const std::vector<NamedParameter>& parameters,
-                          Communicator& communicator, const c10::Device& device);
+                          Communicator& communicator, const c10::Device& device, const PluginRegistry& registry,
+                          const std::string& model_plugin);
 
 class TrainingCheckpoint {
  public:

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "triax/core/data/mapped_file.hpp"
+#include "triax/interop/mapped_file.hpp"
 
 namespace triax::data {
 
@@ -41,12 +41,12 @@ class TokenFile {
   void read_metadata(const std::string& metadata_path, std::optional<int> token_size_hint);
   void check_index(const std::string& index_path);
 
-  MappedFile tokens_;
+  interop::MappedFile tokens_;
   std::string tokenizer_;
   int token_size_ = 2;
   int64_t num_tokens_ = 0;
   int64_t num_documents_ = 0;
-  std::optional<MappedFile> index_;
+  std::optional<interop::MappedFile> index_;
 };
 
 }  // namespace triax::data

@@ -21,6 +21,11 @@ class ModelInstance {
   // Forward FLOPs per token of each pipeline block, before any instance exists.
   static std::vector<double> describe_blocks(const triax_model_vtable& vtable, const std::string& name,
                                              const std::string& config_yaml, int64_t sequence_length);
+  // The vocabulary the data loader draws from: the plugin's answer (ABI 1.3 vocab_size), or the
+  // model_config's vocab_size for a plugin without one.
+  static int64_t vocab_size(const triax_model_vtable& vtable, const std::string& name, const std::string& config_yaml);
+  // The formula behind flops_per_token, as the plugin names it (ABI 1.3 flops_formula).
+  static std::string flops_formula(const triax_model_vtable& vtable);
 
   ModelInstance(const triax_model_vtable& vtable, std::string name, const std::string& config_yaml,
                 const triax_model_context& context);

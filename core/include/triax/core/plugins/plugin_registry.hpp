@@ -34,6 +34,17 @@ const char* plugin_kind_name(triax_plugin_kind kind);
 // TRIAX_GRADIENTS_WHOLE for a table from ABI 1.0, which ends before that member.
 int32_t optimizer_gradient_sharding(const triax_optimizer_vtable& vtable);
 
+// The optional ABI 1.3 members of a model plugin's table; null where the table ends before them
+// (a plugin of ABI 1.0 to 1.2) or leaves them out.
+struct ModelPluginExtras {
+  const char* nanotron_marker = nullptr;
+  const char* nanotron_marker_requires = nullptr;
+  const char* flops_formula = nullptr;
+  triax_status (*vocab_size)(const char* model_config_yaml, int64_t* out, triax_error* error) = nullptr;
+  const triax_model_hf_vtable* hf = nullptr;
+};
+ModelPluginExtras model_plugin_extras(const triax_model_vtable& vtable);
+
 class PluginRegistry {
  public:
   PluginRegistry();

@@ -1,12 +1,12 @@
-// A read-only memory mapping of a whole file (POSIX mmap). Token files are read in place: the
-// only copy of a token is the one into the batch tensor.
+// A read-only memory mapping of a whole file (POSIX mmap). Token files and safetensors files are
+// read in place: the only copy of their data is the one into a tensor.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-namespace triax::data {
+namespace triax::interop {
 
 class MappedFile {
  public:
@@ -29,4 +29,4 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-}  // namespace triax::data
+}  // namespace triax::interop

@@ -1,4 +1,4 @@
-#include "triax/core/data/mapped_file.hpp"
+#include "triax/interop/mapped_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 
 #include "triax/error.hpp"
 
-namespace triax::data {
+namespace triax::interop {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -41,4 +41,4 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
 }
 
-}  // namespace triax::data
+}  // namespace triax::interop

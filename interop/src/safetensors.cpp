@@ -1,4 +1,4 @@
-#include "triax/core/safetensors.hpp"
+#include "triax/interop/safetensors.hpp"
 
 #include <ATen/ATen.h>
 
@@ -18,7 +18,7 @@
 // The format is little-endian; so is every machine triax runs on. Tensors are copied byte for byte.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
 
-namespace triax {
+namespace triax::interop {
 namespace {
 
 using Json = nlohmann::json;
@@ -268,4 +268,4 @@ at::Tensor SafetensorsFile::read(const std::string& name) const {
   return out;
 }
 
-}  // namespace triax
+}  // namespace triax::interop

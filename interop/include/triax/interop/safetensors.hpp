@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "triax/core/data/mapped_file.hpp"
+#include "triax/interop/mapped_file.hpp"
 
-namespace triax {
+namespace triax::interop {
 
 // "BF16" for at::kBFloat16 and so on; a triax::Error for a type the format cannot hold.
 std::string safetensors_dtype_name(at::ScalarType dtype);
@@ -78,11 +78,11 @@ class SafetensorsFile {
   };
   const Entry& entry(const std::string& name) const;
 
-  data::MappedFile file_;
+  MappedFile file_;
   size_t buffer_start_ = 0;  // 8 + header length
   std::vector<std::string> names_;
   std::map<std::string, Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };
 
-}  // namespace triax
+}  // namespace triax::interop

@@ -1,0 +1,203 @@
+#include "triax/interop/tensor_map.hpp"
+
+#include <ATen/ATen.h>
+
+#include <set>
+
+#include "triax/error.hpp"
+#include "triax/tensor_text.hpp"
+
+namespace triax::interop {
+namespace {
+
+// The shape of HF tensor `part` of a rule.
+std::vector<int64_t> part_shape(const HfTensorRule& rule, size_t part) {
+  std::vector<int64_t> shape = rule.shape;
+  if (rule.kind == TRIAX_HF_CONCAT) shape[static_cast<size_t>(rule.dim)] = rule.hf_sizes[part];
+  if (rule.kind == TRIAX_HF_STACK) shape.erase(shape.begin() + rule.dim);
+  return shape;
+}
+
+// Where part `part` of a rule starts along rule.dim (CONCAT).
+int64_t part_offset(const HfTensorRule& rule, size_t part) {
+  int64_t offset = 0;
+  for (size_t i = 0; i < part; ++i) offset += rule.hf_sizes[i];
+  return offset;
+}
+
+}  // namespace
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  size_t p = 0, t = 0, star = std::string::npos, resume = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = t;
+    } else if (p < pattern.size() && pattern[p] == text[t]) {
+      ++p;
+      ++t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+TensorMap::TensorMap(std::vector<HfTensorRule> rules, std::string owner)
+    : rules_(std::move(rules)), owner_(std::move(owner)) {
+  std::set<std::string> parameters, hf_names;
+  for (const HfTensorRule& rule : rules_) {
+    if (rule.kind == TRIAX_HF_IGNORE) continue;
+    auto fail = [&](const std::string& what) {
+      throw Error(owner_ + ": tensor map rule for '" + rule.triax_name + "': " + what);
+    };
+    const int64_t ndim = static_cast<int64_t>(rule.shape.size());
+    if (rule.kind == TRIAX_HF_RENAME && rule.hf_names.size() != 1) fail("a rename names exactly one HF tensor");
+    if (rule.kind == TRIAX_HF_CONCAT) {
+      if (rule.dim < 0 || rule.dim >= ndim) fail("dim " + std::to_string(rule.dim) + " outside the shape");
+      if (rule.hf_sizes.size() != rule.hf_names.size()) fail("hf_sizes and hf_names differ in count");
+      if (part_offset(rule, rule.hf_sizes.size()) != rule.shape[static_cast<size_t>(rule.dim)])
+        fail("hf_sizes do not add up to " + shape_text(rule.shape) + " along dim " + std::to_string(rule.dim));
+    }
+    if (rule.kind == TRIAX_HF_STACK) {
+      if (rule.dim < 0 || rule.dim >= ndim) fail("dim " + std::to_string(rule.dim) + " outside the shape");
+      if (static_cast<int64_t>(rule.hf_names.size()) != rule.shape[static_cast<size_t>(rule.dim)])
+        fail(std::to_string(rule.hf_names.size()) + " HF tensors stacked into " + shape_text(rule.shape) +
+             " along dim " + std::to_string(rule.dim));
+    }
+    if (rule.optional) continue;  // an alias may name what another rule reads
+    if (!parameters.insert(rule.triax_name).second) fail("the parameter has two rules");
+    for (const std::string& name : rule.hf_names)
+      if (!hf_names.insert(name).second) fail("HF tensor '" + name + "' is claimed by two rules");
+  }
+}
+
+bool TensorMap::is_alias(const HfTensorRule& rule) const {
+  if (!rule.optional) return false;
+  for (const HfTensorRule& other : rules_)
+    if (&other != &rule && other.kind != TRIAX_HF_IGNORE && !other.optional && other.triax_name == rule.triax_name)
+      return true;
+  return false;
+}
+
+bool TensorMap::ignored(const std::string& hf_name) const {
+  for (const HfTensorRule& rule : rules_)
+    if (rule.kind == TRIAX_HF_IGNORE)
+      for (const std::string& glob : rule.hf_names)
+        if (glob_match(glob, hf_name)) return true;
+  return false;
+}
+
+TensorMap::Weights TensorMap::read(const HfWeights& weights, const std::string& config,
+                                   std::optional<at::ScalarType> declared) const {
+  // Names, dtypes and shapes first: a bad folder is refused before any weight is copied.
+  std::set<std::string> claimed;
+  std::vector<const HfTensorRule*> present;
+  std::map<at::ScalarType, int64_t> bytes_per_dtype;
+  for (const HfTensorRule& rule : rules_) {
+    if (rule.kind == TRIAX_HF_IGNORE) continue;
+    size_t found = 0;
+    for (const std::string& name : rule.hf_names) found += weights.find(name) != nullptr ? 1 : 0;
+    for (const std::string& name : rule.hf_names) claimed.insert(name);
+    if (found == 0 && rule.optional) continue;
+    for (size_t part = 0; part < rule.hf_names.size(); ++part) {
+      const std::string& name = rule.hf_names[part];
+      const SafetensorsFile* file = weights.find(name);
+      const std::vector<int64_t> expected = part_shape(rule, part);
+      if (file == nullptr)
+        throw Error(weights.where() + ": tensor '" + name + "' is missing (" + config + " implies shape " +
+                    shape_text(expected) + ")");
+      if (!is_hf_weight_dtype(file->dtype(name)))
+        throw Error(file->path() + ": tensor '" + name + "': dtype " + safetensors_dtype_name(file->dtype(name)) +
+                    " is not supported for weights (expected F32, BF16 or F16)");
+      if (file->shape(name) != expected)
+        throw Error(file->path() + ": tensor '" + name + "' has shape " + shape_text(file->shape(name)) + ", but " +
+                    config + " implies " + shape_text(expected));
+      if (!is_alias(rule)) bytes_per_dtype[file->dtype(name)] += file->nbytes(name);
+    }
+    present.push_back(&rule);
+  }
+  for (const std::string& name : weights.names())
+    if (!claimed.count(name) && !ignored(name))
+      throw Error(weights.find(name)->path() + ": unexpected tensor '" + name + "' (not part of the model " + config +
+                  " describes)");
+
+  Weights out;
+  auto compose = [&](const HfTensorRule& rule) {
+    std::vector<at::Tensor> parts;
+    for (const std::string& name : rule.hf_names) parts.push_back(weights.find(name)->read(name));
+    if (rule.kind == TRIAX_HF_RENAME) return parts[0];
+    for (at::Tensor& part : parts) part = part.to(parts[0].scalar_type());
+    return rule.kind == TRIAX_HF_CONCAT ? at::cat(parts, rule.dim) : at::stack(parts, rule.dim);
+  };
+  for (const HfTensorRule* rule : present)
+    if (!is_alias(*rule)) out.parameters[rule->triax_name] = compose(*rule);
+  for (const HfTensorRule* rule : present) {
+    if (!is_alias(*rule)) continue;
+    const at::Tensor& parameter = out.parameters.at(rule->triax_name);
+    const at::Tensor alias = compose(*rule);
+    if (alias.scalar_type() != parameter.scalar_type() || !at::equal(alias, parameter))
+      throw Error(weights.find(rule->hf_names[0])->path() + ": tensor '" + rule->hf_names[0] +
+                  "' differs from the parameter '" + rule->triax_name + "' it must equal (" + config + " ties them)");
+  }
+  if (bytes_per_dtype.size() == 1) {
+    out.dtype = bytes_per_dtype.begin()->first;
+  } else {
+    out.dtype = at::kFloat;
+    int64_t most = -1;
+    for (const auto& [dtype, bytes] : bytes_per_dtype)
+      if (bytes > most) most = bytes, out.dtype = dtype;
+    if (declared && bytes_per_dtype.count(*declared)) out.dtype = *declared;
+  }
+  return out;
+}
+
+TensorMap::Tensors TensorMap::write(const std::map<std::string, at::Tensor>& parameters, at::ScalarType dtype,
+                                    const std::string& origin) const {
+  auto fail = [&](const std::string& what) { throw Error(origin + ": " + what); };
+  struct Part {
+    const at::Tensor* parameter;
+    HfTensorRule rule;
+    size_t index;
+  };
+  auto parts = std::make_shared<std::vector<Part>>();
+  Tensors out;
+  std::set<std::string> written;
+  for (const HfTensorRule& rule : rules_) {
+    if (rule.kind == TRIAX_HF_IGNORE || is_alias(rule)) continue;
+    auto found = parameters.find(rule.triax_name);
+    if (found == parameters.end() || !found->second.defined()) {
+      if (rule.optional) continue;
+      fail("tensor '" + rule.triax_name + "' is missing (" + owner_ + "'s tensor map names it)");
+    }
+    const at::Tensor& tensor = found->second;
+    if (!at::isFloatingType(tensor.scalar_type()))
+      fail("tensor '" + rule.triax_name + "' has dtype " + c10::toString(tensor.scalar_type()) +
+           ", expected a floating type");
+    if (tensor.sizes().vec() != rule.shape)
+      fail("tensor '" + rule.triax_name + "' has shape " + shape_text(tensor.sizes()) + ", but " + owner_ +
+           "'s tensor map implies " + shape_text(rule.shape));
+    written.insert(rule.triax_name);
+    for (size_t i = 0; i < rule.hf_names.size(); ++i) {
+      out.entries.push_back({rule.hf_names[i], dtype, part_shape(rule, i)});
+      parts->push_back({&tensor, rule, i});
+    }
+  }
+  for (const auto& [name, tensor] : parameters)
+    if (!written.count(name)) fail("unexpected tensor '" + name + "' (not in " + owner_ + "'s tensor map)");
+  out.tensor_of = [parts, dtype](size_t i) {
+    const Part& part = (*parts)[i];
+    at::Tensor whole = part.parameter->detach();
+    if (part.rule.kind == TRIAX_HF_CONCAT)
+      whole = whole.narrow(part.rule.dim, part_offset(part.rule, part.index), part.rule.hf_sizes[part.index]);
+    if (part.rule.kind == TRIAX_HF_STACK) whole = whole.select(part.rule.dim, static_cast<int64_t>(part.index));
+    return whole.to(dtype).contiguous();
+  };
+  return out;
+}
+
+}  // namespace triax::interop

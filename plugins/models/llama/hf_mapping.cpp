@@ -1,0 +1,140 @@
+// The Llama model's Hugging Face mapping (LlamaForCausalLM). nanotron's LlamaConfig keeps Hugging
+// Face's key names and triax's parameter names are Hugging Face's, so most of it is a table;
+// LlamaConfig::read, the plugin's one reader, validates both directions. Both rotate halves of
+// each head for RoPE: the q/k projections need no permutation.
+#include <nlohmann/json.hpp>
+
+#include "llama_model.hpp"
+
+namespace triax::llama {
+namespace {
+
+using Json = nlohmann::json;
+constexpr const char* kArchitecture = "LlamaForCausalLM";
+
+// Keys config.json and model_config share, in both directions.
+const std::vector<HfConfigKey> kSharedKeys = {
+    {"bos_token_id", HfValue::TokenId},        {"eos_token_id", HfValue::TokenId},
+    {"pad_token_id", HfValue::TokenId},        {"hidden_act", HfValue::String},
+    {"hidden_size", HfValue::Integer},         {"initializer_range", HfValue::Number},
+    {"intermediate_size", HfValue::Integer},   {"max_position_embeddings", HfValue::Integer},
+    {"num_attention_heads", HfValue::Integer}, {"num_hidden_layers", HfValue::Integer},
+    {"num_key_value_heads", HfValue::Integer}, {"pretraining_tp", HfValue::Integer},
+    {"rms_norm_eps", HfValue::Number},         {"rope_theta", HfValue::Number},
+    {"tie_word_embeddings", HfValue::Boolean}, {"use_cache", HfValue::Boolean},
+    {"vocab_size", HfValue::Integer},          {"attention_bias", HfValue::Boolean}};
+
+// rope_scaling (transformers 4) or rope_parameters (5) -> model_config.rope_scaling (null: plain).
+YAML::Node rope_scaling_from_hf(ConfigReader& rope) {
+  std::optional<std::string> type = rope.optional<std::string>("rope_type");
+  const char* type_key = type ? "rope_type" : "type";
+  if (!type) type = rope.optional<std::string>("type");
+  const std::string name = type.value_or("default");
+  if (name == "default") return YAML::Node(YAML::NodeType::Null);
+  if (name != "linear" && name != "llama3")
+    rope.fail(type_key, "'" + name + "' RoPE is not supported by triax's llama (supported: default, linear, llama3)");
+  YAML::Node out(YAML::NodeType::Map);
+  out["rope_type"] = name;
+  std::vector<HfConfigKey> keys = {{"factor", HfValue::Number}};
+  if (name == "llama3")
+    keys.insert(keys.end(), {{"low_freq_factor", HfValue::Number},
+                             {"high_freq_factor", HfValue::Number},
+                             {"original_max_position_embeddings", HfValue::Integer}});
+  hf_keys_to_model_config(rope, keys, out);
+  return out;
+}
+
+YAML::Node config_from_hf(ConfigReader& hf) {
+  require_hf_architecture(hf, {kArchitecture});
+  require_hf_value(hf, "model_type", "llama", "the llama plugin reads Llama models");
+  require_hf_value(hf, "mlp_bias", "false", "triax's llama MLP has no biases");
+  require_hf_value(hf, "attention_dropout", "0.0", "triax's llama has no attention dropout");
+  YAML::Node m(YAML::NodeType::Map);
+  m["is_llama_config"] = true;
+  m["rope_interleaved"] = false;  // Hugging Face rotates halves; true is refused by the reader
+  m["rope_scaling"] = YAML::Node(YAML::NodeType::Null);
+  hf_keys_to_model_config(hf, kSharedKeys, m);
+  hf_keys_to_model_config(hf, {{"rope_interleaved", HfValue::Boolean}}, m);
+  if (std::optional<ConfigReader> parameters = hf.optional_section("rope_parameters")) {
+    if (hf.contains("rope_scaling")) hf.fail("rope_scaling", "given together with rope_parameters: give one of them");
+    const double theta = parameters->required<double>("rope_theta");
+    if (m["rope_theta"] && m["rope_theta"].as<double>() != theta)
+      hf.fail("rope_theta", "disagrees with rope_parameters.rope_theta " + yaml_number(theta));
+    m["rope_theta"] = yaml_number(theta);
+    m["rope_scaling"] = rope_scaling_from_hf(*parameters);
+  } else if (std::optional<ConfigReader> scaling = hf.optional_section("rope_scaling")) {
+    m["rope_scaling"] = rope_scaling_from_hf(*scaling);
+  }
+  // The reader's refusals name config.json and the key (the names are the same on both sides).
+  ConfigReader check(m, "", "config.json");
+  const LlamaConfig config = LlamaConfig::read(check);
+  if (std::optional<int64_t> head_dim = hf.optional<int64_t>("head_dim"); head_dim && *head_dim != config.head_dim())
+    hf.fail("head_dim", std::to_string(*head_dim) + " is not supported: triax's llama needs hidden_size / " +
+                            "num_attention_heads = " + std::to_string(config.head_dim()));
+  return m;
+}
+
+std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
+  const LlamaConfig c = LlamaConfig::read(model_config);
+  Json json = {{"architectures", Json::array({kArchitecture})},
+               {"model_type", "llama"},
+               {"attention_dropout", 0.0},
+               {"mlp_bias", false},
+               {"head_dim", c.head_dim()},
+               {"torch_dtype", dtype}};
+  model_config_keys_to_hf(model_config.resolved(), kSharedKeys, json);
+  json["rope_scaling"] = nullptr;
+  if (c.rope_scaling) {
+    json["rope_scaling"] = {{"rope_type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor}};
+    if (c.rope_scaling->type == "llama3") {
+      json["rope_scaling"]["low_freq_factor"] = c.rope_scaling->low_freq_factor;
+      json["rope_scaling"]["high_freq_factor"] = c.rope_scaling->high_freq_factor;
+      json["rope_scaling"]["original_max_position_embeddings"] = c.rope_scaling->original_max_position_embeddings;
+    }
+  }
+  return json.dump(2) + "\n";
+}
+
+// Every parameter (see llama_model.hpp) is a Hugging Face tensor of the same name.
+std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
+  const LlamaConfig c = LlamaConfig::read(model_config);
+  const int64_t h = c.hidden_size, q = c.q_features(), kv = c.kv_features(), ffn = c.intermediate_size;
+  std::vector<HfTensorRule> rules;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    rules.push_back(HfTensorRule::rename(name, std::move(shape)));
+  };
+  add("model.embed_tokens.weight", {c.vocab_size, h});
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string layer = "model.layers." + std::to_string(i) + ".";
+    add(layer + "input_layernorm.weight", {h});
+    add(layer + "self_attn.q_proj.weight", {q, h});
+    add(layer + "self_attn.k_proj.weight", {kv, h});
+    add(layer + "self_attn.v_proj.weight", {kv, h});
+    add(layer + "self_attn.o_proj.weight", {h, q});
+    if (c.attention_bias) {
+      add(layer + "self_attn.q_proj.bias", {q});
+      add(layer + "self_attn.k_proj.bias", {kv});
+      add(layer + "self_attn.v_proj.bias", {kv});
+      add(layer + "self_attn.o_proj.bias", {h});
+    }
+    add(layer + "post_attention_layernorm.weight", {h});
+    add(layer + "mlp.gate_proj.weight", {ffn, h});
+    add(layer + "mlp.up_proj.weight", {ffn, h});
+    add(layer + "mlp.down_proj.weight", {h, ffn});
+  }
+  add("model.norm.weight", {h});
+  if (c.tie_word_embeddings)  // some tied checkpoints still hold the head: it must equal the embedding
+    rules.push_back(
+        HfTensorRule::rename("model.embed_tokens.weight", {c.vocab_size, h}, "lm_head.weight").as_optional());
+  else
+    add("lm_head.weight", {c.vocab_size, h});
+  // Older checkpoints carry the rotary frequencies as a buffer; they follow from config.json.
+  rules.push_back(HfTensorRule::ignore({"model.layers.*.self_attn.rotary_emb.inv_freq"}));
+  return rules;
+}
+
+}  // namespace
+
+HfMapping LlamaModel::hf_mapping() { return {{kArchitecture}, config_from_hf, config_to_hf, tensor_map}; }
+
+}  // namespace triax::llama
