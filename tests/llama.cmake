@@ -1,6 +1,9 @@
 # The llama model plugin's unit tests (included from tests/CMakeLists.txt: include(llama.cmake)).
 # They link the model code directly (triax_llama_impl), not through the plugin loader.
-add_executable(llama_test ${CMAKE_CURRENT_LIST_DIR}/llama_test.cpp)
+add_executable(llama_test
+  ${CMAKE_CURRENT_LIST_DIR}/llama_components_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/llama_model_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/llama_config_test.cpp)
 target_link_libraries(llama_test PRIVATE triax_llama_impl GTest::gtest_main)
 triax_use_pch(llama_test)
 gtest_discover_tests(llama_test)

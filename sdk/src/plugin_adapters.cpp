@@ -70,6 +70,26 @@ void stage_output_to_c(StageOutput output, triax_stage_io* io) {
   if (io_has_logits(*io)) io->logits = release_handle(std::move(output.logits));
 }
 
+triax_cache* cache_to_c(std::unique_ptr<InferenceCache> cache) {
+  if (!cache) throw Error("create_cache returned no cache");
+  return reinterpret_cast<triax_cache*>(cache.release());
+}
+
+InferenceCache* cache_from_c(triax_cache* cache) { return reinterpret_cast<InferenceCache*>(cache); }
+
+std::vector<InferenceCache*> caches_from_c(triax_cache* const* caches, int32_t count) {
+  if (count < 1 || caches == nullptr)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "forward_cached needs one cache per row, got " + std::to_string(count));
+  std::vector<InferenceCache*> out;
+  out.reserve(static_cast<size_t>(count));
+  for (int32_t i = 0; i < count; ++i) {
+    if (caches[i] == nullptr)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "forward_cached: the cache of row " + std::to_string(i) + " is null");
+    out.push_back(cache_from_c(caches[i]));
+  }
+  return out;
+}
+
 void fill_optimizer_state(const OptimizerState& state, triax_optimizer_state* out) {
   const size_t capacity = std::min(out->struct_size, sizeof(*out));
   if (capacity < sizeof(*out)) throw Error("the host's triax_optimizer_state is smaller than ABI 1.2's");
@@ -133,6 +153,14 @@ const std::vector<NamedParameter>& Model::parameter_table() {
     table_ready_ = true;
   }
   return table_;
+}
+
+std::unique_ptr<InferenceCache> Model::create_cache(int64_t) {
+  throw Error(TRIAX_ERROR_UNSUPPORTED, "this model has no inference cache (create_cache is not implemented)");
+}
+
+StageOutput Model::forward_cached(const std::vector<InferenceCache*>&, const StageInput&) {
+  throw Error(TRIAX_ERROR_UNSUPPORTED, "this model has no inference cache (forward_cached is not implemented)");
 }
 
 EngineContext EngineContext::from_c(const triax_engine_context& c) {

@@ -1,14 +1,16 @@
 #include "decoder_layer.hpp"
 
-#include "triax/layers/recompute.hpp"
+#include "triax/layers/key_value_cache.hpp"
 
 namespace triax::llama {
 
-LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, const ModelContext& context)
-    : recompute_(context.recompute_layer) {
+LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, const ModelContext& context) {
   // Registration order gives the Hugging Face parameter order.
-  self_attn = register_module("self_attn", std::make_shared<LlamaAttention>(config, context));
-  mlp = register_module("mlp", std::make_shared<LlamaMLP>(config, context));
+  self_attn = register_module("self_attn", std::make_shared<GroupedQueryAttention>(
+                                           AttentionShape{config.hidden_size, config.num_attention_heads,
+                                                          config.num_key_value_heads, config.attention_bias},
+                                           context));
+  mlp = register_module("mlp", std::make_shared<SwiGluMlp>(config.hidden_size, config.intermediate_size, context));
   auto norm = [&] {
     return std::make_shared<RMSNorm>(config.hidden_size, config.rms_norm_eps, context.device, context.dtype,
                                      TensorParallel::of(context));
@@ -17,14 +19,21 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, const ModelConte
   post_attention_layernorm = register_module("post_attention_layernorm", norm());
 }
 
-at::Tensor LlamaDecoderLayer::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  if (!recompute_) return compute(x, cos, sin);
-  return recompute([this](const std::vector<at::Tensor>& in) { return compute(in[0], in[1], in[2]); }, {x, cos, sin},
-                   parameters());
+at::Tensor LlamaDecoderLayer::forward(const at::Tensor& x, const std::vector<at::Tensor>& rotary) {
+  return with_attention(x, self_attn->forward(input_layernorm->forward(x), rotary.at(0), rotary.at(1)));
 }
 
-at::Tensor LlamaDecoderLayer::compute(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  at::Tensor h = x + self_attn->forward(input_layernorm->forward(x), cos, sin);
+std::unique_ptr<LayerCache> LlamaDecoderLayer::create_cache(int64_t capacity) {
+  return std::make_unique<KeyValueCache>(capacity);
+}
+
+at::Tensor LlamaDecoderLayer::forward_cached(const at::Tensor& x, const std::vector<at::Tensor>& rotary,
+                                             const CachedStep& step) {
+  return with_attention(x, self_attn->forward_cached(input_layernorm->forward(x), rotary.at(0), rotary.at(1), step));
+}
+
+at::Tensor LlamaDecoderLayer::with_attention(const at::Tensor& x, const at::Tensor& attended) {
+  at::Tensor h = x + attended;
   return h + mlp->forward(post_attention_layernorm->forward(h));
 }
 

@@ -13,52 +13,6 @@ void require_positive(ConfigReader& reader, const char* key, double value) {
   if (!(value > 0.0)) reader.fail(key, "must be positive, got " + std::to_string(value));
 }
 
-std::optional<RopeScaling> read_rope_scaling(ConfigReader& parent) {
-  std::optional<ConfigReader> reader = parent.optional_section("rope_scaling");
-  if (!reader) return std::nullopt;
-  // Hugging Face writes `rope_type`; older configs write `type`.
-  std::optional<std::string> rope_type = reader->optional<std::string>("rope_type");
-  std::optional<std::string> legacy_type = reader->optional<std::string>("type");
-  if (rope_type && legacy_type && *rope_type != *legacy_type)
-    reader->fail("type", "'" + *legacy_type + "' disagrees with rope_type '" + *rope_type + "'");
-  if (!rope_type && !legacy_type)
-    reader->fail("rope_type", "required key is missing (expected one of: default, linear, llama3)");
-  const std::string type = rope_type ? *rope_type : *legacy_type;
-  const char* type_key = rope_type ? "rope_type" : "type";
-
-  std::optional<RopeScaling> out;
-  if (type == "default") {
-    // Plain RoPE: same as rope_scaling: null.
-  } else if (type == "linear") {
-    RopeScaling scaling;
-    scaling.type = type;
-    scaling.factor = reader->required<double>("factor");
-    require_positive(*reader, "factor", scaling.factor);
-    out = scaling;
-  } else if (type == "llama3") {
-    RopeScaling scaling;
-    scaling.type = type;
-    scaling.factor = reader->required<double>("factor");
-    scaling.low_freq_factor = reader->required<double>("low_freq_factor");
-    scaling.high_freq_factor = reader->required<double>("high_freq_factor");
-    scaling.original_max_position_embeddings = reader->required<int64_t>("original_max_position_embeddings");
-    require_positive(*reader, "factor", scaling.factor);
-    require_positive(*reader, "low_freq_factor", scaling.low_freq_factor);
-    if (!(scaling.high_freq_factor > scaling.low_freq_factor))
-      reader->fail("high_freq_factor", "must be greater than low_freq_factor (" +
-                                           std::to_string(scaling.low_freq_factor) + "), got " +
-                                           std::to_string(scaling.high_freq_factor));
-    require_positive(*reader, "original_max_position_embeddings", scaling.original_max_position_embeddings);
-    out = scaling;
-  } else if (type == "dynamic" || type == "yarn" || type == "longrope") {
-    reader->fail(type_key, "'" + type + "' RoPE scaling is not implemented (supported: default, linear, llama3)");
-  } else {
-    reader->fail(type_key, "expected one of: default, linear, llama3; got '" + type + "'");
-  }
-  reader->finish();
-  return out;
-}
-
 }  // namespace
 
 LlamaConfig LlamaConfig::read(ConfigReader& reader) {
@@ -81,7 +35,7 @@ LlamaConfig LlamaConfig::read(ConfigReader& reader) {
   c.pad_token_id = reader.optional<int64_t>("pad_token_id");
   c.pretraining_tp = reader.get<int64_t>("pretraining_tp", c.pretraining_tp);
   c.rms_norm_eps = reader.get<double>("rms_norm_eps", c.rms_norm_eps);
-  c.rope_scaling = read_rope_scaling(reader);
+  c.rope_scaling = triax::read_rope_scaling(reader);
   c.rope_theta = reader.get<double>("rope_theta", c.rope_theta);
   c.rope_interleaved = reader.get<bool>("rope_interleaved", c.rope_interleaved);
   c.tie_word_embeddings = reader.get<bool>("tie_word_embeddings", c.tie_word_embeddings);

@@ -12,18 +12,9 @@
 #include <vector>
 
 #include "triax/config_reader.hpp"
+#include "triax/layers/rotary_embedding.hpp"
 
 namespace triax::llama {
-
-// rope_scaling, Hugging Face style. `type` is "linear" or "llama3".
-struct RopeScaling {
-  std::string type;
-  double factor = 1.0;
-  // llama3 only
-  double low_freq_factor = 1.0;
-  double high_freq_factor = 4.0;
-  int64_t original_max_position_embeddings = 8192;
-};
 
 struct LlamaConfig {
   int64_t bos_token_id = 1;
@@ -53,6 +44,7 @@ struct LlamaConfig {
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t q_features() const { return num_attention_heads * head_dim(); }
   int64_t kv_features() const { return num_key_value_heads * head_dim(); }
+  RopeOptions rope() const { return {head_dim(), rope_theta, max_position_embeddings, rope_scaling}; }
   // Pipeline blocks: embedding, one per decoder layer, final norm + lm_head + loss.
   int64_t num_blocks() const { return num_hidden_layers + 2; }
   int head_block() const { return static_cast<int>(num_hidden_layers + 1); }

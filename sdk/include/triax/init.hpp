@@ -5,6 +5,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
 
 #include "triax/parameter.hpp"
 
@@ -16,5 +19,24 @@ uint64_t parameter_seed(uint64_t seed, const std::string& name);
 // Normal(0, std) over the global shape, this rank's shard copied into the parameter.
 void init_normal(const NamedParameter& parameter, double std, uint64_t seed);
 void init_constant(const NamedParameter& parameter, double value);
+
+// model.init_method of a decoder-only model, as nanotron reads it:
+//   {std: s}           every linear and embedding weight ~ N(0, s); the output projections ~
+//                      N(0, s / sqrt(2 * num_layers)) (nanotron's scaled init). Without std,
+//                      s = default_std (the model's initializer_range).
+//   scaling_method     NUM_LAYERS (default, as above) or NONE (no scaling).
+//   path               weights to load: the host's business, accepted and ignored here.
+struct ScaledInitMethod {
+  double std = 0.02;
+  double output_std = 0.02;  // the output projections
+};
+
+// Reads model.init_method strictly (ConfigError naming model.init_method.<key>).
+ScaledInitMethod read_scaled_init_method(const YAML::Node& init_method, double default_std, int64_t num_layers);
+
+// Norm weights (names ending in "norm.weight") 1, biases 0, weights whose names end in one of
+// output_projections N(0, output_std), every other parameter N(0, std).
+void init_scaled(const std::vector<NamedParameter>& parameters, const ScaledInitMethod& method, uint64_t seed,
+                 const std::vector<std::string>& output_projections);
 
 }  // namespace triax

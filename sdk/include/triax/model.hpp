@@ -18,6 +18,7 @@
 #include "triax/abi.h"
 #include "triax/config_reader.hpp"
 #include "triax/host.hpp"
+#include "triax/inference_cache.hpp"
 #include "triax/parameter.hpp"
 
 namespace triax {
@@ -77,6 +78,14 @@ class Model : public torch::nn::Module {
   virtual int64_t total_parameters() const = 0;
   // model_config with defaults filled in, as YAML text.
   virtual std::string resolved_config() const = 0;
+
+  // Inference with a cache (triax/inference_cache.hpp). A cache for one sequence of up to
+  // max_tokens tokens on this stage; by default the model has none (TRIAX_ERROR_UNSUPPORTED).
+  virtual std::unique_ptr<InferenceCache> create_cache(int64_t max_tokens);
+  // Forward of new tokens without gradients: row i of input.input_ids ([rows, new]) continues
+  // caches[i] at positions caches[i]->length().. and extends it. A stage without the embedding
+  // reads input.hidden_in; the last stage returns logits, the others hidden_out.
+  virtual StageOutput forward_cached(const std::vector<InferenceCache*>& caches, const StageInput& input);
 
   // This rank's parameters with their metadata (computed once, after construction).
   const std::vector<NamedParameter>& parameter_table();

@@ -71,6 +71,10 @@ void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* 
 StageInput stage_input_from_c(const triax_stage_io& io);
 void stage_output_to_c(StageOutput output, triax_stage_io* io);
 void fill_optimizer_state(const OptimizerState& state, triax_optimizer_state* out);
+// A model's inference cache as the opaque handle that crosses the ABI, and back.
+triax_cache* cache_to_c(std::unique_ptr<InferenceCache> cache);
+InferenceCache* cache_from_c(triax_cache* cache);
+std::vector<InferenceCache*> caches_from_c(triax_cache* const* caches, int32_t count);
 
 // Which optional static members a model class has (see the top of this file).
 template <class M, class = void>
@@ -149,6 +153,19 @@ struct ModelAdapter {
     return guarded(error, [&] { box(handle)->model->train(training != 0); });
   }
   static const char* resolved_config(triax_model* handle) { return box(handle)->resolved.c_str(); }
+  static triax_status cache_create(triax_model* handle, int64_t max_tokens, triax_cache** out, triax_error* error) {
+    return guarded(error, [&] { *out = cache_to_c(box(handle)->model->create_cache(max_tokens)); });
+  }
+  static void cache_destroy(triax_model*, triax_cache* cache) { delete cache_from_c(cache); }
+  static int64_t cache_length(triax_model*, const triax_cache* cache) {
+    return cache_from_c(const_cast<triax_cache*>(cache))->length();
+  }
+  static triax_status forward_cached(triax_model* handle, triax_cache* const* caches, int32_t count, triax_stage_io* io,
+                                     triax_error* error) {
+    return guarded(error, [&] {
+      stage_output_to_c(box(handle)->model->forward_cached(caches_from_c(caches, count), stage_input_from_c(*io)), io);
+    });
+  }
   static triax_status vocab_size(const char* yaml, int64_t* out, triax_error* error) {
     return guarded(error, [&] {
       ConfigReader config = ConfigReader::from_text(yaml, "model.model_config");
@@ -176,6 +193,10 @@ struct ModelAdapter {
     if constexpr (HasFlopsFormula<M>::value) table.flops_formula = M::kFlopsFormula;
     if constexpr (HasVocabSize<M>::value) table.vocab_size = vocab_size;
     if constexpr (HasHfMapping<M>::value) table.hf = HfAdapter<M>::vtable();
+    table.cache_create = cache_create;
+    table.cache_destroy = cache_destroy;
+    table.cache_length = cache_length;
+    table.forward_cached = forward_cached;
     return table;
   }
   static const triax_model_vtable* vtable() {

@@ -1,5 +1,5 @@
-// SwiGLU feed-forward block (Hugging Face LlamaMLP): down(silu(gate(x)) * up(x)).
-// gate_proj and up_proj are column-parallel, down_proj row-parallel.
+// SwiGLU feed-forward block (Hugging Face LlamaMLP, also Mistral's and Qwen2's):
+// down(silu(gate(x)) * up(x)). gate_proj and up_proj are column-parallel, down_proj row-parallel.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -7,15 +7,14 @@
 
 #include <memory>
 
-#include "llama_config.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/model.hpp"
 
-namespace triax::llama {
+namespace triax {
 
-class LlamaMLP : public torch::nn::Module {
+class SwiGluMlp : public torch::nn::Module {
  public:
-  LlamaMLP(const LlamaConfig& config, const ModelContext& context);
+  SwiGluMlp(int64_t hidden_size, int64_t intermediate_size, const ModelContext& context);
 
   // x: [batch, seq, hidden] -> [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode)
   at::Tensor forward(const at::Tensor& x);
@@ -27,4 +26,4 @@ class LlamaMLP : public torch::nn::Module {
   TensorParallel tp_;
 };
 
-}  // namespace triax::llama
+}  // namespace triax

@@ -1,0 +1,130 @@
+// A causal language model's pipeline stage: the bookkeeping every decoder-only model repeats.
+//
+// The model's blocks are 0 = token embedding, 1..L = layers, L+1 = final norm + lm_head + loss.
+// A model derives from CausalLm, provides its layer type (a CausalLmLayer) and its final norm,
+// and calls build() from its constructor. CausalLm then
+//   - builds and owns this stage's vocab-parallel embedding and head, with tied embeddings across
+//     pipeline stages (each holder's copy flagged TRIAX_PARAM_TIED under the embedding's name) and
+//     the padded vocabulary rows marked as padding;
+//   - holds the layers of the blocks [first_block, last_block) of the context;
+//   - runs embedding -> layers -> head: the fused lm_head + cross-entropy when training, the
+//     logits when asked, hidden_in / hidden_out at stage boundaries, sequence shards in
+//     REDUCE_SCATTER mode, activation recomputation per layer (parallelism.recompute_layer);
+//   - implements inference with a cache (triax/inference_cache.hpp) from the layers' caches.
+// Parameter names follow the layout: <body>.<embedding>.weight, <body>.<layers>.<i>.*,
+// <body>.<norm>.*, <head>.weight (Hugging Face's "model.embed_tokens.weight", ... by default).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "triax/config_reader.hpp"
+#include "triax/inference_cache.hpp"
+#include "triax/layers/embedding.hpp"
+#include "triax/layers/linear.hpp"
+#include "triax/layers/tensor_parallel.hpp"
+#include "triax/model.hpp"
+
+namespace triax {
+
+struct CausalLmLayout {
+  std::string model_name;  // prefixes error messages ("llama")
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  bool tie_word_embeddings = false;
+  int64_t max_positions = 0;  // the longest sequence the model can place (rotary tables); 0: no limit
+  std::string body = "model", embedding = "embed_tokens", layers = "layers", norm = "norm", head = "lm_head";
+};
+
+// One cached forward as a layer sees it (CausalLmLayer::forward_cached).
+struct CachedStep {
+  std::vector<LayerCache*> rows;  // this layer's part of each row's cache
+  std::vector<int64_t> starts;    // each row's tokens cached before this forward: its first new position
+  int64_t keep = 0;               // new tokens per row that enter the caches; the rest is sequence-parallel padding
+};
+
+// One layer of a causal LM (one pipeline block).
+class CausalLmLayer : public torch::nn::Module {
+ public:
+  // hidden: [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode) -> the same
+  // shape. `shared`: what the model prepared for every layer of this forward
+  // (CausalLm::layer_inputs, e.g. rotary tables).
+  virtual at::Tensor forward(const at::Tensor& hidden, const std::vector<at::Tensor>& shared) = 0;
+  // This layer's part of one sequence's cache of up to `capacity` tokens. Default: no cache.
+  virtual std::unique_ptr<LayerCache> create_cache(int64_t capacity);
+  // forward() over new tokens continuing the rows of `step`, storing the first step.keep of them.
+  virtual at::Tensor forward_cached(const at::Tensor& hidden, const std::vector<at::Tensor>& shared,
+                                    const CachedStep& step);
+};
+
+// A model's final norm as CausalLm runs it: the module (registered under layout.norm) and its forward.
+struct CausalLmNorm {
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<at::Tensor(const at::Tensor&)> forward;
+
+  template <class Norm>
+  static CausalLmNorm of(std::shared_ptr<Norm> norm) {
+    Norm* raw = norm.get();
+    return {std::move(norm), [raw](const at::Tensor& x) { return raw->forward(x); }};
+  }
+};
+
+class CausalLm : public Model {
+ public:
+  // Refuses, before anything is allocated, a pipeline longer than the layer count (ConfigError
+  // naming `layers_key` of `config`) and a block range outside the model's L + 2 blocks.
+  static void check_stage(ConfigReader& config, const char* layers_key, int64_t num_layers,
+                          const ModelContext& context, const std::string& model_name);
+
+  StageOutput forward(const StageInput& input) override;
+  std::unique_ptr<InferenceCache> create_cache(int64_t max_tokens) override;
+  StageOutput forward_cached(const std::vector<InferenceCache*>& caches, const StageInput& input) override;
+
+  bool embeds_tokens() const { return embeds_tokens_; }
+  bool has_head() const { return head_ != nullptr; }
+  int64_t padded_vocab_size() const { return padded_vocab_size_; }
+
+ protected:
+  CausalLm(CausalLmLayout layout, const ModelContext& context);
+
+  // Builds this stage's modules in the order of their parameters: embedding, layers (make_layer(i)
+  // for the held layer i, 0-based), final norm and head. Call once, from the constructor.
+  void build(const std::function<std::shared_ptr<CausalLmLayer>(int64_t layer)>& make_layer,
+             const std::function<CausalLmNorm()>& make_norm);
+
+  // The tensors every layer of one forward reads, for positions 0..positions-1, in the
+  // activations' dtype (rotary tables); computed once per forward. Default: none.
+  virtual std::vector<at::Tensor> layer_inputs(int64_t positions, c10::ScalarType dtype);
+
+  torch::nn::Module& body() { return *body_; }
+  const std::vector<std::shared_ptr<CausalLmLayer>>& layers() const { return layers_; }
+  const CausalLmLayout& layout() const { return layout_; }
+
+ private:
+  at::Tensor run_layers(at::Tensor hidden, int64_t sequence_length);
+  at::Tensor stage_input(const StageInput& input, const at::Tensor& ids) const;
+  StageOutput head_output(const at::Tensor& hidden, const StageInput& input);
+
+  CausalLmLayout layout_;
+  ModelContext context_;
+  TensorParallel tp_;
+  int64_t padded_vocab_size_;
+  bool embeds_tokens_ = false;  // this stage runs block 0
+  bool built_ = false;
+
+  std::shared_ptr<torch::nn::Module> body_;
+  // Held when this stage embeds tokens, or computes a head tied to the embedding.
+  std::shared_ptr<VocabParallelEmbedding> embedding_;
+  std::vector<std::shared_ptr<CausalLmLayer>> layers_;
+  CausalLmNorm norm_;                           // last stage
+  std::shared_ptr<ColumnParallelLinear> head_;  // last stage; tied: computes with embedding_->weight
+};
+
+}  // namespace triax

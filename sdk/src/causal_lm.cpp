@@ -1,0 +1,170 @@
+#include "triax/causal_lm.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "triax/error.hpp"
+#include "triax/layers/cross_entropy.hpp"
+#include "triax/layers/fused_linear_cross_entropy.hpp"
+#include "triax/layers/recompute.hpp"
+
+namespace triax {
+namespace {
+
+// A column-parallel head computing with `embedding_weight` ([vocab/tp, hidden], the embedding's
+// vocabulary slice) instead of a weight of its own. It owns no storage and is not registered as a
+// submodule: the weight is already registered by the embedding.
+std::shared_ptr<ColumnParallelLinear> tied_head(const at::Tensor& embedding_weight, int64_t hidden_size,
+                                                int64_t padded_vocab_size, const TensorParallel& tp) {
+  LinearOptions options;
+  options.in_features = hidden_size;
+  options.out_features = padded_vocab_size;
+  options.device = c10::Device(c10::kMeta);  // the placeholder weight allocates nothing
+  options.dtype = embedding_weight.scalar_type();
+  auto head = std::make_shared<ColumnParallelLinear>(options, tp);
+  head->weight = embedding_weight;
+  return head;
+}
+
+}  // namespace
+
+std::unique_ptr<LayerCache> CausalLmLayer::create_cache(int64_t) {
+  throw Error(TRIAX_ERROR_UNSUPPORTED, "this model's layers keep no inference cache");
+}
+
+at::Tensor CausalLmLayer::forward_cached(const at::Tensor&, const std::vector<at::Tensor>&, const CachedStep&) {
+  throw Error(TRIAX_ERROR_UNSUPPORTED, "this model's layers have no cached forward");
+}
+
+void CausalLm::check_stage(ConfigReader& config, const char* layers_key, int64_t num_layers,
+                           const ModelContext& context, const std::string& model_name) {
+  if (context.pp_size > num_layers)
+    config.fail(layers_key, std::to_string(num_layers) + " layers cannot fill a pipeline of parallelism.pp = " +
+                                std::to_string(context.pp_size) + " ranks (pp must be at most the layer count)");
+  const int64_t blocks = num_layers + 2;
+  if (context.first_block < 0 || context.first_block >= context.last_block || context.last_block > blocks)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                model_name + ": blocks [" + std::to_string(context.first_block) + ", " +
+                    std::to_string(context.last_block) + ") are not a non-empty range of the model's " +
+                    std::to_string(blocks) + " blocks");
+}
+
+CausalLm::CausalLm(CausalLmLayout layout, const ModelContext& context)
+    : layout_(std::move(layout)),
+      context_(context),
+      tp_(TensorParallel::of(context)),
+      padded_vocab_size_(context.padded_vocab_size(layout_.vocab_size)) {}
+
+void CausalLm::build(const std::function<std::shared_ptr<CausalLmLayer>(int64_t)>& make_layer,
+                     const std::function<CausalLmNorm()>& make_norm) {
+  if (built_) throw Error(layout_.model_name + ": CausalLm::build called twice");
+  built_ = true;
+  const int64_t h = layout_.hidden_size;
+  const int head_block = static_cast<int>(layout_.num_layers + 1);
+  embeds_tokens_ = context_.holds_block(0);
+  const bool holds_head = context_.holds_block(head_block);
+  const bool tied = layout_.tie_word_embeddings;
+  const std::string embedding_name = layout_.body + "." + layout_.embedding + ".weight";
+
+  body_ = register_module(layout_.body, std::make_shared<torch::nn::Module>("CausalLmBody"));
+  if (embeds_tokens_ || (tied && holds_head)) {
+    embedding_ = std::make_shared<VocabParallelEmbedding>(padded_vocab_size_, h, context_.device, context_.dtype, tp_);
+    embedding_->mark_padding("weight", {layout_.vocab_size, h});
+    if (tied && embeds_tokens_ != holds_head)  // the other copy lives on another pipeline stage
+      embedding_->tie_parameter("weight", embedding_name);
+    body_->register_module(layout_.embedding, embedding_);
+  }
+
+  const int first_layer_block = std::max(context_.first_block, 1);
+  const int end_layer_block = std::min(context_.last_block, head_block);
+  if (first_layer_block < end_layer_block) {
+    auto layers = body_->register_module(layout_.layers, std::make_shared<torch::nn::Module>("CausalLmLayers"));
+    for (int block = first_layer_block; block < end_layer_block; ++block)
+      layers_.push_back(layers->register_module(std::to_string(block - 1), make_layer(block - 1)));
+  }
+
+  if (!holds_head) return;
+  norm_ = make_norm();
+  body_->register_module(layout_.norm, norm_.module);
+  if (tied) {
+    head_ = tied_head(embedding_->weight, h, padded_vocab_size_, tp_);
+  } else {
+    head_ = register_module(layout_.head, std::make_shared<ColumnParallelLinear>(
+                                              LinearOptions::of(h, padded_vocab_size_, context_), tp_));
+    head_->mark_padding("weight", {layout_.vocab_size, h});
+  }
+}
+
+std::vector<at::Tensor> CausalLm::layer_inputs(int64_t, c10::ScalarType) { return {}; }
+
+at::Tensor CausalLm::stage_input(const StageInput& input, const at::Tensor& ids) const {
+  if (embeds_tokens_) {
+    if (!ids.defined()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, layout_.model_name + ": the first stage needs input_ids");
+    return embedding_->forward(ids);
+  }
+  if (!input.hidden_in.defined())
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                layout_.model_name + ": a stage without the embedding block needs hidden_in");
+  return input.hidden_in;
+}
+
+at::Tensor CausalLm::run_layers(at::Tensor hidden, int64_t sequence_length) {
+  if (layers_.empty()) return hidden;
+  const std::vector<at::Tensor> shared = layer_inputs(sequence_length, hidden.scalar_type());
+  for (const auto& layer : layers_) {
+    if (!context_.recompute_layer) {
+      hidden = layer->forward(hidden, shared);
+      continue;
+    }
+    std::vector<at::Tensor> inputs{hidden};
+    inputs.insert(inputs.end(), shared.begin(), shared.end());
+    CausalLmLayer* raw = layer.get();
+    hidden = recompute(
+        [raw](const std::vector<at::Tensor>& in) {
+          return raw->forward(in[0], std::vector<at::Tensor>(in.begin() + 1, in.end()));
+        },
+        inputs, layer->parameters());
+  }
+  return hidden;
+}
+
+StageOutput CausalLm::forward(const StageInput& input) {
+  at::Tensor hidden = stage_input(input, input.input_ids);
+  // Positions 0..seq-1 of the whole sequence: layers run on it even when hidden holds a
+  // sequence shard (REDUCE_SCATTER). input_ids is given on every stage.
+  const int64_t sequence_length = input.input_ids.defined()           ? input.input_ids.size(1)
+                                  : tp_.mode == TpMode::ReduceScatter ? hidden.size(1) * tp_.size
+                                                                      : hidden.size(1);
+  hidden = run_layers(hidden, sequence_length);
+  if (!head_) {
+    StageOutput output;
+    output.hidden_out = hidden;
+    return output;
+  }
+  return head_output(hidden, input);
+}
+
+StageOutput CausalLm::head_output(const at::Tensor& hidden, const StageInput& input) {
+  StageOutput output;
+  const at::Tensor normed = norm_.forward(hidden);
+  const int64_t vocab_start = tp_.shard_offset(padded_vocab_size_);
+  at::Tensor mask = input.label_mask.defined() ? input.label_mask.reshape({-1}) : at::Tensor();
+  if (input.want_logits) {
+    at::Tensor logits = head_->forward(normed);  // [batch, seq, vocab/tp]
+    output.logits = logits;
+    if (!input.label_ids.defined()) return output;  // logits only (evaluation, export checks)
+    output.loss = vocab_parallel_cross_entropy(logits.reshape({-1, logits.size(-1)}), input.label_ids.reshape({-1}),
+                                               mask, vocab_start, layout_.vocab_size, tp_);
+    return output;
+  }
+  if (!input.label_ids.defined())
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, layout_.model_name + ": the last stage needs label_ids");
+  // Training: lm_head and loss fused, chunk by chunk, so the whole batch's logits never exist.
+  const at::Tensor head_input = gather_column_parallel_input(normed, tp_);  // [batch, seq, hidden]
+  output.loss = fused_linear_cross_entropy(head_input.reshape({-1, head_input.size(-1)}), head_->weight,
+                                           input.label_ids.reshape({-1}), mask, vocab_start, layout_.vocab_size, tp_);
+  return output;
+}
+
+}  // namespace triax

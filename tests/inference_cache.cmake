@@ -1,0 +1,13 @@
+# Inference with a cache (included from tests/CMakeLists.txt): the Llama plugin's cached
+# incremental logits against its full forward on one rank (with pipeline stages, refusals and
+# the host's ModelInstance), and at tp = 2 under mpirun.
+add_executable(inference_cache_test ${CMAKE_CURRENT_LIST_DIR}/inference_cache_test.cpp)
+target_link_libraries(inference_cache_test PRIVATE triax_llama_impl triax_core GTest::gtest_main)
+triax_use_pch(inference_cache_test)
+gtest_discover_tests(inference_cache_test)
+
+add_executable(inference_cache_tp_test ${CMAKE_CURRENT_LIST_DIR}/inference_cache_tp_test.cpp)
+target_link_libraries(inference_cache_tp_test PRIVATE triax_llama_impl triax_multi_rank_main)
+triax_use_pch(inference_cache_tp_test)
+triax_add_multi_rank_test(NAME inference_cache_tp_2_ranks RANKS 2 COMMAND $<TARGET_FILE:inference_cache_tp_test>
+                          TIMEOUT 120)
