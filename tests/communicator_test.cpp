@@ -21,7 +21,7 @@ std::vector<MeshShape> meshes_of_this_world() {
 
 std::vector<triax_group> group_kinds(const MeshShape& shape) {
   std::vector<triax_group> kinds = {TRIAX_GROUP_WORLD, TRIAX_GROUP_TP, TRIAX_GROUP_PP, TRIAX_GROUP_DP, TRIAX_GROUP_MP};
-  if (shape.ep > 1) kinds.push_back(TRIAX_GROUP_EP);
+  if (shape.ep > 1) kinds.insert(kinds.end(), {TRIAX_GROUP_EP, TRIAX_GROUP_EDP});
   return kinds;
 }
 
@@ -111,6 +111,58 @@ TEST(MpiCommunicator, ReduceScatterGivesEachRankItsSliceOfTheSum) {
       }
     }
   }
+}
+
+// Rank p of a group of n sends (p + j) % 3 rows of two values to rank j: some pairs exchange no
+// rows at all. Each row names its sender, its receiver and its index.
+int64_t rows_between(int64_t sender, int64_t receiver) { return (sender + receiver) % 3; }
+double row_value(int sender_world, int64_t receiver, int64_t row) { return 100 * sender_world + 10 * receiver + row; }
+
+TEST(MpiCommunicator, AllToAllWithVariableSplitsIncludingEmptyOnes) {
+  for (const MeshShape& shape : meshes_of_this_world()) {
+    MpiCommunicator& comm = communicator(shape);
+    for (triax_group group : group_kinds(shape)) {
+      const std::vector<int> members = comm.context().members(group);
+      const auto n = static_cast<int64_t>(members.size());
+      const int64_t me = comm.rank(group);
+      std::vector<int64_t> send, receive;
+      std::vector<at::Tensor> outgoing, expected;
+      for (int64_t j = 0; j < n; ++j) {
+        send.push_back(rows_between(me, j));
+        receive.push_back(rows_between(j, me));
+        for (int64_t row = 0; row < send.back(); ++row)
+          outgoing.push_back(at::full({1, 2}, row_value(members[static_cast<size_t>(me)], j, row), at::kDouble));
+        for (int64_t row = 0; row < receive.back(); ++row)
+          expected.push_back(at::full({1, 2}, row_value(members[static_cast<size_t>(j)], me, row), at::kDouble));
+      }
+      auto rows = [](const std::vector<at::Tensor>& parts) {
+        return parts.empty() ? at::zeros({0, 2}, at::kDouble) : at::cat(parts);
+      };
+      for (at::ScalarType dtype : {at::kFloat, at::kDouble, at::kLong}) {
+        at::Tensor output = at::full({rows(expected).size(0), 2}, -1.0, at::dtype(dtype));
+        comm.all_to_all_v(group, output, rows(outgoing).to(dtype), receive, send);
+        EXPECT_TRUE(output.to(at::kDouble).equal(rows(expected))) << where(shape, group, dtype) << ": " << output;
+      }
+    }
+  }
+  MpiCommunicator& comm = communicator({world_size(), 1, 1});
+  const std::vector<int64_t> ones(static_cast<size_t>(world_size()), 1);
+  auto error_of = [](auto&& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string short_splits = error_of([&] {
+    comm.all_to_all_v(TRIAX_GROUP_DP, at::zeros({world_size(), 2}), at::zeros({world_size(), 2}), ones, {1});
+  });
+  EXPECT_NE(short_splits.find("input splits have 1 entries for a group of"), std::string::npos) << short_splits;
+  const std::string wrong_rows = error_of([&] {
+    comm.all_to_all_v(TRIAX_GROUP_DP, at::zeros({world_size(), 2}), at::zeros({world_size() + 1, 2}), ones, ones);
+  });
+  EXPECT_NE(wrong_rows.find("input splits add up to"), std::string::npos) << wrong_rows;
 }
 
 TEST(MpiCommunicator, BroadcastCopiesTheRootsTensor) {

@@ -17,6 +17,7 @@
 #include "triax/core/gradients/data_parallel_gradients.hpp"
 #include "triax/core/gradients/gradient_accumulator.hpp"
 #include "triax/core/gradients/gradient_norm.hpp"
+#include "triax/core/gradients/replica_ownership.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
@@ -75,7 +76,7 @@ TEST(DataParallelGradients, AllReduceGivesEveryRankTheMeanWithSmallAndLargeBucke
   const int rank = comm.rank(TRIAX_GROUP_DP);
   for (int64_t cap : {kOneParameterPerBucket, int64_t{64}, kOneBucket}) {
     auto params = make_parameters(kShapes);
-    DataParallelGradients reduction(params, TRIAX_GRADIENTS_WHOLE, cap, rank, dp, all_counted(params.size()));
+    DataParallelGradients reduction(params, TRIAX_GRADIENTS_WHOLE, cap, {rank, dp}, all_counted(params.size()));
     const size_t expected_buckets = cap == kOneParameterPerBucket ? kShapes.size() : cap == kOneBucket ? 1 : 0;
     if (expected_buckets > 0) {
       EXPECT_EQ(reduction.bucket_members().size(), expected_buckets) << "bucket cap " << cap << " bytes";
@@ -99,7 +100,7 @@ TEST(DataParallelGradients, ReduceScatterGivesEachRankExactlyItsChunkOfTheMean) 
   const int rank = comm.rank(TRIAX_GROUP_DP);
   for (int64_t cap : {kOneParameterPerBucket, int64_t{64}, kOneBucket}) {
     auto params = make_parameters(kShapes);
-    DataParallelGradients reduction(params, TRIAX_GRADIENTS_DP_SHARDED, cap, rank, dp, all_counted(params.size()));
+    DataParallelGradients reduction(params, TRIAX_GRADIENTS_DP_SHARDED, cap, {rank, dp}, all_counted(params.size()));
     std::vector<at::Tensor> grads;
     for (size_t k = 0; k < kShapes.size(); ++k) grads.push_back(rank_gradient(rank, k, kShapes[k]));
     reduction.reduce_over_data_parallel(grads, comm);
@@ -133,7 +134,7 @@ struct OverlapRun {
   int64_t started_before_backward_returned = 0;
 
   OverlapRun(triax_gradient_sharding sharding, int64_t cap, int rank, int dp)
-      : reduction(params, sharding, cap, rank, dp, all_counted(kShapes.size())) {
+      : reduction(params, sharding, cap, {rank, dp}, all_counted(kShapes.size())) {
     for (NamedParameter& p : params) p.tensor.requires_grad_(true);
   }
   void overlap(const std::vector<bool>& held, Communicator& comm) {
@@ -222,9 +223,9 @@ TEST(GlobalGradientNorm, TpReplicatedParametersCountOnce) {
     std::vector<NamedParameter> params = make_parameters({half, replicated});
     params[0].spec = ParameterSpec::sharded({10}, 0, 5 * tp_rank);
     params[1].spec.flags = TRIAX_PARAM_TP_REPLICATED;
-    DataParallelGradients reduction(
-        params, sharding, kOneBucket, dp_rank, dp,
-        parameters_counted_in_norm(params, tp_rank, [](const std::string&) { return true; }));
+    const ReplicaOwnership ownership({dp_rank, dp, 1, tp_rank}, [](const std::string&) { return true; });
+    DataParallelGradients reduction(params, sharding, kOneBucket, {dp_rank, dp},
+                                    ownership.counted_in_norm(params, sharding == TRIAX_GRADIENTS_DP_SHARDED));
     // The tp-sharded gradient differs per tp rank (parameter index 10 + tp); the replicated one not.
     reduction.reduce_over_data_parallel(
         {rank_gradient(dp_rank, 10 + tp_rank, half), rank_gradient(dp_rank, 20, replicated)}, comm);
@@ -250,8 +251,9 @@ TEST(GlobalGradientNorm, TiedCopiesCountOnlyOnTheLowestStage) {
       EXPECT_EQ(key, "model.embed_tokens.weight");
       return pp_rank == 0;
     };
-    DataParallelGradients reduction(params, sharding, kOneParameterPerBucket, dp_rank, dp,
-                                    parameters_counted_in_norm(params, 0, lowest_stage));
+    const ReplicaOwnership ownership({dp_rank, dp}, lowest_stage);
+    DataParallelGradients reduction(params, sharding, kOneParameterPerBucket, {dp_rank, dp},
+                                    ownership.counted_in_norm(params, sharding == TRIAX_GRADIENTS_DP_SHARDED));
     reduction.reduce_over_data_parallel({rank_gradient(dp_rank, 30 + pp_rank, own), rank_gradient(dp_rank, 40, tied)},
                                         comm);
     const double expected =
@@ -309,7 +311,7 @@ void check_zero1_against_adamw(const std::vector<std::vector<int64_t>>& shapes, 
   auto zero1 = make_optimizer("zero1_adamw", sharded, rank, dp, host);
   auto adamw = make_optimizer("adamw", whole, 0, 1, alone_host);
   ASSERT_EQ(zero1->gradient_sharding(), TRIAX_GRADIENTS_DP_SHARDED);
-  DataParallelGradients reduction(sharded, zero1->gradient_sharding(), 64, rank, dp, all_counted(shapes.size()));
+  DataParallelGradients reduction(sharded, zero1->gradient_sharding(), 64, {rank, dp}, all_counted(shapes.size()));
 
   for (int step = 1; step <= 5; ++step) {
     std::vector<at::Tensor> mine, mean;

@@ -104,6 +104,10 @@ fi
 expect 0 "dp groups: [0 4] [1 5] [2 6] [3 7]" 1 -- "$TRIAX" inspect mesh --dp 2 --tp 2 --pp 2
 expect 0 "   5   1   0   1     -     7" 1 -- "$TRIAX" inspect mesh --dp 2 --tp 2 --pp 2
 expect 2 "must divide parallelism.dp" 1 -- "$TRIAX" inspect mesh --dp 3 --ep 2
+# dp 4 = ep 2 x edp 2, ep fastest: rank 3 is ep rank 1, edp rank 1.
+expect 0 "ep groups: [0 1] [2 3]" 1 -- "$TRIAX" inspect mesh --dp 4 --ep 2
+expect 0 "edp groups: [0 2] [1 3]" 1 -- "$TRIAX" inspect mesh --dp 4 --ep 2
+expect 0 "   3   3   0   0   1   1" 1 -- "$TRIAX" inspect mesh --dp 4 --ep 2
 
 if ((failures)); then echo "$failures check(s) failed"; exit 1; fi
 echo "all launch checks passed"

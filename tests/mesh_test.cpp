@@ -37,7 +37,8 @@ TEST(ParallelContext, GroupsHoldTheExpectedRanks) {
 TEST(ParallelContext, GroupsOfAKindPartitionTheWorld) {
   const MeshShape shape{2, 4, 1, 2};
   const ParallelContext context(shape, 0);
-  for (triax_group kind : {TRIAX_GROUP_TP, TRIAX_GROUP_PP, TRIAX_GROUP_DP, TRIAX_GROUP_MP, TRIAX_GROUP_EP}) {
+  for (triax_group kind :
+       {TRIAX_GROUP_TP, TRIAX_GROUP_PP, TRIAX_GROUP_DP, TRIAX_GROUP_MP, TRIAX_GROUP_EP, TRIAX_GROUP_EDP}) {
     std::vector<int> seen(8, 0);
     for (const auto& group : context.all_groups(kind))
       for (int r : group) ++seen[static_cast<size_t>(r)];
@@ -57,8 +58,42 @@ TEST(ParallelContext, DescribePrintsTheTableAndGroups) {
   EXPECT_NE(text.find("dp groups: [0 2] [1 3]"), std::string::npos) << text;
 }
 
+// dp 4 split into ep 2 x edp 2, ep fastest: dp_rank = edp_rank * ep + ep_rank.
+TEST(ParallelContext, ExpertGroupsSplitDataParallelWithEpFastest) {
+  const MeshShape shape{4, 2, 1, 2};  // dp 4, pp 2: world rank = pp + 2 * dp
+  for (int r = 0; r < 8; ++r) {
+    const ParallelContext context(shape, r);
+    const int dp_rank = context.rank(TRIAX_GROUP_DP);
+    EXPECT_EQ(dp_rank, context.rank(TRIAX_GROUP_EDP) * 2 + context.rank(TRIAX_GROUP_EP)) << "rank " << r;
+    EXPECT_EQ(context.size(TRIAX_GROUP_EP), 2);
+    EXPECT_EQ(context.size(TRIAX_GROUP_EDP), 2);
+  }
+  const ParallelContext rank3(shape, 3);  // pp 1, dp 1: ep rank 1, edp rank 0
+  EXPECT_EQ(rank3.members(TRIAX_GROUP_DP), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(rank3.members(TRIAX_GROUP_EP), (std::vector<int>{1, 3}));
+  EXPECT_EQ(rank3.members(TRIAX_GROUP_EDP), (std::vector<int>{3, 7}));
+  const ParallelContext rank4(shape, 4);  // pp 0, dp 2: ep rank 0, edp rank 1
+  EXPECT_EQ(rank4.members(TRIAX_GROUP_EP), (std::vector<int>{4, 6}));
+  EXPECT_EQ(rank4.members(TRIAX_GROUP_EDP), (std::vector<int>{0, 4}));
+  EXPECT_EQ(rank4.rank(TRIAX_GROUP_EDP), 1);
+}
+
+TEST(ParallelContext, DescribePrintsExpertGroups) {
+  const std::string text = ParallelContext::describe(MeshShape{4, 1, 1, 2});
+  EXPECT_NE(text.find("ep groups: [0 1] [2 3]"), std::string::npos) << text;
+  EXPECT_NE(text.find("edp groups: [0 2] [1 3]"), std::string::npos) << text;
+  EXPECT_NE(text.find(" ep edp "), std::string::npos) << text;
+  EXPECT_EQ(ParallelContext::describe(MeshShape{4, 1, 1}).find("edp"), std::string::npos);
+}
+
 TEST(ParallelContext, RefusesImpossibleShapes) {
   EXPECT_THROW(ParallelContext(MeshShape{3, 1, 1, 2}, 0), ConfigError);
+  try {
+    MeshShape{6, 1, 1, 4}.validate();
+    ADD_FAILURE() << "ep 4 does not divide dp 6";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallelism.expert_parallel_size"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(ParallelContext(MeshShape{0, 1, 1}, 0), ConfigError);
   EXPECT_THROW(ParallelContext(MeshShape{2, 1, 1}, 2), Error);
 }

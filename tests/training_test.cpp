@@ -132,7 +132,7 @@ TEST(GradientAccumulator, AccumulatesLowPrecisionGradientsInFp32) {
 TEST(DataParallelGradients, OneRankClipsToTheGlobalNorm) {
   auto params = make_parameters(at::kFloat);
   GradientAccumulator acc(params, true);
-  DataParallelGradients reduction(params, TRIAX_GRADIENTS_WHOLE, 25 << 20, 0, 1, {true, true});
+  DataParallelGradients reduction(params, TRIAX_GRADIENTS_WHOLE, 25 << 20, {0, 1}, {true, true});
   SingleProcessCommunicator comm;
   acc.zero();
   (params[0].tensor.sum() * 2.0 + params[1].tensor.sum() * 1.0).backward();

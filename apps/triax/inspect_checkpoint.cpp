@@ -22,10 +22,12 @@ std::string megabytes(int64_t bytes) {
 }  // namespace
 
 int inspect_checkpoint(const std::vector<std::string>& args) {
-  if (args.size() != 1 || args[0] == "--help" || args[0] == "-h") {
+  const bool list_datasets = args.size() == 2 && args[1] == "--datasets";
+  if ((args.size() != 1 && !list_datasets) || args[0] == "--help" || args[0] == "-h") {
     (args.size() == 1 ? std::cout : std::cerr)
-        << "usage: triax inspect checkpoint PATH\n"
-           "  PATH: a step folder, or a checkpoints folder whose 'latest' names one\n";
+        << "usage: triax inspect checkpoint PATH [--datasets]\n"
+           "  PATH: a step folder, or a checkpoints folder whose 'latest' names one\n"
+           "  --datasets: also list every rank file's datasets (which rank stores which piece)\n";
     return args.size() == 1 ? kExitOk : kExitInvalidConfig;
   }
   try {
@@ -48,6 +50,7 @@ int inspect_checkpoint(const std::vector<std::string>& args) {
     for (const auto& check : checks) {
       bytes += check.bytes;
       per_file[check.file] += check.bytes;
+      if (list_datasets) std::cout << "  dataset " << check.file << " " << check.dataset << " " << shape_text(check.shape) << "\n";
       if (!check.problem.empty()) {
         ++broken;
         std::cout << "  BROKEN: " << check.problem << "\n";

@@ -57,7 +57,7 @@ std::string format_step_line(const StepMetrics& m) {
   int width = static_cast<int>(std::to_string(m.total_steps).size());
   out << "step " << std::setw(width) << m.step << "/" << m.total_steps << std::fixed << std::setprecision(4)
       << " | loss " << m.loss;
-  if (m.aux_loss) out << " | aux_loss " << *m.aux_loss;
+  for (const auto& [name, value] : m.aux_losses) out << " | " << name << " " << value;
   out << std::scientific << std::setprecision(3) << " | lr " << m.learning_rate << std::fixed << std::setprecision(3)
       << " | grad_norm " << m.grad_norm << " | tokens/s " << human_count(m.tokens_per_second) << " | tokens/s/device "
       << human_count(m.tokens_per_second_per_device) << " | TFLOP/s/device " << std::setprecision(2)
@@ -74,8 +74,10 @@ std::string format_step_line(const StepMetrics& m) {
 std::string to_json_line(const StepMetrics& m) {
   std::ostringstream out;
   out << "{\"step\": " << m.step << ", \"total_steps\": " << m.total_steps << ", \"loss\": " << json_number(m.loss)
-      << ", \"aux_loss\": " << (m.aux_loss ? json_number(*m.aux_loss) : "null")
-      << ", \"lr\": " << json_number(m.learning_rate) << ", \"grad_norm\": " << json_number(m.grad_norm)
+      << ", \"aux_losses\": {";
+  for (size_t i = 0; i < m.aux_losses.size(); ++i)
+    out << (i ? ", " : "") << "\"" << m.aux_losses[i].first << "\": " << json_number(m.aux_losses[i].second);
+  out << "}, \"lr\": " << json_number(m.learning_rate) << ", \"grad_norm\": " << json_number(m.grad_norm)
       << ", \"tokens_per_s\": " << json_number(m.tokens_per_second)
       << ", \"tokens_per_s_per_device\": " << json_number(m.tokens_per_second_per_device)
       << ", \"model_tflops_per_device\": " << json_number(m.model_tflops_per_device)

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace triax {
 
@@ -17,7 +19,7 @@ struct StepMetrics {
   int64_t step = 0;
   int64_t total_steps = 0;
   double loss = 0.0;
-  std::optional<double> aux_loss;
+  std::vector<std::pair<std::string, double>> aux_losses;  // by name, in the model's order
   double learning_rate = 0.0;
   double grad_norm = 0.0;
   double tokens_per_second = 0.0;  // whole job

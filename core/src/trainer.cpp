@@ -21,11 +21,13 @@
 #include "triax/core/gradients/data_parallel_gradients.hpp"
 #include "triax/core/gradients/gradient_accumulator.hpp"
 #include "triax/core/gradients/gradient_norm.hpp"
+#include "triax/core/gradients/replica_ownership.hpp"
 #include "triax/core/comm/launch_environment.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/lr_schedule.hpp"
 #include "metrics.hpp"
 #include "triax/core/plugins/model_selection.hpp"
+#include "step_losses.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "gradients/tied_gradients.hpp"
@@ -110,16 +112,6 @@ struct MicroBatchFeed {
   }
 };
 
-// The step's loss as every rank sees it: the last pipeline stage's mean over its micro-batches,
-// passed along the pipeline group and averaged over the data-parallel replicas.
-at::Tensor replica_mean_loss(const at::Tensor& last_stage_loss, Communicator& communicator, const c10::Device& device) {
-  at::Tensor loss = last_stage_loss.defined() ? last_stage_loss.detach().to(at::kFloat).clone()
-                                              : at::zeros({}, at::TensorOptions().dtype(at::kFloat).device(device));
-  if (communicator.size(TRIAX_GROUP_PP) > 1) communicator.all_reduce(TRIAX_GROUP_PP, loss, TRIAX_REDUCE_SUM);
-  if (communicator.size(TRIAX_GROUP_DP) > 1) communicator.all_reduce(TRIAX_GROUP_DP, loss, TRIAX_REDUCE_AVG);
-  return loss;
-}
-
 }  // namespace
 
 struct Trainer::State {
@@ -133,6 +125,8 @@ struct Trainer::State {
   std::unique_ptr<EngineInstance> engine;
   std::unique_ptr<GradientAccumulator> gradients;
   std::unique_ptr<TiedGradients> tied;
+  std::unique_ptr<ReplicaOwnership> ownership;
+  std::unique_ptr<StepLosses> step_losses;
   std::unique_ptr<DataParallelGradients> dp_gradients;
   std::vector<double> block_costs;           // forward FLOPs per token of each pipeline block
   std::vector<StageBlocks> pipeline_stages;  // blocks of each pipeline rank
@@ -218,6 +212,10 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.pp_size = communicator.size(TRIAX_GROUP_PP);
   context.dp_rank = communicator.rank(TRIAX_GROUP_DP);
   context.dp_size = communicator.size(TRIAX_GROUP_DP);
+  context.ep_rank = communicator.rank(TRIAX_GROUP_EP);
+  context.ep_size = communicator.size(TRIAX_GROUP_EP);
+  context.edp_rank = communicator.rank(TRIAX_GROUP_EDP);
+  context.edp_size = communicator.size(TRIAX_GROUP_EDP);
   context.first_block = my_blocks.first;
   context.last_block = my_blocks.last;
   context.device = device_string.c_str();
@@ -233,6 +231,10 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   s.model->set_training(true);
   s.flops_per_token = s.model->flops_per_token(c.tokens.sequence_length);
   s.tied = std::make_unique<TiedGradients>(s.model->parameters(), communicator);
+  // Which copy of each parameter counts in the norm and is saved: one answer for both.
+  s.ownership = std::make_unique<ReplicaOwnership>(
+      ReplicaGroups::of(communicator), [tied = s.tied.get()](const std::string& key) { return tied->counts_in_norm(key); });
+  s.step_losses = std::make_unique<StepLosses>(s.model->aux_loss_names());
 
   // Weights from a checkpoint: resuming loads everything; init_method.path only the weights.
   checkpoint::TrainingParts parts;
@@ -240,7 +242,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   parts.communicator = &communicator;
   parts.parameters = &s.model->parameters();
   parts.data = s.data.get();
-  parts.stores_tied = [tied = s.tied.get()](const std::string& key) { return tied->counts_in_norm(key); };
+  parts.ownership = s.ownership.get();
   parts.device = s.device;
   parts.model_plugin = c.model.plugin;
   s.checkpoint = std::make_unique<checkpoint::TrainingCheckpoint>(parts);
@@ -256,10 +258,12 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   // Optimizer: weight decay resolved per parameter (model's own exclusions + config patterns).
   const WeightDecayPolicy weight_decay(c.optimizer.weight_decay, c.optimizer.weight_decay_exclude_named_params);
   std::vector<triax_optimizer_param> params;
+  std::vector<int32_t> gradient_groups;
   int excluded = 0;
   for (const auto& p : s.model->parameters()) {
     excluded += weight_decay.excludes(p) ? 1 : 0;
     params.push_back({p.name.c_str(), borrow_handle(p.tensor), weight_decay.for_parameter(p), p.spec.flags});
+    gradient_groups.push_back(p.spec.gradient_group);
   }
   s.optimizer_yaml = to_yaml_text(c.optimizer.section);
   triax_optimizer_context optimizer_context{};
@@ -268,6 +272,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   optimizer_context.dp_size = context.dp_size;
   optimizer_context.optimizer_yaml = s.optimizer_yaml.c_str();
   optimizer_context.host = s.host.c_host();
+  optimizer_context.gradient_groups = gradient_groups.data();
   in_config_file(c.origin, [&] {
     s.optimizer = std::make_unique<OptimizerInstance>(optimizer_vtable, c.optimizer.plugin, optimizer_context, params);
   });
@@ -290,12 +295,10 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   s.resume = s.checkpoint->finish_resume();
 
   s.gradients = std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32);
-  // A parameter tied across pipeline stages counts in the norm on its lowest holder only.
+  const bool sharded = s.optimizer->gradient_sharding() == TRIAX_GRADIENTS_DP_SHARDED;
   s.dp_gradients = std::make_unique<DataParallelGradients>(
-      s.model->parameters(), s.optimizer->gradient_sharding(), c.model.ddp_bucket_cap_mb << 20, context.dp_rank,
-      context.dp_size, parameters_counted_in_norm(s.model->parameters(), context.tp_rank, [&](const std::string& key) {
-        return s.tied->counts_in_norm(key);
-      }));
+      s.model->parameters(), s.optimizer->gradient_sharding(), c.model.ddp_bucket_cap_mb << 20,
+      s.ownership->groups(), s.ownership->counted_in_norm(s.model->parameters(), sharded));
   if (context.dp_size > 1 && communicator.has_asynchronous_collectives())
     s.dp_gradients->overlap_with_backward(
         [gradients = s.gradients.get()](size_t k) { return gradients->final_gradient(k); }, s.tied->tied_parameters(),
@@ -395,7 +398,8 @@ TrainSummary Trainer::train() {
     at::Tensor norm = s.dp_gradients->clip(c.optimizer.clip_grad, s.communicator);
     const double lr = schedule.for_step(step);
     s.optimizer->step(s.dp_gradients->for_optimizer(), lr);
-    step_losses.push_back(replica_mean_loss(result.loss, s.communicator, s.device));
+    const at::Tensor losses = s.step_losses->reduce(result, s.communicator, s.device);  // LM loss, aux losses
+    step_losses.push_back(losses[0]);
     step_norms.push_back(norm);
     summary.learning_rates.push_back(lr);
     summary.consumed_tokens += tokens_per_step;
@@ -406,16 +410,16 @@ TrainSummary Trainer::train() {
     if (log_now) {
       // The one host synchronisation of a step: read the logged loss and norm together. Every
       // rank reads them (they are equal everywhere), so that every rank stops on divergence.
-      at::Tensor pair = at::stack({step_losses.back(), norm.to(at::kFloat)}).cpu();
+      at::Tensor values = at::cat({losses, norm.to(at::kFloat).reshape({1})}).cpu();
       const auto now = Clock::now();
       const double interval_seconds = std::chrono::duration<double>(now - interval_start).count();
       const double elapsed = std::chrono::duration<double>(now - start).count();
       StepMetrics m;
       m.step = step;
       m.total_steps = c.tokens.train_steps;
-      m.loss = pair[0].item<double>();
-      if (result.aux_loss.defined()) m.aux_loss = result.aux_loss.item<double>();
-      m.grad_norm = pair[1].item<double>();
+      m.loss = StepLosses::loss(values);
+      m.aux_losses = s.step_losses->aux_losses(values);
+      m.grad_norm = values[-1].item<double>();
       m.learning_rate = lr;
       m.step_seconds = interval_seconds / static_cast<double>(interval_steps);
       m.tokens_per_second = static_cast<double>(tokens_per_step) / m.step_seconds;

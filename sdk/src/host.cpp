@@ -1,5 +1,7 @@
 #include "triax/host.hpp"
 
+#include <cstddef>
+
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
 
@@ -54,6 +56,22 @@ void Host::all_to_all(triax_group group, const at::Tensor& output, const at::Ten
   const triax_host& h = require(host_);
   triax_error error{};
   check(h.all_to_all(h.self, group, borrow_handle(output), borrow_handle(input), &error), error);
+}
+
+void Host::all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                        const std::vector<int64_t>& output_splits, const std::vector<int64_t>& input_splits) const {
+  const triax_host& h = require(host_);
+  if (h.struct_size < offsetof(triax_host, all_to_all_v) + sizeof(h.all_to_all_v) || h.all_to_all_v == nullptr)
+    throw Error(TRIAX_ERROR_UNSUPPORTED, "all_to_all_v: the host is older than ABI 1.3 and has no variable all-to-all");
+  const size_t ranks = static_cast<size_t>(size(group));
+  if (output_splits.size() != ranks || input_splits.size() != ranks)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "all_to_all_v: " + std::to_string(output_splits.size()) + " output and " +
+                                                  std::to_string(input_splits.size()) + " input splits for a group of " +
+                                                  std::to_string(ranks));
+  triax_error error{};
+  check(h.all_to_all_v(h.self, group, borrow_handle(output), borrow_handle(input), output_splits.data(),
+                       input_splits.data(), &error),
+        error);
 }
 
 void Host::send(triax_group group, const at::Tensor& tensor, int peer) const {

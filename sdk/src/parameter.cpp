@@ -51,6 +51,15 @@ void SpecifiedModule::mark_padding(const std::string& local_name, std::vector<in
   it->second.unpadded_shape = std::move(unpadded_shape);
 }
 
+void SpecifiedModule::mark_expert(const std::string& local_name) {
+  auto it = specs_.find(local_name);
+  if (it == specs_.end())
+    throw std::invalid_argument("mark_expert: no parameter '" + local_name + "' registered with a spec");
+  if (it->second.flags & TRIAX_PARAM_TIED)
+    throw std::invalid_argument("mark_expert: '" + local_name + "' is tied across pipeline stages; experts are not");
+  it->second.gradient_group = TRIAX_GROUP_EDP;
+}
+
 at::Tensor SpecifiedModule::register_parameter_with_spec(const std::string& local_name, at::Tensor tensor,
                                                          ParameterSpec spec) {
   specs_[local_name] = std::move(spec);

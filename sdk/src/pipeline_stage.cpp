@@ -66,13 +66,10 @@ void PipelineStage::forward(int index) {
     input.hidden_in = flight.hidden_in;
   }
   StageOutput output = request_.model().forward(input);
-  // Each micro-batch contributes 1/count of the step's mean loss. An auxiliary loss (MoE
-  // balance) may come from any stage and joins that stage's backward.
+  // Each micro-batch contributes 1/count of the step's mean loss. Auxiliary losses (MoE
+  // balance) may come from any stage and join that stage's backward.
   const double share = 1.0 / request_.micro_batches();
-  if (output.aux_loss.defined()) {
-    flight.objective = output.aux_loss * share;
-    aux_losses_.push_back(output.aux_loss.detach());
-  }
+  flight.objective = aux_losses_.add(output, share);
   if (is_last()) {
     if (!output.loss.defined()) throw Error("pipeline: the model returned no loss on the last pipeline stage");
     flight.objective = flight.objective.defined() ? flight.objective + output.loss * share : output.loss * share;
@@ -116,7 +113,7 @@ StepResult PipelineStage::finish() {
   StepResult result;
   result.peak_live_micro_batches = peak_live_;
   if (!losses_.empty()) result.loss = at::stack(losses_).mean();
-  if (!aux_losses_.empty()) result.aux_loss = at::stack(aux_losses_).mean();
+  aux_losses_.finish(result, request_.micro_batches());
   return result;
 }
 

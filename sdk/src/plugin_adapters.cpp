@@ -50,6 +50,8 @@ void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* 
   out->tied_key = parameter.spec.tied_key.empty() ? nullptr : parameter.spec.tied_key.c_str();
   if (capacity >= offsetof(triax_parameter_info, unpadded_shape) + sizeof(out->unpadded_shape))
     std::copy(parameter.spec.unpadded_shape.begin(), parameter.spec.unpadded_shape.end(), out->unpadded_shape);
+  if (capacity >= offsetof(triax_parameter_info, gradient_group) + sizeof(out->gradient_group))
+    out->gradient_group = parameter.spec.gradient_group;
 }
 
 namespace {
@@ -90,6 +92,24 @@ std::vector<InferenceCache*> caches_from_c(triax_cache* const* caches, int32_t c
   return out;
 }
 
+void stage_aux_losses_to_c(StageOutput& output, const std::vector<std::string>& names, triax_stage_io* io) {
+  if (output.aux_losses.empty()) return;
+  if (io->struct_size >= offsetof(triax_stage_io, aux_losses) + sizeof(io->aux_losses)) {
+    aux_losses_to_c(output.aux_losses, names, io->aux_losses, "model forward");
+  } else {
+    for (const auto& [name, loss] : output.aux_losses)
+      output.aux_loss = output.aux_loss.defined() ? output.aux_loss + loss : loss;
+  }
+  output.aux_losses.clear();
+}
+
+void step_aux_losses_to_c(StepResult& result, const triax_step_request& request, triax_step_result* out) {
+  if (result.aux_losses.empty() ||
+      out->struct_size < offsetof(triax_step_result, aux_losses) + sizeof(out->aux_losses))
+    return;
+  aux_losses_to_c(result.aux_losses, aux_loss_names_of(request.model), out->aux_losses, "engine step result");
+}
+
 void fill_optimizer_state(const OptimizerState& state, triax_optimizer_state* out) {
   const size_t capacity = std::min(out->struct_size, sizeof(*out));
   if (capacity < sizeof(*out)) throw Error("the host's triax_optimizer_state is smaller than ABI 1.2's");
@@ -115,6 +135,19 @@ std::vector<OptimizerParam> optimizer_params_from_c(const triax_optimizer_param*
   return out;
 }
 
+void apply_gradient_groups(const triax_optimizer_context& context, std::vector<OptimizerParam>& params) {
+  if (context.struct_size < offsetof(triax_optimizer_context, gradient_groups) + sizeof(context.gradient_groups) ||
+      context.gradient_groups == nullptr)
+    return;  // a host before ABI 1.3: every gradient is averaged over dp
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int32_t group = context.gradient_groups[i];
+    if (group != TRIAX_GROUP_DP && group != TRIAX_GROUP_EDP)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "parameter '" + params[i].name + "': gradient group " +
+                                                    std::to_string(group) + " is neither dp nor edp");
+    params[i].gradient_group = static_cast<triax_group>(group);
+  }
+}
+
 }  // namespace detail
 
 ModelContext ModelContext::from_c(const triax_model_context& c) {
@@ -136,6 +169,16 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
   context.host = Host(c.host);
   if (c.struct_size >= offsetof(triax_model_context, recompute_layer) + sizeof(c.recompute_layer))
     context.recompute_layer = c.recompute_layer != 0;
+  if (c.struct_size >= offsetof(triax_model_context, edp_size) + sizeof(c.edp_size) && c.ep_size > 0 &&
+      c.edp_size > 0) {
+    context.ep_rank = c.ep_rank;
+    context.ep_size = c.ep_size;
+    context.edp_rank = c.edp_rank;
+    context.edp_size = c.edp_size;
+  } else {  // an older host knows no expert parallelism: every dp rank is its own edp group
+    context.edp_rank = context.dp_rank;
+    context.edp_size = context.dp_size;
+  }
   return context;
 }
 
@@ -145,6 +188,17 @@ const std::vector<OptimizerState>& Optimizer::state_table() {
     state_table_ready_ = true;
   }
   return state_table_;
+}
+
+const std::vector<std::string>& Model::aux_loss_name_table() {
+  if (!aux_names_ready_) {
+    aux_names_ = aux_loss_names();
+    if (aux_names_.size() > TRIAX_MAX_AUX_LOSSES)
+      throw Error("the model declares " + std::to_string(aux_names_.size()) + " auxiliary losses; the ABI carries " +
+                  std::to_string(TRIAX_MAX_AUX_LOSSES));
+    aux_names_ready_ = true;
+  }
+  return aux_names_;
 }
 
 const std::vector<NamedParameter>& Model::parameter_table() {
@@ -193,7 +247,10 @@ StageOutput ModelRef::forward(const StageInput& input) const {
   io.want_logits = input.want_logits ? 1 : 0;
   triax_error error{};
   check(ref_.vtable->forward(ref_.model, &io, &error), error);
-  return {adopt_handle(io.hidden_out), adopt_handle(io.loss), adopt_handle(io.aux_loss), adopt_handle(io.logits)};
+  StageOutput output{adopt_handle(io.hidden_out), adopt_handle(io.loss), adopt_handle(io.aux_loss),
+                     adopt_handle(io.logits)};
+  output.aux_losses = detail::named_aux_losses(io.aux_losses, detail::aux_loss_names_of(ref_));
+  return output;
 }
 
 StageInput StepRequest::micro_batch(int index) const {

@@ -1,13 +1,14 @@
 // Loss and parameter parity of a parallel run against the single-rank run.
 //
 //   parity_runner run --config FILE --out DIR [--set KEY=VALUE]...
-//       trains (under mpirun for more than one rank) and writes DIR/losses.txt (rank 0),
+//       trains (under mpirun for more than one rank) and writes DIR/losses.txt and
+//       DIR/grad_norms.txt (rank 0),
 //       DIR/peak_live.rank<R>.txt and DIR/parameters.rank<R>.bin: every parameter shard this rank
 //       holds, with its global shape and offset, in float64.
 //   parity_runner compare --reference DIR --candidate DIR [--tolerance T] [--from-step K]
 //       [--losses-only 1]
-//       every step's loss within T relative (with --from-step, the candidate resumed after step K
-//       and its losses are those of the reference's steps K+1...); every shard of every rank within T of the same slice
+//       every step's loss and gradient norm within T relative (with --from-step, the candidate
+//       resumed after step K and its values are those of the reference's steps K+1...); every shard of every rank within T of the same slice
 //       of the reference parameter (max |a - b| <= T * max |b| over the tensor); every element of
 //       every reference parameter covered by some shard.
 #include <ATen/ATen.h>
@@ -102,33 +103,41 @@ at::Tensor slice_of(const at::Tensor& full, const Shard& shard) {
   return view;
 }
 
-int compare(const fs::path& reference, const fs::path& candidate, double tolerance, size_t from_step,
-            bool losses_only) {
+// Every step's value within `tolerance` relative of the reference's, from `from_step` on.
+int compare_series(const fs::path& reference, const fs::path& candidate, const char* file, double tolerance,
+                   size_t from_step, double& worst) {
+  auto expected = read_losses(reference / file);
+  const auto values = read_losses(candidate / file);
+  if (from_step > expected.size()) {
+    std::cerr << file << ": the reference has only " << expected.size() << " steps\n";
+    return 1;
+  }
+  expected.erase(expected.begin(), expected.begin() + static_cast<std::ptrdiff_t>(from_step));
+  if (expected.size() != values.size() || values.empty()) {
+    std::cerr << file << ": count differs: reference " << expected.size() << ", candidate " << values.size() << "\n";
+    return 1;
+  }
   int failures = 0;
-  auto ref_losses = read_losses(reference / "losses.txt");
-  const auto losses = read_losses(candidate / "losses.txt");
-  if (from_step > ref_losses.size()) {
-    std::cerr << "the reference has only " << ref_losses.size() << " steps\n";
-    return 1;
-  }
-  ref_losses.erase(ref_losses.begin(), ref_losses.begin() + static_cast<std::ptrdiff_t>(from_step));
-  if (ref_losses.size() != losses.size() || losses.empty()) {
-    std::cerr << "loss count differs: reference " << ref_losses.size() << ", candidate " << losses.size() << "\n";
-    return 1;
-  }
-  double worst_loss = 0;
-  for (size_t i = 0; i < losses.size(); ++i) {
-    const double rel = std::abs(losses[i] - ref_losses[i]) / std::abs(ref_losses[i]);
-    worst_loss = std::max(worst_loss, rel);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double rel = std::abs(values[i] - expected[i]) / std::abs(expected[i]);
+    worst = std::max(worst, rel);
     if (rel > tolerance) {
-      std::cerr << "step " << i + 1 << ": loss " << std::setprecision(10) << losses[i] << " vs reference "
-                << ref_losses[i] << " (relative " << rel << ")\n";
+      std::cerr << file << ": step " << i + 1 << ": " << std::setprecision(10) << values[i] << " vs reference "
+                << expected[i] << " (relative " << rel << ")\n";
       ++failures;
     }
   }
+  return failures;
+}
 
+int compare(const fs::path& reference, const fs::path& candidate, double tolerance, size_t from_step,
+            bool losses_only) {
+  double worst_loss = 0, worst_norm = 0;
+  int failures = compare_series(reference, candidate, "losses.txt", tolerance, from_step, worst_loss);
+  if (!losses_only) failures += compare_series(reference, candidate, "grad_norms.txt", tolerance, from_step, worst_norm);
+  const size_t steps = read_losses(candidate / "losses.txt").size();
   if (losses_only) {
-    std::cout << "compared " << losses.size() << " losses (worst relative difference " << worst_loss
+    std::cout << "compared " << steps << " losses (worst relative difference " << worst_loss
               << "): " << (failures ? "FAILED" : "ok") << "\n";
     return failures ? 1 : 0;
   }
@@ -164,7 +173,8 @@ int compare(const fs::path& reference, const fs::path& candidate, double toleran
       std::cerr << "parameter " << name << " is not entirely held by any rank of the candidate\n";
       ++failures;
     }
-  std::cout << "compared " << losses.size() << " losses (worst relative difference " << worst_loss << ") and "
+  std::cout << "compared " << steps << " losses (worst relative difference " << worst_loss << "), gradient norms ("
+            << worst_norm << ") and "
             << full.size() << " parameters over " << ranks << " ranks (worst " << worst_parameter
             << "): " << (failures ? "FAILED" : "ok") << "\n";
   return failures ? 1 : 0;
@@ -180,7 +190,9 @@ int run(const std::string& config_file, const fs::path& out, const std::vector<s
   fs::create_directories(out);
 
   PluginRegistry registry;
-  registry.scan_search_paths({TRIAX_TEST_PLUGIN_DIR});
+  std::vector<std::string> plugin_paths = config.plugins.paths;
+  plugin_paths.push_back(TRIAX_TEST_PLUGIN_DIR);
+  registry.scan_search_paths(plugin_paths);
   Trainer trainer(std::move(config), registry, *communicator);
   const TrainSummary summary = trainer.train();
 
@@ -188,6 +200,9 @@ int run(const std::string& config_file, const fs::path& out, const std::vector<s
     std::ofstream losses(out / "losses.txt");
     losses << std::setprecision(17);
     for (double loss : summary.losses) losses << loss << "\n";
+    std::ofstream norms(out / "grad_norms.txt");
+    norms << std::setprecision(17);
+    for (double norm : summary.grad_norms) norms << norm << "\n";
   }
   std::ofstream(out / ("peak_live.rank" + std::to_string(rank) + ".txt")) << summary.peak_live_micro_batches << "\n";
   write_shards(trainer.parameters(), out / ("parameters.rank" + std::to_string(rank) + ".bin"));

@@ -16,6 +16,7 @@
 #include "checkpoint/checkpoint_writer.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
 #include "triax/core/comm/communicator.hpp"
+#include "triax/core/gradients/replica_ownership.hpp"
 #include "triax/core/data/training_data.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
@@ -205,25 +206,19 @@ void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSch
                               const std::string& resolved_config) {
   const TrainConfig& c = *parts_.config;
   Communicator& communicator = *parts_.communicator;
-  const int dp_rank = communicator.rank(TRIAX_GROUP_DP);
-  const int tp_rank = communicator.rank(TRIAX_GROUP_TP);
   const bool sharded_optimizer = parts_.optimizer->gradient_sharding() == TRIAX_GRADIENTS_DP_SHARDED;
 
-  // One copy of everything: tp-replicated pieces from tp rank 0, tied ones from one stage,
-  // dp-replicated ones from dp rank 0 (ZeRO state: from every dp rank, each its shard).
-  auto stored_once_across_tp_and_pp = [&](const NamedParameter& p) {
-    if ((p.spec.flags & TRIAX_PARAM_TP_REPLICATED) && tp_rank != 0) return false;
-    if ((p.spec.flags & TRIAX_PARAM_TIED) && !parts_.stores_tied(p.spec.tied_key)) return false;
-    return true;
-  };
+  // One copy of everything, from the owner of its replicas (rank 0 of its dp or edp group, tp
+  // rank 0, the lowest stage of a tie); ZeRO state from every rank of the group, each its piece.
+  const ReplicaOwnership& owner = *parts_.ownership;
   RankContents contents;
   for (const NamedParameter& p : *parts_.parameters)
-    if (dp_rank == 0 && stored_once_across_tp_and_pp(p)) contents.parameters.push_back(&p);
+    if (owner.owns_copy(p.spec)) contents.parameters.push_back(&p);
   const bool has_state = parts_.optimizer->exposes_state();
-  if (has_state && (sharded_optimizer || dp_rank == 0))
+  if (has_state)
     for (const OptimizerStateTensor& state : parts_.optimizer->state()) {
       const NamedParameter& p = parts_.parameters->at(static_cast<size_t>(state.param_index));
-      if (stored_once_across_tp_and_pp(p))
+      if (sharded_optimizer ? owner.owns_piece(p.spec) : owner.owns_copy(p.spec))
         contents.optimizer_state.push_back({&p, state.name, state.tensor, state.element_offset, state.per_parameter});
     }
   contents.rng_states = rng_states(parts_.device);

@@ -1,110 +1,179 @@
-// The single-process communicator and the C host-services table over any Communicator.
+// The Communicator base, where every backend's arguments are checked once, and the
+// single-process communicator.
 #include "triax/core/comm/communicator.hpp"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
-#include "triax/core/log.hpp"
+#include <numeric>
+
+#include "triax/core/comm/parallel_context.hpp"
 #include "triax/error.hpp"
-#include "triax/plugin.hpp"
-#include "triax/tensor_handle.hpp"
 
 namespace triax {
 namespace {
 
-void require_same_numel(const at::Tensor& output, const at::Tensor& input, const char* what) {
-  if (output.numel() != input.numel())
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(what) + ": output holds " + std::to_string(output.numel()) +
-                                                  " elements, input " + std::to_string(input.numel()) +
-                                                  " (group of size 1)");
+[[noreturn]] void invalid(const char* operation, const std::string& problem) {
+  throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(operation) + ": " + problem);
 }
 
-[[noreturn]] void no_peer(int peer) {
-  throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
-              "point-to-point with peer " + std::to_string(peer) + " in a group of one process");
+void require_numel(const at::Tensor& tensor, int64_t expected, const char* operation, const std::string& what) {
+  if (tensor.numel() != expected)
+    invalid(operation, what + " must hold " + std::to_string(expected) + " elements, it holds " +
+                           std::to_string(tensor.numel()));
 }
 
-}  // namespace
-
-void SingleProcessCommunicator::all_gather(triax_group, const at::Tensor& output, const at::Tensor& input) {
-  require_same_numel(output, input, "all_gather");
-  output.view_as(input).copy_(input);
+void require_reduce_op(triax_reduce_op op, const char* operation) {
+  if (op != TRIAX_REDUCE_SUM && op != TRIAX_REDUCE_AVG && op != TRIAX_REDUCE_MAX && op != TRIAX_REDUCE_MIN)
+    invalid(operation, "unknown reduce op " + std::to_string(static_cast<int>(op)));
 }
 
-void SingleProcessCommunicator::reduce_scatter(triax_group, const at::Tensor& output, const at::Tensor& input,
-                                               triax_reduce_op) {
-  require_same_numel(output, input, "reduce_scatter");
-  output.view_as(input).copy_(input);
-}
-
-void SingleProcessCommunicator::broadcast(triax_group, const at::Tensor&, int root) {
-  if (root != 0) no_peer(root);
-}
-
-void SingleProcessCommunicator::all_to_all(triax_group, const at::Tensor& output, const at::Tensor& input) {
-  require_same_numel(output, input, "all_to_all");
-  output.view_as(input).copy_(input);
-}
-
-void SingleProcessCommunicator::send(triax_group, const at::Tensor&, int peer) { no_peer(peer); }
-void SingleProcessCommunicator::recv(triax_group, const at::Tensor&, int peer) { no_peer(peer); }
-
-namespace {
-
-Communicator& comm(void* self) { return *static_cast<Communicator*>(self); }
-
-using detail::guarded;
-
-void host_log(void*, triax_log_level level, const char* message) {
-  switch (level) {
-    case TRIAX_LOG_DEBUG:
-      log::debug(message);
-      break;
-    case TRIAX_LOG_INFO:
-      log::info(message);
-      break;
-    case TRIAX_LOG_WARNING:
-      log::warning(message);
-      break;
-    default:
-      log::error(message);
-      break;
-  }
+// One split per rank, none negative, together the tensor's rows.
+void require_splits(const std::vector<int64_t>& splits, const at::Tensor& tensor, int group_size,
+                    const char* role) {
+  if (static_cast<int>(splits.size()) != group_size)
+    invalid("all_to_all_v", std::string(role) + " splits have " + std::to_string(splits.size()) +
+                                " entries for a group of " + std::to_string(group_size));
+  for (int64_t rows : splits)
+    if (rows < 0) invalid("all_to_all_v", std::string(role) + " splits hold a negative count " + std::to_string(rows));
+  const int64_t rows = std::accumulate(splits.begin(), splits.end(), int64_t{0});
+  if (rows != tensor.size(0))
+    invalid("all_to_all_v", std::string(role) + " splits add up to " + std::to_string(rows) + " rows, the " + role +
+                                " has " + std::to_string(tensor.size(0)));
 }
 
 }  // namespace
 
-HostServices::HostServices(Communicator& communicator) : communicator_(communicator) {
-  host_.struct_size = sizeof(triax_host);
-  host_.self = &communicator_;
-  host_.log = host_log;
-  host_.group_rank = [](void* self, triax_group group) -> int32_t { return comm(self).rank(group); };
-  host_.group_size = [](void* self, triax_group group) -> int32_t { return comm(self).size(group); };
-  host_.all_reduce = [](void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op, triax_error* error) {
-    return guarded(error, [&] { comm(self).all_reduce(group, view_handle(tensor), op); });
-  };
-  host_.all_gather = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_error* error) {
-    return guarded(error, [&] { comm(self).all_gather(group, view_handle(output), view_handle(input)); });
-  };
-  host_.reduce_scatter = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
-                            triax_reduce_op op, triax_error* error) {
-    return guarded(error, [&] { comm(self).reduce_scatter(group, view_handle(output), view_handle(input), op); });
-  };
-  host_.broadcast = [](void* self, triax_group group, triax_tensor* tensor, int32_t root, triax_error* error) {
-    return guarded(error, [&] { comm(self).broadcast(group, view_handle(tensor), root); });
-  };
-  host_.all_to_all = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_error* error) {
-    return guarded(error, [&] { comm(self).all_to_all(group, view_handle(output), view_handle(input)); });
-  };
-  host_.send = [](void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error) {
-    return guarded(error, [&] { comm(self).send(group, view_handle(tensor), peer); });
-  };
-  host_.recv = [](void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error) {
-    return guarded(error, [&] { comm(self).recv(group, view_handle(tensor), peer); });
-  };
-  host_.barrier = [](void* self, triax_group group, triax_error* error) {
-    return guarded(error, [&] { comm(self).barrier(group); });
-  };
+void Communicator::require_group(triax_group group, const char* operation) const {
+  if (static_cast<int>(group) < TRIAX_GROUP_WORLD || static_cast<int>(group) > TRIAX_GROUP_EDP)
+    invalid(operation, "unknown process group " + std::to_string(static_cast<int>(group)));
+}
+
+void Communicator::require_tensor(const at::Tensor& tensor, const char* operation, const char* role) const {
+  if (!tensor.defined()) invalid(operation, std::string("the ") + role + " is undefined");
+  require_device(tensor, operation, role);
+}
+
+void Communicator::require_pair(const at::Tensor& output, const at::Tensor& input, const char* operation) const {
+  require_tensor(output, operation, "output");
+  require_tensor(input, operation, "input");
+  if (output.scalar_type() != input.scalar_type())
+    invalid(operation, "output is " + std::string(c10::toString(output.scalar_type())) + ", input " +
+                           std::string(c10::toString(input.scalar_type())));
+}
+
+void Communicator::require_peer(triax_group group, int peer, const char* operation) const {
+  require_group(group, operation);
+  const int group_size = size(group), own = rank(group);
+  if (peer < 0 || peer >= group_size || peer == own)
+    invalid(operation, "peer " + std::to_string(peer) + " is not another rank of the " + group_name(group) +
+                           " group (this rank is " + std::to_string(own) + " of " + std::to_string(group_size) + ")");
+}
+
+void Communicator::all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) {
+  require_group(group, "all_reduce");
+  require_tensor(tensor, "all_reduce", "tensor");
+  require_reduce_op(op, "all_reduce");
+  run_all_reduce(group, tensor, op);
+}
+
+std::unique_ptr<PendingOperation> Communicator::start_all_reduce(triax_group group, const at::Tensor& tensor,
+                                                                 triax_reduce_op op) {
+  require_group(group, "all_reduce");
+  require_tensor(tensor, "all_reduce", "tensor");
+  require_reduce_op(op, "all_reduce");
+  return run_start_all_reduce(group, tensor, op);
+}
+
+void Communicator::all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) {
+  require_group(group, "all_gather");
+  require_pair(output, input, "all_gather");
+  const int n = size(group);
+  require_numel(output, input.numel() * n, "all_gather",
+                "the output (" + std::to_string(n) + " x the input's " + std::to_string(input.numel()) + ")");
+  run_all_gather(group, output, input);
+}
+
+void Communicator::reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                                  triax_reduce_op op) {
+  start_reduce_scatter(group, output, input, op)->wait();
+}
+
+std::unique_ptr<PendingOperation> Communicator::start_reduce_scatter(triax_group group, const at::Tensor& output,
+                                                                     const at::Tensor& input, triax_reduce_op op) {
+  require_group(group, "reduce_scatter");
+  require_pair(output, input, "reduce_scatter");
+  require_reduce_op(op, "reduce_scatter");
+  const int n = size(group);
+  require_numel(input, output.numel() * n, "reduce_scatter",
+                "the input (" + std::to_string(n) + " x the output's " + std::to_string(output.numel()) + ")");
+  return run_start_reduce_scatter(group, output, input, op);
+}
+
+void Communicator::broadcast(triax_group group, const at::Tensor& tensor, int root) {
+  require_group(group, "broadcast");
+  require_tensor(tensor, "broadcast", "tensor");
+  if (root < 0 || root >= size(group))
+    invalid("broadcast", "root " + std::to_string(root) + " is not a rank of the " + group_name(group) +
+                             " group of size " + std::to_string(size(group)));
+  run_broadcast(group, tensor, root);
+}
+
+void Communicator::all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) {
+  require_group(group, "all_to_all");
+  require_pair(output, input, "all_to_all");
+  require_numel(output, input.numel(), "all_to_all", "the output (as many as the input)");
+  if (input.numel() % size(group) != 0)
+    invalid("all_to_all", "the input's " + std::to_string(input.numel()) + " elements do not split evenly over the " +
+                              group_name(group) + " group of size " + std::to_string(size(group)));
+  run_all_to_all(group, output, input);
+}
+
+void Communicator::all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                                const std::vector<int64_t>& output_splits, const std::vector<int64_t>& input_splits) {
+  require_group(group, "all_to_all_v");
+  require_pair(output, input, "all_to_all_v");
+  if (input.dim() < 1 || output.dim() != input.dim() || output.sizes().slice(1) != input.sizes().slice(1))
+    invalid("all_to_all_v", "output " + std::string(c10::str(output.sizes())) + " and input " +
+                                std::string(c10::str(input.sizes())) + " must have rows of one shape");
+  require_splits(input_splits, input, size(group), "input");
+  require_splits(output_splits, output, size(group), "output");
+  run_all_to_all_v(group, output, input, output_splits, input_splits);
+}
+
+void Communicator::send(triax_group group, const at::Tensor& tensor, int peer) {
+  require_peer(group, peer, "send");
+  require_tensor(tensor, "send", "tensor");
+  run_send(group, tensor, peer);
+}
+
+void Communicator::recv(triax_group group, const at::Tensor& tensor, int peer) {
+  require_peer(group, peer, "recv");
+  require_tensor(tensor, "recv", "tensor");
+  run_recv(group, tensor, peer);
+}
+
+void Communicator::barrier(triax_group group) {
+  require_group(group, "barrier");
+  run_barrier(group);
+}
+
+void SingleProcessCommunicator::run_all_gather(triax_group, const at::Tensor& output, const at::Tensor& input) {
+  output.view_as(input).copy_(input);
+}
+
+void SingleProcessCommunicator::run_reduce_scatter(triax_group, const at::Tensor& output, const at::Tensor& input,
+                                                   triax_reduce_op) {
+  output.view_as(input).copy_(input);
+}
+
+void SingleProcessCommunicator::run_all_to_all(triax_group, const at::Tensor& output, const at::Tensor& input) {
+  output.view_as(input).copy_(input);
+}
+
+void SingleProcessCommunicator::run_all_to_all_v(triax_group, const at::Tensor& output, const at::Tensor& input,
+                                                 const std::vector<int64_t>&, const std::vector<int64_t>&) {
+  output.copy_(input);  // the checks made both splits [rows]
 }
 
 }  // namespace triax

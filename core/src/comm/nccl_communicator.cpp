@@ -40,7 +40,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const MeshShape&, const Com
 
 namespace {
 
-constexpr int kGroupKinds = TRIAX_GROUP_EP + 1;
+constexpr int kGroupKinds = TRIAX_GROUP_EDP + 1;
 
 c10d::ReduceOp reduce_op(triax_reduce_op op) {
   switch (op) {
@@ -56,20 +56,7 @@ c10d::ReduceOp reduce_op(triax_reduce_op op) {
   throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(static_cast<int>(op)));
 }
 
-void require_cuda(const at::Tensor& tensor, const char* operation) {
-  if (!tensor.defined() || !tensor.is_cuda())
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
-                std::string(operation) + ": the nccl backend moves CUDA tensors (use mpi for CPU tensors)");
-}
-
-void require_numel(const at::Tensor& tensor, int64_t expected, const char* operation, const char* role) {
-  if (tensor.numel() != expected)
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(operation) + ": the " + role + " must hold " +
-                                                  std::to_string(expected) + " elements, it holds " +
-                                                  std::to_string(tensor.numel()));
-}
-
-// start_all_reduce / start_reduce_scatter keep the base class's blocking defaults; c10d's Work
+// run_start_all_reduce / run_start_reduce_scatter keep the base class's blocking defaults; c10d's Work
 // objects are asynchronous already and could back them.
 class NcclCommunicator final : public Communicator {
  public:
@@ -117,8 +104,16 @@ class NcclCommunicator final : public Communicator {
     heartbeat_->set_step(step);
   }
 
-  void all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) override {
-    require_cuda(tensor, "all_reduce");
+  // The base class has checked the arguments (Communicator::all_reduce, ...).
+ protected:
+  void require_device(const at::Tensor& tensor, const char* operation, const char* role) const override {
+    if (!tensor.is_cuda())
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(operation) + ": the nccl backend moves CUDA tensors, the " +
+                                                    role + " is on " + tensor.device().str() +
+                                                    " (use parallelism.comm_backend: mpi for CPU tensors)");
+  }
+
+  void run_all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) override {
     std::vector<at::Tensor> buffers{tensor.contiguous()};
     c10d::AllreduceOptions opts;
     opts.reduceOp = reduce_op(op);
@@ -126,21 +121,15 @@ class NcclCommunicator final : public Communicator {
     if (!buffers[0].is_same(tensor)) tensor.copy_(buffers[0]);
   }
 
-  void all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) override {
-    require_cuda(output, "all_gather");
-    require_cuda(input, "all_gather");
-    require_numel(output, input.numel() * size(group), "all_gather", "output (group size x input)");
+  void run_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) override {
     at::Tensor out = output.contiguous();
     at::Tensor in = input.is_alias_of(output) ? input.clone() : input.contiguous();
     wait(pg(group)._allgather_base(out, in), "all_gather", group);
     if (!out.is_same(output)) output.copy_(out);
   }
 
-  void reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
-                      triax_reduce_op op) override {
-    require_cuda(output, "reduce_scatter");
-    require_cuda(input, "reduce_scatter");
-    require_numel(input, output.numel() * size(group), "reduce_scatter", "input (group size x output)");
+  void run_reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                          triax_reduce_op op) override {
     at::Tensor out = output.contiguous();
     at::Tensor in = input.is_alias_of(output) ? input.clone() : input.contiguous();
     c10d::ReduceScatterOptions opts;
@@ -149,11 +138,7 @@ class NcclCommunicator final : public Communicator {
     if (!out.is_same(output)) output.copy_(out);
   }
 
-  void broadcast(triax_group group, const at::Tensor& tensor, int root) override {
-    require_cuda(tensor, "broadcast");
-    if (root < 0 || root >= size(group))
-      throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
-                  "broadcast: root " + std::to_string(root) + " is not a rank of the " + group_name(group) + " group");
+  void run_broadcast(triax_group group, const at::Tensor& tensor, int root) override {
     std::vector<at::Tensor> buffers{tensor.contiguous()};
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
@@ -161,33 +146,29 @@ class NcclCommunicator final : public Communicator {
     if (!buffers[0].is_same(tensor)) tensor.copy_(buffers[0]);
   }
 
-  void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) override {
-    require_cuda(output, "all_to_all");
-    require_cuda(input, "all_to_all");
-    require_numel(output, input.numel(), "all_to_all", "output (as many as the input)");
-    at::Tensor out = output.contiguous();
-    at::Tensor in = input.is_alias_of(output) ? input.clone() : input.contiguous();
+  void run_all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) override {
     std::vector<int64_t> equal_splits;  // empty: equal dim-0 splits
-    wait(pg(group).alltoall_base(out, in, equal_splits, equal_splits), "all_to_all", group);
-    if (!out.is_same(output)) output.copy_(out);
+    exchange(group, output, input, equal_splits, equal_splits, "all_to_all");
   }
 
-  void send(triax_group group, const at::Tensor& tensor, int peer) override {
-    require_cuda(tensor, "send");
-    check_peer(group, peer, "send");
+  void run_all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                        const std::vector<int64_t>& output_splits, const std::vector<int64_t>& input_splits) override {
+    std::vector<int64_t> out_splits = output_splits, in_splits = input_splits;  // c10d takes them by reference
+    exchange(group, output, input, out_splits, in_splits, "all_to_all_v");
+  }
+
+  void run_send(triax_group group, const at::Tensor& tensor, int peer) override {
     std::vector<at::Tensor> buffers{tensor.contiguous()};
     wait(pg(group).send(buffers, peer, 0), "send to", group, peer);
   }
 
-  void recv(triax_group group, const at::Tensor& tensor, int peer) override {
-    require_cuda(tensor, "recv");
-    check_peer(group, peer, "recv");
+  void run_recv(triax_group group, const at::Tensor& tensor, int peer) override {
     std::vector<at::Tensor> buffers{tensor.contiguous()};
     wait(pg(group).recv(buffers, peer, 0), "recv from", group, peer);
     if (!buffers[0].is_same(tensor)) tensor.copy_(buffers[0]);
   }
 
-  void barrier(triax_group group) override {
+  void run_barrier(triax_group group) override {
     c10d::BarrierOptions opts;
     opts.device = device_;
     wait(pg(group).barrier(opts), "barrier", group);
@@ -200,11 +181,13 @@ class NcclCommunicator final : public Communicator {
     return *groups_[group];
   }
 
-  void check_peer(triax_group group, int peer, const char* operation) const {
-    if (peer < 0 || peer >= size(group) || peer == rank(group))
-      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(operation) + ": peer " + std::to_string(peer) +
-                                                    " is not another rank of the " + group_name(group) + " group " +
-                                                    format_ranks(context_.members(group)));
+  // c10d's all-to-all: equal dim-0 splits when both split lists are empty.
+  void exchange(triax_group group, const at::Tensor& output, const at::Tensor& input, std::vector<int64_t>& output_splits,
+                std::vector<int64_t>& input_splits, const char* operation) {
+    at::Tensor out = output.contiguous();
+    at::Tensor in = input.is_alias_of(output) ? input.clone() : input.contiguous();
+    wait(pg(group).alltoall_base(out, in, output_splits, input_splits), operation, group);
+    if (!out.is_same(output)) output.copy_(out);
   }
 
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* operation, triax_group group, int peer = -1) {

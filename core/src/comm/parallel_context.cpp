@@ -67,6 +67,9 @@ std::vector<int> ParallelContext::members_of(triax_group group, int world_rank) 
       for (int d = first; d < first + shape_.ep; ++d) ranks.push_back(rank_of(shape_, {d, at.pp, at.tp}));
       break;
     }
+    case TRIAX_GROUP_EDP:  // every ep-th dp rank: the replicas of the same expert shard
+      for (int d = at.dp % shape_.ep; d < shape_.dp; d += shape_.ep) ranks.push_back(rank_of(shape_, {d, at.pp, at.tp}));
+      break;
     default:
       throw Error("unknown process group " + std::to_string(static_cast<int>(group)));
   }
@@ -120,6 +123,8 @@ const char* group_name(triax_group group) {
       return "mp";
     case TRIAX_GROUP_EP:
       return "ep";
+    case TRIAX_GROUP_EDP:
+      return "edp";
   }
   return "unknown";
 }
@@ -136,19 +141,26 @@ std::string ParallelContext::describe(const MeshShape& shape) {
   if (shape.ep > 1) out << " ep=" << shape.ep;
   out << ": " << shape.world_size() << " ranks, rank = tp_rank + pp_rank*" << shape.tp << " + dp_rank*"
       << shape.tp * shape.pp << "\n\n";
-  out << "rank  dp  pp  tp  prev  next\n";
+  const bool experts = shape.ep > 1;
+  out << (experts ? "rank  dp  pp  tp  ep edp  prev  next\n" : "rank  dp  pp  tp  prev  next\n");
   for (int r = 0; r < shape.world_size(); ++r) {
     ParallelContext context(shape, r);
     const MeshCoordinates& at = context.coordinates();
     auto neighbour = [](int rank) { return rank < 0 ? std::string("-") : std::to_string(rank); };
     char line[96];
-    std::snprintf(line, sizeof line, "%4d %3d %3d %3d %5s %5s\n", r, at.dp, at.pp, at.tp,
-                  neighbour(context.previous_pipeline_rank()).c_str(), neighbour(context.next_pipeline_rank()).c_str());
+    std::snprintf(line, sizeof line, "%4d %3d %3d %3d", r, at.dp, at.pp, at.tp);
+    out << line;
+    if (experts) {
+      std::snprintf(line, sizeof line, " %3d %3d", context.rank(TRIAX_GROUP_EP), context.rank(TRIAX_GROUP_EDP));
+      out << line;
+    }
+    std::snprintf(line, sizeof line, " %5s %5s\n", neighbour(context.previous_pipeline_rank()).c_str(),
+                  neighbour(context.next_pipeline_rank()).c_str());
     out << line;
   }
   const ParallelContext first(shape, 0);
   std::vector<triax_group> kinds = {TRIAX_GROUP_TP, TRIAX_GROUP_PP, TRIAX_GROUP_DP, TRIAX_GROUP_MP};
-  if (shape.ep > 1) kinds.push_back(TRIAX_GROUP_EP);
+  if (experts) kinds.insert(kinds.end(), {TRIAX_GROUP_EP, TRIAX_GROUP_EDP});
   for (triax_group kind : kinds) {
     out << "\n" << group_name(kind) << " groups:";
     for (const auto& ranks : first.all_groups(kind)) out << " " << format_ranks(ranks);

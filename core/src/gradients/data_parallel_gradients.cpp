@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "triax/core/comm/communicator.hpp"
+#include "triax/core/comm/parallel_context.hpp"
 #include "triax/core/gradients/gradient_norm.hpp"
 #include "triax/error.hpp"
 
@@ -32,20 +33,21 @@ class GradientReadyHook final : public torch::autograd::PostAccumulateGradHook {
 }  // namespace
 
 DataParallelGradients::DataParallelGradients(const std::vector<NamedParameter>& parameters,
-                                             triax_gradient_sharding sharding, int64_t bucket_cap_bytes, int dp_rank,
-                                             int dp_size, std::vector<bool> counted_in_norm)
+                                             triax_gradient_sharding sharding, int64_t bucket_cap_bytes,
+                                             ReplicaGroups groups, std::vector<bool> counted_in_norm)
     : parameters_(parameters),
       sharding_(sharding),
-      dp_rank_(dp_rank),
-      dp_size_(dp_size),
+      groups_(groups),
       bucket_cap_bytes_(bucket_cap_bytes),
       counted_in_norm_(std::move(counted_in_norm)) {
   if (sharding_ != TRIAX_GRADIENTS_WHOLE && sharding_ != TRIAX_GRADIENTS_DP_SHARDED)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "data-parallel gradients: unknown gradient sharding " + std::to_string(sharding_));
-  if (dp_size_ < 1 || dp_rank_ < 0 || dp_rank_ >= dp_size_)
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: dp rank " + std::to_string(dp_rank_) +
-                                                  " is not in a dp group of " + std::to_string(dp_size_));
+  if (groups_.dp_size < 1 || groups_.dp_rank < 0 || groups_.dp_rank >= groups_.dp_size || groups_.ep_size < 1 ||
+      groups_.dp_size % groups_.ep_size != 0)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: dp rank " + std::to_string(groups_.dp_rank) +
+                                                  " is not in a dp group of " + std::to_string(groups_.dp_size) +
+                                                  " split into ep " + std::to_string(groups_.ep_size));
   if (bucket_cap_bytes_ < 1)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "data-parallel gradients: bucket cap of " + std::to_string(bucket_cap_bytes_) + " bytes");
@@ -53,7 +55,13 @@ DataParallelGradients::DataParallelGradients(const std::vector<NamedParameter>& 
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: " + std::to_string(counted_in_norm_.size()) +
                                                   " counted-in-norm flags for " + std::to_string(parameters_.size()) +
                                                   " parameters");
-  for (const NamedParameter& p : parameters_) shards_.push_back(zero_shard(p.tensor.numel(), dp_rank_, dp_size_));
+  for (const NamedParameter& p : parameters_) {
+    const triax_group group = p.spec.gradient_group;
+    if (group != TRIAX_GROUP_DP && group != TRIAX_GROUP_EDP)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: parameter '" + p.name +
+                                                    "' has gradient group " + group_name(group) + ", not dp or edp");
+    shards_.push_back(zero_shard(p.tensor.numel(), groups_.rank(group), groups_.size(group)));
+  }
   plan_buckets(bucket_cap_bytes_);
 }
 
@@ -64,19 +72,21 @@ void DataParallelGradients::plan_buckets(int64_t bucket_cap_bytes) {
     if (!current.members.empty()) buckets_.push_back(std::move(current));
     current = Bucket{};
   };
-  auto bytes_of = [&](int64_t elements, at::ScalarType dtype) {
+  auto bytes_of = [&](int64_t elements, at::ScalarType dtype, triax_group group) {
     // What one collective moves in: the flat bucket, or every rank's padded segment.
-    return (sharded ? dp_size_ : 1) * elements * static_cast<int64_t>(c10::elementSize(dtype));
+    return (sharded ? groups_.size(group) : 1) * elements * static_cast<int64_t>(c10::elementSize(dtype));
   };
   for (size_t k = parameters_.size(); k-- > 0;) {  // backward produces the last parameters' gradients first
     const at::Tensor& tensor = parameters_[k].tensor;
     if (tensor.numel() == 0) continue;
     const at::ScalarType dtype = gradient_dtype(tensor);
+    const triax_group group = parameters_[k].spec.gradient_group;
     const int64_t elements = sharded ? shards_[k].chunk : tensor.numel();
-    if (!current.members.empty() &&
-        (dtype != current.dtype || bytes_of(current.elements + elements, dtype) > bucket_cap_bytes))
+    if (!current.members.empty() && (dtype != current.dtype || group != current.group ||
+                                     bytes_of(current.elements + elements, dtype, group) > bucket_cap_bytes))
       close();
     current.dtype = dtype;
+    current.group = group;
     current.members.push_back(k);
     current.offsets.push_back(current.elements);
     current.elements += elements;
@@ -218,7 +228,7 @@ DataParallelGradients::InFlight DataParallelGradients::start_bucket(size_t b, co
   if (sharding_ == TRIAX_GRADIENTS_WHOLE) {
     for (size_t k : bucket.members) flight.members.push_back(gradients[k]);
     if (bucket.members.size() == 1 && first.is_contiguous()) {  // a bucket of one: no copies
-      flight.operation = communicator.start_all_reduce(TRIAX_GROUP_DP, first, TRIAX_REDUCE_SUM);
+      flight.operation = communicator.start_all_reduce(bucket.group, first, TRIAX_REDUCE_SUM);
       return flight;
     }
     flight.flat = at::empty({bucket.elements}, first.options().dtype(bucket.dtype));
@@ -226,12 +236,13 @@ DataParallelGradients::InFlight DataParallelGradients::start_bucket(size_t b, co
       const at::Tensor& g = gradients[bucket.members[m]];
       flight.flat.narrow(0, bucket.offsets[m], g.numel()).view(g.sizes()).copy_(g);
     }
-    flight.operation = communicator.start_all_reduce(TRIAX_GROUP_DP, flight.flat, TRIAX_REDUCE_SUM);
+    flight.operation = communicator.start_all_reduce(bucket.group, flight.flat, TRIAX_REDUCE_SUM);
     return flight;
   }
   // Rank-major layout: row r of `input` is [chunk r of p1, chunk r of p2, ...], each chunk padded
-  // with zeros to ceil(n / dp) elements, so the reduce-scatter leaves row dp_rank (summed) here.
-  at::Tensor input = at::zeros({dp_size_, bucket.elements}, first.options().dtype(bucket.dtype));
+  // with zeros to ceil(n / group size) elements, so the reduce-scatter leaves this rank's row
+  // (summed) here.
+  at::Tensor input = at::zeros({groups_.size(bucket.group), bucket.elements}, first.options().dtype(bucket.dtype));
   for (size_t m = 0; m < bucket.members.size(); ++m) {
     const size_t k = bucket.members[m];
     const at::Tensor flat = gradients[k].reshape({-1});
@@ -243,14 +254,15 @@ DataParallelGradients::InFlight DataParallelGradients::start_bucket(size_t b, co
     if (rest > 0) columns[full_rows].narrow(0, 0, rest).copy_(flat.narrow(0, full_rows * chunk, rest));
   }
   flight.operation =
-      communicator.start_reduce_scatter(TRIAX_GROUP_DP, bucket.shards, input.view({-1}), TRIAX_REDUCE_SUM);
+      communicator.start_reduce_scatter(bucket.group, bucket.shards, input.view({-1}), TRIAX_REDUCE_SUM);
   return flight;
 }
 
 void DataParallelGradients::finish_bucket(InFlight& flight) {
   flight.operation->wait();
   const Bucket& bucket = buckets_[flight.bucket];
-  const double mean = 1.0 / static_cast<double>(dp_size_);
+  // Summed over the bucket's group, divided by dp (see the header: the mean for experts too).
+  const double mean = 1.0 / static_cast<double>(groups_.dp_size);
   if (sharding_ == TRIAX_GRADIENTS_DP_SHARDED) {
     bucket.shards.mul_(mean);
     return;
@@ -267,10 +279,8 @@ void DataParallelGradients::finish_bucket(InFlight& flight) {
 }
 
 at::Tensor DataParallelGradients::clip(std::optional<double> max_norm, Communicator& communicator) {
-  // Whole gradients are identical on every dp rank: the model-parallel group covers the model
-  // once. Shards are disjoint over dp: the whole world covers it once.
-  const triax_group group = sharding_ == TRIAX_GRADIENTS_DP_SHARDED ? TRIAX_GROUP_WORLD : TRIAX_GROUP_MP;
-  return clip_by_global_norm(for_optimizer_, counted_in_norm_, max_norm, communicator, group);
+  // Each element is counted by one owner somewhere in the world (experts on other ep ranks too).
+  return clip_by_global_norm(for_optimizer_, counted_in_norm_, max_norm, communicator, TRIAX_GROUP_WORLD);
 }
 
 std::vector<std::vector<size_t>> DataParallelGradients::bucket_members() const {
@@ -281,8 +291,14 @@ std::vector<std::vector<size_t>> DataParallelGradients::bucket_members() const {
 
 std::string DataParallelGradients::describe() const {
   std::ostringstream out;
-  if (sharding_ == TRIAX_GRADIENTS_WHOLE && dp_size_ == 1) return "gradients: dp = 1, no data-parallel reduction";
-  out << "gradients: mean over dp = " << dp_size_ << ", "
+  if (sharding_ == TRIAX_GRADIENTS_WHOLE && groups_.dp_size == 1) return "gradients: dp = 1, no data-parallel reduction";
+  int expert_buckets = 0;
+  for (const Bucket& bucket : buckets_) expert_buckets += bucket.group == TRIAX_GROUP_EDP ? 1 : 0;
+  out << "gradients: mean over dp = " << groups_.dp_size;
+  if (expert_buckets > 0)
+    out << " (experts: summed over edp = " << groups_.size(TRIAX_GROUP_EDP) << " in " << expert_buckets
+        << " bucket(s), divided by dp)";
+  out << ", "
       << (sharding_ == TRIAX_GRADIENTS_WHOLE ? "all-reduced" : "reduce-scattered into this rank's ZeRO shards")
       << " in " << buckets_.size() << " bucket(s) of at most " << bucket_cap_bytes_ / double(1 << 20) << " MiB"
       << (final_gradient_ ? ", overlapping the last micro-batch's backward"

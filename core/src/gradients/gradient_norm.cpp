@@ -7,19 +7,6 @@
 
 namespace triax {
 
-std::vector<bool> parameters_counted_in_norm(const std::vector<NamedParameter>& parameters, int tp_rank,
-                                             const std::function<bool(const std::string& tied_key)>& counts_tied_copy) {
-  std::vector<bool> counted;
-  counted.reserve(parameters.size());
-  for (const NamedParameter& p : parameters) {
-    bool counts = true;
-    if ((p.spec.flags & TRIAX_PARAM_TP_REPLICATED) && tp_rank != 0) counts = false;
-    if ((p.spec.flags & TRIAX_PARAM_TIED) && !counts_tied_copy(p.spec.tied_key)) counts = false;
-    counted.push_back(counts);
-  }
-  return counted;
-}
-
 at::Tensor clip_by_global_norm(const std::vector<at::Tensor>& gradients, const std::vector<bool>& counted,
                                std::optional<double> max_norm, Communicator& communicator, triax_group group) {
   if (counted.size() != gradients.size())

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 
+#include "triax/aux_losses.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
@@ -75,6 +76,15 @@ ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name,
     if (info.struct_size >= offsetof(triax_parameter_info, unpadded_shape) + sizeof(info.unpadded_shape) &&
         std::any_of(info.unpadded_shape, info.unpadded_shape + info.ndim, [](int64_t d) { return d != 0; }))
       parameter.spec.unpadded_shape.assign(info.unpadded_shape, info.unpadded_shape + info.ndim);
+    // Before ABI 1.3, or 0: averaged over dp.
+    if (info.struct_size >= offsetof(triax_parameter_info, gradient_group) + sizeof(info.gradient_group) &&
+        info.gradient_group != 0) {
+      if (info.gradient_group != TRIAX_GROUP_DP && info.gradient_group != TRIAX_GROUP_EDP)
+        throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "model plugin '" + name_ + "': parameter " + parameter.name +
+                                                      " declares gradient group " +
+                                                      std::to_string(info.gradient_group) + ", neither dp nor edp");
+      parameter.spec.gradient_group = static_cast<triax_group>(info.gradient_group);
+    }
     parameters_.push_back(std::move(parameter));
   }
 }
@@ -91,6 +101,8 @@ double ModelInstance::flops_per_token(int64_t sequence_length) const {
 int64_t ModelInstance::total_parameters() const { return vtable_.total_parameters(handle_); }
 
 std::string ModelInstance::resolved_config() const { return vtable_.resolved_config(handle_); }
+
+std::vector<std::string> ModelInstance::aux_loss_names() const { return detail::aux_loss_names_of(ref()); }
 
 void ModelInstance::set_training(bool training) {
   triax_error error{};
@@ -172,7 +184,10 @@ EngineInstance::Result EngineInstance::train_step(const triax_step_request& requ
   triax_error error{};
   triax_status status = vtable_.train_step(handle_, &request, &result, &error);
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "engine plugin '" + name_ + "'");
-  return {adopt_handle(result.loss), adopt_handle(result.aux_loss), result.peak_live_micro_batches};
+  Result out{adopt_handle(result.loss), adopt_handle(result.aux_loss), result.peak_live_micro_batches, {}};
+  if (result.struct_size >= offsetof(triax_step_result, aux_losses) + sizeof(result.aux_losses))
+    for (triax_tensor* handle : result.aux_losses) out.aux_losses.push_back(adopt_handle(handle));
+  return out;
 }
 
 OptimizerInstance::OptimizerInstance(const triax_optimizer_vtable& vtable, std::string name,

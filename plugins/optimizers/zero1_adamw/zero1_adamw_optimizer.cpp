@@ -2,12 +2,15 @@
 // its shard of every parameter only (triax/zero_partition.hpp), so optimizer state per rank is
 // about 1/dp of adamw's.
 //
-// step() receives this rank's shard of each dp-averaged gradient (the host reduce-scatters them),
+// Each parameter is sharded over its own gradient group (OptimizerParam::gradient_group): dp for
+// dense parameters, edp for expert shards, whose copies only the edp ranks share.
+//
+// step() receives this rank's shard of each averaged gradient (the host reduce-scatters them),
 // updates its shard with the same AdamW arithmetic as the `adamw` plugin (adamw_update), writes
-// the shard into the parameter, and all-gathers the parameters over the dp group so every replica
-// holds the same values again. The all-gather goes in buckets of parameters of one dtype, each
-// rank's chunks padded to ceil(n / dp) elements, in the parameters' own dtype (bf16 parameters
-// move half the bytes of fp32 masters).
+// the shard into the parameter, and all-gathers the parameters over their group so every replica
+// holds the same values again. The all-gather goes in buckets of parameters of one dtype and
+// group, each rank's chunks padded to ceil(n / group size) elements, in the parameters' own dtype
+// (bf16 parameters move half the bytes of fp32 masters).
 #include <ATen/ATen.h>
 
 #include "adamw_update.hpp"
@@ -41,7 +44,8 @@ class Zero1AdamW final : public Optimizer {
                                                       "' is not contiguous; its dp shard is a range of its elements");
       Shard shard;
       shard.param = p.param;
-      shard.range = zero_shard(p.param.numel(), dp_rank_, dp_size_);
+      shard.group = p.gradient_group;
+      shard.range = zero_shard(p.param.numel(), group_rank(shard.group), group_size(shard.group));
       shard.live = p.param.detach().view(-1).narrow(0, shard.range.offset, shard.range.length);
       // fp32 parameters are their own masters: the update writes straight into the shard.
       shard.own_master = p.param.scalar_type() != at::kFloat;
@@ -65,8 +69,9 @@ class Zero1AdamW final : public Optimizer {
       const Shard& shard = shards_[i];
       if (grads[i].numel() != shard.range.length)
         throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "zero1_adamw step: the gradient of '" + shard.name + "' holds " +
-                                                      std::to_string(grads[i].numel()) + " elements; dp rank " +
-                                                      std::to_string(dp_rank_) + " of " + std::to_string(dp_size_) +
+                                                      std::to_string(grads[i].numel()) + " elements; rank " +
+                                                      std::to_string(group_rank(shard.group)) + " of its " +
+                                                      std::to_string(group_size(shard.group)) +
                                                       " owns " + std::to_string(shard.range.length) +
                                                       " (elements from " + std::to_string(shard.range.offset) + ")");
       if (shard.slot >= 0) shard_grads.push_back(grads[i].view(-1));
@@ -74,7 +79,7 @@ class Zero1AdamW final : public Optimizer {
     update_.step(shard_grads, lr);
     for (Shard& shard : shards_)
       if (shard.own_master) shard.live.copy_(shard.master);
-    if (dp_size_ > 1) all_gather_parameters();
+    all_gather_parameters();
   }
 
   // Each rank lists its shard's state: elementwise entries start at the shard's first element.
@@ -110,6 +115,7 @@ class Zero1AdamW final : public Optimizer {
  private:
   struct Shard {
     std::string name;
+    triax_group group = TRIAX_GROUP_DP;  // sharded and gathered over it
     at::Tensor param;   // the live parameter, whole
     ZeroShard range;    // this rank's elements of it
     at::Tensor live;    // those elements, a view into param
@@ -121,10 +127,15 @@ class Zero1AdamW final : public Optimizer {
   // Parameters whose padded chunks travel in one all-gather: every rank contributes
   // [chunk of p1, chunk of p2, ...] (each padded to its chunk size), so the output is rank-major.
   struct GatherBucket {
+    triax_group group = TRIAX_GROUP_DP;
     std::vector<size_t> members;
     std::vector<int64_t> offsets;  // of each member's chunk within one rank's segment
     int64_t segment = 0;           // elements of one rank's segment
   };
+
+  // The ranks of a parameter's gradient group: dp from the context, edp from the host.
+  int group_rank(triax_group group) const { return group == TRIAX_GROUP_DP ? dp_rank_ : host_.rank(group); }
+  int group_size(triax_group group) const { return group == TRIAX_GROUP_DP ? dp_size_ : host_.size(group); }
 
   void plan_gather_buckets() {
     GatherBucket current;
@@ -136,11 +147,16 @@ class Zero1AdamW final : public Optimizer {
     for (size_t i = 0; i < shards_.size(); ++i) {
       const Shard& shard = shards_[i];
       if (shard.range.chunk == 0) continue;  // an empty parameter has nothing to gather
+      if (group_size(shard.group) == 1) continue;  // the one copy is this rank's
       const at::ScalarType dtype = shard.param.scalar_type();
-      const int64_t bytes = dp_size_ * shard.range.chunk * static_cast<int64_t>(shard.param.element_size());
-      const int64_t current_bytes = dp_size_ * current.segment * static_cast<int64_t>(c10::elementSize(current_dtype));
-      if (!current.members.empty() && (dtype != current_dtype || current_bytes + bytes > kGatherBucketBytes)) close();
+      const int64_t ranks = group_size(shard.group);
+      const int64_t bytes = ranks * shard.range.chunk * static_cast<int64_t>(shard.param.element_size());
+      const int64_t current_bytes = ranks * current.segment * static_cast<int64_t>(c10::elementSize(current_dtype));
+      if (!current.members.empty() && (dtype != current_dtype || shard.group != current.group ||
+                                       current_bytes + bytes > kGatherBucketBytes))
+        close();
       current_dtype = dtype;
+      current.group = shard.group;
       current.members.push_back(i);
       current.offsets.push_back(current.segment);
       current.segment += shard.range.chunk;
@@ -156,9 +172,10 @@ class Zero1AdamW final : public Optimizer {
         const Shard& shard = shards_[bucket.members[k]];
         send.narrow(0, bucket.offsets[k], shard.range.length).copy_(shard.live);
       }
-      at::Tensor gathered = at::empty({dp_size_ * bucket.segment}, send.options());
-      host_.all_gather(TRIAX_GROUP_DP, gathered, send);
-      at::Tensor by_rank = gathered.view({dp_size_, bucket.segment});
+      const int64_t ranks = group_size(bucket.group);
+      at::Tensor gathered = at::empty({ranks * bucket.segment}, send.options());
+      host_.all_gather(bucket.group, gathered, send);
+      at::Tensor by_rank = gathered.view({ranks, bucket.segment});
       for (size_t k = 0; k < bucket.members.size(); ++k) {
         const Shard& shard = shards_[bucket.members[k]];
         const int64_t numel = shard.param.numel();

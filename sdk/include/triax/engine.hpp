@@ -5,7 +5,9 @@
 #include <ATen/core/Tensor.h>
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include "triax/abi.h"
 #include "triax/host.hpp"
@@ -51,6 +53,9 @@ struct StepResult {
   at::Tensor loss;      // mean LM loss over micro-batches (last stage)
   at::Tensor aux_loss;  // mean auxiliary loss, or undefined
   int peak_live_micro_batches = 0;
+  // Per name (the model's aux_loss_names), the mean over micro-batches of this rank's auxiliary
+  // losses; names this rank computes none of are absent.
+  std::map<std::string, at::Tensor> aux_losses;
 };
 
 class Engine {

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <string>
+#include <vector>
 
 #include "triax/abi.h"
 
@@ -28,6 +29,10 @@ class Host {
                       triax_reduce_op op = TRIAX_REDUCE_SUM) const;
   void broadcast(triax_group group, const at::Tensor& tensor, int root) const;
   void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) const;
+  // Variable dim-0 splits (ABI 1.3): input_splits[j] rows go to rank j of the group,
+  // output_splits[j] rows come from it. Not differentiable: see triax/layers/all_to_all.hpp.
+  void all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                    const std::vector<int64_t>& output_splits, const std::vector<int64_t>& input_splits) const;
   void send(triax_group group, const at::Tensor& tensor, int peer) const;
   void recv(triax_group group, const at::Tensor& tensor, int peer) const;
   void barrier(triax_group group) const;

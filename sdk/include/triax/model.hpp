@@ -11,6 +11,7 @@
 #include <c10/core/ScalarType.h>
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct ModelContext {
   int tp_rank = 0, tp_size = 1;
   int pp_rank = 0, pp_size = 1;
   int dp_rank = 0, dp_size = 1;
+  // Expert parallelism inside dp (ABI 1.3): dp_rank = edp_rank * ep_size + ep_rank. The ep group
+  // holds different experts, the edp group copies of the same ones.
+  int ep_rank = 0, ep_size = 1;
+  int edp_rank = 0, edp_size = 1;
   int first_block = 0, last_block = 0;  // this rank's blocks: [first_block, last_block)
   c10::Device device = c10::Device(c10::kCPU);
   c10::ScalarType dtype = c10::kFloat;
@@ -65,6 +70,9 @@ struct StageOutput {
   at::Tensor loss;        // last stage: scalar fp32 mean cross-entropy
   at::Tensor aux_loss;    // optional auxiliary loss (already weighted), added for backward
   at::Tensor logits;      // with want_logits: [batch, seq, padded vocab / tp], this tp rank's shard
+  // Named auxiliary losses of this stage (already weighted, added for backward, logged by name);
+  // every name must be one of the model's aux_loss_names().
+  std::map<std::string, at::Tensor> aux_losses;
 };
 
 class Model : public torch::nn::Module {
@@ -86,13 +94,20 @@ class Model : public torch::nn::Module {
   // caches[i] at positions caches[i]->length().. and extends it. A stage without the embedding
   // reads input.hidden_in; the last stage returns logits, the others hidden_out.
   virtual StageOutput forward_cached(const std::vector<InferenceCache*>& caches, const StageInput& input);
+  // The names of the auxiliary losses forward() may return (StageOutput::aux_losses), the same
+  // on every pipeline stage; at most TRIAX_MAX_AUX_LOSSES.
+  virtual std::vector<std::string> aux_loss_names() const { return {}; }
 
   // This rank's parameters with their metadata (computed once, after construction).
   const std::vector<NamedParameter>& parameter_table();
+  // aux_loss_names(), computed once (what the C adapters hand out).
+  const std::vector<std::string>& aux_loss_name_table();
 
  private:
   std::vector<NamedParameter> table_;
   bool table_ready_ = false;
+  std::vector<std::string> aux_names_;
+  bool aux_names_ready_ = false;
 };
 
 }  // namespace triax

@@ -24,6 +24,9 @@ struct OptimizerParam {
   at::Tensor param;
   double weight_decay = 0.0;  // resolved: 0 where excluded
   uint32_t flags = 0;
+  // The group its gradient is averaged over (ABI 1.3): TRIAX_GROUP_DP, or TRIAX_GROUP_EDP for an
+  // expert shard. A ZeRO optimizer shards and all-gathers the parameter over this group.
+  triax_group gradient_group = TRIAX_GROUP_DP;
 };
 
 struct OptimizerContext {

@@ -22,6 +22,10 @@ struct ParameterSpec {
   // The meaningful extent of the whole parameter when part of it is padding (a vocabulary
   // padded to a multiple of tp); empty: all of global_shape. Checkpoints leave padding out.
   std::vector<int64_t> unpadded_shape;
+  // The group its gradient is averaged over and whose ranks hold identical copies: TRIAX_GROUP_DP,
+  // or TRIAX_GROUP_EDP for an expert shard (sharded over TRIAX_GROUP_EP via global_shape and
+  // shard_offset).
+  triax_group gradient_group = TRIAX_GROUP_DP;
 
   const std::vector<int64_t>& meaningful_shape() const { return unpadded_shape.empty() ? global_shape : unpadded_shape; }
 
@@ -52,6 +56,10 @@ class SpecifiedModule : public torch::nn::Module {
   // Declares that only `unpadded_shape` of the whole parameter is meaningful, the rest padding
   // (rows of a padded vocabulary): checkpoints and exports store the meaningful part only.
   void mark_padding(const std::string& local_name, std::vector<int64_t> unpadded_shape);
+  // Declares a parameter an expert shard: this ep rank's slice of the experts (global_shape and
+  // shard_offset say which), replicated over the edp group, so its gradient is averaged over edp
+  // and the checkpoint stores it once per ep shard.
+  void mark_expert(const std::string& local_name);
 
  protected:
   at::Tensor register_parameter_with_spec(const std::string& local_name, at::Tensor tensor, ParameterSpec spec);

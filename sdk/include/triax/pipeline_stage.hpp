@@ -9,6 +9,7 @@
 #include <map>
 #include <vector>
 
+#include "triax/aux_losses.hpp"
 #include "triax/engine.hpp"
 
 namespace triax {
@@ -70,7 +71,8 @@ class PipelineStage {
   TensorPointer previous_, next_;
   std::map<int, InFlight> live_;
   int peak_live_ = 0;
-  std::vector<at::Tensor> losses_, aux_losses_;
+  std::vector<at::Tensor> losses_;
+  AuxiliaryLosses aux_losses_;
 };
 
 }  // namespace triax

@@ -22,6 +22,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "triax/abi.h"
+#include "triax/aux_losses.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/engine.hpp"
 #include "triax/error.hpp"
@@ -70,6 +72,8 @@ triax_status guarded(triax_error* error, Body&& body) {
 void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* out);
 StageInput stage_input_from_c(const triax_stage_io& io);
 void stage_output_to_c(StageOutput output, triax_stage_io* io);
+// Moves output.aux_losses into io->aux_losses (a host before ABI 1.3 gets their sum as aux_loss).
+void stage_aux_losses_to_c(StageOutput& output, const std::vector<std::string>& names, triax_stage_io* io);
 void fill_optimizer_state(const OptimizerState& state, triax_optimizer_state* out);
 // A model's inference cache as the opaque handle that crosses the ABI, and back.
 triax_cache* cache_to_c(std::unique_ptr<InferenceCache> cache);
@@ -131,7 +135,17 @@ struct ModelAdapter {
   }
   static void destroy(triax_model* handle) { delete box(handle); }
   static triax_status forward(triax_model* handle, triax_stage_io* io, triax_error* error) {
-    return guarded(error, [&] { stage_output_to_c(box(handle)->model->forward(stage_input_from_c(*io)), io); });
+    return guarded(error, [&] {
+      StageOutput output = box(handle)->model->forward(stage_input_from_c(*io));
+      stage_aux_losses_to_c(output, box(handle)->model->aux_loss_name_table(), io);
+      stage_output_to_c(std::move(output), io);
+    });
+  }
+  static int32_t aux_loss_names(triax_model* handle, const char** names, int32_t capacity) {
+    const std::vector<std::string>& table = box(handle)->model->aux_loss_name_table();
+    const int32_t count = std::min<int32_t>(capacity, static_cast<int32_t>(table.size()));
+    for (int32_t i = 0; i < count; ++i) names[i] = table[static_cast<size_t>(i)].c_str();
+    return count;
   }
   static int64_t parameter_count(triax_model* handle) {
     return static_cast<int64_t>(box(handle)->model->parameter_table().size());
@@ -197,6 +211,7 @@ struct ModelAdapter {
     table.cache_destroy = cache_destroy;
     table.cache_length = cache_length;
     table.forward_cached = forward_cached;
+    table.aux_loss_names = aux_loss_names;
     return table;
   }
   static const triax_model_vtable* vtable() {
@@ -206,7 +221,12 @@ struct ModelAdapter {
 };
 
 void step_result_to_c(StepResult result, triax_step_result* out);
+// result.aux_losses into out->aux_losses, by the names of the request's model (a host before ABI
+// 1.3 gets none).
+void step_aux_losses_to_c(StepResult& result, const triax_step_request& request, triax_step_result* out);
 std::vector<OptimizerParam> optimizer_params_from_c(const triax_optimizer_param* params, int64_t count);
+// Each parameter's gradient group from context.gradient_groups (ABI 1.3; dp without it).
+void apply_gradient_groups(const triax_optimizer_context& context, std::vector<OptimizerParam>& params);
 
 template <class E>
 struct EngineAdapter {
@@ -219,8 +239,11 @@ struct EngineAdapter {
   static void destroy(triax_engine* handle) { delete reinterpret_cast<Engine*>(handle); }
   static triax_status train_step(triax_engine* handle, const triax_step_request* request, triax_step_result* result,
                                  triax_error* error) {
-    return guarded(
-        error, [&] { step_result_to_c(reinterpret_cast<Engine*>(handle)->train_step(StepRequest(*request)), result); });
+    return guarded(error, [&] {
+      StepResult step = reinterpret_cast<Engine*>(handle)->train_step(StepRequest(*request));
+      step_aux_losses_to_c(step, *request, result);
+      step_result_to_c(std::move(step), result);
+    });
   }
   static triax_engine_vtable make_vtable() {
     triax_engine_vtable table{};
@@ -241,8 +264,9 @@ struct OptimizerAdapter {
   static triax_status create(const triax_optimizer_context* context, const triax_optimizer_param* params, int64_t count,
                              triax_optimizer** out, triax_error* error) {
     return guarded(error, [&] {
-      std::unique_ptr<Optimizer> optimizer =
-          O::create(OptimizerContext::from_c(*context), optimizer_params_from_c(params, count));
+      std::vector<OptimizerParam> list = optimizer_params_from_c(params, count);
+      apply_gradient_groups(*context, list);
+      std::unique_ptr<Optimizer> optimizer = O::create(OptimizerContext::from_c(*context), std::move(list));
       *out = reinterpret_cast<triax_optimizer*>(optimizer.release());
     });
   }

@@ -20,6 +20,7 @@
 namespace triax {
 class Communicator;
 class OptimizerInstance;
+class ReplicaOwnership;
 namespace data {
 class TrainingData;
 }
@@ -40,8 +41,8 @@ struct TrainingParts {
   const std::vector<NamedParameter>* parameters = nullptr;
   OptimizerInstance* optimizer = nullptr;
   data::TrainingData* data = nullptr;
-  // Whether this pipeline rank is the one holder of a tied parameter that stores it.
-  std::function<bool(const std::string& tied_key)> stores_tied;
+  // Which copy of each parameter this rank stores (the owner of its replicas).
+  const ReplicaOwnership* ownership = nullptr;
   c10::Device device = c10::Device(c10::kCPU);
   std::string model_plugin;
 };

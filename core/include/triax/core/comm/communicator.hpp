@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "triax/abi.h"
 #include "triax/error.hpp"
@@ -45,53 +46,92 @@ class CompletedOperation final : public PendingOperation {
   bool test() override { return true; }
 };
 
+// The collectives every backend offers. The public operations check their arguments here, once
+// for every backend (group, shapes, dtypes, peers, splits; the device through require_device),
+// then hand over to the backend's run_* implementation.
 class Communicator {
  public:
   virtual ~Communicator() = default;
   virtual const char* backend_name() const = 0;
   virtual int rank(triax_group group) const = 0;
   virtual int size(triax_group group) const = 0;
-  virtual void all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) = 0;
-  virtual void all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) = 0;
-  virtual void reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
-                              triax_reduce_op op) = 0;
-  virtual void broadcast(triax_group group, const at::Tensor& tensor, int root) = 0;
-  virtual void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) = 0;
-  virtual void send(triax_group group, const at::Tensor& tensor, int peer) = 0;
-  virtual void recv(triax_group group, const at::Tensor& tensor, int peer) = 0;
-  virtual void barrier(triax_group group) = 0;
+  void all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op);
+  void all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input);
+  void reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input, triax_reduce_op op);
+  void broadcast(triax_group group, const at::Tensor& tensor, int root);
+  void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input);
+  // Variable splits along dim 0 (see triax_host.all_to_all_v): input_splits[j] rows go to rank j,
+  // output_splits[j] rows come from rank j; one entry per rank of the group, either may be 0.
+  void all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                    const std::vector<int64_t>& output_splits, const std::vector<int64_t>& input_splits);
+  void send(triax_group group, const at::Tensor& tensor, int peer);
+  void recv(triax_group group, const at::Tensor& tensor, int peer);
+  void barrier(triax_group group);
   // Asynchronous forms of all_reduce and reduce_scatter. By default they run the blocking
   // operation and return it completed; the mpi backend overlaps them with the caller's work.
   virtual bool has_asynchronous_collectives() const { return false; }
-  virtual std::unique_ptr<PendingOperation> start_all_reduce(triax_group group, const at::Tensor& tensor,
-                                                             triax_reduce_op op) {
-    all_reduce(group, tensor, op);
-    return std::make_unique<CompletedOperation>();
-  }
-  virtual std::unique_ptr<PendingOperation> start_reduce_scatter(triax_group group, const at::Tensor& output,
-                                                                 const at::Tensor& input, triax_reduce_op op) {
-    reduce_scatter(group, output, input, op);
-    return std::make_unique<CompletedOperation>();
-  }
+  std::unique_ptr<PendingOperation> start_all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op);
+  std::unique_ptr<PendingOperation> start_reduce_scatter(triax_group group, const at::Tensor& output,
+                                                         const at::Tensor& input, triax_reduce_op op);
   // The training step in progress, for error messages and the peers' liveness reports.
   virtual void set_step(int64_t /*step*/) {}
+
+ protected:
+  // Throws, naming the operation and the tensor's role, when this backend cannot move `tensor`
+  // where it lives (the mpi backend moves CPU tensors, nccl CUDA ones).
+  virtual void require_device(const at::Tensor& /*tensor*/, const char* /*operation*/, const char* /*role*/) const {}
+
+  // The backend's operations, called with checked arguments.
+  virtual void run_all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) = 0;
+  virtual void run_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) = 0;
+  virtual void run_reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                                  triax_reduce_op op) = 0;
+  virtual void run_broadcast(triax_group group, const at::Tensor& tensor, int root) = 0;
+  virtual void run_all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) = 0;
+  virtual void run_all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                                const std::vector<int64_t>& output_splits,
+                                const std::vector<int64_t>& input_splits) = 0;
+  virtual void run_send(triax_group group, const at::Tensor& tensor, int peer) = 0;
+  virtual void run_recv(triax_group group, const at::Tensor& tensor, int peer) = 0;
+  virtual void run_barrier(triax_group group) = 0;
+  virtual std::unique_ptr<PendingOperation> run_start_all_reduce(triax_group group, const at::Tensor& tensor,
+                                                                 triax_reduce_op op) {
+    run_all_reduce(group, tensor, op);
+    return std::make_unique<CompletedOperation>();
+  }
+  virtual std::unique_ptr<PendingOperation> run_start_reduce_scatter(triax_group group, const at::Tensor& output,
+                                                                     const at::Tensor& input, triax_reduce_op op) {
+    run_reduce_scatter(group, output, input, op);
+    return std::make_unique<CompletedOperation>();
+  }
+
+ private:
+  void require_group(triax_group group, const char* operation) const;
+  void require_tensor(const at::Tensor& tensor, const char* operation, const char* role) const;
+  void require_pair(const at::Tensor& output, const at::Tensor& input, const char* operation) const;
+  void require_peer(triax_group group, int peer, const char* operation) const;
 };
 
 // The world of one process: every group holds just this rank, so reductions and gathers are
 // copies and there is no peer to send to.
+// (The base's checks refuse every peer and every root but 0.)
 class SingleProcessCommunicator final : public Communicator {
  public:
   const char* backend_name() const override { return "single-process"; }
   int rank(triax_group) const override { return 0; }
   int size(triax_group) const override { return 1; }
-  void all_reduce(triax_group, const at::Tensor&, triax_reduce_op) override {}
-  void all_gather(triax_group, const at::Tensor& output, const at::Tensor& input) override;
-  void reduce_scatter(triax_group, const at::Tensor& output, const at::Tensor& input, triax_reduce_op) override;
-  void broadcast(triax_group, const at::Tensor&, int root) override;
-  void all_to_all(triax_group, const at::Tensor& output, const at::Tensor& input) override;
-  void send(triax_group, const at::Tensor&, int peer) override;
-  void recv(triax_group, const at::Tensor&, int peer) override;
-  void barrier(triax_group) override {}
+
+ protected:
+  void run_all_reduce(triax_group, const at::Tensor&, triax_reduce_op) override {}
+  void run_all_gather(triax_group, const at::Tensor& output, const at::Tensor& input) override;
+  void run_reduce_scatter(triax_group, const at::Tensor& output, const at::Tensor& input, triax_reduce_op) override;
+  void run_broadcast(triax_group, const at::Tensor&, int) override {}
+  void run_all_to_all(triax_group, const at::Tensor& output, const at::Tensor& input) override;
+  void run_all_to_all_v(triax_group, const at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>&,
+                        const std::vector<int64_t>&) override;
+  void run_send(triax_group, const at::Tensor&, int) override {}
+  void run_recv(triax_group, const at::Tensor&, int) override {}
+  void run_barrier(triax_group) override {}
 };
 
 // The C host-services table (handed to every plugin) backed by a Communicator and the core's log.

@@ -31,28 +31,33 @@ class MpiCommunicator final : public Communicator {
   const char* backend_name() const override { return "mpi"; }
   int rank(triax_group group) const override;
   int size(triax_group group) const override;
-  void all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) override;
-  void all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) override;
-  void reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
-                      triax_reduce_op op) override;
-  // Posted with MPI_Iallreduce / MPI_Ireduce_scatter_block; they progress whenever this rank
-  // calls MPI (any operation, or the handle's test()).
+  // all_reduce and reduce_scatter are posted with MPI_Iallreduce / MPI_Ireduce_scatter_block;
+  // they progress whenever this rank calls MPI (any operation, or the handle's test()).
   bool has_asynchronous_collectives() const override { return true; }
-  std::unique_ptr<PendingOperation> start_all_reduce(triax_group group, const at::Tensor& tensor,
-                                                     triax_reduce_op op) override;
-  std::unique_ptr<PendingOperation> start_reduce_scatter(triax_group group, const at::Tensor& output,
-                                                         const at::Tensor& input, triax_reduce_op op) override;
-  void broadcast(triax_group group, const at::Tensor& tensor, int root) override;
-  void all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) override;
+  void set_step(int64_t step) override;
+
+  struct Impl;  // the MPI state (comm/mpi_session.hpp; its pending operations use it)
+
+ protected:
+  void require_device(const at::Tensor& tensor, const char* operation, const char* role) const override;
+  void run_all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) override;
+  std::unique_ptr<PendingOperation> run_start_all_reduce(triax_group group, const at::Tensor& tensor,
+                                                         triax_reduce_op op) override;
+  void run_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) override;
+  void run_reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                          triax_reduce_op op) override;
+  std::unique_ptr<PendingOperation> run_start_reduce_scatter(triax_group group, const at::Tensor& output,
+                                                             const at::Tensor& input, triax_reduce_op op) override;
+  void run_broadcast(triax_group group, const at::Tensor& tensor, int root) override;
+  void run_all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) override;
+  void run_all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                        const std::vector<int64_t>& output_splits, const std::vector<int64_t>& input_splits) override;
   // Returns once the transfer is posted: it runs in the background from a private copy and is
   // delivered by the next barrier or set_step at the latest (neighbours may send to each other
   // before either receives).
-  void send(triax_group group, const at::Tensor& tensor, int peer) override;
-  void recv(triax_group group, const at::Tensor& tensor, int peer) override;
-  void barrier(triax_group group) override;
-  void set_step(int64_t step) override;
-
-  struct Impl;  // the MPI state, private to the source file (its pending operations use it)
+  void run_send(triax_group group, const at::Tensor& tensor, int peer) override;
+  void run_recv(triax_group group, const at::Tensor& tensor, int peer) override;
+  void run_barrier(triax_group group) override;
 
  private:
   std::unique_ptr<Impl> impl_;

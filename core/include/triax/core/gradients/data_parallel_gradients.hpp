@@ -1,21 +1,28 @@
-// One step's gradients averaged over the data-parallel group, then measured and clipped by the
+// One step's gradients averaged over the data-parallel replicas, then measured and clipped by the
 // global norm, in the form the optimizer asks for (triax_gradient_sharding):
 //
-// - TRIAX_GRADIENTS_WHOLE: every parameter's gradient is all-reduced in place; each dp rank then
-//   holds the whole mean gradient. The norm is reduced over the model-parallel group.
-// - TRIAX_GRADIENTS_DP_SHARDED (ZeRO): each bucket is reduce-scattered so that each dp rank
-//   receives only its shard (triax/zero_partition.hpp) of every parameter's mean gradient. The
-//   norm is reduced over the whole world, each shard being held by one dp rank.
+// - TRIAX_GRADIENTS_WHOLE: every parameter's gradient is all-reduced in place over its gradient
+//   group; each rank of it then holds the whole mean gradient.
+// - TRIAX_GRADIENTS_DP_SHARDED (ZeRO): each bucket is reduce-scattered over its gradient group so
+//   that each rank receives only its shard (triax/zero_partition.hpp, over that group) of every
+//   parameter's mean gradient.
 //
-// Gradients travel in buckets of about `bucket_cap_bytes` (model.ddp_bucket_cap_mb): one
-// collective per bucket instead of one per parameter. Buckets are filled in reverse parameter
-// order, the order backward produces gradients in. The reduction runs once per step, over the
-// gradients summed over every micro-batch. With overlap_with_backward (backends with asynchronous
-// collectives), it overlaps the last micro-batch's backward: hooks on the parameters see each
-// gradient become final and start a bucket's collective as soon as all its members are, in bucket
-// order (the same on every dp rank); reduce_over_data_parallel then starts the rest (buckets with
-// a gradient still to come, or summed over pipeline stages after the backward) and waits for all.
-// The result is the same, bit for bit, as reducing after the backward.
+// A parameter's gradient group (ParameterSpec::gradient_group) is dp, or edp for an expert shard.
+// Either way the result is the sum over the group divided by dp: an expert's gradient arrives
+// already summed over its ep group (through the all-to-all's backward), so that makes it the mean
+// over every dp rank's contribution, as for dense parameters. The norm is all-reduced over the
+// world, each element counted by one owner (ReplicaOwnership).
+//
+// Gradients travel in buckets of about `bucket_cap_bytes` (model.ddp_bucket_cap_mb), one per
+// (dtype, group) run: one collective per bucket instead of one per parameter. Buckets are filled
+// in reverse parameter order, the order backward produces gradients in. The reduction runs once
+// per step, over the gradients summed over every micro-batch. With overlap_with_backward (backends
+// with asynchronous collectives), it overlaps the last micro-batch's backward: hooks on the
+// parameters see each gradient become final and start a bucket's collective as soon as all its
+// members are, in bucket order (the same on every rank of a group); reduce_over_data_parallel
+// then starts the rest (buckets with a gradient still to come, or summed over pipeline stages
+// after the backward) and waits for all. The result is the same, bit for bit, as reducing after
+// the backward.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,6 +35,7 @@
 #include <vector>
 
 #include "triax/abi.h"
+#include "triax/core/gradients/replica_ownership.hpp"
 #include "triax/parameter.hpp"
 #include "triax/zero_partition.hpp"
 
@@ -38,10 +46,11 @@ class PendingOperation;
 
 class DataParallelGradients {
  public:
-  // `parameters` are this rank's (the same shapes on every dp rank); `counted_in_norm[i]` says
-  // whether parameter i counts in the global norm (see parameters_counted_in_norm).
+  // `parameters` are this rank's (the same shapes on every rank of each one's gradient group);
+  // `groups` this rank's place in dp and edp; `counted_in_norm[i]` says whether parameter i counts
+  // in the global norm (ReplicaOwnership::counted_in_norm).
   DataParallelGradients(const std::vector<NamedParameter>& parameters, triax_gradient_sharding sharding,
-                        int64_t bucket_cap_bytes, int dp_rank, int dp_size, std::vector<bool> counted_in_norm);
+                        int64_t bucket_cap_bytes, ReplicaGroups groups, std::vector<bool> counted_in_norm);
 
   ~DataParallelGradients();
   DataParallelGradients(const DataParallelGradients&) = delete;
@@ -64,7 +73,7 @@ class DataParallelGradients {
   int64_t buckets_started_in_backward() const { return started_in_backward_; }
 
   // After the last micro-batch: `gradients` (one per parameter, fp32 or fp64, e.g. the
-  // accumulator's) averaged over the dp group: in place (WHOLE) or into this rank's shards.
+  // accumulator's) averaged over their gradient groups: in place (WHOLE) or into this rank's shards.
   void reduce_over_data_parallel(const std::vector<at::Tensor>& gradients, Communicator& communicator);
   // Global L2 norm of the reduced gradients (0-dim fp32 tensor, not read back); with max_norm,
   // scales for_optimizer()'s gradients so it is at most max_norm. Returns the norm before clipping.
@@ -84,6 +93,7 @@ class DataParallelGradients {
     std::vector<int64_t> offsets;  // of each member in the flat bucket (WHOLE) or a rank's segment
     int64_t elements = 0;          // flat bucket (WHOLE) or one rank's segment (DP_SHARDED)
     at::ScalarType dtype = at::kFloat;
+    triax_group group = TRIAX_GROUP_DP;  // its members' gradient group
     at::Tensor shards;  // DP_SHARDED: this rank's segment after the reduce-scatter
   };
 
@@ -96,7 +106,7 @@ class DataParallelGradients {
   };
 
   void plan_buckets(int64_t bucket_cap_bytes);
-  bool reduces() const { return sharding_ == TRIAX_GRADIENTS_DP_SHARDED || dp_size_ > 1; }
+  bool reduces() const { return sharding_ == TRIAX_GRADIENTS_DP_SHARDED || groups_.dp_size > 1; }
   InFlight start_bucket(size_t b, const std::vector<at::Tensor>& gradients, Communicator& communicator);
   void finish_bucket(InFlight& flight);
   void start_ready_buckets();
@@ -117,10 +127,10 @@ class DataParallelGradients {
 
   std::vector<NamedParameter> parameters_;
   triax_gradient_sharding sharding_;
-  int dp_rank_, dp_size_;
+  ReplicaGroups groups_;
   int64_t bucket_cap_bytes_;
   std::vector<bool> counted_in_norm_;
-  std::vector<ZeroShard> shards_;  // of each parameter, for this dp rank
+  std::vector<ZeroShard> shards_;  // of each parameter, for this rank of its gradient group
   std::vector<Bucket> buckets_;
   std::vector<at::Tensor> for_optimizer_;
 };

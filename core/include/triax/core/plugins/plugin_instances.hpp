@@ -61,6 +61,8 @@ class ModelInstance {
   int64_t total_parameters() const;
   std::string resolved_config() const;
   void set_training(bool training);
+  // The names of the model's auxiliary losses (none before ABI 1.3).
+  std::vector<std::string> aux_loss_names() const;
 
   // Inference with a cache: whether the plugin offers it (ABI 1.3 members present).
   bool has_inference_cache() const;
@@ -96,6 +98,8 @@ class EngineInstance {
     at::Tensor loss;
     at::Tensor aux_loss;
     int peak_live_micro_batches = 0;
+    // Indexed as the model's aux_loss_names; undefined where this rank has none (ABI 1.3).
+    std::vector<at::Tensor> aux_losses;
   };
   Result train_step(const triax_step_request& request);
   const std::string& name() const { return name_; }

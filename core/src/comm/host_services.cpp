@@ -1,0 +1,80 @@
+// The C host-services table handed to every plugin, backed by a Communicator and the core's log.
+#include <ATen/ATen.h>
+
+#include "triax/core/comm/communicator.hpp"
+#include "triax/core/log.hpp"
+#include "triax/error.hpp"
+#include "triax/plugin.hpp"
+#include "triax/tensor_handle.hpp"
+
+namespace triax {
+namespace {
+
+Communicator& comm(void* self) { return *static_cast<Communicator*>(self); }
+
+using detail::guarded;
+
+void host_log(void*, triax_log_level level, const char* message) {
+  switch (level) {
+    case TRIAX_LOG_DEBUG:
+      log::debug(message);
+      break;
+    case TRIAX_LOG_INFO:
+      log::info(message);
+      break;
+    case TRIAX_LOG_WARNING:
+      log::warning(message);
+      break;
+    default:
+      log::error(message);
+      break;
+  }
+}
+
+}  // namespace
+
+HostServices::HostServices(Communicator& communicator) : communicator_(communicator) {
+  host_.struct_size = sizeof(triax_host);
+  host_.self = &communicator_;
+  host_.log = host_log;
+  host_.group_rank = [](void* self, triax_group group) -> int32_t { return comm(self).rank(group); };
+  host_.group_size = [](void* self, triax_group group) -> int32_t { return comm(self).size(group); };
+  host_.all_reduce = [](void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op, triax_error* error) {
+    return guarded(error, [&] { comm(self).all_reduce(group, view_handle(tensor), op); });
+  };
+  host_.all_gather = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_error* error) {
+    return guarded(error, [&] { comm(self).all_gather(group, view_handle(output), view_handle(input)); });
+  };
+  host_.reduce_scatter = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                            triax_reduce_op op, triax_error* error) {
+    return guarded(error, [&] { comm(self).reduce_scatter(group, view_handle(output), view_handle(input), op); });
+  };
+  host_.broadcast = [](void* self, triax_group group, triax_tensor* tensor, int32_t root, triax_error* error) {
+    return guarded(error, [&] { comm(self).broadcast(group, view_handle(tensor), root); });
+  };
+  host_.all_to_all = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_error* error) {
+    return guarded(error, [&] { comm(self).all_to_all(group, view_handle(output), view_handle(input)); });
+  };
+  host_.send = [](void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error) {
+    return guarded(error, [&] { comm(self).send(group, view_handle(tensor), peer); });
+  };
+  host_.recv = [](void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error) {
+    return guarded(error, [&] { comm(self).recv(group, view_handle(tensor), peer); });
+  };
+  host_.barrier = [](void* self, triax_group group, triax_error* error) {
+    return guarded(error, [&] { comm(self).barrier(group); });
+  };
+  host_.all_to_all_v = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                          const int64_t* output_splits, const int64_t* input_splits, triax_error* error) {
+    return guarded(error, [&] {
+      const auto ranks = static_cast<size_t>(comm(self).size(group));
+      if (output_splits == nullptr || input_splits == nullptr)
+        throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "all_to_all_v: the split arrays may not be null");
+      comm(self).all_to_all_v(group, view_handle(output), view_handle(input),
+                              std::vector<int64_t>(output_splits, output_splits + ranks),
+                              std::vector<int64_t>(input_splits, input_splits + ranks));
+    });
+  };
+}
+
+}  // namespace triax
