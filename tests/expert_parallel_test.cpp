@@ -94,8 +94,8 @@ TEST(ExpertGradients, ReducedOverEdpDividedByDpAndCountedOnceInTheNorm) {
   for (int r = 0; r < kDp; ++r) dense += local_gradient(r, 0, {5}).to(at::kDouble) / kDp;
   std::vector<at::Tensor> experts;
   for (int q = 0; q < kEp; ++q)
-    experts.push_back((local_gradient(q, 1, {2, 3}).to(at::kDouble) + local_gradient(q + 2, 1, {2, 3}).to(at::kDouble)) /
-                      kDp);
+    experts.push_back(
+        (local_gradient(q, 1, {2, 3}).to(at::kDouble) + local_gradient(q + 2, 1, {2, 3}).to(at::kDouble)) / kDp);
   const double norm = std::sqrt(dense.pow(2).sum().item<double>() + experts[0].pow(2).sum().item<double>() +
                                 experts[1].pow(2).sum().item<double>());
   const ReplicaOwnership ownership(groups, [](const std::string&) { return true; });

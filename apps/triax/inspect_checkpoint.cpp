@@ -50,7 +50,8 @@ int inspect_checkpoint(const std::vector<std::string>& args) {
     for (const auto& check : checks) {
       bytes += check.bytes;
       per_file[check.file] += check.bytes;
-      if (list_datasets) std::cout << "  dataset " << check.file << " " << check.dataset << " " << shape_text(check.shape) << "\n";
+      if (list_datasets)
+        std::cout << "  dataset " << check.file << " " << check.dataset << " " << shape_text(check.shape) << "\n";
       if (!check.problem.empty()) {
         ++broken;
         std::cout << "  BROKEN: " << check.problem << "\n";

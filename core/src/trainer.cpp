@@ -232,8 +232,9 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   s.flops_per_token = s.model->flops_per_token(c.tokens.sequence_length);
   s.tied = std::make_unique<TiedGradients>(s.model->parameters(), communicator);
   // Which copy of each parameter counts in the norm and is saved: one answer for both.
+  const TiedGradients* tied = s.tied.get();
   s.ownership = std::make_unique<ReplicaOwnership>(
-      ReplicaGroups::of(communicator), [tied = s.tied.get()](const std::string& key) { return tied->counts_in_norm(key); });
+      ReplicaGroups::of(communicator), [tied](const std::string& key) { return tied->counts_in_norm(key); });
   s.step_losses = std::make_unique<StepLosses>(s.model->aux_loss_names());
 
   // Weights from a checkpoint: resuming loads everything; init_method.path only the weights.
