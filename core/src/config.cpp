@@ -49,7 +49,8 @@ const Keys kParallelismKeys = {"dp",
                                "tp_recompute_allgather",
                                "comm_backend",
                                "comm_timeout_seconds",
-                               "pp_blocks_per_stage"};
+                               "pp_blocks_per_stage",
+                               "pp_chunks_per_rank"};
 const Keys kModelKeys = {"plugin",           "model_config", "init_method", "dtype", "make_vocab_size_divisible_by",
                          "ddp_bucket_cap_mb"};
 const Keys kTokenizerKeys = {"tokenizer_name_or_path", "tokenizer_revision", "tokenizer_max_length"};
@@ -254,10 +255,14 @@ ParallelismConfig parse_parallelism(ConfigReader& root, const YAML::Node& raw) {
   p.tp_recompute_allgather = r.get<bool>("tp_recompute_allgather", p.tp_recompute_allgather);
   p.comm_backend = r.choice("comm_backend", {"auto", "mpi", "nccl"}, p.comm_backend);
   p.comm_timeout_seconds = r.get<double>("comm_timeout_seconds", p.comm_timeout_seconds);
+  p.pp_chunks_per_rank = int_or(r, "pp_chunks_per_rank", p.pp_chunks_per_rank, 1);
   p.pp_blocks_per_stage = r.optional<std::vector<int64_t>>("pp_blocks_per_stage");
-  if (p.pp_blocks_per_stage && static_cast<int64_t>(p.pp_blocks_per_stage->size()) != p.pp)
-    r.fail("pp_blocks_per_stage", "expected " + std::to_string(p.pp) + " block counts (one per pipeline rank), got " +
-                                      std::to_string(p.pp_blocks_per_stage->size()));
+  const int64_t virtual_stages = p.pp * p.pp_chunks_per_rank;
+  if (p.pp_blocks_per_stage && static_cast<int64_t>(p.pp_blocks_per_stage->size()) != virtual_stages)
+    r.fail("pp_blocks_per_stage",
+           "expected " + std::to_string(virtual_stages) + " block counts (one per " +
+               (p.pp_chunks_per_rank == 1 ? std::string("pipeline rank") : "virtual stage: pp x pp_chunks_per_rank") +
+               "), got " + std::to_string(p.pp_blocks_per_stage->size()));
   if (!(p.comm_timeout_seconds > 0)) r.fail("comm_timeout_seconds", "must be > 0 (seconds)");
   r.finish();
   p.section = YAML::Clone(r.resolved());

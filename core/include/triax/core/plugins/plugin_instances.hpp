@@ -56,6 +56,8 @@ class EngineInstance {
     int peak_live_micro_batches = 0;
   };
   Result train_step(const triax_step_request& request);
+  // Model chunks the engine wants per pipeline rank (triax_engine_vtable.model_chunks; 1 without it).
+  int model_chunks() const;
   const std::string& name() const { return name_; }
 
  private:
