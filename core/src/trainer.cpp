@@ -305,7 +305,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
     s.dp_gradients->overlap_with_backward(
         [gradients = s.gradients.get()](size_t k) { return gradients->final_gradient(k); }, s.tied->tied_parameters(),
         communicator);
-  s.dp_gradients->set_parameter_chunks(s.model->parameter_chunks());
+  s.dp_gradients->set_parameter_chunks(s.model->parameter_chunks(), s.model->chunk_count());
   log::info(s.dp_gradients->describe());
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
 }

@@ -4,7 +4,6 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
-#include <algorithm>
 #include <sstream>
 
 #include "triax/core/comm/communicator.hpp"
@@ -140,16 +139,16 @@ void DataParallelGradients::overlap_with_backward(std::function<at::Tensor(size_
                                                      std::make_unique<GradientReadyHook>(*this, k));
 }
 
-void DataParallelGradients::set_parameter_chunks(std::vector<int> chunk_of_parameter) {
+void DataParallelGradients::set_parameter_chunks(std::vector<int> chunk_of_parameter, int chunk_count) {
   if (chunk_of_parameter.size() != parameters_.size())
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: " + std::to_string(chunk_of_parameter.size()) +
                                                   " chunk indices for " + std::to_string(parameters_.size()) +
                                                   " parameters");
-  chunk_count_ = 1;
-  for (int chunk : chunk_of_parameter) {
-    if (chunk < 0) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: a negative chunk index");
-    chunk_count_ = std::max(chunk_count_, chunk + 1);
-  }
+  for (int chunk : chunk_of_parameter)
+    if (chunk < 0 || chunk >= chunk_count)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: chunk " + std::to_string(chunk) + " of " +
+                                                    std::to_string(chunk_count));
+  chunk_count_ = chunk_count;
   chunk_of_ = std::move(chunk_of_parameter);
 }
 

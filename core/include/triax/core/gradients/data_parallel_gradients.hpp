@@ -59,7 +59,7 @@ class DataParallelGradients {
   // Which model chunk holds each parameter, when the engine runs several per pipeline rank (all
   // chunk 0 until called). A parameter's gradient is final after the last micro-batch's
   // backward through its own chunk.
-  void set_parameter_chunks(std::vector<int> chunk_of_parameter);
+  void set_parameter_chunks(std::vector<int> chunk_of_parameter, int chunk_count);
   // Before a step's first micro-batch; then after each micro-batch's backward through `chunk`.
   // The hooks act during the backward of micro-batch `micro_batches - 1` through each chunk (the
   // engine's last there).
