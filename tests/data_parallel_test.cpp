@@ -217,7 +217,7 @@ TEST(DataParallelGradients, OverlapWithModelChunksStartsEachChunkAfterItsLastBac
       reduction.begin_step(4);
       for (const auto& [chunk, micro_batch] : order) {
         at::Tensor loss = at::zeros({}, at::kFloat);
-        for (size_t k = 3 * chunk; k < 3 * chunk + 3; ++k)
+        for (size_t k = 3 * static_cast<size_t>(chunk); k < 3 * static_cast<size_t>(chunk) + 3; ++k)
           loss = loss + (params[k].tensor * rank_gradient(rank, k, kShapes[k], micro_batch)).sum();
         loss.backward();
         if (chunk == 1 && micro_batch == 3) EXPECT_EQ(reduction.buckets_started_in_backward(), overlap ? 3 : 0);
