@@ -1,7 +1,8 @@
 // Data parallelism against single-rank references, with real processes over the mpi backend (run
-// at 2 and at 4 ranks): bucketed gradient averaging (all-reduce and ZeRO reduce-scatter), the
-// global gradient norm with tp-replicated and tied parameters counted once, zero1_adamw against
-// adamw on the mean gradient, and whole training runs against one rank with the same global batch.
+// at 2 and at 4 ranks): bucketed gradient averaging (all-reduce and ZeRO reduce-scatter, also
+// overlapping the backward of one or several model chunks), the global gradient norm with
+// tp-replicated and tied parameters counted once, zero1_adamw against adamw on the mean gradient,
+// and whole training runs against one rank with the same global batch.
 //
 // Every rank computes every other rank's inputs from formulas, so each can build the reference
 // (the mean gradient, the whole model's gradient) locally without communicating.
@@ -190,6 +191,53 @@ TEST(DataParallelGradients, OverlappedReductionStartsBucketsDuringTheLastBackwar
           EXPECT_TRUE(at::allclose(got, expected, 1e-5, 1e-6)) << what << ", parameter " << k;
         }
       }
+    }
+  }
+}
+
+// Two model chunks (parameters 0-2 in chunk 0, 3-5 in chunk 1) backpropagated in the order of
+// pipeline rank 0 of interleaved 1F1B at pp 2: chunk 1's last micro-batch comes before chunk 0's,
+// so chunk 1's buckets (the first: buckets follow the parameters backwards) start first.
+TEST(DataParallelGradients, OverlapWithModelChunksStartsEachChunkAfterItsLastBackward) {
+  const int dp = world_size();
+  MpiCommunicator& comm = communicator({dp, 1, 1});
+  const int rank = comm.rank(TRIAX_GROUP_DP);
+  const std::vector<std::pair<int, int>> order = {{1, 0}, {1, 1}, {0, 0}, {0, 1}, {1, 2}, {1, 3}, {0, 2}, {0, 3}};
+  for (triax_gradient_sharding sharding : {TRIAX_GRADIENTS_WHOLE, TRIAX_GRADIENTS_DP_SHARDED}) {
+    std::vector<at::Tensor> reduced[2];
+    for (bool overlap : {false, true}) {
+      auto params = make_parameters(kShapes);
+      for (NamedParameter& p : params) p.tensor.requires_grad_(true);
+      GradientAccumulator accumulator(params, true);
+      DataParallelGradients reduction(params, sharding, kOneParameterPerBucket, rank, dp, all_counted(params.size()));
+      reduction.set_parameter_chunks({0, 0, 0, 1, 1, 1}, 2);
+      if (overlap)
+        reduction.overlap_with_backward([&](size_t k) { return accumulator.final_gradient(k); },
+                                        std::vector<bool>(params.size(), false), comm);
+      accumulator.zero();
+      reduction.begin_step(4);
+      for (const auto& [chunk, micro_batch] : order) {
+        at::Tensor loss = at::zeros({}, at::kFloat);
+        for (size_t k = 3 * static_cast<size_t>(chunk); k < 3 * static_cast<size_t>(chunk) + 3; ++k)
+          loss = loss + (params[k].tensor * rank_gradient(rank, k, kShapes[k], micro_batch)).sum();
+        loss.backward();
+        if (chunk == 1 && micro_batch == 3) EXPECT_EQ(reduction.buckets_started_in_backward(), overlap ? 3 : 0);
+        accumulator.after_backward(3 * chunk, 3 * chunk + 3);
+        reduction.after_backward(chunk);
+      }
+      EXPECT_EQ(reduction.buckets_started_in_backward(), overlap ? 6 : 0);
+      reduction.reduce_over_data_parallel(accumulator.gradients(), comm);
+      for (const at::Tensor& g : reduction.for_optimizer()) reduced[overlap].push_back(g.clone());
+    }
+    for (size_t k = 0; k < kShapes.size(); ++k) {
+      EXPECT_TRUE(at::equal(reduced[1][k], reduced[0][k])) << "sharding " << sharding << ", parameter " << k;
+      at::Tensor expected = at::zeros(kShapes[k], at::kFloat);
+      for (int i = 0; i < 4; ++i) expected += mean_gradient(dp, k, kShapes[k], i);
+      if (sharding == TRIAX_GRADIENTS_DP_SHARDED) {
+        const ZeroShard shard = zero_shard(expected.numel(), rank, dp);
+        expected = expected.reshape({-1}).narrow(0, shard.offset, shard.length);
+      }
+      EXPECT_TRUE(at::allclose(reduced[1][k], expected, 1e-5, 1e-6)) << "sharding " << sharding << ", parameter " << k;
     }
   }
 }

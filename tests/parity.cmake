@@ -1,13 +1,14 @@
 # The parity matrix: the tiny Llama of parity/tiny_llama_parity.yaml trained 10 steps in fp32 on
-# real processes (mpirun, the mpi backend) at many (dp, tp, pp) topologies, both pipeline
-# engines, both ZeRO stages and both tensor-parallel modes; each run's losses and final
-# parameters must match the single-rank run's within 1e-5 relative. The global batch is the
-# same everywhere (batch_accumulation_per_replica = 8 / dp). Every pair of features that can
-# interact appears in at least one case.
+# real processes (mpirun, the mpi backend) at many (dp, tp, pp) topologies, every pipeline
+# engine (interleaved_1f1b with 2 model chunks per rank), both ZeRO stages and both
+# tensor-parallel modes; each run's losses and final parameters must match the single-rank run's
+# within 1e-5 relative. The global batch is the same everywhere (batch_accumulation_per_replica
+# = 8 / dp). Every pair of features that can interact appears in at least one case.
 add_executable(parity_runner ${CMAKE_CURRENT_LIST_DIR}/parity/parity_runner.cpp)
 target_link_libraries(parity_runner PRIVATE triax_core)
 target_compile_definitions(parity_runner PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
-add_dependencies(parity_runner triax_llama triax_afab triax_1f1b triax_adamw triax_zero1_adamw)
+add_dependencies(parity_runner triax_llama triax_afab triax_1f1b triax_interleaved_1f1b triax_adamw
+                 triax_zero1_adamw)
 triax_use_pch(parity_runner)
 
 set(PARITY_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml)
@@ -19,20 +20,38 @@ add_test(NAME parity.reference
 set_tests_properties(parity.reference PROPERTIES FIXTURES_SETUP parity_reference LABELS parity
                      ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
 
-# triax_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER
-#                   [PEAK_LIVE "<per world rank>"])
+# The same model with 6 layers (8 pipeline blocks), for 8 virtual stages (pp 4 x 2 chunks).
+add_test(NAME parity.reference_6_layers
+         COMMAND parity_runner run --config ${PARITY_CONFIG} --out ${PARITY_DIR}/reference_6_layers
+                 --set checkpoints.checkpoints_path=${PARITY_DIR}/reference_6_layers/run
+                 --set model.model_config.num_hidden_layers=6)
+set_tests_properties(parity.reference_6_layers PROPERTIES FIXTURES_SETUP parity_reference_6_layers LABELS parity
+                     ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+
+# triax_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b|interleaved_1f1b ZERO 0|1
+#                   MODE ALL_REDUCE|REDUCE_SCATTER [CHUNKS c] [LAYERS 6] [PEAK_LIVE "<per world rank>"])
+# CHUNKS: parallelism.pp_chunks_per_rank; LAYERS 6: the 6-layer model and its reference.
 function(triax_parity_case name)
-  cmake_parse_arguments(ARG "" "DP;TP;PP;ENGINE;ZERO;MODE;PEAK_LIVE" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "DP;TP;PP;ENGINE;ZERO;MODE;CHUNKS;LAYERS;PEAK_LIVE" "" ${ARGN})
   math(EXPR ranks "${ARG_DP} * ${ARG_TP} * ${ARG_PP}")
   math(EXPR accumulation "8 / ${ARG_DP}")
+  set(reference reference)
+  set(extra "")
+  if(ARG_CHUNKS)
+    list(APPEND extra --set parallelism.pp_chunks_per_rank=${ARG_CHUNKS})
+  endif()
+  if(ARG_LAYERS)
+    set(reference reference_${ARG_LAYERS}_layers)
+    list(APPEND extra --set model.model_config.num_hidden_layers=${ARG_LAYERS})
+  endif()
   add_test(NAME parity.${name}
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/run_case.sh $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE}
-                   ${PARITY_CONFIG} ${PARITY_DIR}/reference ${PARITY_DIR}/${name} ${ranks}
+                   ${PARITY_CONFIG} ${PARITY_DIR}/${reference} ${PARITY_DIR}/${name} ${ranks}
                    --set parallelism.dp=${ARG_DP} --set parallelism.tp=${ARG_TP} --set parallelism.pp=${ARG_PP}
                    --set parallelism.pp_engine=${ARG_ENGINE} --set parallelism.tp_mode=${ARG_MODE}
                    --set optimizer.zero_stage=${ARG_ZERO}
-                   --set tokens.batch_accumulation_per_replica=${accumulation})
-  set_tests_properties(parity.${name} PROPERTIES FIXTURES_REQUIRED parity_reference LABELS "parity;multi_rank"
+                   --set tokens.batch_accumulation_per_replica=${accumulation} ${extra})
+  set_tests_properties(parity.${name} PROPERTIES FIXTURES_REQUIRED parity_${reference} LABELS "parity;multi_rank"
                        PROCESSORS ${ranks} TIMEOUT 300 ENVIRONMENT "PEAK_LIVE=${ARG_PEAK_LIVE}")
 endfunction()
 
@@ -61,3 +80,13 @@ triax_parity_case(tp2_pp4_afab        DP 1 TP 2 PP 4 ENGINE afab ZERO 0 MODE ALL
 # All three at once.
 triax_parity_case(dp2_tp2_pp2_sp_1f1b_zero1 DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER)
 triax_parity_case(dp2_tp2_pp2_afab          DP 2 TP 2 PP 2 ENGINE afab ZERO 0 MODE ALL_REDUCE)
+# Interleaved 1F1B, 2 model chunks per rank: each rank holds two runs of blocks, the last rank
+# feeds rank 0's second chunk. (chunk, micro-batch) pairs in flight as Megatron's warm-up gives
+# them: (pp - rank - 1) * 2 + (chunks - 1) * pp, plus one. With dp, tp, sequence parallelism,
+# ZeRO-1 and the data-parallel overlap (mpi has asynchronous collectives) at pp 2; alone at pp 4.
+triax_parity_case(dp2_tp2_pp2_sp_interleaved_zero1 DP 2 TP 2 PP 2 ENGINE interleaved_1f1b CHUNKS 2 ZERO 1
+                  MODE REDUCE_SCATTER PEAK_LIVE "5 5 3 3 5 5 3 3")
+triax_parity_case(dp2_pp2_interleaved DP 2 TP 1 PP 2 ENGINE interleaved_1f1b CHUNKS 2 ZERO 0 MODE ALL_REDUCE
+                  PEAK_LIVE "5 3 5 3")
+triax_parity_case(pp4_interleaved DP 1 TP 1 PP 4 ENGINE interleaved_1f1b CHUNKS 2 LAYERS 6 ZERO 0 MODE ALL_REDUCE
+                  PEAK_LIVE "11 9 7 5")

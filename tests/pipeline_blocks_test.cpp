@@ -53,5 +53,41 @@ TEST(PipelineBlocks, RefusesImpossibleRequestsWithTheKey) {
   EXPECT_THROW(partition_pipeline_blocks({1, 1, 1}, 2, std::vector<int>{3}), ConfigError);
 }
 
+TEST(PipelineBlocks, VirtualStagesGiveEachRankOneRunPerChunk) {
+  // Eight blocks, two chunks on each of two ranks: four runs; rank 0 holds runs 0 and 2.
+  const std::vector<double> costs = {1, 1, 1, 1, 1, 1, 1, 1};
+  const auto stages = partition_virtual_stages(costs, 2, 2);
+  EXPECT_EQ(counts(stages), (std::vector<int>{2, 2, 2, 2}));
+  EXPECT_EQ(describe_virtual_stages(costs, stages, 2),
+            "rank 0: chunk 0 blocks [0, 2), chunk 1 blocks [4, 6) 50% of the compute; "
+            "rank 1: chunk 0 blocks [2, 4), chunk 1 blocks [6, 8) 50% of the compute");
+  // One chunk is the plain split, described as before.
+  EXPECT_EQ(counts(partition_virtual_stages({0.1, 1, 1, 1, 1, 2}, 2, 1)), (std::vector<int>{4, 2}));
+  EXPECT_EQ(describe_virtual_stages({1, 1, 1, 1}, partition_virtual_stages({1, 1, 1, 1}, 2, 1), 2),
+            describe_pipeline({1, 1, 1, 1}, partition_pipeline_blocks({1, 1, 1, 1}, 2)));
+  // An explicit split counts per virtual stage.
+  EXPECT_EQ(counts(partition_virtual_stages(costs, 2, 2, std::vector<int>{1, 3, 3, 1})),
+            (std::vector<int>{1, 3, 3, 1}));
+}
+
+TEST(PipelineBlocks, RefusesMoreVirtualStagesThanBlocksNamingTheKey) {
+  try {
+    partition_virtual_stages({1, 1, 1, 1, 1, 1}, 4, 2);  // 8 virtual stages for 6 blocks
+    FAIL();
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind("parallelism.pp_chunks_per_rank", 0), 0u) << message;
+    EXPECT_NE(message.find("8 virtual stages"), std::string::npos) << message;
+    EXPECT_NE(message.find("6 pipeline blocks"), std::string::npos) << message;
+  }
+  try {
+    partition_virtual_stages({1, 1, 1, 1}, 2, 2, std::vector<int>{2, 2});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected 4 counts (one per virtual stage"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(partition_virtual_stages({1, 1, 1, 1}, 2, 0), ConfigError);
+}
+
 }  // namespace
 }  // namespace triax

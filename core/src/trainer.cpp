@@ -28,6 +28,7 @@
 #include "metrics.hpp"
 #include "triax/core/plugins/model_selection.hpp"
 #include "step_losses.hpp"
+#include "model_chunks.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "gradients/tied_gradients.hpp"
@@ -120,7 +121,7 @@ struct Trainer::State {
   Communicator& communicator;
   HostServices host;
   c10::Device device = c10::Device(c10::kCPU);
-  std::unique_ptr<ModelInstance> model;
+  std::unique_ptr<ModelChunks> model;  // one instance per model chunk the engine asked for
   std::unique_ptr<OptimizerInstance> optimizer;
   std::unique_ptr<EngineInstance> engine;
   std::unique_ptr<GradientAccumulator> gradients;
@@ -129,7 +130,7 @@ struct Trainer::State {
   std::unique_ptr<StepLosses> step_losses;
   std::unique_ptr<DataParallelGradients> dp_gradients;
   std::vector<double> block_costs;           // forward FLOPs per token of each pipeline block
-  std::vector<StageBlocks> pipeline_stages;  // blocks of each pipeline rank
+  std::vector<StageBlocks> pipeline_stages;  // blocks of each virtual stage (pp x model chunks)
   std::unique_ptr<data::TrainingData> data;
   std::unique_ptr<checkpoint::TrainingCheckpoint> checkpoint;
   checkpoint::ResumePoint resume;  // step 0 unless resuming
@@ -183,8 +184,21 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
 
   at::manual_seed(static_cast<uint64_t>(c.general.seed));
 
-  // The model: this pipeline rank's contiguous run of blocks, balanced by compute cost unless
-  // the config fixes the split.
+  // The engine first: it says how many model chunks it wants on each pipeline rank.
+  s.parallelism_yaml = to_yaml_text(c.parallelism.section);
+  triax_engine_context engine_context{};
+  engine_context.struct_size = sizeof(engine_context);
+  engine_context.pp_rank = communicator.rank(TRIAX_GROUP_PP);
+  engine_context.pp_size = communicator.size(TRIAX_GROUP_PP);
+  engine_context.parallelism_yaml = s.parallelism_yaml.c_str();
+  engine_context.host = s.host.c_host();
+  engine_context.micro_batches = static_cast<int32_t>(c.tokens.batch_accumulation_per_replica);
+  in_config_file(c.origin, [&] {
+    s.engine = std::make_unique<EngineInstance>(engine_vtable, c.parallelism.pp_engine, engine_context);
+  });
+
+  // The model: this pipeline rank's contiguous run of blocks per model chunk (virtual stage),
+  // balanced by compute cost unless the config fixes the split.
   // model.init_method.path is the host's business (weights from a checkpoint or a Hugging Face
   // folder, loaded below); the plugin initialises as usual and is then overwritten.
   YAML::Node plugin_init_method = YAML::Clone(c.model.init_method);
@@ -200,9 +214,10 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
     std::optional<std::vector<int>> blocks_per_stage;
     if (c.parallelism.pp_blocks_per_stage)
       blocks_per_stage.emplace(c.parallelism.pp_blocks_per_stage->begin(), c.parallelism.pp_blocks_per_stage->end());
-    s.pipeline_stages = partition_pipeline_blocks(block_costs, static_cast<int>(c.parallelism.pp), blocks_per_stage);
+    s.pipeline_stages =
+        partition_virtual_stages(block_costs, static_cast<int>(c.parallelism.pp),
+                                 model_chunk_count(*s.engine, c.parallelism.pp_chunks_per_rank), blocks_per_stage);
   });
-  const StageBlocks& my_blocks = s.pipeline_stages[static_cast<size_t>(communicator.rank(TRIAX_GROUP_PP))];
   const std::string device_string = s.device.str();
   triax_model_context context{};
   context.struct_size = sizeof(context);
@@ -216,8 +231,6 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.ep_size = communicator.size(TRIAX_GROUP_EP);
   context.edp_rank = communicator.rank(TRIAX_GROUP_EDP);
   context.edp_size = communicator.size(TRIAX_GROUP_EDP);
-  context.first_block = my_blocks.first;
-  context.last_block = my_blocks.last;
   context.device = device_string.c_str();
   context.dtype = c.model.dtype.c_str();
   context.seed = static_cast<uint64_t>(c.general.seed);
@@ -226,8 +239,9 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.make_vocab_size_divisible_by = c.model.make_vocab_size_divisible_by;
   context.host = s.host.c_host();
   context.recompute_layer = c.parallelism.recompute_layer ? 1 : 0;
-  in_config_file(c.origin,
-                 [&] { s.model = std::make_unique<ModelInstance>(model_vtable, c.model.plugin, model_yaml, context); });
+  in_config_file(c.origin, [&] {
+    s.model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, model_yaml, context, s.pipeline_stages);
+  });
   s.model->set_training(true);
   s.flops_per_token = s.model->flops_per_token(c.tokens.sequence_length);
   s.tied = std::make_unique<TiedGradients>(s.model->parameters(), communicator);
@@ -280,18 +294,6 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   log::info("optimizer " + c.optimizer.plugin + ": " + std::to_string(params.size()) + " parameter tensors, " +
             std::to_string(excluded) + " excluded from weight decay");
 
-  s.parallelism_yaml = to_yaml_text(c.parallelism.section);
-  triax_engine_context engine_context{};
-  engine_context.struct_size = sizeof(engine_context);
-  engine_context.pp_rank = context.pp_rank;
-  engine_context.pp_size = context.pp_size;
-  engine_context.parallelism_yaml = s.parallelism_yaml.c_str();
-  engine_context.host = s.host.c_host();
-  engine_context.micro_batches = static_cast<int32_t>(c.tokens.batch_accumulation_per_replica);
-  in_config_file(c.origin, [&] {
-    s.engine = std::make_unique<EngineInstance>(engine_vtable, c.parallelism.pp_engine, engine_context);
-  });
-
   s.checkpoint->set_optimizer(s.optimizer.get());
   s.resume = s.checkpoint->finish_resume();
 
@@ -304,6 +306,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
     s.dp_gradients->overlap_with_backward(
         [gradients = s.gradients.get()](size_t k) { return gradients->final_gradient(k); }, s.tied->tied_parameters(),
         communicator);
+  s.dp_gradients->set_parameter_chunks(s.model->parameter_chunks(), s.model->chunk_count());
   log::info(s.dp_gradients->describe());
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
 }
@@ -345,9 +348,10 @@ TrainSummary Trainer::train() {
             (s.peak.tflops ? std::to_string(*s.peak.tflops) + " TFLOP/s (" + s.peak.source + ")" : s.peak.source));
   for (const auto& line : s.data->describe()) log::info(line);
   if (c.parallelism.pp > 1)
-    log::info("pipeline: " + describe_pipeline(s.block_costs, s.pipeline_stages) +
-              (c.parallelism.pp_blocks_per_stage ? " (from parallelism.pp_blocks_per_stage)"
-                                                 : " (balanced by compute cost)"));
+    log::info(
+        "pipeline: " + describe_virtual_stages(s.block_costs, s.pipeline_stages, static_cast<int>(c.parallelism.pp)) +
+        (c.parallelism.pp_blocks_per_stage ? " (from parallelism.pp_blocks_per_stage)"
+                                           : " (balanced by compute cost)"));
   if (!s.tied->empty()) log::info("tied across pipeline stages: " + s.tied->describe());
   log::info("metrics: " + (metrics_file ? metrics_file->path() : std::string("rank 0 only")));
 
@@ -375,21 +379,29 @@ TrainSummary Trainer::train() {
     s.gradients->zero();
     triax_step_request request{};
     request.struct_size = sizeof(request);
-    request.model = s.model->ref();
+    request.model = s.model->refs().front();
+    request.model_count = s.model->chunk_count();
+    request.models = s.model->refs().data();
     request.micro_batches = static_cast<int32_t>(micro_batches);
     request.batches = {&feed, &MicroBatchFeed::next};
     s.dp_gradients->begin_step(micro_batches);
     request.hooks_self = &s;
-    request.after_backward = [](void* self, int32_t, triax_error* error) -> triax_status {
+    // After each micro-batch's backward through one chunk: fold that chunk's gradients.
+    static const auto fold_chunk = [](void* self, int32_t chunk, int32_t, triax_error* error) -> triax_status {
       try {
         auto& state = *static_cast<State*>(self);
-        state.gradients->after_backward();
-        state.dp_gradients->after_backward();
+        const auto [first, end] = state.model->parameter_range(chunk);
+        state.gradients->after_backward(first, end);
+        state.dp_gradients->after_backward(chunk);
         return TRIAX_OK;
       } catch (const std::exception& e) {
         std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "gradient accumulation: %s", e.what());
         return TRIAX_ERROR_RUNTIME;
       }
+    };
+    request.after_chunk_backward = fold_chunk;
+    request.after_backward = [](void* self, int32_t index, triax_error* error) {
+      return fold_chunk(self, 0, index, error);
     };
     EngineInstance::Result result = s.engine->train_step(request);
     s.tied->sum(s.gradients->gradients());
@@ -456,8 +468,10 @@ TrainSummary Trainer::train() {
   if (!summary.losses.empty())
     log::info("done: " + std::to_string(c.tokens.train_steps) + " steps in " + format_duration(summary.seconds) +
               ", loss " + std::to_string(summary.losses.front()) + " -> " + std::to_string(summary.losses.back()) +
-              "; at most " + std::to_string(summary.peak_live_micro_batches) + " of " + std::to_string(micro_batches) +
-              " micro-batches in flight on this rank (" + c.parallelism.pp_engine + ")");
+              "; at most " + std::to_string(summary.peak_live_micro_batches) + " of " +
+              std::to_string(micro_batches * s.model->chunk_count()) +
+              (s.model->chunk_count() > 1 ? " (micro-batch, model chunk) pairs" : " micro-batches") +
+              " in flight on this rank (" + c.parallelism.pp_engine + ")");
   return summary;
 }
 

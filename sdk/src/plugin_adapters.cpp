@@ -58,15 +58,42 @@ namespace {
 bool io_has_logits(const triax_stage_io& io) {
   return io.struct_size >= offsetof(triax_stage_io, logits) + sizeof(io.logits);
 }
+bool io_has_boundary_lists(const triax_stage_io& io) {
+  return io.struct_size >= offsetof(triax_stage_io, boundary_out) + sizeof(io.boundary_out);
+}
+int32_t checked_boundary_count(int32_t count) {
+  if (count < 0 || count > TRIAX_MAX_BOUNDARY_TENSORS)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "a stage boundary of " + std::to_string(count) + " tensors (at most " +
+                                                  std::to_string(TRIAX_MAX_BOUNDARY_TENSORS) + ")");
+  return count;
+}
 }  // namespace
 
 StageInput stage_input_from_c(const triax_stage_io& io) {
-  return {view_handle(io.input_ids), view_handle(io.label_ids), view_handle(io.label_mask), view_handle(io.hidden_in),
-          io_has_logits(io) && io.want_logits != 0};
+  StageInput input{view_handle(io.input_ids), view_handle(io.label_ids), view_handle(io.label_mask),
+                   view_handle(io.hidden_in), io_has_logits(io) && io.want_logits != 0};
+  if (io_has_boundary_lists(io))
+    for (int32_t i = 0; i < checked_boundary_count(io.boundary_in_count); ++i)
+      input.boundary_in.push_back(view_handle(io.boundary_in[i]));
+  // Either spelling of the first tensor: hidden_in, or boundary_in[0].
+  if (!input.boundary_in.empty() && !input.boundary_in.front().defined()) input.boundary_in.front() = input.hidden_in;
+  if (!input.hidden_in.defined() && !input.boundary_in.empty()) input.hidden_in = input.boundary_in.front();
+  return input;
 }
 
 void stage_output_to_c(StageOutput output, triax_stage_io* io) {
-  io->hidden_out = release_handle(std::move(output.hidden_out));
+  std::vector<at::Tensor> boundary = output.boundary();
+  if (boundary.size() > 1 && !io_has_boundary_lists(*io))
+    throw Error(TRIAX_ERROR_UNSUPPORTED, "the model sends " + std::to_string(boundary.size()) +
+                                             " tensors to the next stage; this host (before ABI 1.3) takes one");
+  checked_boundary_count(static_cast<int32_t>(boundary.size()));
+  // The first tensor goes out as hidden_out only (boundary_out[0] stays NULL), so that a host
+  // reading either spelling adopts each reference once.
+  io->hidden_out = boundary.empty() ? nullptr : release_handle(std::move(boundary.front()));
+  if (io_has_boundary_lists(*io)) {
+    io->boundary_out_count = static_cast<int32_t>(boundary.size());
+    for (size_t i = 1; i < boundary.size(); ++i) io->boundary_out[i] = release_handle(std::move(boundary[i]));
+  }
   io->loss = release_handle(std::move(output.loss));
   io->aux_loss = release_handle(std::move(output.aux_loss));
   if (io_has_logits(*io)) io->logits = release_handle(std::move(output.logits));
@@ -179,6 +206,16 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
     context.edp_rank = context.dp_rank;
     context.edp_size = context.dp_size;
   }
+  // A host before 1.3 gives one chunk: virtual stages are pipeline ranks.
+  context.virtual_stage = context.pp_rank;
+  context.virtual_stage_count = context.pp_size;
+  if (c.struct_size >= offsetof(triax_model_context, virtual_stage_count) + sizeof(c.virtual_stage_count) &&
+      c.chunk_count >= 1) {
+    context.chunk_index = c.chunk_index;
+    context.chunk_count = c.chunk_count;
+    context.virtual_stage = c.virtual_stage;
+    context.virtual_stage_count = c.virtual_stage_count;
+  }
   return context;
 }
 
@@ -199,6 +236,25 @@ const std::vector<std::string>& Model::aux_loss_name_table() {
     aux_names_ready_ = true;
   }
   return aux_names_;
+}
+
+std::vector<at::Tensor> StageInput::boundary() const {
+  if (boundary_in.empty()) return hidden_in.defined() ? std::vector<at::Tensor>{hidden_in} : std::vector<at::Tensor>{};
+  std::vector<at::Tensor> tensors = boundary_in;
+  if (!tensors.front().defined()) tensors.front() = hidden_in;
+  return tensors;
+}
+
+std::vector<at::Tensor> StageOutput::boundary() const {
+  if (boundary_out.empty())
+    return hidden_out.defined() ? std::vector<at::Tensor>{hidden_out} : std::vector<at::Tensor>{};
+  std::vector<at::Tensor> tensors = boundary_out;
+  if (!tensors.front().defined()) tensors.front() = hidden_out;
+  if (hidden_out.defined() && !tensors.front().is_same(hidden_out))
+    throw Error("a stage output whose hidden_out is not boundary_out[0]");
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!tensors[i].defined()) throw Error("boundary_out[" + std::to_string(i) + "] is undefined");
+  return tensors;
 }
 
 const std::vector<NamedParameter>& Model::parameter_table() {
@@ -238,19 +294,43 @@ OptimizerContext OptimizerContext::from_c(const triax_optimizer_context& c) {
 }
 
 StageOutput ModelRef::forward(const StageInput& input) const {
+  const std::vector<at::Tensor> boundary = input.boundary();
   triax_stage_io io{};
   io.struct_size = sizeof(io);
   io.input_ids = borrow_handle(input.input_ids);
   io.label_ids = borrow_handle(input.label_ids);
   io.label_mask = borrow_handle(input.label_mask);
-  io.hidden_in = borrow_handle(input.hidden_in);
+  io.hidden_in = boundary.empty() ? nullptr : borrow_handle(boundary.front());
+  io.boundary_in_count = detail::checked_boundary_count(static_cast<int32_t>(boundary.size()));
+  for (size_t i = 0; i < boundary.size(); ++i) io.boundary_in[i] = borrow_handle(boundary[i]);
   io.want_logits = input.want_logits ? 1 : 0;
   triax_error error{};
   check(ref_.vtable->forward(ref_.model, &io, &error), error);
   StageOutput output{adopt_handle(io.hidden_out), adopt_handle(io.loss), adopt_handle(io.aux_loss),
                      adopt_handle(io.logits)};
   output.aux_losses = detail::named_aux_losses(io.aux_losses, detail::aux_loss_names_of(ref_));
+  // The first tensor in either spelling, the others after it.
+  const int32_t count = detail::checked_boundary_count(io.boundary_out_count);
+  at::Tensor first_in_list = adopt_handle(io.boundary_out[0]);
+  if (!output.hidden_out.defined()) output.hidden_out = first_in_list;
+  if (count > 1) {
+    output.boundary_out.push_back(output.hidden_out);
+    for (int32_t i = 1; i < count; ++i) output.boundary_out.push_back(adopt_handle(io.boundary_out[i]));
+  }
   return output;
+}
+
+StepRequest::StepRequest(const triax_step_request& request) : request_(request) {
+  // A host before 1.3 passes one model and calls every backward after_backward.
+  const bool lists_chunks = request.struct_size >= offsetof(triax_step_request, after_chunk_backward) +
+                                                       sizeof(request.after_chunk_backward) &&
+                            request.model_count > 0 && request.models != nullptr;
+  if (!lists_chunks) {
+    models_.emplace_back(request.model);
+    return;
+  }
+  for (int32_t c = 0; c < request.model_count; ++c) models_.emplace_back(request.models[c]);
+  chunk_hook_ = request.after_chunk_backward != nullptr;
 }
 
 StageInput StepRequest::micro_batch(int index) const {
@@ -263,10 +343,18 @@ StageInput StepRequest::micro_batch(int index) const {
           adopt_handle(io.hidden_in)};
 }
 
-void StepRequest::after_backward(int index) const {
-  if (request_.after_backward == nullptr) return;
+void StepRequest::after_backward(int chunk, int index) const {
+  if (chunk < 0 || chunk >= chunk_count())
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "after_backward: chunk " + std::to_string(chunk) + " of " + std::to_string(chunk_count()));
   triax_error error{};
-  check(request_.after_backward(request_.hooks_self, index, &error), error);
+  if (chunk_hook_) {
+    check(request_.after_chunk_backward(request_.hooks_self, chunk, index, &error), error);
+  } else if (chunk_count() > 1) {
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "the host listed model chunks without after_chunk_backward");
+  } else if (request_.after_backward != nullptr) {
+    check(request_.after_backward(request_.hooks_self, index, &error), error);
+  }
 }
 
 }  // namespace triax

@@ -39,12 +39,16 @@ ParallelismConfig read_parallelism(ConfigReader& root) {
   p.comm_backend = r.choice("comm_backend", {"auto", "mpi", "nccl"}, p.comm_backend);
   p.comm_timeout_seconds = r.get<double>("comm_timeout_seconds", p.comm_timeout_seconds);
   if (!(p.comm_timeout_seconds > 0)) r.fail("comm_timeout_seconds", "must be > 0 (seconds)");
+  p.pp_chunks_per_rank = int_or(r, "pp_chunks_per_rank", p.pp_chunks_per_rank, 1);
   p.pp_blocks_per_stage = r.optional<std::vector<int64_t>>("pp_blocks_per_stage");
   r.finish();
 
-  if (p.pp_blocks_per_stage && static_cast<int64_t>(p.pp_blocks_per_stage->size()) != p.pp)
-    r.fail("pp_blocks_per_stage", "expected " + std::to_string(p.pp) + " block counts (one per pipeline rank), got " +
-                                      std::to_string(p.pp_blocks_per_stage->size()));
+  const int64_t virtual_stages = p.pp * p.pp_chunks_per_rank;
+  if (p.pp_blocks_per_stage && static_cast<int64_t>(p.pp_blocks_per_stage->size()) != virtual_stages)
+    r.fail("pp_blocks_per_stage",
+           "expected " + std::to_string(virtual_stages) + " block counts (one per " +
+               (p.pp_chunks_per_rank == 1 ? std::string("pipeline rank") : "virtual stage: pp x pp_chunks_per_rank") +
+               "), got " + std::to_string(p.pp_blocks_per_stage->size()));
   p.section = YAML::Clone(r.resolved());
   return p;
 }

@@ -149,25 +149,43 @@ void DataParallelGradients::overlap_with_backward(std::function<at::Tensor(size_
                                                      std::make_unique<GradientReadyHook>(*this, k));
 }
 
+void DataParallelGradients::set_parameter_chunks(std::vector<int> chunk_of_parameter, int chunk_count) {
+  if (chunk_of_parameter.size() != parameters_.size())
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: " + std::to_string(chunk_of_parameter.size()) +
+                                                  " chunk indices for " + std::to_string(parameters_.size()) +
+                                                  " parameters");
+  for (int chunk : chunk_of_parameter)
+    if (chunk < 0 || chunk >= chunk_count)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: chunk " + std::to_string(chunk) + " of " +
+                                                    std::to_string(chunk_count));
+  chunk_count_ = chunk_count;
+  chunk_of_ = std::move(chunk_of_parameter);
+}
+
 void DataParallelGradients::begin_step(int64_t micro_batches) {
   micro_batches_ = micro_batches;
-  backwards_done_ = 0;
+  backwards_done_.assign(static_cast<size_t>(chunk_count_), 0);
   ready_.assign(parameters_.size(), false);
   arrived_.assign(buckets_.size(), 0);
   next_bucket_ = 0;
   in_flight_.clear();
   started_gradients_.assign(parameters_.size(), at::Tensor());
   started_in_backward_ = 0;
-  armed_ = final_gradient_ && micro_batches_ == 1;
+  armed_.assign(static_cast<size_t>(chunk_count_), final_gradient_ && micro_batches_ == 1);
 }
 
-void DataParallelGradients::after_backward() {
-  ++backwards_done_;
-  armed_ = final_gradient_ && backwards_done_ == micro_batches_ - 1;
+void DataParallelGradients::after_backward(int chunk) {
+  if (chunk < 0 || chunk >= chunk_count_ || static_cast<size_t>(chunk) >= backwards_done_.size())
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: a backward through chunk " +
+                                                  std::to_string(chunk) + " of " + std::to_string(chunk_count_) +
+                                                  (backwards_done_.empty() ? " before begin_step" : ""));
+  const int64_t done = ++backwards_done_[static_cast<size_t>(chunk)];
+  armed_[static_cast<size_t>(chunk)] = final_gradient_ && done == micro_batches_ - 1;
 }
 
 void DataParallelGradients::gradient_ready(size_t k) {
-  if (!armed_ || bucket_of_[k] < 0 || ready_[k]) return;
+  const size_t chunk = chunk_of_.empty() ? 0 : static_cast<size_t>(chunk_of_[k]);
+  if (chunk >= armed_.size() || !armed_[chunk] || bucket_of_[k] < 0 || ready_[k]) return;
   ready_[k] = true;
   ++arrived_[bucket_of_[k]];
   at::NoGradGuard no_grad;
@@ -191,7 +209,7 @@ void DataParallelGradients::start_ready_buckets() {
 
 void DataParallelGradients::reduce_over_data_parallel(const std::vector<at::Tensor>& gradients,
                                                       Communicator& communicator) {
-  armed_ = false;
+  armed_.assign(armed_.size(), false);
   if (gradients.size() != parameters_.size())
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel reduction: " + std::to_string(gradients.size()) +
                                                   " gradients for " + std::to_string(parameters_.size()) +

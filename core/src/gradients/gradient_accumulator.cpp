@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace triax {
 
 GradientAccumulator::GradientAccumulator(const std::vector<NamedParameter>& parameters, bool accumulate_in_fp32)
@@ -20,9 +22,9 @@ void GradientAccumulator::zero() {
   gradients_.clear();
 }
 
-void GradientAccumulator::after_backward() {
+void GradientAccumulator::after_backward(size_t first, size_t end) {
   if (buffers_.empty()) return;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
+  for (size_t i = first; i < std::min(end, parameters_.size()); ++i) {
     at::Tensor& grad = parameters_[i].tensor.mutable_grad();
     if (!grad.defined()) continue;
     buffers_[i].add_(grad);

@@ -190,6 +190,17 @@ EngineInstance::Result EngineInstance::train_step(const triax_step_request& requ
   return out;
 }
 
+int EngineInstance::model_chunks() const {
+  if (vtable_.struct_size < offsetof(triax_engine_vtable, model_chunks) + sizeof(vtable_.model_chunks) ||
+      vtable_.model_chunks == nullptr)
+    return 1;
+  const int32_t chunks = vtable_.model_chunks(handle_);
+  if (chunks < 1)
+    throw Error("engine plugin '" + name_ + "': asked for " + std::to_string(chunks) +
+                " model chunks per pipeline rank (at least 1)");
+  return chunks;
+}
+
 OptimizerInstance::OptimizerInstance(const triax_optimizer_vtable& vtable, std::string name,
                                      const triax_optimizer_context& context,
                                      const std::vector<triax_optimizer_param>& params)

@@ -385,6 +385,11 @@ typedef struct triax_engine_vtable {
    * the gradients before and steps the optimizer after. */
   triax_status (*train_step)(triax_engine* engine, const triax_step_request* request, triax_step_result* result,
                              triax_error* error);
+  /* since 1.3 (read only when struct_size covers it; NULL = 1): how many model chunks the engine
+   * wants per pipeline rank (interleaved schedules). Asked once, after create and before the host
+   * builds the model: the host cuts the blocks into pp_size x chunks virtual stages and passes
+   * every chunk in each triax_step_request. */
+  int32_t (*model_chunks)(triax_engine* engine);
 } triax_engine_vtable;
 
 /* ---- optimizers ----------------------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "triax/abi.h"
 #include "triax/host.hpp"
@@ -33,20 +34,27 @@ struct EngineContext {
   static EngineContext from_c(const triax_engine_context& context);
 };
 
-// One optimizer step's worth of work, as the host hands it to the engine.
+// One optimizer step's worth of work, as the host hands it to the engine: one model chunk per
+// pipeline rank, or as many as the engine asked for (see Engine::model_chunks in plugin.hpp).
 class StepRequest {
  public:
-  explicit StepRequest(const triax_step_request& request) : request_(request), model_(request.model) {}
-  const ModelRef& model() const { return model_; }
+  explicit StepRequest(const triax_step_request& request);
+  // This rank's model chunks, in chunk order; chunk c holds virtual stage c x pp_size + pp_rank.
+  const std::vector<ModelRef>& models() const { return models_; }
+  int chunk_count() const { return static_cast<int>(models_.size()); }
+  const ModelRef& model(int chunk = 0) const { return models_.at(static_cast<size_t>(chunk)); }
   int micro_batches() const { return request_.micro_batches; }
   // Inputs of micro-batch `index` (0-based, in order).
   StageInput micro_batch(int index) const;
-  // To call after the backward of micro-batch `index`.
-  void after_backward(int index) const;
+  // To call after the backward of micro-batch `index` through chunk `chunk`: the host folds that
+  // chunk's gradients (and may start reducing them after the last micro-batch).
+  void after_backward(int chunk, int index) const;
+  void after_backward(int index) const { after_backward(0, index); }
 
  private:
   const triax_step_request& request_;
-  ModelRef model_;
+  std::vector<ModelRef> models_;
+  bool chunk_hook_ = false;  // the host gave after_chunk_backward (ABI 1.3)
 };
 
 struct StepResult {

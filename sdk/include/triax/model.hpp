@@ -34,7 +34,12 @@ struct ModelContext {
   // holds different experts, the edp group copies of the same ones.
   int ep_rank = 0, ep_size = 1;
   int edp_rank = 0, edp_size = 1;
-  int first_block = 0, last_block = 0;  // this rank's blocks: [first_block, last_block)
+  int first_block = 0, last_block = 0;  // this instance's blocks: [first_block, last_block)
+  // This instance is model chunk chunk_index of chunk_count on its pipeline rank and holds
+  // virtual stage virtual_stage of virtual_stage_count (= pp_size x chunk_count; chunk c of rank
+  // r is virtual stage c x pp_size + r). One chunk: 0, 1, pp_rank, pp_size.
+  int chunk_index = 0, chunk_count = 1;
+  int virtual_stage = 0, virtual_stage_count = 1;
   c10::Device device = c10::Device(c10::kCPU);
   c10::ScalarType dtype = c10::kFloat;
   uint64_t seed = 42;
@@ -51,8 +56,9 @@ struct ModelContext {
   }
 
   bool holds_block(int block) const { return block >= first_block && block < last_block; }
-  bool is_first_stage() const { return pp_rank == 0; }
-  bool is_last_stage() const { return pp_rank == pp_size - 1; }
+  // The first virtual stage embeds the tokens, the last computes the loss.
+  bool is_first_stage() const { return virtual_stage == 0; }
+  bool is_last_stage() const { return virtual_stage == virtual_stage_count - 1; }
 
   static ModelContext from_c(const triax_model_context& context);
 };
@@ -63,6 +69,11 @@ struct StageInput {
   at::Tensor label_mask;  // [batch, seq] float or undefined (every token counts)
   at::Tensor hidden_in;   // previous stage's hidden_out; undefined on the first stage
   bool want_logits = false;  // the last stage also returns its logits (evaluation, export checks)
+  // Every tensor the previous stage sent, hidden_in first; may be left empty when hidden_in is all.
+  std::vector<at::Tensor> boundary_in;
+
+  // What crossed the boundary: boundary_in, or hidden_in alone.
+  std::vector<at::Tensor> boundary() const;
 };
 
 struct StageOutput {
@@ -73,6 +84,13 @@ struct StageOutput {
   // Named auxiliary losses of this stage (already weighted, added for backward, logged by name);
   // every name must be one of the model's aux_loss_names().
   std::map<std::string, at::Tensor> aux_losses;
+
+  // Every tensor for the next stage, hidden_out first (at most TRIAX_MAX_BOUNDARY_TENSORS), such as a
+  // residual kept in fp32 beside the hidden state; may be left empty when hidden_out is all.
+  std::vector<at::Tensor> boundary_out;
+
+  // What goes to the next stage: boundary_out, or hidden_out alone (empty on the last stage).
+  std::vector<at::Tensor> boundary() const;
 };
 
 class Model : public torch::nn::Module {

@@ -29,11 +29,23 @@ struct StageBlocks {
 std::vector<StageBlocks> partition_pipeline_blocks(const std::vector<double>& costs, int pp_size,
                                                    const std::optional<std::vector<int>>& blocks_per_stage = {});
 
+// For engines that hold several model chunks per pipeline rank (triax_engine_vtable.model_chunks):
+// the blocks cut into pp_size x chunk_count contiguous runs, the virtual stages, in order; chunk c
+// of pipeline rank r holds run c * pp_size + r. Balanced like partition_pipeline_blocks, or
+// `blocks_per_stage` (pp_size x chunk_count counts, in virtual stage order). With one chunk it is
+// partition_pipeline_blocks. Throws triax::ConfigError naming the key when it cannot be met.
+std::vector<StageBlocks> partition_virtual_stages(const std::vector<double>& costs, int pp_size, int chunk_count,
+                                                  const std::optional<std::vector<int>>& blocks_per_stage = {});
+
 // The blocks with their ranks.
 std::vector<PipelineBlock> assign_pipeline_blocks(const std::vector<double>& costs,
                                                   const std::vector<StageBlocks>& stages);
 
 // "rank 0: blocks [0, 3) 48% of the compute, rank 1: ...", for the start-up log.
 std::string describe_pipeline(const std::vector<double>& costs, const std::vector<StageBlocks>& stages);
+// "rank 0: chunk 0 blocks [0, 2), chunk 1 blocks [4, 5) 52% of the compute; rank 1: ...", for
+// virtual stages (describe_pipeline when there is one chunk per rank).
+std::string describe_virtual_stages(const std::vector<double>& costs, const std::vector<StageBlocks>& stages,
+                                    int pp_size);
 
 }  // namespace triax

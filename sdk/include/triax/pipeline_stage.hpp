@@ -1,12 +1,14 @@
 // What one pipeline rank does with one micro-batch, for engine plugins: receive the previous
 // stage's activations, run this rank's blocks, send the result on; in backward, receive the
 // gradient of what was sent, backpropagate, send the gradient of what was received. An engine
-// is then only a schedule: the order in which it calls forward() and backward().
+// is then only a schedule: the order in which it calls forward() and backward() (per model
+// chunk, when it asked for several).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "triax/aux_losses.hpp"
@@ -21,55 +23,84 @@ struct TensorPointer {
   bool valid() const { return pp_rank >= 0; }
 };
 
-// Point-to-point transfers of activations and their gradients over the pipeline group.
-// Activations travel with a small header (dtype and shape), so the receiver needs no
-// knowledge of the sender's shapes; a gradient has the shape of the activation it belongs to.
+// Point-to-point transfers of what crosses a pipeline boundary (one or more tensors) and of
+// their gradients, over the pipeline group. Activations travel after one small header (their
+// count, dtypes and shapes), so the receiver needs no knowledge of the sender's shapes; each
+// floating-point activation's gradient comes back shaped like it.
 class PipelineChannel {
  public:
   explicit PipelineChannel(Host host) : host_(host) {}
-  void send_activation(const at::Tensor& activation, TensorPointer to) const;
-  at::Tensor receive_activation(TensorPointer from, c10::Device device) const;
-  void send_gradient(const at::Tensor& gradient, TensorPointer to) const;
-  // Fills a gradient shaped like `activation`.
-  at::Tensor receive_gradient(const at::Tensor& activation, TensorPointer from) const;
+  void send_activations(const std::vector<at::Tensor>& activations, TensorPointer to) const;
+  std::vector<at::Tensor> receive_activations(TensorPointer from, c10::Device device) const;
+  // `gradients` follow the floating-point entries of the activations they belong to.
+  void send_gradients(const std::vector<at::Tensor>& gradients, TensorPointer to) const;
+  std::vector<at::Tensor> receive_gradients(const std::vector<at::Tensor>& activations, TensorPointer from) const;
 
  private:
   Host host_;
 };
 
+// One pipeline rank's model chunks (one, unless the engine asked for more): chunk c is virtual
+// stage v = c x pp_size + pp_rank; it receives from virtual stage v - 1 (pipeline rank
+// pp_rank - 1, or the last rank's chunk c - 1 when pp_rank is 0) and sends to v + 1.
 class PipelineStage {
  public:
   PipelineStage(const EngineContext& context, const StepRequest& request);
 
-  bool is_first() const { return !previous_.valid(); }
-  bool is_last() const { return !next_.valid(); }
+  int chunk_count() const { return request_.chunk_count(); }
+  bool is_first(int chunk = 0) const { return virtual_stage(chunk) == 0; }
+  bool is_last(int chunk = 0) const { return virtual_stage(chunk) == virtual_stage_count() - 1; }
 
-  // Forward of micro-batch `index`; keeps its graph alive until backward(index).
-  void forward(int index);
-  // Backward of micro-batch `index` (forwarded before), then the host's after_backward hook.
-  void backward(int index);
+  // Forward of micro-batch `index` through `chunk`: receive the previous stage's output, run the
+  // chunk, send the result on; keeps the graph alive until backward(chunk, index).
+  void forward(int chunk, int index);
+  void forward(int index) { forward(0, index); }
+  // Backward of micro-batch `index` through `chunk` (forwarded before): receive the gradient of
+  // what was sent, backpropagate, call the host's after_backward hook for the chunk, send the
+  // gradient of what was received.
+  void backward(int chunk, int index);
+  void backward(int index) { backward(0, index); }
 
-  // Micro-batches forwarded but not yet backpropagated, now and at most so far: measured
-  // from the graphs this stage holds.
+  // The parts of forward() and backward(), for engines that place the transfers themselves
+  // (each transfer only where there is a peer: the receives before the run, the sends after).
+  void receive_input(int chunk, int index);
+  void run_forward(int chunk, int index);
+  void send_output(int chunk, int index);
+  void receive_output_gradient(int chunk, int index);
+  void run_backward(int chunk, int index);
+  void send_input_gradient(int chunk, int index);
+
+  // (chunk, micro-batch) pairs forwarded but not yet backpropagated, now and at most so far:
+  // measured from the graphs this rank holds.
   int live_micro_batches() const { return static_cast<int>(live_.size()); }
   int peak_live_micro_batches() const { return peak_live_; }
 
-  // The step's result once every micro-batch went both ways: the mean LM loss on the last
-  // stage, the mean auxiliary loss of this stage's blocks where they have one.
+  // The step's result once every micro-batch went both ways through every chunk: the mean LM
+  // loss on the last virtual stage, the mean auxiliary loss of this rank's blocks where they have one.
   StepResult finish();
 
  private:
+  using Key = std::pair<int, int>;  // (chunk, micro-batch)
   struct InFlight {
-    at::Tensor hidden_in;   // received activation (requires grad), not on the first stage
-    at::Tensor hidden_out;  // sent activation, not on the last stage
-    at::Tensor objective;   // (loss on the last stage + aux loss) / micro-batch count, or undefined
+    std::vector<at::Tensor> boundary_in;   // received (leaves of this graph), not on the first stage
+    std::vector<at::Tensor> boundary_out;  // sent on, not on the last stage
+    at::Tensor objective;                  // (loss on the last stage + aux loss) / micro-batch count, or undefined
   };
 
+  int virtual_stage(int chunk) const;
+  int virtual_stage_count() const { return pp_size_ * chunk_count(); }
+  TensorPointer previous(int chunk) const;  // pipeline rank of virtual stage - 1
+  TensorPointer next(int chunk) const;      // pipeline rank of virtual stage + 1
+
   const StepRequest& request_;
+  int pp_rank_, pp_size_;
   c10::Device device_;
   PipelineChannel channel_;
-  TensorPointer previous_, next_;
-  std::map<int, InFlight> live_;
+  std::map<Key, StageInput> inputs_;                         // received, not yet forwarded
+  std::map<Key, InFlight> live_;                             // forwarded, not yet backpropagated
+  std::map<Key, std::vector<at::Tensor>> outputs_;           // forwarded, not yet sent
+  std::map<Key, std::vector<at::Tensor>> output_gradients_;  // received, not yet backpropagated
+  std::map<Key, std::vector<at::Tensor>> input_gradients_;   // backpropagated, not yet sent
   int peak_live_ = 0;
   std::vector<at::Tensor> losses_;
   AuxiliaryLosses aux_losses_;

@@ -14,7 +14,8 @@
 //   static int64_t vocab_size(triax::ConfigReader& model_config);
 //   static triax::HfMapping hf_mapping();                              (triax/hf_mapping.hpp)
 //
-// Engines provide `static std::unique_ptr<E> create(const triax::EngineContext&)`; optimizers
+// Engines provide `static std::unique_ptr<E> create(const triax::EngineContext&)`, and may provide
+// `int model_chunks() const` to ask for that many model chunks per pipeline rank; optimizers
 // `static std::unique_ptr<O> create(const triax::OptimizerContext&, std::vector<triax::OptimizerParam>)`.
 // The macro emits the library's one exported C function; every call into the plugin goes
 // through adapters that turn exceptions into a status and a message.
@@ -27,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "triax/abi.h"
@@ -228,6 +230,12 @@ std::vector<OptimizerParam> optimizer_params_from_c(const triax_optimizer_param*
 // Each parameter's gradient group from context.gradient_groups (ABI 1.3; dp without it).
 void apply_gradient_groups(const triax_optimizer_context& context, std::vector<OptimizerParam>& params);
 
+// Whether engine class E asks for model chunks (`int model_chunks() const`).
+template <class E, class = void>
+struct asks_for_model_chunks : std::false_type {};
+template <class E>
+struct asks_for_model_chunks<E, std::void_t<decltype(std::declval<const E&>().model_chunks())>> : std::true_type {};
+
 template <class E>
 struct EngineAdapter {
   static triax_status create(const triax_engine_context* context, triax_engine** out, triax_error* error) {
@@ -245,12 +253,21 @@ struct EngineAdapter {
       step_result_to_c(std::move(step), result);
     });
   }
+  // A count below 1 tells the host that the engine failed to answer.
+  static int32_t model_chunks(triax_engine* handle) {
+    try {
+      return static_cast<int32_t>(static_cast<const E*>(reinterpret_cast<Engine*>(handle))->model_chunks());
+    } catch (...) {
+      return -1;
+    }
+  }
   static triax_engine_vtable make_vtable() {
     triax_engine_vtable table{};
     table.struct_size = sizeof(triax_engine_vtable);
     table.create = create;
     table.destroy = destroy;
     table.train_step = train_step;
+    if constexpr (asks_for_model_chunks<E>::value) table.model_chunks = model_chunks;
     return table;
   }
   static const triax_engine_vtable* vtable() {

@@ -50,7 +50,10 @@ struct ParallelismConfig {
   bool tp_recompute_allgather = true;  // REDUCE_SCATTER: all-gather the input again in backward
   std::string comm_backend = "auto";   // triax: auto | mpi | nccl
   double comm_timeout_seconds = 300;   // triax: a peer silent this long fails the run, naming it
-  // triax: blocks (embedding, each layer, head) per pipeline rank; default: balanced by cost
+  // triax: model chunks per pipeline rank for engines that interleave them (interleaved_1f1b)
+  int64_t pp_chunks_per_rank = 1;
+  // triax: blocks (embedding, each layer, head) per virtual stage (pp x pp_chunks_per_rank of
+  // them; one per pipeline rank with one chunk); default: balanced by cost
   std::optional<std::vector<int64_t>> pp_blocks_per_stage;
   YAML::Node section;                  // the whole section as read, for the engine plugin
 };

@@ -21,8 +21,10 @@
 // parameters see each gradient become final and start a bucket's collective as soon as all its
 // members are, in bucket order (the same on every rank of a group); reduce_over_data_parallel
 // then starts the rest (buckets with a gradient still to come, or summed over pipeline stages
-// after the backward) and waits for all. The result is the same, bit for bit, as reducing after
-// the backward.
+// after the backward) and waits for all. With several model chunks per pipeline rank (interleaved
+// engines), each parameter's gradient is final after the last micro-batch's backward through its
+// own chunk (set_parameter_chunks). The result is the same, bit for bit, as reducing after the
+// backward.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -63,10 +65,15 @@ class DataParallelGradients {
   // stages), so its bucket starts in reduce_over_data_parallel.
   void overlap_with_backward(std::function<at::Tensor(size_t)> final_gradient, std::vector<bool> summed_after_backward,
                              Communicator& communicator);
-  // Before a step's first micro-batch; then after each micro-batch's backward. The hooks act
-  // during the backward of micro-batch `micro_batches - 1` (the engine's last on every stage).
+  // Which model chunk holds each parameter, when the engine runs several per pipeline rank (all
+  // chunk 0 until called). A parameter's gradient is final after the last micro-batch's
+  // backward through its own chunk.
+  void set_parameter_chunks(std::vector<int> chunk_of_parameter, int chunk_count);
+  // Before a step's first micro-batch; then after each micro-batch's backward through `chunk`.
+  // The hooks act during the backward of micro-batch `micro_batches - 1` through each chunk (the
+  // engine's last there).
   void begin_step(int64_t micro_batches);
-  void after_backward();
+  void after_backward(int chunk = 0);
   // Called by the parameters' hooks: parameter k's gradient of this micro-batch is accumulated.
   void gradient_ready(size_t k);
   // Buckets whose collective started during the latest step's backward.
@@ -116,8 +123,11 @@ class DataParallelGradients {
   Communicator* overlap_communicator_ = nullptr;
   std::vector<bool> held_;      // of each bucket: starts only after the backward
   std::vector<int> bucket_of_;  // of each parameter; -1 for empty ones
-  bool armed_ = false;          // during the last micro-batch's backward
-  int64_t micro_batches_ = 0, backwards_done_ = 0;
+  std::vector<int> chunk_of_;   // of each parameter; empty: all in chunk 0
+  int chunk_count_ = 1;
+  std::vector<bool> armed_;              // of each chunk: during its last micro-batch's backward
+  std::vector<int64_t> backwards_done_;  // of each chunk, this step
+  int64_t micro_batches_ = 0;
   std::vector<bool> ready_;      // of each parameter, this step
   std::vector<size_t> arrived_;  // of each bucket: members ready
   size_t next_bucket_ = 0;       // buckets before it have started

@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "triax/parameter.hpp"
@@ -19,8 +20,9 @@ class GradientAccumulator {
 
   // Before the first micro-batch of a step.
   void zero();
-  // After each micro-batch's backward: folds parameter gradients into the fp32 buffers.
-  void after_backward();
+  // After each micro-batch's backward: folds parameter gradients into the fp32 buffers; only
+  // those of parameters [first, end) after a backward through one model chunk.
+  void after_backward(size_t first = 0, size_t end = SIZE_MAX);
   // fp32 gradients, one per parameter (zeros for parameters that received none).
   const std::vector<at::Tensor>& gradients();
   // Parameter i's entry of gradients(), once its last micro-batch's gradient has arrived (possibly

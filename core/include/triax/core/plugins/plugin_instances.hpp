@@ -102,6 +102,8 @@ class EngineInstance {
     std::vector<at::Tensor> aux_losses;
   };
   Result train_step(const triax_step_request& request);
+  // Model chunks the engine wants per pipeline rank (triax_engine_vtable.model_chunks; 1 without it).
+  int model_chunks() const;
   const std::string& name() const { return name_; }
 
  private:
