@@ -209,7 +209,7 @@ TEST(DataParallelGradients, OverlapWithModelChunksStartsEachChunkAfterItsLastBac
       auto params = make_parameters(kShapes);
       for (NamedParameter& p : params) p.tensor.requires_grad_(true);
       GradientAccumulator accumulator(params, true);
-      DataParallelGradients reduction(params, sharding, kOneParameterPerBucket, rank, dp, all_counted(params.size()));
+      DataParallelGradients reduction(params, sharding, kOneParameterPerBucket, {rank, dp}, all_counted(params.size()));
       reduction.set_parameter_chunks({0, 0, 0, 1, 1, 1}, 2);
       if (overlap)
         reduction.overlap_with_backward([&](size_t k) { return accumulator.final_gradient(k); },

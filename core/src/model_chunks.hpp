@@ -42,6 +42,7 @@ class ModelChunks {
   double flops_per_token(int64_t sequence_length) const { return chunks_.front()->flops_per_token(sequence_length); }
   int64_t total_parameters() const { return chunks_.front()->total_parameters(); }
   std::string resolved_config() const { return chunks_.front()->resolved_config(); }
+  std::vector<std::string> aux_loss_names() const { return chunks_.front()->aux_loss_names(); }
   void set_training(bool training);
 
  private:
