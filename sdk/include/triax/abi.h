@@ -26,7 +26,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -221,11 +220,11 @@ typedef struct triax_parameter_info {
    * vocabulary padded to a multiple of tp) are padding, which checkpoints and exports leave out,
    * so that a checkpoint loads at another tp. All zero means global_shape. */
   int64_t unpadded_shape[TRIAX_MAX_TENSOR_DIMS];
-  /* since 1.3: the group this parameter's gradient is averaged over, TRIAX_GROUP_DP (dense
-   * parameters) or TRIAX_GROUP_EDP (expert shards, sharded over TRIAX_GROUP_EP through
-   * global_shape/shard_offset). The ranks of that group hold identical copies, its replica set:
-   * the one of them with group rank 0 counts the copy in the gradient norm and saves it. 0 (or a
-   * struct too short to hold it) means TRIAX_GROUP_DP. */
+  /* since 1.3: the group this parameter's gradient is reduced over: TRIAX_GROUP_DP (dense) or
+   * TRIAX_GROUP_EDP (expert shards, sharded over TRIAX_GROUP_EP by global_shape/shard_offset;
+   * their gradient arrives summed over ep, so the host sums over edp and divides by dp). The
+   * group's ranks hold identical copies, its replica set: its rank 0 counts the copy in the
+   * gradient norm and saves it. 0, or a struct too short to hold it, means TRIAX_GROUP_DP. */
   int32_t gradient_group;
 } triax_parameter_info;
 
