@@ -1,8 +1,5 @@
 #include "triax/interop/hf_folder.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -13,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "triax/durable_file.hpp"
 #include "triax/error.hpp"
 
 namespace triax::interop {
@@ -34,30 +32,6 @@ Json parse_json_file(const std::string& path) {
   }
 }
 
-void write_text_file(const fs::path& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error(path.string() + ": cannot create: " + std::strerror(errno));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int saved = errno;
-      ::close(fd);
-      throw Error(path.string() + ": cannot write: " + std::strerror(saved));
-    }
-    done += static_cast<size_t>(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  if (::close(fd) != 0 || !synced) throw Error(path.string() + ": cannot write: " + std::strerror(errno));
-}
-
-void fsync_folder(const fs::path& folder) {
-  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
 
 // Entries in order, grouped into files of at most max_shard_bytes each (a tensor larger than that
 // gets a file of its own, as transformers does).
@@ -227,8 +201,8 @@ void write_hf_folder(const std::string& folder, const HfFolderContents& contents
   const fs::path temporary(pattern);
 
   try {
-    write_text_file(temporary / kHfConfigFile, contents.config_json);
-    write_text_file(temporary / "generation_config.json", contents.generation_config_json);
+    write_file_durably(temporary / kHfConfigFile, contents.config_json);
+    write_file_durably(temporary / "generation_config.json", contents.generation_config_json);
     int64_t total_bytes = 0;
     const auto shards = plan_shards(contents.tensors, contents.max_shard_bytes, total_bytes);
     Json weight_map = Json::object();
@@ -244,12 +218,10 @@ void write_hf_folder(const std::string& folder, const HfFolderContents& contents
     }
     if (shards.size() > 1) {
       const Json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
-      write_text_file(temporary / kIndexFile, index.dump(2) + "\n");
+      write_file_durably(temporary / kIndexFile, index.dump(2) + "\n");
     }
-    fsync_folder(temporary);
-    if (::rename(temporary.c_str(), target.c_str()) != 0)
-      fail("cannot rename " + temporary.string() + " into place: " + std::strerror(errno));
-    fsync_folder(parent);
+    sync_path(temporary);
+    rename_durably(temporary, target);
   } catch (...) {
     fs::remove_all(temporary, ec);
     throw;
