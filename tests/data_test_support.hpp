@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "error_of.hpp"
+
 namespace triax::data::test {
 
 namespace fs = std::filesystem;
@@ -61,14 +63,6 @@ inline std::vector<uint32_t> iota_tokens(size_t count, uint32_t start = 0) {
   return tokens;
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using triax::test::error_of;
 
 }  // namespace triax::data::test

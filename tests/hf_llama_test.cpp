@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "error_of.hpp"
 #include "llama_config.hpp"
 #include "llama_model.hpp"
 #include "triax/config_reader.hpp"
@@ -43,15 +44,7 @@ std::string resolved(const std::string& yaml) {
   return triax::to_yaml_text(reader.resolved());
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const triax::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using triax::test::error_of;
 
 class HfLlamaTest : public ::testing::Test {
  protected:
@@ -89,7 +82,7 @@ class HfLlamaTest : public ::testing::Test {
   std::string config_json_refusal(const std::function<void(Json&)>& edit) {
     Json config = Json::parse(mapping_->config_to_hf(tiny_yaml(false), "float32").first);
     edit(config);
-    return error_of([&] { mapping_->config_from_hf(config.dump(), "/x/config.json"); });
+    return error_of<triax::Error>([&] { mapping_->config_from_hf(config.dump(), "/x/config.json"); });
   }
 
   static triax::PluginRegistry* registry_;
@@ -141,7 +134,7 @@ TEST_F(HfLlamaTest, ModelConfigRoundTripsThroughConfigJson) {
 
 TEST_F(HfLlamaTest, ModelConfigRefusalsNameTheKey) {
   auto refused = [](const std::string& extra) {
-    return error_of([&] { mapping_->config_to_hf(tiny_yaml(false) + extra, "float32"); });
+    return error_of<triax::Error>([&] { mapping_->config_to_hf(tiny_yaml(false) + extra, "float32"); });
   };
   EXPECT_NE(refused("rope_interleaved: true\n").find("model.model_config.rope_interleaved"), std::string::npos);
   EXPECT_NE(refused("mystery: 1\n").find("model.model_config.mystery: unknown key"), std::string::npos);
@@ -231,7 +224,7 @@ TEST_F(HfLlamaTest, FailedExportsLeaveNothingBehind) {
   const fs::path target = root_ / "export";
   auto refused = [&](std::map<std::string, at::Tensor> weights, at::ScalarType dtype = at::kFloat,
                      int64_t shard_bytes = 1 << 30) {
-    return error_of([&] { write(yaml, weights, target, dtype, shard_bytes); });
+    return error_of<triax::Error>([&] { write(yaml, weights, target, dtype, shard_bytes); });
   };
   const std::string q = "model.layers.1.self_attn.q_proj.weight";
   auto weights = random_weights(yaml);
@@ -264,7 +257,7 @@ TEST_F(HfLlamaTest, FailedExportsLeaveNothingBehind) {
 
 TEST_F(HfLlamaTest, FoldersWithoutUsableWeightsAreRefused) {
   auto read_error = [&](const fs::path& folder) {
-    return error_of([&] { triax::checkpoint::read_hf_model(*registry_, folder.string()); });
+    return error_of<triax::Error>([&] { triax::checkpoint::read_hf_model(*registry_, folder.string()); });
   };
   EXPECT_NE(read_error(root_ / "absent").find("not a folder"), std::string::npos);
   const fs::path folder = root_ / "model";

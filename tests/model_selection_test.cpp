@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "error_of.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
 #include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/error.hpp"
@@ -20,15 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const triax::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using triax::test::error_of;
 
 const char* kTinyLlama =
     "{is_llama_config: true, hidden_size: 16, num_attention_heads: 4, num_key_value_heads: 2, "
@@ -76,7 +69,7 @@ TEST_F(ModelSelectionTest, TheMarkerKeyChoosesThePlugin) {
 
 TEST_F(ModelSelectionTest, NoMatchingMarkerListsThePluginsAndTheirMarkers) {
   for (const char* config : {"{hidden_size: 3}", "{is_b_config: true}", "{is_a_config: false}"}) {
-    const std::string message = error_of([&] { by_marker(config); });
+    const std::string message = error_of<triax::Error>([&] { by_marker(config); });
     EXPECT_NE(message.find("run.yaml: model.plugin: not given, and model.model_config holds no model plugin's marker"),
               std::string::npos)
         << message;
@@ -87,17 +80,17 @@ TEST_F(ModelSelectionTest, NoMatchingMarkerListsThePluginsAndTheirMarkers) {
 }
 
 TEST_F(ModelSelectionTest, TwoMatchingMarkersAreRefused) {
-  const std::string message = error_of([] { by_marker("{is_a_config: true, is_llama_config: true}"); });
+  const std::string message = error_of<triax::Error>([] { by_marker("{is_a_config: true, is_llama_config: true}"); });
   EXPECT_NE(message.find("holds the markers of several model plugins ("), std::string::npos) << message;
   EXPECT_NE(message.find("marker_a"), std::string::npos) << message;
   EXPECT_NE(message.find("llama"), std::string::npos) << message;
 }
 
 TEST_F(ModelSelectionTest, APluginWithoutAMappingIsRefusedForConversion) {
-  std::string message = error_of([] { triax::ModelHfMapping(*registry_, "marker_a"); });
+  std::string message = error_of<triax::Error>([] { triax::ModelHfMapping(*registry_, "marker_a"); });
   EXPECT_NE(message.find("model plugin 'marker_a'"), std::string::npos) << message;
   EXPECT_NE(message.find("has no Hugging Face mapping"), std::string::npos) << message;
-  message = error_of([&] {
+  message = error_of<triax::Error>([&] {
     triax::checkpoint::write_hf_model(*registry_, "abi_1_2_model", "{}", {}, at::kFloat, 1 << 30,
                                       (root_ / "out").string());
   });
@@ -111,8 +104,9 @@ TEST_F(ModelSelectionTest, AnArchitectureNoPluginReadsIsRefused) {
   EXPECT_EQ(triax::checkpoint::read_hf_model(*registry_, folder).plugin, "llama");
   std::ofstream(fs::path(folder) / "config.json") << R"({"architectures": ["MambaForCausalLM"]})";
   for (const std::string& message :
-       {error_of([&] { triax::checkpoint::read_hf_model(*registry_, folder); }),
-        error_of([&] { triax::checkpoint::import_from_hf(*registry_, folder, (root_ / "ckpt").string()); })}) {
+       {error_of<triax::Error>([&] { triax::checkpoint::read_hf_model(*registry_, folder); }),
+        error_of<triax::Error>(
+            [&] { triax::checkpoint::import_from_hf(*registry_, folder, (root_ / "ckpt").string()); })}) {
     EXPECT_NE(message.find(folder + "/config.json: architectures [MambaForCausalLM]: no model plugin reads"),
               std::string::npos)
         << message;
@@ -142,7 +136,7 @@ TEST_F(ModelSelectionTest, AHuggingFaceFolderBringsPluginAndModelConfig) {
                  "}}\ntokens: {sequence_length: 16, train_steps: 1, micro_batch_size: 1, "
                  "batch_accumulation_per_replica: 1}\noptimizer: {learning_rate_scheduler: {learning_rate: 0.001}}\n"),
       "run.yaml");
-  const std::string message = error_of([&] { triax::resolve_model_section(missing, *registry_); });
+  const std::string message = error_of<triax::Error>([&] { triax::resolve_model_section(missing, *registry_); });
   EXPECT_NE(message.find("run.yaml: model.model_config: required key is missing"), std::string::npos) << message;
 }
 

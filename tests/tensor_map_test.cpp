@@ -9,6 +9,7 @@
 
 #include <filesystem>
 
+#include "error_of.hpp"
 #include "triax/error.hpp"
 
 namespace fs = std::filesystem;
@@ -18,15 +19,7 @@ using triax::interop::TensorMap;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const triax::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using triax::test::error_of;
 
 // A fused qkv [6, 2] from q [2, 2] and kv [4, 2]; 3 experts [3, 2, 2]; a norm; a tied head alias.
 std::vector<HfTensorRule> rules() {
@@ -109,7 +102,7 @@ TEST_F(TensorMapTest, IgnoredOptionalAndTiedTensors) {
 
   hf.back().second = parameters_["embed"] + 1;
   const std::string folder = folder_with(hf);
-  const std::string message = error_of([&] { map.read(HfWeights(folder), "config.json"); });
+  const std::string message = error_of<triax::Error>([&] { map.read(HfWeights(folder), "config.json"); });
   EXPECT_NE(message.find(folder + "/model.safetensors: tensor 'lm_head.weight' differs from the parameter 'embed'"),
             std::string::npos)
       << message;
@@ -125,7 +118,8 @@ TEST_F(TensorMapTest, ReadRefusalsNameTheFileAndTheTensor) {
   const TensorMap map(rules(), "test plugin");
   auto refused = [&](std::vector<std::pair<std::string, at::Tensor>> hf) {
     const std::string folder = folder_with(hf);
-    return std::make_pair(folder + "/model.safetensors", error_of([&] { map.read(HfWeights(folder), "cfg.json"); }));
+    return std::make_pair(folder + "/model.safetensors",
+                          error_of<triax::Error>([&] { map.read(HfWeights(folder), "cfg.json"); }));
   };
   auto hf = written(map);
   hf.erase(hf.begin() + 3);  // moe.e1
@@ -154,22 +148,24 @@ TEST_F(TensorMapTest, WriteRefusalsNameTheTensor) {
   const TensorMap map(rules(), "test plugin");
   auto parameters = parameters_;
   parameters["attn.qkv"] = at::zeros({5, 2});
-  std::string message = error_of([&] { map.write(parameters, at::kFloat, "out"); });
+  std::string message = error_of<triax::Error>([&] { map.write(parameters, at::kFloat, "out"); });
   EXPECT_NE(message.find("out: tensor 'attn.qkv' has shape [5, 2], but test plugin's tensor map implies [6, 2]"),
             std::string::npos)
       << message;
   parameters = parameters_;
   parameters.erase("norm.weight");
-  message = error_of([&] { map.write(parameters, at::kFloat, "out"); });
+  message = error_of<triax::Error>([&] { map.write(parameters, at::kFloat, "out"); });
   EXPECT_NE(message.find("out: tensor 'norm.weight' is missing"), std::string::npos) << message;
   parameters = parameters_;
   parameters["other"] = at::zeros({1});
-  message = error_of([&] { map.write(parameters, at::kFloat, "out"); });
+  message = error_of<triax::Error>([&] { map.write(parameters, at::kFloat, "out"); });
   EXPECT_NE(message.find("out: unexpected tensor 'other'"), std::string::npos) << message;
 }
 
 TEST_F(TensorMapTest, MalformedRulesAreRefusedNamingTheOwner) {
-  auto refused = [](HfTensorRule rule) { return error_of([&] { TensorMap({rule}, "model plugin 'x'"); }); };
+  auto refused = [](HfTensorRule rule) {
+    return error_of<triax::Error>([&] { TensorMap({rule}, "model plugin 'x'"); });
+  };
   EXPECT_NE(refused(HfTensorRule::concat("p", {6, 2}, 0, {"a", "b"}, {2, 3})).find("model plugin 'x'"),
             std::string::npos);
   EXPECT_NE(refused(HfTensorRule::concat("p", {6, 2}, 0, {"a", "b"}, {2, 3})).find("do not add up"), std::string::npos);
@@ -177,7 +173,7 @@ TEST_F(TensorMapTest, MalformedRulesAreRefusedNamingTheOwner) {
             std::string::npos);
   EXPECT_NE(refused(HfTensorRule::concat("p", {6, 2}, 2, {"a"}, {6})).find("dim 2 outside the shape"),
             std::string::npos);
-  const std::string twice = error_of([] {
+  const std::string twice = error_of<triax::Error>([] {
     TensorMap({HfTensorRule::rename("p", {1}, "a"), HfTensorRule::rename("q", {1}, "a")}, "x");
   });
   EXPECT_NE(twice.find("claimed by two rules"), std::string::npos) << twice;
