@@ -160,5 +160,43 @@ TEST(MoeGroupedExperts, GroupedGemmEqualsTheLoopOnCpu) {
   EXPECT_EQ(loop[2][1].abs().max().item<double>(), 0.0);  // the expert without rows: a zero gradient
 }
 
+// Generation through the cache: a prefix, then one token at a time, gives the logits of one full
+// forward over the whole sequence (a dense layer, a MoE layer with a shared expert).
+TEST(MoeModel, CachedIncrementalLogitsEqualTheFullForward) {
+  ConfigReader reader = ConfigReader::from_text(
+      std::string(kTiny) + "moe_config: {num_experts: 4, top_k: 2, layers: [1], moe_intermediate_size: 8, "
+                           "enable_shared_expert: true, shared_expert_intermediate_size: 12}",
+      "model.model_config");
+  ModelContext context;
+  context.last_block = 4;
+  context.seed = 9;
+  context.init_method = YAML::Load("{std: 0.2}");
+  auto model = MoeModel::create(reader, context);
+  model->eval();
+  at::manual_seed(10);
+  const at::Tensor ids = at::randint(32, {2, 10}, at::kLong);
+  at::NoGradGuard no_grad;
+  StageInput full;
+  full.input_ids = ids;
+  full.want_logits = true;
+  const at::Tensor expected = model->forward(full).logits;
+  std::vector<std::unique_ptr<InferenceCache>> caches;
+  std::vector<InferenceCache*> rows;
+  for (int i = 0; i < 2; ++i) {
+    caches.push_back(model->create_cache(16));
+    rows.push_back(caches.back().get());
+  }
+  std::vector<at::Tensor> pieces;
+  for (int64_t start = 0; start < 10; start += start == 0 ? 4 : 1) {
+    StageInput step;
+    step.input_ids = ids.narrow(1, start, start == 0 ? 4 : 1);
+    pieces.push_back(model->forward_cached(rows, step).logits);
+  }
+  const at::Tensor logits = at::cat(pieces, 1);
+  ASSERT_EQ(logits.sizes(), expected.sizes());
+  EXPECT_LT((logits - expected).abs().max().item<double>(), 1e-5);
+  EXPECT_EQ(caches[0]->length(), 10);
+}
+
 }  // namespace
 }  // namespace triax::moe
