@@ -57,7 +57,6 @@ triax_moe_case(dp2_ep2_pp2_afab REFERENCE main RANKS 4 ${DP2} --set parallelism.
 triax_moe_case(dp2_ep2_pp2_1f1b REFERENCE main RANKS 4 ${DP2} --set parallelism.pp=2 --set parallelism.pp_engine=1f1b)
 triax_moe_case(dp2_ep2_tp2_pp2 REFERENCE main RANKS 8 ${DP2} --set parallelism.tp=2 --set parallelism.pp=2
                --set parallelism.pp_engine=1f1b --set parallelism.tp_mode=REDUCE_SCATTER)
-set_tests_properties(moe.dp2_ep2_tp2_pp2 PROPERTIES LABELS "parity;multi_rank;moe;slow")
 
 # Zero tokens: 2 tokens per micro-batch, top-1 of 8 experts over 4 ep ranks: at least two ranks
 # and six experts receive nothing in every MoE layer of every micro-batch. With so few tokens some
