@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The moe plugin's refusals through the command line: each exits 2 naming the key and what was
-# expected, before any training step.
+# expected, before any training step. Then nanotron's marker selecting the plugin.
 #   moe_bad_input_test.sh TRIAX MPIEXEC SOURCE_DIR
 set -uo pipefail
 TRIAX=$1 MPIEXEC=$2 SRC=$3
@@ -38,5 +38,13 @@ expect 1 "parallelism.recompute_layer: not supported by the moe model plugin" --
 # 4 experts over 3 ep ranks.
 expect 3 "$M.num_experts: 4 is not divisible by parallelism.expert_parallel_size (3)" -- \
   --set parallelism.dp=3 --set parallelism.expert_parallel_size=3 --set tokens.batch_accumulation_per_replica=1
+# Without model.plugin, nanotron's Qwen2 marker with a moe_config selects the plugin.
+sed -e '/^  plugin: moe$/d' -e 's/^  model_config:$/  model_config:\n    is_qwen2_config: true/' "$CONFIG" >"$WORK/nanotron.yaml"
+out=$("$TRIAX" train --config "$WORK/nanotron.yaml" --set tokens.train_steps=1 --set "checkpoints.checkpoints_path=$WORK/marker" 2>&1)
+if [[ "$out" != *"model moe:"* || "$out" != *"step 1/1"* ]] || grep -q "plugin: moe" "$WORK/nanotron.yaml"; then
+  echo "FAIL: is_qwen2_config with a moe_config did not select the moe plugin:"
+  echo "$out" | tail -5
+  failures=$((failures + 1))
+fi
 ((failures == 0)) || exit 1
 echo "every refusal exits 2 with its key: ok"
