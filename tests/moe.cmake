@@ -6,8 +6,16 @@
 add_executable(moe_test ${CMAKE_CURRENT_LIST_DIR}/moe_test.cpp ${CMAKE_CURRENT_LIST_DIR}/moe_grouped_gemm_cuda_test.cpp)
 target_link_libraries(moe_test PRIVATE triax_moe_impl GTest::gtest_main)
 triax_use_pch(moe_test)
-gtest_discover_tests(moe_test TEST_FILTER "-*Cuda*" PROPERTIES LABELS "moe")
-gtest_discover_tests(moe_test TEST_FILTER "*Cuda*" TEST_SUFFIX ".gpu" PROPERTIES LABELS "moe;gpu")
+gtest_discover_tests(moe_test TEST_FILTER "-*Cuda*" TEST_LIST moe_test_cpu PROPERTIES LABELS "moe")
+# The *Cuda suite (grouped GEMM against the loop in bf16) skips without a GPU.
+gtest_discover_tests(moe_test TEST_FILTER "*Cuda*" TEST_LIST moe_test_cuda TEST_SUFFIX ".gpu" PROPERTIES LABELS "moe;gpu")
+# The whole parity model in bf16 on one GPU (the grouped GEMM path) follows its fp32 CPU run.
+if(TRIAX_CUDA)
+  add_test(NAME moe.gpu_bf16_follows_cpu_fp32
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/bf16_follows_fp32.sh $<TARGET_FILE:parity_runner>
+                   ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_moe_parity.yaml ${CMAKE_CURRENT_BINARY_DIR}/moe_bf16_follows_fp32)
+  set_tests_properties(moe.gpu_bf16_follows_cpu_fp32 PROPERTIES LABELS "gpu;moe" TIMEOUT 300)
+endif()
 
 add_test(NAME moe.bad_input COMMAND ${CMAKE_CURRENT_LIST_DIR}/moe_bad_input_test.sh $<TARGET_FILE:triax>
                                     ${MPIEXEC_EXECUTABLE} ${CMAKE_SOURCE_DIR})
