@@ -1,0 +1,202 @@
+// The MoE model's Hugging Face mapping: MixtralForCausalLM (no shared expert) and
+// Qwen2MoeForCausalLM (a shared expert with a sigmoid gate). Both store each expert's projections
+// as separate tensors (block_sparse_moe.experts.{j}.w1/w3/w2 in Mixtral, mlp.experts.{j}.
+// gate/up/down_proj in Qwen2-MoE, the layout transformers writes); triax stacks them into one
+// [E, out, in] tensor per projection (STACK rules). Which architecture a model config exports
+// to follows from moe_config.enable_shared_expert.
+#include <nlohmann/json.hpp>
+
+#include "moe_model.hpp"
+
+namespace triax::moe {
+namespace {
+
+using Json = nlohmann::json;
+constexpr const char* kMixtral = "MixtralForCausalLM";
+constexpr const char* kQwen2Moe = "Qwen2MoeForCausalLM";
+
+// Keys config.json and model_config share (the same names), in both directions.
+const std::vector<HfConfigKey> kSharedKeys = {
+    {"bos_token_id", HfValue::TokenId},        {"eos_token_id", HfValue::TokenId},
+    {"pad_token_id", HfValue::TokenId},        {"hidden_act", HfValue::String},
+    {"hidden_size", HfValue::Integer},         {"initializer_range", HfValue::Number},
+    {"intermediate_size", HfValue::Integer},   {"max_position_embeddings", HfValue::Integer},
+    {"num_attention_heads", HfValue::Integer}, {"num_hidden_layers", HfValue::Integer},
+    {"num_key_value_heads", HfValue::Integer}, {"rms_norm_eps", HfValue::Number},
+    {"rope_theta", HfValue::Number},           {"tie_word_embeddings", HfValue::Boolean},
+    {"use_cache", HfValue::Boolean},           {"vocab_size", HfValue::Integer}};
+
+// config.json's moe keys <-> model_config.moe_config's.
+const std::vector<HfConfigKey> kMixtralMoeKeys = {{"num_local_experts", HfValue::Integer, "num_experts"},
+                                                  {"num_experts_per_tok", HfValue::Integer, "top_k"},
+                                                  {"router_aux_loss_coef", HfValue::Number}};
+const std::vector<HfConfigKey> kQwen2MoeKeys = {{"num_experts", HfValue::Integer},
+                                                {"num_experts_per_tok", HfValue::Integer, "top_k"},
+                                                {"moe_intermediate_size", HfValue::Integer},
+                                                {"shared_expert_intermediate_size", HfValue::Integer},
+                                                {"norm_topk_prob", HfValue::Boolean},
+                                                {"router_aux_loss_coef", HfValue::Number}};
+
+bool is_mixtral(ConfigReader& hf) {
+  const std::vector<std::string> found = hf.get<std::vector<std::string>>("architectures", {});
+  return std::find(found.begin(), found.end(), kMixtral) != found.end();
+}
+
+// Plain RoPE only: rope_parameters (transformers 5) or rope_scaling (4) must say "default".
+void read_rope(ConfigReader& hf, YAML::Node& m) {
+  if (std::optional<ConfigReader> parameters = hf.optional_section("rope_parameters")) {
+    const std::string type = parameters->get<std::string>("rope_type", "default");
+    if (type != "default") parameters->fail("rope_type", "'" + type + "' RoPE is not supported by triax's moe");
+    m["rope_theta"] = yaml_number(parameters->required<double>("rope_theta"));
+  }
+  if (std::optional<ConfigReader> scaling = hf.optional_section("rope_scaling")) {
+    const std::string type = scaling->get<std::string>("rope_type", scaling->get<std::string>("type", "default"));
+    if (type != "default") scaling->fail("rope_type", "'" + type + "' RoPE is not supported by triax's moe");
+  }
+}
+
+YAML::Node config_from_hf(ConfigReader& hf) {
+  require_hf_architecture(hf, {kMixtral, kQwen2Moe});
+  const bool mixtral = is_mixtral(hf);
+  require_hf_value(hf, "model_type", mixtral ? "mixtral" : "qwen2_moe", "the architecture and model_type disagree");
+  require_hf_value(hf, "attention_dropout", "0.0", "triax's moe has no attention dropout");
+  YAML::Node m(YAML::NodeType::Map);
+  m["is_qwen2_config"] = true;
+  m["rope_scaling"] = YAML::Node(YAML::NodeType::Null);
+  hf_keys_to_model_config(hf, kSharedKeys, m);
+  read_rope(hf, m);
+  YAML::Node moe(YAML::NodeType::Map);
+  moe["layers"] = std::vector<int64_t>{-1};
+  if (mixtral) {
+    require_hf_value(hf, "router_jitter_noise", "0.0", "router jitter is not implemented");
+    if (hf.optional<int64_t>("sliding_window"))
+      hf.fail("sliding_window", "sliding-window attention is not implemented (null expected)");
+    hf_keys_to_model_config(hf, kMixtralMoeKeys, moe);
+    moe["moe_intermediate_size"] = m["intermediate_size"];
+    moe["enable_shared_expert"] = false;
+    moe["norm_topk_prob"] = true;  // Mixtral always renormalises the top-k gates
+  } else {
+    require_hf_value(hf, "use_sliding_window", "false", "sliding-window attention is not implemented");
+    require_hf_value(hf, "qkv_bias", "false", "triax's moe attention has no q/k/v biases");
+    hf_keys_to_model_config(hf, kQwen2MoeKeys, moe);
+    moe["enable_shared_expert"] = true;
+    const int64_t layers = hf.required<int64_t>("num_hidden_layers");
+    const int64_t step = hf.get<int64_t>("decoder_sparse_step", 1);
+    if (step < 1) hf.fail("decoder_sparse_step", "must be at least 1");
+    const std::vector<int64_t> dense = hf.get<std::vector<int64_t>>("mlp_only_layers", {});
+    std::vector<int64_t> sparse;
+    for (int64_t i = 0; i < layers; ++i)
+      if ((i + 1) % step == 0 && std::find(dense.begin(), dense.end(), i) == dense.end()) sparse.push_back(i);
+    if (static_cast<int64_t>(sparse.size()) != layers) moe["layers"] = sparse;
+    if (sparse.empty()) hf.fail("mlp_only_layers", "leaves no MoE layer: load it with the llama plugin");
+  }
+  m["moe_config"] = moe;
+  // The reader's refusals name config.json and the key.
+  ConfigReader check(m, "", "config.json");
+  const MoeConfig config = MoeConfig::read(check);
+  if (std::optional<int64_t> head_dim = hf.optional<int64_t>("head_dim"); head_dim && *head_dim != config.head_dim())
+    hf.fail("head_dim", std::to_string(*head_dim) + " is not supported: triax's moe needs hidden_size / " +
+                            "num_attention_heads = " + std::to_string(config.head_dim()));
+  return m;
+}
+
+std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
+  const MoeConfig c = MoeConfig::read(model_config);
+  const bool mixtral = !c.moe.enable_shared_expert;
+  auto refuse = [&](const std::string& key, const std::string& why) { model_config.fail(key, why); };
+  if (c.attention_bias) refuse("attention_bias", "true cannot be exported: Mixtral and Qwen2-MoE have no o_proj bias");
+  if (c.rope_scaling) refuse("rope_scaling", "scaled RoPE is not exported for MoE models");
+  Json json = {{"architectures", Json::array({mixtral ? kMixtral : kQwen2Moe})},
+               {"model_type", mixtral ? "mixtral" : "qwen2_moe"},
+               {"attention_dropout", 0.0},
+               {"head_dim", c.head_dim()},
+               {"torch_dtype", dtype},
+               {"rope_scaling", nullptr}};
+  model_config_keys_to_hf(model_config.resolved(), kSharedKeys, json);
+  const YAML::Node moe = model_config.resolved()["moe_config"];
+  if (mixtral) {
+    const bool every_layer = c.moe_layer_count() == c.num_hidden_layers;
+    if (!every_layer) refuse("moe_config.layers", "Mixtral has experts on every layer; export needs layers: [-1]");
+    if (!c.moe.norm_topk_prob) refuse("moe_config.norm_topk_prob", "Mixtral renormalises the top-k gates: needs true");
+    if (c.moe.moe_intermediate_size != c.intermediate_size)
+      refuse("moe_config.moe_intermediate_size", "Mixtral's experts have intermediate_size (" +
+                                                     std::to_string(c.intermediate_size) + ") features");
+    model_config_keys_to_hf(moe, kMixtralMoeKeys, json);
+    json["router_jitter_noise"] = 0.0;
+    json["sliding_window"] = nullptr;
+  } else {
+    model_config_keys_to_hf(moe, kQwen2MoeKeys, json);
+    json["decoder_sparse_step"] = 1;
+    json["qkv_bias"] = false;
+    json["use_sliding_window"] = false;
+    Json dense = Json::array();
+    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+      if (!c.is_moe_layer(i)) dense.push_back(i);
+    json["mlp_only_layers"] = dense;
+  }
+  return json.dump(2) + "\n";
+}
+
+std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
+  const MoeConfig c = MoeConfig::read(model_config);
+  const bool mixtral = !c.moe.enable_shared_expert;
+  const int64_t h = c.hidden_size, q = c.q_features(), kv = c.kv_features();
+  const int64_t e = c.moe.num_experts, f = c.moe.moe_intermediate_size;
+  std::vector<HfTensorRule> rules;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::string& hf_name = "") {
+    rules.push_back(HfTensorRule::rename(name, std::move(shape), hf_name));
+  };
+  // One HF tensor per expert, stacked along dim 0.
+  auto stack = [&](const std::string& name, std::vector<int64_t> shape, const std::string& prefix,
+                   const std::string& suffix) {
+    std::vector<std::string> names;
+    for (int64_t j = 0; j < e; ++j) names.push_back(prefix + std::to_string(j) + suffix);
+    rules.push_back(HfTensorRule::stack(name, std::move(shape), 0, std::move(names)));
+  };
+  add("model.embed_tokens.weight", {c.vocab_size, h});
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    const std::string layer = "model.layers." + std::to_string(i) + ".";
+    add(layer + "self_attn.q_proj.weight", {q, h});
+    add(layer + "self_attn.k_proj.weight", {kv, h});
+    add(layer + "self_attn.v_proj.weight", {kv, h});
+    add(layer + "self_attn.o_proj.weight", {h, q});
+    const std::string mlp = layer + "mlp.";
+    if (!c.is_moe_layer(i)) {
+      add(mlp + "gate_proj.weight", {c.intermediate_size, h});
+      add(mlp + "up_proj.weight", {c.intermediate_size, h});
+      add(mlp + "down_proj.weight", {h, c.intermediate_size});
+    } else if (mixtral) {
+      const std::string hf = layer + "block_sparse_moe.";
+      add(mlp + "gate.weight", {e, h}, hf + "gate.weight");
+      stack(mlp + "experts.gate_proj", {e, f, h}, hf + "experts.", ".w1.weight");
+      stack(mlp + "experts.up_proj", {e, f, h}, hf + "experts.", ".w3.weight");
+      stack(mlp + "experts.down_proj", {e, h, f}, hf + "experts.", ".w2.weight");
+    } else {
+      const int64_t s = c.moe.shared_expert_intermediate_size;
+      add(mlp + "gate.weight", {e, h});
+      stack(mlp + "experts.gate_proj", {e, f, h}, mlp + "experts.", ".gate_proj.weight");
+      stack(mlp + "experts.up_proj", {e, f, h}, mlp + "experts.", ".up_proj.weight");
+      stack(mlp + "experts.down_proj", {e, h, f}, mlp + "experts.", ".down_proj.weight");
+      add(mlp + "shared_expert.gate_proj.weight", {s, h});
+      add(mlp + "shared_expert.up_proj.weight", {s, h});
+      add(mlp + "shared_expert.down_proj.weight", {h, s});
+      add(mlp + "shared_expert_gate.weight", {1, h});
+    }
+    add(layer + "input_layernorm.weight", {h});
+    add(layer + "post_attention_layernorm.weight", {h});
+  }
+  add("model.norm.weight", {h});
+  if (c.tie_word_embeddings)
+    rules.push_back(
+        HfTensorRule::rename("model.embed_tokens.weight", {c.vocab_size, h}, "lm_head.weight").as_optional());
+  else
+    add("lm_head.weight", {c.vocab_size, h});
+  rules.push_back(HfTensorRule::ignore({"model.layers.*.self_attn.rotary_emb.inv_freq"}));
+  return rules;
+}
+
+}  // namespace
+
+HfMapping MoeModel::hf_mapping() { return {{kMixtral, kQwen2Moe}, config_from_hf, config_to_hf, tensor_map}; }
+
+}  // namespace triax::moe

@@ -1,0 +1,62 @@
+#include "moe_block.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include "triax/layers/tensor_parallel_ops.hpp"
+
+namespace triax::moe {
+
+SharedExpertGate::SharedExpertGate(int64_t hidden_size, const ModelContext& context)
+    : tp_(TensorParallel::of(context)) {
+  at::Tensor value = at::empty({1, hidden_size}, at::TensorOptions().device(context.device).dtype(context.dtype));
+  weight = register_parameter_with_spec("weight", value, ParameterSpec::replicated(value));
+}
+
+at::Tensor SharedExpertGate::forward(const at::Tensor& x) {
+  return at::sigmoid(at::linear(x, replicated_on_sequence_shard(weight, tp_)));
+}
+
+MoeBlock::MoeBlock(const MoeConfig& c, const ModelContext& context)
+    : top_k_(c.moe.top_k),
+      dispatcher_(TokenDispatcher::kind_of(c.moe.token_dispatcher_type), c.moe.num_experts, context) {
+  // Registration order gives the Hugging Face parameter order.
+  gate = register_module("gate", std::make_shared<TopKRouter>(c.hidden_size, c.moe.num_experts, c.moe.top_k,
+                                                              c.moe.norm_topk_prob, context));
+  experts = register_module(
+      "experts", std::make_shared<GroupedExperts>(c.moe.num_experts, c.hidden_size, c.moe.moe_intermediate_size, context));
+  if (c.moe.enable_shared_expert) {
+    shared_expert = register_module(
+        "shared_expert", std::make_shared<SwiGluMlp>(c.hidden_size, c.moe.shared_expert_intermediate_size, context));
+    shared_expert_gate = register_module("shared_expert_gate", std::make_shared<SharedExpertGate>(c.hidden_size, context));
+  }
+}
+
+at::Tensor MoeBlock::forward(const at::Tensor& x) {
+  const int64_t hidden = x.size(-1);
+  const at::Tensor tokens = x.reshape({-1, hidden});
+  const Routing routing = gate->route(tokens);
+  if (is_training() && at::GradMode::is_enabled()) statistics_ = gate->statistics(routing);
+
+  // One row per (token, slot): token t's slot j is row t * top_k + j.
+  const int64_t n = tokens.size(0);
+  const at::Tensor owner = at::arange(n, routing.experts.options()).repeat_interleave(top_k_);
+  const at::Tensor outputs = dispatcher_.run(tokens.index_select(0, owner), routing.experts.reshape({-1}),
+                                             [this](const at::Tensor& rows, const std::vector<int64_t>& counts) {
+                                               return experts->forward(rows, counts);
+                                             });
+  // The gates multiply on the token's own rank, so the router's gradient never crosses ranks.
+  at::Tensor combined =
+      (outputs.reshape({n, top_k_, hidden}) * routing.gates.to(outputs.scalar_type()).unsqueeze(-1)).sum(1);
+  at::Tensor out = combined.reshape(x.sizes());
+  if (shared_expert) out = out + shared_expert_gate->forward(x) * shared_expert->forward(x);
+  return out;
+}
+
+std::optional<RouterStatistics> MoeBlock::take_statistics() {
+  std::optional<RouterStatistics> out = std::move(statistics_);
+  statistics_.reset();
+  return out;
+}
+
+}  // namespace triax::moe

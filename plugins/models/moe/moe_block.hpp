@@ -1,0 +1,56 @@
+// The mixture-of-experts feed-forward block (Hugging Face MixtralSparseMoeBlock /
+// Qwen2MoeSparseMoeBlock): the router picks top_k experts per token, the token dispatcher brings
+// each assignment to the ep rank holding its expert, the SwiGLU experts transform it, and the
+// results come back weighted by their gates; with enable_shared_expert, a dense SwiGLU block
+// gated per token by sigmoid(shared_expert_gate(x)) is added.
+//
+// Parameters (Qwen2-MoE's names): gate.weight [E, hidden] (the router), experts.{gate,up}_proj
+// [E, F, hidden] and experts.down_proj [E, hidden, F] (this ep rank's E / ep experts),
+// shared_expert.{gate,up,down}_proj.weight, shared_expert_gate.weight [1, hidden].
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+
+#include "grouped_experts.hpp"
+#include "moe_config.hpp"
+#include "router.hpp"
+#include "token_dispatcher.hpp"
+#include "triax/layers/swiglu_mlp.hpp"
+
+namespace triax::moe {
+
+class SharedExpertGate : public SpecifiedModule {
+ public:
+  SharedExpertGate(int64_t hidden_size, const ModelContext& context);
+  at::Tensor forward(const at::Tensor& x);  // [..., hidden] -> [..., 1], the sigmoid gate
+  at::Tensor weight;                        // [1, hidden], replicated over tp
+
+ private:
+  TensorParallel tp_;
+};
+
+class MoeBlock : public torch::nn::Module {
+ public:
+  MoeBlock(const MoeConfig& config, const ModelContext& context);
+
+  // x: [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode) -> the same shape.
+  // In training mode with autograd on, records the router statistics of this forward.
+  at::Tensor forward(const at::Tensor& x);
+  // The statistics of the last recorded forward, handed over once.
+  std::optional<RouterStatistics> take_statistics();
+
+  std::shared_ptr<TopKRouter> gate;
+  std::shared_ptr<GroupedExperts> experts;
+  std::shared_ptr<SwiGluMlp> shared_expert;             // with enable_shared_expert
+  std::shared_ptr<SharedExpertGate> shared_expert_gate;  // with enable_shared_expert
+
+ private:
+  int64_t top_k_;
+  TokenDispatcher dispatcher_;
+  std::optional<RouterStatistics> statistics_;
+};
+
+}  // namespace triax::moe

@@ -1,0 +1,175 @@
+#include "moe_config.hpp"
+
+#include <algorithm>
+
+namespace triax::moe {
+namespace {
+
+void require_positive(ConfigReader& reader, const char* key, int64_t value) {
+  if (value <= 0) reader.fail(key, "must be positive, got " + std::to_string(value));
+}
+
+void require_positive(ConfigReader& reader, const char* key, double value) {
+  if (!(value > 0.0)) reader.fail(key, "must be positive, got " + std::to_string(value));
+}
+
+void require_not_negative(ConfigReader& reader, const char* key, double value) {
+  if (!(value >= 0.0)) reader.fail(key, "must not be negative, got " + std::to_string(value));
+}
+
+// Keys of nanotron's Qwen2Config that select an implementation detail: accepted at the value that
+// changes nothing here.
+void accept_only_default(ConfigReader& reader, const char* key, bool expected, const char* why) {
+  if (reader.get<bool>(key, expected) != expected)
+    reader.fail(key, std::string(expected ? "false" : "true") + " is not supported: " + why);
+}
+
+MoeSettings read_moe_settings(ConfigReader& r, int64_t intermediate_size, int64_t num_layers) {
+  MoeSettings m;
+  m.num_experts = r.get<int64_t>("num_experts", m.num_experts);
+  m.top_k = r.get<int64_t>("top_k", m.top_k);
+  m.layers = r.get<std::vector<int64_t>>("layers", m.layers);
+  m.moe_intermediate_size = r.get<int64_t>("moe_intermediate_size", intermediate_size);
+  m.shared_expert_intermediate_size = r.get<int64_t>("shared_expert_intermediate_size", intermediate_size);
+  m.enable_shared_expert = r.get<bool>("enable_shared_expert", m.enable_shared_expert);
+  m.norm_topk_prob = r.get<bool>("norm_topk_prob", m.norm_topk_prob);
+  m.router_aux_loss_coef = r.get<double>("router_aux_loss_coef", m.router_aux_loss_coef);
+  m.router_z_loss_coef = r.get<double>("router_z_loss_coef", m.router_z_loss_coef);
+  m.token_dispatcher_type = r.get<std::string>("token_dispatcher_type", m.token_dispatcher_type);
+  r.finish();
+
+  require_positive(r, "num_experts", m.num_experts);
+  require_positive(r, "top_k", m.top_k);
+  if (m.top_k > m.num_experts)
+    r.fail("top_k", std::to_string(m.top_k) + " is larger than num_experts (" + std::to_string(m.num_experts) +
+                        "): a token cannot be routed to more experts than there are");
+  require_positive(r, "moe_intermediate_size", m.moe_intermediate_size);
+  require_positive(r, "shared_expert_intermediate_size", m.shared_expert_intermediate_size);
+  require_not_negative(r, "router_aux_loss_coef", m.router_aux_loss_coef);
+  require_not_negative(r, "router_z_loss_coef", m.router_z_loss_coef);
+  if (m.token_dispatcher_type != "alltoall" && m.token_dispatcher_type != "allgather")
+    r.fail("token_dispatcher_type", "expected one of: alltoall, allgather; got '" + m.token_dispatcher_type + "'");
+  const bool every_layer = m.layers.size() == 1 && m.layers[0] == -1;
+  if (!every_layer) {
+    std::vector<int64_t> sorted = m.layers;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      if (sorted[i] < 0 || sorted[i] >= num_layers)
+        r.fail("layers", "layer " + std::to_string(sorted[i]) + " is outside 0.." + std::to_string(num_layers - 1) +
+                             " (num_hidden_layers " + std::to_string(num_layers) + "); [-1] means every layer");
+      if (i > 0 && sorted[i] == sorted[i - 1]) r.fail("layers", "layer " + std::to_string(sorted[i]) + " is listed twice");
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+bool MoeConfig::is_moe_layer(int64_t layer) const {
+  if (moe.layers.size() == 1 && moe.layers[0] == -1) return true;
+  return std::find(moe.layers.begin(), moe.layers.end(), layer) != moe.layers.end();
+}
+
+int64_t MoeConfig::moe_layer_count() const {
+  int64_t count = 0;
+  for (int64_t i = 0; i < num_hidden_layers; ++i) count += is_moe_layer(i) ? 1 : 0;
+  return count;
+}
+
+MoeConfig MoeConfig::read(ConfigReader& reader) {
+  MoeConfig c;
+  c.bos_token_id = reader.get<int64_t>("bos_token_id", c.bos_token_id);
+  c.eos_token_id = reader.get<int64_t>("eos_token_id", c.eos_token_id);
+  c.hidden_act = reader.choice("hidden_act", {"silu"}, c.hidden_act);
+  c.hidden_size = reader.get<int64_t>("hidden_size", c.hidden_size);
+  c.initializer_range = reader.get<double>("initializer_range", c.initializer_range);
+  c.intermediate_size = reader.get<int64_t>("intermediate_size", c.intermediate_size);
+  if (!reader.get<bool>("is_qwen2_config", true))
+    reader.fail("is_qwen2_config", "the moe model plugin needs is_qwen2_config: true (or the key left out)");
+  c.max_position_embeddings = reader.get<int64_t>("max_position_embeddings", c.max_position_embeddings);
+  c.num_attention_heads = reader.get<int64_t>("num_attention_heads", c.num_attention_heads);
+  c.num_hidden_layers = reader.get<int64_t>("num_hidden_layers", c.num_hidden_layers);
+  c.attention_bias = reader.get<bool>("attention_bias", c.attention_bias);
+  std::optional<int64_t> kv_heads = reader.optional<int64_t>("num_key_value_heads");
+  c.num_key_value_heads = kv_heads ? *kv_heads : c.num_attention_heads;
+  reader.resolved()["num_key_value_heads"] = c.num_key_value_heads;
+  c.pad_token_id = reader.optional<int64_t>("pad_token_id");
+  if (reader.get<int64_t>("pretraining_tp", 1) != 1) reader.fail("pretraining_tp", "only 1 is supported");
+  c.rms_norm_eps = reader.get<double>("rms_norm_eps", c.rms_norm_eps);
+  c.rope_scaling = triax::read_rope_scaling(reader);
+  c.rope_theta = reader.get<double>("rope_theta", c.rope_theta);
+  accept_only_default(reader, "rope_interleaved", false, "only the Hugging Face rotate-half RoPE layout is implemented");
+  c.tie_word_embeddings = reader.get<bool>("tie_word_embeddings", c.tie_word_embeddings);
+  c.use_cache = reader.get<bool>("use_cache", c.use_cache);
+  c.vocab_size = reader.get<int64_t>("vocab_size", c.vocab_size);
+  const std::string attention = reader.get<std::string>("_attn_implementation", "sdpa");
+  static const char* const kAttention[] = {"sdpa", "flash_attention_2", "flex_attention", "eager"};
+  if (std::find(std::begin(kAttention), std::end(kAttention), attention) == std::end(kAttention))
+    reader.fail("_attn_implementation", "'" + attention + "' is not implemented (accepted: sdpa, flash_attention_2, "
+                                        "flex_attention, eager; all run causal scaled_dot_product_attention)");
+  if (reader.optional<std::string>("flex_attention_mask"))
+    reader.fail("flex_attention_mask", "is not supported: attention is plainly causal (leave it null)");
+  if (reader.optional<int64_t>("sliding_window_size"))
+    reader.fail("sliding_window_size", "sliding-window attention is not implemented (leave it null)");
+  if (reader.optional<int64_t>("no_rope_layer"))
+    reader.fail("no_rope_layer", "layers without RoPE are not implemented (leave it null)");
+  accept_only_default(reader, "z_loss_enabled", false,
+                      "a z-loss on the LM logits is not implemented (moe_config.router_z_loss_coef is the router's)");
+  reader.get<double>("z_loss_coefficient", 1e-4);
+  reader.get<bool>("_fused_rotary_emb", false);  // implementation choices: the SDK's kernels are used either way
+  reader.get<bool>("_fused_rms_norm", false);
+  reader.get<bool>("_use_qkv_packed", false);
+  accept_only_default(reader, "_use_doc_masking", false, "document masking is not implemented");
+  ConfigReader moe_section = reader.optional_section("moe_config").value_or(ConfigReader(YAML::Node(YAML::NodeType::Map),
+                                                                                          reader.key_path("moe_config"),
+                                                                                          reader.origin()));
+  c.moe = read_moe_settings(moe_section, c.intermediate_size, c.num_hidden_layers);
+  if (!reader.contains("moe_config")) reader.resolved()["moe_config"] = moe_section.resolved();
+  reader.finish();
+
+  require_positive(reader, "hidden_size", c.hidden_size);
+  require_positive(reader, "intermediate_size", c.intermediate_size);
+  require_positive(reader, "num_attention_heads", c.num_attention_heads);
+  require_positive(reader, "num_key_value_heads", c.num_key_value_heads);
+  require_positive(reader, "num_hidden_layers", c.num_hidden_layers);
+  require_positive(reader, "vocab_size", c.vocab_size);
+  require_positive(reader, "max_position_embeddings", c.max_position_embeddings);
+  require_positive(reader, "rms_norm_eps", c.rms_norm_eps);
+  require_positive(reader, "rope_theta", c.rope_theta);
+  if (c.initializer_range < 0.0)
+    reader.fail("initializer_range", "must not be negative, got " + std::to_string(c.initializer_range));
+  if (c.hidden_size % c.num_attention_heads != 0)
+    reader.fail("num_attention_heads", "hidden_size (" + std::to_string(c.hidden_size) +
+                                           ") is not divisible by num_attention_heads (" +
+                                           std::to_string(c.num_attention_heads) + ")");
+  if (c.head_dim() % 2 != 0)
+    reader.fail("num_attention_heads", "the head dimension hidden_size / num_attention_heads = " +
+                                           std::to_string(c.head_dim()) + " must be even for rotary embeddings");
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    reader.fail("num_key_value_heads", "num_attention_heads (" + std::to_string(c.num_attention_heads) +
+                                           ") is not divisible by num_key_value_heads (" +
+                                           std::to_string(c.num_key_value_heads) + ")");
+  return c;
+}
+
+std::vector<double> moe_block_costs(const MoeConfig& c, int64_t sequence_length) {
+  const double h = static_cast<double>(c.hidden_size);
+  const double q = static_cast<double>(c.q_features());
+  const double kv = static_cast<double>(c.kv_features());
+  const double seq = static_cast<double>(sequence_length);
+  const double projections = h * (q + 2.0 * kv) + q * h;
+  const double attention = 2.0 * seq * q;
+  const double dense_mlp = 3.0 * h * static_cast<double>(c.intermediate_size);
+  double moe_mlp = h * static_cast<double>(c.moe.num_experts) +  // router
+                   static_cast<double>(c.moe.top_k) * 3.0 * h * static_cast<double>(c.moe.moe_intermediate_size);
+  if (c.moe.enable_shared_expert) moe_mlp += 3.0 * h * static_cast<double>(c.moe.shared_expert_intermediate_size) + h;
+  std::vector<double> costs;
+  costs.reserve(static_cast<size_t>(c.num_blocks()));
+  costs.push_back(0.0);  // embedding lookup
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i)
+    costs.push_back(2.0 * projections + 2.0 * attention + 2.0 * (c.is_moe_layer(i) ? moe_mlp : dense_mlp));
+  costs.push_back(2.0 * h * static_cast<double>(c.vocab_size));
+  return costs;
+}
+
+}  // namespace triax::moe

@@ -1,0 +1,72 @@
+// model.model_config of a mixture-of-experts decoder, read strictly.
+//
+// The keys are those of nanotron's Qwen2Config (is_qwen2_config, the Llama-style attention keys)
+// with its `moe_config` section (num_experts, top_k, moe_intermediate_size,
+// shared_expert_intermediate_size, enable_shared_expert, router_aux_loss_coef, layers,
+// token_dispatcher_type) plus triax's router_z_loss_coef and norm_topk_prob. Values naming
+// something this plugin does not implement are refused with the key's path.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "triax/config_reader.hpp"
+#include "triax/layers/rotary_embedding.hpp"
+
+namespace triax::moe {
+
+// model_config.moe_config.
+struct MoeSettings {
+  int64_t num_experts = 8;
+  int64_t top_k = 2;
+  std::vector<int64_t> layers = {-1};  // the MoE layers; [-1]: every layer
+  int64_t moe_intermediate_size = 0;   // 0 in the YAML (or absent): intermediate_size
+  int64_t shared_expert_intermediate_size = 0;
+  bool enable_shared_expert = false;
+  bool norm_topk_prob = true;  // renormalise the top-k gates to sum to 1 (Mixtral); false: raw softmax (Qwen2-MoE)
+  double router_aux_loss_coef = 0.01;
+  double router_z_loss_coef = 0.0;
+  std::string token_dispatcher_type = "alltoall";  // alltoall | allgather
+};
+
+struct MoeConfig {
+  int64_t bos_token_id = 1;
+  int64_t eos_token_id = 2;
+  std::optional<int64_t> pad_token_id;
+  std::string hidden_act = "silu";
+  int64_t hidden_size = 4096;
+  double initializer_range = 0.02;
+  int64_t intermediate_size = 11008;  // dense layers (those not in moe_config.layers)
+  int64_t max_position_embeddings = 2048;
+  int64_t num_attention_heads = 32;
+  int64_t num_hidden_layers = 32;
+  int64_t num_key_value_heads = 32;
+  double rms_norm_eps = 1e-6;
+  std::optional<RopeScaling> rope_scaling;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
+  bool use_cache = true;
+  int64_t vocab_size = 32000;
+  bool attention_bias = false;
+  MoeSettings moe;
+
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t q_features() const { return num_attention_heads * head_dim(); }
+  int64_t kv_features() const { return num_key_value_heads * head_dim(); }
+  RopeOptions rope() const { return {head_dim(), rope_theta, max_position_embeddings, rope_scaling}; }
+  bool is_moe_layer(int64_t layer) const;
+  int64_t moe_layer_count() const;
+  int64_t num_blocks() const { return num_hidden_layers + 2; }
+
+  // Reads and validates every key of `reader`, then calls reader.finish(); defaults are recorded
+  // into reader.resolved().
+  static MoeConfig read(ConfigReader& reader);
+};
+
+// Forward FLOPs per token of each pipeline block, counting the experts a token is routed to
+// (top_k of them, plus the shared expert): the active parameters.
+std::vector<double> moe_block_costs(const MoeConfig& config, int64_t sequence_length);
+
+}  // namespace triax::moe

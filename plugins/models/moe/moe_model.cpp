@@ -1,0 +1,134 @@
+#include "moe_model.hpp"
+
+#include <numeric>
+
+#include "decoder_layer.hpp"
+#include "triax/error.hpp"
+#include "triax/init.hpp"
+#include "triax/layers/norm.hpp"
+
+namespace triax::moe {
+namespace {
+
+void check_parallel_split(ConfigReader& reader, const MoeConfig& config, const ModelContext& context) {
+  auto check = [&](const char* key, int64_t value) {
+    if (value % context.tp_size != 0)
+      reader.fail(key, std::to_string(value) + " is not divisible by the tensor parallel size " +
+                           std::to_string(context.tp_size));
+  };
+  check("hidden_size", config.hidden_size);
+  check("num_attention_heads", config.num_attention_heads);
+  check("num_key_value_heads", config.num_key_value_heads);
+  check("intermediate_size", config.intermediate_size);
+  if (config.moe.enable_shared_expert && config.moe.shared_expert_intermediate_size % context.tp_size != 0)
+    reader.fail("moe_config.shared_expert_intermediate_size",
+                std::to_string(config.moe.shared_expert_intermediate_size) +
+                    " is not divisible by the tensor parallel size " + std::to_string(context.tp_size));
+  if (config.moe.num_experts % context.ep_size != 0)
+    reader.fail("moe_config.num_experts", std::to_string(config.moe.num_experts) +
+                                              " is not divisible by parallelism.expert_parallel_size (" +
+                                              std::to_string(context.ep_size) + "): each ep rank holds as many experts");
+}
+
+CausalLmLayout layout_of(const MoeConfig& config) {
+  CausalLmLayout layout;
+  layout.model_name = "moe";
+  layout.vocab_size = config.vocab_size;
+  layout.hidden_size = config.hidden_size;
+  layout.num_layers = config.num_hidden_layers;
+  layout.tie_word_embeddings = config.tie_word_embeddings;
+  layout.max_positions = config.max_position_embeddings;
+  return layout;
+}
+
+const char* const kAuxNames[] = {"load_balancing_loss", "router_z_loss", "expert_load_min", "expert_load_max",
+                                 "expert_load_cv"};
+
+}  // namespace
+
+std::vector<double> MoeModel::block_costs(ConfigReader& reader, int64_t sequence_length) {
+  MoeConfig config = MoeConfig::read(reader);
+  if (sequence_length > config.max_position_embeddings)
+    reader.fail("max_position_embeddings", "is " + std::to_string(config.max_position_embeddings) +
+                                               ", shorter than tokens.sequence_length (" +
+                                               std::to_string(sequence_length) + ")");
+  return moe_block_costs(config, sequence_length);
+}
+
+std::shared_ptr<MoeModel> MoeModel::create(ConfigReader& reader, const ModelContext& context) {
+  MoeConfig config = MoeConfig::read(reader);
+  check_parallel_split(reader, config, context);
+  check_stage(reader, "num_hidden_layers", config.num_hidden_layers, context, "moe");
+  // Recomputation runs a layer's first forward without autograd: the router losses would lose
+  // their gradient there.
+  if (context.recompute_layer && config.moe_layer_count() > 0)
+    throw ConfigError("parallelism.recompute_layer: not supported by the moe model plugin (the router's auxiliary "
+                      "losses need the first forward's autograd graph); set false");
+  ScaledInitMethod init =
+      read_scaled_init_method(context.init_method, config.initializer_range, config.num_hidden_layers);
+  auto model = std::make_shared<MoeModel>(config, context, to_yaml_text(reader.resolved()));
+  init_scaled(model->parameter_table(), init, context.seed, {"o_proj.weight", "down_proj.weight", "experts.down_proj"});
+  return model;
+}
+
+MoeModel::MoeModel(const MoeConfig& config, const ModelContext& context, std::string resolved_yaml)
+    : CausalLm(layout_of(config), context), config_(config), resolved_yaml_(std::move(resolved_yaml)) {
+  build([&](int64_t layer) { return std::make_shared<MoeDecoderLayer>(config, layer, context); },
+        [&] {
+          return CausalLmNorm::of(std::make_shared<RMSNorm>(config.hidden_size, config.rms_norm_eps, context.device,
+                                                            context.dtype, TensorParallel::of(context)));
+        });
+  if (!layers().empty())
+    rotary_emb_ = body().register_module("rotary_emb", std::make_shared<RotaryEmbedding>(config.rope(), context.device));
+}
+
+std::vector<at::Tensor> MoeModel::layer_inputs(int64_t positions, c10::ScalarType dtype) {
+  auto [cos, sin] = rotary_emb_->tables(positions, dtype);
+  return {cos, sin};
+}
+
+StageOutput MoeModel::forward(const StageInput& input) {
+  StageOutput out = CausalLm::forward(input);
+  add_router_losses(out);
+  return out;
+}
+
+void MoeModel::add_router_losses(StageOutput& out) {
+  const double share = 1.0 / static_cast<double>(std::max<int64_t>(1, config_.moe_layer_count()));
+  at::Tensor sums[5];
+  for (const auto& layer : layers()) {
+    auto* decoder = dynamic_cast<MoeDecoderLayer*>(layer.get());
+    if (decoder == nullptr || !decoder->moe_mlp) continue;
+    std::optional<RouterStatistics> s = decoder->moe_mlp->take_statistics();
+    if (!s) continue;
+    const at::Tensor values[5] = {s->balance * config_.moe.router_aux_loss_coef,
+                                  s->z_loss * config_.moe.router_z_loss_coef, s->load_min.detach(),
+                                  s->load_max.detach(), s->load_cv.detach()};
+    for (int i = 0; i < 5; ++i) sums[i] = sums[i].defined() ? sums[i] + values[i] * share : values[i] * share;
+  }
+  for (int i = 0; i < 5; ++i)
+    if (sums[i].defined()) out.aux_losses[kAuxNames[i]] = sums[i];
+}
+
+std::vector<std::string> MoeModel::aux_loss_names() const { return {std::begin(kAuxNames), std::end(kAuxNames)}; }
+
+double MoeModel::flops_per_token(int64_t sequence_length) const {
+  std::vector<double> costs = moe_block_costs(config_, sequence_length);
+  return 3.0 * std::accumulate(costs.begin(), costs.end(), 0.0);
+}
+
+int64_t MoeModel::total_parameters() const {
+  const MoeConfig& c = config_;
+  const int64_t h = c.hidden_size, q = c.q_features(), kv = c.kv_features();
+  int64_t attention = h * q + 2 * h * kv + q * h + 2 * h;
+  if (c.attention_bias) attention += q + 2 * kv + h;
+  int64_t moe_mlp = c.moe.num_experts * (h + 3 * h * c.moe.moe_intermediate_size);
+  if (c.moe.enable_shared_expert) moe_mlp += 3 * h * c.moe.shared_expert_intermediate_size + h;
+  const int64_t dense_mlp = 3 * h * c.intermediate_size;
+  const int64_t moe_layers = c.moe_layer_count();
+  const int64_t embedding = padded_vocab_size() * h;
+  return embedding + c.num_hidden_layers * attention + moe_layers * moe_mlp +
+         (c.num_hidden_layers - moe_layers) * dense_mlp + h + (c.tie_word_embeddings ? 0 : embedding);
+}
+
+}  // namespace triax::moe

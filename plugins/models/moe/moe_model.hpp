@@ -1,0 +1,60 @@
+// A mixture-of-experts decoder (Hugging Face MixtralForCausalLM / Qwen2MoeForCausalLM) as a triax
+// model plugin: a causal LM (triax/causal_lm.hpp) of MoeDecoderLayer blocks and a final RMSNorm.
+// Parameter names are Qwen2-MoE's (see moe_block.hpp for the MLP's):
+//   model.embed_tokens.weight, model.layers.{i}.self_attn.{q,k,v,o}_proj.weight,
+//   model.layers.{i}.mlp.*, model.layers.{i}.{input,post_attention}_layernorm.weight,
+//   model.norm.weight, lm_head.weight (untied embeddings only)
+//
+// Named auxiliary losses, each the mean over this model's MoE layers (a stage reports its own
+// layers' share, so the pipeline's sum is the mean): load_balancing_loss and router_z_loss, each
+// times its coefficient, and the realised expert load expert_load_{min,max,cv} (detached: logged,
+// no gradient), relative to the uniform share.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "moe_config.hpp"
+#include "triax/causal_lm.hpp"
+#include "triax/config_reader.hpp"
+#include "triax/hf_mapping.hpp"
+#include "triax/layers/rotary_embedding.hpp"
+
+namespace triax::moe {
+
+class MoeModel : public CausalLm {
+ public:
+  static std::vector<double> block_costs(ConfigReader& config, int64_t sequence_length);
+  static std::shared_ptr<MoeModel> create(ConfigReader& config, const ModelContext& context);
+  static constexpr const char* kNanotronMarker = "is_qwen2_config";
+  static constexpr const char* kNanotronMarkerRequires = "moe_config";
+  static constexpr const char* kFlopsFormula =
+      "6N_active + 12*L*h*s: N_active counts the top_k routed experts (and the shared one) a token passes through, "
+      "3 x forward at 2 FLOPs per multiply-add, attention scores without causal discount (PaLM)";
+  static int64_t vocab_size(ConfigReader& config) { return MoeConfig::read(config).vocab_size; }
+  static HfMapping hf_mapping();  // MixtralForCausalLM, Qwen2MoeForCausalLM (hf_mapping.cpp)
+
+  MoeModel(const MoeConfig& config, const ModelContext& context, std::string resolved_yaml);
+
+  StageOutput forward(const StageInput& input) override;
+  std::vector<std::string> aux_loss_names() const override;
+  double flops_per_token(int64_t sequence_length) const override;
+  int64_t total_parameters() const override;
+  std::string resolved_config() const override { return resolved_yaml_; }
+
+  const MoeConfig& config() const { return config_; }
+
+ protected:
+  std::vector<at::Tensor> layer_inputs(int64_t positions, c10::ScalarType dtype) override;
+
+ private:
+  // The router statistics of this forward's MoE layers into out.aux_losses.
+  void add_router_losses(StageOutput& out);
+
+  MoeConfig config_;
+  std::string resolved_yaml_;
+  std::shared_ptr<RotaryEmbedding> rotary_emb_;
+};
+
+}  // namespace triax::moe

@@ -1,0 +1,109 @@
+# The moe model plugin (plugins/models/moe): unit tests (config refusals, the balance loss pulling
+# an imbalanced router toward uniform, grouped GEMM against the per-expert loop), refusals through
+# the command line, and whole runs of tests/parity/tiny_moe_parity.yaml at expert-parallel
+# topologies against the single-rank run: losses, gradient norms, final parameters and every
+# named auxiliary loss within 1e-5 (fp32, CPU). Label: moe (the runs also carry parity).
+add_executable(moe_test ${CMAKE_CURRENT_LIST_DIR}/moe_test.cpp ${CMAKE_CURRENT_LIST_DIR}/moe_grouped_gemm_cuda_test.cpp)
+target_link_libraries(moe_test PRIVATE triax_moe_impl GTest::gtest_main)
+triax_use_pch(moe_test)
+gtest_discover_tests(moe_test TEST_FILTER "-*Cuda*" TEST_LIST moe_test_cpu PROPERTIES LABELS "moe")
+# The *Cuda suite (grouped GEMM against the loop in bf16) skips without a GPU.
+gtest_discover_tests(moe_test TEST_FILTER "*Cuda*" TEST_LIST moe_test_cuda TEST_SUFFIX ".gpu" PROPERTIES LABELS "moe;gpu")
+# The whole parity model in bf16 on one GPU (the grouped GEMM path) follows its fp32 CPU run.
+if(TRIAX_CUDA)
+  add_test(NAME moe.gpu_bf16_follows_cpu_fp32
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/bf16_follows_fp32.sh $<TARGET_FILE:parity_runner>
+                   ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_moe_parity.yaml ${CMAKE_CURRENT_BINARY_DIR}/moe_bf16_follows_fp32)
+  set_tests_properties(moe.gpu_bf16_follows_cpu_fp32 PROPERTIES LABELS "gpu;moe" TIMEOUT 300)
+endif()
+
+add_test(NAME moe.bad_input COMMAND ${CMAKE_CURRENT_LIST_DIR}/moe_bad_input_test.sh $<TARGET_FILE:triax>
+                                    ${MPIEXEC_EXECUTABLE} ${CMAKE_SOURCE_DIR})
+set_tests_properties(moe.bad_input PROPERTIES LABELS "moe" PROCESSORS 3 TIMEOUT 120)
+add_dependencies(parity_runner triax_moe)
+add_dependencies(triax_logits triax_moe)
+
+set(MOE_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_moe_parity.yaml)
+set(MOE_DIR ${CMAKE_CURRENT_BINARY_DIR}/moe_parity)
+
+# triax_moe_reference(<name> [--set ...]...): the single-rank run the cases of <name> compare with.
+function(triax_moe_reference name)
+  add_test(NAME moe.reference_${name}
+           COMMAND parity_runner run --config ${MOE_CONFIG} --out ${MOE_DIR}/reference_${name}
+                   --set checkpoints.checkpoints_path=${MOE_DIR}/reference_${name}/run ${ARGN})
+  set_tests_properties(moe.reference_${name} PROPERTIES FIXTURES_SETUP moe_reference_${name}
+                       LABELS "parity;moe" ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 60)
+endfunction()
+
+# triax_moe_case(<name> REFERENCE <reference> RANKS n [SAVES 1] [--set ...]...)
+function(triax_moe_case name)
+  cmake_parse_arguments(ARG "" "RANKS;SAVES;REFERENCE" "" ${ARGN})
+  add_test(NAME moe.${name}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/moe_case.sh ${TRIAX_TEST_PYTHON} $<TARGET_FILE:parity_runner>
+                   ${MPIEXEC_EXECUTABLE} ${MOE_CONFIG} ${MOE_DIR}/reference_${ARG_REFERENCE} ${MOE_DIR}/${name}
+                   ${ARG_RANKS} ${ARG_UNPARSED_ARGUMENTS})
+  set_tests_properties(moe.${name} PROPERTIES FIXTURES_REQUIRED moe_reference_${ARG_REFERENCE}
+                       LABELS "parity;multi_rank;moe" PROCESSORS ${ARG_RANKS} TIMEOUT 240)
+  if(ARG_SAVES)
+    set_tests_properties(moe.${name} PROPERTIES FIXTURES_SETUP moe_source_${name})
+  endif()
+endfunction()
+
+triax_moe_reference(main)
+set(DP2 --set parallelism.dp=2 --set parallelism.expert_parallel_size=2 --set tokens.batch_accumulation_per_replica=4)
+triax_moe_case(dp2_ep2 REFERENCE main RANKS 2 SAVES 1 ${DP2} --set checkpoints.checkpoint_interval=3)
+triax_moe_case(dp2_ep2_allgather REFERENCE main RANKS 2 ${DP2}
+               --set model.model_config.moe_config.token_dispatcher_type=allgather)
+triax_moe_case(dp4_ep4 REFERENCE main RANKS 4 --set parallelism.dp=4 --set parallelism.expert_parallel_size=4
+               --set tokens.batch_accumulation_per_replica=2)
+triax_moe_case(dp4_ep2_zero1 REFERENCE main RANKS 4 --set parallelism.dp=4 --set parallelism.expert_parallel_size=2
+               --set tokens.batch_accumulation_per_replica=2 --set optimizer.zero_stage=1)
+triax_moe_case(dp2_ep2_tp2 REFERENCE main RANKS 4 ${DP2} --set parallelism.tp=2)
+triax_moe_case(dp2_ep2_tp2_sequence_parallel REFERENCE main RANKS 4 ${DP2} --set parallelism.tp=2
+               --set parallelism.tp_mode=REDUCE_SCATTER)
+triax_moe_case(dp2_ep2_pp2_afab REFERENCE main RANKS 4 ${DP2} --set parallelism.pp=2 --set parallelism.pp_engine=afab)
+triax_moe_case(dp2_ep2_pp2_1f1b REFERENCE main RANKS 4 ${DP2} --set parallelism.pp=2 --set parallelism.pp_engine=1f1b)
+triax_moe_case(dp2_ep2_tp2_pp2 REFERENCE main RANKS 8 ${DP2} --set parallelism.tp=2 --set parallelism.pp=2
+               --set parallelism.pp_engine=1f1b --set parallelism.tp_mode=REDUCE_SCATTER)
+
+# Zero tokens: 2 tokens per micro-batch, top-1 of 8 experts over 4 ep ranks: at least two ranks
+# and six experts receive nothing in every MoE layer of every micro-batch. With so few tokens some
+# gradient entries are as small as Adam's eps, where its first step turns rounding noise into a
+# whole learning-rate step: a larger eps keeps the comparison about the exchange, not about that.
+set(ZERO --set tokens.sequence_length=2 --set tokens.micro_batch_size=1 --set model.model_config.moe_config.num_experts=8
+    --set model.model_config.moe_config.top_k=1 --set optimizer.optimizer_factory.adam_eps=1.0e-4)
+triax_moe_reference(zero_tokens ${ZERO})
+triax_moe_case(dp4_ep4_zero_tokens REFERENCE zero_tokens RANKS 4 ${ZERO} --set parallelism.dp=4
+               --set parallelism.expert_parallel_size=4 --set tokens.batch_accumulation_per_replica=2)
+triax_moe_case(dp4_ep4_zero_tokens_allgather REFERENCE zero_tokens RANKS 4 ${ZERO} --set parallelism.dp=4
+               --set parallelism.expert_parallel_size=4 --set tokens.batch_accumulation_per_replica=2
+               --set model.model_config.moe_config.token_dispatcher_type=allgather)
+
+# The (dp2, ep2) checkpoint of step 3 stores each expert shard once; resumed at (dp4, ep4) and at
+# (tp2, ep1), both end within 1e-5 of the uninterrupted single-rank run.
+add_test(NAME moe.checkpoint_stores_each_expert_once
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/check_moe_expert_shards.sh $<TARGET_FILE:triax>
+                 ${MOE_DIR}/dp2_ep2/run/step_00000003)
+set_tests_properties(moe.checkpoint_stores_each_expert_once PROPERTIES FIXTURES_REQUIRED moe_source_dp2_ep2
+                     LABELS "checkpoint;moe")
+function(triax_moe_resume name)
+  cmake_parse_arguments(ARG "" "RANKS" "" ${ARGN})
+  add_test(NAME moe.resume_${name}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint/resume_case.sh $<TARGET_FILE:parity_runner>
+                   ${MPIEXEC_EXECUTABLE} ${MOE_CONFIG} ${MOE_DIR}/reference_main ${MOE_DIR}/dp2_ep2
+                   ${MOE_DIR}/resume_${name} ${ARG_RANKS} 3 ${ARG_UNPARSED_ARGUMENTS})
+  set_tests_properties(moe.resume_${name} PROPERTIES FIXTURES_REQUIRED "moe_reference_main;moe_source_dp2_ep2"
+                       LABELS "checkpoint;multi_rank;moe" PROCESSORS ${ARG_RANKS} TIMEOUT 120)
+endfunction()
+triax_moe_resume(dp4_ep4 RANKS 4 --set parallelism.dp=4 --set parallelism.expert_parallel_size=4
+                 --set tokens.batch_accumulation_per_replica=2)
+triax_moe_resume(tp2_ep1 RANKS 2 --set parallelism.tp=2)
+
+# Hugging Face: Mixtral and Qwen2-MoE exported and imported, logits against transformers; the
+# cached incremental logits equal the full forward's.
+add_test(NAME moe.hf_logits_match_transformers
+         COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/hf_moe_logits_test.py
+                 $<TARGET_FILE:triax> $<TARGET_FILE:triax_logits> ${CMAKE_SOURCE_DIR}/configs/tiny_moe.yaml
+                 ${CMAKE_CURRENT_BINARY_DIR}/hf_moe_logits)
+set_tests_properties(moe.hf_logits_match_transformers PROPERTIES LABELS "python;checkpoint;moe" TIMEOUT 600
+                     ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
