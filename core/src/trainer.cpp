@@ -448,9 +448,11 @@ TrainSummary Trainer::train() {
       m.peak_memory_bytes = peak_memory_bytes(s.device);
       m.elapsed_seconds = elapsed;
       m.eta_seconds = m.step_seconds * static_cast<double>(c.tokens.train_steps - step);
-      if (is_logging_rank)
-        for (const auto& dataset : s.data->state(step).stages[s.data->stage_index(step)].datasets)
+      if (is_logging_rank) {
+        const data::DataLoaderState position = s.data->state(step);
+        for (const auto& dataset : position.stages[s.data->stage_index(step)].datasets)
           m.dataset_samples.emplace_back(dataset.folder, dataset.consumed_samples);
+      }
       reporter.logged(m);
       if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm))
         throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(m.loss) +
