@@ -53,6 +53,14 @@ expected = 1024 * (len(records) - 1) / seconds
 assert abs(float(first["tokens_per_s"]) / expected - 1) < 1e-3, (first["tokens_per_s"], expected)
 PY
 
+# Loading a checkpoint and converting one report their sizes and rates.
+"$TRIAX" train --config "$CONFIG" --set tokens.train_steps=9 --set "checkpoints.resume_checkpoint_path=$WORK/run" \
+  --set "checkpoints.checkpoints_path=$WORK/run" >"$WORK/log3" 2>&1 || { cat "$WORK/log3"; fail "resuming"; }
+grep -Eq "loading the weights of $WORK/run/step_00000008: 0\.4 MB in [0-9.]+ s \([0-9.]+ MB/s\)" "$WORK/log3" ||
+  { cat "$WORK/log3"; fail "no size and rate for the checkpoint load (0.4 MB: 108,864 fp32 parameters)"; }
+"$TRIAX" convert --to hf "$WORK/run" "$WORK/hf" >"$WORK/log4" 2>&1 || { cat "$WORK/log4"; fail "convert --to hf"; }
+grep -Eq "reading $WORK/run/step_00000009: 0\.4 MB in [0-9.]+ s" "$WORK/log4" || { cat "$WORK/log4"; fail "no size for convert"; }
+
 # Unwritable places: exit 2 naming the key and the path, before step 1.
 touch "$WORK/a_file"
 check_refused() {  # <override> <expected text>

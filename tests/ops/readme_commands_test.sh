@@ -35,7 +35,7 @@ while IFS= read -r command; do
     continue
   fi
   start=$SECONDS
-  if ! bash -c "$command" >"$FRESH/out.log" 2>&1; then
+  if ! bash -c "$command" </dev/null >"$FRESH/out.log" 2>&1; then  # mpirun would read the command list
     tail -30 "$FRESH/out.log"
     echo "FAIL: README command failed: $command"
     exit 1
