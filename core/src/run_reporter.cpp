@@ -6,12 +6,10 @@
 #include <iomanip>
 #include <sstream>
 
+#include "tensorboard/tensorboard_writer.hpp"  // declarations only: built with protobuf when found
 #include "triax/core/log.hpp"
 #include "triax/core/progress.hpp"
 #include "triax/error.hpp"
-#ifdef TRIAX_WITH_TENSORBOARD
-#include "tensorboard/tensorboard_writer.hpp"
-#endif
 
 namespace triax {
 namespace {
