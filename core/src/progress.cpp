@@ -48,7 +48,8 @@ void ProgressMeter::advance(int64_t amount) {
   const double seconds = seconds_since(start_);
   const double rate = seconds > 0 ? static_cast<double>(done_) / seconds : 0.0;
   std::ostringstream line;
-  line << what_ << ": " << amount_text(static_cast<double>(done_)) << " of " << amount_text(static_cast<double>(total_));
+  line << what_ << ": " << amount_text(static_cast<double>(done_)) << " of "
+       << amount_text(static_cast<double>(total_));
   if (total_ > 0) line << " (" << std::fixed << std::setprecision(0) << 100.0 * done_ / total_ << "%)";
   line << ", " << amount_text(rate) << (unit_ == Unit::bytes ? "/s" : " per s");
   if (rate > 0) line << ", eta " << clock_text(static_cast<double>(total_ - done_) / rate);
@@ -63,7 +64,8 @@ void ProgressMeter::finish() {
   std::ostringstream line;
   line << what_ << ": " << amount_text(static_cast<double>(done_)) << " in " << std::fixed << std::setprecision(2)
        << seconds << " s";
-  if (seconds > 0) line << " (" << amount_text(static_cast<double>(done_) / seconds) << (unit_ == Unit::bytes ? "/s)" : " per s)");
+  if (seconds > 0)
+    line << " (" << amount_text(static_cast<double>(done_) / seconds) << (unit_ == Unit::bytes ? "/s)" : " per s)");
   log::info(line.str());
 }
 

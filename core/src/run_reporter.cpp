@@ -51,8 +51,8 @@ void check_benchmark_csv(const std::string& origin, const std::string& path) {
   if (!parent.empty()) fs::create_directories(parent, ec);
   std::ofstream probe(path, std::ios::app);
   if (ec || !probe)
-    throw ConfigError(origin + ": general.benchmark_csv_path: cannot append to '" + path +
-                      "'" + (ec ? ": " + ec.message() : std::string(" (is its folder writable?)")));
+    throw ConfigError(origin + ": general.benchmark_csv_path: cannot append to '" + path + "'" +
+                      (ec ? ": " + ec.message() : std::string(" (is its folder writable?)")));
 }
 
 }  // namespace
@@ -70,7 +70,8 @@ RunReporter::RunReporter(const TrainConfig& config, bool logging_rank) : config_
     return;
   }
 #ifdef TRIAX_WITH_TENSORBOARD
-  const std::string key = config.origin + ": " + (l.tensorboard_dir ? "logging.tensorboard_dir" : "checkpoints.checkpoints_path");
+  const std::string key =
+      config.origin + ": " + (l.tensorboard_dir ? "logging.tensorboard_dir" : "checkpoints.checkpoints_path");
   tensorboard_ = std::make_unique<TensorBoardWriter>(l.tensorboard_dir.value_or(config.run_dir()), key);
 #else
   tensorboard_note_ = "none: this build has no protobuf (install libprotobuf-dev and protobuf-compiler, reconfigure)";

@@ -39,11 +39,12 @@ TensorBoardWriter::TensorBoardWriter(const std::string& folder, const std::strin
   fs::create_directories(folder, ec);
   if (ec) throw ConfigError(key + ": cannot create the TensorBoard folder '" + folder + "': " + ec.message());
   const auto seconds = static_cast<int64_t>(seconds_since_epoch());
-  path_ = (fs::path(folder) / ("events.out.tfevents." + std::to_string(seconds) + "." + host_name() + "." +
-                               std::to_string(getpid())))
+  path_ = (fs::path(folder) /
+           ("events.out.tfevents." + std::to_string(seconds) + "." + host_name() + "." + std::to_string(getpid())))
               .string();
   out_.open(path_, std::ios::binary | std::ios::trunc);
-  if (!out_) throw ConfigError(key + ": cannot write the TensorBoard event file '" + path_ + "' (is the folder writable?)");
+  if (!out_)
+    throw ConfigError(key + ": cannot write the TensorBoard event file '" + path_ + "' (is the folder writable?)");
   tensorboard::Event event;
   event.set_wall_time(seconds_since_epoch());
   event.set_file_version("brain.Event:2");
