@@ -93,6 +93,38 @@ TEST(Config, NanotronTinyLlamaLoads) {
   EXPECT_TRUE(c.resolved["profiler"].IsNull());
 }
 
+// nanotron's profiler section (its documented keys, as its ProfilerArgs names them) and
+// general.benchmark_csv_path, which the example leaves null.
+TEST(Config, NanotronProfilerSectionAndBenchmarkCsvLoad) {
+  TrainConfig c = load_train_config(
+      kTiny, {"profiler={profiler_export_path: ./tb_logs, wait: 2, warmup: 1, active: 3, repeat: 2, skip_first: 4, "
+              "record_shapes: true, profile_memory: true, with_stack: false, export_chrome_trace: true}",
+              "general.benchmark_csv_path=bench.csv"});
+  ASSERT_TRUE(c.profiler.has_value());
+  EXPECT_EQ(c.profiler->profiler_export_path, "./tb_logs");
+  EXPECT_EQ(c.profiler->wait, 2);
+  EXPECT_EQ(c.profiler->warmup, 1);
+  EXPECT_EQ(c.profiler->active, 3);
+  EXPECT_EQ(c.profiler->repeat, 2);
+  EXPECT_EQ(c.profiler->skip_first, 4);
+  EXPECT_TRUE(c.profiler->record_shapes);
+  EXPECT_TRUE(c.profiler->profile_memory);
+  EXPECT_FALSE(c.profiler->with_stack);
+  EXPECT_EQ(c.general.benchmark_csv_path.value_or(""), "bench.csv");
+  // nanotron's defaults for the keys left out.
+  TrainConfig d = load_train_config(kTiny, {"profiler={profiler_export_path: tb}"});
+  ASSERT_TRUE(d.profiler.has_value());
+  EXPECT_EQ(d.profiler->wait, 1);
+  EXPECT_EQ(d.profiler->warmup, 1);
+  EXPECT_EQ(d.profiler->active, 1);
+  EXPECT_EQ(d.profiler->repeat, 1);
+  EXPECT_EQ(d.profiler->skip_first, 3);
+  EXPECT_FALSE(d.profiler->record_shapes);
+  EXPECT_TRUE(d.profiler->with_stack);
+  EXPECT_EQ(d.resolved["profiler"]["skip_first"].as<int>(), 3);
+  EXPECT_FALSE(load_train_config(kTiny).profiler.has_value());
+}
+
 TEST(Config, NanotronTinyLlamaNeedsEightProcesses) {
   TrainConfig c = load_train_config(kTiny);
   EXPECT_NO_THROW(validate_for_world(c, 8));

@@ -56,7 +56,7 @@ expect 3 "unknown engine plugin 'zigzag'" 2 -- \
   "$TRIAX" launch -n 2 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.pp=2 --set parallelism.pp_engine=zigzag
 expect 2 "nccl needs general.device cuda" 1 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.comm_backend=nccl
 expect 2 "triax launch -n 2" 1 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.dp=2
-expect 2 "triax launch -n N -- triax train" 1 -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 \
+expect 2 "torchrun starts GPU ranks (nccl); on CPU start them with \`triax launch -n 2 -- triax train" 1 -- env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29555 \
   "$TRIAX" "${TRAIN[@]}" --set parallelism.dp=2 --set parallelism.comm_backend=mpi
 expect 2 "RANK is set but WORLD_SIZE is not" 1 -- env RANK=1 "$TRIAX" "${TRAIN[@]}"
 expect 2 "-n N (N >= 1) is required" 1 -- "$TRIAX" launch -- "$TRIAX" version

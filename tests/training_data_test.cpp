@@ -95,8 +95,8 @@ TEST(TrainingData, AnExhaustedDatasetWrapsIntoANewlyShuffledEpoch) {
   }
   EXPECT_NE(epochs[0], epochs[1]);
   EXPECT_NE(epochs[1], epochs[2]);
-  EXPECT_EQ(data.state(4).stages[0].datasets[0].epoch, 0);  // 24 samples: the first epoch exactly
-  EXPECT_EQ(data.state(5).stages[0].datasets[0].epoch, 1);
+  EXPECT_EQ(data.state(4).stages[0].datasets[0].epoch, 1);  // 24 samples: the first epoch exactly
+  EXPECT_EQ(data.state(5).stages[0].datasets[0].epoch, 2);
 }
 
 TEST(TrainingData, DataParallelRanksReadDisjointSlicesOfEachStep) {
@@ -159,7 +159,7 @@ TEST(TrainingData, ARestoredPositionContinuesWithExactlyTheNextSamples) {
   std::vector<at::Tensor> batches;
   for (int64_t step = 1; step <= 30; ++step) batches.push_back(first.step_samples(step));
   const DataLoaderState saved = first.state(12);
-  EXPECT_EQ(saved.stages[0].datasets[1].epoch, 1);  // b (13 samples) wrapped: 24 of its samples by step 12
+  EXPECT_EQ(saved.stages[0].datasets[1].epoch, 2);  // b (13 samples) wrapped: 24 of its samples by step 12
 
   TrainingData resumed(config, 40000, layout());
   resumed.restore(saved);

@@ -4,7 +4,11 @@
 # same machine costs seconds. The environment and the compiler cache live outside the clone,
 # keyed by versions, so a fresh clone on the same machine reuses them.
 #
-#   tools/setup.sh [--no-build]
+#   tools/setup.sh [--no-build] [--with-slurm]
+#
+# --with-slurm (or CI=true) also installs Slurm's daemons and munge (slurmctld, slurmd,
+# slurm-client, munge; about 40 s), which the single-node Slurm test starts and stops itself.
+# They are left out otherwise: on a machine with systemd, Debian's packages enable the services.
 #
 # Environment: TRIAX_BUILD_DIR (default build), TRIAX_CACHE_DIR (default ~/.cache/triax),
 # Torch_DIR (a LibTorch of your own; skips the wheel), TRIAX_JOBS (parallel compile jobs).
@@ -15,14 +19,23 @@ BUILD_DIR="${TRIAX_BUILD_DIR:-build}"
 CACHE_DIR="${TRIAX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/triax}"
 TORCH_VERSION=2.11.0
 DO_BUILD=1
-[[ "${1:-}" == "--no-build" ]] && DO_BUILD=0
+WITH_SLURM=0
+[[ "${CI:-}" == "true" ]] && WITH_SLURM=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-build) DO_BUILD=0 ;;
+    --with-slurm) WITH_SLURM=1 ;;
+    *) echo "tools/setup.sh: unknown option $arg (expected --no-build, --with-slurm)" >&2; exit 2 ;;
+  esac
+done
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 # ---- Debian packages -------------------------------------------------------------------
 PACKAGES=(cmake ninja-build g++ ccache python3-venv libyaml-cpp-dev libspdlog-dev libfmt-dev
           libboost-dev libboost-program-options-dev libboost-filesystem-dev libhdf5-dev
-          libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev)
+          libgtest-dev libgmock-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
+          libprotobuf-dev protobuf-compiler)  # protobuf: TensorBoard event files
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,6 +45,19 @@ if ((${#missing[@]})); then
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ((WITH_SLURM)); then
+  slurm_missing=()
+  for p in slurmctld slurmd slurm-client munge; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || slurm_missing+=("$p")
+  done
+  if ((${#slurm_missing[@]})); then
+    log "installing Slurm for its test: ${slurm_missing[*]}"
+    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    ((${#missing[@]})) || $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${slurm_missing[@]}" >/dev/null
+  fi
 fi
 
 # ---- Python environment with LibTorch --------------------------------------------------
@@ -56,6 +82,12 @@ INTEROP_PACKAGES=(transformers==5.24.0 safetensors==0.8.0)
 if ! "$VENV/bin/python" -c "import transformers, safetensors" 2>/dev/null; then
   log "installing ${INTEROP_PACKAGES[*]} into $VENV"
   "$VENV/bin/pip" install -q "${INTEROP_PACKAGES[@]}"
+fi
+# Plots (tools/plot) and the TensorBoard test, which reads the event files back.
+REPORT_PACKAGES=(matplotlib==3.11.2 tensorboard==2.21.0)
+if ! "$VENV/bin/python" -c "import matplotlib, tensorboard" 2>/dev/null; then
+  log "installing ${REPORT_PACKAGES[*]} into $VENV"
+  "$VENV/bin/pip" install -q "${REPORT_PACKAGES[@]}"
 fi
 ln -sfn "$VENV" "$ROOT/.venv"
 

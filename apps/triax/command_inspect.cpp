@@ -14,6 +14,12 @@ namespace po = boost::program_options;
 int run_inspect_command(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "checkpoint")
     return inspect_checkpoint(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
+    std::cout << "usage: triax inspect mesh --dp D --tp T --pp P [--ep E]   the rank table and every process group\n"
+                 "       triax inspect checkpoint PATH                      step, topology, tensors, checksums\n"
+                 "`triax inspect mesh --help` lists the mesh options.\n";
+    return kExitOk;
+  }
   if (args.empty() || args[0] != "mesh") {
     std::cerr << "triax inspect: expected a subject: triax inspect mesh --dp D --tp T --pp P [--ep E], or "
                  "triax inspect checkpoint PATH\n";

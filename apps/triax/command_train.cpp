@@ -1,4 +1,5 @@
 // `triax train --config FILE [--set KEY=VALUE]... [--plugin-path DIR]...`
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
@@ -38,15 +39,40 @@ std::string seconds_text(double seconds) {
   return text.str();
 }
 
+// torchrun starts ranks for NCCL only (the mpi backend needs mpirun's or srun's ranks): say so
+// in one line before any work rather than after the plugins and the mesh are set up.
+void refuse_torchrun_without_gpu(const TrainConfig& config, const LaunchEnvironment& launch) {
+  if (launch.launcher != LaunchEnvironment::Launcher::torchrun) return;
+  const std::string& device = config.general.device;
+  if (device == "cuda" || (device == "auto" && at::hasCUDA())) return;
+  throw ConfigError("torchrun starts GPU ranks (nccl); on CPU start them with `triax launch -n " +
+                    std::to_string(launch.world_size) + " -- triax train --config " + config.origin +
+                    " ...` or mpirun (general.device is " + device + (at::hasCUDA() ? "" : ", no GPU found") + ")");
+}
+
+// The launcher's variable that holds the number of ranks, for messages.
+const char* world_size_variable(const LaunchEnvironment& launch) {
+  switch (launch.launcher) {
+    case LaunchEnvironment::Launcher::slurm:
+      return "SLURM_NTASKS";
+    case LaunchEnvironment::Launcher::mpirun:
+      return "OMPI_COMM_WORLD_SIZE";
+    default:
+      return "WORLD_SIZE";
+  }
+}
+
 }  // namespace
 
 int run_train_command(const std::vector<std::string>& args) {
   po::options_description options("triax train options");
   options.add_options()("help,h", "show this help")("config,c", po::value<std::string>(),
                                                     "YAML config file (nanotron schema + triax keys)")(
+      "config-file", po::value<std::string>(), "the same as --config (nanotron's run_train.py flag)")(
       "set", po::value<std::vector<std::string>>()->composing(),
       "override a config value: --set optimizer.clip_grad=0.5 (repeatable; numeric parts index lists)")(
-      "plugin-path", po::value<std::vector<std::string>>()->composing(), "extra folder searched for plugins");
+      "plugin-path", po::value<std::vector<std::string>>()->composing(), "extra folder searched for plugins")(
+      "print-run-folder", "print the run folder the config names (checkpoints.checkpoints_path) and exit");
   po::variables_map vm;
   try {
     po::positional_options_description positional;  // `triax train FILE` means `--config FILE`
@@ -61,10 +87,15 @@ int run_train_command(const std::vector<std::string>& args) {
     std::cout << options;
     return kExitOk;
   }
-  if (!vm.count("config")) {
+  if (vm.count("config") && vm.count("config-file")) {
+    std::cerr << "triax train: give the config once, with --config or --config-file\n";
+    return kExitInvalidConfig;
+  }
+  if (!vm.count("config") && !vm.count("config-file")) {
     std::cerr << "triax train: --config FILE is required\n" << options;
     return kExitInvalidConfig;
   }
+  const std::string config_file = vm[vm.count("config") ? "config" : "config-file"].as<std::string>();
   try {
     std::vector<std::string> overrides;
     // `triax launch --comm-timeout S` passes its timeout down; an explicit --set still wins.
@@ -72,8 +103,13 @@ int run_train_command(const std::vector<std::string>& args) {
       overrides.push_back(std::string("parallelism.comm_timeout_seconds=") + timeout);
     if (vm.count("set"))
       for (const auto& item : vm["set"].as<std::vector<std::string>>()) overrides.push_back(item);
-    TrainConfig config = load_train_config(vm["config"].as<std::string>(), overrides);
+    TrainConfig config = load_train_config(config_file, overrides);
+    if (vm.count("print-run-folder")) {
+      std::cout << config.run_dir() << "\n";
+      return kExitOk;
+    }
     const LaunchEnvironment launch = LaunchEnvironment::from_process();
+    refuse_torchrun_without_gpu(config, launch);
     log::configure(launch.rank, launch.world_size, log::parse_level(config.logging.log_level),
                    log::parse_level(config.logging.log_level_replica));
     // Every rank checks the mesh against the launch before any work, so a mismatch is reported by
@@ -81,7 +117,10 @@ int run_train_command(const std::vector<std::string>& args) {
     try {
       validate_for_world(config, launch.world_size);
     } catch (const ConfigError& e) {
-      if (launch.launcher != LaunchEnvironment::Launcher::none) throw;
+      if (launch.launcher != LaunchEnvironment::Launcher::none)
+        throw ConfigError(std::string(e.what()) + "; the world size comes from " + launch.launcher_name() + " (" +
+                          world_size_variable(launch) + "=" + std::to_string(launch.world_size) +
+                          "): start as many ranks as the config's mesh, or change parallelism");
       throw ConfigError(std::string(e.what()) + "; start the ranks with `triax launch -n " +
                         std::to_string(config.parallelism.dp * config.parallelism.tp * config.parallelism.pp) +
                         " -- triax train ...`, mpirun, srun or torchrun");

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <iomanip>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "triax/error.hpp"
@@ -31,6 +32,9 @@ std::string json_number(double value) {
   out << std::setprecision(9) << value;
   return out.str();
 }
+
+// A JSON string, escaped (aux-loss and folder names are free text).
+std::string json_string(const std::string& text) { return nlohmann::json(text).dump(); }
 
 }  // namespace
 
@@ -76,15 +80,38 @@ std::string to_json_line(const StepMetrics& m) {
   out << "{\"step\": " << m.step << ", \"total_steps\": " << m.total_steps << ", \"loss\": " << json_number(m.loss)
       << ", \"aux_losses\": {";
   for (size_t i = 0; i < m.aux_losses.size(); ++i)
-    out << (i ? ", " : "") << "\"" << m.aux_losses[i].first << "\": " << json_number(m.aux_losses[i].second);
+    out << (i ? ", " : "") << json_string(m.aux_losses[i].first) << ": " << json_number(m.aux_losses[i].second);
   out << "}, \"lr\": " << json_number(m.learning_rate) << ", \"grad_norm\": " << json_number(m.grad_norm)
       << ", \"tokens_per_s\": " << json_number(m.tokens_per_second)
       << ", \"tokens_per_s_per_device\": " << json_number(m.tokens_per_second_per_device)
       << ", \"model_tflops_per_device\": " << json_number(m.model_tflops_per_device)
       << ", \"mfu\": " << (m.mfu ? json_number(*m.mfu) : "null") << ", \"consumed_tokens\": " << m.consumed_tokens
       << ", \"peak_memory_bytes\": " << m.peak_memory_bytes << ", \"step_s\": " << json_number(m.step_seconds)
-      << ", \"elapsed_s\": " << json_number(m.elapsed_seconds) << ", \"eta_s\": " << json_number(m.eta_seconds) << "}";
+      << ", \"elapsed_s\": " << json_number(m.elapsed_seconds) << ", \"eta_s\": " << json_number(m.eta_seconds)
+      << ", \"data_consumed_samples\": {";
+  for (size_t i = 0; i < m.dataset_samples.size(); ++i)
+    out << (i ? ", " : "") << json_string(m.dataset_samples[i].first) << ": " << m.dataset_samples[i].second;
+  out << "}}";
   return out.str();
+}
+
+std::vector<std::pair<std::string, double>> scalar_series(const StepMetrics& m) {
+  std::vector<std::pair<std::string, double>> series{{"loss", m.loss}};
+  for (const auto& [name, value] : m.aux_losses) series.emplace_back("aux_losses/" + name, value);
+  series.insert(series.end(), {{"lr", m.learning_rate},
+                               {"grad_norm", m.grad_norm},
+                               {"tokens_per_s", m.tokens_per_second},
+                               {"tokens_per_s_per_device", m.tokens_per_second_per_device},
+                               {"model_tflops_per_device", m.model_tflops_per_device}});
+  if (m.mfu) series.emplace_back("mfu", *m.mfu);
+  series.insert(series.end(), {{"consumed_tokens", static_cast<double>(m.consumed_tokens)},
+                               {"peak_memory_bytes", static_cast<double>(m.peak_memory_bytes)},
+                               {"step_s", m.step_seconds},
+                               {"elapsed_s", m.elapsed_seconds},
+                               {"eta_s", m.eta_seconds}});
+  for (const auto& [folder, samples] : m.dataset_samples)
+    series.emplace_back("data_consumed_samples/" + folder, static_cast<double>(samples));
+  return series;
 }
 
 int64_t peak_resident_bytes() {

@@ -31,6 +31,8 @@ struct StepMetrics {
   double step_seconds = 0.0;  // mean over the logging interval
   double elapsed_seconds = 0.0;
   double eta_seconds = 0.0;
+  // Samples each dataset of the current data stage has given so far (the mixture's counts), by folder.
+  std::vector<std::pair<std::string, int64_t>> dataset_samples;
 };
 
 // Peak FLOP/s per device used for MFU, and where the number comes from.
@@ -44,6 +46,9 @@ DevicePeak device_peak(const std::string& device_name, std::optional<double> con
 
 std::string format_step_line(const StepMetrics& metrics);
 std::string to_json_line(const StepMetrics& metrics);
+// Every number of the JSON line but the step counters, tagged by its JSON key path ("loss",
+// "aux_losses/NAME", "data_consumed_samples/FOLDER"): the TensorBoard scalars.
+std::vector<std::pair<std::string, double>> scalar_series(const StepMetrics& metrics);
 std::string format_duration(double seconds);  // H:MM:SS
 
 // Peak resident memory of this process (CPU runs), in bytes.

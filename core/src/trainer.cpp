@@ -25,7 +25,8 @@
 #include "triax/core/comm/launch_environment.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/lr_schedule.hpp"
-#include "metrics.hpp"
+#include "run_reporter.hpp"
+#include "step_profiler.hpp"
 #include "triax/core/plugins/model_selection.hpp"
 #include "step_losses.hpp"
 #include "model_chunks.hpp"
@@ -334,8 +335,9 @@ TrainSummary Trainer::train() {
     out << "# the configuration of this run, every default filled in\n" << to_yaml_text(resolved);
     if (!out) throw Error("cannot write " + (fs::path(c.run_dir()) / "config.yaml").string());
   }
-  std::unique_ptr<MetricsFile> metrics_file;
-  if (is_logging_rank) metrics_file = std::make_unique<MetricsFile>((fs::path(c.run_dir()) / "metrics.jsonl").string());
+  // Every output opened before the first step: one that cannot be written stops the run now.
+  RunReporter reporter(c, is_logging_rank);
+  StepProfiler profiler(c.profiler, c.origin, s.communicator.rank(TRIAX_GROUP_WORLD), s.device.is_cuda());
 
   log::info("model " + c.model.plugin + ": " + std::to_string(s.model->total_parameters()) + " parameters, " +
             c.model.dtype + " on " + device_display_name(s.device) + ", " +
@@ -353,7 +355,8 @@ TrainSummary Trainer::train() {
         (c.parallelism.pp_blocks_per_stage ? " (from parallelism.pp_blocks_per_stage)"
                                            : " (balanced by compute cost)"));
   if (!s.tied->empty()) log::info("tied across pipeline stages: " + s.tied->describe());
-  log::info("metrics: " + (metrics_file ? metrics_file->path() : std::string("rank 0 only")));
+  for (const auto& line : reporter.describe()) log::info(line);
+  if (c.profiler) log::info(profiler.describe());
 
   LearningRateSchedule schedule(s.resume.lr_scheduler);
   TrainSummary summary;
@@ -371,6 +374,7 @@ TrainSummary Trainer::train() {
 
   for (int64_t step = s.resume.step + 1; step <= c.tokens.train_steps; ++step) {
     s.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
+    profiler.before_step(step);
     MicroBatchFeed feed;
     feed.step_samples = s.data->step_samples(step);  // prefetched during the previous step
     feed.micro_batch_size = c.tokens.micro_batch_size;
@@ -417,6 +421,7 @@ TrainSummary Trainer::train() {
     summary.learning_rates.push_back(lr);
     summary.consumed_tokens += tokens_per_step;
     s.data->after_step(step);
+    profiler.after_step(step);
     ++interval_steps;
 
     const bool log_now = step % c.logging.iteration_step_info_interval == 0 || step == c.tokens.train_steps;
@@ -444,9 +449,11 @@ TrainSummary Trainer::train() {
       m.elapsed_seconds = elapsed;
       m.eta_seconds = m.step_seconds * static_cast<double>(c.tokens.train_steps - step);
       if (is_logging_rank) {
-        log::info(format_step_line(m));
-        metrics_file->write(m);
+        const data::DataLoaderState position = s.data->state(step);
+        for (const auto& dataset : position.stages[s.data->stage_index(step)].datasets)
+          m.dataset_samples.emplace_back(dataset.folder, dataset.consumed_samples);
       }
+      reporter.logged(m);
       if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm))
         throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(m.loss) +
                     " and the gradient norm " + std::to_string(m.grad_norm) +
@@ -454,12 +461,19 @@ TrainSummary Trainer::train() {
                     "set optimizer.clip_grad, or raise the warm-up.");
       interval_start = now;
       interval_steps = 0;
+    } else {
+      reporter.step_done(step, c.tokens.train_steps,
+                         std::chrono::duration<double>(Clock::now() - interval_start).count() /
+                             static_cast<double>(interval_steps));
     }
     if (s.checkpoint->due(step)) {
       s.checkpoint->save(step, summary.consumed_tokens, s.resume.lr_scheduler, resolved_text);
       interval_start = Clock::now();  // the save's time is not a step's
     }
   }
+  profiler.finish();
+  reporter.finish({c.model.plugin, s.model->total_parameters(), device_display_name(s.device), world_size,
+                   tokens_per_step});
   for (size_t i = 0; i < step_losses.size(); ++i) {
     summary.losses.push_back(step_losses[i].item<double>());
     summary.grad_norms.push_back(step_norms[i].item<double>());

@@ -8,6 +8,7 @@
 #include "triax/layers/cross_entropy.hpp"
 #include "triax/layers/fused_linear_cross_entropy.hpp"
 #include "triax/layers/recompute.hpp"
+#include "triax/trace_range.hpp"
 
 namespace triax {
 namespace {
@@ -101,6 +102,7 @@ std::vector<at::Tensor> CausalLm::layer_inputs(int64_t, c10::ScalarType) { retur
 at::Tensor CausalLm::stage_input(const StageInput& input, const at::Tensor& ids) const {
   if (embeds_tokens_) {
     if (!ids.defined()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, layout_.model_name + ": the first stage needs input_ids");
+    const TraceRange range("block embedding");
     return embedding_->forward(ids);
   }
   if (!input.hidden_in.defined())
@@ -112,7 +114,9 @@ at::Tensor CausalLm::stage_input(const StageInput& input, const at::Tensor& ids)
 at::Tensor CausalLm::run_layers(at::Tensor hidden, int64_t sequence_length) {
   if (layers_.empty()) return hidden;
   const std::vector<at::Tensor> shared = layer_inputs(sequence_length, hidden.scalar_type());
+  int64_t layer_index = std::max(context_.first_block, 1) - 1;  // of the model, for profiler ranges
   for (const auto& layer : layers_) {
+    const TraceRange range("block layer " + std::to_string(layer_index++));
     if (!context_.recompute_layer) {
       hidden = layer->forward(hidden, shared);
       continue;
@@ -146,6 +150,7 @@ StageOutput CausalLm::forward(const StageInput& input) {
 }
 
 StageOutput CausalLm::head_output(const at::Tensor& hidden, const StageInput& input) {
+  const TraceRange range("block head");
   StageOutput output;
   const at::Tensor normed = norm_.forward(hidden);
   const int64_t vocab_start = tp_.shard_offset(padded_vocab_size_);

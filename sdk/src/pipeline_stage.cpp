@@ -7,6 +7,7 @@
 #include <string>
 
 #include "triax/error.hpp"
+#include "triax/trace_range.hpp"
 
 namespace triax {
 namespace {
@@ -142,6 +143,7 @@ void PipelineStage::receive_input(int chunk, int index) {
 void PipelineStage::run_forward(int chunk, int index) {
   const Key key{chunk, index};
   if (live_.count(key)) throw Error("pipeline: " + pass_name(chunk, index) + " was forwarded twice");
+  const TraceRange range("forward " + pass_name(chunk, index));
   StageInput input = is_first(chunk) ? request_.micro_batch(index) : take(inputs_, key, "the received input");
   device_ = input.input_ids.defined() ? input.input_ids.device() : device_;
   InFlight flight;
@@ -180,6 +182,7 @@ void PipelineStage::receive_output_gradient(int chunk, int index) {
 void PipelineStage::run_backward(int chunk, int index) {
   const Key key{chunk, index};
   InFlight flight = take(live_, key, "backward: the forward");  // frees the activations at the end
+  const TraceRange range("backward " + pass_name(chunk, index));
   std::vector<at::Tensor> roots, seeds;
   if (!is_last(chunk)) {
     const std::vector<at::Tensor> gradients = take(output_gradients_, key, "the received output gradient");

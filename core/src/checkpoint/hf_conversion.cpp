@@ -11,6 +11,7 @@
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/comm/communicator.hpp"
+#include "triax/core/progress.hpp"
 #include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/core/plugins/model_selection.hpp"
 #include "triax/interop/hf_folder.hpp"
@@ -69,12 +70,27 @@ void export_to_hf(const PluginRegistry& registry, const std::string& checkpoint,
                             "' cannot be exported (float32, bfloat16 or float16)");
   }
   std::map<std::string, at::Tensor> tensors;
-  for (const std::string& name : reader.parameter_names()) tensors[name] = reader.whole_parameter(name);
+  int64_t total_bytes = 0;
+  for (const std::string& name : reader.parameter_names()) {
+    const std::optional<at::ScalarType> stored = dtype_from_name(reader.parameter_dtype(name));
+    int64_t elements = 1;
+    for (const int64_t size : reader.parameter_shape(name)) elements *= size;
+    total_bytes += elements * static_cast<int64_t>(c10::elementSize(stored.value_or(at::kFloat)));
+  }
+  ProgressMeter progress("reading " + reader.folder().string(), total_bytes);
+  for (const std::string& name : reader.parameter_names()) {
+    tensors[name] = reader.whole_parameter(name);
+    progress.advance(static_cast<int64_t>(tensors[name].nbytes()));
+  }
+  progress.finish();
   write_hf_model(registry, m.model_plugin, to_yaml_text(model_config), tensors, *dtype, max_shard_bytes, out);
 }
 
 std::string import_from_hf(const PluginRegistry& registry, const std::string& hf_folder, const std::string& out) {
+  ProgressMeter progress("reading " + hf_folder, 0);  // the size is known once read: its total and rate
   HfModel model = read_hf_model(registry, hf_folder);
+  for (const auto& [name, tensor] : model.parameters) progress.advance(static_cast<int64_t>(tensor.nbytes()));
+  progress.finish();
   // The tensors as one rank's whole parameters.
   std::vector<NamedParameter> parameters;
   for (auto& [name, tensor] : model.parameters) {

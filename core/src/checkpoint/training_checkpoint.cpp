@@ -20,6 +20,7 @@
 #include "triax/core/data/training_data.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
+#include "triax/core/progress.hpp"
 #include "triax/interop/hf_folder.hpp"
 #include "triax/torch_version.hpp"
 
@@ -116,7 +117,14 @@ void load_initial_weights(const std::string& path, const std::vector<NamedParame
     return;
   }
   CheckpointReader reader(path);
-  for (const NamedParameter& p : parameters) reader.load_parameter(p);
+  int64_t parameter_bytes = 0;
+  for (const NamedParameter& p : parameters) parameter_bytes += static_cast<int64_t>(p.tensor.nbytes());
+  ProgressMeter progress("loading the weights of " + reader.folder().string(), parameter_bytes);
+  for (const NamedParameter& p : parameters) {
+    reader.load_parameter(p);
+    progress.advance(static_cast<int64_t>(p.tensor.nbytes()));
+  }
+  progress.finish();
   check_nothing_left_over(reader, parameters, communicator, device);
   log::info("model.init_method.path: weights of step " + std::to_string(reader.metadata().step) + " from " +
             reader.folder().string());
@@ -133,10 +141,15 @@ void TrainingCheckpoint::begin_resume() {
   log::info("resuming from " + resume_from_->folder().string() + ": step " + std::to_string(m.step) +
             ", saved at " + m.topology.describe() + " by triax " + m.triax_version);
   const auto start = std::chrono::steady_clock::now();
+  int64_t parameter_bytes = 0;
+  for (const NamedParameter& p : *parts_.parameters) parameter_bytes += static_cast<int64_t>(p.tensor.nbytes());
+  ProgressMeter progress("loading the weights of " + resume_from_->folder().string(), parameter_bytes);
   for (const NamedParameter& p : *parts_.parameters) {
     resume_from_->load_parameter(p);
     loaded_bytes_ += static_cast<int64_t>(p.tensor.nbytes());
+    progress.advance(static_cast<int64_t>(p.tensor.nbytes()));
   }
+  progress.finish();
   check_nothing_left_over(*resume_from_, *parts_.parameters, *parts_.communicator, parts_.device);
   load_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -26,6 +26,7 @@ OptimizerConfig read_optimizer(ConfigReader& root, const TokensConfig& tokens);
 std::vector<DataStageConfig> read_data_stages(ConfigReader& root, const GeneralConfig& general,
                                               const TokensConfig& tokens);
 LoggingConfig read_logging(ConfigReader& root);
+std::optional<ProfilerConfig> read_profiler(ConfigReader& root);
 PluginsConfig read_plugins(ConfigReader& root);
 
 // ---- shared checks -----------------------------------------------------------------------------

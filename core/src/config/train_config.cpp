@@ -35,9 +35,9 @@ TrainConfig parse_train_config(const YAML::Node& document, const std::string& or
   c.optimizer = config::read_optimizer(root, c.tokens);
   c.data_stages = config::read_data_stages(root, c.general, c.tokens);
   c.logging = config::read_logging(root);
+  c.profiler = config::read_profiler(root);
   c.plugins = config::read_plugins(root);
   reject_unless_null(root, "metrics_logging", "nanotron's metrics_logging (triax writes its own metrics file)");
-  reject_unless_null(root, "profiler", "the profiler section");
   reject_unless_null(root, "lighteval", "lighteval evaluation");
   reject_unless_null(root, "s3_upload", "uploading checkpoints to S3");
   root.finish();

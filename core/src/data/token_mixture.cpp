@@ -1,5 +1,6 @@
 #include "data/token_mixture.hpp"
 
+#include "data/tokenizer_identity.hpp"
 #include "triax/core/data/sample_permutation.hpp"
 #include "triax/error.hpp"
 
@@ -14,6 +15,7 @@ std::vector<std::unique_ptr<TokenFolder>> open_folders(const NanosetConfig& conf
   std::vector<std::unique_ptr<TokenFolder>> folders;
   std::string tokenizer = config.tokenizer_name.value_or("");
   std::string tokenizer_source = config.tokenizer_name ? "tokenizer_name" : "";
+  std::string identity = config.tokenizer_name ? tokenizer_identity(tokenizer, "") : "";
   for (size_t i = 0; i < config.dataset_folder.size(); ++i) {
     const std::string key = "dataset_folder" + (config.dataset_folder.size() > 1 ? "." + std::to_string(i) : "");
     TokenFolderOptions folder_options;
@@ -32,12 +34,16 @@ std::vector<std::unique_ptr<TokenFolder>> open_folders(const NanosetConfig& conf
     }
     const std::string& found = folders.back()->tokenizer();
     if (found.empty()) continue;
+    // The same tokenizer recorded under two paths (each folder's own tokenizer.json) mixes.
+    const std::string found_identity = tokenizer_identity(found, folders.back()->folder());
     if (tokenizer.empty()) {
       tokenizer = found;
       tokenizer_source = key;
-    } else if (found != tokenizer) {
+      identity = found_identity;
+    } else if (found_identity != identity) {
       throw ConfigError(where + key + ": " + folders.back()->folder() + " was tokenized with '" + found + "', but " +
-                        tokenizer_source + " says '" + tokenizer + "'; a model reads one tokenizer's ids");
+                        tokenizer_source + " says '" + tokenizer +
+                        "' (another tokenizer: their tokenizer.json differ); a model reads one tokenizer's ids");
     }
   }
   return folders;

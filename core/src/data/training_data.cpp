@@ -23,7 +23,8 @@ std::string percent(double fraction) {
   return out.str();
 }
 
-int64_t epoch_of(int64_t consumed, int64_t epoch_size) { return consumed == 0 ? 0 : (consumed - 1) / epoch_size; }
+// The epoch the last consumed sample belongs to, counted from 1 as the log and metadata.yaml say it.
+int64_t epoch_of(int64_t consumed, int64_t epoch_size) { return consumed == 0 ? 1 : (consumed - 1) / epoch_size + 1; }
 
 }  // namespace
 
@@ -68,7 +69,7 @@ TrainingData::TrainingData(const TrainConfig& config, int64_t vocab_size, const 
       stage->mixture =
           std::make_unique<TokenMixture>(parse_nanoset_config(dataset, options.key_path, config.origin), options);
     }
-    logged_epochs_.emplace_back(stage->mixture ? stage->mixture->num_datasets() : 0, 0);
+    logged_epochs_.emplace_back(stage->mixture ? stage->mixture->num_datasets() : 0, 1);
     stages_.push_back(std::move(stage));
   }
   if (stages_.empty()) throw ConfigError(config.origin + ": data_stages: no data stage");
@@ -224,7 +225,7 @@ void TrainingData::after_step(int64_t step) {
       logged_epochs_[k][i] = dataset.epoch;
       log::info("step " + std::to_string(step) + ": data stage '" + stage.config.name + "': " + dataset.folder +
                 " used all its " + std::to_string(dataset.samples_per_epoch) + " samples; epoch " +
-                std::to_string(dataset.epoch + 1) + " reads them again in a new order");
+                std::to_string(dataset.epoch) + " reads them again in a new order");
     }
   }
   if (step % kConsumptionLogInterval == 0 || step == train_steps_) log_consumption(step);
@@ -246,7 +247,7 @@ void TrainingData::log_consumption(int64_t step) {
                              : 0.0;
     line += "; " + d.folder + ": " + std::to_string(d.consumed_samples) + " samples, " +
             std::to_string(d.consumed_tokens) + " tokens (" + percent(share) + ", weight " +
-            percent(stages_[k]->mixture->weight(i)) + "), epoch " + std::to_string(d.epoch + 1);
+            percent(stages_[k]->mixture->weight(i)) + "), epoch " + std::to_string(d.epoch);
   }
   log::info(line);
 }

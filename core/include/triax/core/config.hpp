@@ -125,6 +125,25 @@ struct LoggingConfig {
   std::string log_level_replica = "info";
   int64_t iteration_step_info_interval = 1;
   std::optional<double> peak_tflops;  // triax: per-device peak used for MFU (default: by device)
+  bool tensorboard = true;            // triax: TensorBoard event files beside metrics.jsonl
+  std::optional<std::string> tensorboard_dir;  // triax: their folder (default: the run folder)
+  // triax: one live progress line between log lines, on a terminal only
+  std::string progress = "auto";  // auto | always | never
+};
+
+// nanotron's profiler section: a LibTorch profiler trace of chosen steps, as
+// torch.profiler.schedule counts them (skip_first, then repeat x (wait, warmup, active)).
+struct ProfilerConfig {
+  std::string profiler_export_path;  // folder of the traces (*.pt.trace.json)
+  int64_t wait = 1;
+  int64_t warmup = 1;
+  int64_t active = 1;
+  int64_t repeat = 1;  // cycles; 0: until the end of the run
+  int64_t skip_first = 3;
+  bool record_shapes = false;
+  bool profile_memory = false;
+  bool with_stack = true;
+  bool export_chrome_trace = false;  // the trace is a Chrome trace either way
 };
 
 struct PluginsConfig {
@@ -141,6 +160,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   std::vector<DataStageConfig> data_stages;  // sorted by start_training_step; first starts at 1
   LoggingConfig logging;
+  std::optional<ProfilerConfig> profiler;  // null or absent: no profiling
   PluginsConfig plugins;
 
   std::string origin;   // the file it came from

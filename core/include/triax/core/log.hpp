@@ -21,4 +21,13 @@ void warning(const std::string& message);
 void error(const std::string& message);
 void write(Level level, const std::string& message);
 
+// One live progress line on stderr, redrawn in place (carriage return) and erased before the next
+// log line, so that it never mixes with the log. Drawn only when enabled: by default when stderr
+// is a terminal (a file or a pipe gets none).
+enum class ProgressMode { automatic, always, never };
+void set_progress_mode(ProgressMode mode);
+bool progress_enabled();
+void progress(const std::string& line);
+void end_progress();  // erases the live line, if any
+
 }  // namespace triax::log

@@ -13,7 +13,7 @@ struct DatasetPosition {
   int64_t samples_per_epoch = 0;  // to notice a dataset that changed since the checkpoint
   int64_t consumed_samples = 0;   // by all data-parallel ranks together
   int64_t consumed_tokens = 0;    // consumed_samples * sequence_length
-  int64_t epoch = 0;              // of the last sample consumed (0 before the first wraps)
+  int64_t epoch = 1;              // of the last sample consumed, from 1 (2 once the first wraps)
 };
 
 struct StagePosition {
