@@ -134,7 +134,9 @@ void check_conv(c10::ScalarType dtype, int64_t width, bool silu, bool with_bias)
   y64.backward(grad.to(at::kDouble));
   EXPECT_LT(relative_error(x.grad(), x64.grad()), tolerance(dtype)) << "gradient of x";
   EXPECT_LT(relative_error(weight.grad(), w64.grad()), tolerance(dtype)) << "gradient of weight";
-  if (with_bias) EXPECT_LT(relative_error(bias.grad(), b64.grad()), tolerance(dtype)) << "gradient of bias";
+  if (with_bias) {
+    EXPECT_LT(relative_error(bias.grad(), b64.grad()), tolerance(dtype)) << "gradient of bias";
+  }
 }
 
 TEST(MambaScanCuda, ConvMatchesReference) {

@@ -135,7 +135,9 @@ TEST(MambaScanCpu, ConvMatchesLoopsAndFiniteDifferences) {
       (triax::mamba::causal_conv1d(lx, lw, lb, silu) * g).sum().backward();
       EXPECT_LT(relative_error(lx.grad(), finite_difference(x, loss)), 1e-6);
       EXPECT_LT(relative_error(lw.grad(), finite_difference(weight, loss)), 1e-6);
-      if (with_bias) EXPECT_LT(relative_error(lb.grad(), finite_difference(bias, loss)), 1e-6);
+      if (with_bias) {
+        EXPECT_LT(relative_error(lb.grad(), finite_difference(bias, loss)), 1e-6);
+      }
     }
   // A kernel longer than the sequence: every tap before position 0 reads zero.
   const at::Tensor x = seeded({1, 2, 3}, 59), weight = seeded({2, 5}, 61);

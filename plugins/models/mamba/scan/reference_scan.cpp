@@ -136,8 +136,8 @@ at::Tensor causal_conv1d_reference(const at::Tensor& x, const at::Tensor& weight
   const int64_t k = weight.size(1);
   const at::Tensor padded = at::constant_pad_nd(x.to(type), {k - 1, 0});
   const at::Tensor bias_t = bias.defined() ? bias.to(type) : at::Tensor();
-  at::Tensor y = at::conv1d(padded, weight.to(type).unsqueeze(1), bias_t, /*stride=*/1, /*padding=*/0,
-                            /*dilation=*/1, /*groups=*/x.size(1));
+  const int64_t stride[] = {1}, padding[] = {0}, dilation[] = {1};
+  at::Tensor y = at::conv1d(padded, weight.to(type).unsqueeze(1), bias_t, stride, padding, dilation, x.size(1));
   if (silu) y = at::silu(y);
   return y.to(x.scalar_type());
 }
