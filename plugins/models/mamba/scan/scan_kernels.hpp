@@ -15,8 +15,9 @@ namespace triax::mamba::kernels {
 
 using triax::kernels::Dtype;
 
-// The largest state size the kernels take (larger ones run the reference).
-constexpr int64_t kMaxState = 64;
+// The largest state size the scan kernels take, and their activation dtypes: fp32 and bf16
+// (other inputs run the reference).
+constexpr int64_t kMaxState = 32;
 // The forward pass keeps the state before every kCheckpointInterval-th position for the backward
 // pass, which walks the sequence back in pieces of that length recomputing the states within.
 constexpr int64_t kCheckpointInterval = 32;

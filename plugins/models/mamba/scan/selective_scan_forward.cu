@@ -1,9 +1,10 @@
 // The selective scan's forward kernel. A thread block takes 32 channels of one sequence and walks
-// the sequence in pieces of 64 positions: the piece's inputs are staged in shared memory (fp32,
+// the sequence in pieces of 32 positions: the piece's inputs are staged in shared memory (fp32,
 // coalesced reads of the [b, d, l] rows), then each thread advances its S states position by
 // position in registers, the four threads of a channel sum their C . h, and the gated outputs
-// leave in coalesced rows. The state never touches global memory except for the checkpoints the
-// backward pass asks for (every kCheckpointInterval positions) and the last state.
+// leave in coalesced rows. The next piece's inputs are loaded into registers meanwhile. The
+// state never touches global memory except for the checkpoints the backward pass asks for
+// (every kCheckpointInterval positions) and the last state.
 #include "scan_common.cuh"
 
 namespace triax::mamba::kernels {
@@ -11,7 +12,7 @@ namespace {
 
 constexpr int kChannels = 32;
 constexpr int kThreads = kChannels * kGroups;
-constexpr int kPiece = 64;
+constexpr int kPiece = static_cast<int>(kCheckpointInterval);  // a multiple of the interval
 static_assert(kPiece % kCheckpointInterval == 0, "checkpoints fall on piece boundaries' multiples");
 
 template <int NS>
@@ -41,12 +42,16 @@ __global__ void __launch_bounds__(kThreads) scan_forward_kernel(ScanOperands in,
     A2[j] = real ? in.A[channel * n + s] * kLog2e : 0.f;
     h[j] = real && initial_state ? initial_state[(b * in.channels + channel) * n + s] : 0.f;
   }
-  const T* z = static_cast<const T*>(in.z);
+  // The piece being computed sits in shared memory while the next one's loads are in flight.
+  PieceRegisters<T, kChannels, kPiece, NS, kThreads, false> next;
+  auto length_of = [&](int64_t start) { return static_cast<int>(l - start < kPiece ? l - start : kPiece); };
+  next.load(in, nullptr, b, c0, 0, length_of(0));
 
   for (int64_t start = 0; start < l; start += kPiece) {
-    const int len = static_cast<int>(l - start < kPiece ? l - start : kPiece);
-    stage_piece<T>(in, b, c0, start, len, tiles.in, nullptr);
+    const int len = length_of(start);
+    next.store(in, c0, len, tiles.in);
     __syncthreads();
+    if (start + kPiece < l) next.load(in, nullptr, b, c0, start + kPiece, length_of(start + kPiece));
 #pragma unroll
     for (int part = 0; part < kPiece / kCheckpointInterval; ++part) {
       const int first = part * kCheckpointInterval;
@@ -82,8 +87,8 @@ __global__ void __launch_bounds__(kThreads) scan_forward_kernel(ScanOperands in,
       const int64_t at = (b * in.channels + ch) * l + start + t;
       float out = tiles.y[cc][t];
       if (in.D) out += in.D[ch] * tiles.in.u[cc][t];
-      if (z) {
-        const float zz = to_float(z[at]);
+      if (in.z) {
+        const float zz = tiles.in.z[cc][t];
         out *= zz / (1.f + __expf(-zz));
       }
       y[at] = from_float<T>(out);
@@ -102,7 +107,7 @@ __global__ void __launch_bounds__(kThreads) scan_forward_kernel(ScanOperands in,
 cudaError_t selective_scan_forward(const ScanOperands& in, const float* initial_state, void* y, float* last_state,
                                    float* checkpoints, cudaStream_t stream) {
   if (in.batch == 0 || in.channels == 0 || in.length == 0) return cudaSuccess;
-  return triax::kernels::dispatch_dtype(in.dtype, [&](auto tag) {
+  return dispatch_scan_dtype(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_states(in.state, [&](auto states) {
       constexpr int S = decltype(states)::value;
