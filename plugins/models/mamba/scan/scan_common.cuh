@@ -36,6 +36,28 @@ __device__ __forceinline__ float channel_sum(float v) {
   return v;
 }
 
+// Reduce-scatter over the four lanes of a channel (lane bits 0 and 1): afterwards v[0 .. V/4)
+// hold the sums over the four lanes of the values first .. first + V/4 of v; returns first.
+template <int V>
+__device__ __forceinline__ int sum_over_channel_lanes(float (&v)[V], int g) {
+  static_assert(V % 4 == 0, "whole quarters");
+  int first = 0;
+#pragma unroll
+  for (int round = 0; round < 2; ++round) {
+    const int mask = 1 << round, half = V >> (round + 1);
+    const bool high = g & mask;
+#pragma unroll
+    for (int j = 0; j < V / 2; ++j) {
+      if (j >= half) break;
+      const float send = high ? v[j] : v[j + half];
+      const float keep = high ? v[j + half] : v[j];
+      v[j] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
+    }
+    if (high) first += half;
+  }
+  return first;
+}
+
 // Shared-memory tiles of one piece of `T` positions of `CH` channels ([CH][T + 1] floats: the
 // extra column keeps the channel rows on distinct banks) and B, C as [T][NS + 4] (padded states).
 template <int CH, int T, int NS>

@@ -11,9 +11,9 @@ namespace triax::mamba::kernels {
 namespace {
 
 constexpr int kChannels = 32;
-constexpr int kThreads = kChannels * kGroups;
-constexpr int kPiece = static_cast<int>(kCheckpointInterval);  // a multiple of the interval
-static_assert(kPiece % kCheckpointInterval == 0, "checkpoints fall on piece boundaries' multiples");
+constexpr int kThreads = kChannels * kGroups;  // three blocks per SM hold a Mamba-130m batch of 8 at once
+constexpr int kPiece = static_cast<int>(kCheckpointInterval);  // a checkpoint before every piece
+
 
 template <int NS>
 struct ForwardTiles {
@@ -22,7 +22,7 @@ struct ForwardTiles {
 };
 
 template <typename T, int S>
-__global__ void __launch_bounds__(kThreads) scan_forward_kernel(ScanOperands in, const float* __restrict__ initial_state,
+__global__ void __launch_bounds__(kThreads, 3) scan_forward_kernel(ScanOperands in, const float* __restrict__ initial_state,
                                                                 T* __restrict__ y, float* __restrict__ last_state,
                                                                 float* __restrict__ checkpoints) {
   constexpr int NS = S * kGroups;
@@ -52,33 +52,34 @@ __global__ void __launch_bounds__(kThreads) scan_forward_kernel(ScanOperands in,
     next.store(in, c0, len, tiles.in);
     __syncthreads();
     if (start + kPiece < l) next.load(in, nullptr, b, c0, start + kPiece, length_of(start + kPiece));
+    if (checkpoints && live) {
+      float* out = checkpoints + ((b * in.channels + channel) * checkpoint_stride + start / kCheckpointInterval) * n;
 #pragma unroll
-    for (int part = 0; part < kPiece / kCheckpointInterval; ++part) {
-      const int first = part * kCheckpointInterval;
-      if (first >= len) break;
-      if (checkpoints && live) {
-        float* out = checkpoints + ((b * in.channels + channel) * checkpoint_stride + (start + first) / kCheckpointInterval) * n;
-#pragma unroll
-        for (int j = 0; j < S; ++j)
-          if (g * S + j < n) out[g * S + j] = h[j];
-      }
-      const int last = first + kCheckpointInterval < len ? first + kCheckpointInterval : len;
-#pragma unroll 4
-      for (int t = first; t < last; ++t) {
-        const float dt = tiles.in.dt[c][t], dt_u = tiles.in.dt_u[c][t];
-        float Bt[S], Ct[S];
-        load_states(tiles.in.B[t], g, Bt);
-        load_states(tiles.in.C[t], g, Ct);
-        float acc = 0.f;
-#pragma unroll
-        for (int j = 0; j < S; ++j) {
-          h[j] = fast_exp2(dt * A2[j]) * h[j] + dt_u * Bt[j];
-          acc += Ct[j] * h[j];
-        }
-        acc = channel_sum(acc);
-        if (g == 0) tiles.y[c][t] = acc;
-      }
+      for (int j = 0; j < S; ++j)
+        if (g * S + j < n) out[g * S + j] = h[j];
     }
+    // The whole piece unrolled, the partial outputs in registers: nothing is stored inside the
+    // loop, so the shared-memory loads of later positions run ahead. Positions past the end
+    // were staged with dt = 0 and leave the state as it is.
+    float y_part[kPiece];
+#pragma unroll
+    for (int t = 0; t < kPiece; ++t) {
+      const float dt = tiles.in.dt[c][t], dt_u = tiles.in.dt_u[c][t];
+      float Bt[S], Ct[S];
+      load_states(tiles.in.B[t], g, Bt);
+      load_states(tiles.in.C[t], g, Ct);
+      float acc = 0.f;
+#pragma unroll
+      for (int j = 0; j < S; ++j) {
+        h[j] = fast_exp2(dt * A2[j]) * h[j] + dt_u * Bt[j];
+        acc += Ct[j] * h[j];
+      }
+      y_part[t] = acc;
+    }
+    // Sum over the channel's four lanes: each keeps a quarter of the positions.
+    const int first = sum_over_channel_lanes(y_part, g);
+#pragma unroll
+    for (int k = 0; k < kPiece / kGroups; ++k) tiles.y[c][first + k] = y_part[k];
     __syncthreads();
     for (int e = threadIdx.x; e < kChannels * kPiece; e += blockDim.x) {
       const int cc = e / kPiece, t = e % kPiece;
