@@ -73,7 +73,8 @@ void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t 
   const auto act = at::TensorOptions().device(at::kCUDA).dtype(type);
   const auto f32 = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
   const double es = static_cast<double>(c10::elementSize(type));
-  at::Tensor u = at::randn({b, d, l}, act), delta = at::randn({b, d, l}, act) * 0.5 - 3.0, z = at::randn({b, d, l}, act);
+  at::Tensor u = at::randn({b, d, l}, act), delta = at::randn({b, d, l}, act) * 0.5 - 3.0,
+             z = at::randn({b, d, l}, act);
   at::Tensor B = at::randn({b, n, l}, act), C = at::randn({b, n, l}, act);
   at::Tensor A = -at::exp(at::randn({d, n}, f32) * 0.5 + 0.5), D = at::randn({d}, f32), bias = at::randn({d}, f32);
   at::Tensor y = at::empty_like(u), grad_y = at::randn({b, d, l}, act);
@@ -96,8 +97,8 @@ void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t 
                            D.const_data_ptr<float>(),
                            bias.const_data_ptr<float>(),
                            true};
-  const k::ScanGradients out{du.mutable_data_ptr(),        ddelta.mutable_data_ptr(),   dz.mutable_data_ptr(),
-                             dA.mutable_data_ptr<float>(), dB.mutable_data_ptr<float>(), dC.mutable_data_ptr<float>(),
+  const k::ScanGradients out{du.mutable_data_ptr(),        ddelta.mutable_data_ptr(),      dz.mutable_data_ptr(),
+                             dA.mutable_data_ptr<float>(), dB.mutable_data_ptr<float>(),   dC.mutable_data_ptr<float>(),
                              dD.mutable_data_ptr<float>(), dbias.mutable_data_ptr<float>()};
   const double rows = static_cast<double>(b * d * l), states = static_cast<double>(b * n * l);
   const double checkpoint_bytes = static_cast<double>(checkpoints.numel()) * 4;
@@ -105,33 +106,42 @@ void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t 
 
   // Forward: u, delta, z, B, C in, y out.
   const double forward_bytes = (4 * rows + 2 * states) * es;
-  const double inference = time_ms([&] { check(k::selective_scan_forward(in, nullptr, y.mutable_data_ptr(), nullptr, nullptr, nullptr), "forward"); });
+  const double inference = time_ms([&] {
+    check(k::selective_scan_forward(in, nullptr, y.mutable_data_ptr(), nullptr, nullptr, nullptr), "forward");
+  });
   report(("scan forward (inference)" + tag).c_str(), inference, forward_bytes, peak);
   const double training = time_ms([&] {
-    check(k::selective_scan_forward(in, nullptr, y.mutable_data_ptr(), nullptr, checkpoints.mutable_data_ptr<float>(), nullptr), "forward");
+    check(k::selective_scan_forward(in, nullptr, y.mutable_data_ptr(), nullptr, checkpoints.mutable_data_ptr<float>(),
+                                    nullptr),
+          "forward");
   });
   report(("scan forward (training, +checkpoints)" + tag).c_str(), training, forward_bytes, peak);
   // Backward: u, delta, z, grad_y, B, C, checkpoints in; du, ddelta, dz, dB, dC (fp32) out.
   const double backward_bytes = (7 * rows + 2 * states) * es + 2 * states * 4 + checkpoint_bytes;
   const double backward = time_ms([&] {
-    check(k::selective_scan_backward(in, checkpoints.const_data_ptr<float>(), grad_y.const_data_ptr(), out, nullptr), "backward");
+    check(k::selective_scan_backward(in, checkpoints.const_data_ptr<float>(), grad_y.const_data_ptr(), out, nullptr),
+          "backward");
   });
   report(("scan backward" + tag).c_str(), backward, backward_bytes, peak);
-  std::printf("  (checkpoints: %.1f MB written by the training forward, read by the backward; counted in the "
-              "backward's bytes only)\n", checkpoint_bytes / 1e6);
+  std::printf(
+      "  (checkpoints: %.1f MB written by the training forward, read by the backward; counted in the "
+      "backward's bytes only)\n",
+      checkpoint_bytes / 1e6);
 
   // Conv1d, width 4: x in, y out; backward x, grad_y in, grad_x out.
   at::Tensor w = at::randn({d, 4}, f32);
   const double conv_forward = time_ms([&] {
     check(k::causal_conv1d_forward(dtype, u.const_data_ptr(), w.const_data_ptr<float>(), bias.const_data_ptr<float>(),
-                                   y.mutable_data_ptr(), b, d, l, 4, true, nullptr), "conv forward");
+                                   y.mutable_data_ptr(), b, d, l, 4, true, nullptr),
+          "conv forward");
   });
   report(("conv1d forward (k 4, SiLU)" + tag).c_str(), conv_forward, 2 * rows * es, peak);
   at::Tensor dw = at::empty({d, 4}, f32);
   const double conv_backward = time_ms([&] {
     check(k::causal_conv1d_backward(dtype, u.const_data_ptr(), w.const_data_ptr<float>(), bias.const_data_ptr<float>(),
                                     grad_y.const_data_ptr(), du.mutable_data_ptr(), dw.mutable_data_ptr<float>(),
-                                    dbias.mutable_data_ptr<float>(), b, d, l, 4, true, nullptr), "conv backward");
+                                    dbias.mutable_data_ptr<float>(), b, d, l, 4, true, nullptr),
+          "conv backward");
   });
   report(("conv1d backward (k 4, SiLU)" + tag).c_str(), conv_backward, 3 * rows * es, peak);
 }

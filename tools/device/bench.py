@@ -78,8 +78,8 @@ def parse_args(argv):
     for size in a.sizes:
         config = config_path(a.family, size)
         if not config.is_file():
-            p.error(f"no {a.family} benchmark config for size '{size}': {config} does not exist "
-                    f"(sizes: {', '.join(family['sizes'])})")
+            p.error(f"no benchmark config for size '{size}': {config} does not exist "
+                    f"({a.family} sizes: {', '.join(family['sizes'])})")
     a.variants = []
     for spec in a.variant or ["triax"]:
         words = shlex.split(spec)

@@ -28,9 +28,7 @@ bool on_device_of(const at::Tensor& first, std::initializer_list<const at::Tenso
 }
 
 // The activations in the kernels' dtype (u's), contiguous; parameters in fp32.
-at::Tensor activation(const at::Tensor& t, c10::ScalarType type) {
-  return t.defined() ? t.to(type).contiguous() : t;
-}
+at::Tensor activation(const at::Tensor& t, c10::ScalarType type) { return t.defined() ? t.to(type).contiguous() : t; }
 at::Tensor parameter(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
 const float* float_ptr(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
 const void* any_ptr(const at::Tensor& t) { return t.defined() ? t.const_data_ptr() : nullptr; }
@@ -48,9 +46,9 @@ Prepared prepare(const at::Tensor& u, const at::Tensor& delta, const at::Tensor&
                  const at::Tensor& C, const at::Tensor& D, const at::Tensor& z, const at::Tensor& delta_bias,
                  bool softplus) {
   const c10::ScalarType type = u.scalar_type();
-  Prepared p{activation(u, type), activation(delta, type), parameter(A),          activation(B, type),
-             activation(C, type), parameter(D),            activation(z, type),   parameter(delta_bias),
-             {}};
+  Prepared p{activation(u, type), activation(delta, type), parameter(A),
+             activation(B, type), activation(C, type),     parameter(D),
+             activation(z, type), parameter(delta_bias),   {}};
   p.operands = {*launch::kernel_dtype(type),
                 p.u.size(0),
                 p.u.size(1),
@@ -87,13 +85,14 @@ struct SelectiveScanFunction : torch::autograd::Function<SelectiveScanFunction> 
     ctx->save_for_backward({p.u, p.delta, p.A, p.B, p.C, p.D, p.z, p.delta_bias, checkpoints});
     ctx->saved_data["softplus"] = softplus;
     // The caller's dtypes, for the gradients.
-    ctx->saved_data["types"] = std::vector<int64_t>{static_cast<int64_t>(delta.scalar_type()),
-                                                    static_cast<int64_t>(A.scalar_type()),
-                                                    static_cast<int64_t>(B.scalar_type()),
-                                                    static_cast<int64_t>(C.scalar_type()),
-                                                    D.defined() ? static_cast<int64_t>(D.scalar_type()) : -1,
-                                                    z.defined() ? static_cast<int64_t>(z.scalar_type()) : -1,
-                                                    delta_bias.defined() ? static_cast<int64_t>(delta_bias.scalar_type()) : -1};
+    ctx->saved_data["types"] =
+        std::vector<int64_t>{static_cast<int64_t>(delta.scalar_type()),
+                             static_cast<int64_t>(A.scalar_type()),
+                             static_cast<int64_t>(B.scalar_type()),
+                             static_cast<int64_t>(C.scalar_type()),
+                             D.defined() ? static_cast<int64_t>(D.scalar_type()) : -1,
+                             z.defined() ? static_cast<int64_t>(z.scalar_type()) : -1,
+                             delta_bias.defined() ? static_cast<int64_t>(delta_bias.scalar_type()) : -1};
     return y;
   }
 
@@ -138,11 +137,11 @@ struct CausalConv1dFunction : torch::autograd::Function<CausalConv1dFunction> {
     c10::cuda::CUDAGuard device(x.device());
     const at::Tensor xc = x.contiguous(), w = parameter(weight), b = parameter(bias);
     at::Tensor y = at::empty_like(xc);
-    launch::check(kernels::causal_conv1d_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(),
-                                                 w.const_data_ptr<float>(), float_ptr(b), y.mutable_data_ptr(),
-                                                 xc.size(0), xc.size(1), xc.size(2), w.size(1), silu,
-                                                 launch::stream_of(xc)),
-                  "causal_conv1d forward");
+    launch::check(
+        kernels::causal_conv1d_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(),
+                                       w.const_data_ptr<float>(), float_ptr(b), y.mutable_data_ptr(), xc.size(0),
+                                       xc.size(1), xc.size(2), w.size(1), silu, launch::stream_of(xc)),
+        "causal_conv1d forward");
     ctx->save_for_backward({xc, w, b});
     ctx->saved_data["silu"] = silu;
     ctx->saved_data["weight_type"] = static_cast<int64_t>(weight.scalar_type());
@@ -158,12 +157,11 @@ struct CausalConv1dFunction : torch::autograd::Function<CausalConv1dFunction> {
     at::Tensor dx = at::empty_like(x);
     at::Tensor dw = at::empty(w.sizes(), w.options());
     at::Tensor db = b.defined() ? at::empty(b.sizes(), b.options()) : at::Tensor();
-    launch::check(kernels::causal_conv1d_backward(*launch::kernel_dtype(x.scalar_type()), x.const_data_ptr(),
-                                                  w.const_data_ptr<float>(), float_ptr(b), grad_y.const_data_ptr(),
-                                                  dx.mutable_data_ptr(), dw.mutable_data_ptr<float>(),
-                                                  db.defined() ? db.mutable_data_ptr<float>() : nullptr, x.size(0),
-                                                  x.size(1), x.size(2), w.size(1), ctx->saved_data["silu"].toBool(),
-                                                  launch::stream_of(x)),
+    launch::check(kernels::causal_conv1d_backward(
+                      *launch::kernel_dtype(x.scalar_type()), x.const_data_ptr(), w.const_data_ptr<float>(),
+                      float_ptr(b), grad_y.const_data_ptr(), dx.mutable_data_ptr(), dw.mutable_data_ptr<float>(),
+                      db.defined() ? db.mutable_data_ptr<float>() : nullptr, x.size(0), x.size(1), x.size(2), w.size(1),
+                      ctx->saved_data["silu"].toBool(), launch::stream_of(x)),
                   "causal_conv1d backward");
     const int64_t bias_type = ctx->saved_data["bias_type"].toInt();
     return {dx, dw.to(static_cast<c10::ScalarType>(ctx->saved_data["weight_type"].toInt())),

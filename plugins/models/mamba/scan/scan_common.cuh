@@ -67,9 +67,9 @@ struct StageTiles {
   float dt[CH][kRow];    // softplus(delta + bias)
   float dt_u[CH][kRow];  // dt * u
   float u[CH][kRow];
-  float z[CH][kRow];     // the gate's input (when there is a gate)
-  float grad[CH][kRow];  // the output's gradient (backward only)
-  float slope[CH][kRow]; // softplus'(delta + bias) (backward only)
+  float z[CH][kRow];      // the gate's input (when there is a gate)
+  float grad[CH][kRow];   // the output's gradient (backward only)
+  float slope[CH][kRow];  // softplus'(delta + bias) (backward only)
   alignas(16) float B[T][kStateRow];
   alignas(16) float C[T][kStateRow];
 };
@@ -116,7 +116,8 @@ struct PieceRegisters {
 
   // Into the tiles, in fp32, with dt = softplus(delta + bias). Positions and channels outside
   // the operands get dt = 0 (the state passes unchanged) and zeros elsewhere.
-  __device__ __forceinline__ void store(const ScanOperands& in, int64_t c0, int len, StageTiles<CH, T, NS>& tiles) const {
+  __device__ __forceinline__ void store(const ScanOperands& in, int64_t c0, int len,
+                                        StageTiles<CH, T, NS>& tiles) const {
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
       const int e = threadIdx.x + i * THREADS, c = e / T, t = e % T;

@@ -40,12 +40,12 @@ cudaError_t selective_scan_forward(const ScanOperands& in, const float* initial_
                                    float* checkpoints, cudaStream_t stream);
 
 struct ScanGradients {
-  void *du, *ddelta;  // [b, d, l]
-  void* dz;           // [b, d, l], or null without z
-  float *dA;          // [d, n], zeroed by the caller (summed over the batch)
-  float *dB, *dC;     // [b, n, l], zeroed by the caller (summed over channel tiles)
-  float* dD;          // [d] or null, zeroed by the caller
-  float* ddelta_bias; // [d] or null, zeroed by the caller
+  void *du, *ddelta;   // [b, d, l]
+  void* dz;            // [b, d, l], or null without z
+  float* dA;           // [d, n], zeroed by the caller (summed over the batch)
+  float *dB, *dC;      // [b, n, l], zeroed by the caller (summed over channel tiles)
+  float* dD;           // [d] or null, zeroed by the caller
+  float* ddelta_bias;  // [d] or null, zeroed by the caller
 };
 
 // The gradients of sum(grad_y * y) from the forward's checkpoints (the scan starts from zeros).

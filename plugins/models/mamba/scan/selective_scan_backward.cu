@@ -1,7 +1,7 @@
 // The selective scan's backward kernel. A thread block takes 16 channels of one sequence and walks
 // the sequence backwards in pieces of kCheckpointInterval positions. For each piece it stages the
-// inputs (as the forward does, the previous piece's loads in flight meanwhile), recomputes the states from the forward's checkpoint keeping them
-// in shared memory, forms the gate's gradients, and then runs the adjoint recurrence
+// inputs (as the forward does, the previous piece's loads in flight meanwhile), recomputes the states from the
+// forward's checkpoint keeping them in shared memory, forms the gate's gradients, and then runs the adjoint recurrence
 //   g_t = dy_t C_t + exp(dt_{t+1} A) g_{t+1}
 // back through the piece with g in registers. The gradients of B and C (sums over channels) are
 // summed over a warp's 8 channels by a butterfly reduce-scatter, over the block's warps in shared
@@ -20,11 +20,11 @@ template <int S>
 struct BackwardTiles {
   static constexpr int NS = S * kGroups;
   StageTiles<kChannels, kPiece, NS> in;
-  float dy[kChannels][kPiece + 1];      // first C . h, then the gradient of the ungated y
+  float dy[kChannels][kPiece + 1];  // first C . h, then the gradient of the ungated y
   float du[kChannels][kPiece + 1];
   float ddelta[kChannels][kPiece + 1];
-  float bc_grad[kWarps][kPiece][2 * NS];            // dB | dC summed over each warp's channels
-  alignas(16) float states[kPiece][kThreads * S];   // h_t of every thread's states
+  float bc_grad[kWarps][kPiece][2 * NS];           // dB | dC summed over each warp's channels
+  alignas(16) float states[kPiece][kThreads * S];  // h_t of every thread's states
 };
 
 // Sums v (V values per lane) over the lanes that differ in bits 2..4 (the warp's 8 channels):
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(kThreads) scan_backward_kernel(ScanOperands in
     __syncthreads();
     if (piece > 0) load_piece(piece - 1);
 
-    // The states of the piece from its checkpoint, and C . h.
+      // The states of the piece from its checkpoint, and C . h.
 #pragma unroll 4
     for (int t = 0; t < len; ++t) {
       const float dt = tiles.in.dt[c][t], dt_u = tiles.in.dt_u[c][t];
@@ -172,12 +172,12 @@ __global__ void __launch_bounds__(kThreads) scan_backward_kernel(ScanOperands in
       for (int j = 0; j < S; ++j) {
         const float adjoint = decay_next[j] * adj[j] + dy * Ct[j];  // dL/dh_t
         const float decay = fast_exp2(dt * A2[j]);
-        const float decayed = decay * prev[j];                       // exp(dt A) h_{t-1}
+        const float decayed = decay * prev[j];  // exp(dt A) h_{t-1}
         du += adjoint * Bt[j];
         ddt += adjoint * (A[j] * decayed + Bt[j] * u);
         dA[j] += adjoint * dt * decayed;
-        v[j] = adjoint * dt_u;                                        // dB
-        v[S + j] = dy * current[j];                                   // dC
+        v[j] = adjoint * dt_u;       // dB
+        v[S + j] = dy * current[j];  // dC
         adj[j] = adjoint;
         decay_next[j] = decay;
         current[j] = prev[j];
@@ -249,7 +249,8 @@ cudaError_t selective_scan_backward(const ScanOperands& in, const float* checkpo
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
         if (status != cudaSuccess) return status;
       }
-      const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels), static_cast<unsigned>(in.batch));
+      const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels),
+                      static_cast<unsigned>(in.batch));
       kernel<<<grid, kThreads, shared, stream>>>(in, checkpoints, static_cast<const T*>(grad_y), out);
       return cudaGetLastError();
     });

@@ -14,7 +14,6 @@ constexpr int kChannels = 32;
 constexpr int kThreads = kChannels * kGroups;  // three blocks per SM hold a Mamba-130m batch of 8 at once
 constexpr int kPiece = static_cast<int>(kCheckpointInterval);  // a checkpoint before every piece
 
-
 template <int NS>
 struct ForwardTiles {
   StageTiles<kChannels, kPiece, NS> in;
@@ -22,9 +21,9 @@ struct ForwardTiles {
 };
 
 template <typename T, int S>
-__global__ void __launch_bounds__(kThreads, 3) scan_forward_kernel(ScanOperands in, const float* __restrict__ initial_state,
-                                                                T* __restrict__ y, float* __restrict__ last_state,
-                                                                float* __restrict__ checkpoints) {
+__global__ void __launch_bounds__(kThreads, 3)
+    scan_forward_kernel(ScanOperands in, const float* __restrict__ initial_state, T* __restrict__ y,
+                        float* __restrict__ last_state, float* __restrict__ checkpoints) {
   constexpr int NS = S * kGroups;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   auto& tiles = *reinterpret_cast<ForwardTiles<NS>*>(shared_bytes);
@@ -119,7 +118,8 @@ cudaError_t selective_scan_forward(const ScanOperands& in, const float* initial_
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
         if (status != cudaSuccess) return status;
       }
-      const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels), static_cast<unsigned>(in.batch));
+      const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels),
+                      static_cast<unsigned>(in.batch));
       kernel<<<grid, kThreads, shared, stream>>>(in, initial_state, static_cast<T*>(y), last_state, checkpoints);
       return cudaGetLastError();
     });
