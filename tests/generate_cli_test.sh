@@ -49,7 +49,7 @@ bad_input)
   expect 2 "unrecognised option '--frobnicate'" -- generate "$RUN" --prompt-ids 1,2 --frobnicate
   expect 2 "comes with no tokenizer.json" -- generate "$RUN" --prompt "Hello"
   expect 2 "give the tokenizer with --tokenizer FILE" -- generate "$RUN" --prompt "Hello"
-  long="$(seq -s, 1 300)"
+  long="$(yes 5 | head -n 300 | paste -sd, -)"
   expect 2 "prompt 0 has 300 tokens, more than the model's context holds" -- generate "$RUN" --prompt-ids "$long"
   expect 2 "256 positions" -- generate "$RUN" --prompt-ids "$long"
   expect 2 "with 100 new tokens (--max-new-tokens)" -- generate "$RUN" --prompt-ids "$(seq -s, 1 200)" -n 100
