@@ -60,6 +60,12 @@ bad_input)
   expect 2 "nowhere: no such folder" -- generate nowhere --prompt-ids 1
   expect 2 "--top-p: expected a probability in (0, 1]" -- generate "$RUN" --prompt-ids 1 --temperature 1 --top-p 0
   expect 2 "give the prompts as --prompt TEXT or as --prompt-ids IDS" -- generate "$RUN"
+  expect 2 "--device cuda" -- generate "$RUN" --prompt-ids 1 --device cuda
+  # The tokenizer's Python cannot be started: said with the way out.
+  echo '{}' >not_a_tokenizer.json
+  out="$(TRIAX_PYTHON=/nonexistent/python "$TRIAX" generate "$RUN" --tokenizer not_a_tokenizer.json --prompt "Hi" 2>&1)"
+  [[ $? -eq 1 && "$out" == *"cannot start the tokenizer's Python '/nonexistent/python'"*"set TRIAX_PYTHON"* ]] ||
+    fail "a missing tokenizer Python is not reported as such: $out"
   # A model plugin whose model has no inference cache: refused by its name.
   expect 3 "model plugin 'expert_toy': this model has no inference cache" -- \
     generate --config "$SRC/tests/parity/expert_toy_parity.yaml" --plugin-path "$5" --prompt-ids 1,2

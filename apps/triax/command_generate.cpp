@@ -158,7 +158,13 @@ int generate(const GenerateFlags& flags) {
   mesh.general.device = device_name;
   if (const char* timeout = std::getenv(kCommTimeoutVariable); timeout && *timeout)
     mesh.parallelism.comm_timeout_seconds = std::atof(timeout);
-  const c10::Device device = resolve_device(device_name);
+  c10::Device device(c10::kCPU);
+  try {
+    device = resolve_device(device_name);
+  } catch (const ConfigError& e) {
+    if (flags.device.empty()) throw;
+    throw ConfigError(std::string("--device ") + flags.device + ": " + e.what());
+  }
   std::unique_ptr<Communicator> communicator = connect_communicator(mesh, launch);
   HostServices host(*communicator);
 

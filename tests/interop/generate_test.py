@@ -101,6 +101,15 @@ first, _ = generated(hf, *prompt_flags, *sampling)
 again, _ = generated(hf, *prompt_flags, *sampling)
 check("sampling is reproducible with a seed", first == again)
 
+# A file the tokenizers library cannot read is refused naming it.
+bad = os.path.join(work, "not_a_tokenizer.json")
+with open(bad, "w") as f:
+    f.write("{}")
+refused = subprocess.run([triax, "generate", hf, "--tokenizer", bad, "--prompt", "Hi"], capture_output=True, text=True)
+check("a broken tokenizer.json is refused naming it",
+      refused.returncode != 0 and f"{bad}: not a tokenizer.json the tokenizers library reads" in refused.stderr,
+      refused.stderr)
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)

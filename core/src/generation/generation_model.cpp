@@ -73,7 +73,7 @@ void add_plugin_eos(const PluginRegistry& registry, GenerationModelSpec& spec) {
     const ModelHfMapping mapping(registry, spec.plugin);
     const auto [config_json, generation_json] = mapping.config_to_hf(spec.model_config_yaml, "float32");
     spec.eos = eos_of(Json::parse(generation_json));
-    spec.eos_origin = "model.model_config (" + model_plugin_label(spec.plugin) + ")";
+    spec.eos_origin = "model.model_config, as " + model_plugin_label(spec.plugin) + " reads it";
   } catch (const PluginError&) {
   }
 }
