@@ -3,7 +3,7 @@
 A tiny Llama (broad random weights, a few training steps, so that it says varied tokens) is
 trained by triax on real text (the GPL-3 licence, tokenized by tools/tokenize with
 a byte-level BPE of 320 tokens whose <|endoftext|> is the model's eos_token_id), exported with
-`triax convert --to hf` (tokenizer.json copied beside it), and then:
+`triax convert --to hf` (which copies the run's tokenizer.json beside it), and then:
 1. from the Hugging Face folder, a batch of text prompts of different lengths: the prompt ids equal
    transformers' tokenizer's, the new ids equal LlamaForCausalLM.generate(do_sample=False) on each
    prompt alone, and the text equals the tokenizer's decoding of them;
@@ -65,8 +65,9 @@ run(triax, "train", "--config", os.path.join(source, "configs", "tiny_llama_text
     "--set", f"data_stages.0.data.dataset.dataset_folder={tokens}", "--set", "model.model_config.vocab_size=320",
     "--set", f"model.model_config.eos_token_id={eos}", "--set", "model.dtype=float32")
 hf = os.path.join(work, "hf")
-run(triax, "convert", "--to", "hf", run_dir, hf)
-shutil.copy(tokenizer_file, os.path.join(hf, "tokenizer.json"))
+converted = run(triax, "convert", "--to", "hf", run_dir, hf)
+check("the export carries the run's tokenizer.json", os.path.isfile(os.path.join(hf, "tokenizer.json")) and
+      open(os.path.join(hf, "tokenizer.json")).read() == open(tokenizer_file).read(), converted)
 
 prompt_flags = [flag for p in PROMPTS for flag in ("--prompt", p)]
 ours, log = generated(hf, *prompt_flags)
