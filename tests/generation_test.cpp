@@ -37,7 +37,7 @@ std::vector<int64_t> as_vector(const at::Tensor& t) {
   return {c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel()};
 }
 
-TEST(Sampling, TopKOneIsGreedy) {
+TEST(GenerationSampling, TopKOneIsGreedy) {
   const at::Tensor logits = random_logits(16, 50, 3);
   triax::generation::SamplingStreams streams(7, 16);
   std::vector<int64_t> rows(16);
@@ -48,7 +48,7 @@ TEST(Sampling, TopKOneIsGreedy) {
   }
 }
 
-TEST(Sampling, DrawsFollowTheDistributionInsideTheCuts) {
+TEST(GenerationSampling, DrawsFollowTheDistributionInsideTheCuts) {
   // Three likely tokens with probabilities 0.5, 0.3, 0.2 and a tail of unlikely ones.
   at::Tensor logits = at::full({1, 10}, -30.0);
   logits[0][4] = std::log(0.5);
@@ -72,7 +72,7 @@ TEST(Sampling, DrawsFollowTheDistributionInsideTheCuts) {
   EXPECT_NEAR(nucleus[4] / double(draws), 0.5 / 0.8, 0.03);
 }
 
-TEST(Sampling, RefusesImpossibleOptionsByFlag) {
+TEST(GenerationSampling, RefusesImpossibleOptionsByFlag) {
   EXPECT_NE(error_of([] { SamplingOptions{-1.0, 0, 1.0}.validate(); }).find("--temperature"), std::string::npos);
   EXPECT_NE(error_of([] { SamplingOptions{1.0, -2, 1.0}.validate(); }).find("--top-k"), std::string::npos);
   EXPECT_NE(error_of([] { SamplingOptions{1.0, 0, 0.0}.validate(); }).find("--top-p"), std::string::npos);
