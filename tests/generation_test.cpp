@@ -21,10 +21,10 @@
 
 namespace {
 
-using triax::test::error_of;
 using triax::generation::GenerationOptions;
 using triax::generation::GenerationResult;
 using triax::generation::SamplingOptions;
+using triax::test::error_of;
 using Prompts = std::vector<std::vector<int64_t>>;
 
 at::Tensor random_logits(int64_t rows, int64_t vocab, uint64_t seed) {
@@ -44,7 +44,8 @@ TEST(GenerationSampling, TopKOneIsGreedy) {
   for (int64_t r = 0; r < 16; ++r) rows[static_cast<size_t>(r)] = r;
   for (double temperature : {0.5, 1.0, 4.0}) {
     SamplingOptions top1{temperature, 1, 1.0};
-    EXPECT_EQ(as_vector(triax::generation::choose_tokens(logits, top1, streams.next(rows))), as_vector(logits.argmax(-1)));
+    EXPECT_EQ(as_vector(triax::generation::choose_tokens(logits, top1, streams.next(rows))),
+              as_vector(logits.argmax(-1)));
   }
 }
 
@@ -92,8 +93,8 @@ class GenerationTest : public ::testing::Test {
     spec_.make_vocab_size_divisible_by = 8;
     spec_.seed = 5;
     host_ = std::make_unique<triax::HostServices>(alone_);
-    model_ = triax::generation::create_generation_model(triax::testing::test_plugin_registry(), spec_, alone_,
-                                                        *host_, c10::Device(c10::kCPU), "float32");
+    model_ = triax::generation::create_generation_model(triax::testing::test_plugin_registry(), spec_, alone_, *host_,
+                                                        c10::Device(c10::kCPU), "float32");
     options_.vocab_size = 61;
     options_.max_new_tokens = 10;
   }
@@ -174,10 +175,12 @@ TEST_F(GenerationTest, EosStopsOnlyItsSequence) {
 TEST_F(GenerationTest, RefusesPromptsTheContextCannotHold) {
   const std::vector<int64_t> long_prompt(40, 5);
   const std::string too_long = error_of([&] { run({{1, 2}, long_prompt}, options_); });
-  EXPECT_NE(too_long.find("prompt 1 has 40 tokens, more than the model's context holds"), std::string::npos) << too_long;
+  EXPECT_NE(too_long.find("prompt 1 has 40 tokens, more than the model's context holds"), std::string::npos)
+      << too_long;
   EXPECT_NE(too_long.find("32 positions"), std::string::npos) << too_long;
   const std::string no_room = error_of([&] { run({std::vector<int64_t>(30, 5)}, options_); });
-  EXPECT_NE(no_room.find("prompt 0 has 30 tokens; with 10 new tokens (--max-new-tokens)"), std::string::npos) << no_room;
+  EXPECT_NE(no_room.find("prompt 0 has 30 tokens; with 10 new tokens (--max-new-tokens)"), std::string::npos)
+      << no_room;
   const std::string outside = error_of([&] { run({{1, 61}}, options_); });
   EXPECT_NE(outside.find("prompt 0 holds token id 61, outside the model's vocabulary [0, 61)"), std::string::npos)
       << outside;

@@ -3,9 +3,9 @@
 // triax checkpoint (run folder or step folder) or a Hugging Face folder; `--config FILE` takes a
 // training config's model instead (its init_method.path weights, or random ones for benchmarks).
 // Under `triax launch -n N` (or mpirun, torchrun) the model runs tensor parallel over the N ranks.
-#include <boost/program_options.hpp>
 #include <c10/util/Exception.h>
 
+#include <boost/program_options.hpp>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -172,8 +172,9 @@ int generate(const GenerateFlags& flags) {
   std::unique_ptr<ModelInstance> model =
       generation::create_generation_model(registry, spec, *communicator, host, device, dtype);
   log::info("model " + spec.plugin + " from " + spec.origin + ": " + std::to_string(model->total_parameters()) +
-            " parameters, " + dtype + " on " + device_display_name(device) + (tp > 1 ? ", tp " + std::to_string(tp) : "") +
-            "; " + (options.sampling.greedy() ? std::string("greedy") : "sampling") + ", at most " +
+            " parameters, " + dtype + " on " + device_display_name(device) +
+            (tp > 1 ? ", tp " + std::to_string(tp) : "") + "; " +
+            (options.sampling.greedy() ? std::string("greedy") : "sampling") + ", at most " +
             std::to_string(options.max_new_tokens) + " new tokens, stops at " +
             (options.eos.empty() ? std::string("no token") : "token " + joined(options.eos)) + " (" + eos_origin + ")" +
             (tokenizer ? "; tokenizer " + tokenizer->path() : ""));
@@ -202,28 +203,31 @@ int generate(const GenerateFlags& flags) {
 int run_generate_command(const std::vector<std::string>& args) {
   GenerateFlags f;
   po::options_description options("triax generate options");
-  options.add_options()("help,h", "show this help")(
-      "model", po::value<std::string>(&f.model), "a triax checkpoint (run or step folder) or a Hugging Face folder")(
+  options.add_options()("help,h", "show this help")("model", po::value<std::string>(&f.model),
+                                                    "a triax checkpoint (run or step folder) or a Hugging Face folder")(
       "config,c", po::value<std::string>(&f.config),
       "instead of MODEL: a training config's model (init_method.path weights, else its own initialisation)")(
       "set", po::value<std::vector<std::string>>(&f.sets)->composing(), "with --config: override a config value")(
       "prompt,p", po::value<std::vector<std::string>>(&f.prompts)->composing(),
       "a prompt as text, through the model's tokenizer.json (repeatable: a batch)")(
       "prompt-ids", po::value<std::vector<std::string>>(&f.prompt_ids)->composing(),
-      "a prompt as token ids, \"1,2,3\" (repeatable: a batch)")(
-      "tokenizer", po::value<std::string>(&f.tokenizer), "tokenizer.json to use (default: the model's)")(
-      "max-new-tokens,n", po::value<int64_t>(&f.options.max_new_tokens)->default_value(32), "new tokens per prompt, at most")(
-      "temperature,t", po::value<double>(&f.options.sampling.temperature)->default_value(0.0),
-      "0: greedy; above 0: sample at this temperature")(
+      "a prompt as token ids, \"1,2,3\" (repeatable: a batch)")("tokenizer", po::value<std::string>(&f.tokenizer),
+                                                                "tokenizer.json to use (default: the model's)")(
+      "max-new-tokens,n", po::value<int64_t>(&f.options.max_new_tokens)->default_value(32),
+      "new tokens per prompt, at most")("temperature,t",
+                                        po::value<double>(&f.options.sampling.temperature)->default_value(0.0),
+                                        "0: greedy; above 0: sample at this temperature")(
       "greedy", po::bool_switch(), "the most likely token every time (the default; the same as --temperature 0)")(
-      "top-k", po::value<int64_t>(&f.options.sampling.top_k)->default_value(0), "sample among the k likeliest (0: all)")(
-      "top-p", po::value<double>(&f.options.sampling.top_p)->default_value(1.0),
-      "sample within the nucleus of this probability (1: all)")(
+      "top-k", po::value<int64_t>(&f.options.sampling.top_k)->default_value(0),
+      "sample among the k likeliest (0: all)")("top-p",
+                                               po::value<double>(&f.options.sampling.top_p)->default_value(1.0),
+                                               "sample within the nucleus of this probability (1: all)")(
       "seed", po::value<uint64_t>(&f.options.seed)->default_value(42), "sampling seed")(
       "eos-id", po::value<std::vector<int64_t>>(&f.eos)->composing(),
       "stop a sequence at this token (repeatable; default: the model's or tokenizer's end-of-text token)")(
       "ignore-eos", po::bool_switch(&f.ignore_eos), "never stop before --max-new-tokens")(
-      "repeat", po::value<int64_t>(&f.repeat)->default_value(1), "the batch is the prompts this many times (benchmarks)")(
+      "repeat", po::value<int64_t>(&f.repeat)->default_value(1),
+      "the batch is the prompts this many times (benchmarks)")(
       "tp", po::value<int>(&f.tp)->default_value(0), "tensor-parallel size (default: every process of the launch)")(
       "device", po::value<std::string>(&f.device), "cpu, cuda or auto (default: auto, or the config's general.device)")(
       "dtype", po::value<std::string>(&f.dtype), "float32, bfloat16, float16 (default: the weights' dtype)")(

@@ -116,7 +116,8 @@ GenerationModelSpec spec_from_checkpoint(const PluginRegistry& registry, const s
   spec.model_config_yaml = to_yaml_text(model["model_config"]);
   spec.weights = reader.folder().string();
   spec.dtype = reader.metadata().model_dtype;
-  if (model["make_vocab_size_divisible_by"]) spec.make_vocab_size_divisible_by = model["make_vocab_size_divisible_by"].as<int64_t>();
+  if (model["make_vocab_size_divisible_by"])
+    spec.make_vocab_size_divisible_by = model["make_vocab_size_divisible_by"].as<int64_t>();
   if (config["general"]["seed"]) spec.seed = config["general"]["seed"].as<uint64_t>();
   spec.tokenizer_candidates.push_back((reader.folder() / kTokenizerFile).string());
   spec.tokenizer_candidates.push_back((reader.folder().parent_path() / kTokenizerFile).string());
@@ -129,8 +130,9 @@ GenerationModelSpec spec_from_checkpoint(const PluginRegistry& registry, const s
 
 GenerationModelSpec spec_from_folder(const PluginRegistry& registry, const std::string& path) {
   if (!fs::is_directory(path))
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, path + ": no such folder (expected a triax checkpoint or a Hugging Face "
-                                                     "folder)");
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, path +
+                                                  ": no such folder (expected a triax checkpoint or a Hugging Face "
+                                                  "folder)");
   if (interop::is_hf_folder(path)) return spec_from_hf_folder(registry, path);
   return spec_from_checkpoint(registry, path);
 }

@@ -16,9 +16,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The last position's logits over the whole meaningful vocabulary, [rows, vocab_size] in fp32,
 // from this tp rank's shard [rows, new, padded vocab / tp].
@@ -53,7 +51,8 @@ at::Tensor full_forward_logits(ModelInstance& model, const at::Tensor& ids) {
   adopt_handle(io.loss);
   adopt_handle(io.aux_loss);
   for (triax_tensor* handle : io.aux_losses) adopt_handle(handle);
-  for (int32_t i = 1; i < io.boundary_out_count && i < TRIAX_MAX_BOUNDARY_TENSORS; ++i) adopt_handle(io.boundary_out[i]);
+  for (int32_t i = 1; i < io.boundary_out_count && i < TRIAX_MAX_BOUNDARY_TENSORS; ++i)
+    adopt_handle(io.boundary_out[i]);
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + model.name() + "'");
   return logits;
 }
@@ -69,8 +68,8 @@ at::Tensor ids_tensor(const std::vector<const std::vector<int64_t>*>& rows, cons
 void check_prompts(const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& options) {
   if (prompts.empty()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "generation: no prompt given");
   if (options.max_new_tokens < 1)
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "generation: max new tokens must be at least 1, got " +
-                                                  std::to_string(options.max_new_tokens));
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "generation: max new tokens must be at least 1, got " + std::to_string(options.max_new_tokens));
   if (options.vocab_size < 1) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "generation: the vocabulary size is unknown");
   options.sampling.validate();
   for (size_t i = 0; i < prompts.size(); ++i) {
@@ -100,7 +99,8 @@ ModelCache create_cache(ModelInstance& model, size_t index, int64_t prompt_lengt
     }
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, prompt + "; with " + std::to_string(max_new_tokens) +
                                                   " new tokens (--max-new-tokens) it no longer fits the model's "
-                                                  "context: " + std::string(refused.what()));
+                                                  "context: " +
+                                                  std::string(refused.what()));
   }
 }
 

@@ -17,7 +17,8 @@ void SamplingOptions::validate() const {
     throw ConfigError("--top-p: expected a probability in (0, 1], got " + std::to_string(top_p));
 }
 
-at::Tensor choose_tokens(const at::Tensor& logits, const SamplingOptions& options, const std::vector<double>& uniforms) {
+at::Tensor choose_tokens(const at::Tensor& logits, const SamplingOptions& options,
+                         const std::vector<double>& uniforms) {
   if (logits.dim() != 2 || logits.size(0) < 1 || logits.size(1) < 1)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "choose_tokens: logits must be [rows, vocabulary]");
   if (options.greedy()) return logits.argmax(-1);
@@ -28,7 +29,8 @@ at::Tensor choose_tokens(const at::Tensor& logits, const SamplingOptions& option
   at::Tensor scores = logits.to(at::kFloat) / options.temperature;
   // Sorted once, most likely first: top-k is a prefix, the nucleus a prefix of that.
   auto [sorted, order] = scores.sort(-1, /*descending=*/true);
-  if (options.top_k > 0 && options.top_k < vocab) sorted.narrow(1, options.top_k, vocab - options.top_k).fill_(minus_infinity);
+  if (options.top_k > 0 && options.top_k < vocab)
+    sorted.narrow(1, options.top_k, vocab - options.top_k).fill_(minus_infinity);
   if (options.top_p < 1.0) {
     const at::Tensor probabilities = sorted.softmax(-1);
     // A token is cut when the tokens before it already hold top_p of the mass; the first stays.

@@ -56,7 +56,8 @@ ProcessOutput run_process(const std::vector<std::string>& argv, const std::strin
                 " (run tools/setup.sh, or set TRIAX_PYTHON)");
   }
   // A child that exits before reading its input must not kill this process with SIGPIPE.
-  struct sigaction ignore {}, previous {};
+  struct sigaction ignore {
+  }, previous{};
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ignore, &previous);
   ProcessOutput result;
