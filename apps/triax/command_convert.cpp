@@ -1,14 +1,17 @@
 // `triax convert --to hf CHECKPOINT OUT [--dtype D] [--max-shard-size BYTES]`: a triax checkpoint
 // as a Hugging Face folder, through the Hugging Face mapping of the model plugin its metadata
-// names. `triax convert --from hf HF_FOLDER OUT`: a Hugging Face folder as a triax checkpoint
+// names, with the tokenizer.json the run's data was made with when one is found.
+// `triax convert --from hf HF_FOLDER OUT`: a Hugging Face folder as a triax checkpoint
 // folder (weights only; start training from it with model.init_method.path, at any topology),
 // read by the model plugin whose mapping lists config.json's architecture. Plugins are found as
 // `triax train` finds them (the build's plugin folder, then TRIAX_PLUGIN_PATH).
 #include <boost/program_options.hpp>
+#include <filesystem>
 #include <iostream>
 
 #include "commands.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/core/generation/generation_model.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/error.hpp"
 
@@ -64,6 +67,12 @@ int run_convert_command(const std::vector<std::string>& args) {
       }
       checkpoint::export_to_hf(registry, paths[0], paths[1], type, max_shard_bytes);
       std::cout << "wrote the Hugging Face folder " << paths[1] << "\n";
+      // The tokenizer the run's data was made with, where one is found (as `triax generate` finds it).
+      if (const auto tokenizer = generation::find_tokenizer(generation::spec_from_folder(registry, paths[0]))) {
+        std::filesystem::copy_file(*tokenizer, std::filesystem::path(paths[1]) / "tokenizer.json",
+                                   std::filesystem::copy_options::overwrite_existing);
+        std::cout << "with the tokenizer " << *tokenizer << "\n";
+      }
     } else {
       const std::string step = checkpoint::import_from_hf(registry, paths[0], paths[1]);
       std::cout << "wrote the triax checkpoint " << step << "; train from it with model.init_method.path: " << paths[1]

@@ -23,15 +23,13 @@
 namespace triax::cli {
 namespace po = boost::program_options;
 
-namespace {
-
-// One intra-op thread per core unless OMP_NUM_THREADS says otherwise (LibTorch's own default
-// can be a single thread on small machines).
 void configure_threads() {
   const char* requested = std::getenv("OMP_NUM_THREADS");
   int threads = requested != nullptr ? std::atoi(requested) : static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(std::max(1, threads));
 }
+
+namespace {
 
 std::string seconds_text(double seconds) {
   std::ostringstream text;

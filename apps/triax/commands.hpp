@@ -31,6 +31,14 @@ int run_inspect_command(const std::vector<std::string>& args);
 // `triax convert --to hf CHECKPOINT OUT` / `triax convert --from hf HF_FOLDER OUT`.
 int run_convert_command(const std::vector<std::string>& args);
 
+// `triax generate MODEL --prompt TEXT | --prompt-ids IDS ...`: text from a checkpoint, a Hugging
+// Face folder or a config (command_generate.cpp describes the options).
+int run_generate_command(const std::vector<std::string>& args);
+
+// One intra-op thread per core unless OMP_NUM_THREADS says otherwise (LibTorch's own default
+// can be a single thread on small machines).
+void configure_threads();
+
 // `triax inspect checkpoint PATH`: step, topology, tensors, checksums verified.
 int inspect_checkpoint(const std::vector<std::string>& args);
 

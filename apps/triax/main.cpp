@@ -12,6 +12,7 @@ void print_usage(std::ostream& out) {
   out << "usage: triax <command> [options]\n\n"
          "commands:\n"
          "  train     train a model from a YAML config (triax train --config FILE [--set KEY=VALUE]...)\n"
+         "  generate  text from a trained model (triax generate RUN_OR_HF_FOLDER --prompt TEXT | --prompt-ids 1,2,3)\n"
          "  launch    start N local ranks of a command (triax launch -n N -- triax train --config FILE)\n"
          "  inspect   print the process mesh (triax inspect mesh --dp D --tp T --pp P) or check a checkpoint\n"
          "            (triax inspect checkpoint PATH)\n"
@@ -32,6 +33,11 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "train") {
     const int status = triax::cli::run_train_command(args);
+    triax::cli::record_exit_status(status);  // for `triax launch`
+    return status;
+  }
+  if (command == "generate") {
+    const int status = triax::cli::run_generate_command(args);
     triax::cli::record_exit_status(status);  // for `triax launch`
     return status;
   }

@@ -1,0 +1,33 @@
+# Generation (`triax generate`, docs/generation.md): the sampling rules and the generation loop
+# over the Llama plugin's cache (cached = uncached, ragged batch = each alone, seeds, top-k 1 =
+# greedy, EOS, context refusals); the command line on a tiny trained checkpoint (the README's
+# command as written, bad input, tp 2 = tp 1 under mpirun); greedy tokens equal to transformers'
+# generate() on the exported model, from token ids and from text through tokenizer.json.
+add_executable(generation_test ${CMAKE_CURRENT_LIST_DIR}/generation_test.cpp)
+target_link_libraries(generation_test PRIVATE triax_generation GTest::gtest_main)
+target_compile_definitions(generation_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
+add_dependencies(generation_test triax_llama)
+triax_use_pch(generation_test)
+gtest_discover_tests(generation_test PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
+
+# One tiny checkpoint (the quickstart's config, 20 steps) for the command-line tests.
+set(GENERATE_WORK ${CMAKE_CURRENT_BINARY_DIR}/generate_cli)
+set(GENERATE_CLI ${CMAKE_CURRENT_LIST_DIR}/generate_cli_test.sh $<TARGET_FILE:triax> ${PROJECT_SOURCE_DIR} ${GENERATE_WORK})
+add_test(NAME generate_checkpoint_setup COMMAND ${GENERATE_CLI} setup)
+set_tests_properties(generate_checkpoint_setup PROPERTIES FIXTURES_SETUP generate_checkpoint TIMEOUT 300
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME generate_readme_command COMMAND ${GENERATE_CLI} readme)
+add_test(NAME generate_bad_input COMMAND ${GENERATE_CLI} bad_input ${TRIAX_TEST_PLUGINS_DIR}/expert_toy)
+set_tests_properties(generate_readme_command generate_bad_input PROPERTIES FIXTURES_REQUIRED generate_checkpoint
+                     TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1")
+add_test(NAME generate_tp2_matches_tp1 COMMAND ${GENERATE_CLI} tp2)
+set_tests_properties(generate_tp2_matches_tp1 PROPERTIES FIXTURES_REQUIRED generate_checkpoint TIMEOUT 300
+                     PROCESSORS 2 LABELS multi_rank
+                     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
+add_dependencies(generation_test test_plugin_expert_toy)
+
+add_test(NAME generate_matches_transformers
+         COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/generate_test.py $<TARGET_FILE:triax>
+                 ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/generate_hf)
+set_tests_properties(generate_matches_transformers PROPERTIES LABELS python TIMEOUT 600
+                     ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
