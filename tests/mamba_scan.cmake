@@ -6,3 +6,11 @@ target_link_libraries(mamba_scan_test PRIVATE triax_mamba_scan GTest::gtest_main
 triax_use_pch(mamba_scan_test)
 gtest_discover_tests(mamba_scan_test TEST_FILTER "*Cpu.*" TEST_LIST mamba_scan_test_cpu)
 gtest_discover_tests(mamba_scan_test TEST_FILTER "*Cuda.*" TEST_LIST mamba_scan_test_cuda PROPERTIES LABELS gpu)
+
+# Time and achieved memory bandwidth of the kernels at Mamba-130m shapes (built, not run by ctest).
+if(TRIAX_CUDA)
+  add_executable(mamba_scan_bench ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_bench.cpp)
+  target_link_libraries(mamba_scan_bench PRIVATE triax_mamba_scan)
+  target_include_directories(mamba_scan_bench PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src/kernels)
+  triax_use_pch(mamba_scan_bench)
+endif()

@@ -86,8 +86,8 @@ TEST(MambaScanCuda, ScanMatchesReference) {
     check_scan({1, 64, 2048, 16}, dtype, true, 3);
     check_scan({3, 5, 1, 16}, dtype, true, 4);
   }
-  // Every instantiated states-per-thread count (1, 2, 4, 8, 16), state sizes that pad.
-  for (const int64_t n : {3, 8, 13, 24, 64}) check_scan({2, 19, 97, n}, at::kFloat, true, 10 + n);
+  // Every instantiated states-per-thread count (1, 2, 4, 8), state sizes that pad.
+  for (const int64_t n : {3, 8, 13, 24, 32}) check_scan({2, 19, 97, n}, at::kFloat, true, 10 + n);
 }
 
 TEST(MambaScanCuda, WithStateMatchesReferenceAndContinues) {
@@ -134,7 +134,9 @@ void check_conv(c10::ScalarType dtype, int64_t width, bool silu, bool with_bias)
   y64.backward(grad.to(at::kDouble));
   EXPECT_LT(relative_error(x.grad(), x64.grad()), tolerance(dtype)) << "gradient of x";
   EXPECT_LT(relative_error(weight.grad(), w64.grad()), tolerance(dtype)) << "gradient of weight";
-  if (with_bias) EXPECT_LT(relative_error(bias.grad(), b64.grad()), tolerance(dtype)) << "gradient of bias";
+  if (with_bias) {
+    EXPECT_LT(relative_error(bias.grad(), b64.grad()), tolerance(dtype)) << "gradient of bias";
+  }
 }
 
 TEST(MambaScanCuda, ConvMatchesReference) {

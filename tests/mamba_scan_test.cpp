@@ -22,9 +22,9 @@ using triax::mamba::SelectiveScanArgs;
 
 // The named tensor operands of args (the defined ones), to perturb or differentiate.
 std::vector<std::pair<std::string, at::Tensor*>> operands(SelectiveScanArgs& args) {
-  std::vector<std::pair<std::string, at::Tensor*>> all = {{"u", &args.u}, {"delta", &args.delta}, {"A", &args.A},
-                                                           {"B", &args.B}, {"C", &args.C}, {"D", &args.D},
-                                                           {"z", &args.z}, {"delta_bias", &args.delta_bias}};
+  std::vector<std::pair<std::string, at::Tensor*>> all = {
+      {"u", &args.u}, {"delta", &args.delta}, {"A", &args.A}, {"B", &args.B},
+      {"C", &args.C}, {"D", &args.D},         {"z", &args.z}, {"delta_bias", &args.delta_bias}};
   std::vector<std::pair<std::string, at::Tensor*>> defined;
   for (auto& entry : all)
     if (entry.second->defined()) defined.push_back(entry);
@@ -126,8 +126,9 @@ TEST(MambaScanCpu, ConvMatchesLoopsAndFiniteDifferences) {
     for (const bool with_bias : {true, false}) {
       at::Tensor x = seeded({2, 3, 9}, 41), weight = seeded({3, 4}, 43);
       at::Tensor bias = with_bias ? seeded({3}, 47) : at::Tensor();
-      EXPECT_LT(relative_error(triax::mamba::causal_conv1d(x, weight, bias, silu), conv_by_loops(x, weight, bias, silu)),
-                1e-12);
+      EXPECT_LT(
+          relative_error(triax::mamba::causal_conv1d(x, weight, bias, silu), conv_by_loops(x, weight, bias, silu)),
+          1e-12);
       const at::Tensor g = seeded({2, 3, 9}, 53);
       auto loss = [&] { return (conv_by_loops(x, weight, bias, silu) * g).sum().item<double>(); };
       at::Tensor lx = x.clone().requires_grad_(true), lw = weight.clone().requires_grad_(true);
@@ -135,7 +136,9 @@ TEST(MambaScanCpu, ConvMatchesLoopsAndFiniteDifferences) {
       (triax::mamba::causal_conv1d(lx, lw, lb, silu) * g).sum().backward();
       EXPECT_LT(relative_error(lx.grad(), finite_difference(x, loss)), 1e-6);
       EXPECT_LT(relative_error(lw.grad(), finite_difference(weight, loss)), 1e-6);
-      if (with_bias) EXPECT_LT(relative_error(lb.grad(), finite_difference(bias, loss)), 1e-6);
+      if (with_bias) {
+        EXPECT_LT(relative_error(lb.grad(), finite_difference(bias, loss)), 1e-6);
+      }
     }
   // A kernel longer than the sequence: every tap before position 0 reads zero.
   const at::Tensor x = seeded({1, 2, 3}, 59), weight = seeded({2, 5}, 61);
@@ -148,15 +151,19 @@ TEST(MambaScanCpu, MalformedOperandsAreNamed) {
   SelectiveScanArgs args = scan_inputs({2, 3, 8, 4}, 71, true, true, true);
   SelectiveScanArgs bad = args;
   bad.B = bad.B.transpose(1, 2);
-  EXPECT_NE(triax::test::error_of<triax::Error>([&] { triax::mamba::selective_scan(bad); }).find("B must be [b, n, l]"), std::string::npos);
+  EXPECT_NE(triax::test::error_of<triax::Error>([&] { triax::mamba::selective_scan(bad); }).find("B must be [b, n, l]"),
+            std::string::npos);
   bad = args;
   bad.D = at::ones({4}, at::kDouble);
-  EXPECT_NE(triax::test::error_of<triax::Error>([&] { triax::mamba::selective_scan(bad); }).find("D must be [d]"), std::string::npos);
-  EXPECT_NE(triax::test::error_of<triax::Error>([&] { triax::mamba::selective_scan_with_state(args, at::zeros({2, 3, 5})); })
-                .find("initial_state must be [b, d, n]"),
+  EXPECT_NE(triax::test::error_of<triax::Error>([&] { triax::mamba::selective_scan(bad); }).find("D must be [d]"),
             std::string::npos);
-  EXPECT_NE(triax::test::error_of<triax::Error>([&] { triax::mamba::causal_conv1d(at::ones({2, 3, 8}), at::ones({4, 4}), at::Tensor(), true); })
-                .find("weight must be [d, k]"),
+  EXPECT_NE(triax::test::error_of<triax::Error>([&] {
+              triax::mamba::selective_scan_with_state(args, at::zeros({2, 3, 5}));
+            }).find("initial_state must be [b, d, n]"),
+            std::string::npos);
+  EXPECT_NE(triax::test::error_of<triax::Error>([&] {
+              triax::mamba::causal_conv1d(at::ones({2, 3, 8}), at::ones({4, 4}), at::Tensor(), true);
+            }).find("weight must be [d, k]"),
             std::string::npos);
 }
 

@@ -44,8 +44,8 @@ inline double softplus(double x) { return x > 20.0 ? x : std::log1p(std::exp(x))
 inline std::pair<at::Tensor, at::Tensor> scan_by_loops(const triax::mamba::SelectiveScanArgs& args,
                                                        const at::Tensor& initial_state) {
   auto as64 = [](const at::Tensor& t) { return t.defined() ? t.detach().to(at::kDouble).contiguous() : t; };
-  const at::Tensor u = as64(args.u), delta = as64(args.delta), A = as64(args.A), B = as64(args.B),
-                   C = as64(args.C), D = as64(args.D), z = as64(args.z), bias = as64(args.delta_bias);
+  const at::Tensor u = as64(args.u), delta = as64(args.delta), A = as64(args.A), B = as64(args.B), C = as64(args.C),
+                   D = as64(args.D), z = as64(args.z), bias = as64(args.delta_bias);
   const int64_t nb = u.size(0), nd = u.size(1), nl = u.size(2), nn = A.size(1);
   at::Tensor y = at::zeros({nb, nd, nl}, at::kDouble);
   at::Tensor state = initial_state.defined() ? as64(initial_state).clone() : at::zeros({nb, nd, nn}, at::kDouble);

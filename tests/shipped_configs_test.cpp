@@ -26,19 +26,28 @@ TEST(ShippedConfigs, EveryConfigLoads) {
   for (const std::string& file : files) EXPECT_NO_THROW(load_train_config(file)) << file;
 }
 
-// The benchmark configs: what tools/device/bench.sh and docs/performance.md rely on.
+// The benchmark configs: what tools/device/bench.sh and docs/performance.md rely on. The Llama
+// family (smollm-*.yaml) has the shapes of SmolLM, the Mamba family (mamba-*.yaml) those of
+// state-spaces' Mamba checkpoints.
 TEST(ShippedConfigs, BenchmarkConfigsMatchTheBenchmarkSetup) {
   std::vector<std::string> files = yaml_files_in(std::string(TRIAX_CONFIGS_DIR) + "/bench");
-  ASSERT_EQ(files.size(), 3u);
+  ASSERT_EQ(files.size(), 6u);
   for (const std::string& file : files) {
     SCOPED_TRACE(file);
     TrainConfig c = load_train_config(file);
+    const bool mamba = std::filesystem::path(file).filename().string().rfind("mamba-", 0) == 0;
+    EXPECT_EQ(c.model.plugin, mamba ? "mamba" : "llama");
     EXPECT_EQ(c.general.device, "cuda");
     EXPECT_EQ(c.parallelism.comm_backend, "nccl");
     EXPECT_EQ(c.parallelism.dp * c.parallelism.tp * c.parallelism.pp, 1);  // one GPU
     EXPECT_EQ(c.model.dtype, "bfloat16");
-    EXPECT_EQ(c.model.model_config["vocab_size"].as<int>(), 49152);
+    EXPECT_EQ(c.model.model_config["vocab_size"].as<int>(), mamba ? 50280 : 49152);
     EXPECT_TRUE(c.model.model_config["tie_word_embeddings"].as<bool>());
+    if (mamba) {
+      EXPECT_EQ(c.model.model_config["ssm_cfg"]["d_state"].as<int>(), 16);
+      EXPECT_EQ(c.model.model_config["ssm_cfg"]["d_conv"].as<int>(), 4);
+      EXPECT_EQ(c.model.model_config["ssm_cfg"]["expand"].as<int>(), 2);
+    }
     EXPECT_EQ(c.tokens.sequence_length, 2048);
     EXPECT_EQ(c.tokens.batch_accumulation_per_replica, 1);
     EXPECT_GE(c.tokens.train_steps, 20);  // warm-up steps are skipped, the median of the rest taken

@@ -65,6 +65,8 @@ grep -q "hidden_size" "$WORK/log2" || { cat "$WORK/log2"; echo "FAIL: the failur
 # Bad arguments stop before any run.
 if out="$("$SRC/tools/device/bench.sh" --triax "$TRIAX" 7b 2>&1)"; then echo "FAIL: size 7b accepted"; exit 1; fi
 [[ "$out" == *"no benchmark config for size '7b'"* ]] || { echo "FAIL: $out"; exit 1; }
+if out="$("$SRC/tools/device/bench.sh" --triax "$TRIAX" --family mamba 135m 2>&1)"; then echo "FAIL: mamba size 135m accepted"; exit 1; fi
+[[ "$out" == *"mamba-135m.yaml does not exist (mamba sizes: 130m, 370m, 1.4b)"* ]] || { echo "FAIL: $out"; exit 1; }
 if out="$("$SRC/tools/device/bench.sh" --variant 'a=b' 135m 2>&1)"; then echo "FAIL: a nameless variant accepted"; exit 1; fi
 [[ "$out" == *"expected a name, then KEY=VALUE overrides"* ]] || { echo "FAIL: $out"; exit 1; }
 echo "bench script: OK"

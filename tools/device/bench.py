@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Training throughput of triax against the peer baseline, one table (docs/performance.md).
 
-For each size (configs/bench/smollm-SIZE.yaml) and each variant, runs `triax train` on that
-config, then the peer (`python3 PEER --model SIZE --mbs MBS --seq SEQ --compile`) on the same
-shape once per size, and prints: size, variant, triax tokens/s, MFU, peak GiB, peer tokens/s,
+For each size (configs/bench/smollm-SIZE.yaml; with --family mamba configs/bench/mamba-SIZE.yaml)
+and each variant, runs `triax train` on that config, then the peer (`python3 PEER --model SIZE
+--mbs MBS --seq SEQ --compile`; for Mamba tools/device/mamba_peer_bench.py, transformers'
+MambaForCausalLM) on the same shape once per size, and prints: size, variant, triax tokens/s, MFU, peak GiB, peer tokens/s,
 MFU, peak GiB, triax/peer. triax's numbers are the median over the steps after --warmup of its
 metrics.jsonl (tokens/s, MFU) and its last peak memory; the peer's are its JSON line. With --out
 (default $OUT), also writes bench.md, bench.json and every run's log there.
@@ -12,6 +13,7 @@ Standard library only: the GPU machine has no package registry.
 
   tools/device/bench.sh                                  # every size, triax as configured
   tools/device/bench.sh 360m --variant base --variant 'recompute parallelism.recompute_layer=true'
+  tools/device/bench.sh --family mamba 130m               # Mamba-130m against MambaForCausalLM
 """
 import argparse
 import json
@@ -26,17 +28,31 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SIZES = ["135m", "360m", "1.7b"]  # the peer's model names; configs/bench/smollm-<size>.yaml
+# Per model family: the sizes (the peer's model names), the config of a size, the default peer.
+FAMILIES = {
+    "llama": dict(sizes=["135m", "360m", "1.7b"], config="configs/bench/smollm-{size}.yaml",
+                  peer=str(ROOT / ".devdeps/peer_bench.py")),
+    "mamba": dict(sizes=["130m", "370m", "1.4b"], config="configs/bench/mamba-{size}.yaml",
+                  peer=str(ROOT / "tools/device/mamba_peer_bench.py")),
+}
 GIB = 2**30
+
+
+def config_path(family, size):
+    return ROOT / FAMILIES[family]["config"].format(size=size)
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="bench.sh", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("sizes", nargs="*", default=SIZES, help="model sizes: " + ", ".join(SIZES) + " (default: all)")
+    p.add_argument("sizes", nargs="*", help="model sizes: llama " + ", ".join(FAMILIES["llama"]["sizes"])
+                   + "; mamba " + ", ".join(FAMILIES["mamba"]["sizes"]) + " (default: every size of the family)")
+    p.add_argument("--family", default="llama", choices=sorted(FAMILIES),
+                   help="llama: configs/bench/smollm-SIZE.yaml against .devdeps/peer_bench.py (default); "
+                        "mamba: configs/bench/mamba-SIZE.yaml against tools/device/mamba_peer_bench.py")
     p.add_argument("--triax", default=str(ROOT / "build-gpu/bin/triax"), help="triax executable")
-    p.add_argument("--peer", default=str(ROOT / ".devdeps/peer_bench.py"),
-                   help="peer script, or 'none' to run triax only (default: .devdeps/peer_bench.py)")
+    p.add_argument("--peer", default=None,
+                   help="peer script, or 'none' to run triax only (default: the family's, see --family)")
     p.add_argument("--peer-args", default="--compile",
                    help="peer flags besides --model/--mbs/--seq, as one word: --peer-args='--compile --steps 30' "
                         "(default: --compile)")
@@ -54,10 +70,16 @@ def parse_args(argv):
                    "(default: $OUT when set)")
     p.add_argument("--timeout", type=float, default=None, help="seconds allowed to each run")
     a = p.parse_args(argv)
+    family = FAMILIES[a.family]
+    if not a.sizes:
+        a.sizes = list(family["sizes"])
+    if a.peer is None:
+        a.peer = family["peer"]
     for size in a.sizes:
-        config = ROOT / f"configs/bench/smollm-{size}.yaml"
+        config = config_path(a.family, size)
         if not config.is_file():
-            p.error(f"no benchmark config for size '{size}': {config} does not exist (sizes: {', '.join(SIZES)})")
+            p.error(f"no benchmark config for size '{size}': {config} does not exist "
+                    f"({a.family} sizes: {', '.join(family['sizes'])})")
     a.variants = []
     for spec in a.variant or ["triax"]:
         words = shlex.split(spec)
@@ -134,7 +156,7 @@ def read_triax_metrics(metrics_path, warmup):
 
 
 def run_triax(a, size, variant, overrides, logs):
-    config = ROOT / f"configs/bench/smollm-{size}.yaml"
+    config = config_path(a.family, size)
     run_dir = Path(a.work) / f"{size}-{variant}"
     metrics = run_dir / "metrics.jsonl"
     if metrics.exists():
@@ -261,7 +283,7 @@ def main(argv):
     logs = (out if out else Path(a.work)) / "logs"
     rows, notes, failed = [], [], False
     for size in a.sizes:
-        config_text = (ROOT / f"configs/bench/smollm-{size}.yaml").read_text()
+        config_text = config_path(a.family, size).read_text()
         seq = overridden(a.set, "tokens.sequence_length", config_value(config_text, "tokens", "sequence_length"))
         mbs = overridden(a.set, "tokens.micro_batch_size", config_value(config_text, "tokens", "micro_batch_size"))
         size_rows = []

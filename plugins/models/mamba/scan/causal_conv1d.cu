@@ -41,10 +41,9 @@ __device__ __forceinline__ void load_window(const T* row, int64_t first, int64_t
 __device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + __expf(-v)); }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) conv_forward_kernel(const T* __restrict__ x, const float* __restrict__ weight,
-                                                                const float* __restrict__ bias, T* __restrict__ y,
-                                                                int64_t rows, int64_t channels, int64_t length,
-                                                                int width, bool silu) {
+__global__ void __launch_bounds__(kThreads)
+    conv_forward_kernel(const T* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+                        T* __restrict__ y, int64_t rows, int64_t channels, int64_t length, int width, bool silu) {
   const int64_t runs = (length + kRun - 1) / kRun;
   for (int64_t unit = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; unit < rows * runs;
        unit += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -67,12 +66,11 @@ __global__ void __launch_bounds__(kThreads) conv_forward_kernel(const T* __restr
 }
 
 template <typename T>
-__global__ void __launch_bounds__(kThreads) conv_backward_kernel(const T* __restrict__ x, const float* __restrict__ weight,
-                                                                 const float* __restrict__ bias,
-                                                                 const T* __restrict__ grad_y, T* __restrict__ grad_x,
-                                                                 float* __restrict__ grad_weight,
-                                                                 float* __restrict__ grad_bias, int64_t batch,
-                                                                 int64_t channels, int64_t length, int width, bool silu) {
+__global__ void __launch_bounds__(kThreads)
+    conv_backward_kernel(const T* __restrict__ x, const float* __restrict__ weight, const float* __restrict__ bias,
+                         const T* __restrict__ grad_y, T* __restrict__ grad_x, float* __restrict__ grad_weight,
+                         float* __restrict__ grad_bias, int64_t batch, int64_t channels, int64_t length, int width,
+                         bool silu) {
   __shared__ float scratch[33];
   const int64_t channel = blockIdx.x, runs = (length + kRun - 1) / kRun;
   float w[kWidth];

@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <initializer_list>
+#include <optional>
 
 #include "cuda_launch.hpp"
 #include "scan_kernels.hpp"
@@ -27,15 +28,12 @@ bool on_device_of(const at::Tensor& first, std::initializer_list<const at::Tenso
 }
 
 // The activations in the kernels' dtype (u's), contiguous; parameters in fp32.
-at::Tensor activation(const at::Tensor& t, c10::ScalarType type) {
-  return t.defined() ? t.to(type).contiguous() : t;
-}
+at::Tensor activation(const at::Tensor& t, c10::ScalarType type) { return t.defined() ? t.to(type).contiguous() : t; }
 at::Tensor parameter(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
 const float* float_ptr(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
 const void* any_ptr(const at::Tensor& t) { return t.defined() ? t.const_data_ptr() : nullptr; }
-// A gradient in the dtype of the input it belongs to (undefined where the input is).
-at::Tensor like_input(const at::Tensor& grad, const at::Tensor& input) {
-  return input.defined() ? grad.to(input.scalar_type()) : at::Tensor();
+std::optional<at::Tensor> optional_of(const at::Tensor& t) {
+  return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
 }
 
 // The operands of one call in the kernels' form; keeps the converted tensors alive.
@@ -48,9 +46,9 @@ Prepared prepare(const at::Tensor& u, const at::Tensor& delta, const at::Tensor&
                  const at::Tensor& C, const at::Tensor& D, const at::Tensor& z, const at::Tensor& delta_bias,
                  bool softplus) {
   const c10::ScalarType type = u.scalar_type();
-  Prepared p{activation(u, type), activation(delta, type), parameter(A),          activation(B, type),
-             activation(C, type), parameter(D),            activation(z, type),   parameter(delta_bias),
-             {}};
+  Prepared p{activation(u, type), activation(delta, type), parameter(A),
+             activation(B, type), activation(C, type),     parameter(D),
+             activation(z, type), parameter(delta_bias),   {}};
   p.operands = {*launch::kernel_dtype(type),
                 p.u.size(0),
                 p.u.size(1),
@@ -69,9 +67,13 @@ Prepared prepare(const at::Tensor& u, const at::Tensor& delta, const at::Tensor&
 }
 
 struct SelectiveScanFunction : torch::autograd::Function<SelectiveScanFunction> {
+  // The optional operands travel as std::optional: autograd functions take no undefined tensor.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& u, const at::Tensor& delta, const at::Tensor& A,
-                            const at::Tensor& B, const at::Tensor& C, const at::Tensor& D, const at::Tensor& z,
-                            const at::Tensor& delta_bias, bool softplus) {
+                            const at::Tensor& B, const at::Tensor& C, const std::optional<at::Tensor>& D_opt,
+                            const std::optional<at::Tensor>& z_opt, const std::optional<at::Tensor>& delta_bias_opt,
+                            bool softplus) {
+    const at::Tensor D = D_opt.value_or(at::Tensor()), z = z_opt.value_or(at::Tensor());
+    const at::Tensor delta_bias = delta_bias_opt.value_or(at::Tensor());
     c10::cuda::CUDAGuard device(u.device());
     Prepared p = prepare(u, delta, A, B, C, D, z, delta_bias, softplus);
     const int64_t b = p.u.size(0), d = p.u.size(1), l = p.u.size(2), n = p.A.size(1);
@@ -83,13 +85,14 @@ struct SelectiveScanFunction : torch::autograd::Function<SelectiveScanFunction> 
     ctx->save_for_backward({p.u, p.delta, p.A, p.B, p.C, p.D, p.z, p.delta_bias, checkpoints});
     ctx->saved_data["softplus"] = softplus;
     // The caller's dtypes, for the gradients.
-    ctx->saved_data["types"] = std::vector<int64_t>{static_cast<int64_t>(delta.scalar_type()),
-                                                    static_cast<int64_t>(A.scalar_type()),
-                                                    static_cast<int64_t>(B.scalar_type()),
-                                                    static_cast<int64_t>(C.scalar_type()),
-                                                    D.defined() ? static_cast<int64_t>(D.scalar_type()) : -1,
-                                                    z.defined() ? static_cast<int64_t>(z.scalar_type()) : -1,
-                                                    delta_bias.defined() ? static_cast<int64_t>(delta_bias.scalar_type()) : -1};
+    ctx->saved_data["types"] =
+        std::vector<int64_t>{static_cast<int64_t>(delta.scalar_type()),
+                             static_cast<int64_t>(A.scalar_type()),
+                             static_cast<int64_t>(B.scalar_type()),
+                             static_cast<int64_t>(C.scalar_type()),
+                             D.defined() ? static_cast<int64_t>(D.scalar_type()) : -1,
+                             z.defined() ? static_cast<int64_t>(z.scalar_type()) : -1,
+                             delta_bias.defined() ? static_cast<int64_t>(delta_bias.scalar_type()) : -1};
     return y;
   }
 
@@ -128,44 +131,49 @@ struct SelectiveScanFunction : torch::autograd::Function<SelectiveScanFunction> 
 };
 
 struct CausalConv1dFunction : torch::autograd::Function<CausalConv1dFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                            bool silu) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias_opt, bool silu) {
+    const at::Tensor bias = bias_opt.value_or(at::Tensor());
     c10::cuda::CUDAGuard device(x.device());
     const at::Tensor xc = x.contiguous(), w = parameter(weight), b = parameter(bias);
     at::Tensor y = at::empty_like(xc);
-    launch::check(kernels::causal_conv1d_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(),
-                                                 w.const_data_ptr<float>(), float_ptr(b), y.mutable_data_ptr(),
-                                                 xc.size(0), xc.size(1), xc.size(2), w.size(1), silu,
-                                                 launch::stream_of(xc)),
-                  "causal_conv1d forward");
-    ctx->save_for_backward({xc, w, b, weight, bias});
+    launch::check(
+        kernels::causal_conv1d_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(),
+                                       w.const_data_ptr<float>(), float_ptr(b), y.mutable_data_ptr(), xc.size(0),
+                                       xc.size(1), xc.size(2), w.size(1), silu, launch::stream_of(xc)),
+        "causal_conv1d forward");
+    ctx->save_for_backward({xc, w, b});
     ctx->saved_data["silu"] = silu;
+    ctx->saved_data["weight_type"] = static_cast<int64_t>(weight.scalar_type());
+    ctx->saved_data["bias_type"] = bias.defined() ? static_cast<int64_t>(bias.scalar_type()) : int64_t{-1};
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1], &b = saved[2], &weight = saved[3], &bias = saved[4];
+    const at::Tensor &x = saved[0], &w = saved[1], &b = saved[2];
     c10::cuda::CUDAGuard device(x.device());
     const at::Tensor grad_y = grads[0].to(x.scalar_type()).contiguous();
     at::Tensor dx = at::empty_like(x);
     at::Tensor dw = at::empty(w.sizes(), w.options());
     at::Tensor db = b.defined() ? at::empty(b.sizes(), b.options()) : at::Tensor();
-    launch::check(kernels::causal_conv1d_backward(*launch::kernel_dtype(x.scalar_type()), x.const_data_ptr(),
-                                                  w.const_data_ptr<float>(), float_ptr(b), grad_y.const_data_ptr(),
-                                                  dx.mutable_data_ptr(), dw.mutable_data_ptr<float>(),
-                                                  db.defined() ? db.mutable_data_ptr<float>() : nullptr, x.size(0),
-                                                  x.size(1), x.size(2), w.size(1), ctx->saved_data["silu"].toBool(),
-                                                  launch::stream_of(x)),
+    launch::check(kernels::causal_conv1d_backward(
+                      *launch::kernel_dtype(x.scalar_type()), x.const_data_ptr(), w.const_data_ptr<float>(),
+                      float_ptr(b), grad_y.const_data_ptr(), dx.mutable_data_ptr(), dw.mutable_data_ptr<float>(),
+                      db.defined() ? db.mutable_data_ptr<float>() : nullptr, x.size(0), x.size(1), x.size(2), w.size(1),
+                      ctx->saved_data["silu"].toBool(), launch::stream_of(x)),
                   "causal_conv1d backward");
-    return {dx, like_input(dw, weight), like_input(db, bias), at::Tensor()};
+    const int64_t bias_type = ctx->saved_data["bias_type"].toInt();
+    return {dx, dw.to(static_cast<c10::ScalarType>(ctx->saved_data["weight_type"].toInt())),
+            bias_type < 0 ? at::Tensor() : db.to(static_cast<c10::ScalarType>(bias_type)), at::Tensor()};
   }
 };
 
 }  // namespace
 
 bool scan_kernels_apply(const SelectiveScanArgs& args) {
-  if (!fused_kernels_enabled() || !args.u.is_cuda() || !launch::kernel_dtype(args.u.scalar_type())) return false;
+  const c10::ScalarType type = args.u.scalar_type();
+  if (!fused_kernels_enabled() || !args.u.is_cuda() || (type != at::kFloat && type != at::kBFloat16)) return false;
   if (args.A.size(1) > kernels::kMaxState || args.u.size(2) == 0) return false;
   return on_device_of(args.u, {&args.delta, &args.A, &args.B, &args.C, &args.D, &args.z, &args.delta_bias});
 }
@@ -177,7 +185,8 @@ bool conv_kernels_apply(const at::Tensor& x, const at::Tensor& weight, const at:
 }
 
 at::Tensor selective_scan_cuda(const SelectiveScanArgs& a) {
-  return SelectiveScanFunction::apply(a.u, a.delta, a.A, a.B, a.C, a.D, a.z, a.delta_bias, a.delta_softplus);
+  return SelectiveScanFunction::apply(a.u, a.delta, a.A, a.B, a.C, optional_of(a.D), optional_of(a.z),
+                                      optional_of(a.delta_bias), a.delta_softplus);
 }
 
 std::pair<at::Tensor, at::Tensor> selective_scan_with_state_cuda(const SelectiveScanArgs& a,
@@ -194,7 +203,7 @@ std::pair<at::Tensor, at::Tensor> selective_scan_with_state_cuda(const Selective
 }
 
 at::Tensor causal_conv1d_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, bool silu) {
-  return CausalConv1dFunction::apply(x, weight, bias, silu);
+  return CausalConv1dFunction::apply(x, weight, optional_of(bias), silu);
 }
 
 }  // namespace triax::mamba

@@ -10,7 +10,7 @@
 
 namespace triax::mamba {
 
-// Every operand on one CUDA device, u of fp32/bf16/fp16, n within the kernels' limit, and the
+// Every operand on one CUDA device, u of fp32/bf16 (fp16 too for the conv), n within the kernels' limit, and the
 // fused kernels not switched off (TRIAX_FUSED_KERNELS=0).
 bool scan_kernels_apply(const SelectiveScanArgs& args);
 bool conv_kernels_apply(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);

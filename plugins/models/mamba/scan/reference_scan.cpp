@@ -47,7 +47,10 @@ c10::ScalarType compute_type(const at::Tensor& t) { return at::promote_types(t.s
 void check_scan_args(const SelectiveScanArgs& args, const at::Tensor& initial_state) {
   const char* op = "selective_scan";
   for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"u", &args.u},
-                                {"delta", &args.delta}, {"A", &args.A}, {"B", &args.B}, {"C", &args.C}})
+                                {"delta", &args.delta},
+                                {"A", &args.A},
+                                {"B", &args.B},
+                                {"C", &args.C}})
     if (!t->defined()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(op) + ": " + name + " is required");
   if (args.u.dim() != 3)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(op) + ": u must be [b, d, l], got " + shape_of(args.u));
@@ -60,7 +63,9 @@ void check_scan_args(const SelectiveScanArgs& args, const at::Tensor& initial_st
   require_shape(op, "B", args.B, {b, n, l}, "[b, n, l]");
   require_shape(op, "C", args.C, {b, n, l}, "[b, n, l]");
   for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"delta", &args.delta},
-                                {"A", &args.A}, {"B", &args.B}, {"C", &args.C}})
+                                {"A", &args.A},
+                                {"B", &args.B},
+                                {"C", &args.C}})
     require_float(op, name, *t, args.u);
   if (args.D.defined()) {
     require_shape(op, "D", args.D, {d}, "[d]");
@@ -86,9 +91,9 @@ void check_conv_args(const at::Tensor& x, const at::Tensor& weight, const at::Te
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 std::string(op) + ": x must be [b, d, l], got " + (x.defined() ? shape_of(x) : "nothing"));
   if (!weight.defined() || weight.dim() != 2 || weight.size(0) != x.size(1) || weight.size(1) < 1)
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
-                std::string(op) + ": weight must be [d, k] with d = " + std::to_string(x.size(1)) + ", got " +
-                    (weight.defined() ? shape_of(weight) : "nothing"));
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(op) +
+                                                  ": weight must be [d, k] with d = " + std::to_string(x.size(1)) +
+                                                  ", got " + (weight.defined() ? shape_of(weight) : "nothing"));
   require_float(op, "x", x, x);
   require_float(op, "weight", weight, x);
   if (bias.defined()) {
@@ -136,8 +141,8 @@ at::Tensor causal_conv1d_reference(const at::Tensor& x, const at::Tensor& weight
   const int64_t k = weight.size(1);
   const at::Tensor padded = at::constant_pad_nd(x.to(type), {k - 1, 0});
   const at::Tensor bias_t = bias.defined() ? bias.to(type) : at::Tensor();
-  at::Tensor y = at::conv1d(padded, weight.to(type).unsqueeze(1), bias_t, /*stride=*/1, /*padding=*/0,
-                            /*dilation=*/1, /*groups=*/x.size(1));
+  const int64_t stride[] = {1}, padding[] = {0}, dilation[] = {1};
+  at::Tensor y = at::conv1d(padded, weight.to(type).unsqueeze(1), bias_t, stride, padding, dilation, x.size(1));
   if (silu) y = at::silu(y);
   return y.to(x.scalar_type());
 }

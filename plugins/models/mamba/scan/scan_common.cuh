@@ -36,58 +36,117 @@ __device__ __forceinline__ float channel_sum(float v) {
   return v;
 }
 
+// Reduce-scatter over the four lanes of a channel (lane bits 0 and 1): afterwards v[0 .. V/4)
+// hold the sums over the four lanes of the values first .. first + V/4 of v; returns first.
+template <int V>
+__device__ __forceinline__ int sum_over_channel_lanes(float (&v)[V], int g) {
+  static_assert(V % 4 == 0, "whole quarters");
+  int first = 0;
+#pragma unroll
+  for (int round = 0; round < 2; ++round) {
+    const int mask = 1 << round, half = V >> (round + 1);
+    const bool high = g & mask;
+#pragma unroll
+    for (int j = 0; j < V / 2; ++j) {
+      if (j >= half) break;
+      const float send = high ? v[j] : v[j + half];
+      const float keep = high ? v[j + half] : v[j];
+      v[j] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
+    }
+    if (high) first += half;
+  }
+  return first;
+}
+
 // Shared-memory tiles of one piece of `T` positions of `CH` channels ([CH][T + 1] floats: the
 // extra column keeps the channel rows on distinct banks) and B, C as [T][NS + 4] (padded states).
 template <int CH, int T, int NS>
 struct StageTiles {
   static constexpr int kRow = T + 1;
   static constexpr int kStateRow = NS + 4;
-  float dt[CH][kRow];        // softplus(delta + bias)
-  float dt_u[CH][kRow];      // dt * u
+  float dt[CH][kRow];    // softplus(delta + bias)
+  float dt_u[CH][kRow];  // dt * u
   float u[CH][kRow];
+  float z[CH][kRow];      // the gate's input (when there is a gate)
+  float grad[CH][kRow];   // the output's gradient (backward only)
+  float slope[CH][kRow];  // softplus'(delta + bias) (backward only)
   alignas(16) float B[T][kStateRow];
   alignas(16) float C[T][kStateRow];
 };
 
-// Loads positions [start, start + len) of channels [c0, c0 + CH) of batch b into `tiles`, fp32;
-// positions and channels outside the operands read as zero (dt = 0: the state passes unchanged).
-// slope: optional [CH][T + 1] tile receiving softplus'(delta + bias).
-template <typename T_, int CH, int T, int NS>
-__device__ void stage_piece(const ScanOperands& in, int64_t b, int64_t c0, int64_t start, int len,
-                            StageTiles<CH, T, NS>& tiles, float (*slope)[T + 1]) {
-  const T_* u = static_cast<const T_*>(in.u);
-  const T_* delta = static_cast<const T_*>(in.delta);
-  const T_* Bp = static_cast<const T_*>(in.B);
-  const T_* Cp = static_cast<const T_*>(in.C);
-  for (int e = threadIdx.x; e < CH * T; e += blockDim.x) {
-    const int c = e / T, t = e % T;
-    const int64_t channel = c0 + c;
-    float dt = 0.f, uu = 0.f, sl = 0.f;
-    if (channel < in.channels && t < len) {
-      const int64_t at = (b * in.channels + channel) * in.length + start + t;
-      float x = to_float(delta[at]);
-      if (in.delta_bias) x += in.delta_bias[channel];
-      dt = in.delta_softplus ? softplus(x) : x;
-      sl = in.delta_softplus ? softplus_slope(x) : 1.f;
-      uu = to_float(u[at]);
+// The raw inputs of one piece in registers: loaded while the previous piece is computed, so that
+// the global-memory latency hides behind the scan. Thread x holds elements x, x + THREADS, ...
+// of the piece's [CH][T] rows and [NS][T] state rows (position fastest: coalesced reads).
+template <typename E, int CH, int T, int NS, int THREADS, bool kBackward>
+struct PieceRegisters {
+  static constexpr int kRows = CH * T / THREADS;
+  static constexpr int kStates = NS * T / THREADS;
+  static_assert(CH * T % THREADS == 0 && NS * T % THREADS == 0, "whole rows per thread");
+  E u[kRows], delta[kRows], z[kRows], grad[kRows];
+  E B[kStates], C[kStates];
+
+  // Positions [start, start + len) of channels [c0, c0 + CH) of batch b; zeros outside.
+  __device__ __forceinline__ void load(const ScanOperands& in, const E* grad_y, int64_t b, int64_t c0, int64_t start,
+                                       int len) {
+    const E zero = from_float<E>(0.f);
+    const E* pu = static_cast<const E*>(in.u);
+    const E* pdelta = static_cast<const E*>(in.delta);
+    const E* pz = static_cast<const E*>(in.z);
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int e = threadIdx.x + i * THREADS, c = e / T, t = e % T;
+      const bool inside = c0 + c < in.channels && t < len;
+      const int64_t at = (b * in.channels + c0 + c) * in.length + start + t;
+      u[i] = inside ? pu[at] : zero;
+      delta[i] = inside ? pdelta[at] : zero;
+      z[i] = inside && pz ? pz[at] : zero;
+      if constexpr (kBackward) grad[i] = inside ? grad_y[at] : zero;
     }
-    tiles.dt[c][t] = dt;
-    tiles.dt_u[c][t] = dt * uu;
-    tiles.u[c][t] = uu;
-    if (slope) slope[c][t] = sl;
-  }
-  for (int e = threadIdx.x; e < NS * T; e += blockDim.x) {
-    const int s = e / T, t = e % T;
-    float bv = 0.f, cv = 0.f;
-    if (s < in.state && t < len) {
+    const E* pB = static_cast<const E*>(in.B);
+    const E* pC = static_cast<const E*>(in.C);
+#pragma unroll
+    for (int i = 0; i < kStates; ++i) {
+      const int e = threadIdx.x + i * THREADS, s = e / T, t = e % T;
+      const bool inside = s < in.state && t < len;
       const int64_t at = (b * in.state + s) * in.length + start + t;
-      bv = to_float(Bp[at]);
-      cv = to_float(Cp[at]);
+      B[i] = inside ? pB[at] : zero;
+      C[i] = inside ? pC[at] : zero;
     }
-    tiles.B[t][s] = bv;
-    tiles.C[t][s] = cv;
   }
-}
+
+  // Into the tiles, in fp32, with dt = softplus(delta + bias). Positions and channels outside
+  // the operands get dt = 0 (the state passes unchanged) and zeros elsewhere.
+  __device__ __forceinline__ void store(const ScanOperands& in, int64_t c0, int len,
+                                        StageTiles<CH, T, NS>& tiles) const {
+#pragma unroll
+    for (int i = 0; i < kRows; ++i) {
+      const int e = threadIdx.x + i * THREADS, c = e / T, t = e % T;
+      const int64_t channel = c0 + c;
+      float dt = 0.f, slope = 0.f;
+      if (channel < in.channels && t < len) {
+        float x = to_float(delta[i]);
+        if (in.delta_bias) x += in.delta_bias[channel];
+        dt = in.delta_softplus ? softplus(x) : x;
+        if constexpr (kBackward) slope = in.delta_softplus ? softplus_slope(x) : 1.f;
+      }
+      const float uu = to_float(u[i]);
+      tiles.dt[c][t] = dt;
+      tiles.dt_u[c][t] = dt * uu;
+      tiles.u[c][t] = uu;
+      tiles.z[c][t] = to_float(z[i]);
+      if constexpr (kBackward) {
+        tiles.grad[c][t] = to_float(grad[i]);
+        tiles.slope[c][t] = slope;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kStates; ++i) {
+      const int e = threadIdx.x + i * THREADS, s = e / T, t = e % T;
+      tiles.B[t][s] = to_float(B[i]);
+      tiles.C[t][s] = to_float(C[i]);
+    }
+  }
+};
 
 // The S values at row + g*S, e.g. the padded states g*S..g*S+S-1 of a B or C tile (16-byte loads when S % 4 == 0).
 template <int S>
@@ -117,6 +176,19 @@ __device__ __forceinline__ void store_states(float* row, int g, const float (&v)
   }
 }
 
+// Calls f(TypeTag<T>{}) with the element type of the scan's activations: fp32 or bf16.
+template <typename F>
+cudaError_t dispatch_scan_dtype(Dtype dtype, F&& f) {
+  switch (dtype) {
+    case Dtype::Float32:
+      return f(triax::kernels::TypeTag<float>{});
+    case Dtype::BFloat16:
+      return f(triax::kernels::TypeTag<__nv_bfloat16>{});
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
 // Calls f(std::integral_constant<int, S>{}) with the states per thread for n states (n <= kMaxState).
 template <typename F>
 cudaError_t dispatch_states(int64_t n, F&& f) {
@@ -124,7 +196,6 @@ cudaError_t dispatch_states(int64_t n, F&& f) {
   if (n <= 8) return f(std::integral_constant<int, 2>{});
   if (n <= 16) return f(std::integral_constant<int, 4>{});
   if (n <= 32) return f(std::integral_constant<int, 8>{});
-  if (n <= 64) return f(std::integral_constant<int, 16>{});
   return cudaErrorInvalidValue;
 }
 

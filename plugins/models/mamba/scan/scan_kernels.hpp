@@ -15,8 +15,9 @@ namespace triax::mamba::kernels {
 
 using triax::kernels::Dtype;
 
-// The largest state size the kernels take (larger ones run the reference).
-constexpr int64_t kMaxState = 64;
+// The largest state size the scan kernels take, and their activation dtypes: fp32 and bf16
+// (other inputs run the reference).
+constexpr int64_t kMaxState = 32;
 // The forward pass keeps the state before every kCheckpointInterval-th position for the backward
 // pass, which walks the sequence back in pieces of that length recomputing the states within.
 constexpr int64_t kCheckpointInterval = 32;
@@ -39,12 +40,12 @@ cudaError_t selective_scan_forward(const ScanOperands& in, const float* initial_
                                    float* checkpoints, cudaStream_t stream);
 
 struct ScanGradients {
-  void *du, *ddelta;  // [b, d, l]
-  void* dz;           // [b, d, l], or null without z
-  float *dA;          // [d, n], zeroed by the caller (summed over the batch)
-  float *dB, *dC;     // [b, n, l], zeroed by the caller (summed over channel tiles)
-  float* dD;          // [d] or null, zeroed by the caller
-  float* ddelta_bias; // [d] or null, zeroed by the caller
+  void *du, *ddelta;   // [b, d, l]
+  void* dz;            // [b, d, l], or null without z
+  float* dA;           // [d, n], zeroed by the caller (summed over the batch)
+  float *dB, *dC;      // [b, n, l], zeroed by the caller (summed over channel tiles)
+  float* dD;           // [d] or null, zeroed by the caller
+  float* ddelta_bias;  // [d] or null, zeroed by the caller
 };
 
 // The gradients of sum(grad_y * y) from the forward's checkpoints (the scan starts from zeros).

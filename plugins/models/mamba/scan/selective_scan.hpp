@@ -4,7 +4,7 @@
 // u, delta, z: [b, d, l] contiguous; B, C: [b, n, l]; A: [d, n] fp32 (the caller passes
 // A = -exp(A_log)); D and delta_bias: [d] fp32.
 //
-// CUDA inputs of fp32 or bf16 (fp16 too) run the fused kernels of this folder's .cu files when
+// CUDA inputs of fp32 or bf16 (n <= 32) run the fused kernels of this folder's .cu files when
 // built with -DTRIAX_CUDA=ON: the sequence is walked in chunks with the state in registers, so no
 // [b, d, l, n] tensor is ever written to global memory. Everything else runs the LibTorch
 // reference (reference_scan.hpp): a loop over the sequence with the state in fp32 (fp64 for fp64

@@ -1,7 +1,7 @@
 // The selective scan's backward kernel. A thread block takes 16 channels of one sequence and walks
 // the sequence backwards in pieces of kCheckpointInterval positions. For each piece it stages the
-// inputs (as the forward does), recomputes the states from the forward's checkpoint keeping them
-// in shared memory, forms the gate's gradients, and then runs the adjoint recurrence
+// inputs (as the forward does, the previous piece's loads in flight meanwhile), recomputes the states from the
+// forward's checkpoint keeping them in shared memory, forms the gate's gradients, and then runs the adjoint recurrence
 //   g_t = dy_t C_t + exp(dt_{t+1} A) g_{t+1}
 // back through the piece with g in registers. The gradients of B and C (sums over channels) are
 // summed over a warp's 8 channels by a butterfly reduce-scatter, over the block's warps in shared
@@ -20,12 +20,11 @@ template <int S>
 struct BackwardTiles {
   static constexpr int NS = S * kGroups;
   StageTiles<kChannels, kPiece, NS> in;
-  float slope[kChannels][kPiece + 1];   // softplus'(delta + bias)
-  float dy[kChannels][kPiece + 1];      // first C . h, then the gradient of the ungated y
+  float dy[kChannels][kPiece + 1];  // first C . h, then the gradient of the ungated y
   float du[kChannels][kPiece + 1];
   float ddelta[kChannels][kPiece + 1];
-  float bc_grad[kWarps][kPiece][2 * NS];            // dB | dC summed over each warp's channels
-  alignas(16) float states[kPiece][kThreads * S];   // h_t of every thread's states
+  float bc_grad[kWarps][kPiece][2 * NS];           // dB | dC summed over each warp's channels
+  alignas(16) float states[kPiece][kThreads * S];  // h_t of every thread's states
 };
 
 // Sums v (V values per lane) over the lanes that differ in bits 2..4 (the warp's 8 channels):
@@ -70,7 +69,6 @@ __global__ void __launch_bounds__(kThreads) scan_backward_kernel(ScanOperands in
   const int64_t channel = c0 + c;
   const bool live = channel < in.channels;
   const int64_t n = in.state, l = in.length, pieces = (l + kCheckpointInterval - 1) / kCheckpointInterval;
-  const T* z = static_cast<const T*>(in.z);
   T* du_out = static_cast<T*>(out.du);
   T* ddelta_out = static_cast<T*>(out.ddelta);
   T* dz_out = static_cast<T*>(out.dz);
@@ -88,20 +86,33 @@ __global__ void __launch_bounds__(kThreads) scan_backward_kernel(ScanOperands in
   }
   float dD = 0.f, ddelta_bias = 0.f;
 
-  for (int64_t piece = pieces - 1; piece >= 0; --piece) {
-    const int64_t start = piece * kPiece;
-    const int len = static_cast<int>(l - start < kPiece ? l - start : kPiece);
-    stage_piece<T>(in, b, c0, start, len, tiles.in, tiles.slope);
-    __syncthreads();
-
-    // The states of the piece from its checkpoint, and C . h.
-    float h0[S], h[S];
+  // The piece being computed sits in shared memory while the previous one's loads (and its
+  // checkpoint) are in flight.
+  PieceRegisters<T, kChannels, kPiece, NS, kThreads, true> next;
+  auto length_of = [&](int64_t start) { return static_cast<int>(l - start < kPiece ? l - start : kPiece); };
+  float next_h0[S];
+  auto load_piece = [&](int64_t piece) {
+    next.load(in, grad_y, b, c0, piece * kPiece, length_of(piece * kPiece));
 #pragma unroll
     for (int j = 0; j < S; ++j) {
       const int s = g * S + j;
-      h0[j] = live && s < n ? checkpoints[((b * in.channels + channel) * pieces + piece) * n + s] : 0.f;
-      h[j] = h0[j];
+      next_h0[j] = live && s < n ? checkpoints[((b * in.channels + channel) * pieces + piece) * n + s] : 0.f;
     }
+  };
+  load_piece(pieces - 1);
+
+  for (int64_t piece = pieces - 1; piece >= 0; --piece) {
+    const int64_t start = piece * kPiece;
+    const int len = length_of(start);
+    next.store(in, c0, len, tiles.in);
+    float h0[S], h[S];
+#pragma unroll
+    for (int j = 0; j < S; ++j) h0[j] = h[j] = next_h0[j];
+    __syncthreads();
+    if (piece > 0) load_piece(piece - 1);
+
+      // The states of the piece from its checkpoint, and C . h.
+#pragma unroll 4
     for (int t = 0; t < len; ++t) {
       const float dt = tiles.in.dt[c][t], dt_u = tiles.in.dt_u[c][t];
       float Bt[S], Ct[S];
@@ -126,10 +137,10 @@ __global__ void __launch_bounds__(kThreads) scan_backward_kernel(ScanOperands in
       float dy = 0.f;
       if (ch < in.channels && t < len) {
         const int64_t at = (b * in.channels + ch) * l + start + t;
-        const float grad = to_float(grad_y[at]);
-        if (z) {
+        const float grad = tiles.in.grad[cc][t];
+        if (in.z) {
           const float y = tiles.dy[cc][t] + (in.D ? in.D[ch] : 0.f) * tiles.in.u[cc][t];
-          const float zz = to_float(z[at]);
+          const float zz = tiles.in.z[cc][t];
           const float sig = 1.f / (1.f + __expf(-zz));
           dz_out[at] = from_float<T>(grad * y * sig * (1.f + zz * (1.f - sig)));
           dy = grad * zz * sig;
@@ -161,12 +172,12 @@ __global__ void __launch_bounds__(kThreads) scan_backward_kernel(ScanOperands in
       for (int j = 0; j < S; ++j) {
         const float adjoint = decay_next[j] * adj[j] + dy * Ct[j];  // dL/dh_t
         const float decay = fast_exp2(dt * A2[j]);
-        const float decayed = decay * prev[j];                       // exp(dt A) h_{t-1}
+        const float decayed = decay * prev[j];  // exp(dt A) h_{t-1}
         du += adjoint * Bt[j];
         ddt += adjoint * (A[j] * decayed + Bt[j] * u);
         dA[j] += adjoint * dt * decayed;
-        v[j] = adjoint * dt_u;                                        // dB
-        v[S + j] = dy * current[j];                                   // dC
+        v[j] = adjoint * dt_u;       // dB
+        v[S + j] = dy * current[j];  // dC
         adj[j] = adjoint;
         decay_next[j] = decay;
         current[j] = prev[j];
@@ -174,7 +185,7 @@ __global__ void __launch_bounds__(kThreads) scan_backward_kernel(ScanOperands in
       du = channel_sum(du * dt);
       ddt = channel_sum(ddt);
       if (g == 0) {
-        const float dd = ddt * tiles.slope[c][t];
+        const float dd = ddt * tiles.in.slope[c][t];
         tiles.du[c][t] = du + dy * D;
         tiles.ddelta[c][t] = dd;
         dD += dy * u;
@@ -227,7 +238,7 @@ __global__ void __launch_bounds__(kThreads) scan_backward_kernel(ScanOperands in
 cudaError_t selective_scan_backward(const ScanOperands& in, const float* checkpoints, const void* grad_y,
                                     const ScanGradients& out, cudaStream_t stream) {
   if (in.batch == 0 || in.channels == 0 || in.length == 0) return cudaSuccess;
-  return triax::kernels::dispatch_dtype(in.dtype, [&](auto tag) {
+  return dispatch_scan_dtype(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_states(in.state, [&](auto states) {
       constexpr int S = decltype(states)::value;
@@ -238,7 +249,8 @@ cudaError_t selective_scan_backward(const ScanOperands& in, const float* checkpo
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
         if (status != cudaSuccess) return status;
       }
-      const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels), static_cast<unsigned>(in.batch));
+      const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels),
+                      static_cast<unsigned>(in.batch));
       kernel<<<grid, kThreads, shared, stream>>>(in, checkpoints, static_cast<const T*>(grad_y), out);
       return cudaGetLastError();
     });

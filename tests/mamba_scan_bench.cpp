@@ -1,0 +1,170 @@
+// The fused scan and conv1d kernels on one GPU at Mamba-130m shapes (d_inner 1536, n 16, seq
+// 2048, batch 8 unless given): each kernel's time and its achieved memory bandwidth, counted as
+// the bytes a pass must move (every input read once, every output written once) over the time,
+// as a fraction of the GPU's peak. Built with -DTRIAX_CUDA=ON, not run by ctest.
+//   mamba_scan_bench [batch channels length state]
+#include <ATen/ATen.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "scan_kernels.hpp"
+
+namespace {
+
+namespace k = triax::mamba::kernels;
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(status));
+    std::exit(1);
+  }
+}
+
+// Mean milliseconds of `launch` over `iterations` after `warmup` runs.
+double time_ms(const std::function<void()>& launch, int warmup = 3, int iterations = 20) {
+  for (int i = 0; i < warmup; ++i) launch();
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  check(cudaEventRecord(start), "record");
+  for (int i = 0; i < iterations; ++i) launch();
+  check(cudaEventRecord(stop), "record");
+  check(cudaEventSynchronize(stop), "synchronize");
+  float ms = 0.f;
+  check(cudaEventElapsedTime(&ms, start, stop), "elapsed");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms / iterations;
+}
+
+struct Peak {
+  double bytes_per_s;
+  std::string source;
+};
+
+// The peak HBM bandwidth: 4.8 TB/s for an H200 (its data sheet); other GPUs from the memory
+// clock and bus width the driver reports (2 transfers per clock).
+Peak peak_bandwidth() {
+  int device = 0, clock_khz = 0, bus_bits = 0;
+  check(cudaGetDevice(&device), "device");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "properties");
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device);
+  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
+  const double reported = 2.0 * clock_khz * 1e3 * bus_bits / 8.0;
+  std::printf("device: %s, memory clock %d kHz, bus %d bits: %.2f TB/s from the driver's numbers\n", prop.name,
+              clock_khz, bus_bits, reported / 1e12);
+  if (std::strstr(prop.name, "H200")) return {4.8e12, "H200 data sheet, 4.8 TB/s"};
+  return {reported, "memory clock x bus width"};
+}
+
+void report(const char* name, double ms, double bytes, const Peak& peak) {
+  const double rate = bytes / (ms * 1e-3);
+  std::printf("%-44s %8.3f ms %9.1f MB %7.2f TB/s %6.1f%% of peak\n", name, ms, bytes / 1e6, rate / 1e12,
+              100.0 * rate / peak.bytes_per_s);
+}
+
+void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t n, const Peak& peak) {
+  const auto act = at::TensorOptions().device(at::kCUDA).dtype(type);
+  const auto f32 = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
+  const double es = static_cast<double>(c10::elementSize(type));
+  at::Tensor u = at::randn({b, d, l}, act), delta = at::randn({b, d, l}, act) * 0.5 - 3.0,
+             z = at::randn({b, d, l}, act);
+  at::Tensor B = at::randn({b, n, l}, act), C = at::randn({b, n, l}, act);
+  at::Tensor A = -at::exp(at::randn({d, n}, f32) * 0.5 + 0.5), D = at::randn({d}, f32), bias = at::randn({d}, f32);
+  at::Tensor y = at::empty_like(u), grad_y = at::randn({b, d, l}, act);
+  at::Tensor checkpoints = at::empty({b, d, k::checkpoint_count(l), n}, f32);
+  at::Tensor du = at::empty_like(u), ddelta = at::empty_like(u), dz = at::empty_like(u);
+  at::Tensor dA = at::zeros({d, n}, f32), dB = at::zeros({b, n, l}, f32), dC = at::zeros({b, n, l}, f32);
+  at::Tensor dD = at::zeros({d}, f32), dbias = at::zeros({d}, f32);
+  const k::Dtype dtype = type == at::kFloat ? k::Dtype::Float32 : k::Dtype::BFloat16;
+  const k::ScanOperands in{dtype,
+                           b,
+                           d,
+                           l,
+                           n,
+                           u.const_data_ptr(),
+                           delta.const_data_ptr(),
+                           B.const_data_ptr(),
+                           C.const_data_ptr(),
+                           z.const_data_ptr(),
+                           A.const_data_ptr<float>(),
+                           D.const_data_ptr<float>(),
+                           bias.const_data_ptr<float>(),
+                           true};
+  const k::ScanGradients out{du.mutable_data_ptr(),        ddelta.mutable_data_ptr(),      dz.mutable_data_ptr(),
+                             dA.mutable_data_ptr<float>(), dB.mutable_data_ptr<float>(),   dC.mutable_data_ptr<float>(),
+                             dD.mutable_data_ptr<float>(), dbias.mutable_data_ptr<float>()};
+  const double rows = static_cast<double>(b * d * l), states = static_cast<double>(b * n * l);
+  const double checkpoint_bytes = static_cast<double>(checkpoints.numel()) * 4;
+  const std::string tag = std::string(" ") + c10::toString(type);
+
+  // Forward: u, delta, z, B, C in, y out.
+  const double forward_bytes = (4 * rows + 2 * states) * es;
+  const double inference = time_ms([&] {
+    check(k::selective_scan_forward(in, nullptr, y.mutable_data_ptr(), nullptr, nullptr, nullptr), "forward");
+  });
+  report(("scan forward (inference)" + tag).c_str(), inference, forward_bytes, peak);
+  const double training = time_ms([&] {
+    check(k::selective_scan_forward(in, nullptr, y.mutable_data_ptr(), nullptr, checkpoints.mutable_data_ptr<float>(),
+                                    nullptr),
+          "forward");
+  });
+  report(("scan forward (training, +checkpoints)" + tag).c_str(), training, forward_bytes, peak);
+  // Backward: u, delta, z, grad_y, B, C, checkpoints in; du, ddelta, dz, dB, dC (fp32) out.
+  const double backward_bytes = (7 * rows + 2 * states) * es + 2 * states * 4 + checkpoint_bytes;
+  const double backward = time_ms([&] {
+    check(k::selective_scan_backward(in, checkpoints.const_data_ptr<float>(), grad_y.const_data_ptr(), out, nullptr),
+          "backward");
+  });
+  report(("scan backward" + tag).c_str(), backward, backward_bytes, peak);
+  std::printf(
+      "  (checkpoints: %.1f MB written by the training forward, read by the backward; counted in the "
+      "backward's bytes only)\n",
+      checkpoint_bytes / 1e6);
+
+  // Conv1d, width 4: x in, y out; backward x, grad_y in, grad_x out.
+  at::Tensor w = at::randn({d, 4}, f32);
+  const double conv_forward = time_ms([&] {
+    check(k::causal_conv1d_forward(dtype, u.const_data_ptr(), w.const_data_ptr<float>(), bias.const_data_ptr<float>(),
+                                   y.mutable_data_ptr(), b, d, l, 4, true, nullptr),
+          "conv forward");
+  });
+  report(("conv1d forward (k 4, SiLU)" + tag).c_str(), conv_forward, 2 * rows * es, peak);
+  at::Tensor dw = at::empty({d, 4}, f32);
+  const double conv_backward = time_ms([&] {
+    check(k::causal_conv1d_backward(dtype, u.const_data_ptr(), w.const_data_ptr<float>(), bias.const_data_ptr<float>(),
+                                    grad_y.const_data_ptr(), du.mutable_data_ptr(), dw.mutable_data_ptr<float>(),
+                                    dbias.mutable_data_ptr<float>(), b, d, l, 4, true, nullptr),
+          "conv backward");
+  });
+  report(("conv1d backward (k 4, SiLU)" + tag).c_str(), conv_backward, 3 * rows * es, peak);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t b = argc > 1 ? std::atoll(argv[1]) : 8, d = argc > 2 ? std::atoll(argv[2]) : 1536;
+  const int64_t l = argc > 3 ? std::atoll(argv[3]) : 2048, n = argc > 4 ? std::atoll(argv[4]) : 16;
+  if (!at::hasCUDA()) {
+    std::fprintf(stderr, "mamba_scan_bench: no GPU\n");
+    return 1;
+  }
+  const Peak peak = peak_bandwidth();
+  std::printf("peak used: %.2f TB/s (%s); shapes b %lld, d %lld, l %lld, n %lld\n", peak.bytes_per_s / 1e12,
+              peak.source.c_str(), static_cast<long long>(b), static_cast<long long>(d), static_cast<long long>(l),
+              static_cast<long long>(n));
+  // What a plain device-to-device copy reaches, for scale.
+  at::Tensor src = at::empty({int64_t{1} << 28}, at::TensorOptions().device(at::kCUDA).dtype(at::kFloat));
+  at::Tensor dst = at::empty_like(src);
+  const double copy = time_ms([&] { dst.copy_(src); });
+  report("device-to-device copy (1 GiB)", copy, 2.0 * src.numel() * 4, peak);
+  for (const c10::ScalarType type : {at::kBFloat16, at::kFloat}) bench_dtype(type, b, d, l, n, peak);
+  check(cudaDeviceSynchronize(), "synchronize");
+  return 0;
+}
