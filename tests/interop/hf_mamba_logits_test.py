@@ -92,7 +92,7 @@ for tied in (True, False):
     for bias in ((False, True) if not tied else (False,)):
         label = name + (", biases" if bias else "")
         torch.manual_seed(3)
-        made = MambaForCausalLM(MambaConfig(vocab_size=96, hidden_size=32, state_size=8, num_hidden_layers=2,
+        made = MambaForCausalLM(MambaConfig(vocab_size=100, hidden_size=32, state_size=8, num_hidden_layers=2,
                                             expand=2, conv_kernel=4, time_step_rank=3, use_bias=bias,
                                             tie_word_embeddings=tied, torch_dtype="float32")).eval()
         with torch.no_grad():  # initialised biases are 0: make them count
