@@ -1,7 +1,8 @@
 // The selective scan's backward kernel. A thread block takes 16 channels of one sequence and walks
 // the sequence backwards in pieces of kCheckpointInterval positions. For each piece it stages the
-// inputs (as the forward does, the previous piece's loads in flight meanwhile), recomputes the states from the
-// forward's checkpoint keeping them in shared memory, forms the gate's gradients, and then runs the adjoint recurrence
+// inputs (as the forward does, the previous piece's loads in flight meanwhile), recomputes the
+// states from the forward's checkpoint keeping them in shared memory, forms the gate's gradients,
+// and then runs the adjoint recurrence
 //   g_t = dy_t C_t + exp(dt_{t+1} A) g_{t+1}
 // back through the piece with g in registers. The gradients of B and C (sums over channels) are
 // summed over a warp's 8 channels by a butterfly reduce-scatter, over the block's warps in shared
