@@ -59,7 +59,7 @@ expect error "several model plugins" -- train --config "$NANOTRON" "${SMALL[@]}"
 unset TRIAX_PLUGIN_PATH
 
 # An architecture no plugin reads.
-sed -i 's/"LlamaForCausalLM"/"MambaForCausalLM"/' "$WORK/hf/config.json"
+sed -i 's/"LlamaForCausalLM"/"NoSuchModelForCausalLM"/' "$WORK/hf/config.json"
 expect error "no model plugin reads this architecture" -- convert --from hf "$WORK/hf" "$WORK/nobody"
 expect error "llama (LlamaForCausalLM)" -- convert --from hf "$WORK/hf" "$WORK/nobody"
 

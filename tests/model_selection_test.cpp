@@ -65,6 +65,7 @@ TEST_F(ModelSelectionTest, TheMarkerKeyChoosesThePlugin) {
   EXPECT_EQ(by_marker("{is_a_config: true, hidden_size: 3}"), "marker_a");
   EXPECT_EQ(by_marker("{is_b_config: true, b_extra_config: {experts: 4}}"), "marker_b");
   EXPECT_EQ(by_marker(kTinyLlama), "llama");
+  EXPECT_EQ(by_marker("{is_mamba_config: true, d_model: 16}"), "mamba");  // nanotron's Mamba example
 }
 
 TEST_F(ModelSelectionTest, NoMatchingMarkerListsThePluginsAndTheirMarkers) {
@@ -102,15 +103,16 @@ TEST_F(ModelSelectionTest, APluginWithoutAMappingIsRefusedForConversion) {
 TEST_F(ModelSelectionTest, AnArchitectureNoPluginReadsIsRefused) {
   const std::string folder = llama_folder();
   EXPECT_EQ(triax::checkpoint::read_hf_model(*registry_, folder).plugin, "llama");
-  std::ofstream(fs::path(folder) / "config.json") << R"({"architectures": ["MambaForCausalLM"]})";
+  std::ofstream(fs::path(folder) / "config.json") << R"({"architectures": ["NoSuchModelForCausalLM"]})";
   for (const std::string& message :
        {error_of<triax::Error>([&] { triax::checkpoint::read_hf_model(*registry_, folder); }),
         error_of<triax::Error>(
             [&] { triax::checkpoint::import_from_hf(*registry_, folder, (root_ / "ckpt").string()); })}) {
-    EXPECT_NE(message.find(folder + "/config.json: architectures [MambaForCausalLM]: no model plugin reads"),
+    EXPECT_NE(message.find(folder + "/config.json: architectures [NoSuchModelForCausalLM]: no model plugin reads"),
               std::string::npos)
         << message;
     EXPECT_NE(message.find("llama (LlamaForCausalLM)"), std::string::npos) << message;
+    EXPECT_NE(message.find("mamba (MambaForCausalLM)"), std::string::npos) << message;
     EXPECT_NE(message.find("marker_a (no Hugging Face mapping)"), std::string::npos) << message;
   }
 }

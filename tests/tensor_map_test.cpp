@@ -1,5 +1,6 @@
 // The tensor-map engine of interop/ on small tensors: each rule kind in both directions (a fused
-// parameter split into HF tensors and concatenated back, E experts unstacked and stacked back),
+// parameter split into HF tensors and concatenated back, E experts unstacked and stacked back, a
+// [2, d, h] parameter flattened into one [2d, h] tensor and reshaped back),
 // ignore globs, optional and tied rules, and refusals that name the file and the tensor.
 #include "triax/interop/tensor_map.hpp"
 
@@ -21,11 +22,19 @@ namespace {
 
 using triax::test::error_of;
 
+HfTensorRule flatten(const std::string& name, std::vector<int64_t> shape, int32_t dim) {
+  HfTensorRule rule = HfTensorRule::rename(name, std::move(shape));
+  rule.kind = TRIAX_HF_FLATTEN;
+  rule.dim = dim;
+  return rule;
+}
+
 // A fused qkv [6, 2] from q [2, 2] and kv [4, 2]; 3 experts [3, 2, 2]; a norm; a tied head alias.
 std::vector<HfTensorRule> rules() {
   return {HfTensorRule::concat("attn.qkv", {6, 2}, 0, {"attn.q", "attn.kv"}, {2, 4}),
           HfTensorRule::stack("moe.experts", {3, 2, 2}, 0, {"moe.e0", "moe.e1", "moe.e2"}),
           HfTensorRule::rename("norm.weight", {2}, "model.norm.weight"),
+          flatten("mixer.in_proj", {2, 3, 2}, 0),
           HfTensorRule::rename("embed", {5, 2}),
           HfTensorRule::rename("embed", {5, 2}, "lm_head.weight").as_optional(),
           HfTensorRule::ignore({"*.inv_freq"})};
@@ -42,6 +51,7 @@ class TensorMapTest : public ::testing::Test {
     parameters_ = {{"attn.qkv", at::randn({6, 2})},
                    {"moe.experts", at::randn({3, 2, 2})},
                    {"norm.weight", at::randn({2})},
+                   {"mixer.in_proj", at::randn({2, 3, 2})},
                    {"embed", at::randn({5, 2})}};
   }
   void TearDown() override { fs::remove_all(root_); }
@@ -73,12 +83,13 @@ TEST_F(TensorMapTest, SplitsUnstacksAndRenamesOnWriteAndUndoesItOnRead) {
   for (const auto& [name, tensor] : hf) names.push_back(name);
   // In rule order; the tied alias is not written.
   EXPECT_EQ(names, (std::vector<std::string>{"attn.q", "attn.kv", "moe.e0", "moe.e1", "moe.e2", "model.norm.weight",
-                                             "embed"}));
+                                             "mixer.in_proj", "embed"}));
   const std::map<std::string, at::Tensor> by_name(hf.begin(), hf.end());
   EXPECT_TRUE(at::equal(by_name.at("attn.q"), parameters_["attn.qkv"].narrow(0, 0, 2)));
   EXPECT_TRUE(at::equal(by_name.at("attn.kv"), parameters_["attn.qkv"].narrow(0, 2, 4)));
   EXPECT_TRUE(at::equal(by_name.at("moe.e1"), parameters_["moe.experts"][1]));
   EXPECT_EQ(by_name.at("moe.e2").sizes().vec(), (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(at::equal(by_name.at("mixer.in_proj"), parameters_["mixer.in_proj"].reshape({6, 2})));
 
   const TensorMap::Weights back = map.read(HfWeights(folder_with(hf)), "config.json");
   EXPECT_EQ(back.dtype, at::kFloat);
@@ -98,7 +109,7 @@ TEST_F(TensorMapTest, IgnoredOptionalAndTiedTensors) {
   auto hf = written(map);
   hf.push_back({"layers.3.rotary.inv_freq", at::ones({2})});       // ignored by its glob
   hf.push_back({"lm_head.weight", parameters_["embed"].clone()});  // an equal tied head: accepted
-  EXPECT_EQ(map.read(HfWeights(folder_with(hf)), "config.json").parameters.size(), 4u);
+  EXPECT_EQ(map.read(HfWeights(folder_with(hf)), "config.json").parameters.size(), 5u);
 
   hf.back().second = parameters_["embed"] + 1;
   const std::string folder = folder_with(hf);
@@ -172,6 +183,8 @@ TEST_F(TensorMapTest, MalformedRulesAreRefusedNamingTheOwner) {
   EXPECT_NE(refused(HfTensorRule::stack("p", {3, 2}, 0, {"a", "b"})).find("2 HF tensors stacked into [3, 2]"),
             std::string::npos);
   EXPECT_NE(refused(HfTensorRule::concat("p", {6, 2}, 2, {"a"}, {6})).find("dim 2 outside the shape"),
+            std::string::npos);
+  EXPECT_NE(refused(flatten("p", {6, 2}, 1)).find("dims 1 and the next outside the shape"),
             std::string::npos);
   const std::string twice = error_of<triax::Error>([] {
     TensorMap({HfTensorRule::rename("p", {1}, "a"), HfTensorRule::rename("q", {1}, "a")}, "x");

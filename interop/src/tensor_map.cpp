@@ -15,6 +15,10 @@ std::vector<int64_t> part_shape(const HfTensorRule& rule, size_t part) {
   std::vector<int64_t> shape = rule.shape;
   if (rule.kind == TRIAX_HF_CONCAT) shape[static_cast<size_t>(rule.dim)] = rule.hf_sizes[part];
   if (rule.kind == TRIAX_HF_STACK) shape.erase(shape.begin() + rule.dim);
+  if (rule.kind == TRIAX_HF_FLATTEN) {
+    shape[static_cast<size_t>(rule.dim)] *= shape[static_cast<size_t>(rule.dim) + 1];
+    shape.erase(shape.begin() + rule.dim + 1);
+  }
   return shape;
 }
 
@@ -57,6 +61,10 @@ TensorMap::TensorMap(std::vector<HfTensorRule> rules, std::string owner)
     };
     const int64_t ndim = static_cast<int64_t>(rule.shape.size());
     if (rule.kind == TRIAX_HF_RENAME && rule.hf_names.size() != 1) fail("a rename names exactly one HF tensor");
+    if (rule.kind == TRIAX_HF_FLATTEN) {
+      if (rule.hf_names.size() != 1) fail("a flatten names exactly one HF tensor");
+      if (rule.dim < 0 || rule.dim + 1 >= ndim) fail("dims " + std::to_string(rule.dim) + " and the next outside the shape");
+    }
     if (rule.kind == TRIAX_HF_CONCAT) {
       if (rule.dim < 0 || rule.dim >= ndim) fail("dim " + std::to_string(rule.dim) + " outside the shape");
       if (rule.hf_sizes.size() != rule.hf_names.size()) fail("hf_sizes and hf_names differ in count");
@@ -131,6 +139,7 @@ TensorMap::Weights TensorMap::read(const HfWeights& weights, const std::string& 
     std::vector<at::Tensor> parts;
     for (const std::string& name : rule.hf_names) parts.push_back(weights.find(name)->read(name));
     if (rule.kind == TRIAX_HF_RENAME) return parts[0];
+    if (rule.kind == TRIAX_HF_FLATTEN) return parts[0].reshape(rule.shape);
     for (at::Tensor& part : parts) part = part.to(parts[0].scalar_type());
     return rule.kind == TRIAX_HF_CONCAT ? at::cat(parts, rule.dim) : at::stack(parts, rule.dim);
   };
@@ -195,6 +204,7 @@ TensorMap::Tensors TensorMap::write(const std::map<std::string, at::Tensor>& par
     if (part.rule.kind == TRIAX_HF_CONCAT)
       whole = whole.narrow(part.rule.dim, part_offset(part.rule, part.index), part.rule.hf_sizes[part.index]);
     if (part.rule.kind == TRIAX_HF_STACK) whole = whole.select(part.rule.dim, static_cast<int64_t>(part.index));
+    if (part.rule.kind == TRIAX_HF_FLATTEN) whole = whole.reshape(part_shape(part.rule, 0));
     return whole.to(dtype).contiguous();
   };
   return out;

@@ -113,8 +113,9 @@ HfTensorRule HfTensorRule::from_c(const triax_hf_tensor_rule& c) {
   const std::string what = "tensor rule for '" + std::string(c.triax_name ? c.triax_name : "(ignored)") + "'";
   if (c.struct_size < offsetof(triax_hf_tensor_rule, optional) + sizeof(c.optional))
     throw Error(what + ": struct_size " + std::to_string(c.struct_size) + " is smaller than ABI 1.3's");
-  if (c.kind < TRIAX_HF_RENAME || c.kind > TRIAX_HF_IGNORE)
-    throw Error(what + ": unknown kind " + std::to_string(c.kind) + " (0 rename, 1 concat, 2 stack, 3 ignore)");
+  if (c.kind < TRIAX_HF_RENAME || c.kind > TRIAX_HF_FLATTEN)
+    throw Error(what + ": unknown kind " + std::to_string(c.kind) +
+                " (0 rename, 1 concat, 2 stack, 3 ignore, 4 flatten)");
   if (c.hf_count <= 0 || c.hf_names == nullptr) throw Error(what + ": names no Hugging Face tensor");
   HfTensorRule r;
   r.kind = static_cast<triax_hf_rule_kind>(c.kind);

@@ -29,15 +29,25 @@ uint64_t parameter_seed(uint64_t seed, const std::string& name) {
   return z ^ (z >> 31);
 }
 
-void init_normal(const NamedParameter& parameter, double std, uint64_t seed) {
+void init_global(const NamedParameter& parameter, uint64_t seed,
+                 const std::function<void(at::Tensor& global, at::Generator& generator)>& fill) {
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(parameter_seed(seed, parameter.name));
   at::Tensor global = at::empty(parameter.spec.global_shape, at::TensorOptions().dtype(at::kFloat));
-  global.normal_(0.0, std, generator);
+  fill(global, generator);
   at::Tensor shard = global;
   for (size_t dim = 0; dim < parameter.spec.global_shape.size(); ++dim)
     shard = shard.narrow(static_cast<int64_t>(dim), parameter.spec.shard_offset[dim], parameter.tensor.size(dim));
   at::NoGradGuard no_grad;
   parameter.tensor.copy_(shard);
+}
+
+void init_normal(const NamedParameter& parameter, double std, uint64_t seed) {
+  init_global(parameter, seed, [std](at::Tensor& global, at::Generator& generator) { global.normal_(0.0, std, generator); });
+}
+
+void init_uniform(const NamedParameter& parameter, double low, double high, uint64_t seed) {
+  init_global(parameter, seed,
+              [low, high](at::Tensor& global, at::Generator& generator) { global.uniform_(low, high, generator); });
 }
 
 void init_constant(const NamedParameter& parameter, double value) {

@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
     context.device = "cpu";
     context.dtype = "float32";
     context.seed = 1;
-    context.init_method_yaml = "{std: 0.02}";
+    context.init_method_yaml = "{}";  // every model's defaults: the weights are loaded over them
     context.make_vocab_size_divisible_by = 1;
     context.host = host.c_host();
     ModelInstance model(vtable, plugin, model_yaml, context);

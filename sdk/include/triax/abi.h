@@ -279,13 +279,13 @@ typedef struct triax_model_vtable {
 
 /* ---- Hugging Face mapping of a model (since 1.3) ------------------------------------------- */
 
-/* How one model parameter (whole and unpadded, as checkpoints hold it) relates to Hugging Face
- * tensors. */
+/* How one model parameter (whole and unpadded, as checkpoints hold it) maps to HF tensors. */
 typedef enum triax_hf_rule_kind {
   TRIAX_HF_RENAME = 0, /* one HF tensor, the same values under another (or the same) name */
   TRIAX_HF_CONCAT = 1, /* the HF tensors concatenated along `dim` (fused q/k/v, gate/up) */
   TRIAX_HF_STACK = 2,  /* the HF tensors stacked along a new dimension `dim` (E experts) */
-  TRIAX_HF_IGNORE = 3  /* no parameter: HF tensors matching hf_names ('*' = any run) are skipped */
+  TRIAX_HF_IGNORE = 3, /* no parameter: HF tensors matching hf_names ('*' = any run) are skipped */
+  TRIAX_HF_FLATTEN = 4 /* one HF tensor: the parameter with dims `dim` and `dim` + 1 merged (x|z rows) */
 } triax_hf_rule_kind;
 
 typedef struct triax_hf_tensor_rule {
@@ -294,7 +294,7 @@ typedef struct triax_hf_tensor_rule {
   const char* triax_name;     /* the parameter's name; NULL for TRIAX_HF_IGNORE */
   int32_t ndim;               /* the parameter's whole, meaningful shape */
   const int64_t* shape;
-  int32_t dim;                /* TRIAX_HF_CONCAT / TRIAX_HF_STACK */
+  int32_t dim;                /* TRIAX_HF_CONCAT / TRIAX_HF_STACK / TRIAX_HF_FLATTEN */
   int32_t hf_count;           /* HF tensors, in order */
   const char* const* hf_names;
   const int64_t* hf_sizes;    /* TRIAX_HF_CONCAT: each HF tensor's extent along dim */

@@ -3,7 +3,10 @@
 // A model initialised at tp=2, pp=2 therefore holds exactly the values of the tp=1, pp=1 model.
 #pragma once
 
+#include <ATen/core/Generator.h>
+
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,8 +19,14 @@ namespace triax {
 // Deterministic 64-bit seed for one parameter.
 uint64_t parameter_seed(uint64_t seed, const std::string& name);
 
+// `fill` writes the whole parameter (fp32, its global shape) from a generator seeded by (seed,
+// parameter name); this rank's shard is copied into the parameter.
+void init_global(const NamedParameter& parameter, uint64_t seed,
+                 const std::function<void(at::Tensor& global, at::Generator& generator)>& fill);
 // Normal(0, std) over the global shape, this rank's shard copied into the parameter.
 void init_normal(const NamedParameter& parameter, double std, uint64_t seed);
+// Uniform on [low, high) over the global shape, likewise.
+void init_uniform(const NamedParameter& parameter, double low, double high, uint64_t seed);
 void init_constant(const NamedParameter& parameter, double value);
 
 // model.init_method of a decoder-only model, as nanotron reads it:

@@ -1,0 +1,120 @@
+#include "mamba_mixer.hpp"
+
+#include <ATen/ATen.h>
+
+#include "triax/error.hpp"
+#include "triax/layers/tensor_parallel_ops.hpp"
+
+namespace triax::mamba {
+namespace {
+
+// x_proj's partial products summed over tp. Every rank's channels then read the sum, so its
+// gradient is summed over tp as well: all-reduce both ways.
+at::Tensor sum_over_channels(const at::Tensor& partial, const TensorParallel& tp) {
+  if (tp.size == 1) return partial;
+  return identity_forward_all_reduce_backward(all_reduce_forward_identity_backward(partial, tp), tp);
+}
+
+std::vector<MambaLayerCache*> caches_of(const CachedStep& step) {
+  std::vector<MambaLayerCache*> out;
+  for (LayerCache* row : step.rows) {
+    auto* cache = dynamic_cast<MambaLayerCache*>(row);
+    if (cache == nullptr) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "mamba: a layer cache of another model");
+    out.push_back(cache);
+  }
+  return out;
+}
+
+}  // namespace
+
+MambaMixer::MambaMixer(const MambaConfig& config, const ModelContext& context)
+    : ChannelShards(context.device, context.dtype, TensorParallel::of(context)), config_(config) {
+  const int64_t h = config.d_model, d = config.d_inner(), n = config.ssm.d_state, r = config.dt_rank();
+  auto shards = [&] { return std::make_shared<ChannelShards>(context.device, context.dtype, tp()); };
+  // Registration order: Hugging Face's parameter order.
+  A_log = add("A_log", {d, n}, 0, TRIAX_PARAM_NO_WEIGHT_DECAY);
+  D = add("D", {d}, 0, TRIAX_PARAM_NO_WEIGHT_DECAY);
+  conv1d = register_module("conv1d", shards());
+  conv_weight_ = conv1d->add("weight", {d, 1, config.ssm.d_conv}, 0);
+  if (config.ssm.conv_bias) conv_bias_ = conv1d->add("bias", {d}, 0);
+  in_proj = register_module("in_proj", shards());
+  in_proj_weight_ = in_proj->add("weight", {2, d, h}, 1);
+  if (config.ssm.bias) in_proj_bias_ = in_proj->add("bias", {2, d}, 1, TRIAX_PARAM_NO_WEIGHT_DECAY);  // as out_proj.bias
+  x_proj = register_module("x_proj", shards());
+  x_proj_weight_ = x_proj->add("weight", {r + 2 * n, d}, 1);
+  dt_proj = register_module("dt_proj", shards());
+  dt_proj_weight_ = dt_proj->add("weight", {d, r}, 0);
+  dt_proj_bias_ = dt_proj->add("bias", {d}, 0, TRIAX_PARAM_NO_WEIGHT_DECAY);
+  out_proj = register_module("out_proj", std::make_shared<RowParallelLinear>(
+                                             LinearOptions::of(d, h, context, config.ssm.bias), tp()));
+}
+
+std::pair<at::Tensor, at::Tensor> MambaMixer::project_in(const at::Tensor& gathered) {
+  const int64_t local = in_proj_weight_.size(1);  // [2, d/tp, h]
+  at::Tensor xz = at::linear(gathered, in_proj_weight_.reshape({2 * local, in_proj_weight_.size(2)}),
+                             in_proj_bias_.defined() ? in_proj_bias_.reshape({2 * local}) : at::Tensor());
+  xz = xz.transpose(1, 2);
+  return {xz.narrow(1, 0, local).contiguous(), xz.narrow(1, local, local).contiguous()};
+}
+
+SelectiveScanArgs MambaMixer::scan_args(const at::Tensor& u, const at::Tensor& z) {
+  const int64_t r = config_.dt_rank(), n = config_.ssm.d_state;
+  const at::Tensor partial = at::matmul(u.transpose(1, 2), x_proj_weight_.t());
+  const at::Tensor projected = sum_over_channels(partial, tp());  // [b, s, r + 2n]
+  SelectiveScanArgs args;
+  args.u = u;
+  // delta without its bias: the scan adds dt_proj.bias (in fp32) before the softplus.
+  args.delta = at::matmul(dt_proj_weight_, projected.narrow(2, 0, r).transpose(1, 2)).contiguous();  // [b, d/tp, s]
+  args.A = -at::exp(A_log.to(at::kFloat));
+  args.B = projected.narrow(2, r, n).transpose(1, 2).contiguous();      // [b, n, s]
+  args.C = projected.narrow(2, r + n, n).transpose(1, 2).contiguous();  // [b, n, s]
+  args.D = D.to(at::kFloat);
+  args.z = z;
+  args.delta_bias = dt_proj_bias_.to(at::kFloat);
+  args.delta_softplus = true;
+  return args;
+}
+
+at::Tensor MambaMixer::forward(const at::Tensor& hidden) {
+  const at::Tensor gathered = gather_column_parallel_input(hidden, tp());  // [b, s, h]
+  auto [x, z] = project_in(gathered);
+  const at::Tensor u = causal_conv1d(x, conv_weight_.squeeze(1), conv_bias_, /*silu=*/true);
+  const SelectiveScanArgs args = scan_args(u, z);
+  const at::Tensor y = selective_scan(args);  // [b, d/tp, s]
+  return out_proj->forward(y.transpose(1, 2).to(hidden.scalar_type()));
+}
+
+at::Tensor MambaMixer::forward_cached(const at::Tensor& hidden, const CachedStep& step) {
+  const std::vector<MambaLayerCache*> rows = caches_of(step);
+  const at::Tensor gathered = gather_column_parallel_input(hidden, tp());  // [rows, padded, h]
+  const int64_t padded = gathered.size(1), keep = step.keep, taps = config_.ssm.d_conv;
+  auto [x, z] = project_in(gathered.narrow(1, 0, keep));
+  const int64_t local = x.size(1);
+
+  // The convolution continues each row's last d_conv - 1 inputs (zeros before the first token).
+  std::vector<at::Tensor> previous, states;
+  for (MambaLayerCache* cache : rows) {
+    previous.push_back(cache->conv_state.defined() ? cache->conv_state
+                                                   : at::zeros({local, taps - 1}, x.options()));
+    states.push_back(cache->ssm_state.defined() ? cache->ssm_state
+                                                : at::zeros({local, config_.ssm.d_state},
+                                                            x.options().dtype(at::kFloat)));
+  }
+  const at::Tensor extended = at::cat({at::stack(previous), x}, 2);  // [rows, d/tp, taps - 1 + keep]
+  const at::Tensor u = causal_conv1d(extended, conv_weight_.squeeze(1), conv_bias_, true)
+                           .narrow(2, taps - 1, keep)
+                           .contiguous();
+  const SelectiveScanArgs args = scan_args(u, z);
+  auto [y, state] = selective_scan_with_state(args, at::stack(states));
+
+  const at::Tensor last_inputs = extended.narrow(2, keep, taps - 1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i]->conv_state = last_inputs[static_cast<int64_t>(i)].clone();
+    rows[i]->ssm_state = state[static_cast<int64_t>(i)].clone();
+  }
+  at::Tensor out = y.transpose(1, 2).to(hidden.scalar_type());  // [rows, keep, d/tp]
+  if (padded > keep) out = at::cat({out, at::zeros({out.size(0), padded - keep, local}, out.options())}, 1);
+  return out_proj->forward(out);
+}
+
+}  // namespace triax::mamba

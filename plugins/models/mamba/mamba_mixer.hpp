@@ -1,0 +1,66 @@
+// The Mamba-1 mixer of one layer, as Hugging Face's MambaMixer computes it:
+//   (x, z) = in_proj(h); u = SiLU(conv1d(x)) (causal, depthwise, d_conv taps);
+//   (dt, B, C) = x_proj(u); delta = dt_proj.weight @ dt;
+//   y = selective_scan(u, delta + dt_proj.bias -> softplus, A = -exp(A_log), B, C, D) * SiLU(z);
+//   out = out_proj(y).
+// Tensor parallel over the channels (d_inner): in_proj is column-parallel (each rank holds the x
+// and the z rows of its channels), conv1d, dt_proj, A_log and D are split with the channels,
+// x_proj's output is summed over the group (it mixes every channel, and every channel reads it),
+// out_proj is row-parallel. The scan then runs on each rank's channels over the whole sequence, in
+// either tp_mode.
+//
+// Parameters (Hugging Face's names and shapes, but in_proj.weight [2, d_inner, d_model] whose
+// Hugging Face tensor is [2 * d_inner, d_model], the x rows then the z rows):
+//   in_proj.weight (.bias [2, d_inner] with ssm_cfg.bias)  conv1d.weight [d_inner, 1, d_conv]
+//   conv1d.bias [d_inner]  x_proj.weight [dt_rank + 2 d_state, d_inner]  dt_proj.weight
+//   [d_inner, dt_rank]  dt_proj.bias [d_inner]  A_log [d_inner, d_state]  D [d_inner]
+//   out_proj.weight [d_model, d_inner] (.bias [d_model] with ssm_cfg.bias)
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <utility>
+
+#include "channel_shards.hpp"
+#include "mamba_config.hpp"
+#include "selective_scan.hpp"
+#include "triax/causal_lm.hpp"
+#include "triax/layers/linear.hpp"
+#include "triax/model.hpp"
+
+namespace triax::mamba {
+
+// What one sequence keeps of one layer between cached forwards: the last d_conv - 1 inputs of the
+// convolution and the scan's state, for this rank's channels.
+struct MambaLayerCache : LayerCache {
+  at::Tensor conv_state;  // [d_inner / tp, d_conv - 1], the activations' dtype; undefined: zeros
+  at::Tensor ssm_state;   // [d_inner / tp, d_state] fp32; undefined: zeros
+};
+
+class MambaMixer : public ChannelShards {
+ public:
+  MambaMixer(const MambaConfig& config, const ModelContext& context);
+
+  // hidden: the normed activations between blocks, [b, s, d_model] ([b, s/tp, d_model] in
+  // REDUCE_SCATTER mode) -> the same shape.
+  at::Tensor forward(const at::Tensor& hidden);
+  // Inference: the new tokens of each row of `step` continue the row's MambaLayerCache; the first
+  // step.keep of them enter it (the rest is sequence-parallel padding, whose outputs are zeros).
+  at::Tensor forward_cached(const at::Tensor& hidden, const CachedStep& step);
+
+  std::shared_ptr<ChannelShards> in_proj, conv1d, x_proj, dt_proj;
+  std::shared_ptr<RowParallelLinear> out_proj;
+  at::Tensor A_log, D;
+
+ private:
+  // [b, s, d_model] (the whole sequence) -> x and z, each [b, d_inner / tp, s] contiguous.
+  std::pair<at::Tensor, at::Tensor> project_in(const at::Tensor& gathered);
+  // The scan's arguments from the convolution's output u [b, d_inner / tp, s] and the gate z.
+  SelectiveScanArgs scan_args(const at::Tensor& u, const at::Tensor& z);
+
+  MambaConfig config_;
+  at::Tensor in_proj_weight_, in_proj_bias_, conv_weight_, conv_bias_, x_proj_weight_, dt_proj_weight_, dt_proj_bias_;
+};
+
+}  // namespace triax::mamba

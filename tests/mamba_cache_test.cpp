@@ -1,0 +1,94 @@
+// Generation with the Mamba plugin's cache (conv state + SSM state per sequence and layer): the
+// logits computed through the caches, a prompt then token by token, equal those of one full forward
+// over the whole sequence (fp32, 1e-5), for rows of different lengths in one batch and for two
+// pipeline stages joined by hidden_out.
+#include <gtest/gtest.h>
+
+#include <utility>
+#include <vector>
+
+#include "mamba_test_support.hpp"
+#include "triax/inference_cache.hpp"
+
+namespace {
+
+using namespace mamba_test;
+using triax::InferenceCache;
+
+at::Tensor full_logits(MambaModel& model, const at::Tensor& ids) {
+  at::NoGradGuard no_grad;
+  triax::StageInput input;
+  input.input_ids = ids;
+  input.want_logits = true;
+  return model.forward(input).logits;
+}
+
+std::vector<std::unique_ptr<InferenceCache>> make_caches(MambaModel& model, int64_t rows, int64_t max_tokens) {
+  std::vector<std::unique_ptr<InferenceCache>> caches;
+  for (int64_t i = 0; i < rows; ++i) caches.push_back(model.create_cache(max_tokens));
+  return caches;
+}
+
+std::vector<InferenceCache*> pointers(const std::vector<std::unique_ptr<InferenceCache>>& caches) {
+  std::vector<InferenceCache*> out;
+  for (const auto& cache : caches) out.push_back(cache.get());
+  return out;
+}
+
+at::Tensor cached_logits(MambaModel& model, const std::vector<InferenceCache*>& caches, const at::Tensor& ids) {
+  triax::StageInput input;
+  input.input_ids = ids;
+  return model.forward_cached(caches, input).logits;
+}
+
+TEST(MambaCache, PromptThenOneTokenAtATimeEqualsTheFullForward) {
+  for (bool tied : {true, false}) {
+    auto model = build(tiny_yaml(tied));
+    const at::Tensor ids = tokens(2, 12, 11);
+    const at::Tensor expected = full_logits(*model, ids);
+    auto caches = make_caches(*model, 2, 12);
+    std::vector<at::Tensor> pieces{cached_logits(*model, pointers(caches), ids.narrow(1, 0, 5))};
+    for (int64_t t = 5; t < 12; ++t) pieces.push_back(cached_logits(*model, pointers(caches), ids.narrow(1, t, 1)));
+    EXPECT_LT(max_abs_diff(at::cat(pieces, 1), expected), 1e-5) << (tied ? "tied" : "untied");
+    EXPECT_EQ(caches[1]->length(), 12);
+  }
+}
+
+// The state depends on the tokens seen, not on positions: rows of different lengths share a forward.
+TEST(MambaCache, RowsOfDifferentLengthsInOneBatch) {
+  auto model = build(tiny_yaml(false));
+  const at::Tensor a = tokens(1, 9, 12), b = tokens(1, 13, 13);
+  const at::Tensor expected_a = full_logits(*model, a), expected_b = full_logits(*model, b);
+  auto caches = make_caches(*model, 2, 16);
+  cached_logits(*model, {caches[0].get()}, a.narrow(1, 0, 6));
+  cached_logits(*model, {caches[1].get()}, b.narrow(1, 0, 10));
+  // Both rows continue together with three tokens each (a: 6..8, b: 10..12), after a one-token step.
+  const at::Tensor step = at::cat({a.narrow(1, 6, 3), b.narrow(1, 10, 3)}, 0);
+  const at::Tensor logits = cached_logits(*model, pointers(caches), step);
+  EXPECT_LT(max_abs_diff(logits[0], expected_a[0].narrow(0, 6, 3)), 1e-5);
+  EXPECT_LT(max_abs_diff(logits[1], expected_b[0].narrow(0, 10, 3)), 1e-5);
+}
+
+TEST(MambaCache, PipelineStagesJoinedByHiddenOut) {
+  for (bool fp32_residual : {true, false}) {
+    const std::string yaml = tiny_yaml(true, fp32_residual ? "" : "residual_in_fp32: false\n");
+    auto whole = build(yaml);
+    auto first = build(yaml, make_context(0, 2, 0, 2));   // embedding + layer 0
+    auto second = build(yaml, make_context(2, 4, 1, 2));  // layer 1 + head (tied: its own embedding copy)
+    const at::Tensor ids = tokens(2, 9, 21);
+    const at::Tensor expected = full_logits(*whole, ids);
+    auto caches0 = make_caches(*first, 2, 9), caches1 = make_caches(*second, 2, 9);
+    std::vector<at::Tensor> pieces;
+    for (auto [start, count] : std::vector<std::pair<int64_t, int64_t>>{{0, 4}, {4, 1}, {5, 1}, {6, 3}}) {
+      triax::StageInput input;
+      input.input_ids = ids.narrow(1, start, count);
+      triax::StageOutput out0 = first->forward_cached(pointers(caches0), input);
+      ASSERT_TRUE(out0.hidden_out.defined());
+      input.hidden_in = out0.hidden_out;
+      pieces.push_back(second->forward_cached(pointers(caches1), input).logits);
+    }
+    EXPECT_LT(max_abs_diff(at::cat(pieces, 1), expected), 1e-5);
+  }
+}
+
+}  // namespace

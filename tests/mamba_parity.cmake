@@ -1,0 +1,42 @@
+# The Mamba parity matrix (included after parity.cmake, whose parity_runner and run_case.sh it
+# uses): the tiny Mamba of parity/tiny_mamba_parity.yaml trained 10 steps in fp32 on real processes
+# (mpirun) at tp 2 in both tp modes, pp 2 with both engines (the fp32 residual crossing the stage
+# boundary), dp 2 with ZeRO-1, tp 2 x pp 2 x dp 2, and tp 2 with per-layer recomputation; losses, gradient norms and final parameters within 1e-5 relative of the
+# single-rank run's, as the Llama matrix.
+add_dependencies(parity_runner triax_mamba)
+set(MAMBA_PARITY_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_mamba_parity.yaml)
+set(MAMBA_PARITY_DIR ${CMAKE_CURRENT_BINARY_DIR}/mamba_parity)
+
+add_test(NAME mamba_parity.reference
+         COMMAND parity_runner run --config ${MAMBA_PARITY_CONFIG} --out ${MAMBA_PARITY_DIR}/reference
+                 --set checkpoints.checkpoints_path=${MAMBA_PARITY_DIR}/reference/run)
+set_tests_properties(mamba_parity.reference PROPERTIES FIXTURES_SETUP mamba_parity_reference
+                     LABELS "parity;mamba" ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+
+# triax_mamba_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER
+#                         [--set ...]...)
+function(triax_mamba_parity_case name)
+  cmake_parse_arguments(ARG "" "DP;TP;PP;ENGINE;ZERO;MODE" "" ${ARGN})
+  math(EXPR ranks "${ARG_DP} * ${ARG_TP} * ${ARG_PP}")
+  math(EXPR accumulation "8 / ${ARG_DP}")
+  add_test(NAME mamba_parity.${name}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/run_case.sh $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE}
+                   ${MAMBA_PARITY_CONFIG} ${MAMBA_PARITY_DIR}/reference ${MAMBA_PARITY_DIR}/${name} ${ranks}
+                   --set parallelism.dp=${ARG_DP} --set parallelism.tp=${ARG_TP} --set parallelism.pp=${ARG_PP}
+                   --set parallelism.pp_engine=${ARG_ENGINE} --set parallelism.tp_mode=${ARG_MODE}
+                   --set optimizer.zero_stage=${ARG_ZERO}
+                   --set tokens.batch_accumulation_per_replica=${accumulation} ${ARG_UNPARSED_ARGUMENTS})
+  set_tests_properties(mamba_parity.${name} PROPERTIES FIXTURES_REQUIRED mamba_parity_reference
+                       LABELS "parity;multi_rank;mamba" PROCESSORS ${ranks} TIMEOUT 300)
+endfunction()
+
+triax_mamba_parity_case(tp2                  DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)
+triax_mamba_parity_case(tp2_sp               DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE REDUCE_SCATTER)
+triax_mamba_parity_case(pp2_afab             DP 1 TP 1 PP 2 ENGINE afab ZERO 0 MODE ALL_REDUCE)
+triax_mamba_parity_case(pp2_1f1b             DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE)
+triax_mamba_parity_case(dp2_zero1            DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE)
+triax_mamba_parity_case(dp2_tp2_pp2_sp_1f1b  DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER)
+# Per-layer recomputation with tp 2: the layer's collectives run again in backward (one rank:
+# mamba_test's MambaModel.RecomputationChangesNothing).
+triax_mamba_parity_case(tp2_recompute        DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE
+                        --set parallelism.recompute_layer=true)
