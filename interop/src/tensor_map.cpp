@@ -55,6 +55,10 @@ TensorMap::TensorMap(std::vector<HfTensorRule> rules, std::string owner)
     : rules_(std::move(rules)), owner_(std::move(owner)) {
   std::set<std::string> parameters, hf_names;
   for (const HfTensorRule& rule : rules_) {
+    // A plugin built for a later ABI may name a kind this host does not know.
+    if (rule.kind < TRIAX_HF_RENAME || rule.kind > TRIAX_HF_FLATTEN)
+      throw Error(owner_ + ": tensor map rule for '" + rule.triax_name + "': unknown rule kind " +
+                  std::to_string(static_cast<int>(rule.kind)));
     if (rule.kind == TRIAX_HF_IGNORE) continue;
     auto fail = [&](const std::string& what) {
       throw Error(owner_ + ": tensor map rule for '" + rule.triax_name + "': " + what);

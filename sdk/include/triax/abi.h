@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 3
+#define TRIAX_ABI_VERSION_MINOR 4
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -285,7 +285,7 @@ typedef enum triax_hf_rule_kind {
   TRIAX_HF_CONCAT = 1, /* the HF tensors concatenated along `dim` (fused q/k/v, gate/up) */
   TRIAX_HF_STACK = 2,  /* the HF tensors stacked along a new dimension `dim` (E experts) */
   TRIAX_HF_IGNORE = 3, /* no parameter: HF tensors matching hf_names ('*' = any run) are skipped */
-  TRIAX_HF_FLATTEN = 4 /* one HF tensor: the parameter with dims `dim` and `dim` + 1 merged (x|z rows) */
+  TRIAX_HF_FLATTEN = 4 /* since 1.4: one HF tensor, the parameter with dims `dim`, `dim` + 1 merged */
 } triax_hf_rule_kind;
 
 typedef struct triax_hf_tensor_rule {
