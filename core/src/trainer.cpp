@@ -28,6 +28,7 @@
 #include "triax/core/lr_schedule.hpp"
 #include "run_reporter.hpp"
 #include "step_profiler.hpp"
+#include "triax/core/plugins/mesh_model_context.hpp"
 #include "triax/core/plugins/model_selection.hpp"
 #include "step_losses.hpp"
 #include "model_chunks.hpp"
@@ -197,18 +198,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
                                  model_chunk_count(*s.engine, c.parallelism.pp_chunks_per_rank), blocks_per_stage);
   });
   const std::string device_string = s.device.str();
-  triax_model_context context{};
-  context.struct_size = sizeof(context);
-  context.tp_rank = communicator.rank(TRIAX_GROUP_TP);
-  context.tp_size = communicator.size(TRIAX_GROUP_TP);
-  context.pp_rank = communicator.rank(TRIAX_GROUP_PP);
-  context.pp_size = communicator.size(TRIAX_GROUP_PP);
-  context.dp_rank = communicator.rank(TRIAX_GROUP_DP);
-  context.dp_size = communicator.size(TRIAX_GROUP_DP);
-  context.ep_rank = communicator.rank(TRIAX_GROUP_EP);
-  context.ep_size = communicator.size(TRIAX_GROUP_EP);
-  context.edp_rank = communicator.rank(TRIAX_GROUP_EDP);
-  context.edp_size = communicator.size(TRIAX_GROUP_EDP);
+  triax_model_context context = mesh_model_context(communicator);
   context.device = device_string.c_str();
   context.dtype = c.model.dtype.c_str();
   context.seed = static_cast<uint64_t>(c.general.seed);

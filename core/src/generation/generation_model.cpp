@@ -9,6 +9,7 @@
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/checkpoint/training_checkpoint.hpp"
 #include "triax/core/comm/communicator.hpp"
+#include "triax/core/plugins/mesh_model_context.hpp"
 #include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/core/plugins/model_selection.hpp"
 #include "triax/error.hpp"
@@ -173,18 +174,9 @@ std::unique_ptr<ModelInstance> create_generation_model(const PluginRegistry& reg
   const std::vector<double> blocks =
       ModelInstance::describe_blocks(vtable, spec.plugin, spec.model_config_yaml, /*sequence_length=*/1);
   const std::string device_name = device.str();
-  triax_model_context context{};
-  context.struct_size = sizeof(context);
-  context.tp_rank = communicator.rank(TRIAX_GROUP_TP);
-  context.tp_size = communicator.size(TRIAX_GROUP_TP);
-  context.pp_rank = 0;
+  triax_model_context context = mesh_model_context(communicator);
+  context.pp_rank = 0;  // every rank holds all blocks: generation splits over tp only
   context.pp_size = 1;
-  context.dp_rank = communicator.rank(TRIAX_GROUP_DP);
-  context.dp_size = communicator.size(TRIAX_GROUP_DP);
-  context.ep_rank = communicator.rank(TRIAX_GROUP_EP);
-  context.ep_size = communicator.size(TRIAX_GROUP_EP);
-  context.edp_rank = communicator.rank(TRIAX_GROUP_EDP);
-  context.edp_size = communicator.size(TRIAX_GROUP_EDP);
   context.first_block = 0;
   context.last_block = static_cast<int32_t>(blocks.size());
   context.chunk_index = 0;

@@ -1,15 +1,9 @@
 #include "mamba_config.hpp"
 
+#include <triax/config_checks.hpp>
+
 namespace triax::mamba {
 namespace {
-
-void require_positive(ConfigReader& reader, const char* key, int64_t value) {
-  if (value <= 0) reader.fail(key, "must be positive, got " + std::to_string(value));
-}
-
-void require_positive(ConfigReader& reader, const char* key, double value) {
-  if (!(value > 0.0)) reader.fail(key, "must be positive, got " + std::to_string(value));
-}
 
 // dt_rank: "auto" or a positive integer.
 std::optional<int64_t> read_dt_rank(ConfigReader& ssm) {

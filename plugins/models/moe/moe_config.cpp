@@ -1,17 +1,11 @@
 #include "moe_config.hpp"
 
+#include <triax/config_checks.hpp>
+
 #include <algorithm>
 
 namespace triax::moe {
 namespace {
-
-void require_positive(ConfigReader& reader, const char* key, int64_t value) {
-  if (value <= 0) reader.fail(key, "must be positive, got " + std::to_string(value));
-}
-
-void require_positive(ConfigReader& reader, const char* key, double value) {
-  if (!(value > 0.0)) reader.fail(key, "must be positive, got " + std::to_string(value));
-}
 
 void require_not_negative(ConfigReader& reader, const char* key, double value) {
   if (!(value >= 0.0)) reader.fail(key, "must not be negative, got " + std::to_string(value));
@@ -138,17 +132,7 @@ MoeConfig MoeConfig::read(ConfigReader& reader) {
   require_positive(reader, "rope_theta", c.rope_theta);
   if (c.initializer_range < 0.0)
     reader.fail("initializer_range", "must not be negative, got " + std::to_string(c.initializer_range));
-  if (c.hidden_size % c.num_attention_heads != 0)
-    reader.fail("num_attention_heads", "hidden_size (" + std::to_string(c.hidden_size) +
-                                           ") is not divisible by num_attention_heads (" +
-                                           std::to_string(c.num_attention_heads) + ")");
-  if (c.head_dim() % 2 != 0)
-    reader.fail("num_attention_heads", "the head dimension hidden_size / num_attention_heads = " +
-                                           std::to_string(c.head_dim()) + " must be even for rotary embeddings");
-  if (c.num_attention_heads % c.num_key_value_heads != 0)
-    reader.fail("num_key_value_heads", "num_attention_heads (" + std::to_string(c.num_attention_heads) +
-                                           ") is not divisible by num_key_value_heads (" +
-                                           std::to_string(c.num_key_value_heads) + ")");
+  check_attention_shape(reader, c.hidden_size, c.num_attention_heads, c.num_key_value_heads);
   return c;
 }
 
