@@ -24,8 +24,16 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// torch's softplus (beta 1, threshold 20): the identity above 20.
-__device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
+// torch's softplus (beta 1, threshold 20): the identity above 20. log(1 + e) through the MUFU
+// logarithm, whose absolute error (about 2^-21) would swamp a small result, so below e = 1/32
+// the series e - e^2/2 + e^3/3 - e^4/4 (relative error about 2^-22) instead; log1pf costs
+// some forty instructions, which the forward pays for every channel and position.
+__device__ __forceinline__ float softplus(float x) {
+  if (x > 20.f) return x;
+  const float e = __expf(x);
+  if (e < 0.03125f) return e * (1.f - e * (0.5f - e * (1.f / 3.f - e * 0.25f)));
+  return __logf(1.f + e);
+}
 // Its derivative, the logistic function (1 above the threshold).
 __device__ __forceinline__ float softplus_slope(float x) { return x > 20.f ? 1.f : 1.f / (1.f + __expf(-x)); }
 
@@ -36,14 +44,16 @@ __device__ __forceinline__ float channel_sum(float v) {
   return v;
 }
 
-// Reduce-scatter over the four lanes of a channel (lane bits 0 and 1): afterwards v[0 .. V/4)
-// hold the sums over the four lanes of the values first .. first + V/4 of v; returns first.
-template <int V>
+// Reduce-scatter over the G lanes of a channel (lane bits 0 .. log2(G) - 1): afterwards
+// v[0 .. V/G) hold the sums over the G lanes of the values first .. first + V/G of v; returns first.
+template <int G = kGroups, int V>
 __device__ __forceinline__ int sum_over_channel_lanes(float (&v)[V], int g) {
-  static_assert(V % 4 == 0, "whole quarters");
+  static_assert(G == 4 || G == 8, "four or eight lanes per channel");
+  static_assert(V % G == 0, "whole shares");
+  constexpr int kRounds = G == 4 ? 2 : 3;
   int first = 0;
 #pragma unroll
-  for (int round = 0; round < 2; ++round) {
+  for (int round = 0; round < kRounds; ++round) {
     const int mask = 1 << round, half = V >> (round + 1);
     const bool high = g & mask;
 #pragma unroll

@@ -1,18 +1,22 @@
 // The selective scan's forward kernel. A thread block takes 32 channels of one sequence and walks
 // the sequence in pieces of 32 positions: the piece's inputs are staged in shared memory (fp32,
 // coalesced reads of the [b, d, l] rows), then each thread advances its S states position by
-// position in registers, the four threads of a channel sum their C . h, and the gated outputs
+// position in registers, the G threads of a channel sum their C . h, and the gated outputs
 // leave in coalesced rows. The next piece's inputs are loaded into registers meanwhile. The
 // state never touches global memory except for the checkpoints the backward pass asks for
 // (every kCheckpointInterval positions) and the last state.
+//
+// Eight threads per channel (two states each at n = 16) rather than the backward's four: the
+// scan has only batch x channels x G threads of work, and at Mamba-130m's shapes four per channel
+// leave three warps per scheduler, too few to hide the exponential's and the recurrence's latency.
 #include "scan_common.cuh"
 
 namespace triax::mamba::kernels {
 namespace {
 
 constexpr int kChannels = 32;
-constexpr int kThreads = kChannels * kGroups;  // three blocks per SM hold a Mamba-130m batch of 8 at once
 constexpr int kPiece = static_cast<int>(kCheckpointInterval);  // a checkpoint before every piece
+constexpr int kHalf = kPiece / 2;
 
 template <int NS>
 struct ForwardTiles {
@@ -20,15 +24,26 @@ struct ForwardTiles {
   float y[kChannels][kPiece + 1];  // C . h summed over the states
 };
 
-template <typename T, int S>
-__global__ void __launch_bounds__(kThreads, 3)
+// Lanes per channel G and states per lane S for n states.
+template <typename F>
+cudaError_t dispatch_forward_layout(int64_t n, F&& f) {
+  using std::integral_constant;
+  if (n <= 4) return f(integral_constant<int, 4>{}, integral_constant<int, 1>{});
+  if (n <= 8) return f(integral_constant<int, 8>{}, integral_constant<int, 1>{});
+  if (n <= 16) return f(integral_constant<int, 8>{}, integral_constant<int, 2>{});
+  if (n <= 32) return f(integral_constant<int, 8>{}, integral_constant<int, 4>{});
+  return cudaErrorInvalidValue;
+}
+
+template <typename T, int G, int S>
+__global__ void __launch_bounds__(kChannels * G, 3)
     scan_forward_kernel(ScanOperands in, const float* __restrict__ initial_state, T* __restrict__ y,
                         float* __restrict__ last_state, float* __restrict__ checkpoints) {
-  constexpr int NS = S * kGroups;
+  constexpr int kThreads = kChannels * G, NS = S * G;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   auto& tiles = *reinterpret_cast<ForwardTiles<NS>*>(shared_bytes);
   const int64_t b = blockIdx.y, c0 = static_cast<int64_t>(blockIdx.x) * kChannels;
-  const int c = threadIdx.x / kGroups, g = threadIdx.x % kGroups;
+  const int c = threadIdx.x / G, g = threadIdx.x % G;
   const int64_t channel = c0 + c;
   const bool live = channel < in.channels;
   const int64_t n = in.state, l = in.length, checkpoint_stride = (l + kCheckpointInterval - 1) / kCheckpointInterval;
@@ -40,6 +55,15 @@ __global__ void __launch_bounds__(kThreads, 3)
     const bool real = live && s < n;
     A2[j] = real ? in.A[channel * n + s] * kLog2e : 0.f;
     h[j] = real && initial_state ? initial_state[(b * in.channels + channel) * n + s] : 0.f;
+  }
+  // The output loop below gives thread x the positions x % kPiece of channels x / kPiece + k * kRowStep.
+  constexpr int kRowStep = kThreads / kPiece, kOutRows = kChannels / kRowStep;
+  const int out_t = threadIdx.x % kPiece, out_c = threadIdx.x / kPiece;
+  float D[kOutRows];
+#pragma unroll
+  for (int k = 0; k < kOutRows; ++k) {
+    const int64_t ch = c0 + out_c + k * kRowStep;
+    D[k] = in.D && ch < in.channels ? in.D[ch] : 0.f;
   }
   // The piece being computed sits in shared memory while the next one's loads are in flight.
   PieceRegisters<T, kChannels, kPiece, NS, kThreads, false> next;
@@ -57,41 +81,44 @@ __global__ void __launch_bounds__(kThreads, 3)
       for (int j = 0; j < S; ++j)
         if (g * S + j < n) out[g * S + j] = h[j];
     }
-    // The whole piece unrolled, the partial outputs in registers: nothing is stored inside the
-    // loop, so the shared-memory loads of later positions run ahead. Positions past the end
-    // were staged with dt = 0 and leave the state as it is.
-    float y_part[kPiece];
+    // Each half of the piece unrolled, the partial outputs in registers: nothing is stored
+    // inside the loop, so the shared-memory loads of later positions run ahead (halves keep the
+    // registers within what three blocks per SM allow). Positions past the end were staged with
+    // dt = 0 and leave the state as it is.
 #pragma unroll
-    for (int t = 0; t < kPiece; ++t) {
-      const float dt = tiles.in.dt[c][t], dt_u = tiles.in.dt_u[c][t];
-      float Bt[S], Ct[S];
-      load_states(tiles.in.B[t], g, Bt);
-      load_states(tiles.in.C[t], g, Ct);
-      float acc = 0.f;
+    for (int half = 0; half < kPiece; half += kHalf) {
+      float y_part[kHalf];
 #pragma unroll
-      for (int j = 0; j < S; ++j) {
-        h[j] = fast_exp2(dt * A2[j]) * h[j] + dt_u * Bt[j];
-        acc += Ct[j] * h[j];
+      for (int t = 0; t < kHalf; ++t) {
+        const float dt = tiles.in.dt[c][half + t], dt_u = tiles.in.dt_u[c][half + t];
+        float Bt[S], Ct[S];
+        load_states(tiles.in.B[half + t], g, Bt);
+        load_states(tiles.in.C[half + t], g, Ct);
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j < S; ++j) {
+          h[j] = fast_exp2(dt * A2[j]) * h[j] + dt_u * Bt[j];
+          acc += Ct[j] * h[j];
+        }
+        y_part[t] = acc;
       }
-      y_part[t] = acc;
+      // Sum over the channel's G lanes: each keeps kHalf / G of the positions.
+      const int first = half + sum_over_channel_lanes<G>(y_part, g);
+#pragma unroll
+      for (int k = 0; k < kHalf / G; ++k) tiles.y[c][first + k] = y_part[k];
     }
-    // Sum over the channel's four lanes: each keeps a quarter of the positions.
-    const int first = sum_over_channel_lanes(y_part, g);
-#pragma unroll
-    for (int k = 0; k < kPiece / kGroups; ++k) tiles.y[c][first + k] = y_part[k];
     __syncthreads();
-    for (int e = threadIdx.x; e < kChannels * kPiece; e += blockDim.x) {
-      const int cc = e / kPiece, t = e % kPiece;
+#pragma unroll
+    for (int k = 0; k < kOutRows; ++k) {
+      const int cc = out_c + k * kRowStep;
       const int64_t ch = c0 + cc;
-      if (ch >= in.channels || t >= len) continue;
-      const int64_t at = (b * in.channels + ch) * l + start + t;
-      float out = tiles.y[cc][t];
-      if (in.D) out += in.D[ch] * tiles.in.u[cc][t];
+      if (ch >= in.channels || out_t >= len) continue;
+      float out = tiles.y[cc][out_t] + D[k] * tiles.in.u[cc][out_t];
       if (in.z) {
-        const float zz = tiles.in.z[cc][t];
-        out *= zz / (1.f + __expf(-zz));
+        const float zz = tiles.in.z[cc][out_t];
+        out *= __fdividef(zz, 1.f + __expf(-zz));  // SiLU; 0 where exp(-zz) overflows
       }
-      y[at] = from_float<T>(out);
+      y[(b * in.channels + ch) * l + start + out_t] = from_float<T>(out);
     }
     __syncthreads();
   }
@@ -109,10 +136,10 @@ cudaError_t selective_scan_forward(const ScanOperands& in, const float* initial_
   if (in.batch == 0 || in.channels == 0 || in.length == 0) return cudaSuccess;
   return dispatch_scan_dtype(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return dispatch_states(in.state, [&](auto states) {
-      constexpr int S = decltype(states)::value;
-      auto kernel = scan_forward_kernel<T, S>;
-      const size_t shared = sizeof(ForwardTiles<S * kGroups>);
+    return dispatch_forward_layout(in.state, [&](auto lanes, auto states) {
+      constexpr int G = decltype(lanes)::value, S = decltype(states)::value;
+      auto kernel = scan_forward_kernel<T, G, S>;
+      const size_t shared = sizeof(ForwardTiles<S * G>);
       if (shared > 48 * 1024) {
         const cudaError_t status =
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
@@ -120,7 +147,7 @@ cudaError_t selective_scan_forward(const ScanOperands& in, const float* initial_
       }
       const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels),
                       static_cast<unsigned>(in.batch));
-      kernel<<<grid, kThreads, shared, stream>>>(in, initial_state, static_cast<T*>(y), last_state, checkpoints);
+      kernel<<<grid, kChannels * G, shared, stream>>>(in, initial_state, static_cast<T*>(y), last_state, checkpoints);
       return cudaGetLastError();
     });
   });
