@@ -30,9 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # Per model family: the sizes (the peer's model names), the config of a size, the default peer.
 FAMILIES = {
-    "llama": dict(sizes=["135m", "360m", "1.7b"], config="configs/bench/smollm-{size}.yaml",
+    # sizes: the default set; extra_sizes: run only when named (3b: seq 4096, minutes per run).
+    "llama": dict(sizes=["135m", "360m", "1.7b"], extra_sizes=["3b"], config="configs/bench/smollm-{size}.yaml",
                   peer=str(ROOT / ".devdeps/peer_bench.py")),
-    "mamba": dict(sizes=["130m", "370m", "1.4b"], config="configs/bench/mamba-{size}.yaml",
+    "mamba": dict(sizes=["130m", "370m", "1.4b"], extra_sizes=[], config="configs/bench/mamba-{size}.yaml",
                   peer=str(ROOT / "tools/device/mamba_peer_bench.py")),
 }
 GIB = 2**30
@@ -46,7 +47,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="bench.sh", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sizes", nargs="*", help="model sizes: llama " + ", ".join(FAMILIES["llama"]["sizes"])
-                   + "; mamba " + ", ".join(FAMILIES["mamba"]["sizes"]) + " (default: every size of the family)")
+                   + " (and, when named, " + ", ".join(FAMILIES["llama"]["extra_sizes"]) + "); mamba "
+                   + ", ".join(FAMILIES["mamba"]["sizes"]) + " (default: the family's sizes not named 'extra')")
     p.add_argument("--family", default="llama", choices=sorted(FAMILIES),
                    help="llama: configs/bench/smollm-SIZE.yaml against .devdeps/peer_bench.py (default); "
                         "mamba: configs/bench/mamba-SIZE.yaml against tools/device/mamba_peer_bench.py")
@@ -79,7 +81,7 @@ def parse_args(argv):
         config = config_path(a.family, size)
         if not config.is_file():
             p.error(f"no benchmark config for size '{size}': {config} does not exist "
-                    f"({a.family} sizes: {', '.join(family['sizes'])})")
+                    f"({a.family} sizes: {', '.join(family['sizes'] + family['extra_sizes'])})")
     a.variants = []
     for spec in a.variant or ["triax"]:
         words = shlex.split(spec)

@@ -1,7 +1,11 @@
 // Rotary position embedding in the "rotate half" layout and its transpose (the backward pass).
-// One thread per pair (i, i + head_dim/2) of one (batch, head, position); the operand may be a
-// strided view (attention's [batch, seq, heads, head_dim] storage seen as [batch, heads, seq,
-// head_dim]) as long as head_dim is contiguous.
+// A thread takes V consecutive pairs (i .. i+V-1 with their partners i + head_dim/2 ..) of one
+// head vector: 16-byte loads and stores when head_dim/2, the strides and the pointers allow it,
+// single elements otherwise. Head vectors are numbered heads fastest, then positions, so that
+// attention's [batch, seq, heads, head_dim] storage (the operand may be that strided view of
+// [batch, heads, seq, head_dim]; head_dim must be contiguous) is walked in memory order. The
+// index arithmetic is 32-bit when the work allows: 64-bit divisions cost more than the rotation
+// (the earlier one-pair-per-thread kernel with 64-bit indices took 5x the memory-bound time).
 #include "kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -9,33 +13,64 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T, bool kInverse>
+template <typename T, int V, bool kInverse, typename Index>
 __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos, const T* __restrict__ sin,
-                              T* __restrict__ out, RotaryLayout layout, int64_t pairs) {
-  const int64_t half = layout.head_dim / 2;
-  for (int64_t index = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; index < pairs;
-       index += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    // index = ((b * heads + h) * seq + s) * half + i
-    const int64_t i = index % half;
-    int64_t rest = index / half;
-    const int64_t s = rest % layout.seq;
-    rest /= layout.seq;
-    const int64_t h = rest % layout.heads;
-    const int64_t b = rest / layout.heads;
+                              T* __restrict__ out, RotaryLayout layout, Index work) {
+  const Index heads = static_cast<Index>(layout.heads), seq = static_cast<Index>(layout.seq);
+  const Index half = static_cast<Index>(layout.head_dim / 2), chunks = half / V;
+  for (Index index = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; index < work;
+       index += static_cast<Index>(gridDim.x) * blockDim.x) {
+    // index = ((b * seq + s) * heads + h) * chunks + chunk
+    const Index chunk = index % chunks;
+    Index rest = index / chunks;
+    const Index h = rest % heads;
+    rest /= heads;
+    const Index s = rest % seq;
+    const Index b = rest / seq;
+    const Index i = chunk * V;
     const T* x_row = x + b * layout.in_stride[0] + h * layout.in_stride[1] + s * layout.in_stride[2];
     T* out_row = out + b * layout.out_stride[0] + h * layout.out_stride[1] + s * layout.out_stride[2];
-    const T* cos_row = cos + s * layout.head_dim;
-    const T* sin_row = sin + s * layout.head_dim;
+    const T* cos_row = cos + s * static_cast<Index>(layout.head_dim);
+    const T* sin_row = sin + s * static_cast<Index>(layout.head_dim);
 
-    const float x1 = to_float(x_row[i]), x2 = to_float(x_row[i + half]);
-    const float c1 = to_float(cos_row[i]), c2 = to_float(cos_row[i + half]);
-    const float s1 = to_float(sin_row[i]), s2 = to_float(sin_row[i + half]);
-    // Forward: [o1, o2] = [[c1, -s1], [s2, c2]] [x1, x2]; inverse: the transposed matrix.
-    const float o1 = kInverse ? x1 * c1 + x2 * s2 : x1 * c1 - x2 * s1;
-    const float o2 = kInverse ? x2 * c2 - x1 * s1 : x2 * c2 + x1 * s2;
-    out_row[i] = from_float<T>(o1);
-    out_row[i + half] = from_float<T>(o2);
+    const Pack<T, V> x1 = load_pack<T, V>(x_row + i), x2 = load_pack<T, V>(x_row + i + half);
+    const Pack<T, V> c1 = load_pack<T, V>(cos_row + i), c2 = load_pack<T, V>(cos_row + i + half);
+    const Pack<T, V> s1 = load_pack<T, V>(sin_row + i), s2 = load_pack<T, V>(sin_row + i + half);
+    Pack<T, V> o1, o2;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float a = to_float(x1.v[k]), b2 = to_float(x2.v[k]);
+      // Forward: [o1, o2] = [[c1, -s1], [s2, c2]] [a, b2]; inverse: the transposed matrix.
+      const float first = kInverse ? a * to_float(c1.v[k]) + b2 * to_float(s2.v[k])
+                                   : a * to_float(c1.v[k]) - b2 * to_float(s1.v[k]);
+      const float second = kInverse ? b2 * to_float(c2.v[k]) - a * to_float(s1.v[k])
+                                    : b2 * to_float(c2.v[k]) + a * to_float(s2.v[k]);
+      o1.v[k] = from_float<T>(first);
+      o2.v[k] = from_float<T>(second);
+    }
+    store_pack<T, V>(out_row + i, o1);
+    store_pack<T, V>(out_row + i + half, o2);
   }
+}
+
+template <typename T, int V, typename Index>
+void launch(const T* x, const T* cos, const T* sin, T* out, const RotaryLayout& layout, bool inverse, int64_t work,
+            cudaStream_t stream) {
+  const unsigned grid = grid_for(work, kThreads);
+  if (inverse)
+    rotary_kernel<T, V, true, Index><<<grid, kThreads, 0, stream>>>(x, cos, sin, out, layout, static_cast<Index>(work));
+  else
+    rotary_kernel<T, V, false, Index><<<grid, kThreads, 0, stream>>>(x, cos, sin, out, layout, static_cast<Index>(work));
+}
+
+// Whole 16-byte vectors of T: half a head vector of them, every row start aligned.
+template <typename T>
+bool rotary_vectorizable(const void* x, const void* cos, const void* sin, const void* out, const RotaryLayout& layout) {
+  constexpr int64_t V = kVectorWidth<T>;
+  if ((layout.head_dim / 2) % V != 0) return false;
+  for (int d = 0; d < 3; ++d)
+    if (layout.in_stride[d] % V != 0 || layout.out_stride[d] % V != 0) return false;
+  return aligned16(x) && aligned16(cos) && aligned16(sin) && aligned16(out);
 }
 
 }  // namespace
@@ -50,11 +85,20 @@ cudaError_t rotary(Dtype dtype, const void* x, const void* cos, const void* sin,
     const T* ct = static_cast<const T*>(cos);
     const T* st = static_cast<const T*>(sin);
     T* ot = static_cast<T*>(out);
-    const unsigned grid = grid_for(pairs, kThreads);
-    if (inverse)
-      rotary_kernel<T, true><<<grid, kThreads, 0, stream>>>(xt, ct, st, ot, layout, pairs);
-    else
-      rotary_kernel<T, false><<<grid, kThreads, 0, stream>>>(xt, ct, st, ot, layout, pairs);
+    // 32-bit index arithmetic while the index and its grid-stride step cannot wrap (offsets are
+    // formed from the 64-bit strides either way).
+    const bool narrow = pairs < (int64_t{1} << 31);
+    if (rotary_vectorizable<T>(x, cos, sin, out, layout)) {
+      constexpr int V = kVectorWidth<T>;
+      if (narrow)
+        launch<T, V, uint32_t>(xt, ct, st, ot, layout, inverse, pairs / V, stream);
+      else
+        launch<T, V, int64_t>(xt, ct, st, ot, layout, inverse, pairs / V, stream);
+    } else if (narrow) {
+      launch<T, 1, uint32_t>(xt, ct, st, ot, layout, inverse, pairs, stream);
+    } else {
+      launch<T, 1, int64_t>(xt, ct, st, ot, layout, inverse, pairs, stream);
+    }
     return cudaGetLastError();
   });
 }

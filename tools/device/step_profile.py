@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Time share of a training step by kind of GPU work, from a triax profiler trace.
+
+    python3 tools/device/step_profile.py TRACE.pt.trace.json[.gz] [--steps N] [--top K]
+
+TRACE is a Chrome trace that the `profiler` config section writes
+(`<profiler_export_path>/rank<R>_steps<A>-<B>.pt.trace.json`); the number of steps it covers is
+read from that name unless --steps says it. Every GPU kernel, copy and fill is put into one kind
+by its name (KINDS below, first match wins); "host gaps" is the time inside the traced window in
+which the GPU ran nothing. Prints a markdown table: milliseconds per step and share of the
+window per kind, then the K longest kernels (default 12) with their kind.
+"""
+import argparse
+import gzip
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+# (kind, pattern over the kernel's name), first match wins. Names are those of cuBLAS/CUTLASS,
+# LibTorch's flash attention, triax's fused kernels (sdk/src/kernels) and ATen's generic kernels.
+KINDS = [
+    ("communication", r"nccl"),
+    ("attention", r"flash|fmha|attention|sdp"),
+    ("GEMM", r"gemm|cutlass|xmma|nvjet|cublas|sm90_|wgmma"),
+    ("loss", r"cross_entropy|log_softmax|nll_loss|softmax"),
+    ("optimizer", r"adam|multi_tensor|foreach|amp_update|lerp"),
+    ("fused elementwise (triax)", r"rms_norm|swiglu|rotary|triax"),
+    ("copies and fills", r"^memcpy|^memset|copy_kernel|fill_kernel|Memcpy|Memset"),
+    ("other elementwise and reductions", r"."),
+]
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def kind_of(name):
+    for kind, pattern in KINDS:
+        if re.search(pattern, name, re.IGNORECASE):
+            return kind
+    return KINDS[-1][0]
+
+
+def load_events(path):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES and "dur" in e]
+
+
+def steps_from_name(path):
+    m = re.search(r"_steps(\d+)-(\d+)\.pt\.trace\.json", Path(path).name)
+    return int(m.group(2)) - int(m.group(1)) + 1 if m else None
+
+
+def busy_time(intervals):
+    """Length of the union of [start, end) intervals."""
+    total, end = 0.0, None
+    for s, e in sorted(intervals):
+        if end is None or s > end:
+            total += e - s
+            end = e
+        elif e > end:
+            total += e - end
+            end = e
+    return total
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trace")
+    p.add_argument("--steps", type=int, default=None, help="steps the trace covers (default: from its name)")
+    p.add_argument("--top", type=int, default=12, help="longest kernels to list (default 12)")
+    a = p.parse_args(argv)
+    steps = a.steps or steps_from_name(a.trace)
+    if not steps:
+        p.error(f"{a.trace}: the name does not say how many steps it covers (rank<R>_steps<A>-<B>...): give --steps")
+    events = load_events(a.trace)
+    if not events:
+        sys.exit(f"{a.trace}: no GPU events (a trace of a CPU run, or the CUDA activity was not recorded)")
+    start = min(e["ts"] for e in events)
+    end = max(e["ts"] + e["dur"] for e in events)
+    window = end - start
+    per_kind = defaultdict(float)
+    per_kernel = defaultdict(lambda: [0.0, 0])
+    for e in events:
+        kind = kind_of(e["name"])
+        per_kind[kind] += e["dur"]
+        per_kernel[e["name"]][0] += e["dur"]
+        per_kernel[e["name"]][1] += 1
+    busy = busy_time((e["ts"], e["ts"] + e["dur"]) for e in events)
+    print(f"{Path(a.trace).name}: {steps} step(s), {window / 1e3 / steps:.2f} ms of GPU window per step, "
+          f"{len(events) / steps:.0f} GPU operations per step\n")
+    print("| kind | ms per step | share |")
+    print("|---|---|---|")
+    rows = sorted(per_kind.items(), key=lambda kv: -kv[1])
+    # Kernels on different streams may overlap: the shares are of the summed kernel time plus the idle gaps.
+    total = sum(per_kind.values()) + (window - busy)
+    for kind, us in rows:
+        print(f"| {kind} | {us / 1e3 / steps:.2f} | {100 * us / total:.1f}% |")
+    print(f"| host gaps (GPU idle) | {(window - busy) / 1e3 / steps:.2f} | {100 * (window - busy) / total:.1f}% |")
+    print(f"\nlongest kernels (summed over the window, per step):\n")
+    print("| kernel | kind | ms per step | launches per step |")
+    print("|---|---|---|---|")
+    for name, (us, count) in sorted(per_kernel.items(), key=lambda kv: -kv[1][0])[: a.top]:
+        short = name if len(name) <= 90 else name[:87] + "..."
+        print(f"| `{short}` | {kind_of(name)} | {us / 1e3 / steps:.2f} | {count / steps:.0f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
