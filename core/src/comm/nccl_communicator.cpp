@@ -56,8 +56,8 @@ c10d::ReduceOp reduce_op(triax_reduce_op op) {
   throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(static_cast<int>(op)));
 }
 
-// run_start_all_reduce / run_start_reduce_scatter keep the base class's blocking defaults; c10d's Work
-// objects are asynchronous already and could back them.
+// all_reduce and reduce_scatter also come in asynchronous forms (c10d's Work objects are
+// asynchronous already), so that the data-parallel bucket reductions overlap the backward.
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(const MeshShape& shape, const CommunicatorOptions& options, const LaunchEnvironment& launch)
@@ -113,12 +113,19 @@ class NcclCommunicator final : public Communicator {
                                                     " (use parallelism.comm_backend: mpi for CPU tensors)");
   }
 
+  bool has_asynchronous_collectives() const override { return true; }
+
   void run_all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) override {
+    run_start_all_reduce(group, tensor, op)->wait();
+  }
+
+  std::unique_ptr<PendingOperation> run_start_all_reduce(triax_group group, const at::Tensor& tensor,
+                                                         triax_reduce_op op) override {
     std::vector<at::Tensor> buffers{tensor.contiguous()};
     c10d::AllreduceOptions opts;
     opts.reduceOp = reduce_op(op);
-    wait(pg(group).allreduce(buffers, opts), "all_reduce", group);
-    if (!buffers[0].is_same(tensor)) tensor.copy_(buffers[0]);
+    auto work = pg(group).allreduce(buffers, opts);
+    return std::make_unique<Pending>(*this, std::move(work), tensor, buffers[0], "all_reduce", group);
   }
 
   void run_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) override {
@@ -130,12 +137,17 @@ class NcclCommunicator final : public Communicator {
 
   void run_reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
                           triax_reduce_op op) override {
+    run_start_reduce_scatter(group, output, input, op)->wait();
+  }
+
+  std::unique_ptr<PendingOperation> run_start_reduce_scatter(triax_group group, const at::Tensor& output,
+                                                             const at::Tensor& input, triax_reduce_op op) override {
     at::Tensor out = output.contiguous();
     at::Tensor in = input.is_alias_of(output) ? input.clone() : input.contiguous();
     c10d::ReduceScatterOptions opts;
     opts.reduceOp = reduce_op(op);
-    wait(pg(group)._reduce_scatter_base(out, in, opts), "reduce_scatter", group);
-    if (!out.is_same(output)) output.copy_(out);
+    auto work = pg(group)._reduce_scatter_base(out, in, opts);
+    return std::make_unique<Pending>(*this, std::move(work), output, out, "reduce_scatter", group);
   }
 
   void run_broadcast(triax_group group, const at::Tensor& tensor, int root) override {
@@ -175,6 +187,40 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // A collective in flight, finished as the blocking operations are: the timeout, the error naming
+  // the group and the peers' state, the copy into a result that was not contiguous.
+  class Pending final : public PendingOperation {
+   public:
+    Pending(NcclCommunicator& owner, c10::intrusive_ptr<c10d::Work> work, at::Tensor result, at::Tensor staged,
+            const char* operation, triax_group group)
+        : owner_(owner),
+          work_(std::move(work)),
+          result_(std::move(result)),
+          staged_(std::move(staged)),
+          operation_(operation),
+          group_(group) {}
+
+    void wait() override {
+      if (done_) return;
+      done_ = true;  // a failure is reported once
+      owner_.wait(work_, operation_, group_);
+      if (!staged_.is_same(result_)) result_.copy_(staged_);
+    }
+    bool test() override {
+      if (!done_ && !work_->isCompleted()) return false;
+      wait();
+      return true;
+    }
+
+   private:
+    NcclCommunicator& owner_;
+    c10::intrusive_ptr<c10d::Work> work_;
+    at::Tensor result_, staged_;
+    const char* operation_;
+    triax_group group_;
+    bool done_ = false;
+  };
+
   c10d::ProcessGroupNCCL& pg(triax_group group) const {
     if (static_cast<int>(group) < 0 || static_cast<int>(group) >= kGroupKinds)
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "unknown process group " + std::to_string(static_cast<int>(group)));
