@@ -12,47 +12,16 @@ usage: hf_logits_test.py TRIAX TRIAX_LOGITS CONFIG WORK_DIR
 """
 import json
 import os
-import shutil
-import subprocess
 import sys
 
-import numpy as np
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from hf_check import HfCheck
+
 triax, triax_logits, config, work = sys.argv[1:5]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
-TOKENS = [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77]
-TOLERANCE = 1e-4
-failures = []
-
-
-def run(*args):
-    result = subprocess.run(list(args), capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result.stdout
-
-
-def triax_logits_of(weights):
-    out = os.path.join(work, "logits.bin")
-    run(triax_logits, "--weights", weights, "--tokens", " ".join(map(str, TOKENS)), "--out", out)
-    raw = np.fromfile(out, dtype=np.int64, count=2)
-    return np.fromfile(out, dtype=np.float32, offset=16).reshape(int(raw[0]), int(raw[1]))
-
-
-def hf_logits_of(model):
-    with torch.no_grad():
-        return model(torch.tensor([TOKENS])).logits[0].float().numpy()
-
-
-def compare(what, ours, theirs):
-    diff = float(np.abs(ours - theirs).max())
-    print(f"{what}: max |logit difference| {diff:.2e} over {ours.shape[0]} tokens x {ours.shape[1]} logits")
-    if ours.shape != theirs.shape or not diff <= TOLERANCE:
-        failures.append(f"{what}: {diff:.2e} > {TOLERANCE}")
-
+check = HfCheck(triax_logits, work, [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77])
+run, compare = check.run, check.compare
 
 MODEL = ["--set", "model.model_config.vocab_size=100", "--set", "model.make_vocab_size_divisible_by=16",
          "--set", "model.model_config.hidden_size=64", "--set", "model.model_config.intermediate_size=96",
@@ -72,7 +41,7 @@ for tied in (True, False):
         exported = json.load(f)
     assert exported["architectures"] == ["LlamaForCausalLM"] and exported["rope_theta"] == 500000.0, exported
     model = LlamaForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32)
-    compare(f"export ({name})", triax_logits_of(run_dir), hf_logits_of(model))
+    compare(f"export ({name})", check.triax_logits(run_dir), check.hf_logits(model))
 
     # 2. Hugging Face -> triax
     torch.manual_seed(3)
@@ -84,9 +53,9 @@ for tied in (True, False):
     made.save_pretrained(made_dir, safe_serialization=True)
     imported = os.path.join(work, f"imported_{name}")
     run(triax, "convert", "--from", "hf", made_dir, imported)
-    expected = hf_logits_of(made)
-    compare(f"import through triax convert ({name})", triax_logits_of(imported), expected)
-    compare(f"import straight from the folder ({name})", triax_logits_of(made_dir), expected)
+    expected = check.hf_logits(made)
+    compare(f"import through triax convert ({name})", check.triax_logits(imported), expected)
+    compare(f"import straight from the folder ({name})", check.triax_logits(made_dir), expected)
 
     # 3. training starts from the Hugging Face weights
     out = run(triax, "train", config, *MODEL, "--set", f"model.model_config.tie_word_embeddings={str(tied).lower()}",
@@ -94,7 +63,4 @@ for tied in (True, False):
               "--set", f"model.init_method={{path: {made_dir}}}", "--set", "tokens.train_steps=2",
               "--set", "checkpoints.checkpoint_interval=0", "--set", f"checkpoints.checkpoints_path={work}/from_hf_{name}")
 
-if failures:
-    print("FAILED:\n  " + "\n  ".join(failures))
-    sys.exit(1)
-print("ok")
+check.finish()

@@ -14,57 +14,16 @@ usage: hf_mamba_logits_test.py TRIAX TRIAX_LOGITS CONFIG WORK_DIR
 import json
 import os
 import shutil
-import subprocess
 import sys
 
-import numpy as np
 import torch
 from transformers import MambaConfig, MambaForCausalLM
 
+from hf_check import HfCheck
+
 triax, triax_logits, config, work = sys.argv[1:5]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
-TOKENS = [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77, 5, 5]
-TOLERANCE = 1e-4
-failures = []
-
-
-def run(*args, expect_failure=False):
-    result = subprocess.run(list(args), capture_output=True, text=True)
-    if expect_failure:
-        return result
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result.stdout
-
-
-def triax_logits_of(weights):
-    out = os.path.join(work, "logits.bin")
-    run(triax_logits, "--weights", weights, "--tokens", " ".join(map(str, TOKENS)), "--out", out)
-    raw = np.fromfile(out, dtype=np.int64, count=2)
-    return np.fromfile(out, dtype=np.float32, offset=16).reshape(int(raw[0]), int(raw[1]))
-
-
-def hf_logits_of(model):
-    with torch.no_grad():
-        return model(torch.tensor([TOKENS]), use_cache=False).logits[0].float().numpy()
-
-
-def compare(what, ours, theirs):
-    diff = float(np.abs(ours - theirs).max()) if ours.shape == theirs.shape else float("inf")
-    print(f"{what}: max |logit difference| {diff:.2e} over {theirs.shape[0]} tokens x {theirs.shape[1]} logits")
-    if not diff <= TOLERANCE:
-        failures.append(f"{what}: {diff:.2e} > {TOLERANCE} (shapes {ours.shape}, {theirs.shape})")
-
-
-def refused(what, command, *needles):
-    result = run(*command, expect_failure=True)
-    text = result.stdout + result.stderr
-    if result.returncode == 0 or not all(n in text for n in needles):
-        failures.append(f"{what}: exit {result.returncode}, expected a refusal naming {needles}; got:\n{text}")
-    else:
-        print(f"{what}: refused (exit {result.returncode}): {text.strip().splitlines()[-1]}")
-
+check = HfCheck(triax_logits, work, [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77, 5, 5])
+run, compare, refused = check.run, check.compare, check.refused
 
 # vocab 100 padded to 104 by pad_vocab_size_multiple 8; 2 layers of 32 channels.
 MODEL = ["--set", "model.model_config.vocab_size=100", "--set", "model.model_config.d_model=32",
@@ -86,7 +45,7 @@ for tied in (True, False):
     assert exported["architectures"] == ["MambaForCausalLM"] and exported["vocab_size"] == 104, exported
     assert exported["intermediate_size"] == 64 and exported["tie_word_embeddings"] == tied, exported
     model = MambaForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32).eval()
-    compare(f"export ({name})", triax_logits_of(run_dir), hf_logits_of(model))
+    compare(f"export ({name})", check.triax_logits(run_dir), check.hf_logits(model))
 
     # 2. Hugging Face -> triax
     for bias in ((False, True) if not tied else (False,)):
@@ -103,9 +62,9 @@ for tied in (True, False):
         made.save_pretrained(made_dir, safe_serialization=True)
         imported = os.path.join(work, f"imported_{label.replace(', ', '_')}")
         run(triax, "convert", "--from", "hf", made_dir, imported)
-        expected = hf_logits_of(made)
-        compare(f"import through triax convert ({label})", triax_logits_of(imported), expected)
-        compare(f"import straight from the folder ({label})", triax_logits_of(made_dir), expected)
+        expected = check.hf_logits(made)
+        compare(f"import through triax convert ({label})", check.triax_logits(imported), expected)
+        compare(f"import straight from the folder ({label})", check.triax_logits(made_dir), expected)
 
 # 3. refusals
 made_dir = os.path.join(work, "made_untied")
@@ -134,7 +93,4 @@ refused("a Mamba-2 folder given to the mamba plugin",
          "--set", f"checkpoints.checkpoints_path={work}/refused_run"],
         "config.json", "Mamba2ForCausalLM (Mamba-2) is not supported")
 
-if failures:
-    print("FAILED:\n  " + "\n  ".join(failures))
-    sys.exit(1)
-print("ok")
+check.finish()

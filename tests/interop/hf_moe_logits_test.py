@@ -13,46 +13,16 @@ usage: hf_moe_logits_test.py TRIAX TRIAX_LOGITS CONFIG WORK_DIR
 import json
 import os
 import shutil
-import subprocess
 import sys
 
-import numpy as np
 import torch
 from transformers import MixtralConfig, MixtralForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM
 
+from hf_check import HfCheck
+
 triax, triax_logits, config, work = sys.argv[1:5]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
-TOKENS = [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77]
-TOLERANCE = 1e-4
-failures = []
-
-
-def run(*args, expect_failure=False):
-    result = subprocess.run(list(args), capture_output=True, text=True)
-    if (result.returncode != 0) != expect_failure:
-        raise SystemExit(f"{' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
-    return result.stdout + result.stderr
-
-
-def triax_logits_of(weights):
-    out = os.path.join(work, "logits.bin")
-    run(triax_logits, "--weights", weights, "--tokens", " ".join(map(str, TOKENS)), "--out", out)
-    raw = np.fromfile(out, dtype=np.int64, count=2)
-    return np.fromfile(out, dtype=np.float32, offset=16).reshape(int(raw[0]), int(raw[1]))
-
-
-def hf_logits_of(model):
-    with torch.no_grad():
-        return model(torch.tensor([TOKENS])).logits[0].float().numpy()
-
-
-def compare(what, ours, theirs):
-    diff = float(np.abs(ours - theirs).max())
-    print(f"{what}: max |logit difference| {diff:.2e} over {ours.shape[0]} tokens x {ours.shape[1]} logits")
-    if ours.shape != theirs.shape or not diff <= TOLERANCE:
-        failures.append(f"{what}: {diff:.2e} > {TOLERANCE}")
-
+check = HfCheck(triax_logits, work, [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77])
+run, compare = check.run, check.compare
 
 M = "model.model_config."
 COMMON = ["--set", M + "vocab_size=100", "--set", M + "hidden_size=32", "--set", M + "num_attention_heads=4",
@@ -81,7 +51,7 @@ for name, shape in SHAPES.items():
         exported = json.load(f)
     assert exported["architectures"] == [ARCHITECTURE[name]], exported
     model = MODEL_CLASS[name].from_pretrained(hf_dir, torch_dtype=torch.float32).eval()
-    compare(f"export to {ARCHITECTURE[name]}", triax_logits_of(run_dir), hf_logits_of(model))
+    compare(f"export to {ARCHITECTURE[name]}", check.triax_logits(run_dir), check.hf_logits(model))
 
 # 2. Hugging Face -> triax
 torch.manual_seed(3)
@@ -106,9 +76,9 @@ for name, model in made.items():
     model.save_pretrained(made_dir, safe_serialization=True)
     imported = os.path.join(work, f"imported_{name}")
     run(triax, "convert", "--from", "hf", made_dir, imported)
-    expected = hf_logits_of(model)
-    compare(f"import {ARCHITECTURE[name]} through triax convert", triax_logits_of(imported), expected)
-    compare(f"import {ARCHITECTURE[name]} straight from the folder", triax_logits_of(made_dir), expected)
+    expected = check.hf_logits(model)
+    compare(f"import {ARCHITECTURE[name]} through triax convert", check.triax_logits(imported), expected)
+    compare(f"import {ARCHITECTURE[name]} straight from the folder", check.triax_logits(made_dir), expected)
 
 # 3. config.json says 5 experts, the weights hold 4: refused, naming both files and the shapes.
 bad_dir = os.path.join(work, "bad_expert_count")
@@ -121,9 +91,6 @@ with open(os.path.join(bad_dir, "config.json"), "w") as f:
 message = run(triax, "convert", "--from", "hf", bad_dir, os.path.join(work, "bad_out"), expect_failure=True)
 print("expert count mismatch:", message.strip().splitlines()[-1])
 if not all(part in message for part in ("model.safetensors", "config.json", "[4, 32]", "[5, 32]")):
-    failures.append(f"the expert-count mismatch is not named clearly: {message}")
+    check.fail(f"the expert-count mismatch is not named clearly: {message}")
 
-if failures:
-    print("FAILED:\n  " + "\n  ".join(failures))
-    sys.exit(1)
-print("ok")
+check.finish()

@@ -1,0 +1,69 @@
+"""What the Hugging Face comparison scripts (hf_*_test.py) share: running triax's commands,
+triax's and transformers' logits on the same tokens, their comparison, expected refusals, and
+the report at the end (exit status 1 when anything failed).
+
+    check = HfCheck(triax_logits_path, work_dir, tokens)
+    check.compare("export", check.triax_logits(run_dir), check.hf_logits(model))
+    check.finish()
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+
+class HfCheck:
+    def __init__(self, triax_logits, work, tokens, tolerance=1e-4):
+        self.triax_logits_tool = triax_logits
+        self.work = work
+        self.tokens = list(tokens)
+        self.tolerance = tolerance
+        self.failures = []
+        shutil.rmtree(work, ignore_errors=True)
+        os.makedirs(work)
+
+    def run(self, *args, expect_failure=False):
+        """Runs a command; stops the script when it fails (or, with expect_failure, succeeds).
+        Returns its stdout and stderr."""
+        result = subprocess.run(list(args), capture_output=True, text=True)
+        if (result.returncode != 0) != expect_failure:
+            raise SystemExit(f"{' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+        return result.stdout + result.stderr
+
+    def triax_logits(self, weights):
+        """triax's logits [tokens, vocabulary] for a checkpoint or Hugging Face folder (tests/interop/triax_logits.cpp)."""
+        out = os.path.join(self.work, "logits.bin")
+        self.run(self.triax_logits_tool, "--weights", weights, "--tokens", " ".join(map(str, self.tokens)), "--out", out)
+        raw = np.fromfile(out, dtype=np.int64, count=2)
+        return np.fromfile(out, dtype=np.float32, offset=16).reshape(int(raw[0]), int(raw[1]))
+
+    def hf_logits(self, model):
+        with torch.no_grad():
+            return model(torch.tensor([self.tokens]), use_cache=False).logits[0].float().numpy()
+
+    def compare(self, what, ours, theirs):
+        diff = float(np.abs(ours - theirs).max()) if ours.shape == theirs.shape else float("inf")
+        print(f"{what}: max |logit difference| {diff:.2e} over {theirs.shape[0]} tokens x {theirs.shape[1]} logits")
+        if not diff <= self.tolerance:
+            self.failures.append(f"{what}: {diff:.2e} > {self.tolerance} (shapes {ours.shape}, {theirs.shape})")
+
+    def refused(self, what, command, *needles):
+        """The command must fail with a message holding every needle."""
+        result = subprocess.run(list(command), capture_output=True, text=True)
+        text = result.stdout + result.stderr
+        if result.returncode == 0 or not all(n in text for n in needles):
+            self.failures.append(f"{what}: exit {result.returncode}, expected a refusal naming {needles}; got:\n{text}")
+        else:
+            print(f"{what}: refused (exit {result.returncode}): {text.strip().splitlines()[-1]}")
+
+    def fail(self, what):
+        self.failures.append(what)
+
+    def finish(self):
+        if self.failures:
+            print("FAILED:\n  " + "\n  ".join(self.failures))
+            sys.exit(1)
+        print("ok")
