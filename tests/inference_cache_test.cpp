@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache_test_support.hpp"
 #include "llama_model.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/error.hpp"
@@ -21,7 +22,7 @@
 
 namespace {
 
-using triax::InferenceCache;
+using namespace cache_test;
 using triax::llama::LlamaModel;
 
 // hidden 16, 4 heads of 4, 2 kv heads (GQA), ffn 24, 2 layers, vocab 30 padded to 32.
@@ -52,33 +53,6 @@ std::shared_ptr<LlamaModel> build(bool tied, const triax::ModelContext& context 
 at::Tensor tokens(int64_t rows, int64_t length, uint64_t seed) {
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   return at::randint(30, {rows, length}, generator, at::kLong);
-}
-
-// The logits of one full forward over ids: [rows, seq, padded vocab].
-at::Tensor full_logits(LlamaModel& model, const at::Tensor& ids) {
-  at::NoGradGuard no_grad;
-  triax::StageInput input;
-  input.input_ids = ids;
-  input.want_logits = true;
-  return model.forward(input).logits;
-}
-
-std::vector<std::unique_ptr<InferenceCache>> make_caches(LlamaModel& model, int64_t rows, int64_t max_tokens) {
-  std::vector<std::unique_ptr<InferenceCache>> caches;
-  for (int64_t i = 0; i < rows; ++i) caches.push_back(model.create_cache(max_tokens));
-  return caches;
-}
-
-std::vector<InferenceCache*> pointers(const std::vector<std::unique_ptr<InferenceCache>>& caches) {
-  std::vector<InferenceCache*> out;
-  for (const auto& cache : caches) out.push_back(cache.get());
-  return out;
-}
-
-at::Tensor cached_logits(LlamaModel& model, const std::vector<InferenceCache*>& caches, const at::Tensor& ids) {
-  triax::StageInput input;
-  input.input_ids = ids;
-  return model.forward_cached(caches, input).logits;
 }
 
 double max_abs_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }

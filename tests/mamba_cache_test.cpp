@@ -7,39 +7,14 @@
 #include <utility>
 #include <vector>
 
+#include "cache_test_support.hpp"
 #include "mamba_test_support.hpp"
 #include "triax/inference_cache.hpp"
 
 namespace {
 
+using namespace cache_test;
 using namespace mamba_test;
-using triax::InferenceCache;
-
-at::Tensor full_logits(MambaModel& model, const at::Tensor& ids) {
-  at::NoGradGuard no_grad;
-  triax::StageInput input;
-  input.input_ids = ids;
-  input.want_logits = true;
-  return model.forward(input).logits;
-}
-
-std::vector<std::unique_ptr<InferenceCache>> make_caches(MambaModel& model, int64_t rows, int64_t max_tokens) {
-  std::vector<std::unique_ptr<InferenceCache>> caches;
-  for (int64_t i = 0; i < rows; ++i) caches.push_back(model.create_cache(max_tokens));
-  return caches;
-}
-
-std::vector<InferenceCache*> pointers(const std::vector<std::unique_ptr<InferenceCache>>& caches) {
-  std::vector<InferenceCache*> out;
-  for (const auto& cache : caches) out.push_back(cache.get());
-  return out;
-}
-
-at::Tensor cached_logits(MambaModel& model, const std::vector<InferenceCache*>& caches, const at::Tensor& ids) {
-  triax::StageInput input;
-  input.input_ids = ids;
-  return model.forward_cached(caches, input).logits;
-}
 
 TEST(MambaCache, PromptThenOneTokenAtATimeEqualsTheFullForward) {
   for (bool tied : {true, false}) {
