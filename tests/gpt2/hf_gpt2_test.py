@@ -16,48 +16,19 @@ usage: hf_gpt2_test.py TRIAX TRIAX_LOGITS CONFIG PLUGIN_DIR WORK_DIR
 import json
 import os
 import shutil
-import subprocess
 import sys
 
-import numpy as np
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
+from hf_compare import LogitCheck, run  # noqa: E402
 
 triax, triax_logits, config, plugin_dir, work = sys.argv[1:6]
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
 os.environ["TRIAX_PLUGIN_PATH"] = plugin_dir
-TOKENS = [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77, 5, 5]
-TOLERANCE = 1e-4
-failures = []
-
-
-def run(*args, expect_failure=False):
-    result = subprocess.run(list(args), capture_output=True, text=True)
-    if expect_failure:
-        return result
-    if result.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
-    return result.stdout + result.stderr
-
-
-def triax_logits_of(weights):
-    out = os.path.join(work, "logits.bin")
-    run(triax_logits, "--weights", weights, "--tokens", " ".join(map(str, TOKENS)), "--out", out)
-    raw = np.fromfile(out, dtype=np.int64, count=2)
-    return np.fromfile(out, dtype=np.float32, offset=16).reshape(int(raw[0]), int(raw[1]))
-
-
-def hf_logits_of(model):
-    with torch.no_grad():
-        return model(torch.tensor([TOKENS]), use_cache=False).logits[0].float().numpy()
-
-
-def compare(what, ours, theirs):
-    diff = float(np.abs(ours - theirs).max()) if ours.shape == theirs.shape else float("inf")
-    print(f"{what}: max |logit difference| {diff:.2e} over {theirs.shape[0]} tokens x {theirs.shape[1]} logits")
-    if not diff <= TOLERANCE:
-        failures.append(f"{what}: {diff:.2e} > {TOLERANCE} (shapes {ours.shape}, {theirs.shape})")
+check = LogitCheck(triax_logits, work, tokens=[5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77, 5, 5])
 
 
 # 1. triax -> Hugging Face, after 10 steps at broad initial weights (so that logits differ a lot).
@@ -74,23 +45,22 @@ for tied in (True, False):
     assert exported["architectures"] == ["GPT2LMHeadModel"] and exported["n_inner"] == 256, exported
     assert exported["tie_word_embeddings"] == tied, exported
     model = GPT2LMHeadModel.from_pretrained(hf_dir, dtype=torch.float32).eval()
-    compare(f"export ({name})", triax_logits_of(run_dir), hf_logits_of(model))
+    check.compare(f"export ({name})", check.triax(run_dir), check.transformers(model))
 
 # 2. Hugging Face -> triax
 torch.manual_seed(3)
 made = GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=32, n_embd=64, n_layer=2, n_head=4,
                                   bos_token_id=1, eos_token_id=2)).eval()
-with torch.no_grad():  # initialised biases are 0 and norms 1: make them count
+with torch.no_grad():  # broad weights, so that greedy choices are clear; biases and norms that count
     for pname, p in made.named_parameters():
-        if pname.endswith(".bias") or "ln_" in pname:
-            p.add_(torch.randn_like(p) * 0.2)
+        p.add_(torch.randn_like(p) * (0.3 if p.dim() == 2 else 0.2))
 made_dir = os.path.join(work, "made")
 made.save_pretrained(made_dir, safe_serialization=True)
 imported = os.path.join(work, "imported")
 run(triax, "convert", "--from", "hf", made_dir, imported)
-expected = hf_logits_of(made)
-compare("import through triax convert", triax_logits_of(imported), expected)
-compare("import straight from the folder", triax_logits_of(made_dir), expected)
+expected = check.transformers(made)
+check.compare("import through triax convert", check.triax(imported), expected)
+check.compare("import straight from the folder", check.triax(made_dir), expected)
 
 # 3. greedy generation with the cache, against transformers' (which uses its own cache).
 prompts = [[5, 17, 99], [42], [7, 88, 21, 0, 13, 77, 5]]
@@ -102,12 +72,12 @@ with open(out) as lines:
 for i, prompt in enumerate(prompts):
     with torch.no_grad():
         theirs = made.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                               do_sample=False, max_new_tokens=12, eos_token_id=None, pad_token_id=0)
+                               do_sample=False, max_new_tokens=12, eos_token_id=2, pad_token_id=2)
     theirs = theirs[0, len(prompt):].tolist()
     ok = ours[i] == theirs and len(set(theirs)) >= 3
     print(f"generate, prompt {i}: {'equal' if ok else 'DIFFERENT'}: triax {ours[i]}, transformers {theirs}")
     if not ok:
-        failures.append(f"generate, prompt {i}: triax {ours[i]} vs transformers {theirs}")
+        check.fail(f"generate, prompt {i}: triax {ours[i]} vs transformers {theirs}")
 
 # 4. a feature the plugin lacks is refused naming config.json and the key
 bad = os.path.join(work, "bad")
@@ -120,11 +90,8 @@ with open(os.path.join(bad, "config.json"), "w") as f:
 result = run(triax, "convert", "--from", "hf", bad, os.path.join(work, "refused"), expect_failure=True)
 text = result.stdout + result.stderr
 if result.returncode == 0 or "config.json" not in text or "scale_attn_by_inverse_layer_idx" not in text:
-    failures.append(f"scale_attn_by_inverse_layer_idx: exit {result.returncode}, expected a refusal:\n{text}")
+    check.fail(f"scale_attn_by_inverse_layer_idx: exit {result.returncode}, expected a refusal:\n{text}")
 else:
     print(f"refused: {text.strip().splitlines()[-1]}")
 
-if failures:
-    print("FAILED:\n  " + "\n  ".join(failures))
-    sys.exit(1)
-print("ok")
+check.finish()

@@ -14,12 +14,11 @@ using triax::HfValue;
 constexpr const char* kArchitecture = "GPT2LMHeadModel";
 
 const std::vector<HfConfigKey> kSharedKeys = {
-    {"vocab_size", HfValue::Integer},          {"n_positions", HfValue::Integer},
-    {"n_embd", HfValue::Integer},              {"n_layer", HfValue::Integer},
-    {"n_head", HfValue::Integer},              {"n_inner", HfValue::Integer},
-    {"layer_norm_epsilon", HfValue::Number},   {"initializer_range", HfValue::Number},
-    {"tie_word_embeddings", HfValue::Boolean}, {"bos_token_id", HfValue::TokenId},
-    {"eos_token_id", HfValue::TokenId},        {"activation_function", HfValue::String}};
+    {"vocab_size", HfValue::Integer},   {"n_positions", HfValue::Integer},         {"n_embd", HfValue::Integer},
+    {"n_layer", HfValue::Integer},      {"n_head", HfValue::Integer},              {"n_inner", HfValue::Integer},
+    {"bos_token_id", HfValue::TokenId}, {"layer_norm_epsilon", HfValue::Number},   {"eos_token_id", HfValue::TokenId},
+    {"initializer_range", HfValue::Number}, {"tie_word_embeddings", HfValue::Boolean},
+    {"activation_function", HfValue::String}};
 
 YAML::Node config_from_hf(triax::ConfigReader& hf) {
   triax::require_hf_architecture(hf, {kArchitecture});
