@@ -96,14 +96,6 @@ HfTensorRule HfTensorRule::stack(std::string triax_name, std::vector<int64_t> sh
   return r;
 }
 
-HfTensorRule HfTensorRule::flatten(std::string triax_name, std::vector<int64_t> shape, int32_t dim,
-                                   std::string hf_name) {
-  HfTensorRule r = rename(std::move(triax_name), std::move(shape), std::move(hf_name));
-  r.kind = TRIAX_HF_FLATTEN;
-  r.dim = dim;
-  return r;
-}
-
 HfTensorRule HfTensorRule::ignore(std::vector<std::string> hf_globs) {
   HfTensorRule r;
   r.kind = TRIAX_HF_IGNORE;

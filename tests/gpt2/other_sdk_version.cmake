@@ -4,7 +4,7 @@
 # its package version file claiming 0.9.0. Takes the -D variables of ../out_of_tree_build.cmake.
 set(TEST_NAME "gpt2 example, another SDK version")
 include("${CMAKE_CURRENT_LIST_DIR}/../out_of_tree_build.cmake")
-file(GLOB_RECURSE version_files "${WORK_DIR}/prefix/*/triaxConfigVersion.cmake")
+file(GLOB_RECURSE version_files "${WORK_DIR}/prefix/triaxConfigVersion.cmake")
 if(NOT version_files)
   message(FATAL_ERROR "${TEST_NAME}: no triaxConfigVersion.cmake under ${WORK_DIR}/prefix (run gpt2.build first)")
 endif()
@@ -15,7 +15,8 @@ set(other "${WORK_DIR}/other_sdk")
 file(REMOVE_RECURSE "${other}")
 file(COPY "${config_dir}/" DESTINATION "${other}/${config_subdir}")
 file(READ "${version_file}" text)
-string(REGEX REPLACE "set\\(PACKAGE_VERSION \"[^\"]*\"\\)" "set(PACKAGE_VERSION \"0.9.0\")" text "${text}")
+string(REGEX MATCH "set\\(PACKAGE_VERSION \"([^\"]*)\"\\)" found "${text}")
+string(REPLACE "\"${CMAKE_MATCH_1}\"" "\"0.9.0\"" text "${text}")  # every mention of the version
 file(WRITE "${other}/${config_subdir}/triaxConfigVersion.cmake" "${text}")
 
 triax_use_prefix("${other}")

@@ -48,6 +48,11 @@ std::vector<HfTensorRule> tensor_map(triax::ConfigReader& model_config) {
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     rules.push_back(HfTensorRule::rename(name, std::move(shape)));
   };
+  auto flatten = [&](const std::string& name, std::vector<int64_t> shape, int32_t dim) {
+    rules.push_back(HfTensorRule::rename(name, std::move(shape)));
+    rules.back().kind = TRIAX_HF_FLATTEN;  // the HF tensor: dims dim and dim + 1 merged
+    rules.back().dim = dim;
+  };
   auto with_bias = [&](const std::string& name, std::vector<int64_t> weight, int64_t bias) {
     add(name + ".weight", std::move(weight));
     add(name + ".bias", {bias});
@@ -57,8 +62,8 @@ std::vector<HfTensorRule> tensor_map(triax::ConfigReader& model_config) {
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string block = "transformer.h." + std::to_string(i) + ".";
     with_bias(block + "ln_1", {h}, h);
-    rules.push_back(HfTensorRule::flatten(block + "attn.c_attn.weight", {h, 3, h}, 1));  // [h, 3h] there
-    rules.push_back(HfTensorRule::flatten(block + "attn.c_attn.bias", {3, h}, 0));       // [3h] there
+    flatten(block + "attn.c_attn.weight", {h, 3, h}, 1);  // [h, 3h] there
+    flatten(block + "attn.c_attn.bias", {3, h}, 0);       // [3h] there
     with_bias(block + "attn.c_proj", {h, h}, h);
     with_bias(block + "ln_2", {h}, h);
     with_bias(block + "mlp.c_fc", {h, ffn}, ffn);

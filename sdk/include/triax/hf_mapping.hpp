@@ -39,9 +39,6 @@ struct HfTensorRule {
   // The HF tensors, stacked along a new dimension dim, make the parameter (E experts).
   static HfTensorRule stack(std::string triax_name, std::vector<int64_t> shape, int32_t dim,
                             std::vector<std::string> hf_names);
-  // The HF tensor `hf_name` (default: the parameter's own name) is the parameter with its dims dim
-  // and dim + 1 merged (fused parts kept apart here so that a tp rank's slice is one box).
-  static HfTensorRule flatten(std::string triax_name, std::vector<int64_t> shape, int32_t dim, std::string hf_name = "");
   // HF tensors matching any of the globs ('*' = any run of characters) are skipped.
   static HfTensorRule ignore(std::vector<std::string> hf_globs);
   // The same rule, optional.
