@@ -58,17 +58,19 @@ gtest_discover_tests(plugin_registry_test DISCOVERY_TIMEOUT 60 TEST_FILTER "-Out
 # Needs the whole build (cmake --install), so it runs after everything is built; label "slow".
 string(REPLACE ";" "|" triax_outer_prefix_path "${CMAKE_PREFIX_PATH}")
 string(REPLACE ";" "|" triax_outer_launcher "${CMAKE_CXX_COMPILER_LAUNCHER}")
-add_test(NAME out_of_tree_plugin
-  COMMAND ${CMAKE_COMMAND}
+# What every out-of-tree driver (out_of_tree_build.cmake) needs to know of this build.
+set(TRIAX_OUT_OF_TREE_ARGS
     -DTRIAX_BUILD_DIR=${CMAKE_BINARY_DIR}
-    -DSOURCE_DIR=${CMAKE_CURRENT_LIST_DIR}/out_of_tree_plugin
-    -DWORK_DIR=${CMAKE_BINARY_DIR}/test_plugins/out_of_tree
     -DPREFIX_PATH=${triax_outer_prefix_path}
     -DTORCH_DIR=${TRIAX_TORCH_CMAKE_DIR}
     -DGENERATOR=${CMAKE_GENERATOR}
     -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM}
     -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
-    -DCXX_LAUNCHER=${triax_outer_launcher}
+    -DCXX_LAUNCHER=${triax_outer_launcher})
+add_test(NAME out_of_tree_plugin
+  COMMAND ${CMAKE_COMMAND} ${TRIAX_OUT_OF_TREE_ARGS}
+    -DSOURCE_DIR=${CMAKE_CURRENT_LIST_DIR}/out_of_tree_plugin
+    -DWORK_DIR=${CMAKE_BINARY_DIR}/test_plugins/out_of_tree
     -DCHECKER=$<TARGET_FILE:plugin_registry_test>
     -P ${CMAKE_CURRENT_LIST_DIR}/out_of_tree_plugin/run_test.cmake)
 set_tests_properties(out_of_tree_plugin PROPERTIES LABELS slow TIMEOUT 900)

@@ -76,6 +76,13 @@ void CausalLm::build(const std::function<std::shared_ptr<CausalLmLayer>(int64_t)
       embedding_->tie_parameter("weight", embedding_name);
     body_->register_module(layout_.embedding, embedding_);
   }
+  if (embeds_tokens_ && !layout_.position_embedding.empty()) {
+    if (layout_.max_positions <= 0)
+      throw Error(layout_.model_name + ": a learned position embedding needs CausalLmLayout::max_positions");
+    position_embedding_ = body_->register_module(
+        layout_.position_embedding,
+        std::make_shared<PositionEmbedding>(layout_.max_positions, h, context_.device, context_.dtype, tp_));
+  }
 
   const int first_layer_block = std::max(context_.first_block, 1);
   const int end_layer_block = std::min(context_.last_block, head_block);
@@ -99,11 +106,17 @@ void CausalLm::build(const std::function<std::shared_ptr<CausalLmLayer>(int64_t)
 
 std::vector<at::Tensor> CausalLm::layer_inputs(int64_t, c10::ScalarType) { return {}; }
 
-at::Tensor CausalLm::stage_input(const StageInput& input, const at::Tensor& ids) const {
+at::Tensor CausalLm::stage_input(const StageInput& input, const at::Tensor& ids,
+                                 const std::vector<int64_t>& starts) const {
   if (embeds_tokens_) {
     if (!ids.defined()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, layout_.model_name + ": the first stage needs input_ids");
     const TraceRange range("block embedding");
-    return embedding_->forward(ids);
+    const at::Tensor tokens = embedding_->forward(ids);
+    if (!position_embedding_) return tokens;
+    const auto options = at::TensorOptions().dtype(at::kLong).device(ids.device());
+    at::Tensor positions = at::arange(ids.size(1), options).unsqueeze(0);  // [1, seq], shared by the rows
+    if (!starts.empty()) positions = positions + at::tensor(starts, options).unsqueeze(1);
+    return tokens + position_embedding_->forward(positions);
   }
   if (!input.hidden_in.defined())
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,

@@ -71,7 +71,7 @@ StageOutput CausalLm::forward_cached(const std::vector<InferenceCache*>& caches,
   const int64_t padded = sharded ? (fresh + tp_.size - 1) / tp_.size * tp_.size : fresh;
   at::Tensor stage_ids = ids;
   if (padded > fresh) stage_ids = at::cat({ids, ids.narrow(1, fresh - 1, 1).expand({rows, padded - fresh})}, 1);
-  at::Tensor hidden = stage_input(input, stage_ids);
+  at::Tensor hidden = stage_input(input, stage_ids, step.starts);
   const int64_t expected = sharded ? padded / tp_.size : padded;
   if (hidden.dim() != 3 || hidden.size(0) != rows || hidden.size(1) != expected)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, name + ": hidden_in must be [" + std::to_string(rows) + ", " +

@@ -82,15 +82,17 @@ ScaledInitMethod read_scaled_init_method(const YAML::Node& init_method, double d
 }
 
 void init_scaled(const std::vector<NamedParameter>& parameters, const ScaledInitMethod& method, uint64_t seed,
-                 const std::vector<std::string>& output_projections) {
+                 const std::vector<std::string>& output_projections, const std::vector<std::string>& norm_weights) {
+  auto ends_with_any = [](const std::string& name, const std::vector<std::string>& suffixes) {
+    return std::any_of(suffixes.begin(), suffixes.end(), [&](const std::string& suffix) { return ends_with(name, suffix); });
+  };
   for (const NamedParameter& parameter : parameters) {
     const std::string& name = parameter.name;
-    if (ends_with(name, "norm.weight")) {
+    if (ends_with_any(name, norm_weights)) {
       init_constant(parameter, 1.0);
     } else if (ends_with(name, ".bias")) {
       init_constant(parameter, 0.0);
-    } else if (std::any_of(output_projections.begin(), output_projections.end(),
-                           [&](const std::string& suffix) { return ends_with(name, suffix); })) {
+    } else if (ends_with_any(name, output_projections)) {
       init_normal(parameter, method.output_std, seed);
     } else {
       init_normal(parameter, method.std, seed);

@@ -36,17 +36,29 @@ int64_t TensorParallel::shard_size(int64_t total, const char* what) const {
   return total / size;
 }
 
-ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorParallel& tp) : tp_(tp) {
+ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorParallel& tp)
+    : tp_(tp), input_major_(o.input_major) {
   require_group(tp, "ColumnParallelLinear");
-  int64_t local_out = tp.shard_size(o.out_features, "output features");
+  if (o.parts < 1) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "ColumnParallelLinear: parts must be at least 1");
+  const int64_t local_out = tp.shard_size(o.out_features, "output features");
+  const int64_t offset = tp.shard_offset(o.out_features);
+  // The output features' dimension: after the parts' (when fused), before or after the inputs'.
+  std::vector<int64_t> outputs = {o.out_features};
+  if (o.parts > 1) outputs.insert(outputs.begin(), o.parts);
+  std::vector<int64_t> shape = outputs;
+  shape.insert(o.input_major ? shape.begin() : shape.end(), o.in_features);
+  const int64_t dim = o.input_major ? static_cast<int64_t>(shape.size()) - 1 : static_cast<int64_t>(outputs.size()) - 1;
+  std::vector<int64_t> local = shape;
+  local[static_cast<size_t>(dim)] = local_out;
   auto opts = options_for(o.device, o.dtype);
-  weight = register_parameter_with_spec(
-      "weight", at::empty({local_out, o.in_features}, opts),
-      ParameterSpec::sharded({o.out_features, o.in_features}, 0, tp.shard_offset(o.out_features)));
-  if (o.bias)
+  weight = register_parameter_with_spec("weight", at::empty(local, opts), ParameterSpec::sharded(shape, dim, offset));
+  if (o.bias) {
+    std::vector<int64_t> local_bias = outputs;
+    local_bias.back() = local_out;
     bias = register_parameter_with_spec(
-        "bias", at::zeros({local_out}, opts),
-        ParameterSpec::sharded({o.out_features}, 0, tp.shard_offset(o.out_features), TRIAX_PARAM_NO_WEIGHT_DECAY));
+        "bias", at::zeros(local_bias, opts),
+        ParameterSpec::sharded(outputs, static_cast<int64_t>(outputs.size()) - 1, offset, TRIAX_PARAM_NO_WEIGHT_DECAY));
+  }
 }
 
 at::Tensor gather_column_parallel_input(const at::Tensor& x, const TensorParallel& tp) {
@@ -57,15 +69,26 @@ at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) {
   return forward_gathered(gather_column_parallel_input(x, tp_));
 }
 
-at::Tensor ColumnParallelLinear::forward_gathered(const at::Tensor& x) { return at::linear(x, weight, bias); }
+at::Tensor ColumnParallelLinear::forward_gathered(const at::Tensor& x) {
+  if (weight.dim() == 2 && !input_major_) return at::linear(x, weight, bias);
+  // As one [out', in] matrix: the fused parts' rows one after the other.
+  const int64_t in = input_major_ ? weight.size(0) : weight.size(-1);
+  const at::Tensor matrix = input_major_ ? weight.reshape({in, -1}).t() : weight.reshape({-1, in});
+  return at::linear(x, matrix, bias.defined() ? bias.reshape({-1}) : at::Tensor());
+}
 
-RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParallel& tp) : tp_(tp) {
+RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParallel& tp)
+    : tp_(tp), input_major_(o.input_major) {
   require_group(tp, "RowParallelLinear");
+  if (o.parts != 1) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "RowParallelLinear: fused parts are column-parallel only");
   int64_t local_in = tp.shard_size(o.in_features, "input features");
   auto opts = options_for(o.device, o.dtype);
-  weight = register_parameter_with_spec(
-      "weight", at::empty({o.out_features, local_in}, opts),
-      ParameterSpec::sharded({o.out_features, o.in_features}, 1, tp.shard_offset(o.in_features)));
+  const int64_t offset = tp.shard_offset(o.in_features);
+  weight = o.input_major
+               ? register_parameter_with_spec("weight", at::empty({local_in, o.out_features}, opts),
+                                              ParameterSpec::sharded({o.in_features, o.out_features}, 0, offset))
+               : register_parameter_with_spec("weight", at::empty({o.out_features, local_in}, opts),
+                                              ParameterSpec::sharded({o.out_features, o.in_features}, 1, offset));
   if (o.bias)
     bias = register_parameter_with_spec(
         "bias", at::zeros({o.out_features}, opts),
@@ -73,7 +96,7 @@ RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParalle
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) {
-  at::Tensor partial = at::linear(x, weight);
+  at::Tensor partial = at::linear(x, input_major_ ? weight.t() : weight);
   at::Tensor reduced = tp_.mode == TpMode::ReduceScatter ? reduce_scatter_sequence(partial, tp_)
                                                          : all_reduce_forward_identity_backward(partial, tp_);
   return bias.defined() ? reduced + replicated_on_sequence_shard(bias, tp_) : reduced;
@@ -108,6 +131,23 @@ RMSNorm::RMSNorm(int64_t hidden_size, double eps, c10::Device device, c10::Scala
 
 at::Tensor RMSNorm::forward(const at::Tensor& x) {
   return rms_norm(x, replicated_on_sequence_shard(weight, tp_), eps_);
+}
+
+LayerNorm::LayerNorm(int64_t hidden_size, double eps, c10::Device device, c10::ScalarType dtype,
+                     const TensorParallel& tp)
+    : eps_(eps), tp_(tp) {
+  require_group(tp, "LayerNorm");
+  at::Tensor ones = at::ones({hidden_size}, options_for(device, dtype));
+  weight = register_parameter_with_spec("weight", ones, ParameterSpec::replicated(ones));
+  at::Tensor zeros = at::zeros({hidden_size}, options_for(device, dtype));
+  bias = register_parameter_with_spec("bias", zeros, ParameterSpec::replicated(zeros, TRIAX_PARAM_NO_WEIGHT_DECAY));
+}
+
+at::Tensor LayerNorm::forward(const at::Tensor& x) {
+  const c10::ScalarType compute = at::promote_types(x.scalar_type(), at::kFloat);  // fp64 stays fp64
+  const at::Tensor y = at::layer_norm(x.to(compute), {x.size(-1)}, replicated_on_sequence_shard(weight, tp_).to(compute),
+                                      replicated_on_sequence_shard(bias, tp_).to(compute), eps_);
+  return y.to(x.scalar_type());
 }
 
 at::Tensor vocab_parallel_cross_entropy(const at::Tensor& logits, const at::Tensor& labels, const at::Tensor& mask,

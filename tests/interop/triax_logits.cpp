@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     at::set_num_threads(1);
     const std::string weights = options["--weights"];
     PluginRegistry registry;
-    registry.scan_folder(TRIAX_TEST_PLUGIN_DIR);
+    registry.scan_search_paths({TRIAX_TEST_PLUGIN_DIR});  // and TRIAX_PLUGIN_PATH (out-of-tree plugins)
     // The model as the folder describes it: config.json through its plugin, or the checkpoint's config.
     std::string plugin;
     YAML::Node model_config;

@@ -1,9 +1,11 @@
 // A causal language model's pipeline stage: the bookkeeping every decoder-only model repeats.
 //
-// The model's blocks are 0 = token embedding, 1..L = layers, L+1 = final norm + lm_head + loss.
+// The model's blocks are 0 = token embedding (and learned positions, if any), 1..L = layers,
+// L+1 = final norm + lm_head + loss.
 // A model derives from CausalLm, provides its layer type (a CausalLmLayer) and its final norm,
 // and calls build() from its constructor. CausalLm then
-//   - builds and owns this stage's vocab-parallel embedding and head, with tied embeddings across
+//   - builds and owns this stage's vocab-parallel embedding (plus a learned position embedding
+//     when the layout names one, GPT-2's wpe) and head, with tied embeddings across
 //     pipeline stages (each holder's copy flagged TRIAX_PARAM_TIED under the embedding's name) and
 //     the padded vocabulary rows marked as padding;
 //   - holds the layers of the blocks [first_block, last_block) of the context;
@@ -28,6 +30,7 @@
 #include "triax/inference_cache.hpp"
 #include "triax/layers/embedding.hpp"
 #include "triax/layers/linear.hpp"
+#include "triax/layers/position_embedding.hpp"
 #include "triax/layers/tensor_parallel.hpp"
 #include "triax/model.hpp"
 
@@ -41,6 +44,9 @@ struct CausalLmLayout {
   bool tie_word_embeddings = false;
   int64_t max_positions = 0;  // the longest sequence the model can place (rotary tables); 0: no limit
   std::string body = "model", embedding = "embed_tokens", layers = "layers", norm = "norm", head = "lm_head";
+  // The name of a learned absolute position embedding of max_positions rows (GPT-2's "wpe"),
+  // registered after the token embedding and added to it; empty: none.
+  std::string position_embedding;
 };
 
 // One cached forward as a layer sees it (CausalLmLayer::forward_cached).
@@ -109,7 +115,9 @@ class CausalLm : public Model {
 
  private:
   at::Tensor run_layers(at::Tensor hidden, int64_t sequence_length);
-  at::Tensor stage_input(const StageInput& input, const at::Tensor& ids) const;
+  // The first stage's embedding of `ids` (row i's first token at position starts[i]; no starts:
+  // 0), or hidden_in on a later stage.
+  at::Tensor stage_input(const StageInput& input, const at::Tensor& ids, const std::vector<int64_t>& starts = {}) const;
   StageOutput head_output(const at::Tensor& hidden, const StageInput& input);
 
   CausalLmLayout layout_;
@@ -122,6 +130,7 @@ class CausalLm : public Model {
   std::shared_ptr<torch::nn::Module> body_;
   // Held when this stage embeds tokens, or computes a head tied to the embedding.
   std::shared_ptr<VocabParallelEmbedding> embedding_;
+  std::shared_ptr<PositionEmbedding> position_embedding_;  // first stage, with layout.position_embedding
   std::vector<std::shared_ptr<CausalLmLayer>> layers_;
   CausalLmNorm norm_;                           // last stage
   std::shared_ptr<ColumnParallelLinear> head_;  // last stage; tied: computes with embedding_->weight

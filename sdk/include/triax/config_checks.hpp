@@ -35,4 +35,10 @@ inline void check_attention_shape(const ConfigReader& reader, int64_t hidden_siz
                                            std::to_string(num_key_value_heads) + ")");
 }
 
+// A size the tensor-parallel group splits evenly (heads, features).
+inline void require_divisible_by_tp(const ConfigReader& reader, const char* key, int64_t value, int tp_size) {
+  if (value % tp_size != 0)
+    reader.fail(key, std::to_string(value) + " is not divisible by the tensor parallel size " + std::to_string(tp_size));
+}
+
 }  // namespace triax

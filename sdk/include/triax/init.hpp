@@ -43,9 +43,10 @@ struct ScaledInitMethod {
 // Reads model.init_method strictly (ConfigError naming model.init_method.<key>).
 ScaledInitMethod read_scaled_init_method(const YAML::Node& init_method, double default_std, int64_t num_layers);
 
-// Norm weights (names ending in "norm.weight") 1, biases 0, weights whose names end in one of
-// output_projections N(0, output_std), every other parameter N(0, std).
+// Norm weights (names ending in one of norm_weights) 1, biases 0, weights whose names end in one
+// of output_projections N(0, output_std), every other parameter N(0, std).
 void init_scaled(const std::vector<NamedParameter>& parameters, const ScaledInitMethod& method, uint64_t seed,
-                 const std::vector<std::string>& output_projections);
+                 const std::vector<std::string>& output_projections,
+                 const std::vector<std::string>& norm_weights = {"norm.weight"});
 
 }  // namespace triax

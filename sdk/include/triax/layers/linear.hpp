@@ -12,6 +12,12 @@
 //
 // Weights are created empty on the model's device and dtype; the model initialises them
 // (triax/init.hpp) so that every topology starts from the same global values.
+//
+// Weight layouts (LinearOptions): [out, in] by default (torch.nn.Linear); input_major stores
+// [in, out] (Hugging Face's Conv1D, GPT-2), so checkpoints and exports keep that layout. A fused
+// projection of `parts` outputs (q, k, v of one matrix) keeps the parts as a dimension of their
+// own, [parts, out, in] or [in, parts, out], so that each tp rank holds its slice of every part;
+// its output is [..., parts x out/tp], part by part.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -27,10 +33,19 @@ struct LinearOptions {
   bool bias = false;
   c10::Device device = c10::Device(c10::kCPU);
   c10::ScalarType dtype = c10::kFloat;
+  int64_t parts = 1;         // a fused projection: `parts` outputs of out_features each
+  bool input_major = false;  // the weight stored [in, out] (Conv1D) instead of [out, in]
 
   // A layer of the model being built: on its device, in its dtype.
   static LinearOptions of(int64_t in_features, int64_t out_features, const ModelContext& context, bool bias = false) {
     return {in_features, out_features, bias, context.device, context.dtype};
+  }
+  // The same layer with its weight stored [in, out] and `parts` fused outputs.
+  LinearOptions conv1d(int64_t fused_parts = 1) const {
+    LinearOptions o = *this;
+    o.input_major = true;
+    o.parts = fused_parts;
+    return o;
   }
 };
 
@@ -52,6 +67,7 @@ class ColumnParallelLinear : public SpecifiedModule {
 
  private:
   TensorParallel tp_;
+  bool input_major_ = false;
 };
 
 class RowParallelLinear : public SpecifiedModule {
@@ -65,6 +81,7 @@ class RowParallelLinear : public SpecifiedModule {
 
  private:
   TensorParallel tp_;
+  bool input_major_ = false;
 };
 
 }  // namespace triax

@@ -1,8 +1,11 @@
-// RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight, computed in fp32 whatever the input dtype
-// (in fp64 for fp64 input), through the fused op triax::rms_norm (triax/layers/fused_ops.hpp).
+// The norms over the hidden dimension, computed in fp32 whatever the input dtype (in fp64 for
+// fp64 input):
+//   RMSNorm:   y = x / sqrt(mean(x^2) + eps) * weight, through the fused op triax::rms_norm
+//              (triax/layers/fused_ops.hpp);
+//   LayerNorm: y = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias (GPT-2's ln_1, ln_2, ln_f).
 //
-// The weight is replicated over tp. In REDUCE_SCATTER mode each rank normalises only its
-// sequence shard, so the weight's gradient is summed over tp inside forward (see
+// Their parameters are replicated over tp. In REDUCE_SCATTER mode each rank normalises only its
+// sequence shard, so the parameters' gradients are summed over tp inside forward (see
 // replicated_on_sequence_shard): every rank ends up with the whole gradient.
 #pragma once
 
@@ -19,6 +22,20 @@ class RMSNorm : public SpecifiedModule {
           const TensorParallel& tp = TensorParallel());
   at::Tensor forward(const at::Tensor& x);
   at::Tensor weight;  // [hidden], initialised to ones
+  double eps() const { return eps_; }
+
+ private:
+  double eps_;
+  TensorParallel tp_;
+};
+
+class LayerNorm : public SpecifiedModule {
+ public:
+  LayerNorm(int64_t hidden_size, double eps, c10::Device device, c10::ScalarType dtype,
+            const TensorParallel& tp = TensorParallel());
+  at::Tensor forward(const at::Tensor& x);
+  at::Tensor weight;  // [hidden], initialised to ones
+  at::Tensor bias;    // [hidden], initialised to zeros, no weight decay
   double eps() const { return eps_; }
 
  private:

@@ -1,0 +1,49 @@
+#include "triax/layers/multi_head_attention.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "triax/layers/key_value_cache.hpp"
+
+namespace triax {
+
+MultiHeadAttention::MultiHeadAttention(int64_t hidden_size, int64_t heads, const ModelContext& context)
+    : tp_(TensorParallel::of(context)),
+      local_heads_(tp_.shard_size(heads, "attention heads")),
+      head_dim_(hidden_size / heads),
+      scale_(1.0 / std::sqrt(static_cast<double>(head_dim_))) {
+  const LinearOptions linear = LinearOptions::of(hidden_size, hidden_size, context, /*bias=*/true);
+  c_attn = register_module("c_attn", std::make_shared<ColumnParallelLinear>(linear.conv1d(3), tp_));
+  c_proj = register_module("c_proj", std::make_shared<RowParallelLinear>(linear.conv1d(), tp_));
+}
+
+std::array<at::Tensor, 3> MultiHeadAttention::project(const at::Tensor& x) {
+  // [batch, seq, 3 x heads/tp x head_dim], q then k then v; seq is the whole sequence in either mode.
+  const at::Tensor qkv = c_attn->forward(x);
+  const std::vector<at::Tensor> parts = qkv.view({x.size(0), qkv.size(1), 3, local_heads_, head_dim_}).unbind(2);
+  return {parts[0].transpose(1, 2), parts[1].transpose(1, 2), parts[2].transpose(1, 2)};
+}
+
+at::Tensor MultiHeadAttention::output(const at::Tensor& attended) {
+  return c_proj->forward(attended.transpose(1, 2).reshape({attended.size(0), -1, local_heads_ * head_dim_}));
+}
+
+at::Tensor MultiHeadAttention::forward(const at::Tensor& x) {
+  const auto [q, k, v] = project(x);
+  return output(at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
+                                                 scale_));
+}
+
+at::Tensor MultiHeadAttention::forward_cached(const at::Tensor& x, const CachedStep& step) {
+  const auto [q, k, v] = project(x);
+  std::vector<at::Tensor> rows;
+  for (int64_t i = 0; i < q.size(0); ++i) {
+    auto& cache = dynamic_cast<KeyValueCache&>(*step.rows[static_cast<size_t>(i)]);
+    rows.push_back(cache.attend(q.narrow(0, i, 1), k.narrow(0, i, 1), v.narrow(0, i, 1),
+                                step.starts[static_cast<size_t>(i)], step.keep, scale_));
+  }
+  return output(at::cat(rows, 0));
+}
+
+}  // namespace triax

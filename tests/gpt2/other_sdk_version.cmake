@@ -1,0 +1,35 @@
+# ctest driver (cmake -P): the gpt2 example configured against an installed triax SDK of another
+# version must stop at find_package(triax 0.1), naming the package, the version it asks for and
+# the one it found. The other SDK is the install of build_example.cmake (WORK_DIR/prefix) with
+# its package version file claiming 0.9.0. Takes the -D variables of ../out_of_tree_build.cmake.
+set(TEST_NAME "gpt2 example, another SDK version")
+include("${CMAKE_CURRENT_LIST_DIR}/../out_of_tree_build.cmake")
+file(GLOB_RECURSE version_files "${WORK_DIR}/prefix/triaxConfigVersion.cmake")
+if(NOT version_files)
+  message(FATAL_ERROR "${TEST_NAME}: no triaxConfigVersion.cmake under ${WORK_DIR}/prefix (run gpt2.build first)")
+endif()
+list(GET version_files 0 version_file)
+get_filename_component(config_dir "${version_file}" DIRECTORY)
+file(RELATIVE_PATH config_subdir "${WORK_DIR}/prefix" "${config_dir}")
+set(other "${WORK_DIR}/other_sdk")
+file(REMOVE_RECURSE "${other}")
+file(COPY "${config_dir}/" DESTINATION "${other}/${config_subdir}")
+file(READ "${version_file}" text)
+string(REGEX MATCH "set\\(PACKAGE_VERSION \"([^\"]*)\"\\)" found "${text}")
+string(REPLACE "\"${CMAKE_MATCH_1}\"" "\"0.9.0\"" text "${text}")  # every mention of the version
+file(WRITE "${other}/${config_subdir}/triaxConfigVersion.cmake" "${text}")
+
+triax_use_prefix("${other}")
+triax_out_of_tree_configure_args("${other}/build" configure_args)
+execute_process(COMMAND ${CMAKE_COMMAND} ${configure_args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+string(REGEX REPLACE "[ \t\r\n]+" " " flat "${out}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "${TEST_NAME}: configuring succeeded against an SDK claiming 0.9.0:\n${out}")
+endif()
+foreach(needle "package \"triax\"" "requested version \"0.1\"" "version: 0.9.0")
+  string(FIND "${flat}" "${needle}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${TEST_NAME}: the refusal does not say '${needle}':\n${out}")
+  endif()
+endforeach()
+message(STATUS "${TEST_NAME}: refused as expected:\n${out}")
