@@ -22,13 +22,12 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "interop"))
-from hf_compare import LogitCheck, run  # noqa: E402
+from hf_check import HfCheck  # noqa: E402
 
 triax, triax_logits, config, plugin_dir, work = sys.argv[1:6]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
 os.environ["TRIAX_PLUGIN_PATH"] = plugin_dir
-check = LogitCheck(triax_logits, work, tokens=[5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77, 5, 5])
+check = HfCheck(triax_logits, work, [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77, 5, 5])
+run = check.run
 
 
 # 1. triax -> Hugging Face, after 10 steps at broad initial weights (so that logits differ a lot).
@@ -45,7 +44,7 @@ for tied in (True, False):
     assert exported["architectures"] == ["GPT2LMHeadModel"] and exported["n_inner"] == 256, exported
     assert exported["tie_word_embeddings"] == tied, exported
     model = GPT2LMHeadModel.from_pretrained(hf_dir, dtype=torch.float32).eval()
-    check.compare(f"export ({name})", check.triax(run_dir), check.transformers(model))
+    check.compare(f"export ({name})", check.triax_logits(run_dir), check.hf_logits(model))
 
 # 2. Hugging Face -> triax
 torch.manual_seed(3)
@@ -58,9 +57,9 @@ made_dir = os.path.join(work, "made")
 made.save_pretrained(made_dir, safe_serialization=True)
 imported = os.path.join(work, "imported")
 run(triax, "convert", "--from", "hf", made_dir, imported)
-expected = check.transformers(made)
-check.compare("import through triax convert", check.triax(imported), expected)
-check.compare("import straight from the folder", check.triax(made_dir), expected)
+expected = check.hf_logits(made)
+check.compare("import through triax convert", check.triax_logits(imported), expected)
+check.compare("import straight from the folder", check.triax_logits(made_dir), expected)
 
 # 3. greedy generation with the cache, against transformers' (which uses its own cache).
 prompts = [[5, 17, 99], [42], [7, 88, 21, 0, 13, 77, 5]]
@@ -87,11 +86,7 @@ with open(os.path.join(bad, "config.json")) as f:
 cfg["scale_attn_by_inverse_layer_idx"] = True
 with open(os.path.join(bad, "config.json"), "w") as f:
     json.dump(cfg, f)
-result = run(triax, "convert", "--from", "hf", bad, os.path.join(work, "refused"), expect_failure=True)
-text = result.stdout + result.stderr
-if result.returncode == 0 or "config.json" not in text or "scale_attn_by_inverse_layer_idx" not in text:
-    check.fail(f"scale_attn_by_inverse_layer_idx: exit {result.returncode}, expected a refusal:\n{text}")
-else:
-    print(f"refused: {text.strip().splitlines()[-1]}")
+check.refused("scale_attn_by_inverse_layer_idx", [triax, "convert", "--from", "hf", bad, os.path.join(work, "refused")],
+              "config.json", "scale_attn_by_inverse_layer_idx")
 
 check.finish()
