@@ -36,8 +36,10 @@ ModelSection read_model(ConfigReader& root) {
   }
   r.resolved()["dtype"] = m.dtype;
 
-  m.make_vocab_size_divisible_by = int_or(r, "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1);
-  m.ddp_bucket_cap_mb = int_or(r, "ddp_bucket_cap_mb", m.ddp_bucket_cap_mb, 1);
+  // Bounded so that the padded vocabulary and the bucket size in bytes (MiB << 20) stay in range.
+  m.make_vocab_size_divisible_by =
+      int_or(r, "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1, int64_t{1} << 20);
+  m.ddp_bucket_cap_mb = int_or(r, "ddp_bucket_cap_mb", m.ddp_bucket_cap_mb, 1, int64_t{1} << 20);
   r.finish();  // before the missing keys: a misspelt one is reported as unknown, not as missing
 
   // model_config may be left out when init_method.path names a Hugging Face folder: its
