@@ -29,4 +29,9 @@ target_link_libraries(h5_dataset_offsets PRIVATE hdf5::hdf5)
 add_test(NAME faults.corrupt_inputs
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/faults/corrupt_inputs_test.sh $<TARGET_FILE:triax>
           $<TARGET_FILE:h5_dataset_offsets> ${PROJECT_SOURCE_DIR})
-set_tests_properties(faults.corrupt_inputs PROPERTIES LABELS faults TIMEOUT 600 ENVIRONMENT "OMP_NUM_THREADS=1")
+set_tests_properties(faults.corrupt_inputs PROPERTIES LABELS "faults;slow" TIMEOUT 900 ENVIRONMENT "OMP_NUM_THREADS=1")
+
+# The config errors a new user meets, through the command line (exit status, file, key, line).
+add_test(NAME faults.config_cli COMMAND ${CMAKE_CURRENT_LIST_DIR}/faults/config_cli_test.sh $<TARGET_FILE:triax>
+  ${PROJECT_SOURCE_DIR})
+set_tests_properties(faults.config_cli PROPERTIES LABELS faults TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1")

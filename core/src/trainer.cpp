@@ -191,7 +191,19 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.host = s.host.c_host();
   context.recompute_layer = c.parallelism.recompute_layer ? 1 : 0;
   in_config_file(c.origin, [&] {
-    s.model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, model_yaml, context, s.pipeline_stages);
+    try {
+      s.model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, model_yaml, context, s.pipeline_stages);
+    } catch (const Error& e) {
+      // Sizes within every bound can still make a model this device cannot hold: the plugin's
+      // allocation fails, and the sizes to change are model_config's.
+      const std::string what = e.what();
+      for (const char* sign : {"bad_alloc", "not enough memory", "out of memory", "can't allocate"})
+        if (what.find(sign) != std::string::npos)
+          throw ConfigError(c.origin + ": model.model_config: the model's parameters do not fit in the memory of " +
+                            device_display_name(s.device) + " (" + what +
+                            "); make it smaller or split it over more tp/pp ranks");
+      throw;
+    }
   });
   s.model->set_training(true);
   s.flops_per_token = s.model->flops_per_token(c.tokens.sequence_length);

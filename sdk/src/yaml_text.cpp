@@ -122,9 +122,9 @@ YAML::Node load_checked(const std::string& text, const std::string& origin) {
   try {
     documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
-    const std::string where = e.mark.is_null() ? "" : "line " + std::to_string(e.mark.line + 1) + ", column " +
-                                                          std::to_string(e.mark.column + 1) + ": ";
-    throw ConfigError(prefix(origin) + where + "not valid YAML: " + e.msg);
+    const std::string where = e.mark.is_null() ? "" : " at line " + std::to_string(e.mark.line + 1) + ", column " +
+                                                          std::to_string(e.mark.column + 1);
+    throw ConfigError(prefix(origin) + "not valid YAML" + where + ": " + e.msg);
   }
   if (documents.size() > 1) {
     const YAML::Mark second = documents[1].Mark();

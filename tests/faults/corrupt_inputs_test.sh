@@ -9,31 +9,8 @@ set -uo pipefail
 TRIAX="$1"
 OFFSETS="$2"
 SRC="$3"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+source "$(dirname "$0")/script_support.sh"
 CONFIG="$SRC/configs/tiny_llama.yaml"
-failures=0
-cases=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# refused <what> <text the message must hold>... -- <triax arguments>
-refused() {
-  local what="$1"; shift
-  local texts=()
-  while [[ "$1" != "--" ]]; do texts+=("$1"); shift; done
-  shift
-  cases=$((cases + 1))
-  local out; out="$(timeout 120 "$TRIAX" "$@" 2>&1)"; local got=$?
-  if (( got == 0 || got >= 124 )); then
-    fail "$what: exit status $got (expected an error, not success, a signal or a hang). Output:
-$(tail -5 <<<"$out")"
-    return
-  fi
-  for text in "${texts[@]}"; do
-    [[ "$out" == *"$text"* ]] || fail "$what: the message does not name '$text'. Output:
-$(tail -5 <<<"$out")"
-  done
-}
 
 # flip_byte <file> <offset>: inverts every bit of one byte.
 flip_byte() {
@@ -70,23 +47,23 @@ make_tokens "$TOKENS"
 out="$("$TRIAX" "${TRAIN_TOKENS[@]}" 2>&1)" || fail "the intact token folder must train: $(tail -3 <<<"$out")"
 
 make_tokens "$TOKENS"; truncate_to "$TOKENS/part.ds" 3999
-refused "token file cut inside a token" "part.ds" "truncated" -- "${TRAIN_TOKENS[@]}"
+expect error "part.ds" "truncated" -- "${TRAIN_TOKENS[@]}"
 make_tokens "$TOKENS"; truncate_to "$TOKENS/part.ds" 3000
-refused "token file cut by whole tokens" "part.ds" "truncated or mismatched" -- "${TRAIN_TOKENS[@]}"
+expect error "part.ds" "truncated or mismatched" -- "${TRAIN_TOKENS[@]}"
 make_tokens "$TOKENS"; truncate_to "$TOKENS/part.ds" 0
-refused "empty token file" "part.ds" -- "${TRAIN_TOKENS[@]}"
+expect error "part.ds" -- "${TRAIN_TOKENS[@]}"
 make_tokens "$TOKENS"; flip_byte "$TOKENS/part.ds" 1201   # high byte of token 600: id >= 256
-refused "bit-flipped token id" "part.ds" "token id" "position 600" -- "${TRAIN_TOKENS[@]}"
+expect error "part.ds" "token id" "position 600" -- "${TRAIN_TOKENS[@]}"
 make_tokens "$TOKENS"; truncate_to "$TOKENS/part.ds.index" 317
-refused "index cut inside an entry" "part.ds.index" -- "${TRAIN_TOKENS[@]}"
+expect error "part.ds.index" -- "${TRAIN_TOKENS[@]}"
 make_tokens "$TOKENS"; truncate_to "$TOKENS/part.ds.index" 160
-refused "index missing its last documents" "part.ds.index" "disagrees" -- "${TRAIN_TOKENS[@]}"
+expect error "part.ds.index" "disagrees" -- "${TRAIN_TOKENS[@]}"
 make_tokens "$TOKENS"; flip_byte "$TOKENS/part.ds.index" 87   # top byte of document 10's end
-refused "bit-flipped index entry" "part.ds.index" "document 10" -- "${TRAIN_TOKENS[@]}"
+expect error "part.ds.index" "document 10" -- "${TRAIN_TOKENS[@]}"
 make_tokens "$TOKENS"; flip_byte "$TOKENS/part.ds.metadata" 15   # the token size digit
-refused "bit-flipped metadata" "part.ds.metadata" -- "${TRAIN_TOKENS[@]}"
+expect error "part.ds.metadata" -- "${TRAIN_TOKENS[@]}"
 make_tokens "$TOKENS"; truncate_to "$TOKENS/part.ds.metadata" 8
-refused "truncated metadata" "part.ds.metadata" -- "${TRAIN_TOKENS[@]}"
+expect error "part.ds.metadata" -- "${TRAIN_TOKENS[@]}"
 
 # ---- checkpoints ----------------------------------------------------------------------------
 RUN="$WORK/run"
@@ -107,8 +84,8 @@ for entry in "${datasets[@]}"; do
   read -r name offset bytes <<<"$entry"
   fresh_copy
   flip_byte "$COPY/step_00000002/rank_00000.h5" $((offset + bytes / 2))
-  refused "flipped byte in $name (resume)" "rank_00000.h5" "$name" -- "${RESUME[@]}"
-  refused "flipped byte in $name (inspect)" "rank_00000.h5" "$name" -- inspect checkpoint "$COPY"
+  expect error "rank_00000.h5" "${name#/}" -- "${RESUME[@]}"
+  expect error "rank_00000.h5" "${name#/}" -- inspect checkpoint "$COPY"
   kinds+=" ${name##*/}"
 done
 for kind in master exp_avg exp_avg_sq step cpu weight; do
@@ -119,13 +96,13 @@ done
 size=$(stat -c %s "$STEP/rank_00000.h5")
 for keep in 0 100 $((size / 10)) $((size / 2)) $((size - 1)); do
   fresh_copy; truncate_to "$COPY/step_00000002/rank_00000.h5" "$keep"
-  refused "rank file truncated to $keep bytes" "rank_00000.h5" -- "${RESUME[@]}"
+  expect error "rank_00000.h5" -- "${RESUME[@]}"
 done
 # Bytes flipped all over the file (headers, attributes, free space): an error or, where the byte
 # is unused, a normal resume; never a signal.
 for fraction in 1 3 7 13 29 41 53 67 79 97; do
   fresh_copy; flip_byte "$COPY/step_00000002/rank_00000.h5" $((size * fraction / 100))
-  cases=$((cases + 1))
+  checks=$((checks + 1))
   out="$(timeout 120 "$TRIAX" "${RESUME[@]}" 2>&1)"; got=$?
   (( got < 124 )) || fail "a byte flipped at ${fraction}% of the rank file: status $got (signal or hang)"
   (( got == 0 )) || [[ "$out" == *"rank_00000.h5"* ]] || fail "flipped at ${fraction}%: the file is not named: $(tail -3 <<<"$out")"
@@ -135,26 +112,25 @@ done
 meta_size=$(stat -c %s "$STEP/metadata.yaml")
 for keep in 0 $((meta_size / 3)) $((meta_size * 2 / 3)); do
   fresh_copy; truncate_to "$COPY/step_00000002/metadata.yaml" "$keep"
-  refused "metadata.yaml truncated to $keep bytes" "metadata.yaml" -- "${RESUME[@]}"
+  expect error "metadata.yaml" -- "${RESUME[@]}"
 done
 for fraction in 5 25 50 75 95; do
   fresh_copy; flip_byte "$COPY/step_00000002/metadata.yaml" $((meta_size * fraction / 100))
-  cases=$((cases + 1))
+  checks=$((checks + 1))
   out="$(timeout 120 "$TRIAX" "${RESUME[@]}" 2>&1)"; got=$?
   (( got < 124 )) || fail "metadata.yaml flipped at ${fraction}%: status $got (signal or hang)"
   (( got == 0 )) || [[ "$out" == *"metadata.yaml"* || "$out" == *"step_00000002"* ]] ||
     fail "metadata.yaml flipped at ${fraction}%: the file is not named: $(tail -3 <<<"$out")"
 done
 fresh_copy; rm "$COPY/step_00000002/metadata.yaml"
-refused "metadata.yaml missing" "step_00000002" -- "${RESUME[@]}"
+expect error "step_00000002" -- "${RESUME[@]}"
 
 # The latest pointer: naming no folder, empty, binary garbage.
 fresh_copy; echo "step_00000099" > "$COPY/latest"
-refused "latest names a missing step" "latest" "step_00000099" -- "${RESUME[@]}"
+expect error "latest" "step_00000099" -- "${RESUME[@]}"
 fresh_copy; : > "$COPY/latest"
-refused "latest is empty" "latest" -- "${RESUME[@]}"
+expect error "latest" -- "${RESUME[@]}"
 fresh_copy; printf '\xff\xfe\x00garbage' > "$COPY/latest"
-refused "latest is garbage" "latest" -- "${RESUME[@]}"
+expect error "latest" -- "${RESUME[@]}"
 
-echo "$cases corrupt inputs tried, $failures failed"
-(( failures == 0 ))
+finish "corrupt token files, index files and checkpoints"
