@@ -11,10 +11,15 @@
 // UndefinedBehaviorSanitizer without LibTorch.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <regex>
 #include <sstream>
 
 #include "config_mutations.hpp"
@@ -85,7 +90,10 @@ TEST_P(ConfigFuzz, EveryMutationIsAcceptedOrRefusedWithTheKeyOrLine) {
   const fs::path folder = fs::temp_directory_path() / ("triax_config_fuzz_" + std::to_string(::getpid()));
   fs::create_directories(folder);
   const std::string file = (folder / fs::path(original_file).filename()).string();
-  std::mt19937 random(kSeed + static_cast<uint32_t>(std::hash<std::string>{}(fs::path(original_file).filename())));
+  // One stream per config, the same on every machine: the seed plus the file name's bytes.
+  uint32_t seed = kSeed;
+  for (unsigned char c : fs::path(original_file).filename().string()) seed = seed * 31 + c;
+  std::mt19937 random(seed);
 
   std::map<std::string, int> accepted, refused;
   for (int i = 0; i < kMutationsPerConfig; ++i) {
@@ -98,19 +106,32 @@ TEST_P(ConfigFuzz, EveryMutationIsAcceptedOrRefusedWithTheKeyOrLine) {
     const Outcome outcome = load_and_check(file);
     if (outcome.accepted) {
       ++accepted[mutation.kind];
-#ifdef TRIAX_FUZZ_WITH_PLUGINS  // the loader alone does not read the plugins' sections
-      EXPECT_FALSE(mutation.must_fail) << "accepted";
+      // The loader alone does not read the plugins' sections, and --check leaves
+      // model.init_method to the model plugin, which reads it when it builds the model.
+      const bool read_by_check = mutation.description.find("model.init_method") == std::string::npos;
+#ifdef TRIAX_FUZZ_WITH_PLUGINS
+      if (read_by_check) {
+        EXPECT_FALSE(mutation.must_fail) << "accepted";
+      }
+#else
+      (void)read_by_check;
 #endif
       continue;
     }
     ++refused[mutation.kind];
     EXPECT_EQ(outcome.error.rfind(file + ": ", 0), 0u) << "the message must start with the file: " << outcome.error;
-    const bool names_key = !mutation.key.empty() && outcome.error.find(mutation.key) != std::string::npos;
+    // The mutated key, or a line; a mutation of no one key (a syntax error, a truncated file)
+    // may instead name the key path it left wrong ("tokens.train_steps: required key ...").
+    static const std::regex key_path(R"(^[A-Za-z_][A-Za-z0-9_.]*( \(line [0-9]+\))?: )");
+    const std::string after_file = outcome.error.substr(std::min(outcome.error.size(), file.size() + 2));
+    const bool names_key = mutation.key.empty() ? std::regex_search(after_file, key_path)
+                                                : outcome.error.find(mutation.key) != std::string::npos;
     const bool names_line = outcome.error.find("line ") != std::string::npos;
     EXPECT_TRUE(names_key || names_line) << "the message names neither '" << mutation.key
-                                         << "' nor a line: " << outcome.error;
-    if (outcome.plugin_error)
+                                         << "' (or another key path) nor a line: " << outcome.error;
+    if (outcome.plugin_error) {
       EXPECT_NE(outcome.error.find("plugin"), std::string::npos) << "a plugin error must be about a plugin";
+    }
   }
   fs::remove_all(folder);
 

@@ -351,7 +351,7 @@ std::vector<ConfigReader> ConfigReader::section_list(const std::string& key) {
 
 YAML::Node ConfigReader::raw(const std::string& key) {
   YAML::Node value = lookup(key);
-  resolved_[key] = value.IsDefined() ? YAML::Clone(value) : YAML::Node(YAML::NodeType::Null);
+  resolved_[key] = value.IsDefined() ? without_located_tags(value) : YAML::Node(YAML::NodeType::Null);
   return value;
 }
 

@@ -203,6 +203,21 @@ std::string located_origin(const YAML::Node& root) {
 
 bool located_unplaced(const YAML::Node& node) { return node.Tag() == kUnplacedTag; }
 
+YAML::Node without_located_tags(const YAML::Node& node) {
+  YAML::Node copy = YAML::Clone(node);
+  std::vector<YAML::Node> pending{copy};
+  while (!pending.empty()) {
+    YAML::Node current = pending.back();
+    pending.pop_back();
+    if (located_unplaced(current)) current.SetTag("?");
+    if (current.IsMap())
+      for (auto entry : current) pending.push_back(entry.second);
+    else if (current.IsSequence())
+      for (auto item : current) pending.push_back(item);
+  }
+  return copy;
+}
+
 std::string located_origin(const std::string& text) {
   const std::string prefix = std::string("--- !<") + kOriginTag;
   if (text.rfind(prefix, 0) != 0) return "";

@@ -1,6 +1,6 @@
 #include "yaml_text.hpp"
 
-#include <set>
+#include <algorithm>
 #include <vector>
 
 #include "triax/error.hpp"
@@ -88,6 +88,32 @@ size_t closing_quote(const std::string& text, size_t start) {
   return std::string::npos;
 }
 
+// Indentation (spaces) of the line that holds position `at`.
+size_t indentation_at(const std::string& text, size_t at) {
+  size_t start = text.rfind('\n', at);
+  start = start == std::string::npos ? 0 : start + 1;
+  size_t end = start;
+  while (end < text.size() && text[end] == ' ') ++end;
+  return end - start;
+}
+
+// A quoted string may go on over several lines, but YAML wants those lines indented deeper than
+// the line it starts on: a line as shallow as that (the next key) means the quote was never
+// closed where it should have been, and the string ran on into the keys below. The first such
+// line, or npos.
+size_t runs_into_line(const std::string& text, size_t start, size_t end) {
+  const size_t base = indentation_at(text, start);
+  for (size_t newline = text.find('\n', start); newline != std::string::npos && newline < end;
+       newline = text.find('\n', newline + 1)) {
+    const size_t next = newline + 1;
+    size_t content = next;
+    while (content < text.size() && text[content] == ' ') ++content;
+    const bool blank = content >= text.size() || text[content] == '\n';
+    if (!blank && content < end && content - next <= base) return next;
+  }
+  return std::string::npos;
+}
+
 void check_quotes_closed(const YAML::Node& node, const std::string& text, const std::string& origin,
                          const std::string& path, int depth) {
   if (depth > kMaxDepth) return;  // the tree check reports it
@@ -95,10 +121,18 @@ void check_quotes_closed(const YAML::Node& node, const std::string& text, const 
     const YAML::Mark mark = node.Mark();
     const bool quoted = node.Tag() == "!" && mark.pos >= 0 && static_cast<size_t>(mark.pos) < text.size() &&
                         (text[mark.pos] == '"' || text[mark.pos] == '\'');
-    if (quoted && closing_quote(text, static_cast<size_t>(mark.pos)) == std::string::npos)
-      throw ConfigError(prefix(origin) + (path.empty() ? "the document" : path) + line_text(mark) +
-                        ": not valid YAML: the quoted string starting at line " + std::to_string(mark.line + 1) +
-                        ", column " + std::to_string(mark.column + 1) + " is never closed");
+    if (!quoted) return;
+    const size_t start = static_cast<size_t>(mark.pos);
+    const size_t end = closing_quote(text, start);
+    const std::string opened = "the quoted string starting at line " + std::to_string(mark.line + 1) + ", column " +
+                               std::to_string(mark.column + 1);
+    const std::string where = prefix(origin) + (path.empty() ? "the document" : path) + line_text(mark);
+    if (end == std::string::npos) throw ConfigError(where + ": not valid YAML: " + opened + " is never closed");
+    const size_t runs_into = runs_into_line(text, start, end);
+    if (runs_into != std::string::npos)
+      throw ConfigError(where + ": not valid YAML: " + opened + " is not closed before line " +
+                        std::to_string(1 + std::count(text.begin(), text.begin() + static_cast<long>(runs_into), '\n')) +
+                        ", which is no deeper than its key");
     return;
   }
   if (node.IsSequence()) {
@@ -109,6 +143,25 @@ void check_quotes_closed(const YAML::Node& node, const std::string& text, const 
     for (const auto& entry : node)
       check_quotes_closed(entry.second, text, origin, child_path(path, entry.first.Scalar()), depth + 1);
   }
+}
+
+// The line (1-based) of a '---' that starts a document after content, even an empty one (which
+// yaml-cpp drops), or 0.
+int second_document_line(const std::string& text) {
+  bool content = false;
+  int line = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string current = text.substr(at, end - at);
+    ++line;
+    const bool marker = current.rfind("---", 0) == 0 && (current.size() == 3 || current[3] == ' ' || current[3] == '\t');
+    if (marker && content) return line;
+    const size_t first = current.find_first_not_of(" \t\r");
+    if (!marker && first != std::string::npos && current[first] != '#' && current[first] != '%') content = true;
+    at = end + 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -126,11 +179,10 @@ YAML::Node load_checked(const std::string& text, const std::string& origin) {
                                                           std::to_string(e.mark.column + 1);
     throw ConfigError(prefix(origin) + "not valid YAML" + where + ": " + e.msg);
   }
-  if (documents.size() > 1) {
-    const YAML::Mark second = documents[1].Mark();
-    throw ConfigError(prefix(origin) + (second.line < 0 ? "" : "line " + std::to_string(second.line + 1) + ": ") +
+  const int second = second_document_line(text);
+  if (documents.size() > 1 || second > 0)
+    throw ConfigError(prefix(origin) + (second > 0 ? "line " + std::to_string(second) + ": " : "") +
                       "a second YAML document (after '---'); a config holds exactly one document");
-  }
   YAML::Node document = documents.empty() ? YAML::Node(YAML::NodeType::Null) : documents.front();
   check_tree(document, origin, "");
   check_quotes_closed(document, text, origin, "", 0);

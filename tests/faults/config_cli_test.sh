@@ -52,8 +52,6 @@ expect 2 "model.model_config.hidden_size" "largest size" -- train --config "$CON
 expect 2 "model.model_config.hidden_size" "parameters" -- train --config "$CONFIG" \
   --set model.model_config.hidden_size=2147483520 --set model.model_config.vocab_size=2147483647 "${at_run[@]}"
 expect 2 "tokens.sequence_length" -- train --config "$CONFIG" --set tokens.sequence_length=4611686018427387904 "${at_run[@]}"
-expect 2 "model.model_config" -- train --config "$CONFIG" --set model.model_config.max_position_embeddings=2147483647 \
-  --set tokens.train_steps=1 "${at_run[@]}"
 no_run_folder "huge sizes"
 
 # --check: the config and the plugins' sections, no training, no run folder.

@@ -49,6 +49,11 @@ ModelSection read_model(ConfigReader& root) {
                                "; or init_method.path naming a Hugging Face folder to take it from)");
   if (!init_method)
     r.fail("init_method", std::string("required key is missing (expected a mapping: ") + kInitMethodWhat + ")");
+  // path is the host's (the plugin ignores it): its type is checked here.
+  const YAML::Node& path = static_cast<const YAML::Node&>(*init_method)["path"];
+  if (path.IsDefined() && !path.IsNull() && (!path.IsScalar() || path.Scalar().empty()))
+    ConfigReader(*init_method, r.key_path("init_method"), r.origin())
+        .fail("path", "expected a folder (a checkpoint or a Hugging Face folder) as a non-empty string");
   m.model_config = model_config ? *model_config : YAML::Node(YAML::NodeType::Null);
   m.init_method = *init_method;
   return m;

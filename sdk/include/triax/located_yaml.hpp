@@ -25,4 +25,7 @@ std::string located_origin(const std::string& text);
 // Whether to_located_yaml_text marked `node` as not from the file (it has no line there).
 bool located_unplaced(const YAML::Node& node);
 
+// A copy of `node` without those marks, for a resolved configuration people read.
+YAML::Node without_located_tags(const YAML::Node& node);
+
 }  // namespace triax

@@ -3,7 +3,7 @@
 // the three plugins it names, and the sections each plugin reads (model.model_config through the
 // model plugin's own parser, parallelism through the engine, optimizer through the optimizer).
 // Left to the run itself: the world size, splits that depend on the mesh (heads by tp, layers by
-// pp) and the data files.
+// pp), model.init_method (the model plugin reads it when it builds the model) and the data files.
 #pragma once
 
 #include "triax/core/config.hpp"
