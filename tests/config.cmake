@@ -2,12 +2,18 @@
 # alone (the config reader of the SDK included), so that it needs neither the rest of
 # libtriax_core nor LibTorch: each test process starts in milliseconds under ctest.
 # Included from tests/CMakeLists.txt.
+# The loader and the SDK's config reader, for tests that link nothing else (faults.cmake too).
+set(TRIAX_CONFIG_LOADER_SOURCES
+  $<TARGET_OBJECTS:triax_config>
+  ${PROJECT_SOURCE_DIR}/sdk/src/config_reader.cpp
+  ${PROJECT_SOURCE_DIR}/sdk/src/located_yaml.cpp
+  ${PROJECT_SOURCE_DIR}/sdk/src/yaml_text.cpp)
 add_executable(config_test
   ${CMAKE_CURRENT_LIST_DIR}/config_loading_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config_errors_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/config_file_faults_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/shipped_configs_test.cpp
-  $<TARGET_OBJECTS:triax_config>
-  ${PROJECT_SOURCE_DIR}/sdk/src/config_reader.cpp)
+  ${TRIAX_CONFIG_LOADER_SOURCES})
 target_include_directories(config_test PRIVATE
   ${PROJECT_SOURCE_DIR}/core/include
   ${PROJECT_SOURCE_DIR}/sdk/include)

@@ -17,6 +17,7 @@
 #include "triax/core/comm/launch_environment.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
+#include "triax/core/run_check.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/error.hpp"
 
@@ -70,7 +71,8 @@ int run_train_command(const std::vector<std::string>& args) {
       "set", po::value<std::vector<std::string>>()->composing(),
       "override a config value: --set optimizer.clip_grad=0.5 (repeatable; numeric parts index lists)")(
       "plugin-path", po::value<std::vector<std::string>>()->composing(), "extra folder searched for plugins")(
-      "print-run-folder", "print the run folder the config names (checkpoints.checkpoints_path) and exit");
+      "print-run-folder", "print the run folder the config names (checkpoints.checkpoints_path) and exit")(
+      "check", "check the config and the plugins' sections, as a run does before any work, and exit");
   po::variables_map vm;
   try {
     po::positional_options_description positional;  // `triax train FILE` means `--config FILE`
@@ -106,6 +108,17 @@ int run_train_command(const std::vector<std::string>& args) {
       std::cout << config.run_dir() << "\n";
       return kExitOk;
     }
+    PluginRegistry registry;
+    std::vector<std::string> paths = config.plugins.paths;
+    if (vm.count("plugin-path"))
+      for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>()) paths.push_back(p);
+    if (vm.count("check")) {
+      registry.scan_search_paths(paths);
+      check_run(config, registry);
+      std::cout << config_file << ": the configuration is valid (model " << config.model.plugin << ", engine "
+                << config.parallelism.pp_engine << ", optimizer " << config.optimizer.plugin << ")\n";
+      return kExitOk;
+    }
     const LaunchEnvironment launch = LaunchEnvironment::from_process();
     refuse_torchrun_without_gpu(config, launch);
     log::configure(launch.rank, launch.world_size, log::parse_level(config.logging.log_level),
@@ -125,10 +138,6 @@ int run_train_command(const std::vector<std::string>& args) {
     }
     configure_threads();
 
-    PluginRegistry registry;
-    std::vector<std::string> paths = config.plugins.paths;
-    if (vm.count("plugin-path"))
-      for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>()) paths.push_back(p);
     registry.scan_search_paths(paths);
     for (const auto& refusal : registry.refusals())
       log::warning("plugin library refused: " + refusal.library_path + ": " + refusal.reason);

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "triax/config_reader.hpp"
+#include "triax/located_yaml.hpp"
 #include "triax/core/checkpoint/training_checkpoint.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/data/training_data.hpp"
@@ -29,7 +30,7 @@
 #include "run_reporter.hpp"
 #include "step_profiler.hpp"
 #include "triax/core/plugins/mesh_model_context.hpp"
-#include "triax/core/plugins/model_selection.hpp"
+#include "triax/core/plugins/plugin_choice.hpp"
 #include "step_losses.hpp"
 #include "model_chunks.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
@@ -56,17 +57,6 @@ int64_t peak_memory_bytes([[maybe_unused]] const c10::Device& device) {
         .peak;
 #endif
   return peak_resident_bytes();
-}
-
-// Runs `build`, a plugin call that reads part of the config; a ConfigError it raises names the
-// key path only, so the file is put in front.
-template <class Build>
-void in_config_file(const std::string& origin, Build&& build) {
-  try {
-    build();
-  } catch (const ConfigError& e) {
-    throw ConfigError(origin + ": " + e.what());
-  }
 }
 
 // Feeds the engine the micro-batches of one step: consecutive rows of this rank's step samples.
@@ -136,18 +126,14 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   if (c.parallelism.tp_linear_async_communication)
     log::warning("parallelism.tp_linear_async_communication: not implemented in this version; ignored");
   s.device = resolve_device(c.general.device);
-  std::error_code ec;
-  fs::create_directories(c.run_dir(), ec);
-  if (ec)
-    throw ConfigError(c.origin + ": checkpoints.checkpoints_path: cannot create the run folder '" + c.run_dir() +
-                      "': " + ec.message());
 
-  // Plugins named by the config, each refused with the available names if unknown; the model
-  // plugin chosen by its marker or a Hugging Face folder's architecture where the config names none.
-  resolve_model_section(s.config, registry);
-  const triax_model_vtable& model_vtable = registry.model(c.model.plugin);
-  const triax_engine_vtable& engine_vtable = registry.engine(c.parallelism.pp_engine);
-  const triax_optimizer_vtable& optimizer_vtable = registry.optimizer(c.optimizer.plugin);
+  // Plugins named by the config, each refused with the file, the key and the available names if
+  // unknown; the model plugin chosen by its marker or a Hugging Face folder's architecture where
+  // the config names none.
+  const PluginChoice plugins = choose_plugins(s.config, registry);
+  const triax_model_vtable& model_vtable = *plugins.model;
+  const triax_engine_vtable& engine_vtable = *plugins.engine;
+  const triax_optimizer_vtable& optimizer_vtable = *plugins.optimizer;
 
   // Data stages, every dataset opened and checked before any work.
   data::BatchLayout layout;
@@ -156,7 +142,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   layout.micro_batches = c.tokens.batch_accumulation_per_replica;
   layout.dp_rank = communicator.rank(TRIAX_GROUP_DP);
   layout.dp_size = communicator.size(TRIAX_GROUP_DP);
-  const std::string model_yaml = to_yaml_text(c.model.model_config);
+  const std::string model_yaml = to_located_yaml_text(c.model.model_config, c.origin);
   int64_t vocab_size = 0;
   in_config_file(c.origin, [&] { vocab_size = ModelInstance::vocab_size(model_vtable, c.model.plugin, model_yaml); });
   s.data = std::make_unique<data::TrainingData>(c, vocab_size, layout, s.device.is_cuda());
@@ -164,7 +150,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   at::manual_seed(static_cast<uint64_t>(c.general.seed));
 
   // The engine first: it says how many model chunks it wants on each pipeline rank.
-  s.parallelism_yaml = to_yaml_text(c.parallelism.section);
+  s.parallelism_yaml = to_located_yaml_text(c.parallelism.section, c.origin);
   triax_engine_context engine_context{};
   engine_context.struct_size = sizeof(engine_context);
   engine_context.pp_rank = communicator.rank(TRIAX_GROUP_PP);
@@ -180,13 +166,10 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   // balanced by compute cost unless the config fixes the split.
   // model.init_method.path is the host's business (weights from a checkpoint or a Hugging Face
   // folder, loaded below); the plugin initialises as usual and is then overwritten.
-  YAML::Node plugin_init_method = YAML::Clone(c.model.init_method);
+  const YAML::Node& init_method = c.model.init_method;
   std::optional<std::string> init_path;
-  if (plugin_init_method.IsMap() && plugin_init_method["path"]) {
-    init_path = plugin_init_method["path"].as<std::string>();
-    plugin_init_method.remove("path");
-  }
-  s.init_method_yaml = to_yaml_text(plugin_init_method);
+  if (init_method.IsMap() && init_method["path"]) init_path = init_method["path"].as<std::string>();
+  s.init_method_yaml = to_located_yaml_text(init_method, c.origin, {"path"});
   std::vector<double>& block_costs = s.block_costs;
   in_config_file(c.origin, [&] {
     block_costs = ModelInstance::describe_blocks(model_vtable, c.model.plugin, model_yaml, c.tokens.sequence_length);
@@ -208,7 +191,19 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.host = s.host.c_host();
   context.recompute_layer = c.parallelism.recompute_layer ? 1 : 0;
   in_config_file(c.origin, [&] {
-    s.model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, model_yaml, context, s.pipeline_stages);
+    try {
+      s.model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, model_yaml, context, s.pipeline_stages);
+    } catch (const Error& e) {
+      // Sizes within every bound can still make a model this device cannot hold: the plugin's
+      // allocation fails, and the sizes to change are model_config's.
+      const std::string what = e.what();
+      for (const char* sign : {"bad_alloc", "not enough memory", "out of memory", "can't allocate"})
+        if (what.find(sign) != std::string::npos)
+          throw ConfigError(c.origin + ": model.model_config: the model's parameters do not fit in the memory of " +
+                            device_display_name(s.device) + " (" + what +
+                            "); make it smaller or split it over more tp/pp ranks");
+      throw;
+    }
   });
   s.model->set_training(true);
   s.flops_per_token = s.model->flops_per_token(c.tokens.sequence_length);
@@ -248,7 +243,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
     params.push_back({p.name.c_str(), borrow_handle(p.tensor), weight_decay.for_parameter(p), p.spec.flags});
     gradient_groups.push_back(p.spec.gradient_group);
   }
-  s.optimizer_yaml = to_yaml_text(c.optimizer.section);
+  s.optimizer_yaml = to_located_yaml_text(c.optimizer.section, c.origin);
   triax_optimizer_context optimizer_context{};
   optimizer_context.struct_size = sizeof(optimizer_context);
   optimizer_context.dp_rank = context.dp_rank;
@@ -277,6 +272,14 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   s.dp_gradients->set_parameter_chunks(s.model->parameter_chunks(), s.model->chunk_count());
   log::info(s.dp_gradients->describe());
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
+
+  // The run folder only once the config, the plugins and the data are accepted: a refused run
+  // leaves nothing behind.
+  std::error_code ec;
+  fs::create_directories(c.run_dir(), ec);
+  if (ec)
+    throw ConfigError(c.origin + ": checkpoints.checkpoints_path: cannot create the run folder '" + c.run_dir() +
+                      "': " + ec.message());
 }
 
 Trainer::~Trainer() = default;

@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "triax/error.hpp"
+#include "triax/located_yaml.hpp"
+#include "yaml_text.hpp"
 
 namespace triax {
 namespace {
@@ -174,7 +176,7 @@ bool looks_like_misspelling(const std::string& present, const std::string& wante
 
 // " (line N)" for a node of a named file.
 std::string line_of(const std::string& origin, const YAML::Node& node) {
-  if (origin.empty() || !node.IsDefined() || node.Mark().line < 0) return "";
+  if (origin.empty() || !node.IsDefined() || node.Mark().line < 0 || located_unplaced(node)) return "";
   return " (line " + std::to_string(node.Mark().line + 1) + ")";
 }
 
@@ -200,6 +202,8 @@ ConfigReader::ConfigReader(YAML::Node node, std::string path, std::string origin
       origin_(std::move(origin)),
       resolved_(YAML::NodeType::Map),
       consumed_(std::make_shared<std::vector<std::string>>()) {
+  // A section the host re-emitted for a plugin names its file (to_located_yaml_text).
+  if (origin_.empty() && node_.IsDefined()) origin_ = located_origin(node_);
   if (node_.IsNull() || !node_.IsDefined()) node_ = YAML::Node(YAML::NodeType::Map);
   if (!node_.IsMap()) {
     std::string shown = path_.empty() ? "the document" : path_;
@@ -210,11 +214,9 @@ ConfigReader::ConfigReader(YAML::Node node, std::string path, std::string origin
 std::string ConfigReader::origin_prefix() const { return origin_.empty() ? "" : origin_ + ": "; }
 
 ConfigReader ConfigReader::from_text(const std::string& text, const std::string& path, const std::string& origin) {
-  try {
-    return ConfigReader(YAML::Load(text), path, origin);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError((origin.empty() ? std::string("YAML") : origin) + ": " + e.what());
-  }
+  // Syntax errors name the file the text says it came from, if any (a plugin passes no origin).
+  const std::string file = origin.empty() ? located_origin(text) : origin;
+  return ConfigReader(yaml_text::load_checked(text, file.empty() ? "YAML" : file), path, origin);
 }
 
 std::string ConfigReader::key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
@@ -349,7 +351,7 @@ std::vector<ConfigReader> ConfigReader::section_list(const std::string& key) {
 
 YAML::Node ConfigReader::raw(const std::string& key) {
   YAML::Node value = lookup(key);
-  resolved_[key] = value.IsDefined() ? YAML::Clone(value) : YAML::Node(YAML::NodeType::Null);
+  resolved_[key] = value.IsDefined() ? without_located_tags(value) : YAML::Node(YAML::NodeType::Null);
   return value;
 }
 
@@ -376,11 +378,7 @@ YAML::Node load_yaml_file(const std::string& file) {
   if (!in) throw ConfigError(file + ": cannot open the config file");
   std::stringstream text;
   text << in.rdbuf();
-  try {
-    return YAML::Load(text.str());
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(file + ": not valid YAML: " + e.what());
-  }
+  return yaml_text::load_checked(text.str(), file);
 }
 
 void apply_override(YAML::Node& root, const std::string& assignment) {
@@ -393,6 +391,7 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   } catch (const YAML::Exception& e) {
     throw ConfigError("--set " + assignment + ": the value is not valid YAML: " + e.what());
   }
+  yaml_text::check_tree(value, "--set " + assignment, "");
   // A scalar parsed from the command line would carry "line 1" of the override text into
   // error messages; a fresh node carries no position.
   if (value.IsScalar())

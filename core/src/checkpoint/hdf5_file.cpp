@@ -75,6 +75,9 @@ Hdf5File Hdf5File::create(const std::string& path) {
   Handle access(H5Pcreate(H5P_FILE_ACCESS));
   // Large datasets start on 4 KiB boundaries: aligned, sequential writes go at the disk's speed.
   H5Pset_alignment(access.get(), 1 << 20, 4096);
+  // HDF5 1.8's file format: its superblock and object headers carry checksums, so a flipped byte
+  // in the file's structure (not only in a tensor, which crc32 covers) is an error on open.
+  H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
   hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
   if (file < 0) throw CheckpointError("cannot create the checkpoint file " + path);
   return Hdf5File(path, file);

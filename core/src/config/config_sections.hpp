@@ -35,16 +35,20 @@ PluginsConfig read_plugins(ConfigReader& root);
 // its default and the defaults are recorded under the section's name in resolved().
 ConfigReader section_or_empty(ConfigReader& parent, const std::string& key);
 
-// Integers with a lower bound; the message names the key and the bound.
-int64_t required_int(ConfigReader& r, const std::string& key, int64_t min);
-int64_t int_or(ConfigReader& r, const std::string& key, int64_t fallback, int64_t min);
-std::optional<int64_t> optional_int(ConfigReader& r, const std::string& key, int64_t min);
+// Integers with bounds; the message names the key and the bound. The default upper bound keeps
+// sums and products of a few counts far from overflowing.
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+int64_t required_int(ConfigReader& r, const std::string& key, int64_t min, int64_t max = kMaxCount);
+int64_t int_or(ConfigReader& r, const std::string& key, int64_t fallback, int64_t min, int64_t max = kMaxCount);
+std::optional<int64_t> optional_int(ConfigReader& r, const std::string& key, int64_t min, int64_t max = kMaxCount);
 
 // A string that, when given, must not be empty.
 std::string nonempty_string_or(ConfigReader& r, const std::string& key, const std::string& fallback);
 
 // A mapping handed on as YAML (to a plugin, or read later), or nullopt when absent or null;
-// `what` says what belongs in it.
+// `what` says what belongs in it. The document's own node, not a copy: it keeps the file's lines
+// for the plugin's messages (to_located_yaml_text). Never assign into it (yaml-cpp would change
+// the document); copy with YAML::Clone to edit.
 std::optional<YAML::Node> optional_mapping(ConfigReader& r, const std::string& key, const std::string& what);
 
 // A number as people write it ("0.001", not "0.00100000").

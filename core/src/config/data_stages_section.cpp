@@ -46,7 +46,7 @@ DataStageConfig read_stage(ConfigReader& r, const TokensConfig& tokens) {
            "expected a mapping (a Hugging Face dataset spec with hf_dataset_or_datasets, or a nanoset "
            "spec with dataset_folder) or null for the synthetic stream");
   stage.data.dataset = dataset.IsDefined() ? YAML::Clone(dataset) : YAML::Node(YAML::NodeType::Null);
-  stage.data.seed = int_or(d, "seed", stage.data.seed, 0);
+  stage.data.seed = int_or(d, "seed", stage.data.seed, 0, INT64_MAX);
   stage.data.num_loading_workers = int_or(d, "num_loading_workers", stage.data.num_loading_workers, 0);
   d.finish();
 

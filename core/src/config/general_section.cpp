@@ -43,7 +43,7 @@ GeneralConfig read_general(ConfigReader& root) {
   g.project = nonempty_string_or(r, "project", g.project);
   g.run = expand_run_name(nonempty_string_or(r, "run", g.run));
   r.resolved()["run"] = g.run;
-  g.seed = int_or(r, "seed", g.seed, 0);
+  g.seed = int_or(r, "seed", g.seed, 0, INT64_MAX);
   g.step = optional_int(r, "step", 0);
   g.consumed_train_samples = optional_int(r, "consumed_train_samples", 0);
   g.benchmark_csv_path = r.optional<std::string>("benchmark_csv_path");

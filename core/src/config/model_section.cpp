@@ -36,8 +36,10 @@ ModelSection read_model(ConfigReader& root) {
   }
   r.resolved()["dtype"] = m.dtype;
 
-  m.make_vocab_size_divisible_by = int_or(r, "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1);
-  m.ddp_bucket_cap_mb = int_or(r, "ddp_bucket_cap_mb", m.ddp_bucket_cap_mb, 1);
+  // Bounded so that the padded vocabulary and the bucket size in bytes (MiB << 20) stay in range.
+  m.make_vocab_size_divisible_by =
+      int_or(r, "make_vocab_size_divisible_by", m.make_vocab_size_divisible_by, 1, int64_t{1} << 20);
+  m.ddp_bucket_cap_mb = int_or(r, "ddp_bucket_cap_mb", m.ddp_bucket_cap_mb, 1, int64_t{1} << 20);
   r.finish();  // before the missing keys: a misspelt one is reported as unknown, not as missing
 
   // model_config may be left out when init_method.path names a Hugging Face folder: its
@@ -47,6 +49,11 @@ ModelSection read_model(ConfigReader& root) {
                                "; or init_method.path naming a Hugging Face folder to take it from)");
   if (!init_method)
     r.fail("init_method", std::string("required key is missing (expected a mapping: ") + kInitMethodWhat + ")");
+  // path is the host's (the plugin ignores it): its type is checked here.
+  const YAML::Node& path = static_cast<const YAML::Node&>(*init_method)["path"];
+  if (path.IsDefined() && !path.IsNull() && (!path.IsScalar() || path.Scalar().empty()))
+    ConfigReader(*init_method, r.key_path("init_method"), r.origin())
+        .fail("path", "expected a folder (a checkpoint or a Hugging Face folder) as a non-empty string");
   m.model_config = model_config ? *model_config : YAML::Node(YAML::NodeType::Null);
   m.init_method = *init_method;
   return m;

@@ -62,8 +62,10 @@ std::string read_factory_name(ConfigReader& r, const std::string& fallback) {
   const std::string name = factory_reader.get<std::string>("name", fallback);
   if (name.empty()) factory_reader.fail("name", "expected the optimizer's name (a string such as adamW)");
 
-  YAML::Node factory = factory_given ? YAML::Clone(given) : YAML::Node(YAML::NodeType::Map);
-  factory["name"] = name;
+  // The document's node when given (it keeps the file's lines for the optimizer plugin's
+  // messages); the name is added where it was left out.
+  YAML::Node factory = factory_given ? given : YAML::Node(YAML::NodeType::Map);
+  if (!factory["name"]) factory["name"] = name;
   r.resolved()["optimizer_factory"] = factory;
   return name;
 }
@@ -105,7 +107,7 @@ OptimizerConfig read_optimizer(ConfigReader& root, const TokensConfig& tokens) {
   o.accumulate_grad_in_fp32 = r.get<bool>("accumulate_grad_in_fp32", o.accumulate_grad_in_fp32);
   o.learning_rate_scheduler = read_lr_scheduler(r, tokens);
   r.finish();
-  o.section = YAML::Clone(r.resolved());
+  o.section = r.resolved();  // not a copy: optimizer_factory keeps its lines (see above)
   return o;
 }
 

@@ -7,6 +7,11 @@
 namespace triax::config {
 namespace {
 
+// Far above any launch; keeps the mesh's rank arithmetic (int) from overflowing.
+constexpr int64_t kMaxRanks = int64_t{1} << 24;
+constexpr int64_t kMaxChunksPerRank = 1024;
+constexpr double kMaxTimeoutSeconds = 1.0e7;  // about four months
+
 std::string uppercase(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
@@ -17,10 +22,14 @@ std::string uppercase(std::string s) {
 ParallelismConfig read_parallelism(ConfigReader& root) {
   ConfigReader r = section_or_empty(root, "parallelism");
   ParallelismConfig p;
-  p.dp = int_or(r, "dp", p.dp, 1);
-  p.pp = int_or(r, "pp", p.pp, 1);
-  p.tp = int_or(r, "tp", p.tp, 1);
-  p.expert_parallel_size = int_or(r, "expert_parallel_size", p.expert_parallel_size, 1);
+  p.dp = int_or(r, "dp", p.dp, 1, kMaxRanks);
+  p.pp = int_or(r, "pp", p.pp, 1, kMaxRanks);
+  p.tp = int_or(r, "tp", p.tp, 1, kMaxRanks);
+  if (p.dp * p.pp * p.tp > kMaxRanks)
+    r.fail("dp", "dp x pp x tp = " + std::to_string(p.dp * p.pp * p.tp) + " processes, more than " +
+                     std::to_string(kMaxRanks) + " (dp " + std::to_string(p.dp) + ", pp " + std::to_string(p.pp) +
+                     ", tp " + std::to_string(p.tp) + ")");
+  p.expert_parallel_size = int_or(r, "expert_parallel_size", p.expert_parallel_size, 1, kMaxRanks);
   if (r.get<int64_t>("context_parallel_size", 1) != 1)
     r.fail("context_parallel_size", "triax does not implement context parallelism; set it to 1");
   p.pp_engine = nonempty_string_or(r, "pp_engine", p.pp_engine);
@@ -38,8 +47,10 @@ ParallelismConfig read_parallelism(ConfigReader& root) {
   p.tp_recompute_allgather = r.get<bool>("tp_recompute_allgather", p.tp_recompute_allgather);
   p.comm_backend = r.choice("comm_backend", {"auto", "mpi", "nccl"}, p.comm_backend);
   p.comm_timeout_seconds = r.get<double>("comm_timeout_seconds", p.comm_timeout_seconds);
-  if (!(p.comm_timeout_seconds > 0)) r.fail("comm_timeout_seconds", "must be > 0 (seconds)");
-  p.pp_chunks_per_rank = int_or(r, "pp_chunks_per_rank", p.pp_chunks_per_rank, 1);
+  if (!(p.comm_timeout_seconds > 0) || p.comm_timeout_seconds > kMaxTimeoutSeconds)
+    r.fail("comm_timeout_seconds", "must be > 0 and at most " + number(kMaxTimeoutSeconds) + " (seconds), got " +
+                                       number(p.comm_timeout_seconds));
+  p.pp_chunks_per_rank = int_or(r, "pp_chunks_per_rank", p.pp_chunks_per_rank, 1, kMaxChunksPerRank);
   p.pp_blocks_per_stage = r.optional<std::vector<int64_t>>("pp_blocks_per_stage");
   r.finish();
 

@@ -6,8 +6,9 @@
 namespace triax::config {
 namespace {
 
-int64_t at_least(ConfigReader& r, const std::string& key, int64_t value, int64_t min) {
+int64_t within(ConfigReader& r, const std::string& key, int64_t value, int64_t min, int64_t max) {
   if (value < min) r.fail(key, "must be at least " + std::to_string(min) + ", got " + std::to_string(value));
+  if (value > max) r.fail(key, "must be at most " + std::to_string(max) + ", got " + std::to_string(value));
   return value;
 }
 
@@ -21,17 +22,17 @@ ConfigReader section_or_empty(ConfigReader& parent, const std::string& key) {
   return empty;
 }
 
-int64_t required_int(ConfigReader& r, const std::string& key, int64_t min) {
-  return at_least(r, key, r.required<int64_t>(key), min);
+int64_t required_int(ConfigReader& r, const std::string& key, int64_t min, int64_t max) {
+  return within(r, key, r.required<int64_t>(key), min, max);
 }
 
-int64_t int_or(ConfigReader& r, const std::string& key, int64_t fallback, int64_t min) {
-  return at_least(r, key, r.get<int64_t>(key, fallback), min);
+int64_t int_or(ConfigReader& r, const std::string& key, int64_t fallback, int64_t min, int64_t max) {
+  return within(r, key, r.get<int64_t>(key, fallback), min, max);
 }
 
-std::optional<int64_t> optional_int(ConfigReader& r, const std::string& key, int64_t min) {
+std::optional<int64_t> optional_int(ConfigReader& r, const std::string& key, int64_t min, int64_t max) {
   std::optional<int64_t> value = r.optional<int64_t>(key);
-  if (value) at_least(r, key, *value, min);
+  if (value) within(r, key, *value, min, max);
   return value;
 }
 
@@ -46,7 +47,7 @@ std::optional<YAML::Node> optional_mapping(ConfigReader& r, const std::string& k
   YAML::Node value = r.raw(key);
   if (!given) return std::nullopt;
   if (!value.IsMap()) r.fail(key, "expected a mapping (" + what + ")");
-  return YAML::Clone(value);
+  return value;
 }
 
 std::string number(double value) {

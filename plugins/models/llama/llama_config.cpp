@@ -51,6 +51,13 @@ LlamaConfig LlamaConfig::read(ConfigReader& reader) {
   if (c.initializer_range < 0.0)
     reader.fail("initializer_range", "must not be negative, got " + std::to_string(c.initializer_range));
   check_attention_shape(reader, c.hidden_size, c.num_attention_heads, c.num_key_value_heads);
+  const double h = static_cast<double>(c.hidden_size), layer = h * (2.0 * c.q_features() + 2.0 * c.kv_features()) +
+                                                               3.0 * h * static_cast<double>(c.intermediate_size);
+  check_parameter_count(reader, "hidden_size",
+                        static_cast<double>(c.vocab_size) * h * (c.tie_word_embeddings ? 1.0 : 2.0) +
+                            static_cast<double>(c.num_hidden_layers) * layer +
+                            static_cast<double>(c.max_position_embeddings) * static_cast<double>(c.head_dim()),
+                        "vocab_size, hidden_size, intermediate_size, num_hidden_layers, max_position_embeddings");
 
   // Values naming something this plugin does not implement.
   if (c.rope_interleaved)

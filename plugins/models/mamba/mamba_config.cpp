@@ -86,6 +86,12 @@ MambaConfig MambaConfig::read(ConfigReader& reader) {
   require_positive(reader, "vocab_size", c.vocab_size);
   require_positive(reader, "pad_vocab_size_multiple", c.pad_vocab_size_multiple);
   require_positive(reader, "rms_norm_eps", c.rms_norm_eps);
+  const double h = static_cast<double>(c.d_model), d = static_cast<double>(c.ssm.expand) * h;
+  const double layer = h * 3.0 * d + d * static_cast<double>(c.ssm.d_conv) +
+                       d * (2.0 * static_cast<double>(c.dt_rank()) + 3.0 * static_cast<double>(c.ssm.d_state));
+  check_parameter_count(reader, "d_model",
+                        static_cast<double>(c.vocab_size) * h * 2.0 + static_cast<double>(c.num_hidden_layers) * layer,
+                        "vocab_size, d_model, num_hidden_layers, ssm_cfg.expand, ssm_cfg.d_state, ssm_cfg.dt_rank");
   return c;
 }
 

@@ -1,16 +1,39 @@
 #pragma once
-// Checks every model plugin's config parser makes: sizes that must be positive, and the
-// attention shape of a decoder with grouped-query attention and rotary embeddings. Each failure
-// names the key through the reader (and so its path in the YAML).
+// Checks every model plugin's config parser makes: sizes that must be positive and small enough
+// for a tensor dimension, the model's parameter count, and the attention shape of a decoder with
+// grouped-query attention and rotary embeddings. Each failure names the key through the reader
+// (and so its path in the YAML).
 #include <triax/config_reader.hpp>
 
 #include <cstdint>
+#include <sstream>
 #include <string>
 
 namespace triax {
 
+// The largest size a config may give one tensor dimension: far above any model's, and small
+// enough that products of two sizes and LibTorch's size arithmetic cannot overflow.
+constexpr int64_t kMaxConfigSize = (int64_t{1} << 31) - 1;
+// The most parameters a model config may describe (4.4e12): above any trained model; beyond it
+// the sizes are a mistake, refused before LibTorch computes storage sizes that overflow.
+constexpr double kMaxModelParameters = 4398046511104.0;
+
 inline void require_positive(const ConfigReader& reader, const char* key, int64_t value) {
   if (value <= 0) reader.fail(key, "must be positive, got " + std::to_string(value));
+  if (value > kMaxConfigSize)
+    reader.fail(key, "is " + std::to_string(value) + ", more than the largest size a model config may give (" +
+                         std::to_string(kMaxConfigSize) + ")");
+}
+
+// `parameters` is the model's parameter count from its sizes (in floating point, so that it
+// cannot overflow); `keys` names the sizes it grows with, for the message.
+inline void check_parameter_count(const ConfigReader& reader, const char* key, double parameters,
+                                  const std::string& keys) {
+  if (parameters <= kMaxModelParameters) return;
+  std::ostringstream text;
+  text << "these sizes make a model of " << parameters << " parameters, more than the " << kMaxModelParameters
+       << " a config may describe (" << keys << ")";
+  reader.fail(key, text.str());
 }
 
 inline void require_positive(const ConfigReader& reader, const char* key, double value) {
