@@ -42,11 +42,12 @@ ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorP
   auto opts = options_for(o.device, o.dtype);
   weight = register_parameter_with_spec(
       "weight", at::empty({local_out, o.in_features}, opts),
-      ParameterSpec::sharded({o.out_features, o.in_features}, 0, tp.shard_offset(o.out_features)));
+      ParameterSpec::sharded({o.out_features, o.in_features}, 0, tp.shard_offset(o.out_features), 0,
+                             ParameterRole::Matrix));
   if (o.bias)
-    bias = register_parameter_with_spec(
-        "bias", at::zeros({local_out}, opts),
-        ParameterSpec::sharded({o.out_features}, 0, tp.shard_offset(o.out_features), TRIAX_PARAM_NO_WEIGHT_DECAY));
+    bias = register_parameter_with_spec("bias", at::zeros({local_out}, opts),
+                                        ParameterSpec::sharded({o.out_features}, 0, tp.shard_offset(o.out_features),
+                                                               TRIAX_PARAM_NO_WEIGHT_DECAY, ParameterRole::Vector));
 }
 
 at::Tensor gather_column_parallel_input(const at::Tensor& x, const TensorParallel& tp) {
@@ -65,11 +66,12 @@ RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParalle
   auto opts = options_for(o.device, o.dtype);
   weight = register_parameter_with_spec(
       "weight", at::empty({o.out_features, local_in}, opts),
-      ParameterSpec::sharded({o.out_features, o.in_features}, 1, tp.shard_offset(o.in_features)));
+      ParameterSpec::sharded({o.out_features, o.in_features}, 1, tp.shard_offset(o.in_features), 0,
+                             ParameterRole::Matrix));
   if (o.bias)
     bias = register_parameter_with_spec(
         "bias", at::zeros({o.out_features}, opts),
-        ParameterSpec::replicated(at::zeros({o.out_features}), TRIAX_PARAM_NO_WEIGHT_DECAY));
+        ParameterSpec::replicated(at::zeros({o.out_features}), TRIAX_PARAM_NO_WEIGHT_DECAY, ParameterRole::Vector));
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) {
@@ -86,7 +88,8 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t padded_vocab_size, int64_
   int64_t local_vocab = tp.shard_size(padded_vocab_size, "padded vocabulary size");
   vocab_start_ = tp.shard_offset(padded_vocab_size);
   weight = register_parameter_with_spec("weight", at::empty({local_vocab, hidden_size}, options_for(device, dtype)),
-                                        ParameterSpec::sharded({padded_vocab_size, hidden_size}, 0, vocab_start_));
+                                        ParameterSpec::sharded({padded_vocab_size, hidden_size}, 0, vocab_start_, 0,
+                                                               ParameterRole::Embedding));
 }
 
 at::Tensor VocabParallelEmbedding::forward(const at::Tensor& ids) {
@@ -103,7 +106,7 @@ RMSNorm::RMSNorm(int64_t hidden_size, double eps, c10::Device device, c10::Scala
     : eps_(eps), tp_(tp) {
   require_group(tp, "RMSNorm");
   at::Tensor ones = at::ones({hidden_size}, options_for(device, dtype));
-  weight = register_parameter_with_spec("weight", ones, ParameterSpec::replicated(ones));
+  weight = register_parameter_with_spec("weight", ones, ParameterSpec::replicated(ones, 0, ParameterRole::Vector));
 }
 
 at::Tensor RMSNorm::forward(const at::Tensor& x) {
