@@ -20,6 +20,7 @@
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/trainer.hpp"
+#include "triax/error.hpp"
 
 namespace triax {
 namespace {
@@ -53,7 +54,7 @@ std::string config_yaml(int width, double learning_rate, const std::string& init
          "  clip_grad: 1.0\n"
          "  accumulate_grad_in_fp32: true\n"
          "  learning_rate_scheduler: {learning_rate: " + std::to_string(learning_rate) +
-         ", lr_warmup_steps: 4, lr_decay_style: constant}\n"
+         ", lr_warmup_steps: 4, lr_decay_style: cosine}\n"
          "data_stages: [{name: synthetic, start_training_step: 1, data: {dataset: null, seed: 5}}]\n"
          "logging: {log_level: warning, iteration_step_info_interval: 1000}\n";
 }
@@ -65,7 +66,14 @@ double score(int width, double learning_rate, const std::string& init_method) {
   TrainConfig config = parse_train_config(YAML::Load(config_yaml(width, learning_rate, init_method, dir)), "mup.yaml");
   SingleProcessCommunicator comm;
   Trainer trainer(std::move(config), testing::test_plugin_registry(), comm);
-  const TrainSummary summary = trainer.train();
+  TrainSummary summary;
+  try {
+    summary = trainer.train();
+  } catch (const Error& e) {  // the trainer stops a diverged run
+    fs::remove_all(dir);
+    if (std::string(e.what()).find("training diverged") == std::string::npos) throw;
+    return std::numeric_limits<double>::infinity();
+  }
   fs::remove_all(dir);
   const double mean = std::accumulate(summary.losses.end() - kScoredSteps, summary.losses.end(), 0.0) / kScoredSteps;
   return std::isfinite(mean) ? mean : std::numeric_limits<double>::infinity();
