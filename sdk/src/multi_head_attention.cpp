@@ -19,8 +19,14 @@ MultiHeadAttention::MultiHeadAttention(int64_t hidden_size, int64_t heads, const
 }
 
 std::array<at::Tensor, 3> MultiHeadAttention::project(const at::Tensor& x) {
+  // c_attn's forward, but with the key bias as a constant: it adds the same q.b_k to every score
+  // of a query, which the softmax ignores, so its gradient is zero. Computed, it would be rounding
+  // noise that Adam turns into steps of the learning rate, different at every topology.
+  const at::Tensor& b = c_attn->bias;  // [3, heads/tp x head_dim]: q, k, v
+  const at::Tensor bias = at::stack({b[0], b[1].detach(), b[2]}).reshape({-1});
+  const at::Tensor& w = c_attn->weight;  // [hidden, 3, heads/tp x head_dim], Conv1D layout
   // [batch, seq, 3 x heads/tp x head_dim], q then k then v; seq is the whole sequence in either mode.
-  const at::Tensor qkv = c_attn->forward(x);
+  const at::Tensor qkv = at::linear(gather_column_parallel_input(x, tp_), w.reshape({w.size(0), -1}).t(), bias);
   const std::vector<at::Tensor> parts = qkv.view({x.size(0), qkv.size(1), 3, local_heads_, head_dim_}).unbind(2);
   return {parts[0].transpose(1, 2), parts[1].transpose(1, 2), parts[2].transpose(1, 2)};
 }

@@ -4,7 +4,8 @@
 //
 // c_attn is column-parallel with q, k and v as three fused parts, its weight in Conv1D layout
 // [hidden, 3, hidden] (triax/layers/linear.hpp), so each tp rank holds whole heads of all three;
-// c_proj is row-parallel, [hidden, hidden] in Conv1D layout. Either tp_mode.
+// c_proj is row-parallel, [hidden, hidden] in Conv1D layout. Either tp_mode. The key bias gets no
+// gradient: the softmax ignores the constant it adds to a query's scores (its true gradient is 0).
 #pragma once
 
 #include <ATen/core/Tensor.h>
