@@ -65,22 +65,22 @@ const char* world_size_variable(const LaunchEnvironment& launch) {
 // of a multi-process run then leaves at once: MPI_Finalize could wait for peers that are gone.
 int leave_after(const std::exception& error, Communicator* communicator) {
   int status = kExitFailure;
-  std::string message = error.what();
+  std::string reason = error.what(), kind;
   if (dynamic_cast<const CommunicationError*>(&error) != nullptr || (communicator && communicator->failed())) {
     status = kExitCommunication;  // also when a plugin turned the communicator's error into its own
-    message = "communication failed: " + message;
+    kind = "communication failed: ";
   } else if (dynamic_cast<const ConfigError*>(&error) != nullptr) {
     status = kExitInvalidConfig;
-    message = "invalid configuration: " + message;
+    kind = "invalid configuration: ";
   } else if (dynamic_cast<const PluginError*>(&error) != nullptr) {
     status = kExitPluginError;
   } else if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
-    message = c10_error->what_without_backtrace();
+    reason = c10_error->what_without_backtrace();
   }
-  std::cerr << "triax train: " + message + "\n";  // one write: ranks share the terminal
+  std::cerr << "triax train: " + kind + reason + "\n";  // one write: ranks share the terminal
   const bool alone = communicator == nullptr || communicator->size(TRIAX_GROUP_WORLD) == 1;
   if (alone && status != kExitCommunication) return status;
-  if (communicator) communicator->report_failure(message);
+  if (communicator) communicator->report_failure(reason);
   exit_now(status);
 }
 
