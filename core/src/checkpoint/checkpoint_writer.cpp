@@ -71,14 +71,16 @@ int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, con
   // Half-way through this rank's tensors (parameters, then optimizer state): mid_rank_file.
   const size_t total = contents.parameters.size() + contents.optimizer_state.size();
   size_t written = 0;
-  auto count_one = [&] {
-    if (++written == (total + 1) / 2) {
-      reach("mid_rank_file", rank, step);
-      if (fault::armed("disk_full", rank, step))
-        throw std::system_error(ENOSPC, std::generic_category(),
-                                "writing " + durable.temporary_path().string() + " (TRIAX_FAULT=disk_full)");
-    }
+  auto halfway = [&] {
+    reach("mid_rank_file", rank, step);
+    if (fault::armed("disk_full", rank, step))
+      throw std::system_error(ENOSPC, std::generic_category(),
+                              "writing " + durable.temporary_path().string() + " (TRIAX_FAULT=disk_full)");
   };
+  auto count_one = [&] {
+    if (++written == (total + 1) / 2) halfway();
+  };
+  if (total == 0) halfway();  // a rank that stores only its random generators
   for (const NamedParameter* parameter : contents.parameters) {
     const NamedParameter& p = *parameter;
     const at::Tensor data = host_copy(p.tensor);
