@@ -63,7 +63,7 @@ triax_checkpoint_resume(pp4_to_pp2_tp2 SOURCE pp4 RANKS 4 ${TOPOLOGY_PP2_TP2})
 foreach(part rank_files commit)
   if(part STREQUAL rank_files)
     set(points save_start:1 before_rank_file:0 mid_rank_file:1 before_rank_commit:0 after_rank_file:1
-        after_agreement:1)
+        after_agreement:0 after_agreement:1)
   else()
     set(points before_rename:0 after_rename:0 after_latest:0 mid_prune:0 after_prune:0)
   endif()

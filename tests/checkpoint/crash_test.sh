@@ -31,16 +31,17 @@ for fault in "${faults[@]}"; do
   dir="$out/fault_${fault//:/_}"
   if TRIAX_FAULT="$fault:4" run "$dir" > "$dir.log" 2>&1; then fail "$fault: the run did not fail"; fi
   grep -q "TRIAX_FAULT: killing rank ${fault#*:} at '$point' of step 4" "$dir.log" || fail "$fault: the fault did not fire"
-  case $point in
-    after_latest | mid_prune | after_prune) expected=step_00000004 ;;  # `latest` had moved
+  # `latest` had moved, or every file was durable and rank 0 alive to complete the save.
+  case $fault in
+    after_latest:* | mid_prune:* | after_prune:* | after_agreement:[1-9]*) expected=step_00000004 ;;
     *) expected=step_00000002 ;;
   esac
   [[ "$(cat "$dir/run/latest")" == "$expected" ]] || fail "$fault: latest is '$(cat "$dir/run/latest")', expected $expected"
   for folder in "$dir"/run/step_*; do  # every folder under a final name is complete and intact
     "$triax" inspect checkpoint "$folder" > "$dir.inspect" 2>&1 || fail "$fault: $folder: $(cat "$dir.inspect")"
   done
-  case $point in
-    after_rename | after_latest | mid_prune | after_prune)
+  case $fault in
+    after_rename:* | after_latest:* | mid_prune:* | after_prune:* | after_agreement:[1-9]*)
       [[ -f "$dir/run/step_00000004/metadata.yaml" ]] || fail "$fault: step 4 should be complete" ;;
     *)
       [[ ! -e "$dir/run/step_00000004" ]] || fail "$fault: a partial step 4 is visible under its final name"
