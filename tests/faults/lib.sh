@@ -12,6 +12,7 @@ finish() {
     exit 1
   fi
   echo "all checks passed"
+  exit 0
 }
 
 # descendants PID: every process below PID (a background job may be a subshell around the launcher).
@@ -23,29 +24,22 @@ descendants() {
   done
 }
 
-# rank_pid JOB_PID RANK: the process of that world rank (it carries OMPI_COMM_WORLD_RANK).
-rank_pid() {
-  local pid
-  for pid in $(descendants "$1"); do
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then
-      echo "$pid"
-      return 0
-    fi
-  done
-  return 1
-}
-
-# launcher_pid JOB_PID: the `triax launch` process of a background job.
-launcher_pid() {
+# first_process JOB_PID FILE LINE: the first of JOB_PID and the processes below it whose
+# /proc/PID/FILE (NUL-separated) holds LINE.
+first_process() {
   local pid
   for pid in "$1" $(descendants "$1"); do
-    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q " launch "; then
+    if tr '\0' '\n' <"/proc/$pid/$2" 2>/dev/null | grep -qx -- "$3"; then
       echo "$pid"
       return 0
     fi
   done
   return 1
 }
+# rank_pid JOB_PID RANK: the process of that world rank.
+rank_pid() { first_process "$1" environ "OMPI_COMM_WORLD_RANK=$2"; }
+# launcher_pid JOB_PID: the `triax launch` process of a background job.
+launcher_pid() { first_process "$1" cmdline launch; }
 
 # wait_for_step METRICS_FILE STEP [SECONDS]: until rank 0 has logged STEP lines (one per step).
 wait_for_step() {

@@ -55,7 +55,7 @@ for ((trial = 0; trial < trials; trial++)); do
       fail "$name: rank $rank did not exit with status 4. Output: $output"
   done
   # Each survivor names the lost peer: its own timeout's explanation or the first survivor's.
-  lost="rank $victim last seen [0-9.]+ s ago at step [0-9]+ \(dead or hung\)"
+  lost="rank $victim last seen [0-9.]+ s ago at step [0-9]+ \(dead or hung[^)]*\)"
   ((victim == 0)) && lost="rank 0's liveness store at [^ ]+ does not answer \(.*\): rank 0 is dead or hung"
   named=$(grep -cE "^triax train: communication failed: .*$lost" <<<"$output")
   ((named == ranks - 1)) || fail "$name: $named of $((ranks - 1)) survivors name the lost rank. Output: $output"
