@@ -57,9 +57,19 @@ triax_checkpoint_resume(single_to_dp2_tp2_pp2 SOURCE single RANKS 8 ${TOPOLOGY_D
 triax_checkpoint_resume(tp2_dp2_zero1_to_dp4_zero1 SOURCE tp2_dp2_zero1 RANKS 4 ${TOPOLOGY_DP4_ZERO1})
 triax_checkpoint_resume(pp4_to_pp2_tp2 SOURCE pp4 RANKS 4 ${TOPOLOGY_PP2_TP2})
 
-# A rank killed at each point of a save: the previous checkpoint stays latest and intact, and a
-# new run resumes from it bit for bit.
-add_test(NAME checkpoint.crash_safety
-         COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint/crash_test.sh $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE}
-                 $<TARGET_FILE:triax> ${PARITY_CONFIG} ${CHECKPOINT_DIR}/crash)
-set_tests_properties(checkpoint.crash_safety PROPERTIES LABELS "checkpoint;multi_rank" PROCESSORS 2 TIMEOUT 600)
+# A rank killed at each of the 11 points of a save (docs/reliability.md): `latest` names a complete
+# checkpoint, every folder under a final name passes `triax inspect`, and a new run resumes from
+# it bit for bit. Two tests: the rank files, then rank 0's commit and keep_last pruning.
+foreach(part rank_files commit)
+  if(part STREQUAL rank_files)
+    set(points save_start:1 before_rank_file:0 mid_rank_file:1 before_rank_commit:0 after_rank_file:1
+        after_agreement:0 after_agreement:1)
+  else()
+    set(points before_rename:0 after_rename:0 after_latest:0 mid_prune:0 after_prune:0)
+  endif()
+  add_test(NAME checkpoint.crash_safety.${part}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint/crash_test.sh $<TARGET_FILE:parity_runner>
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:triax> ${PARITY_CONFIG} ${CHECKPOINT_DIR}/crash_${part} ${points})
+  set_tests_properties(checkpoint.crash_safety.${part} PROPERTIES LABELS "checkpoint;multi_rank;faults"
+                       PROCESSORS 2 TIMEOUT 600)
+endforeach()

@@ -5,9 +5,10 @@
 // silently). Because mpirun then may return 0 although a rank failed, each triax rank records its
 // exit status in a folder given through TRIAX_LAUNCH_STATUS_DIR, and a rank that left none was
 // killed. The launcher never runs LibTorch code: it forks and execs at once (libgomp is not fork
-// safe).
+// safe). SIGTERM and SIGUSR1 reach every rank (preemption, docs/reliability.md).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "commands.hpp"
@@ -36,8 +38,9 @@ void print_launch_usage(std::ostream& out) {
          "  triax launch -n 2 -- triax train --config configs/tiny_llama.yaml --set parallelism.dp=2\n"
          "Every rank gets MASTER_ADDR/MASTER_PORT, the same TRIAX_RUN_DATE (one run folder) and\n"
          "OMP_NUM_THREADS (cores / N unless set). --comm-timeout sets parallelism.comm_timeout_seconds.\n"
-         "Exits 0 when every rank succeeded; otherwise with the status of the first failed rank\n"
-         "(1 when a rank was killed).\n";
+         "Exits 0 when every rank succeeded; otherwise with the status of the failure that caused the\n"
+         "others: a rank's own error status (1 when a rank was killed), before the 4 of ranks that\n"
+         "only lost a peer; the lowest rank first among several.\n";
 }
 
 // A port that was free a moment ago (the kernel's pick for port 0).
@@ -71,32 +74,121 @@ std::string mpirun_program() {
 }
 
 pid_t g_child = -1;
+volatile sig_atomic_t g_preemption_signal = 0;
 void forward_signal(int signal_number) {
   if (g_child > 0) kill(g_child, signal_number);
 }
+void remember_signal(int signal_number) { g_preemption_signal = signal_number; }
 
-// Runs argv, waits for it, returns its exit status (128 + signal when killed).
+// The processes whose parent is `parent` (the ranks are mpirun's children on this machine).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t end_of_name = line.rfind(')');  // "pid (comm) state ppid ..."
+    if (end_of_name == std::string::npos) continue;
+    std::istringstream fields(line.substr(end_of_name + 1));
+    std::string state;
+    pid_t ppid = 0;
+    if (fields >> state >> ppid && ppid == parent) children.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return children;
+}
+
+// Copies mpirun's standard error (which carries the ranks' too) to ours line by line, without
+// the `PMIX ERROR: BAD-PARAM ... pmix_event_notification.c` line that Open MPI 4.1's PMIx server
+// prints under --enable-recovery for each rank that ends abnormally (a killed rank): the ranks'
+// own messages already say what happened.
+class StderrFilter {
+ public:
+  explicit StderrFilter(int fd) : fd_(fd) {}
+  // Copies what arrives within `wait_ms` (and just waits once mpirun closed its end); true when
+  // something came.
+  bool pump(int wait_ms) {
+    if (!open_) {
+      poll(nullptr, 0, wait_ms);
+      return false;
+    }
+    pollfd ready{fd_, POLLIN, 0};
+    if (poll(&ready, 1, wait_ms) <= 0) return false;
+    char chunk[4096];
+    const ssize_t got = read(fd_, chunk, sizeof chunk);
+    if (got <= 0) {
+      open_ = got < 0 && errno == EINTR;
+      return false;
+    }
+    pending_.append(chunk, static_cast<size_t>(got));
+    for (size_t end; (end = pending_.find('\n')) != std::string::npos; pending_.erase(0, end + 1))
+      emit(pending_.substr(0, end + 1));
+    return true;
+  }
+  // After mpirun ended: what is left, until the pipe is quiet.
+  void finish() {
+    while (pump(10)) {
+    }
+    if (!pending_.empty()) emit(pending_);
+    close(fd_);
+  }
+
+ private:
+  void emit(const std::string& line) {
+    if (line.find("PMIX ERROR: BAD-PARAM") != std::string::npos &&
+        line.find("pmix_event_notification.c") != std::string::npos)
+      return;
+    std::cerr << line << std::flush;
+  }
+  int fd_;
+  bool open_ = true;
+  std::string pending_;
+};
+
+// Runs argv, waits for it, returns its exit status (128 + signal when killed). SIGTERM and SIGUSR1
+// go to every rank directly, as Slurm delivers them: mpirun would turn a SIGTERM into killing the
+// job, too fast for the ranks' preemption checkpoint. SIGINT goes to mpirun, which ends the job.
 int run_and_wait(const std::vector<std::string>& argv) {
   std::vector<char*> raw;
   for (const auto& arg : argv) raw.push_back(const_cast<char*>(arg.c_str()));
   raw.push_back(nullptr);
+  int error_pipe[2];
+  if (pipe(error_pipe) != 0) {
+    std::cerr << "triax launch: pipe failed: " << std::strerror(errno) << "\n";
+    return kExitFailure;
+  }
   const pid_t child = fork();
   if (child < 0) {
     std::cerr << "triax launch: fork failed: " << std::strerror(errno) << "\n";
     return kExitFailure;
   }
   if (child == 0) {
+    dup2(error_pipe[1], STDERR_FILENO);
+    close(error_pipe[0]);
+    close(error_pipe[1]);
     execvp(raw[0], raw.data());
     std::cerr << "triax launch: cannot run " << argv[0] << ": " << std::strerror(errno)
               << " (install Open MPI's mpirun, or name it with TRIAX_MPIRUN)\n";
     std::_Exit(127);
   }
+  close(error_pipe[1]);
+  StderrFilter errors(error_pipe[0]);
   g_child = child;
-  signal(SIGTERM, forward_signal);
+  signal(SIGTERM, remember_signal);
+  signal(SIGUSR1, remember_signal);
   signal(SIGINT, forward_signal);
   int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  for (pid_t done = 0; done == 0 || (done < 0 && errno == EINTR);) {
+    if (const int signal_number = g_preemption_signal) {
+      g_preemption_signal = 0;
+      for (pid_t rank : children_of(child)) kill(rank, signal_number);
+    }
+    done = waitpid(child, &status, WNOHANG);
+    if (done == 0) errors.pump(100);
   }
+  errors.finish();
   g_child = -1;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -175,8 +267,10 @@ int run_launch_command(const std::vector<std::string>& args) {
   argv.insert(argv.end(), command.begin(), command.end());
   const int mpirun_status = run_and_wait(argv);
 
-  // Each rank's own word; silence means it was killed or crashed.
-  int result = kExitOk;
+  // Each rank's own word; silence means it was killed or crashed. The launcher's status is the
+  // cause's, whatever the timing: a rank's own failure (1 for a killed one) comes before the 4 of
+  // the ranks that only saw a peer fail, the lowest rank first among several.
+  int cause = kExitOk, consequence = kExitOk;
   bool any_status = false;
   std::vector<int> killed;
   for (int rank = 0; rank < ranks; ++rank) {
@@ -184,13 +278,14 @@ int run_launch_command(const std::vector<std::string>& args) {
     int status = 0;
     if (!(in >> status)) {
       killed.push_back(rank);
+      if (cause == kExitOk) cause = kExitFailure;
       continue;
     }
     any_status = true;
-    if (status != kExitOk) {
-      std::cerr << "triax launch: rank " << rank << " exited with status " << status << "\n";
-      if (result == kExitOk) result = status;
-    }
+    if (status == kExitOk) continue;
+    std::cerr << "triax launch: rank " << rank << " exited with status " << status << "\n";
+    int& slot = status == kExitCommunication ? consequence : cause;
+    if (slot == kExitOk) slot = status;
   }
   std::error_code ignored;
   fs::remove_all(status_folder, ignored);
@@ -201,9 +296,9 @@ int run_launch_command(const std::vector<std::string>& args) {
     return mpirun_status;
   }
   for (int rank : killed) std::cerr << "triax launch: rank " << rank << " left no exit status (killed or crashed)\n";
-  if (result == kExitOk && !killed.empty()) result = kExitFailure;
-  if (result == kExitOk && mpirun_status != kExitOk) result = mpirun_status;
-  return result;
+  if (cause != kExitOk) return cause;
+  if (consequence != kExitOk) return consequence;
+  return mpirun_status;
 }
 
 }  // namespace triax::cli

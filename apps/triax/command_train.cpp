@@ -61,6 +61,30 @@ const char* world_size_variable(const LaunchEnvironment& launch) {
   }
 }
 
+// Leaves after the error that ended the run, with the status of docs/architecture.md. The peers
+// hear of it first through the liveness store (they would otherwise wait out the timeout); a rank
+// of a multi-process run then leaves at once: MPI_Finalize could wait for peers that are gone.
+int leave_after(const std::exception& error, Communicator* communicator) {
+  int status = kExitFailure;
+  std::string reason = error.what(), kind;
+  if (dynamic_cast<const CommunicationError*>(&error) != nullptr || (communicator && communicator->failed())) {
+    status = kExitCommunication;  // also when a plugin turned the communicator's error into its own
+    kind = "communication failed: ";
+  } else if (dynamic_cast<const ConfigError*>(&error) != nullptr) {
+    status = kExitInvalidConfig;
+    kind = "invalid configuration: ";
+  } else if (dynamic_cast<const PluginError*>(&error) != nullptr) {
+    status = kExitPluginError;
+  } else if (const auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    reason = c10_error->what_without_backtrace();
+  }
+  std::cerr << "triax train: " + kind + reason + "\n";  // one write: ranks share the terminal
+  const bool alone = communicator == nullptr || communicator->size(TRIAX_GROUP_WORLD) == 1;
+  if (alone && status != kExitCommunication) return status;
+  if (communicator) communicator->report_failure(reason);
+  exit_now(status);
+}
+
 }  // namespace
 
 int run_train_command(const std::vector<std::string>& args) {
@@ -96,6 +120,7 @@ int run_train_command(const std::vector<std::string>& args) {
     return kExitInvalidConfig;
   }
   const std::string config_file = vm[vm.count("config") ? "config" : "config-file"].as<std::string>();
+  std::unique_ptr<Communicator> communicator;
   try {
     std::vector<std::string> overrides;
     // `triax launch --comm-timeout S` passes its timeout down; an explicit --set still wins.
@@ -142,35 +167,23 @@ int run_train_command(const std::vector<std::string>& args) {
     for (const auto& refusal : registry.refusals())
       log::warning("plugin library refused: " + refusal.library_path + ": " + refusal.reason);
 
-    std::unique_ptr<Communicator> communicator = connect_communicator(config, launch);
+    communicator = connect_communicator(config, launch);
     if (launch.world_size > 1)
       log::info(std::string("communication: ") + communicator->backend_name() + " backend, " +
                 std::to_string(launch.world_size) + " ranks started by " + launch.launcher_name() + ", timeout " +
                 seconds_text(config.parallelism.comm_timeout_seconds));
     {
       Trainer trainer(std::move(config), registry, *communicator);
-      trainer.train();
+      const TrainSummary summary = trainer.train();
+      if (!summary.preempted_by.empty() && launch.rank == 0)
+        std::cout << "triax train: preempted by " << summary.preempted_by
+                  << ": every rank stopped at a step boundary and saved a checkpoint; exiting 0\n";
     }
     // A run succeeds only when every rank finished: a rank that died late fails the others here.
     communicator->barrier(TRIAX_GROUP_WORLD);
     return kExitOk;
-  } catch (const CommunicationError& e) {
-    // Peers are gone or hung: MPI_Finalize (and other collective clean-up) could wait for them
-    // forever, so the process leaves at once, after saying why.
-    std::cerr << "triax train: communication failed: " << e.what() << "\n";
-    exit_now(kExitCommunication);
-  } catch (const ConfigError& e) {
-    std::cerr << "triax train: invalid configuration: " << e.what() << "\n";
-    return kExitInvalidConfig;
-  } catch (const PluginError& e) {
-    std::cerr << "triax train: " << e.what() << "\n";
-    return kExitPluginError;
-  } catch (const c10::Error& e) {
-    std::cerr << "triax train: " << e.what_without_backtrace() << "\n";
-    return kExitFailure;
   } catch (const std::exception& e) {
-    std::cerr << "triax train: " << e.what() << "\n";
-    return kExitFailure;
+    return leave_after(e, communicator.get());
   }
 }
 

@@ -15,8 +15,12 @@ constexpr const char* kCommTimeoutVariable = "TRIAX_COMM_TIMEOUT_SECONDS";
 // "<folder>/rank-<r>.status" for rank r.
 std::string status_file(const std::string& folder, int rank);
 
-// Writes this rank's exit status when launched by `triax launch` (no-op otherwise).
-void record_exit_status(int status);
+// Writes this rank's exit status when launched by `triax launch` and returns the status the
+// process should leave with: 0 once the file holds the real one, so that mpirun takes no rank
+// for failed and starts none of its error handling (under --enable-recovery, Open MPI's PMIx
+// prints a `PMIX ERROR: BAD-PARAM` line for every rank that ends with another status); the
+// status itself otherwise.
+int record_exit_status(int status);
 
 // Records the status, flushes the standard streams and leaves without running destructors or
 // exit handlers (std::_Exit): used when peers are gone and MPI_Finalize could wait forever.

@@ -32,14 +32,10 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   if (command == "train") {
-    const int status = triax::cli::run_train_command(args);
-    triax::cli::record_exit_status(status);  // for `triax launch`
-    return status;
+    return triax::cli::record_exit_status(triax::cli::run_train_command(args));  // for `triax launch`
   }
   if (command == "generate") {
-    const int status = triax::cli::run_generate_command(args);
-    triax::cli::record_exit_status(status);  // for `triax launch`
-    return status;
+    return triax::cli::record_exit_status(triax::cli::run_generate_command(args));  // for `triax launch`
   }
   if (command == "launch") return triax::cli::run_launch_command(args);
   if (command == "inspect") return triax::cli::run_inspect_command(args);

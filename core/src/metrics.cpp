@@ -5,6 +5,8 @@
 #include <cmath>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include "triax/error.hpp"
@@ -72,6 +74,7 @@ std::string format_step_line(const StepMetrics& m) {
     out << "n/a";
   out << " | peak_mem " << std::setprecision(0) << static_cast<double>(m.peak_memory_bytes) / (1 << 20) << " MiB"
       << " | elapsed " << format_duration(m.elapsed_seconds) << " | eta " << format_duration(m.eta_seconds);
+  if (m.skipped_steps > 0) out << " | skipped " << m.skipped_steps;
   return out.str();
 }
 
@@ -88,7 +91,7 @@ std::string to_json_line(const StepMetrics& m) {
       << ", \"mfu\": " << (m.mfu ? json_number(*m.mfu) : "null") << ", \"consumed_tokens\": " << m.consumed_tokens
       << ", \"peak_memory_bytes\": " << m.peak_memory_bytes << ", \"step_s\": " << json_number(m.step_seconds)
       << ", \"elapsed_s\": " << json_number(m.elapsed_seconds) << ", \"eta_s\": " << json_number(m.eta_seconds)
-      << ", \"data_consumed_samples\": {";
+      << ", \"skipped_steps\": " << m.skipped_steps << ", \"data_consumed_samples\": {";
   for (size_t i = 0; i < m.dataset_samples.size(); ++i)
     out << (i ? ", " : "") << json_string(m.dataset_samples[i].first) << ": " << m.dataset_samples[i].second;
   out << "}}";
@@ -120,7 +123,17 @@ int64_t peak_resident_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-MetricsFile::MetricsFile(const std::string& path) : path_(path), out_(path, std::ios::out | std::ios::trunc) {
+MetricsFile::MetricsFile(const std::string& path, int64_t resumed_at) : path_(path) {
+  std::string kept;
+  std::ifstream in(path);
+  for (std::string line; resumed_at > 0 && std::getline(in, line);) {
+    long long step = 0;
+    if (std::sscanf(line.c_str(), "{\"step\": %lld,", &step) == 1 && step <= resumed_at) kept += line + "\n";
+  }
+  in.close();
+  out_.open(path, std::ios::out | std::ios::trunc);
+  out_ << kept;
+  out_.flush();
   if (!out_) throw Error("cannot write the metrics file " + path);
 }
 

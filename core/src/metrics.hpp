@@ -31,6 +31,7 @@ struct StepMetrics {
   double step_seconds = 0.0;  // mean over the logging interval
   double elapsed_seconds = 0.0;
   double eta_seconds = 0.0;
+  int64_t skipped_steps = 0;  // non-finite steps skipped so far (general.nonfinite_policy: skip)
   // Samples each dataset of the current data stage has given so far (the mixture's counts), by folder.
   std::vector<std::pair<std::string, int64_t>> dataset_samples;
 };
@@ -57,7 +58,10 @@ int64_t peak_resident_bytes();
 // Appends one JSON object per logged step to a file, flushed at every line.
 class MetricsFile {
  public:
-  explicit MetricsFile(const std::string& path);
+  // A run resumed at step `resumed_at` (> 0) into the folder that holds the file keeps the lines
+  // of steps up to that one and drops the rest (steps that are trained again); otherwise the
+  // file starts empty.
+  explicit MetricsFile(const std::string& path, int64_t resumed_at = 0);
   void write(const StepMetrics& metrics);
   const std::string& path() const { return path_; }
 

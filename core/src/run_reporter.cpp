@@ -57,13 +57,14 @@ void check_benchmark_csv(const std::string& origin, const std::string& path) {
 
 }  // namespace
 
-RunReporter::RunReporter(const TrainConfig& config, bool logging_rank) : config_(config), logging_rank_(logging_rank) {
+RunReporter::RunReporter(const TrainConfig& config, bool logging_rank, int64_t resumed_at)
+    : config_(config), logging_rank_(logging_rank) {
   if (!logging_rank_) return;
   const LoggingConfig& l = config.logging;
   log::set_progress_mode(l.progress == "always"  ? log::ProgressMode::always
                          : l.progress == "never" ? log::ProgressMode::never
                                                  : log::ProgressMode::automatic);
-  metrics_file_ = std::make_unique<MetricsFile>((fs::path(config.run_dir()) / "metrics.jsonl").string());
+  metrics_file_ = std::make_unique<MetricsFile>((fs::path(config.run_dir()) / "metrics.jsonl").string(), resumed_at);
   if (config.general.benchmark_csv_path) check_benchmark_csv(config.origin, *config.general.benchmark_csv_path);
   if (!l.tensorboard) {
     tensorboard_note_ = "off (logging.tensorboard)";

@@ -29,7 +29,8 @@ struct RunFacts {
 
 class RunReporter {
  public:
-  RunReporter(const TrainConfig& config, bool logging_rank);
+  // `resumed_at`: the step a resumed run starts after (0 for a new run), see MetricsFile.
+  RunReporter(const TrainConfig& config, bool logging_rank, int64_t resumed_at = 0);
   ~RunReporter();
 
   // Where the outputs go, for the start of the log.

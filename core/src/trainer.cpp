@@ -28,6 +28,10 @@
 #include "triax/core/log.hpp"
 #include "triax/core/lr_schedule.hpp"
 #include "run_reporter.hpp"
+#include "comm/world_reduce.hpp"
+#include "fault_injection.hpp"
+#include "nonfinite_guard.hpp"
+#include "preemption.hpp"
 #include "step_profiler.hpp"
 #include "triax/core/plugins/mesh_model_context.hpp"
 #include "triax/core/plugins/plugin_choice.hpp"
@@ -64,10 +68,15 @@ struct MicroBatchFeed {
   at::Tensor step_samples;  // [micro-batches * micro_batch_size, sequence_length + 1]
   int64_t micro_batch_size = 0;
   c10::Device device = c10::Device(c10::kCPU);
+  int rank = 0;
+  int64_t step = 0;
 
   static triax_status next(void* self, int32_t index, triax_stage_io* io, triax_error* error) {
     auto* feed = static_cast<MicroBatchFeed*>(self);
     try {
+      fault::kill_if_armed("forward", feed->rank, feed->step);  // the engine asks for a micro-batch to run forward
+      if (fault::armed("error", feed->rank, feed->step))
+        throw Error("TRIAX_FAULT: an injected error at step " + std::to_string(feed->step));
       at::Tensor tokens = feed->step_samples.narrow(0, index * feed->micro_batch_size, feed->micro_batch_size);
       if (!feed->device.is_cpu()) tokens = tokens.to(feed->device, /*non_blocking=*/true);
       int64_t length = tokens.size(1) - 1;
@@ -103,6 +112,7 @@ struct Trainer::State {
   std::unique_ptr<data::TrainingData> data;
   std::unique_ptr<checkpoint::TrainingCheckpoint> checkpoint;
   checkpoint::ResumePoint resume;  // step 0 unless resuming
+  int64_t step = 0;                // the step in progress
   std::string init_method_yaml;
   std::string parallelism_yaml;
   std::string optimizer_yaml;
@@ -309,7 +319,7 @@ TrainSummary Trainer::train() {
     if (!out) throw Error("cannot write " + (fs::path(c.run_dir()) / "config.yaml").string());
   }
   // Every output opened before the first step: one that cannot be written stops the run now.
-  RunReporter reporter(c, is_logging_rank);
+  RunReporter reporter(c, is_logging_rank, s.resume.step);
   StepProfiler profiler(c.profiler, c.origin, s.communicator.rank(TRIAX_GROUP_WORLD), s.device.is_cuda());
 
   log::info("model " + c.model.plugin + ": " + std::to_string(s.model->total_parameters()) + " parameters, " +
@@ -332,6 +342,9 @@ TrainSummary Trainer::train() {
   if (c.profiler) log::info(profiler.describe());
 
   LearningRateSchedule schedule(s.resume.lr_scheduler);
+  NonFiniteGuard nonfinite(c);
+  const preemption::SignalWatch preemption_watch(c.general.preemption_signals);
+  const int rank = s.communicator.rank(TRIAX_GROUP_WORLD);
   TrainSummary summary;
   summary.consumed_tokens = s.resume.consumed_tokens;
   const std::string resolved_text = to_yaml_text(resolved);
@@ -347,11 +360,14 @@ TrainSummary Trainer::train() {
 
   for (int64_t step = s.resume.step + 1; step <= c.tokens.train_steps; ++step) {
     s.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
+    s.step = step;
     profiler.before_step(step);
     MicroBatchFeed feed;
     feed.step_samples = s.data->step_samples(step);  // prefetched during the previous step
     feed.micro_batch_size = c.tokens.micro_batch_size;
     feed.device = s.device;
+    feed.rank = rank;
+    feed.step = step;
 
     s.gradients->zero();
     triax_step_request request{};
@@ -367,6 +383,7 @@ TrainSummary Trainer::train() {
     static const auto fold_chunk = [](void* self, int32_t chunk, int32_t, triax_error* error) -> triax_status {
       try {
         auto& state = *static_cast<State*>(self);
+        fault::kill_if_armed("backward", state.communicator.rank(TRIAX_GROUP_WORLD), state.step);
         const auto [first, end] = state.model->parameter_range(chunk);
         state.gradients->after_backward(first, end);
         state.dp_gradients->after_backward(chunk);
@@ -384,11 +401,14 @@ TrainSummary Trainer::train() {
     s.tied->sum(s.gradients->gradients());
     summary.peak_live_micro_batches = std::max(summary.peak_live_micro_batches, result.peak_live_micro_batches);
 
+    if (fault::armed("nan_grad", rank, step)) s.gradients->gradients().front().fill_(NAN);
     s.dp_gradients->reduce_over_data_parallel(s.gradients->gradients(), s.communicator);
     at::Tensor norm = s.dp_gradients->clip(c.optimizer.clip_grad, s.communicator);
     const double lr = schedule.for_step(step);
-    s.optimizer->step(s.dp_gradients->for_optimizer(), lr);
     const at::Tensor losses = s.step_losses->reduce(result, s.communicator, s.device);  // LM loss, aux losses
+    if (fault::armed("nan_loss", rank, step)) losses[0].fill_(NAN);
+    fault::kill_if_armed("optimizer_step", rank, step);
+    if (nonfinite.admit(step, losses[0], norm)) s.optimizer->step(s.dp_gradients->for_optimizer(), lr);
     step_losses.push_back(losses[0]);
     step_norms.push_back(norm);
     summary.learning_rates.push_back(lr);
@@ -426,12 +446,9 @@ TrainSummary Trainer::train() {
         for (const auto& dataset : position.stages[s.data->stage_index(step)].datasets)
           m.dataset_samples.emplace_back(dataset.folder, dataset.consumed_samples);
       }
+      m.skipped_steps = nonfinite.skipped_steps();
       reporter.logged(m);
-      if (!std::isfinite(m.loss) || !std::isfinite(m.grad_norm))
-        throw Error("step " + std::to_string(step) + ": the loss is " + std::to_string(m.loss) +
-                    " and the gradient norm " + std::to_string(m.grad_norm) +
-                    ": training diverged, stopping. Lower optimizer.learning_rate_scheduler.learning_rate, "
-                    "set optimizer.clip_grad, or raise the warm-up.");
+      nonfinite.check(step, m.loss, m.grad_norm);
       interval_start = now;
       interval_steps = 0;
     } else {
@@ -439,11 +456,24 @@ TrainSummary Trainer::train() {
                          std::chrono::duration<double>(Clock::now() - interval_start).count() /
                              static_cast<double>(interval_steps));
     }
-    if (s.checkpoint->due(step)) {
+    const bool due = s.checkpoint->due(step);
+    // Every rank stops at the same step when any of them got a preemption signal.
+    const int stop_signal = c.general.preemption_signals.empty() ? 0
+        : static_cast<int>(world_reduce(s.communicator, preemption::signal_received(), TRIAX_REDUCE_MAX));
+    if (due || stop_signal != 0) {
+      if (!log_now) nonfinite.check(step, losses[0], norm);  // never save a diverged model
       s.checkpoint->save(step, summary.consumed_tokens, s.resume.lr_scheduler, resolved_text);
       interval_start = Clock::now();  // the save's time is not a step's
     }
+    if (stop_signal != 0) {
+      summary.preempted_by = preemption::signal_name(stop_signal);
+      log::warning("preempted by " + summary.preempted_by + ": stopped after step " + std::to_string(step) +
+                   " with a checkpoint in " + c.checkpoints.checkpoints_path +
+                   " (resume with checkpoints.resume_checkpoint_path=" + c.checkpoints.checkpoints_path + ")");
+      break;
+    }
   }
+  summary.skipped_steps = nonfinite.skipped_steps();
   profiler.finish();
   reporter.finish({c.model.plugin, s.model->total_parameters(), device_display_name(s.device), world_size,
                    tokens_per_step});

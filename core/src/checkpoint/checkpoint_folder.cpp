@@ -8,6 +8,7 @@
 
 #include "triax/core/checkpoint/checkpoint_error.hpp"
 #include "triax/durable_file.hpp"
+#include "fault_injection.hpp"
 
 namespace triax::checkpoint {
 namespace {
@@ -31,6 +32,31 @@ const std::regex& complete_pattern() {
 const std::regex& partial_pattern() {
   static const std::regex pattern("\\.step_([0-9]+)\\.partial");
   return pattern;
+}
+
+// A step folder being removed: hidden under this name first, so that a crash half-way through
+// the removal never leaves a part of a checkpoint under a final name.
+const std::regex& pruned_pattern() {
+  static const std::regex pattern("\\.step_([0-9]+)\\.pruned");
+  return pattern;
+}
+
+// Renames `folder` out of sight (durably), then removes its files one by one.
+bool remove_out_of_sight(const fs::path& folder, int64_t current_step) {
+  std::error_code ec;
+  const fs::path hidden = folder.parent_path() / ("." + folder.filename().string() + ".pruned");
+  fs::remove_all(hidden, ec);
+  fs::rename(folder, hidden, ec);
+  if (ec) return false;
+  sync_path(folder.parent_path());
+  bool first = true;
+  for (const auto& entry : fs::directory_iterator(hidden, ec)) {
+    fs::remove_all(entry.path(), ec);
+    if (first) fault::kill_if_armed("mid_prune", 0, current_step);  // rank 0 prunes
+    first = false;
+  }
+  fs::remove_all(hidden, ec);
+  return !ec;
 }
 
 }  // namespace
@@ -95,12 +121,13 @@ std::vector<fs::path> prune_checkpoints(const fs::path& root, int64_t keep_last,
     for (int64_t i = 0; i < excess; ++i) {
       const fs::path& folder = complete[static_cast<size_t>(i)].second;
       if (latest && fs::equivalent(folder, *latest, ec)) continue;
-      fs::remove_all(folder, ec);
-      if (!ec) removed.push_back(folder);
+      if (remove_out_of_sight(folder, current_step)) removed.push_back(folder);
     }
   }
   for (const auto& entry : fs::directory_iterator(root, ec)) {
-    auto step = step_of(entry.path().filename().string(), partial_pattern());
+    const std::string name = entry.path().filename().string();
+    auto step = step_of(name, partial_pattern());
+    if (!step) step = step_of(name, pruned_pattern());  // left by a crash during an earlier pruning
     if (step && *step <= current_step) {
       fs::remove_all(entry.path(), ec);
       if (!ec) removed.push_back(entry.path());

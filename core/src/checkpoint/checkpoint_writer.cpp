@@ -3,58 +3,34 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
-#include <csignal>
-#include <cstdlib>
-#include <optional>
+#include <cerrno>
+#include <system_error>
 
 #include "triax/config_reader.hpp"
 #include "triax/core/checkpoint/checkpoint_error.hpp"
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/core/checkpoint/checksum.hpp"
 #include "triax/core/checkpoint/hdf5_file.hpp"
+#include "comm/world_reduce.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/log.hpp"
 #include "triax/durable_file.hpp"
+#include "fault_injection.hpp"
+#include "preemption.hpp"
 
 namespace triax::checkpoint {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// TRIAX_CHECKPOINT_FAULT=<rank>:<point>[:<step>]
-struct Fault {
-  int rank = -1;
-  std::string point;
-  std::optional<int64_t> step;
-
-  static std::optional<Fault> from_environment() {
-    const char* value = std::getenv("TRIAX_CHECKPOINT_FAULT");
-    if (value == nullptr || *value == '\0') return std::nullopt;
-    const std::string text(value);
-    Fault fault;
-    const size_t first = text.find(':');
-    const size_t second = first == std::string::npos ? std::string::npos : text.find(':', first + 1);
-    try {
-      fault.rank = std::stoi(text.substr(0, first));
-      fault.point = text.substr(first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
-      if (second != std::string::npos) fault.step = std::stoll(text.substr(second + 1));
-    } catch (const std::exception&) {
-      throw CheckpointError("TRIAX_CHECKPOINT_FAULT='" + text + "': expected <rank>:<point>[:<step>]");
-    }
-    if (first == std::string::npos || (fault.point != "start" && fault.point != "mid_write" &&
-                                        fault.point != "before_commit" && fault.point != "before_latest"))
-      throw CheckpointError("TRIAX_CHECKPOINT_FAULT='" + text +
-                            "': the point must be one of start, mid_write, before_commit, before_latest");
-    return fault;
-  }
-};
-
-void maybe_inject_fault(const char* point, int rank, int64_t step) {
-  static const std::optional<Fault> fault = Fault::from_environment();
-  if (!fault || fault->rank != rank || fault->point != point || (fault->step && *fault->step != step)) return;
-  log::error("TRIAX_CHECKPOINT_FAULT: killing rank " + std::to_string(rank) + " at '" + point +
-             "' of the checkpoint of step " + std::to_string(step));
-  std::raise(SIGKILL);
+// A named point of a save (docs/reliability.md lists them): tests kill a rank there with
+// TRIAX_FAULT, and a second preemption signal aborts the save there while nothing of it is visible.
+void reach(const char* point, int rank, int64_t step) {
+  fault::kill_if_armed(point, rank, step);
+  if (preemption::abort_requested())
+    throw CheckpointError("checkpoint of step " + std::to_string(step) +
+                          ": aborted by a second preemption signal (at '" + point +
+                          "'); the previous checkpoint stays latest");
 }
 
 // A contiguous CPU copy of a tensor, for writing (GPU tensors come to the host here).
@@ -92,12 +68,19 @@ int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, con
                     {communicator_.rank(TRIAX_GROUP_DP), communicator_.rank(TRIAX_GROUP_TP),
                      communicator_.rank(TRIAX_GROUP_PP)});
   int64_t bytes = 0;
-  // Half-way through this rank's tensors (parameters, then optimizer state): the mid_write fault.
+  // Half-way through this rank's tensors (parameters, then optimizer state): mid_rank_file.
   const size_t total = contents.parameters.size() + contents.optimizer_state.size();
   size_t written = 0;
-  auto count_one = [&] {
-    if (++written == (total + 1) / 2) maybe_inject_fault("mid_write", rank, step);
+  auto halfway = [&] {
+    reach("mid_rank_file", rank, step);
+    if (fault::armed("disk_full", rank, step))
+      throw std::system_error(ENOSPC, std::generic_category(),
+                              "writing " + durable.temporary_path().string() + " (TRIAX_FAULT=disk_full)");
   };
+  auto count_one = [&] {
+    if (++written == (total + 1) / 2) halfway();
+  };
+  if (total == 0) halfway();  // a rank that stores only its random generators
   for (const NamedParameter* parameter : contents.parameters) {
     const NamedParameter& p = *parameter;
     const at::Tensor data = host_copy(p.tensor);
@@ -122,18 +105,13 @@ int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, con
     file.set_integers("/rng/" + name, "crc32", {static_cast<int64_t>(crc32_of(data))});
   }
   file.close();
+  reach("before_rank_commit", rank, step);
   durable.commit();
   return bytes;
 }
 
 bool CheckpointWriter::all_ranks_agree(bool ok) {
-  if (communicator_.size(TRIAX_GROUP_WORLD) == 1) return ok;
-  // The backend's device: nccl moves only CUDA tensors.
-  at::TensorOptions options = at::TensorOptions().dtype(at::kInt);
-  if (std::string(communicator_.backend_name()) == "nccl") options = options.device(at::kCUDA);
-  at::Tensor flag = at::full({1}, ok ? 1 : 0, options);
-  communicator_.all_reduce(TRIAX_GROUP_WORLD, flag, TRIAX_REDUCE_MIN);
-  return flag.item<int>() == 1;
+  return world_reduce(communicator_, ok ? 1 : 0, TRIAX_REDUCE_MIN) == 1;
 }
 
 SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const RankContents& contents,
@@ -143,7 +121,7 @@ SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const Rank
   const int64_t step = metadata.step;
   const std::filesystem::path partial = root_ / partial_folder_name(step);
   const std::filesystem::path final_folder = root_ / step_folder_name(step);
-  maybe_inject_fault("start", rank, step);
+  reach("save_start", rank, step);
 
   // Rank 0 prepares an empty .partial folder (a crashed save may have left one).
   std::string failure;
@@ -163,14 +141,16 @@ SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const Rank
 
   SaveResult result;
   try {
+    reach("before_rank_file", rank, step);
     result.bytes_written = write_rank_file(partial / rank_file_name(rank), contents, step);
   } catch (const std::exception& e) {
     failure = e.what();
   }
-  maybe_inject_fault("before_commit", rank, step);
+  fault::kill_if_armed("after_rank_file", rank, step);
   if (!all_ranks_agree(failure.empty()))
     throw CheckpointError("checkpoint of step " + std::to_string(step) + " failed; the previous checkpoint stays " +
                           "latest" + (failure.empty() ? " (another rank could not write its file)" : ": " + failure));
+  fault::kill_if_armed("after_agreement", rank, step);
 
   // Every file is durable: rank 0 completes the folder and makes it visible.
   if (rank == 0) {
@@ -183,6 +163,7 @@ SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const Rank
       write_file_durably(partial / kConfigFile,
                          "# the configuration of the run that saved this checkpoint\n" + resolved_config);
       write_file_durably(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
+      reach("before_rename", rank, step);
       std::error_code ec;
       // Saving a step that exists (a run resumed from an older step): the new one replaces it.
       const std::filesystem::path replaced = root_ / ("." + step_folder_name(step) + ".replaced");
@@ -192,12 +173,14 @@ SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const Rank
         if (ec) throw CheckpointError("cannot move the older " + final_folder.string() + " aside: " + ec.message());
       }
       rename_durably(partial, final_folder);
-      maybe_inject_fault("before_latest", rank, step);
+      fault::kill_if_armed("after_rename", rank, step);
       point_latest(root_, final_folder);
+      fault::kill_if_armed("after_latest", rank, step);
       std::filesystem::remove_all(replaced, ec);
       for (const auto& removed : prune_checkpoints(root_, keep_last_, step))
         log::info("checkpoint: removed " + removed.string() + " (checkpoints.keep_last = " +
                   std::to_string(keep_last_) + ")");
+      fault::kill_if_armed("after_prune", rank, step);
     } catch (const std::exception& e) {
       failure = e.what();
     }

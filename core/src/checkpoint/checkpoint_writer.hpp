@@ -7,10 +7,10 @@
 // ranks agree that all succeeded, rank 0 renames the folder and then moves `latest`. A failure
 // on any rank fails the save on every rank and leaves the previous checkpoint as latest.
 //
-// Fault injection for tests: TRIAX_CHECKPOINT_FAULT=<rank>:<point>[:<step>] kills that rank
-// (SIGKILL) at that point of the save of that step (any step if omitted). Points, in order:
-// start, mid_write (half of its tensors written), before_commit (its file durable, before the
-// ranks agree), before_latest (rank 0: folder renamed, `latest` not moved yet).
+// The save passes named points (save_start, before_rank_file, mid_rank_file, before_rank_commit,
+// after_rank_file, after_agreement, before_rename, after_rename, after_latest, mid_prune,
+// after_prune) where tests kill a rank with TRIAX_FAULT and where a second preemption signal
+// aborts it; docs/reliability.md says what each one leaves on disk.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -4,6 +4,7 @@
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 
@@ -101,6 +102,9 @@ Hdf5File::Hdf5File(Hdf5File&& other) noexcept : path_(std::move(other.path_)), h
   other.handle_ = -1;
 }
 
+// Why the last write failed, as the system said it to HDF5's file driver ("No space left on device").
+static std::string system_reason() { return errno != 0 ? std::strerror(errno) : "disk full?"; }
+
 void Hdf5File::fail(const std::string& object, const std::string& what) const {
   throw CheckpointError("checkpoint file " + path_ + (object.empty() ? "" : ", " + object) + ": " + what);
 }
@@ -125,8 +129,9 @@ void Hdf5File::write_tensor(const std::string& object, const at::Tensor& tensor)
   Handle dataset(H5Dcreate2(handle_, object.c_str(), type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   if (!dataset.valid()) fail(object, "cannot create the dataset (a duplicate name?)");
   // The memory layout equals the file type's (little-endian, same widths): HDF5 copies bytes.
+  errno = 0;
   if (tensor.numel() > 0 && H5Dwrite(dataset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, tensor.data_ptr()) < 0)
-    fail(object, "writing " + std::to_string(tensor.nbytes()) + " bytes failed (disk full?)");
+    fail(object, "writing " + std::to_string(tensor.nbytes()) + " bytes failed: " + system_reason());
   set_string(object, "dtype", dtype_name(tensor.scalar_type()));
 }
 
@@ -234,9 +239,10 @@ std::string Hdf5File::string(const std::string& object, const std::string& name)
 
 void Hdf5File::close() {
   if (handle_ < 0) return;
+  errno = 0;
   const herr_t closed = H5Fclose(handle_);
   handle_ = -1;
-  if (closed < 0) fail("", "closing the file failed (disk full?)");
+  if (closed < 0) fail("", "closing the file failed: " + system_reason());
 }
 
 }  // namespace triax::checkpoint

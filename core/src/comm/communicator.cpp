@@ -7,6 +7,7 @@
 
 #include <numeric>
 
+#include "comm/world_reduce.hpp"
 #include "triax/core/comm/parallel_context.hpp"
 #include "triax/error.hpp"
 
@@ -174,6 +175,19 @@ void SingleProcessCommunicator::run_all_to_all(triax_group, const at::Tensor& ou
 void SingleProcessCommunicator::run_all_to_all_v(triax_group, const at::Tensor& output, const at::Tensor& input,
                                                  const std::vector<int64_t>&, const std::vector<int64_t>&) {
   output.copy_(input);  // the checks made both splits [rows]
+}
+
+}  // namespace triax
+
+namespace triax {
+
+int64_t world_reduce(Communicator& communicator, int64_t value, triax_reduce_op op) {
+  if (communicator.size(TRIAX_GROUP_WORLD) == 1) return value;
+  at::TensorOptions options = at::TensorOptions().dtype(at::kLong);
+  if (std::string(communicator.backend_name()) == "nccl") options = options.device(at::kCUDA);
+  at::Tensor flag = at::full({1}, value, options);
+  communicator.all_reduce(TRIAX_GROUP_WORLD, flag, op);
+  return flag.item<int64_t>();
 }
 
 }  // namespace triax

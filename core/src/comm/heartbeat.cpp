@@ -8,9 +8,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <c10/util/Logging.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "triax/error.hpp"
@@ -25,6 +27,9 @@ int64_t unix_millis() {
 }
 
 std::string key_of(int rank) { return "triax/heartbeat/" + std::to_string(rank); }
+// The run's first error, "<rank> <message>", and each rank's acknowledgement of it.
+const std::string kFailureKey = "triax/failure";
+std::string seen_key_of(int rank) { return "triax/failure_seen/" + std::to_string(rank); }
 
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
 
@@ -39,19 +44,48 @@ std::string seconds_text(double seconds) {
   return text;
 }
 
+// A rank's last beat: its step and how long ago it was written.
+struct Beat {
+  int64_t step = 0;
+  double age_seconds = 0;
+};
+Beat last_beat(c10d::Store& store, int rank) {
+  const std::vector<uint8_t> raw = store.get(key_of(rank));
+  std::istringstream value(std::string(raw.begin(), raw.end()));
+  int64_t millis = 0;
+  Beat beat;
+  value >> beat.step >> millis;
+  beat.age_seconds = static_cast<double>(unix_millis() - millis) / 1000.0;
+  return beat;
+}
+
+// c10d logs a warning with a C++ backtrace for every failed store operation; once rank 0 is gone
+// that is dozens of lines around the one message that explains what happened. Errors only,
+// unless TORCH_CPP_LOG_LEVEL asks for more.
+void quiet_c10d_warnings() {
+  const char* level = std::getenv("TORCH_CPP_LOG_LEVEL");
+  if (level == nullptr || *level == '\0') FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);
+}
+
 }  // namespace
 
 struct Heartbeat::Impl {
   int rank = 0;
+  int world_size = 1;
   std::string address;
   Options options;
   c10::intrusive_ptr<c10d::TCPStore> store;        // for reading the peers
   c10::intrusive_ptr<c10d::Store> beating_client;  // the thread's own connection
   std::atomic<int64_t> step{0};
+  std::atomic<bool> peer_failed{false};
+  std::string peer_failure;  // guarded by mutex; set once, before peer_failed
   std::mutex mutex;
   std::condition_variable wake;
   bool stopping = false;
   std::thread thread;
+
+  // A beat older than this means a dead or hung rank.
+  double stale_after() const { return std::max(2.0, 3 * options.interval_seconds); }
 
   // A store operation to a hung rank 0 gives up after this long.
   milliseconds operation_timeout() const {
@@ -63,12 +97,27 @@ struct Heartbeat::Impl {
     beating_client->set(key_of(rank), bytes_of(value));
   }
 
+  // Reads the run's first error, if any, and acknowledges it (another rank's only).
+  void watch_for_failure() {
+    if (peer_failed.load() || !beating_client->check({kFailureKey})) return;
+    const std::vector<uint8_t> raw = beating_client->get(kFailureKey);
+    const std::string value(raw.begin(), raw.end());
+    const size_t space = value.find(' ');
+    const int failed_rank = std::atoi(value.substr(0, space).c_str());
+    if (failed_rank == rank) return;
+    beating_client->set(seen_key_of(rank), bytes_of("1"));
+    std::lock_guard<std::mutex> lock(mutex);
+    peer_failure = "rank " + std::to_string(failed_rank) + " stopped: " + value.substr(space + 1);
+    peer_failed = true;
+  }
+
   void run() {
     std::unique_lock<std::mutex> lock(mutex);
     while (!stopping) {
       lock.unlock();
       try {
         beat();
+        watch_for_failure();
       } catch (const std::exception&) {
         // Rank 0's store is gone (it finished or died): nobody can read this rank's beats any more,
         // and c10d would log every further attempt.
@@ -97,6 +146,7 @@ std::unique_ptr<Heartbeat> Heartbeat::connect(const std::string& address, uint16
                                               const Options& options) {
   auto impl = std::make_unique<Impl>();
   impl->rank = rank;
+  impl->world_size = world_size;
   impl->address = address;
   impl->options = options;
   c10d::TCPStoreOptions store_options;
@@ -105,6 +155,7 @@ std::unique_ptr<Heartbeat> Heartbeat::connect(const std::string& address, uint16
   if (rank == 0) store_options.numWorkers = world_size;
   store_options.waitWorkers = false;
   store_options.timeout = to_millis(options.connect_timeout_seconds);
+  quiet_c10d_warnings();
   try {
     impl->store = c10::make_intrusive<c10d::TCPStore>(address, store_options);
     impl->start();
@@ -140,6 +191,37 @@ Heartbeat::~Heartbeat() {
 
 uint16_t Heartbeat::port() const { return impl_->store->getPort(); }
 
+void Heartbeat::publish_failure(const std::string& message, double linger_seconds) {
+  Impl& s = *impl_;
+  try {
+    // CommunicationErrors start with their rank already.
+    const std::string own = "rank " + std::to_string(s.rank) + ": ";
+    std::string text = first_line(message);
+    if (text.rfind(own, 0) == 0) text = text.substr(own.size());
+    const std::string value = std::to_string(s.rank) + " " + text;
+    s.store->compareSet(kFailureKey, std::vector<uint8_t>{}, bytes_of(value));  // unless an error came first
+    s.store->set(seen_key_of(s.rank), bytes_of("1"));  // rank 0 need not wait for this one
+    if (s.rank != 0) return;
+    // The others read this store: it stays up until each has seen the error or looks dead.
+    const auto give_up = std::chrono::steady_clock::now() + to_millis(linger_seconds);
+    for (int peer = 1; peer < s.world_size; ++peer) {
+      if (!s.store->check({key_of(peer)})) continue;  // it never started
+      while (!s.store->check({seen_key_of(peer)}) && std::chrono::steady_clock::now() < give_up) {
+        if (last_beat(*s.store, peer).age_seconds > s.stale_after()) break;  // dead: it will not see it
+        std::this_thread::sleep_for(milliseconds(20));
+      }
+    }
+  } catch (const std::exception&) {
+    // The store is gone or hung: the peers fall back to the timeout.
+  }
+}
+
+std::optional<std::string> Heartbeat::peer_failure() const {
+  if (!impl_->peer_failed.load()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->peer_failure;
+}
+
 void Heartbeat::set_step(int64_t step) {
   // Published at the next beat, which comes early (at most every 50 ms) when the step changes.
   if (impl_->step.exchange(step) != step) impl_->wake.notify_all();
@@ -147,7 +229,7 @@ void Heartbeat::set_step(int64_t step) {
 
 std::string Heartbeat::explain_silence(const std::vector<int>& ranks) const {
   const Impl& s = *impl_;
-  const double stale_after = std::max(2.0, 3 * s.options.interval_seconds);
+  const double stale_after = s.stale_after();
   const int64_t own_step = s.step.load();
   std::vector<std::string> dead, behind, alive;
   try {
@@ -158,11 +240,7 @@ std::string Heartbeat::explain_silence(const std::vector<int>& ranks) const {
         dead.push_back(who + " never reported a heartbeat (it did not start)");
         continue;
       }
-      const std::vector<uint8_t> raw = s.store->get(key_of(rank));
-      std::istringstream value(std::string(raw.begin(), raw.end()));
-      int64_t step = 0, millis = 0;
-      value >> step >> millis;
-      const double age = static_cast<double>(unix_millis() - millis) / 1000.0;
+      const auto [step, age] = last_beat(*s.store, rank);
       if (age > stale_after)
         dead.push_back(who + " last seen " + seconds_text(age) + " ago at step " + std::to_string(step) +
                        " (dead or hung)");
@@ -171,6 +249,16 @@ std::string Heartbeat::explain_silence(const std::vector<int>& ranks) const {
       else
         alive.push_back(who + " is alive at step " + std::to_string(step) + " (busy or waiting elsewhere)");
     }
+    // Every peer here alive and behind none: they may all wait for a rank outside this group.
+    if (dead.empty())
+      for (int rank = 0; rank < s.world_size; ++rank) {
+        if (rank == s.rank || std::find(ranks.begin(), ranks.end(), rank) != ranks.end()) continue;
+        if (!s.store->check({key_of(rank)})) continue;
+        const auto [step, age] = last_beat(*s.store, rank);
+        if (age > stale_after)
+          dead.push_back("rank " + std::to_string(rank) + " last seen " + seconds_text(age) + " ago at step " +
+                         std::to_string(step) + " (dead or hung, outside this operation's group)");
+      }
   } catch (const std::exception& e) {
     const std::string reason = first_line(e.what());
     return "rank 0's liveness store at " + s.address + ":" + std::to_string(s.store->getPort()) + " does not answer (" +

@@ -153,6 +153,12 @@ void MpiCommunicator::set_step(int64_t step) {
   if (impl_->heartbeat) impl_->heartbeat->set_step(step);
 }
 
+bool MpiCommunicator::failed() const { return impl_->failed; }
+
+void MpiCommunicator::report_failure(const std::string& message) {
+  if (impl_->heartbeat) impl_->heartbeat->publish_failure(message);
+}
+
 void MpiCommunicator::require_device(const at::Tensor& tensor, const char* operation, const char* role) const {
   if (!tensor.device().is_cpu())
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(operation) + ": the mpi backend moves CPU tensors, the " +

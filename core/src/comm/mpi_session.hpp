@@ -148,6 +148,13 @@ struct MpiCommunicator::Impl {
         fail(what, "failed in MPI (" + mpi_detail::mpi_error_text(code) + ")", suspects);
       }
       if (done) return;
+      if (heartbeat)
+        if (std::optional<std::string> peer = heartbeat->peer_failure()) {
+          mpi_detail::abandon(buffers);
+          failed = true;
+          throw CommunicationError("rank " + std::to_string(context.world_rank()) + ": " + step_label() + ": " +
+                                   what + " abandoned: " + *peer);
+        }
       const auto now = Clock::now();
       if (now >= deadline) {
         mpi_detail::abandon(buffers);

@@ -1,4 +1,5 @@
-// general: project, run name (with %date and %jobid expanded), seed, device.
+// general: project, run name (with %date and %jobid expanded), seed, device, and what non-finite
+// values and preemption signals do.
 #include <cstdlib>
 #include <ctime>
 
@@ -49,6 +50,12 @@ GeneralConfig read_general(ConfigReader& root) {
   g.benchmark_csv_path = r.optional<std::string>("benchmark_csv_path");
   g.ignore_sanity_checks = r.get<bool>("ignore_sanity_checks", g.ignore_sanity_checks);
   g.device = r.choice("device", {"auto", "cpu", "cuda"}, g.device);
+  g.nonfinite_policy = r.choice("nonfinite_policy", {"stop", "skip"}, g.nonfinite_policy);
+  g.nonfinite_max_consecutive_skips = int_or(r, "nonfinite_max_consecutive_skips", g.nonfinite_max_consecutive_skips, 1);
+  g.preemption_signals = r.get<std::vector<std::string>>("preemption_signals", g.preemption_signals);
+  for (const std::string& name : g.preemption_signals)
+    if (name != "SIGTERM" && name != "SIGUSR1" && name != "SIGUSR2" && name != "SIGINT" && name != "SIGHUP")
+      r.fail("preemption_signals", "'" + name + "' is not one of SIGTERM, SIGUSR1, SIGUSR2, SIGINT, SIGHUP");
   r.finish();
   return g;
 }

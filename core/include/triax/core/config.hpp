@@ -23,6 +23,11 @@ struct GeneralConfig {
   std::optional<std::string> benchmark_csv_path;
   bool ignore_sanity_checks = true;
   std::string device = "auto";  // triax: auto | cpu | cuda
+  // triax, docs/reliability.md: a non-finite loss or gradient norm stops the run or skips the
+  // step (at most nonfinite_max_consecutive_skips in a row); these signals stop it with a checkpoint.
+  std::string nonfinite_policy = "stop";  // stop | skip
+  int64_t nonfinite_max_consecutive_skips = 3;
+  std::vector<std::string> preemption_signals = {"SIGTERM", "SIGUSR1"};
 };
 
 struct CheckpointsConfig {

@@ -1,7 +1,8 @@
 // The training loop: builds the model, optimizer and engine plugins named by the config,
 // then for each step zeroes gradients, lets the engine run every micro-batch forward and
 // backward, clips by the global norm, steps the optimizer at the scheduled learning rate and
-// logs metrics. The only host synchronisation inside a step is reading the logged loss.
+// logs metrics. The only host synchronisation inside a step is reading the logged loss (and, with
+// general.nonfinite_policy: skip, the loss and norm of every step; docs/reliability.md).
 #pragma once
 
 #include <memory>
@@ -23,6 +24,8 @@ struct TrainSummary {
   int64_t consumed_tokens = 0;
   double seconds = 0.0;
   int peak_live_micro_batches = 0;  // on this rank, over all steps, as the engine measured it
+  int64_t skipped_steps = 0;        // non-finite steps skipped (general.nonfinite_policy: skip)
+  std::string preempted_by;         // the signal that stopped the run early ("SIGTERM"), if one did
 };
 
 class Trainer {

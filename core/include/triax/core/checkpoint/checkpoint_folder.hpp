@@ -41,8 +41,9 @@ fs::path resolve_checkpoint(const std::string& path);
 std::vector<std::pair<int64_t, fs::path>> list_checkpoints(const fs::path& root);
 
 // Removes complete checkpoints beyond the newest `keep_last` (never the one `latest` names) and
-// partial folders of steps not newer than `current_step` (left by interrupted saves).
-// Returns the folders removed.
+// partial folders of steps not newer than `current_step` (left by interrupted saves). A folder is
+// renamed out of sight before its files go, so a crash mid-way leaves no part of a checkpoint
+// under a final name (the next pruning finishes the removal). Returns the folders removed.
 std::vector<fs::path> prune_checkpoints(const fs::path& root, int64_t keep_last, int64_t current_step);
 
 }  // namespace triax::checkpoint

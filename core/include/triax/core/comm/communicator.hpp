@@ -75,6 +75,12 @@ class Communicator {
                                                          const at::Tensor& input, triax_reduce_op op);
   // The training step in progress, for error messages and the peers' liveness reports.
   virtual void set_step(int64_t /*step*/) {}
+  // True once an operation failed with a CommunicationError (a plugin may have turned it into
+  // its own error status on the way): the process can only leave.
+  virtual bool failed() const { return false; }
+  // Tells the peers that this rank stops on `message`, so that their waiting operations give up
+  // within seconds naming it; the timeout is left for silent deaths. Never throws.
+  virtual void report_failure(const std::string& /*message*/) {}
 
  protected:
   // Throws, naming the operation and the tensor's role, when this backend cannot move `tensor`

@@ -35,6 +35,8 @@ class MpiCommunicator final : public Communicator {
   // they progress whenever this rank calls MPI (any operation, or the handle's test()).
   bool has_asynchronous_collectives() const override { return true; }
   void set_step(int64_t step) override;
+  bool failed() const override;
+  void report_failure(const std::string& message) override;
 
   struct Impl;  // the MPI state (comm/mpi_session.hpp; its pending operations use it)
 

@@ -1,0 +1,24 @@
+// Test-only fault injection, compiled in always and inert unless TRIAX_FAULT is set:
+//
+//   TRIAX_FAULT=<point>[:<rank>[:<step>]][,<point>...]
+//
+// <rank> is a world rank, <step> a training step or a range <first>-<last>; either may be '*' or
+// left out (any). Every point and what it does is listed in docs/reliability.md: kill points
+// SIGKILL the process there (forward, backward, optimizer_step and the points of a checkpoint
+// save); nan_loss and nan_grad make the step's loss or one gradient non-finite; disk_full makes
+// writing the rank's checkpoint file fail with ENOSPC; error throws an ordinary error.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace triax::fault {
+
+// True when TRIAX_FAULT names `point` for this rank and step. Throws triax::Error for a value
+// that names an unknown point or cannot be read (a test that misspells a point fails loudly).
+bool armed(std::string_view point, int rank, int64_t step);
+
+// SIGKILLs this process when armed, after one line on stderr naming the point.
+void kill_if_armed(std::string_view point, int rank, int64_t step);
+
+}  // namespace triax::fault

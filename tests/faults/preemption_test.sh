@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Preemption, end to end through `triax launch` (docs/reliability.md):
+#   - SIGTERM to rank 1 of a dp=2 run: every rank stops at the next step boundary, saves a
+#     checkpoint and exits 0 with a line saying so; resuming gives the uninterrupted run's losses
+#     bit for bit;
+#   - SIGUSR1 to rank 0 of a pp=2 (1f1b) run, with general.preemption_signals: [SIGUSR1]: the same;
+#   - SIGTERM to `triax launch` itself (tp=2), which hands it to every rank: the same;
+#   - a second signal before that save completes aborts it: the previous checkpoint stays latest.
+#   preemption_test.sh TRIAX CONFIG OUT_DIR CASE... (CASE: dp2_sigterm pp2_sigusr1 tp2_launcher_sigterm second_signal)
+set -uo pipefail
+triax=$1 config=$2 out=$3
+shift 3
+cases=" $* "
+source "$(dirname "$0")/lib.sh"
+rm -rf "$out"
+mkdir -p "$out"
+LAUNCHER=""
+trap '[[ -n "$LAUNCHER" ]] && kill "$LAUNCHER" 2>/dev/null' EXIT
+
+common=(--set tokens.train_steps=12 --set checkpoints.checkpoint_interval=4 --set parallelism.comm_timeout_seconds=20)
+train() {  # train NAME TOPOLOGY... : a 2-rank run into $out/NAME
+  local name=$1
+  shift
+  "$triax" launch -n 2 -- "$triax" train --config "$config" --set "checkpoints.checkpoints_path=$out/$name" \
+    "${common[@]}" "$@"
+}
+
+# preempt NAME SIGNAL RANK TOPOLOGY...: the whole run, then a run signalled after step 5, resumed.
+preempt() {
+  local name=$1 signal=$2 rank=$3
+  shift 3
+  train "$name.whole" "$@" >"$out/$name.whole.log" 2>&1 || fail "$name: the uninterrupted run failed: $(tail -5 "$out/$name.whole.log")"
+  train "$name" "$@" >"$out/$name.log" 2>&1 &
+  LAUNCHER=$!
+  wait_for_step "$out/$name/metrics.jsonl" 5 || fail "$name: the run did not reach step 5"
+  local pid
+  if [[ $rank == launcher ]]; then  # `triax launch` hands the signal to every rank
+    pid=$(launcher_pid "$LAUNCHER") || fail "$name: the launcher not found"
+  else
+    pid=$(rank_pid "$LAUNCHER" "$rank") || fail "$name: rank $rank not found"
+  fi
+  kill "-$signal" "$pid"
+  wait "$LAUNCHER"
+  local status=$?
+  LAUNCHER=""
+  local log
+  log=$(cat "$out/$name.log")
+  [[ $status -eq 0 ]] || fail "$name: the launcher exited $status after $signal, expected 0. Output: $log"
+  grep -q "triax train: preempted by SIG$signal: every rank stopped at a step boundary and saved a checkpoint; exiting 0" \
+    <<<"$log" || fail "$name: no line saying the run was preempted. Output: $log"
+  local latest
+  latest=$(cat "$out/$name/latest")
+  local stopped=$((10#${latest#step_}))
+  ((stopped >= 5 && stopped < 12)) || fail "$name: latest is $latest, expected the step the signal stopped at"
+  "$triax" inspect checkpoint "$out/$name/$latest" >"$out/$name.inspect" 2>&1 ||
+    fail "$name: $latest does not pass triax inspect: $(cat "$out/$name.inspect")"
+  train "$name" "$@" --set "checkpoints.resume_checkpoint_path=$out/$name" >"$out/$name.resume.log" 2>&1 ||
+    fail "$name: resuming failed: $(tail -5 "$out/$name.resume.log")"
+  diff <(losses "$out/$name.whole/metrics.jsonl") <(losses "$out/$name/metrics.jsonl") >/dev/null ||
+    fail "$name: the resumed losses differ from the uninterrupted run's"
+  [[ $(losses "$out/$name/metrics.jsonl" | wc -l) -eq 12 ]] || fail "$name: metrics.jsonl should hold 12 steps"
+  echo "$name: $signal to $([[ $rank == launcher ]] && echo "the launcher" || echo "rank $rank") stopped every rank after step $stopped with a checkpoint, exit 0; resumed bit for bit"
+}
+
+[[ $cases == *" dp2_sigterm "* ]] &&
+  preempt dp2_sigterm TERM 1 --set parallelism.dp=2 --set tokens.batch_accumulation_per_replica=4
+[[ $cases == *" pp2_sigusr1 "* ]] && preempt pp2_sigusr1 USR1 0 --set parallelism.pp=2 --set parallelism.pp_engine=1f1b \
+  --set 'general.preemption_signals=[SIGUSR1]'
+[[ $cases == *" tp2_launcher_sigterm "* ]] && preempt tp2_launcher_sigterm TERM launcher --set parallelism.tp=2
+[[ $cases == *" second_signal "* ]] || finish
+
+# A second signal before the save completes: aborted, latest stays the periodic step 4.
+name=second_signal
+train "$name" --set parallelism.dp=2 --set tokens.batch_accumulation_per_replica=4 >"$out/$name.log" 2>&1 &
+LAUNCHER=$!
+wait_for_step "$out/$name/metrics.jsonl" 5 || fail "$name: the run did not reach step 5"
+pid=$(rank_pid "$LAUNCHER" 1) || fail "$name: rank 1 not found"
+start=$(now)
+kill -TERM "$pid"
+kill -USR1 "$pid"  # another signal: two SIGTERMs could merge into one pending signal
+wait "$LAUNCHER"
+status=$?
+LAUNCHER=""
+log=$(cat "$out/$name.log")
+elapsed=$(seconds_since "$start")
+[[ $status -ne 0 ]] || fail "$name: the launcher exited 0 although the save was aborted. Output: $log"
+grep -q "aborted by a second preemption signal" <<<"$log" || fail "$name: no message about the abort. Output: $log"
+[[ "$(cat "$out/$name/latest")" == step_00000004 ]] || fail "$name: latest is $(cat "$out/$name/latest"), expected step_00000004"
+for folder in "$out/$name"/step_*; do
+  "$triax" inspect checkpoint "$folder" >/dev/null 2>&1 || fail "$name: $folder does not pass triax inspect"
+done
+echo "$name: the save was aborted, latest stays step_00000004; every rank left ${elapsed}s after the signals (status $status)"
+finish

@@ -1,0 +1,47 @@
+# Runtime faults (docs/reliability.md), each test labelled `faults`: numerical faults in one
+# process (faults_test); preemption, rank deaths, crashes at every point of a save, a full disk
+# and error propagation on real processes (tests/faults/*.sh, through `triax launch`); the soak
+# run (label slow).
+add_executable(faults_test faults_test.cpp)
+target_link_libraries(faults_test PRIVATE triax_core GTest::gtest_main)
+target_compile_definitions(faults_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}"
+                           TRIAX_PARITY_CONFIG="${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml")
+add_dependencies(faults_test triax_llama triax_afab triax_adamw)
+triax_use_pch(faults_test)
+gtest_discover_tests(faults_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS faults
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
+
+set(FAULTS_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml)
+set(FAULTS_DIR ${CMAKE_CURRENT_BINARY_DIR}/faults)
+set(FAULTS_SCRIPTS ${CMAKE_CURRENT_LIST_DIR}/faults)
+# triax_fault_test(<name> PROCESSORS n LABELS ... COMMAND script [args...])
+function(triax_fault_test name)
+  cmake_parse_arguments(ARG "" "PROCESSORS;TIMEOUT" "LABELS;COMMAND" ${ARGN})
+  add_test(NAME faults.${name} COMMAND ${ARG_COMMAND})
+  set_tests_properties(faults.${name} PROPERTIES LABELS "faults;multi_rank;${ARG_LABELS}" PROCESSORS ${ARG_PROCESSORS}
+                       TIMEOUT ${ARG_TIMEOUT} SKIP_RETURN_CODE 77)
+endfunction()
+
+triax_fault_test(preemption.signals PROCESSORS 2 TIMEOUT 300
+                 COMMAND ${FAULTS_SCRIPTS}/preemption_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG}
+                         ${FAULTS_DIR}/preemption_signals dp2_sigterm tp2_launcher_sigterm)
+triax_fault_test(preemption.pp_and_second_signal PROCESSORS 2 TIMEOUT 300
+                 COMMAND ${FAULTS_SCRIPTS}/preemption_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG}
+                         ${FAULTS_DIR}/preemption_pp pp2_sigusr1 second_signal)
+triax_fault_test(error_propagation PROCESSORS 2 TIMEOUT 300
+                 COMMAND ${FAULTS_SCRIPTS}/error_propagation_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG}
+                         ${FAULTS_DIR}/error_propagation)
+triax_fault_test(disk_full PROCESSORS 2 TIMEOUT 300
+                 COMMAND ${FAULTS_SCRIPTS}/disk_full_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG} ${FAULTS_DIR}/disk_full)
+# 20 SIGKILL trials in all: 5 per point, topologies, victims and steps drawn from each seed.
+set(seed 1)
+foreach(point forward backward optimizer_step mid_rank_file)
+  math(EXPR seed "${seed} + 1")
+  triax_fault_test(rank_death.${point} PROCESSORS 4 TIMEOUT 600
+                   COMMAND ${FAULTS_SCRIPTS}/rank_death_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG}
+                           ${FAULTS_DIR}/rank_death_${point} ${seed} 5 ${point})
+endforeach()
+# 2,000 steps at dp=2 x pp=2, checkpoints every 50 steps, a rank killed every ~300 steps.
+triax_fault_test(soak PROCESSORS 4 TIMEOUT 3600 LABELS slow
+                 COMMAND ${FAULTS_SCRIPTS}/soak_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG} ${FAULTS_DIR}/soak
+                         2000 50 300 15)
