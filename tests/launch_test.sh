@@ -45,7 +45,7 @@ expect 2 "parallelism.comm_backend" 2 -- "$TRIAX" launch -n 2 -- "$TRIAX" "${TRA
   --set parallelism.comm_backend=gloo
 # ... and so do impossible splits of the model and schedules (tiny_llama: 2 layers, 4 heads
 # over 2 KV heads, 2 micro-batches per step).
-expect 2 "num_key_value_heads: 2 is not divisible by the tensor parallel size 4" 4 -- \
+expect 2 "num_key_value_heads (line 29): 2 is not divisible by the tensor parallel size 4" 4 -- \
   "$TRIAX" launch -n 4 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.tp=4
 expect 2 "cannot fill a pipeline of parallelism.pp = 3" 3 -- \
   "$TRIAX" launch -n 3 -- "$TRIAX" "${TRAIN[@]}" --set parallelism.pp=3
