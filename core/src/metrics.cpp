@@ -111,7 +111,8 @@ std::vector<std::pair<std::string, double>> scalar_series(const StepMetrics& m) 
                                {"peak_memory_bytes", static_cast<double>(m.peak_memory_bytes)},
                                {"step_s", m.step_seconds},
                                {"elapsed_s", m.elapsed_seconds},
-                               {"eta_s", m.eta_seconds}});
+                               {"eta_s", m.eta_seconds},
+                               {"skipped_steps", static_cast<double>(m.skipped_steps)}});
   for (const auto& [folder, samples] : m.dataset_samples)
     series.emplace_back("data_consumed_samples/" + folder, static_cast<double>(samples));
   return series;
