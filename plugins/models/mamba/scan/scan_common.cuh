@@ -44,6 +44,21 @@ __device__ __forceinline__ float channel_sum(float v) {
   return v;
 }
 
+// One halving round of a reduce-scatter between the two lanes that differ in `mask`: the lower
+// lane keeps the sums of v[0 .. half), the higher those of v[half .. 2 half), both in
+// v[0 .. half). Returns the offset of the values kept (half on the higher lane, else 0).
+template <int V>
+__device__ __forceinline__ int keep_half_summed(float (&v)[V], int half, int mask, bool high) {
+#pragma unroll
+  for (int j = 0; j < V / 2; ++j) {
+    if (j >= half) break;
+    const float send = high ? v[j] : v[j + half];
+    const float keep = high ? v[j + half] : v[j];
+    v[j] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
+  }
+  return high ? half : 0;
+}
+
 // Reduce-scatter over the G lanes of a channel (lane bits 0 .. log2(G) - 1): afterwards
 // v[0 .. V/G) hold the sums over the G lanes of the values first .. first + V/G of v; returns first.
 template <int G = kGroups, int V>
@@ -54,16 +69,8 @@ __device__ __forceinline__ int sum_over_channel_lanes(float (&v)[V], int g) {
   int first = 0;
 #pragma unroll
   for (int round = 0; round < kRounds; ++round) {
-    const int mask = 1 << round, half = V >> (round + 1);
-    const bool high = g & mask;
-#pragma unroll
-    for (int j = 0; j < V / 2; ++j) {
-      if (j >= half) break;
-      const float send = high ? v[j] : v[j + half];
-      const float keep = high ? v[j + half] : v[j];
-      v[j] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
-    }
-    if (high) first += half;
+    const int mask = 1 << round;
+    first += keep_half_summed(v, V >> (round + 1), mask, g & mask);
   }
   return first;
 }

@@ -41,16 +41,8 @@ __device__ __forceinline__ void reduce_over_channels(float (&v)[V], int lane, in
   for (int mask = 16; mask >= 4; mask >>= 1) {
     const bool high = lane & mask;
     if (count > 1) {
-      const int half = count / 2;
-#pragma unroll
-      for (int j = 0; j < V / 2; ++j) {
-        if (j >= half) break;
-        const float send = high ? v[j] : v[j + half];
-        const float keep = high ? v[j + half] : v[j];
-        v[j] = keep + __shfl_xor_sync(0xffffffffu, send, mask);
-      }
-      if (high) first += half;
-      count = half;
+      count /= 2;
+      first += keep_half_summed(v, count, mask, high);
     } else {
       v[0] += __shfl_xor_sync(0xffffffffu, v[0], mask);
       if (high) writer = false;
