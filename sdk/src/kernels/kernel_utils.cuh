@@ -126,6 +126,13 @@ inline unsigned grid_for(int64_t work, int64_t per_block, int64_t max_blocks = i
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(blocks, 1), max_blocks));
 }
 
+// Lets `kernel` take `bytes` of dynamic shared memory: beyond 48 KiB a kernel must opt in.
+template <typename Kernel>
+cudaError_t allow_dynamic_shared_memory(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+}
+
 template <typename T>
 struct TypeTag {
   using type = T;

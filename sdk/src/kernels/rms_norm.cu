@@ -126,11 +126,8 @@ cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, co
     const size_t shared_bytes = static_cast<size_t>(hidden) * sizeof(float);
     auto launch = [&](auto kernel, int threads) {
       // Beyond 48 KiB of dynamic shared memory (hidden > 12288) the kernel must opt in.
-      if (shared_bytes > 48 * 1024) {
-        cudaError_t status =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes));
-        if (status != cudaSuccess) return status;
-      }
+      if (const cudaError_t status = allow_dynamic_shared_memory(kernel, shared_bytes); status != cudaSuccess)
+        return status;
       kernel<<<grid, threads, shared_bytes, stream>>>(static_cast<const T*>(grad_y), static_cast<const T*>(x),
                                                       static_cast<const T*>(weight), rstd, static_cast<T*>(grad_x),
                                                       weight_partials, rows, hidden);

@@ -237,11 +237,8 @@ cudaError_t selective_scan_backward(const ScanOperands& in, const float* checkpo
       constexpr int S = decltype(states)::value;
       auto kernel = scan_backward_kernel<T, S>;
       const size_t shared = sizeof(BackwardTiles<S>);
-      if (shared > 48 * 1024) {
-        const cudaError_t status =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-        if (status != cudaSuccess) return status;
-      }
+      if (const cudaError_t status = triax::kernels::allow_dynamic_shared_memory(kernel, shared); status != cudaSuccess)
+        return status;
       const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels),
                       static_cast<unsigned>(in.batch));
       kernel<<<grid, kThreads, shared, stream>>>(in, checkpoints, static_cast<const T*>(grad_y), out);

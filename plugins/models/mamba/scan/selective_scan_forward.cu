@@ -140,11 +140,8 @@ cudaError_t selective_scan_forward(const ScanOperands& in, const float* initial_
       constexpr int G = decltype(lanes)::value, S = decltype(states)::value;
       auto kernel = scan_forward_kernel<T, G, S>;
       const size_t shared = sizeof(ForwardTiles<S * G>);
-      if (shared > 48 * 1024) {
-        const cudaError_t status =
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
-        if (status != cudaSuccess) return status;
-      }
+      if (const cudaError_t status = triax::kernels::allow_dynamic_shared_memory(kernel, shared); status != cudaSuccess)
+        return status;
       const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels),
                       static_cast<unsigned>(in.batch));
       kernel<<<grid, kChannels * G, shared, stream>>>(in, initial_state, static_cast<T*>(y), last_state, checkpoints);
