@@ -16,18 +16,8 @@ set_tests_properties(mamba_parity.reference PROPERTIES FIXTURES_SETUP mamba_pari
 # triax_mamba_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER
 #                         [--set ...]...)
 function(triax_mamba_parity_case name)
-  cmake_parse_arguments(ARG "" "DP;TP;PP;ENGINE;ZERO;MODE" "" ${ARGN})
-  math(EXPR ranks "${ARG_DP} * ${ARG_TP} * ${ARG_PP}")
-  math(EXPR accumulation "8 / ${ARG_DP}")
-  add_test(NAME mamba_parity.${name}
-           COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/run_case.sh $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE}
-                   ${MAMBA_PARITY_CONFIG} ${MAMBA_PARITY_DIR}/reference ${MAMBA_PARITY_DIR}/${name} ${ranks}
-                   --set parallelism.dp=${ARG_DP} --set parallelism.tp=${ARG_TP} --set parallelism.pp=${ARG_PP}
-                   --set parallelism.pp_engine=${ARG_ENGINE} --set parallelism.tp_mode=${ARG_MODE}
-                   --set optimizer.zero_stage=${ARG_ZERO}
-                   --set tokens.batch_accumulation_per_replica=${accumulation} ${ARG_UNPARSED_ARGUMENTS})
-  set_tests_properties(mamba_parity.${name} PROPERTIES FIXTURES_REQUIRED mamba_parity_reference
-                       LABELS "parity;multi_rank;mamba" PROCESSORS ${ranks} TIMEOUT 300)
+  triax_config_parity_case(mamba_parity.${name} CONFIG ${MAMBA_PARITY_CONFIG} REFERENCE ${MAMBA_PARITY_DIR}/reference
+                           FIXTURE mamba_parity_reference LABELS parity multi_rank mamba ${ARGN})
 endfunction()
 
 triax_mamba_parity_case(tp2                  DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)

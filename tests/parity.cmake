@@ -55,6 +55,25 @@ function(triax_parity_case name)
                        PROCESSORS ${ranks} TIMEOUT 300 ENVIRONMENT "PEAK_LIVE=${ARG_PEAK_LIVE}")
 endfunction()
 
+# The same for another model or setting (mamba_parity.cmake, mup.cmake):
+#   triax_config_parity_case(<test name> CONFIG <yaml> REFERENCE <dir> FIXTURE <fixture> LABELS <labels>
+#                            DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER [--set ...]...)
+function(triax_config_parity_case test)
+  cmake_parse_arguments(ARG "" "CONFIG;REFERENCE;FIXTURE;DP;TP;PP;ENGINE;ZERO;MODE" "LABELS" ${ARGN})
+  math(EXPR ranks "${ARG_DP} * ${ARG_TP} * ${ARG_PP}")
+  math(EXPR accumulation "8 / ${ARG_DP}")
+  get_filename_component(out ${ARG_REFERENCE}/../${test} ABSOLUTE)
+  add_test(NAME ${test}
+           COMMAND ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/parity/run_case.sh $<TARGET_FILE:parity_runner>
+                   ${MPIEXEC_EXECUTABLE} ${ARG_CONFIG} ${ARG_REFERENCE} ${out} ${ranks}
+                   --set parallelism.dp=${ARG_DP} --set parallelism.tp=${ARG_TP} --set parallelism.pp=${ARG_PP}
+                   --set parallelism.pp_engine=${ARG_ENGINE} --set parallelism.tp_mode=${ARG_MODE}
+                   --set optimizer.zero_stage=${ARG_ZERO}
+                   --set tokens.batch_accumulation_per_replica=${accumulation} ${ARG_UNPARSED_ARGUMENTS})
+  set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED ${ARG_FIXTURE} LABELS "${ARG_LABELS}"
+                       PROCESSORS ${ranks} TIMEOUT 300)
+endfunction()
+
 # Data parallel alone, with and without ZeRO-1.
 triax_parity_case(dp2           DP 2 TP 1 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)
 triax_parity_case(dp2_zero1     DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE)

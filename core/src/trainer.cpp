@@ -247,11 +247,13 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   const WeightDecayPolicy weight_decay(c.optimizer.weight_decay, c.optimizer.weight_decay_exclude_named_params);
   std::vector<triax_optimizer_param> params;
   std::vector<int32_t> gradient_groups;
+  std::vector<double> lr_scales;
   int excluded = 0;
   for (const auto& p : s.model->parameters()) {
     excluded += weight_decay.excludes(p) ? 1 : 0;
     params.push_back({p.name.c_str(), borrow_handle(p.tensor), weight_decay.for_parameter(p), p.spec.flags});
     gradient_groups.push_back(p.spec.gradient_group);
+    lr_scales.push_back(p.spec.lr_scale);
   }
   s.optimizer_yaml = to_located_yaml_text(c.optimizer.section, c.origin);
   triax_optimizer_context optimizer_context{};
@@ -261,6 +263,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   optimizer_context.optimizer_yaml = s.optimizer_yaml.c_str();
   optimizer_context.host = s.host.c_host();
   optimizer_context.gradient_groups = gradient_groups.data();
+  optimizer_context.lr_scales = lr_scales.data();
   in_config_file(c.origin, [&] {
     s.optimizer = std::make_unique<OptimizerInstance>(optimizer_vtable, c.optimizer.plugin, optimizer_context, params);
   });

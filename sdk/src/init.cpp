@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "triax/config_reader.hpp"
+#include "triax/spectral_mup.hpp"
 
 namespace triax {
 namespace {
@@ -60,9 +61,15 @@ ScaledInitMethod read_scaled_init_method(const YAML::Node& init_method, double d
   // `path` (weights from a checkpoint or a Hugging Face folder) is the host's: it copies them over
   // the random initialisation made here.
   reader.ignore("path");
-  if (reader.contains("use_mup")) reader.fail("use_mup", "spectral muP initialisation is not implemented");
-  reader.ignore("use_mup");
   ScaledInitMethod method;
+  method.use_mup = reader.get<bool>("use_mup", false);
+  if (method.use_mup) {
+    // nanotron's SpectralMupInit has use_mup alone: every scale follows from the fans.
+    for (const char* key : {"std", "scaling_method"})
+      if (reader.contains(key)) reader.fail(key, "does not apply with use_mup: true (spectral muP sets every scale)");
+    reader.finish();
+    return method;
+  }
   method.std = reader.get<double>("std", default_std);
   if (!(method.std >= 0.0)) reader.fail("std", "must not be negative, got " + std::to_string(method.std));
   std::string scaling = reader.get<std::string>("scaling_method", "NUM_LAYERS");
@@ -81,8 +88,12 @@ ScaledInitMethod read_scaled_init_method(const YAML::Node& init_method, double d
   return method;
 }
 
-void init_scaled(const std::vector<NamedParameter>& parameters, const ScaledInitMethod& method, uint64_t seed,
+void init_scaled(std::vector<NamedParameter>& parameters, const ScaledInitMethod& method, uint64_t seed,
                  const std::vector<std::string>& output_projections, const std::vector<std::string>& norm_weights) {
+  if (method.use_mup) {
+    init_spectral_mup(parameters, seed);
+    return;
+  }
   auto ends_with_any = [](const std::string& name, const std::vector<std::string>& suffixes) {
     return std::any_of(suffixes.begin(), suffixes.end(), [&](const std::string& suffix) { return ends_with(name, suffix); });
   };

@@ -51,13 +51,16 @@ ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorP
   std::vector<int64_t> local = shape;
   local[static_cast<size_t>(dim)] = local_out;
   auto opts = options_for(o.device, o.dtype);
-  weight = register_parameter_with_spec("weight", at::empty(local, opts), ParameterSpec::sharded(shape, dim, offset));
+  // A muP matrix is [.., fan_out, fan_in]; the input-major (Conv1D) layout is not one.
+  const ParameterRole role = o.input_major ? ParameterRole::Undeclared : ParameterRole::Matrix;
+  weight = register_parameter_with_spec("weight", at::empty(local, opts),
+                                        ParameterSpec::sharded(shape, dim, offset, 0, role));
   if (o.bias) {
     std::vector<int64_t> local_bias = outputs;
     local_bias.back() = local_out;
-    bias = register_parameter_with_spec(
-        "bias", at::zeros(local_bias, opts),
-        ParameterSpec::sharded(outputs, static_cast<int64_t>(outputs.size()) - 1, offset, TRIAX_PARAM_NO_WEIGHT_DECAY));
+    bias = register_parameter_with_spec("bias", at::zeros(local_bias, opts),
+                                        ParameterSpec::sharded(outputs, static_cast<int64_t>(outputs.size()) - 1,
+                                                               offset, TRIAX_PARAM_NO_WEIGHT_DECAY, ParameterRole::Vector));
   }
 }
 
@@ -88,11 +91,12 @@ RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParalle
                ? register_parameter_with_spec("weight", at::empty({local_in, o.out_features}, opts),
                                               ParameterSpec::sharded({o.in_features, o.out_features}, 0, offset))
                : register_parameter_with_spec("weight", at::empty({o.out_features, local_in}, opts),
-                                              ParameterSpec::sharded({o.out_features, o.in_features}, 1, offset));
+                                              ParameterSpec::sharded({o.out_features, o.in_features}, 1, offset, 0,
+                                                                     ParameterRole::Matrix));
   if (o.bias)
     bias = register_parameter_with_spec(
         "bias", at::zeros({o.out_features}, opts),
-        ParameterSpec::replicated(at::zeros({o.out_features}), TRIAX_PARAM_NO_WEIGHT_DECAY));
+        ParameterSpec::replicated(at::zeros({o.out_features}), TRIAX_PARAM_NO_WEIGHT_DECAY, ParameterRole::Vector));
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) {
@@ -109,7 +113,8 @@ VocabParallelEmbedding::VocabParallelEmbedding(int64_t padded_vocab_size, int64_
   int64_t local_vocab = tp.shard_size(padded_vocab_size, "padded vocabulary size");
   vocab_start_ = tp.shard_offset(padded_vocab_size);
   weight = register_parameter_with_spec("weight", at::empty({local_vocab, hidden_size}, options_for(device, dtype)),
-                                        ParameterSpec::sharded({padded_vocab_size, hidden_size}, 0, vocab_start_));
+                                        ParameterSpec::sharded({padded_vocab_size, hidden_size}, 0, vocab_start_, 0,
+                                                               ParameterRole::Embedding));
 }
 
 at::Tensor VocabParallelEmbedding::forward(const at::Tensor& ids) {
@@ -126,7 +131,7 @@ RMSNorm::RMSNorm(int64_t hidden_size, double eps, c10::Device device, c10::Scala
     : eps_(eps), tp_(tp) {
   require_group(tp, "RMSNorm");
   at::Tensor ones = at::ones({hidden_size}, options_for(device, dtype));
-  weight = register_parameter_with_spec("weight", ones, ParameterSpec::replicated(ones));
+  weight = register_parameter_with_spec("weight", ones, ParameterSpec::replicated(ones, 0, ParameterRole::Vector));
 }
 
 at::Tensor RMSNorm::forward(const at::Tensor& x) {

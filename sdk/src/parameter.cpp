@@ -5,21 +5,23 @@
 
 namespace triax {
 
-ParameterSpec ParameterSpec::replicated(const at::Tensor& tensor, uint32_t extra_flags) {
+ParameterSpec ParameterSpec::replicated(const at::Tensor& tensor, uint32_t extra_flags, ParameterRole role) {
   ParameterSpec spec;
   spec.global_shape = tensor.sizes().vec();
   spec.shard_offset.assign(spec.global_shape.size(), 0);
   spec.flags = TRIAX_PARAM_TP_REPLICATED | extra_flags;
+  spec.role = role;
   return spec;
 }
 
 ParameterSpec ParameterSpec::sharded(std::vector<int64_t> global_shape, int64_t dim, int64_t offset,
-                                     uint32_t extra_flags) {
+                                     uint32_t extra_flags, ParameterRole role) {
   ParameterSpec spec;
   spec.shard_offset.assign(global_shape.size(), 0);
   spec.shard_offset.at(static_cast<size_t>(dim)) = offset;
   spec.global_shape = std::move(global_shape);
   spec.flags = extra_flags;
+  spec.role = role;
   return spec;
 }
 

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 
@@ -52,6 +53,8 @@ void fill_parameter_info(const NamedParameter& parameter, triax_parameter_info* 
     std::copy(parameter.spec.unpadded_shape.begin(), parameter.spec.unpadded_shape.end(), out->unpadded_shape);
   if (capacity >= offsetof(triax_parameter_info, gradient_group) + sizeof(out->gradient_group))
     out->gradient_group = parameter.spec.gradient_group;
+  if (capacity >= offsetof(triax_parameter_info, lr_scale) + sizeof(out->lr_scale))
+    out->lr_scale = parameter.spec.lr_scale;
 }
 
 namespace {
@@ -175,6 +178,19 @@ void apply_gradient_groups(const triax_optimizer_context& context, std::vector<O
   }
 }
 
+void apply_lr_scales(const triax_optimizer_context& context, std::vector<OptimizerParam>& params) {
+  if (context.struct_size < offsetof(triax_optimizer_context, lr_scales) + sizeof(context.lr_scales) ||
+      context.lr_scales == nullptr)
+    return;  // a host before ABI 1.5, or no scales: the step's learning rate for every parameter
+  for (size_t i = 0; i < params.size(); ++i) {
+    const double scale = context.lr_scales[i];
+    if (!(scale > 0.0) || !std::isfinite(scale))
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "parameter '" + params[i].name + "': learning-rate scale " +
+                                                    std::to_string(scale) + " is not a positive finite number");
+    params[i].lr_scale = scale;
+  }
+}
+
 }  // namespace detail
 
 ModelContext ModelContext::from_c(const triax_model_context& c) {
@@ -257,7 +273,7 @@ std::vector<at::Tensor> StageOutput::boundary() const {
   return tensors;
 }
 
-const std::vector<NamedParameter>& Model::parameter_table() {
+std::vector<NamedParameter>& Model::parameter_table() {
   if (!table_ready_) {
     table_ = collect_parameters(*this);
     table_ready_ = true;

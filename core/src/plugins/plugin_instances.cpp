@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 #include "triax/aux_losses.hpp"
@@ -17,6 +18,21 @@ void throw_plugin_failure(triax_status status, const triax_error& error, const s
   if (status == TRIAX_ERROR_INVALID_CONFIG) throw ConfigError(error.message);
   throw Error(status, message);
 }
+
+namespace {
+
+// Whether model.init_method asks for spectral muP: use_mup present and not false.
+bool asks_for_mup(const char* init_method_yaml) {
+  if (init_method_yaml == nullptr) return false;
+  const YAML::Node init_method = YAML::Load(init_method_yaml);
+  if (!init_method.IsMap()) return false;
+  const YAML::Node use_mup = init_method["use_mup"];
+  if (!use_mup.IsDefined() || use_mup.IsNull()) return false;
+  bool value = true;
+  return !(YAML::convert<bool>::decode(use_mup, value) && !value);
+}
+
+}  // namespace
 
 std::vector<double> ModelInstance::describe_blocks(const triax_model_vtable& vtable, const std::string& name,
                                                    const std::string& config_yaml, int64_t sequence_length) {
@@ -55,6 +71,11 @@ std::string ModelInstance::flops_formula(const triax_model_vtable& vtable) {
 ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name, const std::string& config_yaml,
                              const triax_model_context& context)
     : vtable_(vtable), name_(std::move(name)) {
+  if (asks_for_mup(context.init_method_yaml) &&
+      (model_plugin_extras(vtable_).capabilities & TRIAX_MODEL_SPECTRAL_MUP) == 0)
+    throw PluginError("model.init_method.use_mup: model plugin '" + name_ +
+                      "' does not support spectral muP (its table declares no TRIAX_MODEL_SPECTRAL_MUP, ABI 1.5); "
+                      "leave use_mup out to initialise it its own way");
   triax_error error{};
   triax_status status = vtable_.create(config_yaml.c_str(), &context, &handle_, &error);
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");
@@ -84,6 +105,14 @@ ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name,
                                                       " declares gradient group " +
                                                       std::to_string(info.gradient_group) + ", neither dp nor edp");
       parameter.spec.gradient_group = static_cast<triax_group>(info.gradient_group);
+    }
+    // Before ABI 1.5: the step's learning rate (lr_scale 1).
+    if (info.struct_size >= offsetof(triax_parameter_info, lr_scale) + sizeof(info.lr_scale)) {
+      if (!(info.lr_scale > 0.0) || !std::isfinite(info.lr_scale))
+        throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "model plugin '" + name_ + "': parameter " + parameter.name +
+                                                      " declares learning-rate scale " +
+                                                      std::to_string(info.lr_scale) + ", not a positive finite number");
+      parameter.spec.lr_scale = info.lr_scale;
     }
     parameters_.push_back(std::move(parameter));
   }

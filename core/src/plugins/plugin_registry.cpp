@@ -155,6 +155,8 @@ ModelPluginExtras model_plugin_extras(const triax_model_vtable& vtable) {
   if (covers(offsetof(triax_model_vtable, vocab_size) + sizeof(vtable.vocab_size)))
     extras.vocab_size = vtable.vocab_size;
   if (covers(offsetof(triax_model_vtable, hf) + sizeof(vtable.hf))) extras.hf = vtable.hf;
+  if (covers(offsetof(triax_model_vtable, capabilities) + sizeof(vtable.capabilities)))
+    extras.capabilities = vtable.capabilities;
   return extras;
 }
 

@@ -33,6 +33,8 @@ class LlamaModel : public CausalLm {
       "6N + 12*L*h*s: 3 x forward at 2 FLOPs per multiply-add, attention scores without causal discount (PaLM)";
   static int64_t vocab_size(ConfigReader& config) { return LlamaConfig::read(config).vocab_size; }
   static HfMapping hf_mapping();  // LlamaForCausalLM (hf_mapping.cpp)
+  // model.init_method.use_mup: every parameter comes from the SDK's layers, which declare roles.
+  static constexpr bool kSupportsMup = true;
 
   LlamaModel(const LlamaConfig& config, const ModelContext& context, std::string resolved_yaml);
 

@@ -21,7 +21,8 @@ GroupedExperts::GroupedExperts(int64_t num_experts, int64_t hidden_size, int64_t
   auto add = [&](const char* name, int64_t out, int64_t in) {
     at::Tensor value = at::empty({local_experts_, out, in}, options);
     at::Tensor registered = register_parameter_with_spec(
-        name, value, ParameterSpec::sharded({num_experts, out, in}, 0, first_expert_, TRIAX_PARAM_TP_REPLICATED));
+        name, value, ParameterSpec::sharded({num_experts, out, in}, 0, first_expert_,
+                                                    TRIAX_PARAM_TP_REPLICATED, ParameterRole::Matrix));
     mark_expert(name);
     return registered;
   };

@@ -10,7 +10,7 @@ namespace triax::moe {
 SharedExpertGate::SharedExpertGate(int64_t hidden_size, const ModelContext& context)
     : tp_(TensorParallel::of(context)) {
   at::Tensor value = at::empty({1, hidden_size}, at::TensorOptions().device(context.device).dtype(context.dtype));
-  weight = register_parameter_with_spec("weight", value, ParameterSpec::replicated(value));
+  weight = register_parameter_with_spec("weight", value, ParameterSpec::replicated(value, 0, ParameterRole::Matrix));
 }
 
 at::Tensor SharedExpertGate::forward(const at::Tensor& x) {

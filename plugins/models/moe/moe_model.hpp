@@ -34,6 +34,9 @@ class MoeModel : public CausalLm {
       "3 x forward at 2 FLOPs per multiply-add, attention scores without causal discount (PaLM)";
   static int64_t vocab_size(ConfigReader& config) { return MoeConfig::read(config).vocab_size; }
   static HfMapping hf_mapping();  // MixtralForCausalLM, Qwen2MoeForCausalLM (hf_mapping.cpp)
+  // model.init_method.use_mup: the router, the experts and the shared-expert gate declare
+  // themselves matrices, the rest are the SDK's layers.
+  static constexpr bool kSupportsMup = true;
 
   MoeModel(const MoeConfig& config, const ModelContext& context, std::string resolved_yaml);
 

@@ -10,7 +10,7 @@ TopKRouter::TopKRouter(int64_t hidden_size, int64_t num_experts, int64_t top_k, 
                        const ModelContext& context)
     : num_experts_(num_experts), top_k_(top_k), norm_topk_prob_(norm_topk_prob), tp_(TensorParallel::of(context)) {
   at::Tensor value = at::empty({num_experts, hidden_size}, at::TensorOptions().device(context.device).dtype(context.dtype));
-  weight = register_parameter_with_spec("weight", value, ParameterSpec::replicated(value));
+  weight = register_parameter_with_spec("weight", value, ParameterSpec::replicated(value, 0, ParameterRole::Matrix));
 }
 
 Routing TopKRouter::route(const at::Tensor& tokens) {

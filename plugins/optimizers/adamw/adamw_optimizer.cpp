@@ -21,7 +21,7 @@ class AdamW final : public Optimizer {
     for (const OptimizerParam& p : params) {
       const bool own_master = p.param.scalar_type() != at::kFloat;
       at::Tensor master = own_master ? p.param.detach().to(at::kFloat).clone() : p.param.detach();
-      slots_.push_back(update_.add(master, p.weight_decay));
+      slots_.push_back(update_.add(master, p.weight_decay, p.lr_scale));
       masters_.push_back(own_master ? master : at::Tensor());
       if (own_master) copies_.push_back({p.param, master});
     }

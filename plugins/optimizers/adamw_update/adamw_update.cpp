@@ -27,12 +27,13 @@ AdamWSettings AdamWSettings::read(const YAML::Node& optimizer_section) {
   return s;
 }
 
-size_t AdamWUpdate::add(const at::Tensor& master, double weight_decay) {
+size_t AdamWUpdate::add(const at::Tensor& master, double weight_decay, double lr_scale) {
   if (master.scalar_type() != at::kFloat)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "AdamW master weights must be fp32, got " + std::string(c10::toString(master.scalar_type())));
-  Group& group = groups_[weight_decay];
+  Group& group = groups_[{weight_decay, lr_scale}];
   group.weight_decay = weight_decay;
+  group.lr_scale = lr_scale;
   const size_t slot = count_++;
   group.slots.push_back(slot);
   group.masters.push_back(master);
@@ -48,18 +49,19 @@ void AdamWUpdate::step(const std::vector<at::Tensor>& grads, double lr) {
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "AdamW step: " + std::to_string(grads.size()) + " gradients for " +
                                                   std::to_string(count_) + " master tensors");
   at::NoGradGuard no_grad;
-  for (auto& [decay, group] : groups_) {
+  for (auto& [key, group] : groups_) {
+    const double group_lr = lr * group.lr_scale;
     std::vector<at::Tensor> group_grads;
     group_grads.reserve(group.slots.size());
     for (size_t slot : group.slots) group_grads.push_back(grads[slot]);
     ++group.step_count;
     at::_foreach_add_(group.steps, 1.0);  // the fused kernel reads the counters, never bumps them
     if (settings_.fused)
-      at::_fused_adamw_(group.masters, group_grads, group.exp_avg, group.exp_avg_sq, {}, group.steps, lr,
+      at::_fused_adamw_(group.masters, group_grads, group.exp_avg, group.exp_avg_sq, {}, group.steps, group_lr,
                         settings_.beta1, settings_.beta2, group.weight_decay, settings_.eps,
                         /*amsgrad=*/false, /*maximize=*/false);
     else
-      foreach_update(group, group_grads, lr);
+      foreach_update(group, group_grads, group_lr);
   }
 }
 
@@ -88,13 +90,14 @@ AdamWUpdate::SlotState AdamWUpdate::slot_state(size_t slot) const {
 }
 
 void AdamWUpdate::step_counters_loaded() {
-  for (auto& [decay, group] : groups_) {
+  for (auto& [key, group] : groups_) {
     if (group.steps.empty()) continue;
     at::Tensor counters = at::stack(group.steps).cpu();
     const double first = counters[0].item<double>();
     if (!at::all(counters == first).item<bool>())
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
-                  "AdamW: the loaded step counters of the masters with weight decay " + std::to_string(decay) +
+                  "AdamW: the loaded step counters of the masters with weight decay " +
+                      std::to_string(group.weight_decay) + " and lr scale " + std::to_string(group.lr_scale) +
                       " disagree (they step together)");
     group.step_count = static_cast<int64_t>(first);
   }
@@ -102,7 +105,7 @@ void AdamWUpdate::step_counters_loaded() {
 
 int64_t AdamWUpdate::moment_bytes() const {
   int64_t bytes = 0;
-  for (const auto& [decay, group] : groups_)
+  for (const auto& [key, group] : groups_)
     for (size_t i = 0; i < group.masters.size(); ++i)
       bytes += static_cast<int64_t>(group.exp_avg[i].nbytes() + group.exp_avg_sq[i].nbytes());
   return bytes;

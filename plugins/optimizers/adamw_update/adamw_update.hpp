@@ -1,6 +1,7 @@
 // The AdamW update (decoupled weight decay) that the `adamw` and `zero1_adamw` plugins share:
 // its settings, read from the optimizer section, and fp32 master tensors with their moments,
-// grouped by weight decay so that each group is one LibTorch fused-kernel (or foreach) call.
+// grouped by weight decay and learning-rate scale (spectral muP) so that each group is one
+// LibTorch fused-kernel (or foreach) call.
 // The plugins decide what a master is: a whole parameter, or one data-parallel rank's shard.
 #pragma once
 
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace triax::plugins {
@@ -29,8 +31,9 @@ class AdamWUpdate {
   explicit AdamWUpdate(AdamWSettings settings) : settings_(settings) {}
 
   // Registers an fp32 master that step() updates in place; its gradient is step()'s grads[slot],
-  // where slot is the returned index (masters are numbered in the order they are added).
-  size_t add(const at::Tensor& master, double weight_decay);
+  // where slot is the returned index (masters are numbered in the order they are added). It
+  // steps with the learning rate times lr_scale.
+  size_t add(const at::Tensor& master, double weight_decay, double lr_scale = 1.0);
   size_t size() const { return count_; }
 
   // One step: grads[slot] (fp32, the master's shape) for every registered master.
@@ -51,6 +54,7 @@ class AdamWUpdate {
  private:
   struct Group {
     double weight_decay = 0.0;
+    double lr_scale = 1.0;
     int64_t step_count = 0;     // host-side copy of `steps`, so the foreach path never synchronises
     std::vector<size_t> slots;  // grads[slots[i]] belongs to masters[i]
     std::vector<at::Tensor> masters, exp_avg, exp_avg_sq, steps;
@@ -59,7 +63,7 @@ class AdamWUpdate {
   void foreach_update(Group& group, const std::vector<at::Tensor>& grads, double learning_rate) const;
 
   AdamWSettings settings_;
-  std::map<double, Group> groups_;
+  std::map<std::pair<double, double>, Group> groups_;  // by (weight decay, lr scale)
   size_t count_ = 0;  // masters registered so far
   std::vector<std::pair<Group*, size_t>> slot_index_;  // slot -> its group and position there
 };

@@ -50,7 +50,7 @@ class Zero1AdamW final : public Optimizer {
       // fp32 parameters are their own masters: the update writes straight into the shard.
       shard.own_master = p.param.scalar_type() != at::kFloat;
       shard.master = shard.own_master ? shard.live.to(at::kFloat).clone() : shard.live;
-      if (shard.range.length > 0) shard.slot = static_cast<int64_t>(update_.add(shard.master, p.weight_decay));
+      if (shard.range.length > 0) shard.slot = static_cast<int64_t>(update_.add(shard.master, p.weight_decay, p.lr_scale));
       shard.name = std::move(p.name);
       shards_.push_back(std::move(shard));
     }

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 4
+#define TRIAX_ABI_VERSION_MINOR 5
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -66,8 +66,8 @@ typedef struct triax_engine triax_engine;       /* a pipeline engine plugin inst
 typedef struct triax_optimizer triax_optimizer; /* an optimizer plugin instance */
 typedef struct triax_cache triax_cache;         /* since 1.3: a model's inference cache of one sequence */
 
-/* Since 1.3: where a callee writes text of its own making (YAML, JSON). The callee calls append
- * as often as it likes during the call; the caller owns what was appended. */
+/* Since 1.3: where a callee writes text of its own (YAML, JSON), appending as often as it likes
+ * during the call; the caller owns what was appended. */
 typedef struct triax_text_sink {
   void* self;
   void (*append)(void* self, const char* text, size_t length);
@@ -102,11 +102,8 @@ typedef enum triax_log_level {
   TRIAX_LOG_ERROR = 3
 } triax_log_level;
 
-/*
- * Services the host (the triax core) offers to plugins: logging and collective communication
- * over the mesh's groups. Collectives work in place on borrowed tensors and are called by every
- * rank of the group in the same order. Plugins reach these through the SDK's parallel layers.
- */
+/* Services the host offers plugins: logging and collectives over the mesh's groups, in place on
+ * borrowed tensors, called by every rank of the group in the same order (via the SDK's layers). */
 typedef struct triax_host {
   size_t struct_size;
   void* self;
@@ -154,9 +151,7 @@ typedef struct triax_model_context {
   int32_t tp_mode;                      /* 0 = ALL_REDUCE, 1 = REDUCE_SCATTER (sequence parallel) */
   int64_t make_vocab_size_divisible_by; /* pad the vocabulary to a multiple of this x tp_size */
   const triax_host* host;
-  /* since 1.2: recompute each layer's activations in the backward pass instead of keeping them
-   * (parallelism.recompute_layer) */
-  int32_t recompute_layer;
+  int32_t recompute_layer; /* since 1.2: parallelism.recompute_layer (recompute activations in backward) */
   /* since 1.3: an engine may ask for several model chunks per pipeline rank (interleaved 1F1B);
    * this instance is chunk `chunk_index` of `chunk_count` on this rank and holds virtual
    * pipeline stage `virtual_stage` of `virtual_stage_count` = pp_size * chunk_count (chunk c of
@@ -226,6 +221,7 @@ typedef struct triax_parameter_info {
    * group's ranks hold identical copies, its replica set: its rank 0 counts the copy in the
    * gradient norm and saves it. 0, or a struct too short to hold it, means TRIAX_GROUP_DP. */
   int32_t gradient_group;
+  double lr_scale; /* since 1.5: factor on its learning rate (spectral muP), > 0; too short: 1 */
 } triax_parameter_info;
 
 typedef struct triax_model_vtable {
@@ -275,7 +271,14 @@ typedef struct triax_model_vtable {
    * hidden_out / boundary_out; the last stage sets io->logits ([count, new, padded vocab / tp]). */
   triax_status (*forward_cached)(triax_model* model, triax_cache* const* caches, int32_t count, triax_stage_io* io,
                                  triax_error* error);
+  /* since 1.5: TRIAX_MODEL_* bits of what the model supports (0 when the table is too short) */
+  uint32_t capabilities;
 } triax_model_vtable;
+
+enum {
+  /* model.init_method.use_mup: spectral muP initialisation and per-parameter lr_scale (ABI 1.5) */
+  TRIAX_MODEL_SPECTRAL_MUP = 1u << 0
+};
 
 /* ---- Hugging Face mapping of a model (since 1.3) ------------------------------------------- */
 
@@ -384,10 +387,9 @@ typedef struct triax_engine_vtable {
    * the gradients before and steps the optimizer after. */
   triax_status (*train_step)(triax_engine* engine, const triax_step_request* request, triax_step_result* result,
                              triax_error* error);
-  /* since 1.3 (read only when struct_size covers it; NULL = 1): how many model chunks the engine
-   * wants per pipeline rank (interleaved schedules). Asked once, after create and before the host
-   * builds the model: the host cuts the blocks into pp_size x chunks virtual stages and passes
-   * every chunk in each triax_step_request. */
+  /* since 1.3 (NULL or not covered by struct_size = 1): model chunks wanted per pipeline rank
+   * (interleaved schedules), asked once after create: the host cuts the blocks into pp_size x
+   * chunks virtual stages and passes every chunk in each triax_step_request. */
   int32_t (*model_chunks)(triax_engine* engine);
 } triax_engine_vtable;
 
@@ -406,20 +408,19 @@ typedef struct triax_optimizer_context {
   const char* optimizer_yaml; /* the whole `optimizer` section */
   const triax_host* host;
   /* since 1.3: per parameter (as numbered at create), the group its gradient is averaged over
-   * (triax_parameter_info.gradient_group, never 0). A ZeRO optimizer shards and all-gathers each
-   * parameter over that group instead of TRIAX_GROUP_DP. */
+   * (triax_parameter_info.gradient_group, never 0), over which a ZeRO optimizer shards it. */
   const int32_t* gradient_groups;
+  const double* lr_scales; /* since 1.5: per parameter, triax_parameter_info.lr_scale; NULL = all 1 */
 } triax_optimizer_context;
 
 /* How an optimizer receives gradients (triax_optimizer_vtable.gradient_sharding, ABI 1.1). */
 typedef enum triax_gradient_sharding {
   /* step() gets each parameter's whole gradient, averaged over the dp group. */
   TRIAX_GRADIENTS_WHOLE = 0,
-  /* ZeRO: step() gets this dp rank's shard of each parameter's dp-averaged gradient, as a 1-D
-   * tensor; after its update the optimizer all-gathers the parameters over TRIAX_GROUP_DP. For a
-   * parameter of n elements and dp rank r of D, the shard is elements
-   * [r*c, min((r+1)*c, n)) of the flattened parameter, c = ceil(n / D) (empty when r*c >= n);
-   * triax/zero_partition.hpp spells this out for C++. */
+  /* ZeRO: step() gets this dp rank's shard of each dp-averaged gradient (1-D) and all-gathers
+   * the parameters over TRIAX_GROUP_DP after its update. Parameter of n elements, dp rank r of D:
+   * elements [r*c, min((r+1)*c, n)), c = ceil(n / D), of the flattened parameter (empty when
+   * r*c >= n); triax/zero_partition.hpp spells this out for C++. */
   TRIAX_GRADIENTS_DP_SHARDED = 1
 } triax_gradient_sharding;
 
@@ -437,8 +438,7 @@ typedef struct triax_optimizer_state {
   size_t struct_size;
   int64_t param_index;    /* which parameter, as numbered at create */
   const char* name;       /* stable within the optimizer: "exp_avg", "exp_avg_sq", "master", "step" */
-  triax_tensor* tensor;   /* new reference to the live state tensor; the host reads it to save and
-                             copies into it to load */
+  triax_tensor* tensor;   /* new reference to the live state tensor: read to save, copied into to load */
   int64_t element_offset; /* TRIAX_STATE_ELEMENTWISE: first element of the parameter it covers */
   int32_t kind;           /* a triax_optimizer_state_kind */
 } triax_optimizer_state;
@@ -448,20 +448,18 @@ typedef struct triax_optimizer_vtable {
   triax_status (*create)(const triax_optimizer_context* context, const triax_optimizer_param* params, int64_t count,
                          triax_optimizer** out, triax_error* error);
   void (*destroy)(triax_optimizer* optimizer);
-  /* One update. grads[i] (borrowed, fp32, already reduced and clipped) belongs to params[i]:
-   * the whole gradient, or this dp rank's shard of it (see gradient_sharding). */
+  /* One update. grads[i] (borrowed, fp32, reduced and clipped) belongs to params[i]: the whole
+   * gradient, or this dp rank's shard of it (see gradient_sharding). */
   triax_status (*step)(triax_optimizer* optimizer, triax_tensor* const* grads, int64_t count, double learning_rate,
                        triax_error* error);
-  /* Bytes of optimizer state (master weights, moments) held by this rank. */
-  int64_t (*state_bytes)(triax_optimizer* optimizer);
+  int64_t (*state_bytes)(triax_optimizer* optimizer); /* bytes of state (masters, moments) on this rank */
   /* ---- ABI 1.1: read only when struct_size covers it; a 1.0 table means WHOLE ---- */
   int32_t gradient_sharding; /* a triax_gradient_sharding value */
   /* ---- ABI 1.2: checkpointing. A table without them saves and loads no optimizer state ---- */
   int64_t (*state_count)(triax_optimizer* optimizer);
   triax_status (*state_entry)(triax_optimizer* optimizer, int64_t index, triax_optimizer_state* out,
                               triax_error* error);
-  /* Called after the host copied loaded values into the state tensors: refresh anything derived
-   * from them (host-side step counters, low-precision parameters from fp32 masters). */
+  /* After the host copied loaded values into the state tensors: refresh what derives from them. */
   triax_status (*state_loaded)(triax_optimizer* optimizer, triax_error* error);
 } triax_optimizer_vtable;
 

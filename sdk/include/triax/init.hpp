@@ -35,17 +35,21 @@ void init_constant(const NamedParameter& parameter, double value);
 //                      s = default_std (the model's initializer_range).
 //   scaling_method     NUM_LAYERS (default, as above) or NONE (no scaling).
 //   path               weights to load: the host's business, accepted and ignored here.
+//   use_mup: true      spectral muP instead (triax/spectral_mup.hpp); std and scaling_method
+//                      do not apply then. Only for models that declare kSupportsMup (plugin.hpp).
 struct ScaledInitMethod {
   double std = 0.02;
   double output_std = 0.02;  // the output projections
+  bool use_mup = false;
 };
 
 // Reads model.init_method strictly (ConfigError naming model.init_method.<key>).
 ScaledInitMethod read_scaled_init_method(const YAML::Node& init_method, double default_std, int64_t num_layers);
 
 // Norm weights (names ending in one of norm_weights) 1, biases 0, weights whose names end in one
-// of output_projections N(0, output_std), every other parameter N(0, std).
-void init_scaled(const std::vector<NamedParameter>& parameters, const ScaledInitMethod& method, uint64_t seed,
+// of output_projections N(0, output_std), every other parameter N(0, std). With use_mup, the
+// spectral muP initialisation, which also sets each parameter's spec.lr_scale.
+void init_scaled(std::vector<NamedParameter>& parameters, const ScaledInitMethod& method, uint64_t seed,
                  const std::vector<std::string>& output_projections,
                  const std::vector<std::string>& norm_weights = {"norm.weight"});
 

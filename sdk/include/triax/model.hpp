@@ -116,8 +116,9 @@ class Model : public torch::nn::Module {
   // on every pipeline stage; at most TRIAX_MAX_AUX_LOSSES.
   virtual std::vector<std::string> aux_loss_names() const { return {}; }
 
-  // This rank's parameters with their metadata (computed once, after construction).
-  const std::vector<NamedParameter>& parameter_table();
+  // This rank's parameters with their metadata (computed once, after construction); the
+  // model's initialisation may set their lr_scale (spectral muP) before the host reads them.
+  std::vector<NamedParameter>& parameter_table();
   // aux_loss_names(), computed once (what the C adapters hand out).
   const std::vector<std::string>& aux_loss_name_table();
 

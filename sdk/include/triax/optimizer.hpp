@@ -27,6 +27,8 @@ struct OptimizerParam {
   // The group its gradient is averaged over (ABI 1.3): TRIAX_GROUP_DP, or TRIAX_GROUP_EDP for an
   // expert shard. A ZeRO optimizer shards and all-gathers the parameter over this group.
   triax_group gradient_group = TRIAX_GROUP_DP;
+  // The factor on the step's learning rate for this parameter (ABI 1.5; spectral muP).
+  double lr_scale = 1.0;
 };
 
 struct OptimizerContext {

@@ -14,6 +14,15 @@
 
 namespace triax {
 
+// What a parameter is to a width-aware parametrisation (spectral muP, triax/spectral_mup.hpp).
+// The SDK's layers declare it; a model's own parameters declare it in their spec.
+enum class ParameterRole {
+  Undeclared,  // plain modules' parameters: a muP model must declare every one
+  Matrix,      // a linear map: the last two dimensions of the meaningful shape are [fan_out, fan_in]
+  Embedding,   // a lookup table (token embeddings), rows picked by one-hot inputs
+  Vector       // a gain or a bias (norm weights, linear biases)
+};
+
 struct ParameterSpec {
   std::vector<int64_t> global_shape;  // the whole parameter, all tp shards together
   std::vector<int64_t> shard_offset;  // where this rank's shard starts, per dimension
@@ -26,14 +35,18 @@ struct ParameterSpec {
   // or TRIAX_GROUP_EDP for an expert shard (sharded over TRIAX_GROUP_EP via global_shape and
   // shard_offset).
   triax_group gradient_group = TRIAX_GROUP_DP;
+  ParameterRole role = ParameterRole::Undeclared;
+  // Factor on the learning rate for this parameter (ABI 1.5): 1, or muP's per-parameter scale.
+  double lr_scale = 1.0;
 
   const std::vector<int64_t>& meaningful_shape() const { return unpadded_shape.empty() ? global_shape : unpadded_shape; }
 
   // A parameter held whole and identical on every tp rank.
-  static ParameterSpec replicated(const at::Tensor& tensor, uint32_t extra_flags = 0);
+  static ParameterSpec replicated(const at::Tensor& tensor, uint32_t extra_flags = 0,
+                                  ParameterRole role = ParameterRole::Undeclared);
   // This rank's slice along `dim` of a parameter whose whole shape is `global_shape`.
   static ParameterSpec sharded(std::vector<int64_t> global_shape, int64_t dim, int64_t offset,
-                               uint32_t extra_flags = 0);
+                               uint32_t extra_flags = 0, ParameterRole role = ParameterRole::Undeclared);
 };
 
 struct NamedParameter {

@@ -13,6 +13,10 @@
 //   static constexpr const char* kFlopsFormula = "6N + 12*L*h*s";
 //   static int64_t vocab_size(triax::ConfigReader& model_config);
 //   static triax::HfMapping hf_mapping();                              (triax/hf_mapping.hpp)
+// and of ABI 1.5:
+//   static constexpr bool kSupportsMup = true;   model.init_method.use_mup (triax/spectral_mup.hpp):
+//                                                its parameters declare their roles and its create
+//                                                initialises through init_scaled or init_spectral_mup
 //
 // Engines provide `static std::unique_ptr<E> create(const triax::EngineContext&)`, and may provide
 // `int model_chunks() const` to ask for that many model chunks per pipeline rank; optimizers
@@ -103,6 +107,10 @@ template <class M, class = void>
 struct HasHfMapping : std::false_type {};
 template <class M>
 struct HasHfMapping<M, std::void_t<decltype(M::hf_mapping())>> : std::true_type {};
+template <class M, class = void>
+struct SupportsMup : std::false_type {};
+template <class M>
+struct SupportsMup<M, std::void_t<decltype(M::kSupportsMup)>> : std::bool_constant<M::kSupportsMup> {};
 
 template <class M>
 struct ModelBox {
@@ -214,6 +222,7 @@ struct ModelAdapter {
     table.cache_length = cache_length;
     table.forward_cached = forward_cached;
     table.aux_loss_names = aux_loss_names;
+    if constexpr (SupportsMup<M>::value) table.capabilities |= TRIAX_MODEL_SPECTRAL_MUP;
     return table;
   }
   static const triax_model_vtable* vtable() {
@@ -229,6 +238,8 @@ void step_aux_losses_to_c(StepResult& result, const triax_step_request& request,
 std::vector<OptimizerParam> optimizer_params_from_c(const triax_optimizer_param* params, int64_t count);
 // Each parameter's gradient group from context.gradient_groups (ABI 1.3; dp without it).
 void apply_gradient_groups(const triax_optimizer_context& context, std::vector<OptimizerParam>& params);
+// Each parameter's lr_scale from context.lr_scales (ABI 1.5; 1 without it).
+void apply_lr_scales(const triax_optimizer_context& context, std::vector<OptimizerParam>& params);
 
 // Whether engine class E asks for model chunks (`int model_chunks() const`).
 template <class E, class = void>
@@ -283,6 +294,7 @@ struct OptimizerAdapter {
     return guarded(error, [&] {
       std::vector<OptimizerParam> list = optimizer_params_from_c(params, count);
       apply_gradient_groups(*context, list);
+      apply_lr_scales(*context, list);
       std::unique_ptr<Optimizer> optimizer = O::create(OptimizerContext::from_c(*context), std::move(list));
       *out = reinterpret_cast<triax_optimizer*>(optimizer.release());
     });

@@ -42,6 +42,7 @@ struct ModelPluginExtras {
   const char* flops_formula = nullptr;
   triax_status (*vocab_size)(const char* model_config_yaml, int64_t* out, triax_error* error) = nullptr;
   const triax_model_hf_vtable* hf = nullptr;
+  uint32_t capabilities = 0;  // TRIAX_MODEL_* bits (ABI 1.5)
 };
 ModelPluginExtras model_plugin_extras(const triax_model_vtable& vtable);
 
