@@ -22,6 +22,16 @@ target_compile_definitions(config_test PRIVATE TRIAX_TEST_DATA_DIR="${CMAKE_CURR
   TRIAX_CONFIGS_DIR="${PROJECT_SOURCE_DIR}/configs")
 gtest_discover_tests(config_test)
 
+# The configuration reference against the loader, and docs/config-reference.md against both.
+add_executable(config_reference_test ${CMAKE_CURRENT_LIST_DIR}/config_reference_test.cpp ${TRIAX_CONFIG_LOADER_SOURCES})
+target_include_directories(config_reference_test PRIVATE ${PROJECT_SOURCE_DIR}/core/include ${PROJECT_SOURCE_DIR}/sdk/include)
+target_link_libraries(config_reference_test PRIVATE yaml-cpp GTest::gtest_main)
+gtest_discover_tests(config_reference_test)
+add_test(NAME config_reference.docs_current
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/config_reference_check_test.sh $<TARGET_FILE:triax>
+                 ${PROJECT_SOURCE_DIR}/docs/config-reference.md)
+set_tests_properties(config_reference.docs_current PROPERTIES TIMEOUT 60)
+
 # The process mesh's rank arithmetic and the pipeline split: plain arithmetic, no LibTorch either.
 add_executable(mesh_test
   ${CMAKE_CURRENT_LIST_DIR}/mesh_test.cpp

@@ -22,6 +22,9 @@ int run_train_command(const std::vector<std::string>& args);
 // given folders (kind, name, version, description, library), then the refused libraries.
 int run_plugins_command(const std::vector<std::string>& args);
 
+// `triax config-reference [--check FILE]`: the configuration reference, generated from the loader's.
+int run_config_reference_command(const std::vector<std::string>& args);
+
 // `triax launch -n N [--comm-timeout S] -- COMMAND...`: starts N local ranks of COMMAND under
 // mpirun and returns non-zero when any of them failed.
 int run_launch_command(const std::vector<std::string>& args);

@@ -18,6 +18,7 @@ void print_usage(std::ostream& out) {
          "            (triax inspect checkpoint PATH)\n"
          "  convert   to and from Hugging Face (triax convert --to hf CKPT OUT, --from hf HF_DIR OUT)\n"
          "  plugins   list the plugins found and the libraries refused\n"
+         "  config-reference  print every configuration key (docs/config-reference.md)\n"
          "  version   print the triax version\n\n"
          "`triax <command> --help` describes a command's options.\n";
 }
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   if (command == "inspect") return triax::cli::run_inspect_command(args);
   if (command == "convert") return triax::cli::run_convert_command(args);
   if (command == "plugins") return triax::cli::run_plugins_command(args);
+  if (command == "config-reference") return triax::cli::run_config_reference_command(args);
   if (command == "version" || command == "--version") {
     std::cout << "triax " << TRIAX_VERSION << "\n";
     return triax::cli::kExitOk;

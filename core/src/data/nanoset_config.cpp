@@ -87,6 +87,7 @@ NanosetConfig parse_nanoset_config(const YAML::Node& dataset, const std::string&
   c.shuffle_files = r.get<bool>("shuffle_files", false);
   refuse_true(r, "use_old_brrr_dataloader", "it is a nanotron-internal loader");
   r.finish();
+  c.resolved = YAML::Clone(r.resolved());
   return c;
 }
 

@@ -22,6 +22,7 @@ struct NanosetConfig {
   bool skip_in_stream = false;                             // accepted; resumption is exact either way
   std::optional<std::vector<int64_t>> dataset_max_tokens;  // per folder: use at most this many tokens
   bool shuffle_files = false;                              // a seeded file order instead of by name
+  YAML::Node resolved;                                     // the section as read, defaults included
 
   // The folder each dataset is read from: dataset_read_path[i] when given and present.
   std::string read_folder(size_t i) const;
