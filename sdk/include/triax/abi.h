@@ -168,6 +168,9 @@ typedef struct triax_model_context {
    * position in its ep and edp groups (see TRIAX_GROUP_EP / TRIAX_GROUP_EDP). */
   int32_t ep_rank, ep_size;
   int32_t edp_rank, edp_size;
+  /* since 1.5: with recompute_layer, only the first this many layers of the stage are recomputed
+   * (parallelism.recompute_num_layers); 0, or a struct too short to hold it, means every layer */
+  int32_t recompute_layer_count;
 } triax_model_context;
 
 /*
