@@ -183,7 +183,9 @@ std::string llama_yaml(int layers) {
          "\nvocab_size: 60\nmax_position_embeddings: 64\nrms_norm_eps: 1.0e-5\ntie_word_embeddings: true\n";
 }
 
-std::shared_ptr<triax::llama::LlamaModel> build_llama(int layers, c10::ScalarType dtype, bool recompute) {
+// recompute_count: with recompute, the first this many layers (0: all).
+std::shared_ptr<triax::llama::LlamaModel> build_llama(int layers, c10::ScalarType dtype, bool recompute,
+                                                      int64_t recompute_count = 0) {
   triax::ModelContext context;
   context.dtype = dtype;
   context.first_block = 0;
@@ -192,6 +194,7 @@ std::shared_ptr<triax::llama::LlamaModel> build_llama(int layers, c10::ScalarTyp
   context.init_method = YAML::Load("{std: 0.2}");  // large enough that every layer matters
   context.make_vocab_size_divisible_by = 16;
   context.recompute_layer = recompute;
+  context.recompute_layer_count = recompute_count;
   triax::ConfigReader reader = triax::ConfigReader::from_text(llama_yaml(layers), "model.model_config");
   return triax::llama::LlamaModel::create(reader, context);
 }
@@ -243,6 +246,17 @@ TEST(RecomputeLlama, SameLossAndGradientsAsWithout) {
   }
 }
 
+TEST(RecomputeLlama, AFewLayersGiveTheSameLossAndGradients) {
+  const triax::StageInput input = llama_input(80);
+  LossAndGradients expected = loss_and_gradients(*build_llama(3, at::kFloat, false), input);
+  LossAndGradients actual = loss_and_gradients(*build_llama(3, at::kFloat, true, 1), input);
+  EXPECT_TRUE(at::equal(actual.loss, expected.loss));
+  for (const auto& [name, grad] : expected.gradients) {
+    ASSERT_TRUE(actual.gradients[name].defined()) << name;
+    EXPECT_TRUE(at::equal(actual.gradients[name], grad)) << name;
+  }
+}
+
 TEST(RecomputeLlama, PipelineStageInputGetsTheSameGradient) {
   // A stage without the embedding: the gradient sent back to the previous stage.
   auto stage = [](bool recompute) {
@@ -274,8 +288,8 @@ TEST(RecomputeLlama, PipelineStageInputGetsTheSameGradient) {
 TEST(RecomputeLlama, KeepsOneHiddenStatePerLayer) {
   // What the graph holds after forward, per layer: the difference between 4 and 2 layers, halved,
   // so that the embedding and the head cancel out.
-  auto held_after_forward = [](int layers, bool recompute) {
-    auto model = build_llama(layers, at::kFloat, recompute);
+  auto held_after_forward = [](int layers, bool recompute, int64_t count = 0) {
+    auto model = build_llama(layers, at::kFloat, recompute, count);
     const triax::StageInput input = llama_input(79);
     auto counter = std::make_shared<LiveCpuBytes>();
     c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, counter);
@@ -290,6 +304,13 @@ TEST(RecomputeLlama, KeepsOneHiddenStatePerLayer) {
   // Its input, and the random generator's state (5 KiB) in case the layer draws numbers.
   EXPECT_LT(recomputed, 2 * hidden_state) << "a recomputed layer should keep only its input";
   EXPECT_GE(kept, 8 * hidden_state) << "the layer without recomputation keeps its activations";
+  // recompute_layer_count 2 of 4: two layers keep their activations, two only their input.
+  const int64_t two_recomputed = held_after_forward(4, true, 2);
+  const int64_t per_layer_saving = kept - recomputed;
+  EXPECT_NEAR(static_cast<double>(held_after_forward(4, false) - two_recomputed), 2.0 * per_layer_saving,
+              0.05 * per_layer_saving);
+  EXPECT_NEAR(static_cast<double>(two_recomputed - held_after_forward(4, true)), 2.0 * per_layer_saving,
+              0.05 * per_layer_saving);
 }
 
 }  // namespace

@@ -200,6 +200,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.make_vocab_size_divisible_by = c.model.make_vocab_size_divisible_by;
   context.host = s.host.c_host();
   context.recompute_layer = c.parallelism.recompute_layer ? 1 : 0;
+  context.recompute_layer_count = static_cast<int32_t>(c.parallelism.recompute_num_layers.value_or(0));
   in_config_file(c.origin, [&] {
     try {
       s.model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, model_yaml, context, s.pipeline_stages);

@@ -128,9 +128,13 @@ at::Tensor CausalLm::run_layers(at::Tensor hidden, int64_t sequence_length) {
   if (layers_.empty()) return hidden;
   const std::vector<at::Tensor> shared = layer_inputs(sequence_length, hidden.scalar_type());
   int64_t layer_index = std::max(context_.first_block, 1) - 1;  // of the model, for profiler ranges
+  int64_t stage_layer = 0;
   for (const auto& layer : layers_) {
     const TraceRange range("block layer " + std::to_string(layer_index++));
-    if (!context_.recompute_layer) {
+    // The first layers of a stage: with 1F1B they hold the most micro-batches in flight.
+    const bool recomputed = context_.recompute_layer &&
+                            (context_.recompute_layer_count == 0 || stage_layer++ < context_.recompute_layer_count);
+    if (!recomputed) {
       hidden = layer->forward(hidden, shared);
       continue;
     }

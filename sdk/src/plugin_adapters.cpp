@@ -212,6 +212,8 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
   context.host = Host(c.host);
   if (c.struct_size >= offsetof(triax_model_context, recompute_layer) + sizeof(c.recompute_layer))
     context.recompute_layer = c.recompute_layer != 0;
+  if (c.struct_size >= offsetof(triax_model_context, recompute_layer_count) + sizeof(c.recompute_layer_count))
+    context.recompute_layer_count = c.recompute_layer_count;
   if (c.struct_size >= offsetof(triax_model_context, edp_size) + sizeof(c.edp_size) && c.ep_size > 0 &&
       c.edp_size > 0) {
     context.ep_rank = c.ep_rank;

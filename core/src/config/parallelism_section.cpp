@@ -52,6 +52,9 @@ ParallelismConfig read_parallelism(ConfigReader& root) {
                                        number(p.comm_timeout_seconds));
   p.pp_chunks_per_rank = int_or(r, "pp_chunks_per_rank", p.pp_chunks_per_rank, 1, kMaxChunksPerRank);
   p.pp_blocks_per_stage = r.optional<std::vector<int64_t>>("pp_blocks_per_stage");
+  p.recompute_num_layers = optional_int(r, "recompute_num_layers", 1, INT32_MAX);
+  if (p.recompute_num_layers && !p.recompute_layer)
+    r.fail("recompute_num_layers", "needs parallelism.recompute_layer: true (it limits which layers are recomputed)");
   r.finish();
 
   const int64_t virtual_stages = p.pp * p.pp_chunks_per_rank;

@@ -163,6 +163,7 @@ typedef struct triax_model_context {
    * position in its ep and edp groups (see TRIAX_GROUP_EP / TRIAX_GROUP_EDP). */
   int32_t ep_rank, ep_size;
   int32_t edp_rank, edp_size;
+  int32_t recompute_layer_count; /* since 1.5: recompute only the stage's first this many layers; 0/short: all */
 } triax_model_context;
 
 /*

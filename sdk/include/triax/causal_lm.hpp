@@ -11,7 +11,8 @@
 //   - holds the layers of the blocks [first_block, last_block) of the context;
 //   - runs embedding -> layers -> head: the fused lm_head + cross-entropy when training, the
 //     logits when asked, hidden_in / hidden_out at stage boundaries, sequence shards in
-//     REDUCE_SCATTER mode, activation recomputation per layer (parallelism.recompute_layer);
+//     REDUCE_SCATTER mode, activation recomputation per layer (parallelism.recompute_layer, the first
+//     parallelism.recompute_num_layers of the stage);
 //   - implements inference with a cache (triax/inference_cache.hpp) from the layers' caches.
 // Parameter names follow the layout: <body>.<embedding>.weight, <body>.<layers>.<i>.*,
 // <body>.<norm>.*, <head>.weight (Hugging Face's "model.embed_tokens.weight", ... by default).

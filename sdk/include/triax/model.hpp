@@ -47,6 +47,7 @@ struct ModelContext {
   TpMode tp_mode = TpMode::AllReduce;
   int64_t make_vocab_size_divisible_by = 1;
   bool recompute_layer = false;  // parallelism.recompute_layer: recompute activations in backward
+  int64_t recompute_layer_count = 0;  // with it, the first this many layers of the stage; 0: all
   Host host;
 
   // vocab_size rounded up to a multiple of make_vocab_size_divisible_by x tp_size.

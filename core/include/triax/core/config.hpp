@@ -53,6 +53,8 @@ struct ParallelismConfig {
   bool recompute_layer = false;        // recompute each layer's activations in the backward pass
   bool moe_layer_recompute = false;    // the same for MoE layers only
   bool tp_recompute_allgather = true;  // REDUCE_SCATTER: all-gather the input again in backward
+  // triax: with recompute_layer, recompute only the first this many layers of each pipeline stage
+  std::optional<int64_t> recompute_num_layers;
   std::string comm_backend = "auto";   // triax: auto | mpi | nccl
   double comm_timeout_seconds = 300;   // triax: a peer silent this long fails the run, naming it
   // triax: model chunks per pipeline rank for engines that interleave them (interleaved_1f1b)

@@ -61,6 +61,9 @@ struct Key {
   // Read by a plugin or a component after the loader: the loader keeps it as YAML and the
   // reference does not look inside.
   bool handed_on = false;
+  // Overrides the key is only valid beside ("parallelism.recompute_layer=true"), applied
+  // whenever the drift check tries a value of it.
+  std::vector<std::string> needs;
 
   Key& must_be_given() {
     required = true;
@@ -72,6 +75,10 @@ struct Key {
   }
   Key& read_later() {
     handed_on = true;
+    return *this;
+  }
+  Key& valid_beside(std::string assignment) {
+    needs.push_back(std::move(assignment));
     return *this;
   }
 };

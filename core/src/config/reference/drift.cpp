@@ -48,6 +48,7 @@ class DriftCheck {
   struct Target {
     const Probe* probe = nullptr;
     std::vector<std::string> path;
+    std::vector<std::string> needs;  // the key's Key::needs
   };
 
   void problem(const std::string& full, const std::string& what) {
@@ -69,7 +70,7 @@ class DriftCheck {
       } else if (!documented) {
         if (value.IsMap() && value.size() > 0)
           walk(value, section, name + ".");
-        else
+        else if (undocumented_.insert(full).second)  // once, though several probes show it
           problem(full, "is read by the loader, but the reference does not document it");
       }
     }
@@ -77,15 +78,18 @@ class DriftCheck {
 
   std::optional<Target> target_of(const std::string& full) const {
     for (const Probe& probe : probes())
-      if (std::optional<std::vector<std::string>> path = locate(probe.input, full)) return Target{&probe, *path};
+      if (std::optional<std::vector<std::string>> path = locate(probe.input, full))
+        return Target{&probe, *path, rows_.at(full).key->needs};
     for (const Probe& probe : probes())
-      if (std::optional<std::vector<std::string>> path = locate(probe.resolved, full)) return Target{&probe, *path};
+      if (std::optional<std::vector<std::string>> path = locate(probe.resolved, full))
+        return Target{&probe, *path, rows_.at(full).key->needs};
     return std::nullopt;
   }
 
   // The target's probe with the key set to `value` (YAML text), or removed when `value` is empty.
   static LoaderResult try_value(const Target& target, const std::string& value) {
     YAML::Node document = YAML::Clone(target.probe->input);
+    for (const std::string& assignment : target.needs) apply_override(document, assignment);
     if (value.empty()) {
       std::vector<std::string> parent(target.path.begin(), target.path.end() - 1);
       YAML::Node holder = node_at(document, parent);
@@ -218,6 +222,7 @@ class DriftCheck {
   std::set<std::string> sections_;
   std::map<std::string, Row> rows_;
   std::set<std::string> seen_;
+  std::set<std::string> undocumented_;
   std::vector<std::string> problems_;
 };
 

@@ -136,6 +136,12 @@ defaults) is given to the engine plugin.)md";
           in order: `pp` counts, or `pp × pp_chunks_per_rank` in virtual stage order when chunks are
           interleaved; by default contiguous runs of blocks are balanced by their compute cost)md")
           .with_default(R"md(balanced)md"),
+      Key("recompute_num_layers", integer(1).or_null(), "triax",
+          R"md(with `recompute_layer: true`: recompute only the first N decoder layers of each pipeline stage
+          (Megatron's `--recompute-num-layers` with the block method; with 1F1B the first layers hold the
+          most micro-batches in flight), trading part of the memory for part of the time; `null`: every
+          layer. Refused without `recompute_layer: true`)md")
+          .valid_beside("parallelism.recompute_layer=true"),
   };
   return s;
 }
