@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 4
+#define TRIAX_ABI_VERSION_MINOR 5
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -209,7 +209,7 @@ enum {
 
 typedef struct triax_parameter_info {
   size_t struct_size;
-  const char* name;     /* stable, unique within the model: "model.layers.0.self_attn.q_proj.weight" */
+  const char* name;     /* stable, unique within the model: "model.layers.0.self_attn.o_proj.weight" */
   triax_tensor* tensor; /* new reference to the live parameter (this rank's shard) */
   int32_t ndim;
   int64_t global_shape[TRIAX_MAX_TENSOR_DIMS]; /* shape of the whole, unsharded parameter */
@@ -285,7 +285,11 @@ typedef enum triax_hf_rule_kind {
   TRIAX_HF_CONCAT = 1, /* the HF tensors concatenated along `dim` (fused q/k/v, gate/up) */
   TRIAX_HF_STACK = 2,  /* the HF tensors stacked along a new dimension `dim` (E experts) */
   TRIAX_HF_IGNORE = 3, /* no parameter: HF tensors matching hf_names ('*' = any run) are skipped */
-  TRIAX_HF_FLATTEN = 4 /* since 1.4: one HF tensor, the parameter with dims `dim`, `dim` + 1 merged */
+  TRIAX_HF_FLATTEN = 4, /* since 1.4: one HF tensor, the parameter with dims `dim`, `dim` + 1 merged */
+  /* since 1.5: as CONCAT along `dim` >= 1 (part i: hf_sizes[i] there), but HF tensor i is part i
+   * with dims 0 .. dim merged into one: the parameter interleaves blocks of the HF tensors (q/k/v
+   * grouped by key/value head: [kv_heads, (group + 2) x head_dim, hidden], dim 1) */
+  TRIAX_HF_INTERLEAVE = 5
 } triax_hf_rule_kind;
 
 typedef struct triax_hf_tensor_rule {
@@ -294,10 +298,10 @@ typedef struct triax_hf_tensor_rule {
   const char* triax_name;     /* the parameter's name; NULL for TRIAX_HF_IGNORE */
   int32_t ndim;               /* the parameter's whole, meaningful shape */
   const int64_t* shape;
-  int32_t dim;                /* TRIAX_HF_CONCAT / TRIAX_HF_STACK / TRIAX_HF_FLATTEN */
+  int32_t dim;                /* TRIAX_HF_CONCAT / STACK / FLATTEN / INTERLEAVE */
   int32_t hf_count;           /* HF tensors, in order */
   const char* const* hf_names;
-  const int64_t* hf_sizes;    /* TRIAX_HF_CONCAT: each HF tensor's extent along dim */
+  const int64_t* hf_sizes;    /* TRIAX_HF_CONCAT / INTERLEAVE: each HF part's extent along dim */
   int32_t optional;           /* reading: the HF tensors may all be absent, or equal another
                                  rule's (a tied lm_head.weight): then nothing is read here */
 } triax_hf_tensor_rule;
