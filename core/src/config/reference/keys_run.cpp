@@ -99,7 +99,7 @@ defaults) is given to the engine plugin.)md";
       Key("tp", integer(1), "nanotron",
           R"md(tensor-parallel ranks (required in nanotron))md"),
       Key("expert_parallel_size", integer(1), "nanotron",
-          R"md(MoE expert parallelism, inside dp: must divide `dp`)md"),
+          R"md(expert parallelism of mixture-of-experts layers, inside dp: must divide `dp`)md"),
       Key("context_parallel_size", integer(), "nanotron",
           R"md(only `1` (triax does not implement context parallelism))md"),
       Key("pp_engine", string(), "nanotron",
@@ -117,7 +117,7 @@ defaults) is given to the engine plugin.)md";
           collectives run again too). Same loss and gradients; less activation memory for about one more
           forward of the layers per step (MFU still counts model FLOPs only))md"),
       Key("moe_layer_recompute", boolean(), "nanotron",
-          R"md(the same for MoE layers only; not acted on yet (the run logs a warning when `true`))md"),
+          R"md(the same for mixture-of-experts layers only; not acted on yet (the run logs a warning when `true`))md"),
       Key("tp_recompute_allgather", boolean(), "nanotron",
           R"md(accepted, not acted on: sequence-parallel layers keep their gathered input for backward)md"),
       Key("comm_backend", choice({"auto", "mpi", "nccl"}), "triax",
@@ -152,22 +152,16 @@ Section section_model() {
   s.heading = R"md(`model` (required))md";
   s.keys = {
       Key("plugin", string(), "triax",
-          R"md(the model plugin's name (`llama`, `mamba`, `moe`, or any loaded model plugin). Left out: the
-          plugin whose nanotron marker key is in `model_config` (`is_llama_config`, ...; none or several
-          is an error listing every plugin and its marker), or, with `init_method.path` naming a Hugging
-          Face folder, the plugin reading its config.json `architectures`)md")
+          R"md(the model plugin's name (any loaded model plugin; `triax plugins` lists them). Left out: the
+          plugin whose nanotron marker key is in `model_config` (none or several is an error listing
+          every plugin and its marker), or, with `init_method.path` naming a Hugging Face folder, the
+          plugin reading its config.json `architectures`)md")
           .with_default(R"md(chosen)md"),
       Key("model_config", mapping(), "nanotron",
-          R"md(the architecture's hyper-parameters, read strictly by the model plugin (see the plugin's
-          documentation; the llama plugin reads nanotron's `LlamaConfig` keys, the mamba plugin those of
-          nanotron's Mamba example: `d_model`, `num_hidden_layers`, `vocab_size`, `ssm_cfg` {`d_state`,
-          `d_conv`, `expand`, `dt_rank` (`auto` = ceil(d_model / 16)), `dt_min`, `dt_max`, `dt_init`,
-          `dt_scale`, `dt_init_floor`, `conv_bias`, `bias`, `use_fast_path`}, `rms_norm`,
-          `fused_add_norm`, `residual_in_fp32`, `pad_vocab_size_multiple`, `rms_norm_eps`, `pad_token_id`,
-          `is_mamba_config`, plus `tie_word_embeddings`, `bos_token_id`, `eos_token_id`; its `init_method`
-          takes `initializer_range`, `rescale_prenorm_residual`, `n_residuals_per_layer` or `path`). May
-          be left out when `init_method.path` names a Hugging Face folder: the plugin translates its
-          config.json, and the run folder's `config.yaml` shows the result)md")
+          R"md(the architecture's hyper-parameters, read strictly by the model plugin (the shipped plugins'
+          keys: the README's section on each). May be left out when `init_method.path` names a Hugging
+          Face folder: the plugin translates its config.json, and the run folder's `config.yaml` shows
+          the result)md")
           .must_be_given()
           .read_later(),
       Key("init_method", mapping(), "nanotron",
@@ -175,8 +169,8 @@ Section section_model() {
           plugin) or `{path: <folder>}`: weights from a triax checkpoint (a step folder or a checkpoints
           folder with `latest`, at any topology) or a Hugging Face folder, training from step 1;
           `{use_mup: true}`: spectral µP, per-parameter initialisation and learning rates from each
-          weight's fans, for the plugins that support it (llama, moe; see `docs/mup.md`), without `std`
-          or `scaling_method`)md")
+          weight's fans, for the plugins that declare support (`docs/mup.md`), without `std` or
+          `scaling_method`)md")
           .must_be_given()
           .read_later(),
       Key("dtype", choice({"float32", "bfloat16", "float16", "float64"}), "nanotron",
