@@ -8,7 +8,7 @@ namespace {
 constexpr const char* kPreamble = R"md(# Configuration reference
 
 triax reads nanotron's YAML training configuration: a config written for nanotron (for example
-nanotron's `examples/config_tiny_llama.yaml`) loads as it is. triax adds a few keys of its own
+the configs of nanotron's `examples/` folder) loads as it is. triax adds a few keys of its own
 (plugin names, plugin folders, communication backend, device, MFU basis); they are marked
 **triax** below. Everything else is nanotron's key, with nanotron's meaning and default unless a
 note says otherwise.
