@@ -118,6 +118,32 @@ void check_swiglu(c10::Device device, c10::ScalarType dtype, const std::vector<i
   expect_close(up.grad(), rup.grad(), tolerance(dtype), what + " up gradient");
 }
 
+// gate and up as the halves of one [..., 2n] tensor (the fused gate/up GEMM's output); gate_up may
+// be given (a strided view, say). The gradient comes back in gate_up's layout.
+void check_swiglu_halves(c10::Device device, c10::ScalarType dtype, const std::vector<int64_t>& shape,
+                         at::Tensor gate_up_values = {}) {
+  const std::string what = "swiglu_halves " + where(device, dtype, shape);
+  if (!gate_up_values.defined()) gate_up_values = seeded(shape, 16, dtype, device, 3.0);
+  std::vector<int64_t> out_shape = shape;
+  out_shape.back() /= 2;
+  const at::Tensor grad = seeded(out_shape, 17, dtype, device);
+
+  at::Tensor gate_up = leaf(gate_up_values);
+  at::Tensor y = triax::swiglu_halves(gate_up);
+  if (device.is_cuda()) expect_kernel(y, "SwigluHalvesFunction");
+  y.backward(grad);
+
+  const int64_t n = shape.back() / 2;
+  at::Tensor rgate = leaf64(gate_up_values.narrow(-1, 0, n)), rup = leaf64(gate_up_values.narrow(-1, n, n));
+  at::Tensor ry = reference_swiglu(rgate, rup);
+  ry.backward(grad.to(at::kDouble));
+
+  expect_close(y, ry, tolerance(dtype), what + " output");
+  ASSERT_EQ(gate_up.grad().sizes(), gate_up.sizes()) << what;
+  expect_close(gate_up.grad().narrow(-1, 0, n), rgate.grad(), tolerance(dtype), what + " gate gradient");
+  expect_close(gate_up.grad().narrow(-1, n, n), rup.grad(), tolerance(dtype), what + " up gradient");
+}
+
 // [batch, heads, seq, head_dim]; attention_layout: x is a transposed view of [batch, seq, heads *
 // head_dim] storage, as attention's projections give it.
 void check_rotary(c10::Device device, c10::ScalarType dtype, const std::vector<int64_t>& shape, bool attention_layout) {
@@ -168,6 +194,16 @@ TEST(FusedOpsCpu, SwigluMatchesComposition) {
   }
 }
 
+TEST(FusedOpsCpu, SwigluHalvesMatchesComposition) {
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    check_swiglu_halves(kCpu, dtype, {3, 7, 2 * 1536});
+    check_swiglu_halves(kCpu, dtype, {5, 13, 2 * 37});
+  }
+  // On CPU it is the composition itself: bit for bit what swiglu gives on the two halves.
+  const at::Tensor x = seeded({4, 6, 20}, 18, at::kFloat, kCpu);
+  EXPECT_TRUE(at::equal(triax::swiglu_halves(x), triax::swiglu(x.narrow(-1, 0, 10), x.narrow(-1, 10, 10))));
+}
+
 TEST(FusedOpsCpu, RotaryMatchesComposition) {
   for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     check_rotary(kCpu, dtype, {2, 3, 37, 64}, /*attention_layout=*/false);
@@ -198,6 +234,14 @@ TEST(FusedOpsCpu, BadShapesNameTheTensor) {
         << e.what();
   }
   EXPECT_THROW(triax::apply_rotary(at::ones({2, 4, 7}), at::ones({4, 7}), at::ones({4, 7})), triax::Error);
+  try {
+    triax::swiglu_halves(at::ones({2, 4, 9}));
+    ADD_FAILURE() << "swiglu_halves accepted an odd last dim";
+  } catch (const triax::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("swiglu_halves: gate_up [2, 4, 9] must have an even last dim"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // ---- CUDA: the kernels -----------------------------------------------------------------------
@@ -231,6 +275,20 @@ TEST(FusedOpsCuda, SwigluMatchesComposition) {
     at::Tensor up = seeded({count + 1}, 15, dtype, kCuda).narrow(0, 1, count).view({4, 24});
     check_swiglu(kCuda, dtype, {4, 24}, gate, up);
   }
+}
+
+TEST(FusedOpsCuda, SwigluHalvesMatchesComposition) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    check_swiglu_halves(kCuda, dtype, {3, 7, 2 * 1536});    // the 135m ffn at tp 1
+    check_swiglu_halves(kCuda, dtype, {2, 129, 2 * 4096});  // the 1.7b ffn at tp 2: several blocks a row
+    check_swiglu_halves(kCuda, dtype, {5, 13, 2 * 37});     // halves off 16-byte boundaries: the scalar path
+  }
+  // 70,000 rows, more than gridDim.y's 65,535: blocks walk several rows.
+  check_swiglu_halves(kCuda, at::kBFloat16, {70000, 2 * 8});
+  // A strided input (made contiguous inside).
+  check_swiglu_halves(kCuda, at::kBFloat16, {9, 4, 2 * 96},
+                      seeded({4, 9, 2 * 96}, 19, at::kBFloat16, kCuda, 3.0).transpose(0, 1));
 }
 
 TEST(FusedOpsCuda, RotaryMatchesComposition) {

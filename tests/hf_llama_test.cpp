@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/error.hpp"
 #include "triax/interop/safetensors.hpp"
+#include "triax/layers/grouped_query_attention.hpp"
 
 namespace fs = std::filesystem;
 using triax::llama::LlamaConfig;
@@ -105,9 +107,26 @@ TEST_F(HfLlamaTest, TheTensorMapIsThePluginsParameters) {
       for (const auto& p : model->parameter_table()) plugin[p.name] = p.spec.global_shape;
       for (const triax::HfTensorRule& rule : mapping_->tensor_map(yaml)) {
         if (rule.kind == TRIAX_HF_IGNORE || rule.optional) continue;
-        EXPECT_EQ(rule.kind, TRIAX_HF_RENAME);
-        EXPECT_EQ(rule.hf_names, std::vector<std::string>{rule.triax_name});
         mapped[rule.triax_name] = rule.shape;
+        // The fused projections read and write Hugging Face's separate tensors; the rest renames.
+        const std::string& name = rule.triax_name;
+        const size_t qkv = name.find("qkv_proj."), gate_up = name.find("gate_up_proj.");
+        if (qkv != std::string::npos) {
+          const std::string prefix = name.substr(0, qkv), what = name.substr(qkv + 9);
+          EXPECT_EQ(rule.kind, TRIAX_HF_INTERLEAVE) << name;
+          EXPECT_EQ(rule.dim, 1) << name;
+          EXPECT_EQ(rule.hf_sizes, (std::vector<int64_t>{8, 4, 4})) << name;  // 2 query heads, a key, a value
+          EXPECT_EQ(rule.hf_names, (std::vector<std::string>{prefix + "q_proj." + what, prefix + "k_proj." + what,
+                                                             prefix + "v_proj." + what}));
+        } else if (gate_up != std::string::npos) {
+          const std::string prefix = name.substr(0, gate_up);
+          EXPECT_EQ(rule.kind, TRIAX_HF_STACK) << name;
+          EXPECT_EQ(rule.dim, 0) << name;
+          EXPECT_EQ(rule.hf_names, (std::vector<std::string>{prefix + "gate_proj.weight", prefix + "up_proj.weight"}));
+        } else {
+          EXPECT_EQ(rule.kind, TRIAX_HF_RENAME) << name;
+          EXPECT_EQ(rule.hf_names, std::vector<std::string>{name});
+        }
       }
       EXPECT_EQ(mapped, plugin) << "tied " << tied << " bias " << bias;
     }
@@ -202,6 +221,23 @@ TEST_F(HfLlamaTest, WriteThenReadIsExact) {
         EXPECT_TRUE(fs::exists(folder / first)) << first;
       }
 
+      if (!sharded) {  // Hugging Face's separate q/k/v and gate/up tensors, cut from the fused ones
+        triax::interop::SafetensorsFile file((folder / "model.safetensors").string());
+        const std::string layer = "model.layers.1.";
+        const auto [q, k, v] = triax::QkvLayout{4, 2, 4}.split(weights.at(layer + "self_attn.qkv_proj.bias"));
+        EXPECT_TRUE(at::equal(file.read(layer + "self_attn.q_proj.bias"), q.to(at::kBFloat16)));
+        EXPECT_TRUE(at::equal(file.read(layer + "self_attn.k_proj.bias"), k.to(at::kBFloat16)));
+        EXPECT_TRUE(at::equal(file.read(layer + "self_attn.v_proj.bias"), v.to(at::kBFloat16)));
+        const auto [wq, wk, wv] = triax::QkvLayout{4, 2, 4}.split(weights.at(layer + "self_attn.qkv_proj.weight"));
+        EXPECT_TRUE(at::equal(file.read(layer + "self_attn.q_proj.weight"), wq.to(at::kBFloat16)));
+        EXPECT_TRUE(at::equal(file.read(layer + "self_attn.v_proj.weight"), wv.to(at::kBFloat16)));
+        const at::Tensor gate_up = weights.at(layer + "mlp.gate_up_proj.weight");
+        EXPECT_TRUE(at::equal(file.read(layer + "mlp.gate_proj.weight"), gate_up[0].to(at::kBFloat16)));
+        EXPECT_TRUE(at::equal(file.read(layer + "mlp.up_proj.weight"), gate_up[1].to(at::kBFloat16)));
+        const auto& names = file.names();
+        EXPECT_EQ(std::find(names.begin(), names.end(), layer + "self_attn.qkv_proj.weight"), names.end());
+      }
+
       const triax::checkpoint::HfModel model = triax::checkpoint::read_hf_model(*registry_, folder.string());
       EXPECT_EQ(model.plugin, "llama");
       EXPECT_EQ(model.dtype, at::kBFloat16);
@@ -226,20 +262,20 @@ TEST_F(HfLlamaTest, FailedExportsLeaveNothingBehind) {
                      int64_t shard_bytes = 1 << 30) {
     return error_of<triax::Error>([&] { write(yaml, weights, target, dtype, shard_bytes); });
   };
-  const std::string q = "model.layers.1.self_attn.q_proj.weight";
+  const std::string q = "model.layers.1.self_attn.qkv_proj.weight";
   auto weights = random_weights(yaml);
   weights.erase(q);
   EXPECT_NE(refused(weights).find("tensor '" + q + "' is missing"), std::string::npos);
   weights = random_weights(yaml);
-  weights[q] = at::zeros({16, 15});
-  EXPECT_NE(
-      refused(weights).find("'" + q + "' has shape [16, 15], but model plugin 'llama''s tensor map implies [16, 16]"),
-      std::string::npos);
+  weights[q] = at::zeros({2, 16, 15});
+  EXPECT_NE(refused(weights).find("'" + q +
+                                  "' has shape [2, 16, 15], but model plugin 'llama''s tensor map implies [2, 16, 16]"),
+            std::string::npos);
   weights = random_weights(yaml);
-  weights["model.layers.2.mlp.up_proj.weight"] = at::zeros({24, 16});
-  EXPECT_NE(refused(weights).find("unexpected tensor 'model.layers.2.mlp.up_proj.weight'"), std::string::npos);
+  weights["model.layers.2.mlp.gate_up_proj.weight"] = at::zeros({2, 24, 16});
+  EXPECT_NE(refused(weights).find("unexpected tensor 'model.layers.2.mlp.gate_up_proj.weight'"), std::string::npos);
   weights = random_weights(yaml);
-  weights[q] = at::zeros({16, 16}, at::kInt);
+  weights[q] = at::zeros({2, 16, 16}, at::kInt);
   EXPECT_NE(refused(weights).find("'" + q + "' has dtype Int"), std::string::npos);
   EXPECT_NE(refused(random_weights(yaml), at::kDouble).find("cannot export weights as Double"), std::string::npos);
   EXPECT_NE(refused(random_weights(yaml), at::kFloat, 0).find("shard size limit must be positive"), std::string::npos);

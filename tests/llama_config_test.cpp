@@ -102,7 +102,7 @@ TEST(LlamaConfig, NanotronConfigLoadsAndResolves) {
   // attention_bias adds the Hugging Face bias parameters.
   auto biased = build(tiny_yaml(false, "attention_bias: true\n"), make_context(2, at::kFloat));
   auto p = parameters_by_name(*biased);
-  EXPECT_EQ(p.count("model.layers.0.self_attn.q_proj.bias"), 1u);
+  EXPECT_EQ(p.count("model.layers.0.self_attn.qkv_proj.bias"), 1u);
   EXPECT_EQ(p.count("model.layers.1.self_attn.o_proj.bias"), 1u);
   int64_t numel = 0;
   for (const auto& entry : biased->parameter_table()) numel += entry.tensor.numel();
@@ -133,7 +133,7 @@ TEST(LlamaPlugin, WorksThroughTheCAbi) {
   context.make_vocab_size_divisible_by = 16;
   triax_model* model = nullptr;
   ASSERT_EQ(vtable->create(yaml.c_str(), &context, &model, &error), TRIAX_OK) << error.message;
-  EXPECT_EQ(vtable->parameter_count(model), 20);
+  EXPECT_EQ(vtable->parameter_count(model), 14);  // embedding, norm, 6 per layer (q/k/v and gate/up fused)
   const int64_t per_layer = 16 * 16 + 2 * 8 * 16 + 16 * 16 + 3 * 16 * 24 + 2 * 16;
   EXPECT_EQ(vtable->total_parameters(model), 32 * 16 + 2 * per_layer + 16);  // tied: no lm_head
   triax_parameter_info info{};

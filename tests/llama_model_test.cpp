@@ -40,8 +40,9 @@ TEST(LlamaModel, FiniteDifferenceGradientsInDouble) {
 
     auto params = parameters_by_name(*model);
     std::vector<std::string> checked = {"model.embed_tokens.weight",
-                                        "model.layers.0.self_attn.q_proj.weight",
-                                        "model.layers.1.self_attn.k_proj.weight",
+                                        "model.layers.0.self_attn.qkv_proj.weight",
+                                        "model.layers.1.self_attn.qkv_proj.weight",
+                                        "model.layers.0.mlp.gate_up_proj.weight",
                                         "model.layers.1.mlp.down_proj.weight",
                                         "model.layers.0.input_layernorm.weight",
                                         "model.norm.weight"};
@@ -87,11 +88,10 @@ TEST(LlamaModel, FiniteDifferenceGradientsInDouble) {
 
 TEST(LlamaModel, ParameterNamesShapesAndCounts) {
   const std::vector<std::pair<std::string, std::vector<int64_t>>> layer = {
-      {"self_attn.q_proj.weight", {16, 16}},    {"self_attn.k_proj.weight", {8, 16}},
-      {"self_attn.v_proj.weight", {8, 16}},     {"self_attn.o_proj.weight", {16, 16}},
-      {"mlp.gate_proj.weight", {24, 16}},       {"mlp.up_proj.weight", {24, 16}},
-      {"mlp.down_proj.weight", {16, 24}},       {"input_layernorm.weight", {16}},
-      {"post_attention_layernorm.weight", {16}}};
+      // q/k/v per kv head: its 2 query heads, its key and value head, of 4 each.
+      {"self_attn.qkv_proj.weight", {2, 16, 16}}, {"self_attn.o_proj.weight", {16, 16}},
+      {"mlp.gate_up_proj.weight", {2, 24, 16}},   {"mlp.down_proj.weight", {16, 24}},
+      {"input_layernorm.weight", {16}},           {"post_attention_layernorm.weight", {16}}};
   for (bool tied : {false, true}) {
     auto model = build(tiny_yaml(tied), make_context(2, at::kFloat));
     std::vector<std::pair<std::string, std::vector<int64_t>>> expected = {{"model.embed_tokens.weight", {32, 16}}};
@@ -129,7 +129,7 @@ TEST(LlamaModel, InitialisationFollowsInitMethod) {
     auto p = parameters_by_name(*model);
     const double out_std = std / std::sqrt(16.0);
     EXPECT_NEAR(p.at("model.embed_tokens.weight").std().item<double>(), std, 0.05 * std);
-    EXPECT_NEAR(p.at("model.layers.3.self_attn.q_proj.weight").std().item<double>(), std, 0.05 * std);
+    EXPECT_NEAR(p.at("model.layers.3.self_attn.qkv_proj.weight").std().item<double>(), std, 0.05 * std);
     EXPECT_NEAR(p.at("model.layers.3.self_attn.o_proj.weight").std().item<double>(), out_std, 0.05 * out_std);
     EXPECT_NEAR(p.at("model.layers.3.mlp.down_proj.weight").std().item<double>(), out_std, 0.05 * out_std);
     EXPECT_EQ(p.at("model.layers.3.input_layernorm.weight").min().item<double>(), 1.0);
@@ -197,7 +197,7 @@ TEST(LlamaModel, PipelineStagesComposeToTheWholeModel) {
     for (const auto& p : stage1->parameter_table()) names1.push_back(p.name);
     EXPECT_EQ(names0.front(), "model.embed_tokens.weight");
     EXPECT_EQ(names0.back(), "model.layers.0.post_attention_layernorm.weight");
-    EXPECT_EQ(names1.front(), tied ? "model.embed_tokens.weight" : "model.layers.1.self_attn.q_proj.weight");
+    EXPECT_EQ(names1.front(), tied ? "model.embed_tokens.weight" : "model.layers.1.self_attn.qkv_proj.weight");
     EXPECT_EQ(names1.back(), tied ? "model.norm.weight" : "lm_head.weight");
     if (tied) {
       // Both stages hold a copy, flagged as one logical parameter, with equal values.

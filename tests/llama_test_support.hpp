@@ -15,6 +15,7 @@
 
 #include "llama_model.hpp"
 #include "triax/config_reader.hpp"
+#include "triax/layers/grouped_query_attention.hpp"
 
 namespace llama_test {
 
@@ -145,12 +146,14 @@ inline at::Tensor ref_loss(std::map<std::string, at::Tensor> p, const LlamaConfi
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const std::string pre = "model.layers." + std::to_string(l) + ".";
     at::Tensor a = ref_rms_norm(h, p.at(pre + "input_layernorm.weight"), c.rms_norm_eps);
-    h = h + ref_attention(a, p.at(pre + "self_attn.q_proj.weight"), p.at(pre + "self_attn.k_proj.weight"),
-                          p.at(pre + "self_attn.v_proj.weight"), p.at(pre + "self_attn.o_proj.weight"),
-                          c.num_attention_heads, c.num_key_value_heads, frequencies);
+    // The fused projections taken apart again: q, k, v grouped by kv head; gate and up stacked.
+    const auto [wq, wk, wv] = triax::QkvLayout{c.num_attention_heads, c.num_key_value_heads, c.head_dim()}.split(
+        p.at(pre + "self_attn.qkv_proj.weight"));
+    h = h + ref_attention(a, wq, wk, wv, p.at(pre + "self_attn.o_proj.weight"), c.num_attention_heads,
+                          c.num_key_value_heads, frequencies);
     at::Tensor m = ref_rms_norm(h, p.at(pre + "post_attention_layernorm.weight"), c.rms_norm_eps);
-    h = h + ref_mlp(m, p.at(pre + "mlp.gate_proj.weight"), p.at(pre + "mlp.up_proj.weight"),
-                    p.at(pre + "mlp.down_proj.weight"));
+    const at::Tensor gate_up = p.at(pre + "mlp.gate_up_proj.weight");
+    h = h + ref_mlp(m, gate_up[0], gate_up[1], p.at(pre + "mlp.down_proj.weight"));
   }
   h = ref_rms_norm(h, p.at("model.norm.weight"), c.rms_norm_eps);
   at::Tensor head = p.count("lm_head.weight") ? p.at("lm_head.weight") : p.at("model.embed_tokens.weight");

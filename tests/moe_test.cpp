@@ -102,7 +102,8 @@ TEST(MoeBlock, EqualsThePerTokenDefinition) {
         if (shared) {
           const auto& s = *block.shared_expert;
           expected += at::sigmoid(at::dot(block.shared_expert_gate->weight[0], row)) *
-                      swiglu_expert(row.unsqueeze(0), s.gate_proj->weight, s.up_proj->weight, s.down_proj->weight)[0];
+                      swiglu_expert(row.unsqueeze(0), s.gate_up_proj->weight[0], s.gate_up_proj->weight[1],
+                                    s.down_proj->weight)[0];
         }
         EXPECT_TRUE(at::allclose(out.reshape({-1, 16})[t], expected, 1e-5, 1e-6)) << "token " << t;
       }

@@ -59,6 +59,10 @@ TEST(SpectralMupRule, FansComeFromTheMeaningfulGlobalShape) {
   ParameterSpec experts = ParameterSpec::sharded({8, 32, 16}, 0, 4, 0, ParameterRole::Matrix);
   EXPECT_EQ(fans_of("experts.up_proj", experts).fan_in, 16);
   EXPECT_EQ(fans_of("experts.up_proj", experts).fan_out, 32);
+  // A fused q/k/v grouped by key/value head [kv_heads, (group + 2) x head_dim, hidden]: one matrix.
+  ParameterSpec qkv = ParameterSpec::sharded({2, 64, 64}, 0, 1, 0, ParameterRole::FusedMatrix);
+  EXPECT_EQ(fans_of("qkv_proj.weight", qkv).fan_in, 64);
+  EXPECT_EQ(fans_of("qkv_proj.weight", qkv).fan_out, 128);
   ParameterSpec vector = ParameterSpec::sharded({8}, 0, 0, 0, ParameterRole::Matrix);
   EXPECT_NE(error_of<Error>([&] { fans_of("gain", vector); }).find("'gain' has 1 dimensions"), std::string::npos);
 }
@@ -104,15 +108,13 @@ TEST(SpectralMupModels, LlamaDeclaresEveryScaleThroughTheAbi) {
   ModelInstance model(testing::test_plugin_registry().model("llama"), "llama", kLlamaYaml,
                       one_rank_context(4, "{use_mup: true}"));
   auto p = by_name(model);
-  // hidden 64, q 64, kv 2 x 16 = 32, ffn 128, vocab 256: lr_scale = fan_out / fan_in.
+  // hidden 64, q 64, kv 2 x 16 = 32, ffn 128, vocab 256: lr_scale = fan_out / fan_in; the fused
+  // q/k/v (64 + 32 + 32) and gate/up (2 x 128) count as one matrix each, as in nanotron.
   const std::map<std::string, double> expected_lr = {
       {"model.embed_tokens.weight", 1.0},
-      {"model.layers.0.self_attn.q_proj.weight", 1.0},
-      {"model.layers.0.self_attn.k_proj.weight", 0.5},
-      {"model.layers.0.self_attn.v_proj.weight", 0.5},
+      {"model.layers.0.self_attn.qkv_proj.weight", 2.0},
       {"model.layers.0.self_attn.o_proj.weight", 1.0},
-      {"model.layers.1.mlp.gate_proj.weight", 2.0},
-      {"model.layers.1.mlp.up_proj.weight", 2.0},
+      {"model.layers.1.mlp.gate_up_proj.weight", 4.0},
       {"model.layers.1.mlp.down_proj.weight", 0.5},
       {"model.layers.1.input_layernorm.weight", 1.0},
       {"model.norm.weight", 1.0},
@@ -123,8 +125,8 @@ TEST(SpectralMupModels, LlamaDeclaresEveryScaleThroughTheAbi) {
   }
   // Initial scales (sample std within 5%): sigma = min(1, sqrt(fan_out/fan_in)) / sqrt(fan_in).
   EXPECT_NEAR(std_of(p["model.embed_tokens.weight"]->tensor), 1.0, 0.05);
-  EXPECT_NEAR(std_of(p["model.layers.0.self_attn.q_proj.weight"]->tensor), 1.0 / 8.0, 0.05 / 8.0);
-  EXPECT_NEAR(std_of(p["model.layers.0.self_attn.k_proj.weight"]->tensor), std::sqrt(0.5) / 8.0, 0.05 / 8.0);
+  EXPECT_NEAR(std_of(p["model.layers.0.self_attn.qkv_proj.weight"]->tensor), 1.0 / 8.0, 0.05 / 8.0);
+  EXPECT_NEAR(std_of(p["model.layers.0.self_attn.o_proj.weight"]->tensor), 1.0 / 8.0, 0.05 / 8.0);
   EXPECT_NEAR(std_of(p["model.layers.1.mlp.down_proj.weight"]->tensor), std::sqrt(0.5) / std::sqrt(128.0), 0.005);
   EXPECT_NEAR(std_of(p["lm_head.weight"]->tensor), 1.0 / 8.0, 0.05 / 8.0);
   EXPECT_TRUE(at::all(p["model.norm.weight"]->tensor == 1.0).item<bool>());
@@ -134,7 +136,7 @@ TEST(SpectralMupModels, StandardInitialisationKeepsOneLearningRate) {
   ModelInstance model(testing::test_plugin_registry().model("llama"), "llama", kLlamaYaml,
                       one_rank_context(4, "{std: 0.02, use_mup: false}"));
   for (const NamedParameter& p : model.parameters()) EXPECT_DOUBLE_EQ(p.spec.lr_scale, 1.0) << p.name;
-  EXPECT_NEAR(std_of(by_name(model)["model.layers.0.self_attn.q_proj.weight"]->tensor), 0.02, 0.002);
+  EXPECT_NEAR(std_of(by_name(model)["model.layers.0.self_attn.qkv_proj.weight"]->tensor), 0.02, 0.002);
 }
 
 TEST(SpectralMupModels, MoeDeclaresItsRouterExpertsAndSharedGate) {
@@ -151,7 +153,7 @@ TEST(SpectralMupModels, MoeDeclaresItsRouterExpertsAndSharedGate) {
       {"model.layers.0.mlp.gate.weight", 4.0 / 32.0},
       {"model.layers.0.mlp.experts.gate_proj", 16.0 / 32.0},
       {"model.layers.0.mlp.experts.down_proj", 32.0 / 16.0},
-      {"model.layers.0.mlp.shared_expert.up_proj.weight", 16.0 / 32.0},
+      {"model.layers.0.mlp.shared_expert.gate_up_proj.weight", 2.0 * 16.0 / 32.0},
       {"model.layers.0.mlp.shared_expert_gate.weight", 1.0 / 32.0}};
   for (const auto& [name, lr_scale] : expected_lr) {
     ASSERT_TRUE(p.count(name)) << name;

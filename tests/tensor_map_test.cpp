@@ -1,6 +1,7 @@
 // The tensor-map engine of interop/ on small tensors: each rule kind in both directions (a fused
 // parameter split into HF tensors and concatenated back, E experts unstacked and stacked back, a
-// [2, d, h] parameter flattened into one [2d, h] tensor and reshaped back),
+// [2, d, h] parameter flattened into one [2d, h] tensor and reshaped back, q/k/v grouped by kv head
+// cut into separate q, k and v tensors and interleaved back),
 // ignore globs, optional and tied rules, and refusals that name the file and the tensor.
 #include "triax/interop/tensor_map.hpp"
 
@@ -29,12 +30,14 @@ HfTensorRule flatten(const std::string& name, std::vector<int64_t> shape, int32_
   return rule;
 }
 
-// A fused qkv [6, 2] from q [2, 2] and kv [4, 2]; 3 experts [3, 2, 2]; a norm; a tied head alias.
+// A fused qkv [6, 2] from q [2, 2] and kv [4, 2]; 3 experts [3, 2, 2]; a norm; Mamba's in_proj;
+// q/k/v grouped by kv head [2 groups, 2 + 1 + 1 rows, 3] from q [4, 3], k and v [2, 3]; a tied head alias.
 std::vector<HfTensorRule> rules() {
   return {HfTensorRule::concat("attn.qkv", {6, 2}, 0, {"attn.q", "attn.kv"}, {2, 4}),
           HfTensorRule::stack("moe.experts", {3, 2, 2}, 0, {"moe.e0", "moe.e1", "moe.e2"}),
           HfTensorRule::rename("norm.weight", {2}, "model.norm.weight"),
           flatten("mixer.in_proj", {2, 3, 2}, 0),
+          HfTensorRule::interleave("attn.grouped", {2, 4, 3}, 1, {"g.q", "g.k", "g.v"}, {2, 1, 1}),
           HfTensorRule::rename("embed", {5, 2}),
           HfTensorRule::rename("embed", {5, 2}, "lm_head.weight").as_optional(),
           HfTensorRule::ignore({"*.inv_freq"})};
@@ -48,11 +51,9 @@ class TensorMapTest : public ::testing::Test {
     fs::remove_all(root_);
     fs::create_directories(root_);
     at::manual_seed(7);
-    parameters_ = {{"attn.qkv", at::randn({6, 2})},
-                   {"moe.experts", at::randn({3, 2, 2})},
-                   {"norm.weight", at::randn({2})},
-                   {"mixer.in_proj", at::randn({2, 3, 2})},
-                   {"embed", at::randn({5, 2})}};
+    parameters_ = {{"attn.qkv", at::randn({6, 2})},        {"moe.experts", at::randn({3, 2, 2})},
+                   {"norm.weight", at::randn({2})},        {"mixer.in_proj", at::randn({2, 3, 2})},
+                   {"attn.grouped", at::randn({2, 4, 3})}, {"embed", at::randn({5, 2})}};
   }
   void TearDown() override { fs::remove_all(root_); }
 
@@ -83,13 +84,19 @@ TEST_F(TensorMapTest, SplitsUnstacksAndRenamesOnWriteAndUndoesItOnRead) {
   for (const auto& [name, tensor] : hf) names.push_back(name);
   // In rule order; the tied alias is not written.
   EXPECT_EQ(names, (std::vector<std::string>{"attn.q", "attn.kv", "moe.e0", "moe.e1", "moe.e2", "model.norm.weight",
-                                             "mixer.in_proj", "embed"}));
+                                             "mixer.in_proj", "g.q", "g.k", "g.v", "embed"}));
   const std::map<std::string, at::Tensor> by_name(hf.begin(), hf.end());
   EXPECT_TRUE(at::equal(by_name.at("attn.q"), parameters_["attn.qkv"].narrow(0, 0, 2)));
   EXPECT_TRUE(at::equal(by_name.at("attn.kv"), parameters_["attn.qkv"].narrow(0, 2, 4)));
   EXPECT_TRUE(at::equal(by_name.at("moe.e1"), parameters_["moe.experts"][1]));
   EXPECT_EQ(by_name.at("moe.e2").sizes().vec(), (std::vector<int64_t>{2, 2}));
   EXPECT_TRUE(at::equal(by_name.at("mixer.in_proj"), parameters_["mixer.in_proj"].reshape({6, 2})));
+  // Group 1's two q rows are q's rows 2 and 3; its k row is k's row 1.
+  const at::Tensor& grouped = parameters_["attn.grouped"];
+  EXPECT_EQ(by_name.at("g.q").sizes().vec(), (std::vector<int64_t>{4, 3}));
+  EXPECT_TRUE(at::equal(by_name.at("g.q").narrow(0, 2, 2), grouped[1].narrow(0, 0, 2)));
+  EXPECT_TRUE(at::equal(by_name.at("g.k")[1], grouped[1][2]));
+  EXPECT_TRUE(at::equal(by_name.at("g.v")[0], grouped[0][3]));
 
   const TensorMap::Weights back = map.read(HfWeights(folder_with(hf)), "config.json");
   EXPECT_EQ(back.dtype, at::kFloat);
@@ -109,7 +116,7 @@ TEST_F(TensorMapTest, IgnoredOptionalAndTiedTensors) {
   auto hf = written(map);
   hf.push_back({"layers.3.rotary.inv_freq", at::ones({2})});       // ignored by its glob
   hf.push_back({"lm_head.weight", parameters_["embed"].clone()});  // an equal tied head: accepted
-  EXPECT_EQ(map.read(HfWeights(folder_with(hf)), "config.json").parameters.size(), 5u);
+  EXPECT_EQ(map.read(HfWeights(folder_with(hf)), "config.json").parameters.size(), 6u);
 
   hf.back().second = parameters_["embed"] + 1;
   const std::string folder = folder_with(hf);
@@ -185,6 +192,10 @@ TEST_F(TensorMapTest, MalformedRulesAreRefusedNamingTheOwner) {
   EXPECT_NE(refused(HfTensorRule::concat("p", {6, 2}, 2, {"a"}, {6})).find("dim 2 outside the shape"),
             std::string::npos);
   EXPECT_NE(refused(flatten("p", {6, 2}, 1)).find("dims 1 and the next outside the shape"),
+            std::string::npos);
+  EXPECT_NE(refused(HfTensorRule::interleave("p", {6, 2}, 0, {"a", "b"}, {2, 4})).find("needs dim >= 1"),
+            std::string::npos);
+  EXPECT_NE(refused(HfTensorRule::interleave("p", {2, 3, 2}, 1, {"a", "b"}, {1, 1})).find("do not add up"),
             std::string::npos);
   const std::string twice = error_of<triax::Error>([] {
     TensorMap({HfTensorRule::rename("p", {1}, "a"), HfTensorRule::rename("q", {1}, "a")}, "x");

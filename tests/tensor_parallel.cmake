@@ -5,3 +5,12 @@ target_link_libraries(tensor_parallel_test PRIVATE triax_llama_impl triax_multi_
 triax_use_pch(tensor_parallel_test)
 triax_add_multi_rank_test(NAME tensor_parallel_2_ranks RANKS 2 COMMAND $<TARGET_FILE:tensor_parallel_test> TIMEOUT 120)
 triax_add_multi_rank_test(NAME tensor_parallel_4_ranks RANKS 4 COMMAND $<TARGET_FILE:tensor_parallel_test> TIMEOUT 120)
+
+# The fused q/k/v and gate/up projections against the unfused computation, at tp 1, 2 and 4.
+add_executable(fused_projections_test ${CMAKE_CURRENT_LIST_DIR}/fused_projections_test.cpp)
+target_link_libraries(fused_projections_test PRIVATE triax_sdk triax_multi_rank_main)
+triax_use_pch(fused_projections_test)
+foreach(ranks 1 2 4)
+  triax_add_multi_rank_test(NAME fused_projections_${ranks}_ranks RANKS ${ranks}
+                            COMMAND $<TARGET_FILE:fused_projections_test> TIMEOUT 120)
+endforeach()

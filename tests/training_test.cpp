@@ -160,13 +160,13 @@ TEST(WeightDecayPolicy, PatternsAnchorAtTheStartAndFlagsExclude) {
   };
   EXPECT_EQ(policy.for_parameter(param("model.layers.0.input_layernorm.weight")), 0.0);
   EXPECT_EQ(policy.for_parameter(param("model.embed_tokens.weight")), 0.0);
-  EXPECT_EQ(policy.for_parameter(param("model.layers.0.mlp.up_proj.weight")), 0.1);
+  EXPECT_EQ(policy.for_parameter(param("model.layers.0.mlp.gate_up_proj.weight")), 0.1);
   // Anchored like Python's re.match: the pattern must match from the first character.
   EXPECT_EQ(policy.for_parameter(param("lm_head.model.embed_tokens")), 0.1);
   // A tied copy is excluded when its tied name matches.
   EXPECT_EQ(policy.for_parameter(param("lm_head.weight", TRIAX_PARAM_TIED, "model.embed_tokens.weight")), 0.0);
   // The model's own flag wins over the patterns.
-  EXPECT_EQ(policy.for_parameter(param("model.layers.0.self_attn.q_proj.bias", TRIAX_PARAM_NO_WEIGHT_DECAY)), 0.0);
+  EXPECT_EQ(policy.for_parameter(param("model.layers.0.self_attn.qkv_proj.bias", TRIAX_PARAM_NO_WEIGHT_DECAY)), 0.0);
 }
 
 // AdamW through the plugin's C ABI against the textbook update in double precision.

@@ -10,10 +10,27 @@
 namespace triax::interop {
 namespace {
 
+bool concatenates(const HfTensorRule& rule) { return rule.kind == TRIAX_HF_CONCAT || rule.kind == TRIAX_HF_INTERLEAVE; }
+
+// Part `part` of a CONCAT or INTERLEAVE parameter: its extent hf_sizes[part] along rule.dim.
+std::vector<int64_t> block_shape(const HfTensorRule& rule, size_t part) {
+  std::vector<int64_t> shape = rule.shape;
+  shape[static_cast<size_t>(rule.dim)] = rule.hf_sizes[part];
+  return shape;
+}
+
 // The shape of HF tensor `part` of a rule.
 std::vector<int64_t> part_shape(const HfTensorRule& rule, size_t part) {
   std::vector<int64_t> shape = rule.shape;
-  if (rule.kind == TRIAX_HF_CONCAT) shape[static_cast<size_t>(rule.dim)] = rule.hf_sizes[part];
+  if (rule.kind == TRIAX_HF_CONCAT) shape = block_shape(rule, part);
+  if (rule.kind == TRIAX_HF_INTERLEAVE) {  // the block with dims 0 .. dim merged
+    shape = block_shape(rule, part);
+    const auto end = shape.begin() + rule.dim + 1;
+    int64_t merged = 1;
+    for (auto it = shape.begin(); it != end; ++it) merged *= *it;
+    shape.erase(shape.begin(), end);
+    shape.insert(shape.begin(), merged);
+  }
   if (rule.kind == TRIAX_HF_STACK) shape.erase(shape.begin() + rule.dim);
   if (rule.kind == TRIAX_HF_FLATTEN) {
     shape[static_cast<size_t>(rule.dim)] *= shape[static_cast<size_t>(rule.dim) + 1];
@@ -22,7 +39,7 @@ std::vector<int64_t> part_shape(const HfTensorRule& rule, size_t part) {
   return shape;
 }
 
-// Where part `part` of a rule starts along rule.dim (CONCAT).
+// Where part `part` of a rule starts along rule.dim (CONCAT, INTERLEAVE).
 int64_t part_offset(const HfTensorRule& rule, size_t part) {
   int64_t offset = 0;
   for (size_t i = 0; i < part; ++i) offset += rule.hf_sizes[i];
@@ -56,7 +73,7 @@ TensorMap::TensorMap(std::vector<HfTensorRule> rules, std::string owner)
   std::set<std::string> parameters, hf_names;
   for (const HfTensorRule& rule : rules_) {
     // A plugin built for a later ABI may name a kind this host does not know.
-    if (rule.kind < TRIAX_HF_RENAME || rule.kind > TRIAX_HF_FLATTEN)
+    if (rule.kind < TRIAX_HF_RENAME || rule.kind > TRIAX_HF_INTERLEAVE)
       throw Error(owner_ + ": tensor map rule for '" + rule.triax_name + "': unknown rule kind " +
                   std::to_string(static_cast<int>(rule.kind)));
     if (rule.kind == TRIAX_HF_IGNORE) continue;
@@ -69,8 +86,9 @@ TensorMap::TensorMap(std::vector<HfTensorRule> rules, std::string owner)
       if (rule.hf_names.size() != 1) fail("a flatten names exactly one HF tensor");
       if (rule.dim < 0 || rule.dim + 1 >= ndim) fail("dims " + std::to_string(rule.dim) + " and the next outside the shape");
     }
-    if (rule.kind == TRIAX_HF_CONCAT) {
+    if (concatenates(rule)) {
       if (rule.dim < 0 || rule.dim >= ndim) fail("dim " + std::to_string(rule.dim) + " outside the shape");
+      if (rule.kind == TRIAX_HF_INTERLEAVE && rule.dim < 1) fail("an interleave needs dim >= 1 (dim 0 is a concat)");
       if (rule.hf_sizes.size() != rule.hf_names.size()) fail("hf_sizes and hf_names differ in count");
       if (part_offset(rule, rule.hf_sizes.size()) != rule.shape[static_cast<size_t>(rule.dim)])
         fail("hf_sizes do not add up to " + shape_text(rule.shape) + " along dim " + std::to_string(rule.dim));
@@ -144,8 +162,11 @@ TensorMap::Weights TensorMap::read(const HfWeights& weights, const std::string& 
     for (const std::string& name : rule.hf_names) parts.push_back(weights.find(name)->read(name));
     if (rule.kind == TRIAX_HF_RENAME) return parts[0];
     if (rule.kind == TRIAX_HF_FLATTEN) return parts[0].reshape(rule.shape);
-    for (at::Tensor& part : parts) part = part.to(parts[0].scalar_type());
-    return rule.kind == TRIAX_HF_CONCAT ? at::cat(parts, rule.dim) : at::stack(parts, rule.dim);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      parts[i] = parts[i].to(parts[0].scalar_type());
+      if (rule.kind == TRIAX_HF_INTERLEAVE) parts[i] = parts[i].reshape(block_shape(rule, i));
+    }
+    return concatenates(rule) ? at::cat(parts, rule.dim) : at::stack(parts, rule.dim);
   };
   for (const HfTensorRule* rule : present)
     if (!is_alias(*rule)) out.parameters[rule->triax_name] = compose(*rule);
@@ -205,8 +226,9 @@ TensorMap::Tensors TensorMap::write(const std::map<std::string, at::Tensor>& par
   out.tensor_of = [parts, dtype](size_t i) {
     const Part& part = (*parts)[i];
     at::Tensor whole = part.parameter->detach();
-    if (part.rule.kind == TRIAX_HF_CONCAT)
+    if (concatenates(part.rule))
       whole = whole.narrow(part.rule.dim, part_offset(part.rule, part.index), part.rule.hf_sizes[part.index]);
+    if (part.rule.kind == TRIAX_HF_INTERLEAVE) whole = whole.reshape(part_shape(part.rule, part.index));
     if (part.rule.kind == TRIAX_HF_STACK) whole = whole.select(part.rule.dim, static_cast<int64_t>(part.index));
     if (part.rule.kind == TRIAX_HF_FLATTEN) whole = whole.reshape(part_shape(part.rule, 0));
     return whole.to(dtype).contiguous();

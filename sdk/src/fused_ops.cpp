@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "triax/error.hpp"
 
@@ -42,6 +43,12 @@ at::Tensor rms_norm_composition(const at::Tensor& x, const at::Tensor& weight, d
 }
 
 at::Tensor swiglu_composition(const at::Tensor& gate, const at::Tensor& up) { return at::silu(gate) * up; }
+
+// chunk, not narrow: its backward joins the halves' gradients in one tensor.
+at::Tensor swiglu_halves_composition(const at::Tensor& gate_up) {
+  const std::vector<at::Tensor> halves = gate_up.chunk(2, -1);
+  return swiglu_composition(halves[0], halves[1]);
+}
 
 at::Tensor rotary_composition(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t half = x.size(-1) / 2;
@@ -104,9 +111,11 @@ struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
     c10::cuda::CUDAGuard device(gate.device());
     const at::Tensor g = gate.contiguous(), u = up.contiguous();
     at::Tensor y = at::empty(g.sizes(), g.options());
-    launch::check(kernels::swiglu_forward(*launch::kernel_dtype(g.scalar_type()), g.const_data_ptr(),
-                                          u.const_data_ptr(), y.mutable_data_ptr(), g.numel(), launch::stream_of(g)),
-                  "swiglu forward");
+    // Both operands contiguous: one row of every element.
+    launch::check(
+        kernels::swiglu_forward(*launch::kernel_dtype(g.scalar_type()), g.const_data_ptr(), u.const_data_ptr(),
+                                g.numel(), y.mutable_data_ptr(), g.numel(), 1, g.numel(), launch::stream_of(g)),
+        "swiglu forward");
     ctx->save_for_backward({g, u});
     return y;
   }
@@ -118,11 +127,47 @@ struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
     const at::Tensor grad_y = grads[0].contiguous();
     at::Tensor grad_gate = at::empty(gate.sizes(), gate.options());
     at::Tensor grad_up = at::empty(up.sizes(), up.options());
-    launch::check(kernels::swiglu_backward(*launch::kernel_dtype(gate.scalar_type()), grad_y.const_data_ptr(),
-                                           gate.const_data_ptr(), up.const_data_ptr(), grad_gate.mutable_data_ptr(),
-                                           grad_up.mutable_data_ptr(), gate.numel(), launch::stream_of(gate)),
-                  "swiglu backward");
+    launch::check(
+        kernels::swiglu_backward(*launch::kernel_dtype(gate.scalar_type()), grad_y.const_data_ptr(), gate.numel(),
+                                 gate.const_data_ptr(), up.const_data_ptr(), grad_gate.mutable_data_ptr(),
+                                 grad_up.mutable_data_ptr(), gate.numel(), 1, gate.numel(), launch::stream_of(gate)),
+        "swiglu backward");
     return {grad_gate, grad_up};
+  }
+};
+
+// gate and up as the halves of each row of one tensor: read in place, and the gradient written
+// into one tensor of the same layout, so the fused GEMM's output and input gradient need no copy.
+struct SwigluHalvesFunction : torch::autograd::Function<SwigluHalvesFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up) {
+    c10::cuda::CUDAGuard device(gate_up.device());
+    const at::Tensor x = gate_up.contiguous();
+    const int64_t cols = x.size(-1) / 2, rows = x.numel() / (2 * cols);
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = cols;
+    at::Tensor y = at::empty(shape, x.options());
+    const char* base = static_cast<const char*>(x.const_data_ptr());
+    launch::check(kernels::swiglu_forward(*launch::kernel_dtype(x.scalar_type()), base, base + cols * x.element_size(),
+                                          2 * cols, y.mutable_data_ptr(), cols, rows, cols, launch::stream_of(x)),
+                  "swiglu (fused halves) forward");
+    ctx->save_for_backward({x});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const at::Tensor x = ctx->get_saved_variables()[0];
+    c10::cuda::CUDAGuard device(x.device());
+    const at::Tensor grad_y = grads[0].contiguous();
+    const int64_t cols = x.size(-1) / 2, rows = x.numel() / (2 * cols);
+    at::Tensor grad = at::empty(x.sizes(), x.options());
+    const char* base = static_cast<const char*>(x.const_data_ptr());
+    char* grad_base = static_cast<char*>(grad.mutable_data_ptr());
+    const int64_t up_offset = cols * x.element_size();
+    launch::check(kernels::swiglu_backward(*launch::kernel_dtype(x.scalar_type()), grad_y.const_data_ptr(), cols, base,
+                                           base + up_offset, grad_base, grad_base + up_offset, 2 * cols, rows, cols,
+                                           launch::stream_of(x)),
+                  "swiglu (fused halves) backward");
+    return {grad};
   }
 };
 
@@ -195,6 +240,15 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
   if (kernels_apply({&gate, &up})) return SwigluFunction::apply(gate, up);
 #endif
   return swiglu_composition(gate, up);
+}
+
+at::Tensor swiglu_halves(const at::Tensor& gate_up) {
+  require(gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0,
+          "swiglu_halves: gate_up " + shape_of(gate_up) + " must have an even last dim (gate, then up)");
+#ifdef TRIAX_WITH_CUDA
+  if (gate_up.numel() > 0 && kernels_apply({&gate_up})) return SwigluHalvesFunction::apply(gate_up);
+#endif
+  return swiglu_halves_composition(gate_up);
 }
 
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {

@@ -9,31 +9,66 @@
 
 namespace triax {
 
+std::vector<int64_t> QkvLayout::shape(std::vector<int64_t> trailing) const {
+  trailing.insert(trailing.begin(), {kv_heads, (group() + 2) * head_dim});
+  return trailing;
+}
+
+at::Tensor QkvLayout::fuse(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const {
+  auto blocks = [&](const at::Tensor& t) {  // [n x head_dim, ...] -> [kv_heads, n / kv_heads x head_dim, ...]
+    std::vector<int64_t> shape = t.sizes().vec();
+    shape.front() /= kv_heads;
+    shape.insert(shape.begin(), kv_heads);
+    return t.reshape(shape);
+  };
+  return at::cat({blocks(q), blocks(k), blocks(v)}, 1);
+}
+
+std::array<at::Tensor, 3> QkvLayout::split(const at::Tensor& fused) const {
+  const std::vector<at::Tensor> parts = fused.split_with_sizes({group() * head_dim, head_dim, head_dim}, 1);
+  auto whole = [](const at::Tensor& t) {  // [kv_heads, n, ...] -> [kv_heads x n, ...]
+    std::vector<int64_t> shape(t.sizes().begin() + 1, t.sizes().end());
+    shape.front() *= t.size(0);
+    return t.reshape(shape);
+  };
+  return {whole(parts[0]), whole(parts[1]), whole(parts[2])};
+}
+
+HfTensorRule QkvLayout::hf_rule(const std::string& prefix, const std::string& what,
+                                std::vector<int64_t> trailing) const {
+  return HfTensorRule::interleave(prefix + "qkv_proj." + what, shape(std::move(trailing)), 1,
+                                  {prefix + "q_proj." + what, prefix + "k_proj." + what, prefix + "v_proj." + what},
+                                  {group() * head_dim, head_dim, head_dim});
+}
+
 GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const ModelContext& context)
     : tp_(TensorParallel::of(context)),
       local_heads_(shape.heads / context.tp_size),
       local_kv_heads_(shape.kv_heads / context.tp_size),
-      head_dim_(shape.hidden_size / shape.heads),
+      group_(QkvLayout::of(shape).group()),
+      head_dim_(QkvLayout::of(shape).head_dim),
       scale_(1.0 / std::sqrt(static_cast<double>(head_dim_))) {
-  auto linear = [&](int64_t in, int64_t out) { return LinearOptions::of(in, out, context, shape.bias); };
-  const int64_t h = shape.hidden_size, q = shape.heads * head_dim_, kv = shape.kv_heads * head_dim_;
-  q_proj = register_module("q_proj", std::make_shared<ColumnParallelLinear>(linear(h, q), tp_));
-  k_proj = register_module("k_proj", std::make_shared<ColumnParallelLinear>(linear(h, kv), tp_));
-  v_proj = register_module("v_proj", std::make_shared<ColumnParallelLinear>(linear(h, kv), tp_));
-  o_proj = register_module("o_proj", std::make_shared<RowParallelLinear>(linear(q, h), tp_));
+  const int64_t h = shape.hidden_size;
+  LinearOptions qkv = LinearOptions::of(h, (group_ + 2) * head_dim_, context, shape.bias);
+  qkv.groups = shape.kv_heads;  // QkvLayout: [kv_heads, (group + 2) x head_dim, hidden]
+  qkv_proj = register_module("qkv_proj", std::make_shared<ColumnParallelLinear>(qkv, tp_));
+  o_proj = register_module("o_proj", std::make_shared<RowParallelLinear>(
+                                         LinearOptions::of(shape.heads * head_dim_, h, context, shape.bias), tp_));
 }
 
 GroupedQueryAttention::Projected GroupedQueryAttention::project(const at::Tensor& x) {
   const int64_t batch = x.size(0);
-  // [batch, seq, heads * head_dim] -> [batch, heads, seq, head_dim]. The sequence length comes
-  // from the projection's output (it differs from x's in sequence-parallel mode).
-  auto heads = [&](const at::Tensor& projected, int64_t count) {
-    return projected.view({batch, -1, count, head_dim_}).transpose(1, 2);
-  };
-  // One gather (sequence-parallel) or backward all-reduce (ALL_REDUCE) for q, k and v together.
-  const at::Tensor input = gather_column_parallel_input(x, tp_);
-  return {heads(q_proj->forward_gathered(input), local_heads_), heads(k_proj->forward_gathered(input), local_kv_heads_),
-          heads(v_proj->forward_gathered(input), local_kv_heads_)};
+  // [batch, seq, kv_heads/tp x (group + 2) x head_dim] -> per key/value head: its query heads, its
+  // key head, its value head. The sequence length comes from the projection's output (it differs
+  // from x's in sequence-parallel mode). split_with_sizes: its backward joins the three gradients
+  // in one tensor.
+  const std::vector<at::Tensor> parts = qkv_proj->forward(x)
+                                            .view({batch, -1, local_kv_heads_, group_ + 2, head_dim_})
+                                            .split_with_sizes({group_, 1, 1}, 3);
+  // The query heads of all groups side by side: a view when one group or one head per group, a
+  // copy otherwise (the rotary kernel reads three strided dims, not four).
+  const at::Tensor q = parts[0].reshape({batch, -1, local_heads_, head_dim_});
+  return {q.transpose(1, 2), parts[1].squeeze(3).transpose(1, 2), parts[2].squeeze(3).transpose(1, 2)};
 }
 
 at::Tensor GroupedQueryAttention::output(const at::Tensor& attended) {
@@ -44,7 +79,9 @@ at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor&
   Projected p = project(x);
   at::Tensor q = triax::apply_rotary(p.q, cos, sin);
   at::Tensor k = triax::apply_rotary(p.k, cos, sin);
-  return output(at::scaled_dot_product_attention(q, k, p.v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+  // Attention keeps v for its backward: as a view it would keep the whole q/k/v output alive
+  // (3x v's size at 1.7b), so it keeps a copy of v alone.
+  return output(at::scaled_dot_product_attention(q, k, p.v.contiguous(), /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                  /*is_causal=*/true, scale_, /*enable_gqa=*/true));
 }
 

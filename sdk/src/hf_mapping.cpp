@@ -85,6 +85,13 @@ HfTensorRule HfTensorRule::concat(std::string triax_name, std::vector<int64_t> s
   return r;
 }
 
+HfTensorRule HfTensorRule::interleave(std::string triax_name, std::vector<int64_t> shape, int32_t dim,
+                                      std::vector<std::string> hf_names, std::vector<int64_t> hf_sizes) {
+  HfTensorRule r = concat(std::move(triax_name), std::move(shape), dim, std::move(hf_names), std::move(hf_sizes));
+  r.kind = TRIAX_HF_INTERLEAVE;
+  return r;
+}
+
 HfTensorRule HfTensorRule::stack(std::string triax_name, std::vector<int64_t> shape, int32_t dim,
                                  std::vector<std::string> hf_names) {
   HfTensorRule r;
@@ -113,9 +120,9 @@ HfTensorRule HfTensorRule::from_c(const triax_hf_tensor_rule& c) {
   const std::string what = "tensor rule for '" + std::string(c.triax_name ? c.triax_name : "(ignored)") + "'";
   if (c.struct_size < offsetof(triax_hf_tensor_rule, optional) + sizeof(c.optional))
     throw Error(what + ": struct_size " + std::to_string(c.struct_size) + " is smaller than ABI 1.3's");
-  if (c.kind < TRIAX_HF_RENAME || c.kind > TRIAX_HF_FLATTEN)
+  if (c.kind < TRIAX_HF_RENAME || c.kind > TRIAX_HF_INTERLEAVE)
     throw Error(what + ": unknown kind " + std::to_string(c.kind) +
-                " (0 rename, 1 concat, 2 stack, 3 ignore, 4 flatten)");
+                " (0 rename, 1 concat, 2 stack, 3 ignore, 4 flatten, 5 interleave)");
   if (c.hf_count <= 0 || c.hf_names == nullptr) throw Error(what + ": names no Hugging Face tensor");
   HfTensorRule r;
   r.kind = static_cast<triax_hf_rule_kind>(c.kind);
@@ -131,7 +138,7 @@ HfTensorRule HfTensorRule::from_c(const triax_hf_tensor_rule& c) {
   r.triax_name = c.triax_name;
   r.shape.assign(c.shape, c.shape + c.ndim);
   r.dim = c.dim;
-  if (r.kind == TRIAX_HF_CONCAT) {
+  if (r.kind == TRIAX_HF_CONCAT || r.kind == TRIAX_HF_INTERLEAVE) {
     if (c.hf_sizes == nullptr) throw Error(what + ": a concatenation without hf_sizes");
     r.hf_sizes.assign(c.hf_sizes, c.hf_sizes + c.hf_count);
   }

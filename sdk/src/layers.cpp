@@ -40,6 +40,10 @@ ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorP
     : tp_(tp), input_major_(o.input_major) {
   require_group(tp, "ColumnParallelLinear");
   if (o.parts < 1) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "ColumnParallelLinear: parts must be at least 1");
+  if (o.groups != 0) {
+    init_grouped(o, tp);
+    return;
+  }
   const int64_t local_out = tp.shard_size(o.out_features, "output features");
   const int64_t offset = tp.shard_offset(o.out_features);
   // The output features' dimension: after the parts' (when fused), before or after the inputs'.
@@ -51,8 +55,11 @@ ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorP
   std::vector<int64_t> local = shape;
   local[static_cast<size_t>(dim)] = local_out;
   auto opts = options_for(o.device, o.dtype);
-  // A muP matrix is [.., fan_out, fan_in]; the input-major (Conv1D) layout is not one.
-  const ParameterRole role = o.input_major ? ParameterRole::Undeclared : ParameterRole::Matrix;
+  // A muP matrix is [.., fan_out, fan_in] (fused parts: one matrix); the input-major (Conv1D)
+  // layout is not one.
+  const ParameterRole role = o.input_major ? ParameterRole::Undeclared
+                             : o.parts > 1 ? ParameterRole::FusedMatrix
+                                           : ParameterRole::Matrix;
   weight = register_parameter_with_spec("weight", at::empty(local, opts),
                                         ParameterSpec::sharded(shape, dim, offset, 0, role));
   if (o.bias) {
@@ -62,6 +69,23 @@ ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorP
                                         ParameterSpec::sharded(outputs, static_cast<int64_t>(outputs.size()) - 1,
                                                                offset, TRIAX_PARAM_NO_WEIGHT_DECAY, ParameterRole::Vector));
   }
+}
+
+void ColumnParallelLinear::init_grouped(const LinearOptions& o, const TensorParallel& tp) {
+  if (o.groups < 0 || o.parts != 1 || o.input_major)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "ColumnParallelLinear: groups must be positive, in the [out, in] layout without fused parts");
+  const int64_t local_groups = tp.shard_size(o.groups, "groups of output features");
+  const int64_t offset = tp.shard_offset(o.groups);
+  auto opts = options_for(o.device, o.dtype);
+  weight = register_parameter_with_spec("weight", at::empty({local_groups, o.out_features, o.in_features}, opts),
+                                        ParameterSpec::sharded({o.groups, o.out_features, o.in_features}, 0, offset, 0,
+                                                               ParameterRole::FusedMatrix));
+  if (o.bias)
+    bias = register_parameter_with_spec(
+        "bias", at::zeros({local_groups, o.out_features}, opts),
+        ParameterSpec::sharded({o.groups, o.out_features}, 0, offset, TRIAX_PARAM_NO_WEIGHT_DECAY,
+                               ParameterRole::Vector));
 }
 
 at::Tensor gather_column_parallel_input(const at::Tensor& x, const TensorParallel& tp) {

@@ -33,6 +33,8 @@ SpectralScale spectral_scale(ParameterRole role, int64_t fan_in, int64_t fan_out
       break;
     case ParameterRole::Vector:
       break;
+    case ParameterRole::FusedMatrix:  // init_spectral_mup passes Matrix with the fused fans
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "spectral muP: a fused matrix's scale needs its fans (fans_of)");
     case ParameterRole::Undeclared:
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "spectral muP: a parameter without a declared role");
   }
@@ -44,7 +46,10 @@ Fans fans_of(const std::string& name, const ParameterSpec& spec) {
   if (shape.size() < 2)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "spectral muP: matrix parameter '" + name + "' has " +
                                                   std::to_string(shape.size()) + " dimensions, at least 2 expected");
-  return {shape[shape.size() - 1], shape[shape.size() - 2]};
+  if (spec.role != ParameterRole::FusedMatrix) return {shape[shape.size() - 1], shape[shape.size() - 2]};
+  int64_t fan_out = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d) fan_out *= shape[d];
+  return {shape.back(), fan_out};
 }
 
 void init_spectral_mup(std::vector<NamedParameter>& parameters, uint64_t seed) {
@@ -53,9 +58,9 @@ void init_spectral_mup(std::vector<NamedParameter>& parameters, uint64_t seed) {
     if (role == ParameterRole::Undeclared)
       throw Error(TRIAX_ERROR_UNSUPPORTED, "model.init_method.use_mup: parameter '" + parameter.name +
                                                "' declares no role (Matrix, Embedding or Vector) for spectral muP");
-    Fans fans;
-    if (role == ParameterRole::Matrix) fans = fans_of(parameter.name, parameter.spec);
-    const SpectralScale scale = spectral_scale(role, fans.fan_in, fans.fan_out);
+    const bool matrix = role == ParameterRole::Matrix || role == ParameterRole::FusedMatrix;
+    const Fans fans = matrix ? fans_of(parameter.name, parameter.spec) : Fans{};
+    const SpectralScale scale = spectral_scale(matrix ? ParameterRole::Matrix : role, fans.fan_in, fans.fan_out);
     parameter.spec.lr_scale = scale.lr_scale;
     if (role == ParameterRole::Vector)
       init_constant(parameter, ends_with(parameter.name, ".bias") ? 0.0 : 1.0);

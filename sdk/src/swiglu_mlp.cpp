@@ -6,20 +6,22 @@
 
 namespace triax {
 
-SwiGluMlp::SwiGluMlp(int64_t hidden_size, int64_t intermediate_size, const ModelContext& context)
-    : tp_(TensorParallel::of(context)) {
-  auto linear = [&](int64_t in, int64_t out) { return LinearOptions::of(in, out, context); };
-  gate_proj = register_module("gate_proj",
-                              std::make_shared<ColumnParallelLinear>(linear(hidden_size, intermediate_size), tp_));
-  up_proj =
-      register_module("up_proj", std::make_shared<ColumnParallelLinear>(linear(hidden_size, intermediate_size), tp_));
-  down_proj =
-      register_module("down_proj", std::make_shared<RowParallelLinear>(linear(intermediate_size, hidden_size), tp_));
+SwiGluMlp::SwiGluMlp(int64_t hidden_size, int64_t intermediate_size, const ModelContext& context) {
+  const TensorParallel tp = TensorParallel::of(context);
+  LinearOptions gate_up = LinearOptions::of(hidden_size, intermediate_size, context);
+  gate_up.parts = 2;
+  gate_up_proj = register_module("gate_up_proj", std::make_shared<ColumnParallelLinear>(gate_up, tp));
+  down_proj = register_module(
+      "down_proj", std::make_shared<RowParallelLinear>(LinearOptions::of(intermediate_size, hidden_size, context), tp));
+}
+
+HfTensorRule SwiGluMlp::hf_rule(const std::string& prefix, int64_t hidden_size, int64_t intermediate_size) {
+  return HfTensorRule::stack(prefix + "gate_up_proj.weight", {2, intermediate_size, hidden_size}, 0,
+                             {prefix + "gate_proj.weight", prefix + "up_proj.weight"});
 }
 
 at::Tensor SwiGluMlp::forward(const at::Tensor& x) {
-  const at::Tensor input = gather_column_parallel_input(x, tp_);  // once for gate and up
-  return down_proj->forward(swiglu(gate_proj->forward_gathered(input), up_proj->forward_gathered(input)));
+  return down_proj->forward(swiglu_halves(gate_up_proj->forward(x)));
 }
 
 }  // namespace triax

@@ -3,8 +3,9 @@
 - transformers writes tiny random LlamaForCausalLM models (GQA 4 heads / 2 kv heads, rope_theta
   500000; tied and untied; one file and sharded; f32 and bf16; llama3 RoPE scaling with attention
   biases; a transformers 4.x style config.json); triax's read_hf_model (with the llama plugin's
-  mapping) returns the same tensors bit
-  for bit and a model_config with the same values, which the llama plugin accepts;
+  mapping) returns the same tensors bit for bit (q/k/v and gate/up fused as the plugin holds
+  them, rebuilt here independently) and a model_config with the same values, which the llama
+  plugin accepts;
 - triax's write_hf_model of those tensors gives folders that LlamaForCausalLM.from_pretrained loads
   with no missing, unexpected or mismatched keys, equal weights, equal config fields and equal logits;
 - broken folders are refused with messages naming the file and the key or tensor.
@@ -80,6 +81,30 @@ def expected_weights(model):
     return state
 
 
+def triax_layout(state, config):
+    """transformers' tensors as the llama plugin's parameters: q/k/v grouped by key/value head
+    ([kv_heads, (group + 2) * head_dim, ...]: each kv head's query heads, its key head, its value
+    head) and gate/up stacked ([2, intermediate, hidden])."""
+    out = dict(state)
+    kv = config.num_key_value_heads
+    head_dim = config.hidden_size // config.num_attention_heads
+    group = config.num_attention_heads // kv
+    for i in range(config.num_hidden_layers):
+        prefix = f"model.layers.{i}."
+        for what in ("weight", "bias"):
+            names = [f"{prefix}self_attn.{x}_proj.{what}" for x in "qkv"]
+            if names[0] not in out:
+                continue
+            q, k, v = (out.pop(name) for name in names)
+            rest = tuple(q.shape[1:])
+            out[f"{prefix}self_attn.qkv_proj.{what}"] = torch.cat(
+                [q.reshape(kv, group * head_dim, *rest), k.reshape(kv, head_dim, *rest),
+                 v.reshape(kv, head_dim, *rest)], 1)
+        out[f"{prefix}mlp.gate_up_proj.weight"] = torch.stack(
+            [out.pop(f"{prefix}mlp.gate_proj.weight"), out.pop(f"{prefix}mlp.up_proj.weight")])
+    return out
+
+
 CONFIG_FIELDS = ["hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                  "num_key_value_heads", "vocab_size", "max_position_embeddings", "rms_norm_eps",
                  "tie_word_embeddings", "attention_bias", "initializer_range", "bos_token_id",
@@ -96,7 +121,7 @@ def check_read(case, folder, model, work):
     dtype = json.loads(result.stdout)["dtype"]
     check(dtype == str(model.dtype).removeprefix("torch."), f"{case}: dtype {dtype} != {model.dtype}")
     read = load_file(tensors)
-    expected = expected_weights(model)
+    expected = triax_layout(expected_weights(model), model.config)
     check(sorted(read) == sorted(expected), f"{case}: tensor names {sorted(set(read) ^ set(expected))} differ")
     for name, tensor in expected.items():
         if name in read:

@@ -1,10 +1,13 @@
 // The Llama model's Hugging Face mapping (LlamaForCausalLM). nanotron's LlamaConfig keeps Hugging
-// Face's key names and triax's parameter names are Hugging Face's, so most of it is a table;
-// LlamaConfig::read, the plugin's one reader, validates both directions. Both rotate halves of
-// each head for RoPE: the q/k projections need no permutation.
+// Face's key names and triax's parameter names are Hugging Face's but for the fused q/k/v and
+// gate/up projections, so most of it is a table; LlamaConfig::read, the plugin's one reader,
+// validates both directions. Both rotate halves of each head for RoPE: the q/k projections need
+// no permutation.
 #include <nlohmann/json.hpp>
 
 #include "llama_model.hpp"
+#include "triax/layers/grouped_query_attention.hpp"
+#include "triax/layers/swiglu_mlp.hpp"
 
 namespace triax::llama {
 namespace {
@@ -95,10 +98,13 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
   return json.dump(2) + "\n";
 }
 
-// Every parameter (see llama_model.hpp) is a Hugging Face tensor of the same name.
+// Every parameter (see llama_model.hpp) is a Hugging Face tensor of the same name, except the
+// fused projections: qkv_proj (q_proj, k_proj, v_proj grouped by key/value head) and gate_up_proj
+// (gate_proj and up_proj stacked).
 std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
   const LlamaConfig c = LlamaConfig::read(model_config);
-  const int64_t h = c.hidden_size, q = c.q_features(), kv = c.kv_features(), ffn = c.intermediate_size;
+  const int64_t h = c.hidden_size, q = c.q_features(), ffn = c.intermediate_size;
+  const QkvLayout qkv{c.num_attention_heads, c.num_key_value_heads, c.head_dim()};
   std::vector<HfTensorRule> rules;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     rules.push_back(HfTensorRule::rename(name, std::move(shape)));
@@ -107,19 +113,12 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string layer = "model.layers." + std::to_string(i) + ".";
     add(layer + "input_layernorm.weight", {h});
-    add(layer + "self_attn.q_proj.weight", {q, h});
-    add(layer + "self_attn.k_proj.weight", {kv, h});
-    add(layer + "self_attn.v_proj.weight", {kv, h});
+    rules.push_back(qkv.hf_rule(layer + "self_attn.", "weight", {h}));
+    if (c.attention_bias) rules.push_back(qkv.hf_rule(layer + "self_attn.", "bias", {}));
     add(layer + "self_attn.o_proj.weight", {h, q});
-    if (c.attention_bias) {
-      add(layer + "self_attn.q_proj.bias", {q});
-      add(layer + "self_attn.k_proj.bias", {kv});
-      add(layer + "self_attn.v_proj.bias", {kv});
-      add(layer + "self_attn.o_proj.bias", {h});
-    }
+    if (c.attention_bias) add(layer + "self_attn.o_proj.bias", {h});
     add(layer + "post_attention_layernorm.weight", {h});
-    add(layer + "mlp.gate_proj.weight", {ffn, h});
-    add(layer + "mlp.up_proj.weight", {ffn, h});
+    rules.push_back(SwiGluMlp::hf_rule(layer + "mlp.", h, ffn));
     add(layer + "mlp.down_proj.weight", {h, ffn});
   }
   add("model.norm.weight", {h});

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "moe_model.hpp"
+#include "triax/layers/grouped_query_attention.hpp"
+#include "triax/layers/swiglu_mlp.hpp"
 
 namespace triax::moe {
 namespace {
@@ -140,8 +142,9 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
 std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
   const MoeConfig c = MoeConfig::read(model_config);
   const bool mixtral = !c.moe.enable_shared_expert;
-  const int64_t h = c.hidden_size, q = c.q_features(), kv = c.kv_features();
+  const int64_t h = c.hidden_size, q = c.q_features();
   const int64_t e = c.moe.num_experts, f = c.moe.moe_intermediate_size;
+  const QkvLayout qkv{c.num_attention_heads, c.num_key_value_heads, c.head_dim()};
   std::vector<HfTensorRule> rules;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::string& hf_name = "") {
     rules.push_back(HfTensorRule::rename(name, std::move(shape), hf_name));
@@ -156,14 +159,11 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
   add("model.embed_tokens.weight", {c.vocab_size, h});
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string layer = "model.layers." + std::to_string(i) + ".";
-    add(layer + "self_attn.q_proj.weight", {q, h});
-    add(layer + "self_attn.k_proj.weight", {kv, h});
-    add(layer + "self_attn.v_proj.weight", {kv, h});
+    rules.push_back(qkv.hf_rule(layer + "self_attn.", "weight", {h}));
     add(layer + "self_attn.o_proj.weight", {h, q});
     const std::string mlp = layer + "mlp.";
     if (!c.is_moe_layer(i)) {
-      add(mlp + "gate_proj.weight", {c.intermediate_size, h});
-      add(mlp + "up_proj.weight", {c.intermediate_size, h});
+      rules.push_back(SwiGluMlp::hf_rule(mlp, h, c.intermediate_size));
       add(mlp + "down_proj.weight", {h, c.intermediate_size});
     } else if (mixtral) {
       const std::string hf = layer + "block_sparse_moe.";
@@ -177,8 +177,7 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
       stack(mlp + "experts.gate_proj", {e, f, h}, mlp + "experts.", ".gate_proj.weight");
       stack(mlp + "experts.up_proj", {e, f, h}, mlp + "experts.", ".up_proj.weight");
       stack(mlp + "experts.down_proj", {e, h, f}, mlp + "experts.", ".down_proj.weight");
-      add(mlp + "shared_expert.gate_proj.weight", {s, h});
-      add(mlp + "shared_expert.up_proj.weight", {s, h});
+      rules.push_back(SwiGluMlp::hf_rule(mlp + "shared_expert.", h, s));
       add(mlp + "shared_expert.down_proj.weight", {h, s});
       add(mlp + "shared_expert_gate.weight", {1, h});
     }

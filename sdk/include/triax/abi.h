@@ -205,7 +205,7 @@ enum {
 
 typedef struct triax_parameter_info {
   size_t struct_size;
-  const char* name;     /* stable, unique within the model: "model.layers.0.self_attn.q_proj.weight" */
+  const char* name;     /* stable, unique within the model: "model.layers.0.self_attn.o_proj.weight" */
   triax_tensor* tensor; /* new reference to the live parameter (this rank's shard) */
   int32_t ndim;
   int64_t global_shape[TRIAX_MAX_TENSOR_DIMS]; /* shape of the whole, unsharded parameter */
@@ -272,13 +272,11 @@ typedef struct triax_model_vtable {
    * hidden_out / boundary_out; the last stage sets io->logits ([count, new, padded vocab / tp]). */
   triax_status (*forward_cached)(triax_model* model, triax_cache* const* caches, int32_t count, triax_stage_io* io,
                                  triax_error* error);
-  /* since 1.5: TRIAX_MODEL_* bits of what the model supports (0 when the table is too short) */
-  uint32_t capabilities;
+  uint32_t capabilities; /* since 1.5: TRIAX_MODEL_* bits of what it supports (0 when too short) */
 } triax_model_vtable;
 
 enum {
-  /* model.init_method.use_mup: spectral muP initialisation and per-parameter lr_scale (ABI 1.5) */
-  TRIAX_MODEL_SPECTRAL_MUP = 1u << 0
+  TRIAX_MODEL_SPECTRAL_MUP = 1u << 0 /* model.init_method.use_mup: spectral muP init and lr_scale */
 };
 
 /* ---- Hugging Face mapping of a model (since 1.3) ------------------------------------------- */
@@ -289,7 +287,10 @@ typedef enum triax_hf_rule_kind {
   TRIAX_HF_CONCAT = 1, /* the HF tensors concatenated along `dim` (fused q/k/v, gate/up) */
   TRIAX_HF_STACK = 2,  /* the HF tensors stacked along a new dimension `dim` (E experts) */
   TRIAX_HF_IGNORE = 3, /* no parameter: HF tensors matching hf_names ('*' = any run) are skipped */
-  TRIAX_HF_FLATTEN = 4 /* since 1.4: one HF tensor, the parameter with dims `dim`, `dim` + 1 merged */
+  TRIAX_HF_FLATTEN = 4, /* since 1.4: one HF tensor, the parameter with dims `dim`, `dim` + 1 merged */
+  /* since 1.5: as CONCAT along `dim` >= 1, HF tensor i being part i with dims 0..dim merged: q/k/v
+   * grouped by key/value head, [kv_heads, (group + 2) x head_dim, hidden], dim 1 */
+  TRIAX_HF_INTERLEAVE = 5
 } triax_hf_rule_kind;
 
 typedef struct triax_hf_tensor_rule {
@@ -298,10 +299,10 @@ typedef struct triax_hf_tensor_rule {
   const char* triax_name;     /* the parameter's name; NULL for TRIAX_HF_IGNORE */
   int32_t ndim;               /* the parameter's whole, meaningful shape */
   const int64_t* shape;
-  int32_t dim;                /* TRIAX_HF_CONCAT / TRIAX_HF_STACK / TRIAX_HF_FLATTEN */
+  int32_t dim;                /* TRIAX_HF_CONCAT / STACK / FLATTEN / INTERLEAVE */
   int32_t hf_count;           /* HF tensors, in order */
   const char* const* hf_names;
-  const int64_t* hf_sizes;    /* TRIAX_HF_CONCAT: each HF tensor's extent along dim */
+  const int64_t* hf_sizes;    /* TRIAX_HF_CONCAT / INTERLEAVE: each HF part's extent along dim */
   int32_t optional;           /* reading: the HF tensors may all be absent, or equal another
                                  rule's (a tied lm_head.weight): then nothing is read here */
 } triax_hf_tensor_rule;

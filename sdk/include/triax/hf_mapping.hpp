@@ -28,7 +28,7 @@ struct HfTensorRule {
   std::vector<int64_t> shape;  // the parameter's whole, meaningful shape
   int32_t dim = 0;             // CONCAT / STACK
   std::vector<std::string> hf_names;
-  std::vector<int64_t> hf_sizes;  // CONCAT: each HF tensor's extent along dim
+  std::vector<int64_t> hf_sizes;  // CONCAT / INTERLEAVE: each HF part's extent along dim
   bool optional = false;          // reading: may be absent, or equal another rule's parameter (tied)
 
   // The HF tensor `hf_name` (default: the parameter's own name) holds the parameter as it is.
@@ -39,6 +39,10 @@ struct HfTensorRule {
   // The HF tensors, stacked along a new dimension dim, make the parameter (E experts).
   static HfTensorRule stack(std::string triax_name, std::vector<int64_t> shape, int32_t dim,
                             std::vector<std::string> hf_names);
+  // Since ABI 1.5: as concat along dim >= 1, but each HF tensor is its part with dims 0 .. dim
+  // merged (q_proj, k_proj, v_proj <-> q/k/v grouped by key/value head, QkvLayout).
+  static HfTensorRule interleave(std::string triax_name, std::vector<int64_t> shape, int32_t dim,
+                                 std::vector<std::string> hf_names, std::vector<int64_t> hf_sizes);
   // HF tensors matching any of the globs ('*' = any run of characters) are skipped.
   static HfTensorRule ignore(std::vector<std::string> hf_globs);
   // The same rule, optional.

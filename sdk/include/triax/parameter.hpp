@@ -19,6 +19,9 @@ namespace triax {
 enum class ParameterRole {
   Undeclared,  // plain modules' parameters: a muP model must declare every one
   Matrix,      // a linear map: the last two dimensions of the meaningful shape are [fan_out, fan_in]
+  // A fused projection (q/k/v, gate/up): one linear map whose output features span every
+  // dimension but the last, [..., fan_in], as nanotron's qkv_proj and gate_up_proj count
+  FusedMatrix,
   Embedding,   // a lookup table (token embeddings), rows picked by one-hot inputs
   Vector       // a gain or a bias (norm weights, linear biases)
 };

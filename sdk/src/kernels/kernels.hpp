@@ -38,12 +38,18 @@ cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, co
 
 // ---- SwiGLU (swiglu.cu) ----------------------------------------------------------------------
 
-// y = silu(gate) * up elementwise over `count` elements.
-cudaError_t swiglu_forward(Dtype dtype, const void* gate, const void* up, void* y, int64_t count, cudaStream_t stream);
+// y[r, c] = silu(gate[r, c]) * up[r, c] over rows x cols. Row r of gate and up starts r x
+// in_stride elements in, row r of y r x out_stride: gate and up may be the halves of one fused
+// GEMM's [rows, 2 x cols] output (up = gate + cols, in_stride = 2 x cols); contiguous operands are
+// one row (rows = 1, cols = every element).
+cudaError_t swiglu_forward(Dtype dtype, const void* gate, const void* up, int64_t in_stride, void* y,
+                           int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream);
 
-// grad_gate = grad_y * up * silu'(gate), grad_up = grad_y * silu(gate).
-cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, const void* gate, const void* up, void* grad_gate,
-                            void* grad_up, int64_t count, cudaStream_t stream);
+// grad_gate = grad_y * up * silu'(gate), grad_up = grad_y * silu(gate); grad_y laid out as y, the
+// two gradients as gate and up (into one [rows, 2 x cols] gradient for fused halves).
+cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride, const void* gate, const void* up,
+                            void* grad_gate, void* grad_up, int64_t in_stride, int64_t rows, int64_t cols,
+                            cudaStream_t stream);
 
 // ---- rotary embedding (rotary.cu) ------------------------------------------------------------
 

@@ -1,77 +1,114 @@
-// SwiGLU, silu(gate) * up, and its gradient: elementwise, 16-byte vectors where sizes and
-// pointers allow, with a grid-stride loop.
+// SwiGLU, silu(gate) * up, and its gradient: elementwise over rows whose gate and up may sit in one
+// tensor (a fused gate/up GEMM's [rows, 2 x cols] output), 16-byte vectors where sizes and pointers
+// allow. Blocks walk rows and column vectors in grid-stride loops, so no thread divides an index.
 #include "kernel_utils.cuh"
 
 namespace triax::kernels {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int64_t kMaxRowBlocks = 65535;  // gridDim.y's limit
 
 __device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
 
+// Column vectors of one row: this thread's first, and the stride between its next ones.
+__device__ __forceinline__ int64_t first_pack() { return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; }
+__device__ __forceinline__ int64_t pack_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
 template <typename T, int N>
-__global__ void swiglu_forward_kernel(const T* __restrict__ gate, const T* __restrict__ up, T* __restrict__ y,
-                                      int64_t packs) {
-  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < packs;
-       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const Pack<T, N> gv = load_pack<T, N>(gate + p * N);
-    const Pack<T, N> uv = load_pack<T, N>(up + p * N);
-    Pack<T, N> out;
+__global__ void swiglu_forward_kernel(const T* __restrict__ gate, const T* __restrict__ up, int64_t in_stride,
+                                      T* __restrict__ y, int64_t out_stride, int64_t rows, int64_t packs) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const T* g_row = gate + r * in_stride;
+    const T* u_row = up + r * in_stride;
+    T* y_row = y + r * out_stride;
+    for (int64_t p = first_pack(); p < packs; p += pack_stride()) {
+      const Pack<T, N> gv = load_pack<T, N>(g_row + p * N);
+      const Pack<T, N> uv = load_pack<T, N>(u_row + p * N);
+      Pack<T, N> out;
 #pragma unroll
-    for (int k = 0; k < N; ++k) {
-      const float g = to_float(gv.v[k]);
-      out.v[k] = from_float<T>(g * sigmoid(g) * to_float(uv.v[k]));
+      for (int k = 0; k < N; ++k) {
+        const float g = to_float(gv.v[k]);
+        out.v[k] = from_float<T>(g * sigmoid(g) * to_float(uv.v[k]));
+      }
+      store_pack<T, N>(y_row + p * N, out);
     }
-    store_pack<T, N>(y + p * N, out);
   }
 }
 
 template <typename T, int N>
-__global__ void swiglu_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ gate,
+__global__ void swiglu_backward_kernel(const T* __restrict__ grad_y, int64_t out_stride, const T* __restrict__ gate,
                                        const T* __restrict__ up, T* __restrict__ grad_gate, T* __restrict__ grad_up,
-                                       int64_t packs) {
-  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < packs;
-       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const Pack<T, N> dv = load_pack<T, N>(grad_y + p * N);
-    const Pack<T, N> gv = load_pack<T, N>(gate + p * N);
-    const Pack<T, N> uv = load_pack<T, N>(up + p * N);
-    Pack<T, N> dg, du;
+                                       int64_t in_stride, int64_t rows, int64_t packs) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const T* d_row = grad_y + r * out_stride;
+    const T* g_row = gate + r * in_stride;
+    const T* u_row = up + r * in_stride;
+    T* dg_row = grad_gate + r * in_stride;
+    T* du_row = grad_up + r * in_stride;
+    for (int64_t p = first_pack(); p < packs; p += pack_stride()) {
+      const Pack<T, N> dv = load_pack<T, N>(d_row + p * N);
+      const Pack<T, N> gv = load_pack<T, N>(g_row + p * N);
+      const Pack<T, N> uv = load_pack<T, N>(u_row + p * N);
+      Pack<T, N> dg, du;
 #pragma unroll
-    for (int k = 0; k < N; ++k) {
-      const float d = to_float(dv.v[k]);
-      const float g = to_float(gv.v[k]);
-      const float s = sigmoid(g);
-      // silu'(g) = s (1 + g (1 - s))
-      dg.v[k] = from_float<T>(d * to_float(uv.v[k]) * s * (1.f + g * (1.f - s)));
-      du.v[k] = from_float<T>(d * g * s);
+      for (int k = 0; k < N; ++k) {
+        const float d = to_float(dv.v[k]);
+        const float g = to_float(gv.v[k]);
+        const float s = sigmoid(g);
+        // silu'(g) = s (1 + g (1 - s))
+        dg.v[k] = from_float<T>(d * to_float(uv.v[k]) * s * (1.f + g * (1.f - s)));
+        du.v[k] = from_float<T>(d * g * s);
+      }
+      store_pack<T, N>(dg_row + p * N, dg);
+      store_pack<T, N>(du_row + p * N, du);
     }
-    store_pack<T, N>(grad_gate + p * N, dg);
-    store_pack<T, N>(grad_up + p * N, du);
   }
+}
+
+// Whole 16-byte vectors tile every row: the row length, both strides and every pointer allow them.
+template <typename T>
+bool rows_vectorizable(int64_t cols, int64_t in_stride, int64_t out_stride,
+                       std::initializer_list<const void*> pointers) {
+  constexpr int N = kVectorWidth<T>;
+  return in_stride % N == 0 && out_stride % N == 0 && vectorizable<T>(cols, pointers);
+}
+
+// A block of threads per run of column vectors (fewer threads for a short row), a block row per row.
+dim3 threads_for(int64_t packs) { return dim3(static_cast<unsigned>(row_threads(packs, kThreads))); }
+dim3 grid_for_rows(int64_t rows, int64_t packs, int threads) {
+  return dim3(grid_for(packs, threads), static_cast<unsigned>(std::min<int64_t>(rows, kMaxRowBlocks)));
 }
 
 }  // namespace
 
-cudaError_t swiglu_forward(Dtype dtype, const void* gate, const void* up, void* y, int64_t count, cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
+cudaError_t swiglu_forward(Dtype dtype, const void* gate, const void* up, int64_t in_stride, void* y,
+                           int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* g = static_cast<const T*>(gate);
     const T* u = static_cast<const T*>(up);
     T* out = static_cast<T*>(y);
-    if (vectorizable<T>(count, {gate, up, y})) {
+    if (rows_vectorizable<T>(cols, in_stride, out_stride, {gate, up, y})) {
       constexpr int N = kVectorWidth<T>;
-      swiglu_forward_kernel<T, N><<<grid_for(count / N, kThreads), kThreads, 0, stream>>>(g, u, out, count / N);
+      const int64_t packs = cols / N;
+      const dim3 threads = threads_for(packs);
+      swiglu_forward_kernel<T, N><<<grid_for_rows(rows, packs, threads.x), threads, 0, stream>>>(
+          g, u, in_stride, out, out_stride, rows, packs);
     } else {
-      swiglu_forward_kernel<T, 1><<<grid_for(count, kThreads), kThreads, 0, stream>>>(g, u, out, count);
+      const dim3 threads = threads_for(cols);
+      swiglu_forward_kernel<T, 1>
+          <<<grid_for_rows(rows, cols, threads.x), threads, 0, stream>>>(g, u, in_stride, out, out_stride, rows, cols);
     }
     return cudaGetLastError();
   });
 }
 
-cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, const void* gate, const void* up, void* grad_gate,
-                            void* grad_up, int64_t count, cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
+cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride, const void* gate, const void* up,
+                            void* grad_gate, void* grad_up, int64_t in_stride, int64_t rows, int64_t cols,
+                            cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* d = static_cast<const T*>(grad_y);
@@ -79,11 +116,16 @@ cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, const void* gate, c
     const T* u = static_cast<const T*>(up);
     T* dg = static_cast<T*>(grad_gate);
     T* du = static_cast<T*>(grad_up);
-    if (vectorizable<T>(count, {grad_y, gate, up, grad_gate, grad_up})) {
+    if (rows_vectorizable<T>(cols, in_stride, out_stride, {grad_y, gate, up, grad_gate, grad_up})) {
       constexpr int N = kVectorWidth<T>;
-      swiglu_backward_kernel<T, N><<<grid_for(count / N, kThreads), kThreads, 0, stream>>>(d, g, u, dg, du, count / N);
+      const int64_t packs = cols / N;
+      const dim3 threads = threads_for(packs);
+      swiglu_backward_kernel<T, N><<<grid_for_rows(rows, packs, threads.x), threads, 0, stream>>>(
+          d, out_stride, g, u, dg, du, in_stride, rows, packs);
     } else {
-      swiglu_backward_kernel<T, 1><<<grid_for(count, kThreads), kThreads, 0, stream>>>(d, g, u, dg, du, count);
+      const dim3 threads = threads_for(cols);
+      swiglu_backward_kernel<T, 1><<<grid_for_rows(rows, cols, threads.x), threads, 0, stream>>>(
+          d, out_stride, g, u, dg, du, in_stride, rows, cols);
     }
     return cudaGetLastError();
   });

@@ -20,6 +20,10 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
 
 // SwiGLU: silu(gate) * up elementwise; gate and up of one shape. Composition: at::silu(gate) * up.
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
+// SwiGLU of one fused gate/up projection's output: gate_up [..., 2n] holds gate in the first n of
+// its last dim and up in the last n; returns [..., n]. Its gradient comes back in gate_up's layout
+// (on CUDA without splitting or joining the halves). Composition: swiglu over gate_up.chunk(2, -1).
+at::Tensor swiglu_halves(const at::Tensor& gate_up);
 
 // Rotary position embedding, "rotate half" layout: x * cos + rotate_half(x) * sin with
 // rotate_half(x) = cat(-x2, x1) over the halves of head_dim. x: [batch, heads, seq, head_dim]

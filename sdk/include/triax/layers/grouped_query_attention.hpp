@@ -1,7 +1,8 @@
 // Grouped-query causal self-attention with rotary embeddings (Hugging Face LlamaAttention, also
 // Mistral's and Qwen2's), with inference over a KeyValueCache per sequence.
 //
-// q_proj/k_proj/v_proj are column-parallel (each tp rank holds whole heads), o_proj is
+// q, k and v are one column-parallel projection, qkv_proj, grouped by key/value head (QkvLayout):
+// one GEMM, and each tp rank holds whole groups, so whole query, key and value heads. o_proj is
 // row-parallel, so attention itself runs on this rank's heads over the whole sequence, in either
 // tp_mode. Attention runs through scaled_dot_product_attention with enable_gqa, so K/V
 // heads are never repeated in memory.
@@ -10,9 +11,13 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include <array>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "triax/causal_lm.hpp"
+#include "triax/hf_mapping.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/model.hpp"
 
@@ -23,6 +28,31 @@ struct AttentionShape {
   int64_t heads = 0;     // query heads; head_dim = hidden_size / heads
   int64_t kv_heads = 0;  // key/value heads, dividing heads
   bool bias = false;     // biases on q, k, v and o
+};
+
+// qkv_proj's weight [kv_heads, (group + 2) x head_dim, hidden], group = heads / kv_heads: block j
+// holds query heads j x group ... (j + 1) x group - 1 (Hugging Face's order, those that read key
+// head j), then key head j, then value head j; the bias is [kv_heads, (group + 2) x head_dim].
+// Equal tp slices of q, k and v would cut through heads when group > 1; slices of whole blocks
+// never do, and the global shape stays one of the model, not of the topology. Hugging Face keeps
+// q_proj, k_proj and v_proj apart: a TRIAX_HF_INTERLEAVE rule along dim 1.
+struct QkvLayout {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+
+  static QkvLayout of(const AttentionShape& shape) {
+    return {shape.heads, shape.kv_heads, shape.hidden_size / shape.heads};
+  }
+
+  int64_t group() const { return heads / kv_heads; }
+  // The fused parameter's whole shape, [kv_heads, (group + 2) x head_dim] + trailing (the input
+  // features of the weight; none for the bias).
+  std::vector<int64_t> shape(std::vector<int64_t> trailing) const;
+  // q [heads x head_dim, ...], k and v [kv_heads x head_dim, ...] -> the fused layout, and back.
+  at::Tensor fuse(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const;
+  std::array<at::Tensor, 3> split(const at::Tensor& fused) const;
+  // The tensor rule between prefix + "qkv_proj." + what and Hugging Face's prefix + "q_proj." +
+  // what, "k_proj.", "v_proj." (what: "weight", trailing {hidden}; "bias", trailing {}).
+  HfTensorRule hf_rule(const std::string& prefix, const std::string& what, std::vector<int64_t> trailing) const;
 };
 
 class GroupedQueryAttention : public torch::nn::Module {
@@ -37,7 +67,7 @@ class GroupedQueryAttention : public torch::nn::Module {
   // positions; cos, sin: the whole tables [max_position_embeddings, head_dim].
   at::Tensor forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const CachedStep& step);
 
-  std::shared_ptr<ColumnParallelLinear> q_proj, k_proj, v_proj;
+  std::shared_ptr<ColumnParallelLinear> qkv_proj;  // QkvLayout
   std::shared_ptr<RowParallelLinear> o_proj;
 
  private:
@@ -50,6 +80,7 @@ class GroupedQueryAttention : public torch::nn::Module {
   TensorParallel tp_;
   int64_t local_heads_;     // query heads on this tp rank
   int64_t local_kv_heads_;  // key/value heads on this tp rank
+  int64_t group_;           // query heads per key/value head
   int64_t head_dim_;
   double scale_;
 };

@@ -17,7 +17,10 @@
 // [in, out] (Hugging Face's Conv1D, GPT-2), so checkpoints and exports keep that layout. A fused
 // projection of `parts` outputs (q, k, v of one matrix) keeps the parts as a dimension of their
 // own, [parts, out, in] or [in, parts, out], so that each tp rank holds its slice of every part;
-// its output is [..., parts x out/tp], part by part.
+// its output is [..., parts x out/tp], part by part. A projection of `groups` blocks of out
+// features each keeps the blocks as its first dimension instead, [groups, out, in], and tp shards
+// whole blocks (grouped-query q/k/v: one block per key/value head, its query, key and value
+// heads); its output is [..., groups/tp x out], block by block.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -35,6 +38,7 @@ struct LinearOptions {
   c10::ScalarType dtype = c10::kFloat;
   int64_t parts = 1;         // a fused projection: `parts` outputs of out_features each
   bool input_major = false;  // the weight stored [in, out] (Conv1D) instead of [out, in]
+  int64_t groups = 0;        // > 0: [groups, out_features, in], tp-sharded by whole groups (not with parts)
 
   // A layer of the model being built: on its device, in its dtype.
   static LinearOptions of(int64_t in_features, int64_t out_features, const ModelContext& context, bool bias = false) {
@@ -66,6 +70,8 @@ class ColumnParallelLinear : public SpecifiedModule {
   at::Tensor weight, bias;
 
  private:
+  void init_grouped(const LinearOptions& options, const TensorParallel& tp);
+
   TensorParallel tp_;
   bool input_major_ = false;
 };

@@ -1,12 +1,18 @@
 // SwiGLU feed-forward block (Hugging Face LlamaMLP, also Mistral's and Qwen2's):
-// down(silu(gate(x)) * up(x)). gate_proj and up_proj are column-parallel, down_proj row-parallel.
+// down(silu(gate(x)) * up(x)). gate and up are one column-parallel projection, gate_up_proj, with
+// the parts dimension of a fused projection: weight [2, intermediate, hidden], gate then up, each
+// tp rank holding its slice of the intermediate features of both. One GEMM gives [..., 2 x
+// intermediate/tp], gate then up, which swiglu_halves reads in place. down_proj is row-parallel.
+// Hugging Face keeps gate_proj.weight and up_proj.weight apart: a STACK rule along dim 0.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
 #include <memory>
+#include <string>
 
+#include "triax/hf_mapping.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/model.hpp"
 
@@ -19,11 +25,12 @@ class SwiGluMlp : public torch::nn::Module {
   // x: [batch, seq, hidden] -> [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode)
   at::Tensor forward(const at::Tensor& x);
 
-  std::shared_ptr<ColumnParallelLinear> gate_proj, up_proj;
-  std::shared_ptr<RowParallelLinear> down_proj;
+  // The tensor rule between prefix + "gate_up_proj.weight" and Hugging Face's prefix +
+  // "gate_proj.weight" and prefix + "up_proj.weight".
+  static HfTensorRule hf_rule(const std::string& prefix, int64_t hidden_size, int64_t intermediate_size);
 
- private:
-  TensorParallel tp_;
+  std::shared_ptr<ColumnParallelLinear> gate_up_proj;  // weight [2, intermediate, hidden]: gate, up
+  std::shared_ptr<RowParallelLinear> down_proj;
 };
 
 }  // namespace triax
