@@ -32,19 +32,22 @@ add_test(NAME gpt2.parity.reference
 set_tests_properties(gpt2.parity.reference PROPERTIES FIXTURES_REQUIRED gpt2_plugin
                      FIXTURES_SETUP gpt2_parity_reference LABELS "gpt2;slow" ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
 
-# triax_gpt2_parity_case(<name> ENGINE afab|1f1b MODE ALL_REDUCE|REDUCE_SCATTER): tp 2 x pp 2.
+# triax_gpt2_parity_case(<name> ENGINE afab|1f1b MODE ALL_REDUCE|REDUCE_SCATTER [--set ...]...): tp 2 x pp 2.
 function(triax_gpt2_parity_case name)
   cmake_parse_arguments(ARG "" "ENGINE;MODE" "" ${ARGN})
   add_test(NAME gpt2.parity.${name}
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/run_case.sh $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE}
                    ${GPT2_CONFIG} ${GPT2_PARITY_DIR}/reference ${GPT2_PARITY_DIR}/${name} 4
                    --set plugins.paths=[${GPT2_PLUGIN_DIR}] --set parallelism.tp=2 --set parallelism.pp=2
-                   --set parallelism.pp_engine=${ARG_ENGINE} --set parallelism.tp_mode=${ARG_MODE})
+                   --set parallelism.pp_engine=${ARG_ENGINE} --set parallelism.tp_mode=${ARG_MODE}
+                   ${ARG_UNPARSED_ARGUMENTS})
   set_tests_properties(gpt2.parity.${name} PROPERTIES FIXTURES_REQUIRED "gpt2_plugin;gpt2_parity_reference"
                        LABELS "gpt2;slow;multi_rank" PROCESSORS 4 TIMEOUT 300)
 endfunction()
 triax_gpt2_parity_case(tp2_pp2_afab    ENGINE afab MODE ALL_REDUCE)
 triax_gpt2_parity_case(tp2_pp2_sp_1f1b ENGINE 1f1b MODE REDUCE_SCATTER)
+triax_gpt2_parity_case(tp2_pp2_sp_1f1b_overlap ENGINE 1f1b MODE REDUCE_SCATTER
+                       --set parallelism.tp_linear_async_communication=true)
 
 add_test(NAME gpt2.hf_transformers
          COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/gpt2/hf_gpt2_test.py

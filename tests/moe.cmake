@@ -9,11 +9,15 @@ triax_use_pch(moe_test)
 gtest_discover_tests(moe_test TEST_FILTER "-*Cuda*" TEST_LIST moe_test_cpu PROPERTIES LABELS "moe")
 # The *Cuda suite (grouped GEMM against the loop in bf16) skips without a GPU.
 gtest_discover_tests(moe_test TEST_FILTER "*Cuda*" TEST_LIST moe_test_cuda TEST_SUFFIX ".gpu" PROPERTIES LABELS "moe;gpu")
-# The whole parity model in bf16 on one GPU (the grouped GEMM path) follows its fp32 CPU run.
+# The whole parity model in bf16 on one GPU (the grouped GEMM path) follows its fp32 CPU run,
+# within 5% rather than the dense model's 2%: bf16 rounding flips top-2 choices between nearly
+# tied experts, and from there the curve wanders (measured 4.2% at step 49 with the fused kernels
+# and 4.0% without, after 40 steps within 1.5%).
 if(TRIAX_CUDA)
   add_test(NAME moe.gpu_bf16_follows_cpu_fp32
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/bf16_follows_fp32.sh $<TARGET_FILE:parity_runner>
-                   ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_moe_parity.yaml ${CMAKE_CURRENT_BINARY_DIR}/moe_bf16_follows_fp32)
+                   ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_moe_parity.yaml ${CMAKE_CURRENT_BINARY_DIR}/moe_bf16_follows_fp32
+                   0.05)
   set_tests_properties(moe.gpu_bf16_follows_cpu_fp32 PROPERTIES LABELS "gpu;moe" TIMEOUT 300)
 endif()
 

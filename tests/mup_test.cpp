@@ -59,10 +59,13 @@ TEST(SpectralMupRule, FansComeFromTheMeaningfulGlobalShape) {
   ParameterSpec experts = ParameterSpec::sharded({8, 32, 16}, 0, 4, 0, ParameterRole::Matrix);
   EXPECT_EQ(fans_of("experts.up_proj", experts).fan_in, 16);
   EXPECT_EQ(fans_of("experts.up_proj", experts).fan_out, 32);
-  // A fused q/k/v grouped by key/value head [kv_heads, (group + 2) x head_dim, hidden]: one matrix.
+  // A fused q/k/v grouped by key/value head [kv_heads, (group + 2) x head_dim, hidden]: as wide
+  // as its widest part (the query heads), which says so; without that it is refused.
   ParameterSpec qkv = ParameterSpec::sharded({2, 64, 64}, 0, 1, 0, ParameterRole::FusedMatrix);
+  EXPECT_NE(error_of<Error>([&] { fans_of("qkv_proj.weight", qkv); }).find("'qkv_proj.weight'"), std::string::npos);
+  qkv.part_fan_out = 64;
   EXPECT_EQ(fans_of("qkv_proj.weight", qkv).fan_in, 64);
-  EXPECT_EQ(fans_of("qkv_proj.weight", qkv).fan_out, 128);
+  EXPECT_EQ(fans_of("qkv_proj.weight", qkv).fan_out, 64);
   ParameterSpec vector = ParameterSpec::sharded({8}, 0, 0, 0, ParameterRole::Matrix);
   EXPECT_NE(error_of<Error>([&] { fans_of("gain", vector); }).find("'gain' has 1 dimensions"), std::string::npos);
 }
@@ -109,12 +112,12 @@ TEST(SpectralMupModels, LlamaDeclaresEveryScaleThroughTheAbi) {
                       one_rank_context(4, "{use_mup: true}"));
   auto p = by_name(model);
   // hidden 64, q 64, kv 2 x 16 = 32, ffn 128, vocab 256: lr_scale = fan_out / fan_in; the fused
-  // q/k/v (64 + 32 + 32) and gate/up (2 x 128) count as one matrix each, as in nanotron.
+  // q/k/v (64 + 32 + 32) and gate/up (2 x 128) count as their widest part: q (64), gate (128).
   const std::map<std::string, double> expected_lr = {
       {"model.embed_tokens.weight", 1.0},
-      {"model.layers.0.self_attn.qkv_proj.weight", 2.0},
+      {"model.layers.0.self_attn.qkv_proj.weight", 1.0},
       {"model.layers.0.self_attn.o_proj.weight", 1.0},
-      {"model.layers.1.mlp.gate_up_proj.weight", 4.0},
+      {"model.layers.1.mlp.gate_up_proj.weight", 2.0},
       {"model.layers.1.mlp.down_proj.weight", 0.5},
       {"model.layers.1.input_layernorm.weight", 1.0},
       {"model.norm.weight", 1.0},
@@ -153,7 +156,7 @@ TEST(SpectralMupModels, MoeDeclaresItsRouterExpertsAndSharedGate) {
       {"model.layers.0.mlp.gate.weight", 4.0 / 32.0},
       {"model.layers.0.mlp.experts.gate_proj", 16.0 / 32.0},
       {"model.layers.0.mlp.experts.down_proj", 32.0 / 16.0},
-      {"model.layers.0.mlp.shared_expert.gate_up_proj.weight", 2.0 * 16.0 / 32.0},
+      {"model.layers.0.mlp.shared_expert.gate_up_proj.weight", 16.0 / 32.0},
       {"model.layers.0.mlp.shared_expert_gate.weight", 1.0 / 32.0}};
   for (const auto& [name, lr_scale] : expected_lr) {
     ASSERT_TRUE(p.count(name)) << name;

@@ -1,7 +1,9 @@
-// The nccl backend's asynchronous all_reduce and reduce_scatter at world size 1 (one GPU): they
-// finish with the blocking operations' results while other GPU work runs, a non-contiguous result
-// receives its values, and test() finishes a completed operation. Skipped without a GPU; timing
-// the overlap needs several GPUs.
+// The nccl backend's asynchronous all_reduce, all_gather and reduce_scatter at world size 1 (one
+// GPU): they finish with the blocking operations' results while other GPU work runs, a
+// non-contiguous result receives its values, and test() finishes a completed operation; the
+// column-parallel layer's overlapped path (tp_linear_async_communication) runs through the host
+// table on them and equals the plain one. Skipped without a GPU; timing the overlap needs
+// several GPUs.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,6 +11,7 @@
 #include "comm/nccl_communicator.hpp"
 #include "triax/core/comm/launch_environment.hpp"
 #include "triax/core/comm/parallel_context.hpp"
+#include "triax/layers/linear.hpp"
 
 namespace triax {
 namespace {
@@ -52,6 +55,49 @@ TEST(NcclCommunicatorCuda, AsynchronousCollectivesFinishLikeBlockingOnes) {
   comm->start_reduce_scatter(TRIAX_GROUP_DP, output, input, TRIAX_REDUCE_SUM)->wait();
   EXPECT_TRUE(at::equal(output, input));
   EXPECT_TRUE(busy.isfinite().all().item<bool>());
+
+  at::Tensor gathered = at::zeros({16}, cuda);
+  std::unique_ptr<PendingOperation> gather = comm->start_all_gather(TRIAX_GROUP_TP, gathered, input);
+  gather->wait();
+  EXPECT_TRUE(at::equal(gathered, input));
+}
+
+TEST(NcclCommunicatorCuda, OverlappedColumnParallelLinearEqualsThePlainOne) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  std::unique_ptr<Communicator> comm = single_gpu_communicator();
+  HostServices services(*comm);
+  for (TpMode mode : {TpMode::AllReduce, TpMode::ReduceScatter}) {
+    for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+      const auto options = at::TensorOptions().device(at::kCUDA).dtype(dtype);
+      const at::Tensor x = at::randn({2, 64, 96}, options), grad = at::randn({2, 64, 128}, options);
+      const at::Tensor w = at::randn({128, 96}, options) / 10, b = at::randn({128}, options);
+      std::vector<at::Tensor> outputs, input_grads, weight_grads;
+      for (bool overlap : {false, true}) {
+        TensorParallel tp;
+        tp.host = Host(services.c_host());
+        tp.mode = mode;
+        tp.overlap_communication = overlap;
+        ColumnParallelLinear layer({96, 128, true, at::Device(at::kCUDA), dtype}, tp);
+        {
+          at::NoGradGuard no_grad;
+          layer.weight.copy_(w);
+          layer.bias.copy_(b);
+        }
+        at::Tensor input = x.clone().requires_grad_(true);
+        at::Tensor y = layer.forward(input);
+        (y.to(at::kFloat) * grad.to(at::kFloat)).sum().backward();
+        outputs.push_back(y.to(at::kFloat));
+        input_grads.push_back(input.grad().to(at::kFloat));
+        weight_grads.push_back(layer.weight.grad().to(at::kFloat));
+      }
+      const double tolerance = dtype == at::kFloat ? 1e-4 : 2e-2;
+      const std::string what = std::string(mode == TpMode::AllReduce ? "ALL_REDUCE " : "REDUCE_SCATTER ") +
+                               c10::toString(dtype);
+      EXPECT_TRUE(at::allclose(outputs[1], outputs[0], tolerance, tolerance)) << what << " output";
+      EXPECT_TRUE(at::allclose(input_grads[1], input_grads[0], tolerance, tolerance)) << what << " input gradient";
+      EXPECT_TRUE(at::allclose(weight_grads[1], weight_grads[0], tolerance, tolerance)) << what << " weight gradient";
+    }
+  }
 }
 
 }  // namespace

@@ -29,16 +29,21 @@ set_tests_properties(parity.reference_6_layers PROPERTIES FIXTURES_SETUP parity_
                      ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
 
 # triax_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b|interleaved_1f1b ZERO 0|1
-#                   MODE ALL_REDUCE|REDUCE_SCATTER [CHUNKS c] [LAYERS 6] [PEAK_LIVE "<per world rank>"])
-# CHUNKS: parallelism.pp_chunks_per_rank; LAYERS 6: the 6-layer model and its reference.
+#                   MODE ALL_REDUCE|REDUCE_SCATTER [CHUNKS c] [LAYERS 6] [PEAK_LIVE "<per world rank>"]
+#                   [OVERLAP])
+# CHUNKS: parallelism.pp_chunks_per_rank; LAYERS 6: the 6-layer model and its reference;
+# OVERLAP: parallelism.tp_linear_async_communication.
 function(triax_parity_case name)
-  cmake_parse_arguments(ARG "" "DP;TP;PP;ENGINE;ZERO;MODE;CHUNKS;LAYERS;PEAK_LIVE" "" ${ARGN})
+  cmake_parse_arguments(ARG "OVERLAP" "DP;TP;PP;ENGINE;ZERO;MODE;CHUNKS;LAYERS;PEAK_LIVE" "" ${ARGN})
   math(EXPR ranks "${ARG_DP} * ${ARG_TP} * ${ARG_PP}")
   math(EXPR accumulation "8 / ${ARG_DP}")
   set(reference reference)
   set(extra "")
   if(ARG_CHUNKS)
     list(APPEND extra --set parallelism.pp_chunks_per_rank=${ARG_CHUNKS})
+  endif()
+  if(ARG_OVERLAP)
+    list(APPEND extra --set parallelism.tp_linear_async_communication=true)
   endif()
   if(ARG_LAYERS)
     set(reference reference_${ARG_LAYERS}_layers)
@@ -82,6 +87,9 @@ triax_parity_case(dp4_zero1     DP 4 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUC
 triax_parity_case(tp2           DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)
 triax_parity_case(tp2_sp        DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE REDUCE_SCATTER)
 triax_parity_case(tp4_sp        DP 1 TP 4 PP 1 ENGINE afab ZERO 0 MODE REDUCE_SCATTER)
+# ... with the collectives overlapping the column-parallel GEMMs (tp_linear_async_communication).
+triax_parity_case(tp2_overlap    DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE OVERLAP)
+triax_parity_case(tp4_sp_overlap DP 1 TP 4 PP 1 ENGINE afab ZERO 0 MODE REDUCE_SCATTER OVERLAP)
 # Pipeline alone, both engines; the measured micro-batches in flight per stage.
 triax_parity_case(pp2_afab      DP 1 TP 1 PP 2 ENGINE afab ZERO 0 MODE ALL_REDUCE PEAK_LIVE "8 8")
 triax_parity_case(pp4_1f1b      DP 1 TP 1 PP 4 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE PEAK_LIVE "4 3 2 1")
@@ -99,6 +107,7 @@ triax_parity_case(tp2_pp4_afab        DP 1 TP 2 PP 4 ENGINE afab ZERO 0 MODE ALL
 # All three at once.
 triax_parity_case(dp2_tp2_pp2_sp_1f1b_zero1 DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER)
 triax_parity_case(dp2_tp2_pp2_afab          DP 2 TP 2 PP 2 ENGINE afab ZERO 0 MODE ALL_REDUCE)
+triax_parity_case(dp2_tp2_pp2_sp_1f1b_overlap DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER OVERLAP)
 # Interleaved 1F1B, 2 model chunks per rank: each rank holds two runs of blocks, the last rank
 # feeds rank 0's second chunk. (chunk, micro-batch) pairs in flight as Megatron's warm-up gives
 # them: (pp - rank - 1) * 2 + (chunks - 1) * pp, plus one. With dp, tp, sequence parallelism,

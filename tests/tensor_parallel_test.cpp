@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <map>
 #include <string>
@@ -122,22 +123,28 @@ TEST_P(TensorParallelTest, SequenceGatherAndReduceScatterAreAdjoint) {
 
 // ---- linear layers ---------------------------------------------------------------------------
 
+// Blocking, and with the collective overlapping the GEMMs (tp_linear_async_communication), which
+// must take its own autograd path.
 TEST_P(TensorParallelTest, ColumnParallelLinearMatchesPlainLinear) {
-  for (c10::ScalarType dtype : kDtypes) {
+  for (c10::ScalarType dtype : kDtypes) for (bool overlap : {false, true}) {
     const at::Tensor w = seeded({kOut, kIn}, 11, dtype), b = seeded({kOut}, 12, dtype);
     const at::Tensor x = seeded({kBatch, kSeq, kIn}, 13, dtype), g = seeded({kBatch, kSeq, kOut}, 14, dtype);
     at::Tensor rx = leaf(x), rw = leaf(w), rb = leaf(b);
     at::Tensor ry = at::linear(rx, rw, rb);
     (ry * g).sum().backward();
 
-    triax::ColumnParallelLinear layer({kIn, kOut, true, c10::kCPU, dtype}, tp_);
+    TensorParallel tp = tp_;
+    tp.overlap_communication = overlap;
+    triax::ColumnParallelLinear layer({kIn, kOut, true, c10::kCPU, dtype}, tp);
     set_weight(layer.weight, shard_of(w, 0, tp_));
     set_weight(layer.bias, shard_of(b, 0, tp_));
     at::Tensor px = leaf(between_blocks(x, tp_));
     at::Tensor py = layer.forward(px);  // [b, s, out/tp] in both modes
+    EXPECT_EQ(py.grad_fn()->name().find("Overlapped") != std::string::npos, overlap) << py.grad_fn()->name();
     (py * shard_of(g, 2, tp_)).sum().backward();
 
-    const std::string where = std::string(mode_name(tp_.mode)) + " " + c10::toString(dtype) + ": ";
+    const std::string where = std::string(mode_name(tp_.mode)) + (overlap ? " overlapped " : " ") +
+                              c10::toString(dtype) + ": ";
     expect_close(gathered(py, 2, tp_), ry, where + "output");
     expect_close(px.grad(), between_blocks(rx.grad(), tp_), where + "input gradient");
     expect_close(gathered(layer.weight.grad(), 0, tp_), rw.grad(), where + "weight gradient");

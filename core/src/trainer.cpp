@@ -133,8 +133,6 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
     log::warning(
         "parallelism.moe_layer_recompute: not implemented in this version; MoE layers keep their activations "
         "(parallelism.recompute_layer recomputes every layer)");
-  if (c.parallelism.tp_linear_async_communication)
-    log::warning("parallelism.tp_linear_async_communication: not implemented in this version; ignored");
   s.device = resolve_device(c.general.device);
 
   // Plugins named by the config, each refused with the file, the key and the available names if
@@ -201,6 +199,8 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.host = s.host.c_host();
   context.recompute_layer = c.parallelism.recompute_layer ? 1 : 0;
   context.recompute_layer_count = static_cast<int32_t>(c.parallelism.recompute_num_layers.value_or(0));
+  // With one tp rank there is nothing to overlap: the layers keep their plain path.
+  context.tp_linear_async_communication = c.parallelism.tp_linear_async_communication && c.parallelism.tp > 1;
   in_config_file(c.origin, [&] {
     try {
       s.model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, model_yaml, context, s.pipeline_stages);

@@ -51,6 +51,7 @@ GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const 
   const int64_t h = shape.hidden_size;
   LinearOptions qkv = LinearOptions::of(h, (group_ + 2) * head_dim_, context, shape.bias);
   qkv.groups = shape.kv_heads;  // QkvLayout: [kv_heads, (group + 2) x head_dim, hidden]
+  qkv.widest_part = group_ * head_dim_;  // the query heads of a group
   qkv_proj = register_module("qkv_proj", std::make_shared<ColumnParallelLinear>(qkv, tp_));
   o_proj = register_module("o_proj", std::make_shared<RowParallelLinear>(
                                          LinearOptions::of(shape.heads * head_dim_, h, context, shape.bias), tp_));

@@ -17,7 +17,68 @@ const triax_host& require(const triax_host* host) {
   return *host;
 }
 
+// Whether the host's table reaches `member` (at `offset`, `size` bytes): it was built for an ABI
+// that has it.
+bool provides(const triax_host& host, size_t offset, size_t size, const void* member) {
+  return host.struct_size >= offset + size && member != nullptr;
+}
+
 }  // namespace
+
+#define TRIAX_HOST_PROVIDES(host, member) \
+  provides(host, offsetof(triax_host, member), sizeof(triax_host::member), reinterpret_cast<const void*>(host.member))
+
+PendingCollective::~PendingCollective() {
+  if (pending_ == nullptr) return;
+  triax_error error{};
+  host_->finish(host_->self, pending_, &error);  // an error here was, or will be, reported elsewhere
+}
+
+void PendingCollective::wait() {
+  if (pending_ == nullptr) return;
+  triax_pending* pending = pending_;
+  pending_ = nullptr;
+  triax_error error{};
+  check(host_->finish(host_->self, pending, &error), error);
+}
+
+PendingCollective Host::start_all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) const {
+  const triax_host& h = require(host_);
+  if (!TRIAX_HOST_PROVIDES(h, start_all_reduce)) {
+    all_reduce(group, tensor, op);
+    return {};
+  }
+  triax_error error{};
+  triax_pending* pending = nullptr;
+  check(h.start_all_reduce(h.self, group, borrow_handle(tensor), op, &pending, &error), error);
+  return {host_, pending};
+}
+
+PendingCollective Host::start_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) const {
+  const triax_host& h = require(host_);
+  if (!TRIAX_HOST_PROVIDES(h, start_all_gather)) {
+    all_gather(group, output, input);
+    return {};
+  }
+  triax_error error{};
+  triax_pending* pending = nullptr;
+  check(h.start_all_gather(h.self, group, borrow_handle(output), borrow_handle(input), &pending, &error), error);
+  return {host_, pending};
+}
+
+PendingCollective Host::start_reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                                             triax_reduce_op op) const {
+  const triax_host& h = require(host_);
+  if (!TRIAX_HOST_PROVIDES(h, start_reduce_scatter)) {
+    reduce_scatter(group, output, input, op);
+    return {};
+  }
+  triax_error error{};
+  triax_pending* pending = nullptr;
+  check(h.start_reduce_scatter(h.self, group, borrow_handle(output), borrow_handle(input), op, &pending, &error),
+        error);
+  return {host_, pending};
+}
 
 void Host::log(triax_log_level level, const std::string& message) const {
   if (host_ != nullptr && host_->log != nullptr) host_->log(host_->self, level, message.c_str());

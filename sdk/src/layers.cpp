@@ -55,13 +55,14 @@ ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorP
   std::vector<int64_t> local = shape;
   local[static_cast<size_t>(dim)] = local_out;
   auto opts = options_for(o.device, o.dtype);
-  // A muP matrix is [.., fan_out, fan_in] (fused parts: one matrix); the input-major (Conv1D)
-  // layout is not one.
+  // A muP matrix is [.., fan_out, fan_in] (fused parts: out_features wide each); the input-major
+  // (Conv1D) layout is not one.
   const ParameterRole role = o.input_major ? ParameterRole::Undeclared
                              : o.parts > 1 ? ParameterRole::FusedMatrix
                                            : ParameterRole::Matrix;
-  weight = register_parameter_with_spec("weight", at::empty(local, opts),
-                                        ParameterSpec::sharded(shape, dim, offset, 0, role));
+  ParameterSpec spec = ParameterSpec::sharded(shape, dim, offset, 0, role);
+  if (role == ParameterRole::FusedMatrix) spec.part_fan_out = o.out_features;
+  weight = register_parameter_with_spec("weight", at::empty(local, opts), spec);
   if (o.bias) {
     std::vector<int64_t> local_bias = outputs;
     local_bias.back() = local_out;
@@ -75,12 +76,17 @@ void ColumnParallelLinear::init_grouped(const LinearOptions& o, const TensorPara
   if (o.groups < 0 || o.parts != 1 || o.input_major)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "ColumnParallelLinear: groups must be positive, in the [out, in] layout without fused parts");
+  if (o.widest_part < 1 || o.widest_part > o.out_features)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "ColumnParallelLinear: the widest part of a group (" +
+                                                  std::to_string(o.widest_part) + ") must be in [1, " +
+                                                  std::to_string(o.out_features) + "]");
   const int64_t local_groups = tp.shard_size(o.groups, "groups of output features");
   const int64_t offset = tp.shard_offset(o.groups);
   auto opts = options_for(o.device, o.dtype);
-  weight = register_parameter_with_spec("weight", at::empty({local_groups, o.out_features, o.in_features}, opts),
-                                        ParameterSpec::sharded({o.groups, o.out_features, o.in_features}, 0, offset, 0,
-                                                               ParameterRole::FusedMatrix));
+  ParameterSpec spec =
+      ParameterSpec::sharded({o.groups, o.out_features, o.in_features}, 0, offset, 0, ParameterRole::FusedMatrix);
+  spec.part_fan_out = o.groups * o.widest_part;
+  weight = register_parameter_with_spec("weight", at::empty({local_groups, o.out_features, o.in_features}, opts), spec);
   if (o.bias)
     bias = register_parameter_with_spec(
         "bias", at::zeros({local_groups, o.out_features}, opts),
@@ -93,15 +99,18 @@ at::Tensor gather_column_parallel_input(const at::Tensor& x, const TensorParalle
 }
 
 at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) {
-  return forward_gathered(gather_column_parallel_input(x, tp_));
+  return column_parallel_linear(x, matrix(), bias.defined() ? bias.reshape({-1}) : at::Tensor(), tp_);
 }
 
 at::Tensor ColumnParallelLinear::forward_gathered(const at::Tensor& x) {
-  if (weight.dim() == 2 && !input_major_) return at::linear(x, weight, bias);
+  return at::linear(x, matrix(), bias.defined() ? bias.reshape({-1}) : at::Tensor());
+}
+
+at::Tensor ColumnParallelLinear::matrix() const {
+  if (weight.dim() == 2 && !input_major_) return weight;
   // As one [out', in] matrix: the fused parts' rows one after the other.
   const int64_t in = input_major_ ? weight.size(0) : weight.size(-1);
-  const at::Tensor matrix = input_major_ ? weight.reshape({in, -1}).t() : weight.reshape({-1, in});
-  return at::linear(x, matrix, bias.defined() ? bias.reshape({-1}) : at::Tensor());
+  return input_major_ ? weight.reshape({in, -1}).t() : weight.reshape({-1, in});
 }
 
 RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParallel& tp)

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "triax/layers/key_value_cache.hpp"
+#include "triax/layers/tensor_parallel_ops.hpp"
 
 namespace triax {
 
@@ -26,7 +27,7 @@ std::array<at::Tensor, 3> MultiHeadAttention::project(const at::Tensor& x) {
   const at::Tensor bias = at::stack({b[0], b[1].detach(), b[2]}).reshape({-1});
   const at::Tensor& w = c_attn->weight;  // [hidden, 3, heads/tp x head_dim], Conv1D layout
   // [batch, seq, 3 x heads/tp x head_dim], q then k then v; seq is the whole sequence in either mode.
-  const at::Tensor qkv = at::linear(gather_column_parallel_input(x, tp_), w.reshape({w.size(0), -1}).t(), bias);
+  const at::Tensor qkv = column_parallel_linear(x, w.reshape({w.size(0), -1}).t(), bias, tp_);
   const std::vector<at::Tensor> parts = qkv.view({x.size(0), qkv.size(1), 3, local_heads_, head_dim_}).unbind(2);
   return {parts[0].transpose(1, 2), parts[1].transpose(1, 2), parts[2].transpose(1, 2)};
 }

@@ -214,6 +214,9 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
     context.recompute_layer = c.recompute_layer != 0;
   if (c.struct_size >= offsetof(triax_model_context, recompute_layer_count) + sizeof(c.recompute_layer_count))
     context.recompute_layer_count = c.recompute_layer_count;
+  if (c.struct_size >= offsetof(triax_model_context, tp_linear_async_communication) +
+                           sizeof(c.tp_linear_async_communication))
+    context.tp_linear_async_communication = c.tp_linear_async_communication != 0;
   if (c.struct_size >= offsetof(triax_model_context, edp_size) + sizeof(c.edp_size) && c.ep_size > 0 &&
       c.edp_size > 0) {
     context.ep_rank = c.ep_rank;

@@ -47,9 +47,10 @@ Fans fans_of(const std::string& name, const ParameterSpec& spec) {
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "spectral muP: matrix parameter '" + name + "' has " +
                                                   std::to_string(shape.size()) + " dimensions, at least 2 expected");
   if (spec.role != ParameterRole::FusedMatrix) return {shape[shape.size() - 1], shape[shape.size() - 2]};
-  int64_t fan_out = 1;
-  for (size_t d = 0; d + 1 < shape.size(); ++d) fan_out *= shape[d];
-  return {shape.back(), fan_out};
+  if (spec.part_fan_out < 1)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "spectral muP: fused matrix '" + name + "' does not say how wide its widest part is (part_fan_out)");
+  return {shape.back(), spec.part_fan_out};
 }
 
 void init_spectral_mup(std::vector<NamedParameter>& parameters, uint64_t seed) {

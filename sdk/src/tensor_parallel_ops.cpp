@@ -109,6 +109,93 @@ struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> 
   }
 };
 
+// ---- column-parallel products with the collective overlapped (tp_linear_async_communication) ----
+
+// [rows..., in] x [out, in]^T (+ bias) written into `out` [rows..., out] in place.
+void project_into(at::Tensor out, const at::Tensor& input, const at::Tensor& matrix, const at::Tensor& bias) {
+  if (input.size(0) == 0) return;
+  at::Tensor target = out.view({-1, matrix.size(0)});
+  const at::Tensor rows = input.reshape({-1, input.size(-1)});
+  if (bias.defined())
+    at::addmm_out(target, bias, rows, matrix.t());
+  else
+    at::mm_out(target, rows, matrix.t());
+}
+
+// The weight's and the bias's gradients from the output's [rows, out] and the input's [rows, in].
+variable_list parameter_gradients(const at::Tensor& grad_rows, const at::Tensor& input_rows, bool bias) {
+  return {grad_rows.t().mm(input_rows), bias ? grad_rows.sum(0) : at::Tensor()};
+}
+
+// REDUCE_SCATTER: the sequence shards gathered while this rank's own rows are multiplied, then
+// the others' rows; backward reduce-scatters the input gradient during the weight gradient's GEMM.
+// The sequence goes first (the collectives join dim 0), so each rank's rows are one slice.
+struct GatherThenProjectOverlapped : torch::autograd::Function<GatherThenProjectOverlapped> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias,
+                            const TensorParallel& tp) {
+    require_sequence_dim(x, "column_parallel_linear");
+    const at::Tensor local = x.transpose(0, 1).contiguous();  // [s/tp, b, in]
+    const int64_t rows = local.size(0), first = tp.rank * rows;
+    std::vector<int64_t> shape = local.sizes().vec();
+    shape[0] *= tp.size;
+    at::Tensor gathered = at::empty(shape, local.options());
+    PendingCollective gather = tp.host.start_all_gather(TRIAX_GROUP_TP, gathered, local);
+    shape.back() = matrix.size(0);
+    at::Tensor out = at::empty(shape, local.options());  // [s, b, out/tp]
+    project_into(out.narrow(0, first, rows), local, matrix, bias);
+    gather.wait();
+    project_into(out.narrow(0, 0, first), gathered.narrow(0, 0, first), matrix, bias);
+    const int64_t after = first + rows;
+    project_into(out.narrow(0, after, shape[0] - after), gathered.narrow(0, after, shape[0] - after), matrix, bias);
+    save_group(ctx, tp);
+    ctx->saved_data["bias"] = bias.defined();
+    ctx->save_for_backward({gathered, matrix});
+    return out.transpose(0, 1).contiguous();
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const TensorParallel tp = saved_group(ctx);
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &gathered = saved[0], &matrix = saved[1];
+    const at::Tensor grad = grads[0].transpose(0, 1).contiguous();  // [s, b, out/tp]
+    const at::Tensor grad_rows = grad.view({-1, grad.size(-1)});
+    const at::Tensor grad_input = grad_rows.mm(matrix).view(gathered.sizes());  // every rank's rows, partial
+    std::vector<int64_t> shard_shape = gathered.sizes().vec();
+    shard_shape[0] /= tp.size;
+    at::Tensor grad_shard = at::empty(shard_shape, grad_input.options());
+    PendingCollective reduce = tp.host.start_reduce_scatter(TRIAX_GROUP_TP, grad_shard, grad_input, TRIAX_REDUCE_SUM);
+    variable_list weights =
+        parameter_gradients(grad_rows, gathered.view({-1, gathered.size(-1)}), ctx->saved_data["bias"].toBool());
+    reduce.wait();
+    return {grad_shard.transpose(0, 1).contiguous(), weights[0], weights[1], at::Tensor()};
+  }
+};
+
+// ALL_REDUCE: the plain product; backward all-reduces the input gradient during the weight
+// gradient's GEMM.
+struct ProjectThenReduceOverlapped : torch::autograd::Function<ProjectThenReduceOverlapped> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias,
+                            const TensorParallel& tp) {
+    save_group(ctx, tp);
+    ctx->saved_data["bias"] = bias.defined();
+    ctx->save_for_backward({x, matrix});
+    return at::linear(x, matrix, bias);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const TensorParallel tp = saved_group(ctx);
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &matrix = saved[1];
+    const at::Tensor grad_rows = grads[0].reshape({-1, grads[0].size(-1)});
+    at::Tensor grad_input = grad_rows.mm(matrix).view(x.sizes());
+    PendingCollective reduce = tp.host.start_all_reduce(TRIAX_GROUP_TP, grad_input, TRIAX_REDUCE_SUM);
+    variable_list weights =
+        parameter_gradients(grad_rows, x.reshape({-1, x.size(-1)}), ctx->saved_data["bias"].toBool());
+    reduce.wait();
+    return {grad_input, weights[0], weights[1], at::Tensor()};
+  }
+};
+
 struct VocabParallelTokenLosses : torch::autograd::Function<VocabParallelTokenLosses> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& scores, const at::Tensor& labels,
                             int64_t vocab_start, int64_t vocab_size, const TensorParallel& tp) {
@@ -174,6 +261,17 @@ at::Tensor all_gather_sequence(const at::Tensor& x, const TensorParallel& tp) {
 at::Tensor reduce_scatter_sequence(const at::Tensor& x, const TensorParallel& tp) {
   if (tp.size == 1) return x;
   return ReduceScatterSequence::apply(x, tp);
+}
+
+at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias,
+                                  const TensorParallel& tp) {
+  if (!tp.overlap_communication) {
+    const at::Tensor input =
+        tp.mode == TpMode::ReduceScatter ? all_gather_sequence(x, tp) : identity_forward_all_reduce_backward(x, tp);
+    return at::linear(input, matrix, bias);
+  }
+  if (tp.mode == TpMode::ReduceScatter) return GatherThenProjectOverlapped::apply(x, matrix, bias, tp);
+  return ProjectThenReduceOverlapped::apply(x, matrix, bias, tp);
 }
 
 at::Tensor replicated_on_sequence_shard(const at::Tensor& parameter, const TensorParallel& tp) {

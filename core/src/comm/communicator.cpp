@@ -86,13 +86,23 @@ std::unique_ptr<PendingOperation> Communicator::start_all_reduce(triax_group gro
   return run_start_all_reduce(group, tensor, op);
 }
 
-void Communicator::all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) {
+void Communicator::require_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) const {
   require_group(group, "all_gather");
   require_pair(output, input, "all_gather");
   const int n = size(group);
   require_numel(output, input.numel() * n, "all_gather",
                 "the output (" + std::to_string(n) + " x the input's " + std::to_string(input.numel()) + ")");
+}
+
+void Communicator::all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) {
+  require_all_gather(group, output, input);
   run_all_gather(group, output, input);
+}
+
+std::unique_ptr<PendingOperation> Communicator::start_all_gather(triax_group group, const at::Tensor& output,
+                                                                 const at::Tensor& input) {
+  require_all_gather(group, output, input);
+  return run_start_all_gather(group, output, input);
 }
 
 void Communicator::reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,

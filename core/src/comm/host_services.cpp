@@ -1,16 +1,33 @@
 // The C host-services table handed to every plugin, backed by a Communicator and the core's log.
 #include <ATen/ATen.h>
 
+#include <memory>
+#include <string>
+
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/log.hpp"
 #include "triax/error.hpp"
 #include "triax/plugin.hpp"
 #include "triax/tensor_handle.hpp"
 
+// What triax_pending stands for: a started collective, owned by the plugin until it calls finish.
+struct triax_pending {
+  std::unique_ptr<triax::PendingOperation> operation;
+};
+
 namespace triax {
 namespace {
 
 Communicator& comm(void* self) { return *static_cast<Communicator*>(self); }
+
+void hand_over(std::unique_ptr<PendingOperation> operation, triax_pending** pending) {
+  *pending = new triax_pending{std::move(operation)};
+}
+
+void require_slot(triax_pending** pending, const char* operation) {
+  if (pending == nullptr)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string(operation) + ": no place for the pending operation");
+}
 
 using detail::guarded;
 
@@ -73,6 +90,34 @@ HostServices::HostServices(Communicator& communicator) : communicator_(communica
       comm(self).all_to_all_v(group, view_handle(output), view_handle(input),
                               std::vector<int64_t>(output_splits, output_splits + ranks),
                               std::vector<int64_t>(input_splits, input_splits + ranks));
+    });
+  };
+  host_.start_all_reduce = [](void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op,
+                              triax_pending** pending, triax_error* error) {
+    return guarded(error, [&] {
+      require_slot(pending, "start_all_reduce");
+      hand_over(comm(self).start_all_reduce(group, view_handle(tensor), op), pending);
+    });
+  };
+  host_.start_all_gather = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                              triax_pending** pending, triax_error* error) {
+    return guarded(error, [&] {
+      require_slot(pending, "start_all_gather");
+      hand_over(comm(self).start_all_gather(group, view_handle(output), view_handle(input)), pending);
+    });
+  };
+  host_.start_reduce_scatter = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                                  triax_reduce_op op, triax_pending** pending, triax_error* error) {
+    return guarded(error, [&] {
+      require_slot(pending, "start_reduce_scatter");
+      hand_over(comm(self).start_reduce_scatter(group, view_handle(output), view_handle(input), op), pending);
+    });
+  };
+  host_.finish = [](void*, triax_pending* pending, triax_error* error) {
+    return guarded(error, [&] {
+      const std::unique_ptr<triax_pending> owned(pending);  // released even when the wait throws
+      if (!owned) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "finish: no pending operation");
+      owned->operation->wait();
     });
   };
 }

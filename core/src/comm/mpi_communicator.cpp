@@ -192,16 +192,23 @@ std::unique_ptr<PendingOperation> MpiCommunicator::run_start_all_reduce(triax_gr
 }
 
 void MpiCommunicator::run_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) {
+  run_start_all_gather(group, output, input)->wait();
+}
+
+std::unique_ptr<PendingOperation> MpiCommunicator::run_start_all_gather(triax_group group, const at::Tensor& output,
+                                                                        const at::Tensor& input) {
   Impl& s = *impl_;
   const MPI_Datatype type = transfer_type(input, "all_gather");
   const at::Tensor source = separate_input(input, output);
   at::Tensor target = output.contiguous();
   const int count = element_count(source, "all_gather");
   MPI_Comm comm = s.comm(group);
-  s.collective(group, "all_gather", {source, target}, [&](MPI_Request* request) {
-    return MPI_Iallgather(source.data_ptr(), count, type, target.data_ptr(), count, type, comm, request);
-  });
-  write_back(output, target);
+  return s.start(
+      group, "all_gather", {source, target},
+      [&](MPI_Request* request) {
+        return MPI_Iallgather(source.data_ptr(), count, type, target.data_ptr(), count, type, comm, request);
+      },
+      [target, output] { write_back(output, target); });
 }
 
 void MpiCommunicator::run_reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,

@@ -56,8 +56,9 @@ c10d::ReduceOp reduce_op(triax_reduce_op op) {
   throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "unknown reduce op " + std::to_string(static_cast<int>(op)));
 }
 
-// all_reduce and reduce_scatter also come in asynchronous forms (c10d's Work objects are
-// asynchronous already), so that the data-parallel bucket reductions overlap the backward.
+// all_reduce, all_gather and reduce_scatter also come in asynchronous forms (c10d's Work objects
+// are asynchronous already), so that the data-parallel bucket reductions overlap the backward
+// and the tensor-parallel layers' collectives their GEMMs.
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(const MeshShape& shape, const CommunicatorOptions& options, const LaunchEnvironment& launch)
@@ -129,10 +130,15 @@ class NcclCommunicator final : public Communicator {
   }
 
   void run_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) override {
+    run_start_all_gather(group, output, input)->wait();
+  }
+
+  std::unique_ptr<PendingOperation> run_start_all_gather(triax_group group, const at::Tensor& output,
+                                                         const at::Tensor& input) override {
     at::Tensor out = output.contiguous();
     at::Tensor in = input.is_alias_of(output) ? input.clone() : input.contiguous();
-    wait(pg(group)._allgather_base(out, in), "all_gather", group);
-    if (!out.is_same(output)) output.copy_(out);
+    auto work = pg(group)._allgather_base(out, in);
+    return std::make_unique<Pending>(*this, std::move(work), output, out, "all_gather", group);
   }
 
   void run_reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 5
+#define TRIAX_ABI_VERSION_MINOR 6
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -72,6 +72,9 @@ typedef struct triax_text_sink {
   void* self;
   void (*append)(void* self, const char* text, size_t length);
 } triax_text_sink;
+
+/* since 1.6: a collective in flight, started by triax_host.start_* and ended by its finish */
+typedef struct triax_pending triax_pending;
 
 /* ---- host services ----------------------------------------------------------------------- */
 
@@ -132,6 +135,18 @@ typedef struct triax_host {
    * of the group; rows are counted along dim 0, the other dimensions equal on every rank. */
   triax_status (*all_to_all_v)(void* self, triax_group group, triax_tensor* output, triax_tensor* input,
                                const int64_t* output_splits, const int64_t* input_splits, triax_error* error);
+  /* since 1.6: all_reduce, all_gather and reduce_scatter started without waiting, to overlap them
+   * with computation. *pending receives the operation; finish waits for it (on CUDA: orders the
+   * caller's current stream after it) and releases it. The host holds its own references to the
+   * tensors, which the caller leaves untouched until then. Every started operation is finished
+   * once, by every rank of the group in the same order. */
+  triax_status (*start_all_reduce)(void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op,
+                                   triax_pending** pending, triax_error* error);
+  triax_status (*start_all_gather)(void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                                   triax_pending** pending, triax_error* error);
+  triax_status (*start_reduce_scatter)(void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                                       triax_reduce_op op, triax_pending** pending, triax_error* error);
+  triax_status (*finish)(void* self, triax_pending* pending, triax_error* error);
 } triax_host;
 
 /* ---- models --------------------------------------------------------------------------------- */
@@ -164,6 +179,9 @@ typedef struct triax_model_context {
   int32_t ep_rank, ep_size;
   int32_t edp_rank, edp_size;
   int32_t recompute_layer_count; /* since 1.5: recompute only the stage's first this many layers; 0/short: all */
+  /* since 1.6: parallelism.tp_linear_async_communication, set only where tp_size > 1: column-
+   * parallel layers overlap their collective with their GEMMs (triax_host.start_*) */
+  int32_t tp_linear_async_communication;
 } triax_model_context;
 
 /*
@@ -279,56 +297,7 @@ enum {
   TRIAX_MODEL_SPECTRAL_MUP = 1u << 0 /* model.init_method.use_mup: spectral muP init and lr_scale */
 };
 
-/* ---- Hugging Face mapping of a model (since 1.3) ------------------------------------------- */
-
-/* How one model parameter (whole and unpadded, as checkpoints hold it) maps to HF tensors. */
-typedef enum triax_hf_rule_kind {
-  TRIAX_HF_RENAME = 0, /* one HF tensor, the same values under another (or the same) name */
-  TRIAX_HF_CONCAT = 1, /* the HF tensors concatenated along `dim` (fused q/k/v, gate/up) */
-  TRIAX_HF_STACK = 2,  /* the HF tensors stacked along a new dimension `dim` (E experts) */
-  TRIAX_HF_IGNORE = 3, /* no parameter: HF tensors matching hf_names ('*' = any run) are skipped */
-  TRIAX_HF_FLATTEN = 4, /* since 1.4: one HF tensor, the parameter with dims `dim`, `dim` + 1 merged */
-  /* since 1.5: as CONCAT along `dim` >= 1, HF tensor i being part i with dims 0..dim merged: q/k/v
-   * grouped by key/value head, [kv_heads, (group + 2) x head_dim, hidden], dim 1 */
-  TRIAX_HF_INTERLEAVE = 5
-} triax_hf_rule_kind;
-
-typedef struct triax_hf_tensor_rule {
-  size_t struct_size;
-  int32_t kind;               /* a triax_hf_rule_kind */
-  const char* triax_name;     /* the parameter's name; NULL for TRIAX_HF_IGNORE */
-  int32_t ndim;               /* the parameter's whole, meaningful shape */
-  const int64_t* shape;
-  int32_t dim;                /* TRIAX_HF_CONCAT / STACK / FLATTEN / INTERLEAVE */
-  int32_t hf_count;           /* HF tensors, in order */
-  const char* const* hf_names;
-  const int64_t* hf_sizes;    /* TRIAX_HF_CONCAT / INTERLEAVE: each HF part's extent along dim */
-  int32_t optional;           /* reading: the HF tensors may all be absent, or equal another
-                                 rule's (a tied lm_head.weight): then nothing is read here */
-} triax_hf_tensor_rule;
-
-/* Receives rules one by one; the host copies what it needs during the call. */
-typedef struct triax_hf_rule_sink {
-  void* self;
-  triax_status (*add)(void* self, const triax_hf_tensor_rule* rule, triax_error* error);
-} triax_hf_rule_sink;
-
-typedef struct triax_model_hf_vtable {
-  size_t struct_size;
-  /* config.json "architectures" this plugin reads; the first is the one it writes. */
-  int32_t architecture_count;
-  const char* const* architectures;
-  /* config.json (text) -> model.model_config (YAML). Refuses, naming the key, what the plugin
-   * cannot represent. */
-  triax_status (*config_from_hf)(const char* config_json, const triax_text_sink* model_config_yaml,
-                                 triax_error* error);
-  /* model.model_config -> config.json for weights of `dtype` ("float32", "bfloat16", ...), and
-   * generation_config.json. */
-  triax_status (*config_to_hf)(const char* model_config_yaml, const char* dtype, const triax_text_sink* config_json,
-                               const triax_text_sink* generation_config_json, triax_error* error);
-  /* Every rule of the model described by model_config, parameters in model order. */
-  triax_status (*tensor_map)(const char* model_config_yaml, const triax_hf_rule_sink* sink, triax_error* error);
-} triax_model_hf_vtable;
+#include "abi_hf.h" /* the Hugging Face mapping of a model (since 1.3) */
 
 /* ---- pipeline engines --------------------------------------------------------------------- */
 

@@ -11,6 +11,27 @@
 
 namespace triax {
 
+// A collective started by Host::start_* (ABI 1.6): wait() finishes it, once; after that the
+// result is in the tensors given to start_* (on CUDA, for work queued on the current stream).
+// One dropped unwaited (an exception on the way) is finished by the destructor, its error
+// swallowed.
+class PendingCollective {
+ public:
+  PendingCollective() = default;  // nothing in flight (the host ran the operation to the end)
+  PendingCollective(const triax_host* host, triax_pending* pending) : host_(host), pending_(pending) {}
+  PendingCollective(PendingCollective&& other) noexcept : host_(other.host_), pending_(other.pending_) {
+    other.pending_ = nullptr;
+  }
+  PendingCollective& operator=(PendingCollective&&) = delete;
+  PendingCollective(const PendingCollective&) = delete;
+  ~PendingCollective();
+  void wait();
+
+ private:
+  const triax_host* host_ = nullptr;
+  triax_pending* pending_ = nullptr;
+};
+
 class Host {
  public:
   Host() = default;
@@ -33,6 +54,13 @@ class Host {
   // output_splits[j] rows come from it. Not differentiable: see triax/layers/all_to_all.hpp.
   void all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
                     const std::vector<int64_t>& output_splits, const std::vector<int64_t>& input_splits) const;
+  // Started without waiting (ABI 1.6; an older host runs them to the end here). The tensors stay
+  // untouched until the returned operation's wait().
+  PendingCollective start_all_reduce(triax_group group, const at::Tensor& tensor,
+                                     triax_reduce_op op = TRIAX_REDUCE_SUM) const;
+  PendingCollective start_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) const;
+  PendingCollective start_reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
+                                         triax_reduce_op op = TRIAX_REDUCE_SUM) const;
   void send(triax_group group, const at::Tensor& tensor, int peer) const;
   void recv(triax_group group, const at::Tensor& tensor, int peer) const;
   void barrier(triax_group group) const;

@@ -48,6 +48,9 @@ struct ModelContext {
   int64_t make_vocab_size_divisible_by = 1;
   bool recompute_layer = false;  // parallelism.recompute_layer: recompute activations in backward
   int64_t recompute_layer_count = 0;  // with it, the first this many layers of the stage; 0: all
+  // parallelism.tp_linear_async_communication (ABI 1.6): column-parallel layers overlap their
+  // collective with their GEMMs (triax/layers/linear.hpp)
+  bool tp_linear_async_communication = false;
   Host host;
 
   // vocab_size rounded up to a multiple of make_vocab_size_divisible_by x tp_size.

@@ -19,8 +19,9 @@ namespace triax {
 enum class ParameterRole {
   Undeclared,  // plain modules' parameters: a muP model must declare every one
   Matrix,      // a linear map: the last two dimensions of the meaningful shape are [fan_out, fan_in]
-  // A fused projection (q/k/v, gate/up): one linear map whose output features span every
-  // dimension but the last, [..., fan_in], as nanotron's qkv_proj and gate_up_proj count
+  // A fused projection (q/k/v, gate/up): several linear maps of one fan_in side by side,
+  // [..., fan_in]; muP scales it as the widest of them (ParameterSpec::part_fan_out), so that
+  // fusing leaves the scales of the separate maps unchanged when their widths agree
   FusedMatrix,
   Embedding,   // a lookup table (token embeddings), rows picked by one-hot inputs
   Vector       // a gain or a bias (norm weights, linear biases)
@@ -41,6 +42,8 @@ struct ParameterSpec {
   ParameterRole role = ParameterRole::Undeclared;
   // Factor on the learning rate for this parameter (ABI 1.5): 1, or muP's per-parameter scale.
   double lr_scale = 1.0;
+  // FusedMatrix: the output features of its widest part, all tp shards together.
+  int64_t part_fan_out = 0;
 
   const std::vector<int64_t>& meaningful_shape() const { return unpadded_shape.empty() ? global_shape : unpadded_shape; }
 

@@ -110,7 +110,10 @@ defaults) is given to the engine plugin.)md";
           R"md(any letter case; `REDUCE_SCATTER` is sequence parallelism and needs `tokens.sequence_length`
           divisible by `tp`)md"),
       Key("tp_linear_async_communication", boolean(), "nanotron",
-          R"md(accepted, not acted on (the run logs a warning when `true`))md"),
+          R"md(with `tp > 1`, column-parallel layers overlap their collective with their GEMMs: with
+          `REDUCE_SCATTER` each rank multiplies its own sequence rows while the others' are gathered and, in
+          backward, reduce-scatters the input gradient during the weight gradient's GEMM; with `ALL_REDUCE`
+          the input gradient's all-reduce runs during that GEMM. Same results within rounding)md"),
       Key("recompute_layer", boolean(), "nanotron",
           R"md(activation recomputation: each decoder layer keeps only its input between forward and backward
           and runs its forward again in backward (`triax/layers/recompute.hpp`; tensor-parallel

@@ -39,6 +39,7 @@ struct LinearOptions {
   int64_t parts = 1;         // a fused projection: `parts` outputs of out_features each
   bool input_major = false;  // the weight stored [in, out] (Conv1D) instead of [out, in]
   int64_t groups = 0;        // > 0: [groups, out_features, in], tp-sharded by whole groups (not with parts)
+  int64_t widest_part = 0;   // groups: the widest of the maps each group joins (muP's fan_out per group)
 
   // A layer of the model being built: on its device, in its dtype.
   static LinearOptions of(int64_t in_features, int64_t out_features, const ModelContext& context, bool bias = false) {
@@ -70,6 +71,7 @@ class ColumnParallelLinear : public SpecifiedModule {
   at::Tensor weight, bias;
 
  private:
+  at::Tensor matrix() const;  // the weight as one [out/tp, in] matrix
   void init_grouped(const LinearOptions& options, const TensorParallel& tp);
 
   TensorParallel tp_;

@@ -11,9 +11,10 @@ struct TensorParallel {
   int size = 1;
   TpMode mode = TpMode::AllReduce;
   Host host;
+  bool overlap_communication = false;  // ModelContext::tp_linear_async_communication
 
   static TensorParallel of(const ModelContext& context) {
-    return {context.tp_rank, context.tp_size, context.tp_mode, context.host};
+    return {context.tp_rank, context.tp_size, context.tp_mode, context.host, context.tp_linear_async_communication};
   }
   // This rank's share of a dimension of `total` split evenly over the group; `what` names the
   // dimension in the error raised when it does not divide.

@@ -36,6 +36,16 @@ at::Tensor reduce_scatter_sequence(const at::Tensor& x, const TensorParallel& tp
 // the whole sequence and the parameter is returned as is.
 at::Tensor replicated_on_sequence_shard(const at::Tensor& parameter, const TensorParallel& tp);
 
+// A column-parallel layer's product on the activations between blocks: x [b, s, in] (REDUCE_
+// SCATTER: [b, s/tp, in]) times this rank's matrix [out/tp, in] (and bias [out/tp]) -> [b, s,
+// out/tp]. With tp.overlap_communication (nanotron's tp_linear_async_communication) the
+// collective runs beside the GEMMs: REDUCE_SCATTER multiplies this rank's own sequence rows
+// while the others' are gathered, and in backward reduce-scatters the input gradient while the
+// weight gradient is computed; ALL_REDUCE all-reduces the input gradient during the weight
+// gradient's GEMM. Otherwise: at::linear on gather_column_parallel_input(x).
+at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias,
+                                  const TensorParallel& tp);
+
 // Per-token cross-entropy -log softmax(z)[label] over vocabulary-parallel scores z: [tokens,
 // vocab/tp] fp32 or fp64 (this rank's columns [vocab_start, vocab_start + vocab/tp)), labels:
 // [tokens] int64 global ids. Columns at or beyond vocab_size (padding) take no probability.

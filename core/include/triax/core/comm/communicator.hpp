@@ -67,10 +67,13 @@ class Communicator {
   void send(triax_group group, const at::Tensor& tensor, int peer);
   void recv(triax_group group, const at::Tensor& tensor, int peer);
   void barrier(triax_group group);
-  // Asynchronous forms of all_reduce and reduce_scatter. By default they run the blocking
-  // operation and return it completed; the mpi backend overlaps them with the caller's work.
+  // Asynchronous forms of all_reduce, all_gather and reduce_scatter. By default they run the
+  // blocking operation and return it completed; the mpi and nccl backends overlap them with the
+  // caller's work.
   virtual bool has_asynchronous_collectives() const { return false; }
   std::unique_ptr<PendingOperation> start_all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op);
+  std::unique_ptr<PendingOperation> start_all_gather(triax_group group, const at::Tensor& output,
+                                                     const at::Tensor& input);
   std::unique_ptr<PendingOperation> start_reduce_scatter(triax_group group, const at::Tensor& output,
                                                          const at::Tensor& input, triax_reduce_op op);
   // The training step in progress, for error messages and the peers' liveness reports.
@@ -105,6 +108,11 @@ class Communicator {
     run_all_reduce(group, tensor, op);
     return std::make_unique<CompletedOperation>();
   }
+  virtual std::unique_ptr<PendingOperation> run_start_all_gather(triax_group group, const at::Tensor& output,
+                                                                 const at::Tensor& input) {
+    run_all_gather(group, output, input);
+    return std::make_unique<CompletedOperation>();
+  }
   virtual std::unique_ptr<PendingOperation> run_start_reduce_scatter(triax_group group, const at::Tensor& output,
                                                                      const at::Tensor& input, triax_reduce_op op) {
     run_reduce_scatter(group, output, input, op);
@@ -115,6 +123,7 @@ class Communicator {
   void require_group(triax_group group, const char* operation) const;
   void require_tensor(const at::Tensor& tensor, const char* operation, const char* role) const;
   void require_pair(const at::Tensor& output, const at::Tensor& input, const char* operation) const;
+  void require_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) const;
   void require_peer(triax_group group, int peer, const char* operation) const;
 };
 

@@ -46,6 +46,8 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<PendingOperation> run_start_all_reduce(triax_group group, const at::Tensor& tensor,
                                                          triax_reduce_op op) override;
   void run_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) override;
+  std::unique_ptr<PendingOperation> run_start_all_gather(triax_group group, const at::Tensor& output,
+                                                         const at::Tensor& input) override;
   void run_reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
                           triax_reduce_op op) override;
   std::unique_ptr<PendingOperation> run_start_reduce_scatter(triax_group group, const at::Tensor& output,
