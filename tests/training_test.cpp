@@ -127,6 +127,17 @@ TEST(GradientAccumulator, AccumulatesLowPrecisionGradientsInFp32) {
   ASSERT_EQ(grads[0].scalar_type(), at::kFloat);
   EXPECT_NEAR(grads[0][0][0].item<double>(), 1.0, 5e-3);
   EXPECT_EQ(grads[1].abs().sum().item<double>(), 0.0);  // no gradient: zeros
+
+  // The next step starts afresh: the parameter that had a gradient last step and has none now
+  // reads zeros; the other sums this step's two micro-batches only.
+  acc.zero();
+  for (int i = 0; i < 2; ++i) {
+    (params[1].tensor.to(at::kFloat).sum() * 0.5).backward();
+    acc.after_backward();
+  }
+  const auto& next = acc.gradients();
+  EXPECT_EQ(next[0].abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(next[1][2][1].item<double>(), 1.0);
 }
 
 TEST(DataParallelGradients, OneRankClipsToTheGlobalNorm) {

@@ -13,22 +13,30 @@ GradientAccumulator::GradientAccumulator(const std::vector<NamedParameter>& para
     any_low_precision |= p.tensor.scalar_type() != at::kFloat && p.tensor.scalar_type() != at::kDouble;
   if (accumulate_in_fp32 && any_low_precision)
     for (const auto& p : parameters_)
-      buffers_.push_back(at::zeros(p.tensor.sizes(), p.tensor.options().dtype(at::kFloat)));
+      buffers_.push_back(at::empty(p.tensor.sizes(), p.tensor.options().dtype(at::kFloat)));
+  holds_gradient_.assign(buffers_.size(), false);
 }
 
 void GradientAccumulator::zero() {
   for (const auto& p : parameters_) p.tensor.mutable_grad() = at::Tensor();
-  for (auto& buffer : buffers_) buffer.zero_();
+  holds_gradient_.assign(buffers_.size(), false);
   gradients_.clear();
+}
+
+void GradientAccumulator::fold(size_t i, at::Tensor& grad) {
+  if (holds_gradient_[i])
+    buffers_[i].add_(grad);
+  else
+    buffers_[i].copy_(grad);
+  holds_gradient_[i] = true;
+  grad = at::Tensor();  // the next micro-batch starts a fresh low-precision gradient
 }
 
 void GradientAccumulator::after_backward(size_t first, size_t end) {
   if (buffers_.empty()) return;
   for (size_t i = first; i < std::min(end, parameters_.size()); ++i) {
     at::Tensor& grad = parameters_[i].tensor.mutable_grad();
-    if (!grad.defined()) continue;
-    buffers_[i].add_(grad);
-    grad = at::Tensor();  // the next micro-batch starts a fresh low-precision gradient
+    if (grad.defined()) fold(i, grad);
   }
 }
 
@@ -39,9 +47,10 @@ const at::Tensor& GradientAccumulator::final_gradient(size_t i) {
   const auto& tensor = parameters_[i].tensor;
   if (!buffers_.empty()) {
     at::Tensor& grad = tensor.mutable_grad();
-    if (grad.defined()) {  // the last micro-batch's, not folded by after_backward yet
-      buffers_[i].add_(grad);
-      grad = at::Tensor();
+    if (grad.defined()) fold(i, grad);  // the last micro-batch's, not folded by after_backward yet
+    if (!holds_gradient_[i]) {          // no micro-batch reached this parameter
+      buffers_[i].zero_();
+      holds_gradient_[i] = true;
     }
     final = buffers_[i];
     return final;

@@ -31,8 +31,13 @@ class GradientAccumulator {
   bool uses_fp32_buffers() const { return !buffers_.empty(); }
 
  private:
+  // Buffer i takes a micro-batch's gradient: copied into it when it holds none yet this step
+  // (one conversion instead of zeroing it and adding), added to it afterwards.
+  void fold(size_t i, at::Tensor& grad);
+
   std::vector<NamedParameter> parameters_;
   std::vector<at::Tensor> buffers_;  // fp32, when accumulating in fp32 for low-precision params
+  std::vector<bool> holds_gradient_;  // per buffer: written this step
   std::vector<at::Tensor> gradients_;
 };
 
