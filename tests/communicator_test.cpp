@@ -3,9 +3,12 @@
 // its world rank, so the expected result follows from the group's members alone.
 #include <ATen/ATen.h>
 
+#include <cstddef>
 #include <numeric>
+#include <string>
 
 #include "multi_rank_environment.hpp"
+#include "triax/host.hpp"
 
 namespace triax {
 namespace {
@@ -111,6 +114,45 @@ TEST(MpiCommunicator, ReduceScatterGivesEachRankItsSliceOfTheSum) {
       }
     }
   }
+}
+
+// The host table's started collectives (ABI 1.6), as the SDK's overlapped layers use them: two in
+// flight at once, finished in order with the blocking operations' results; a table of an older
+// host (no start_*) gives the same results through the blocking ones; a finish without an
+// operation is an error naming it.
+TEST(MpiCommunicator, StartedCollectivesThroughTheHostTableFinishLikeBlockingOnes) {
+  const MeshShape shape{world_size(), 1, 1};
+  MpiCommunicator& comm = communicator(shape);
+  HostServices services(comm);
+  triax_host older = *services.c_host();
+  older.struct_size = offsetof(triax_host, start_all_reduce);
+  const int me = comm.context().world_rank();
+  const int64_t n = world_size();
+  for (const triax_host* table : {services.c_host(), static_cast<const triax_host*>(&older)}) {
+    const Host host(table);
+    const at::Tensor input = at::arange(n * 2, at::kFloat) + 10 * me;
+    at::Tensor gathered = at::zeros({n * n * 2}), scattered = at::zeros({2}), summed = input.clone();
+    PendingCollective gather = host.start_all_gather(TRIAX_GROUP_DP, gathered, input);
+    PendingCollective scatter = host.start_reduce_scatter(TRIAX_GROUP_DP, scattered, input, TRIAX_REDUCE_SUM);
+    PendingCollective reduce = host.start_all_reduce(TRIAX_GROUP_DP, summed, TRIAX_REDUCE_SUM);
+    gather.wait();
+    scatter.wait();
+    reduce.wait();
+    at::Tensor expected_gather = at::zeros({n * n * 2}), expected_scatter = at::zeros({2});
+    at::Tensor expected_sum = at::zeros({n * 2});
+    for (int r = 0; r < n; ++r) {
+      expected_gather.narrow(0, r * n * 2, n * 2).copy_(at::arange(n * 2, at::kFloat) + 10 * r);
+      expected_scatter += at::arange(me * 2, me * 2 + 2, at::kFloat) + 10 * r;
+      expected_sum += at::arange(n * 2, at::kFloat) + 10 * r;
+    }
+    const std::string which = table == &older ? "older host: " : "ABI 1.6 host: ";
+    EXPECT_TRUE(gathered.equal(expected_gather)) << which << gathered;
+    EXPECT_TRUE(scattered.equal(expected_scatter)) << which << scattered;
+    EXPECT_TRUE(summed.equal(expected_sum)) << which << summed;
+  }
+  triax_error error{};
+  EXPECT_NE(services.c_host()->finish(services.c_host()->self, nullptr, &error), TRIAX_OK);
+  EXPECT_NE(std::string(error.message).find("finish: no pending operation"), std::string::npos) << error.message;
 }
 
 // Rank p of a group of n sends (p + j) % 3 rows of two values to rank j: some pairs exchange no

@@ -4,18 +4,18 @@
 // - GroupedQueryAttention's qkv_proj (q/k/v grouped by key/value head, QkvLayout) against
 //   separate q, k and v projections, rotary and attention;
 // - SwiGluMlp's gate_up_proj ([2, intermediate, hidden]) against separate gate and up projections.
-// For both tp_modes and fp32/fp64 the outputs, the input gradients and the weight gradients
-// (gathered and taken apart again) must equal the unfused ones.
+// For both tp_modes, with and without the overlapped collectives (tp_linear_async_communication),
+// and fp32/fp64 the outputs, the input gradients and the weight gradients (gathered and taken
+// apart again) must equal the unfused ones.
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
-#include "multi_rank_environment.hpp"
-#include "triax/core/comm/communicator.hpp"
+#include "tensor_parallel_group.hpp"
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/grouped_query_attention.hpp"
 #include "triax/layers/rotary_embedding.hpp"
@@ -26,16 +26,13 @@ namespace {
 using triax::TensorParallel;
 using triax::TpMode;
 
-class FusedProjectionsTest : public ::testing::TestWithParam<TpMode> {
+// Parameters: the tp mode, and whether the column-parallel layers overlap their collective with
+// their GEMMs (tp_linear_async_communication).
+class FusedProjectionsTest : public ::testing::TestWithParam<std::tuple<TpMode, bool>> {
  protected:
   void SetUp() override {
-    triax::MeshShape shape;
-    shape.tp = triax::testing::world_size();
-    services_ = std::make_unique<triax::HostServices>(triax::testing::communicator(shape));
-    tp_.host = triax::Host(services_->c_host());
-    tp_.rank = tp_.host.rank(TRIAX_GROUP_TP);
-    tp_.size = tp_.host.size(TRIAX_GROUP_TP);
-    tp_.mode = GetParam();
+    world_ = triax::testing::world_tensor_parallel(std::get<0>(GetParam()));
+    tp_ = world_.tp;
   }
 
   triax::ModelContext context(c10::ScalarType dtype) const {
@@ -45,48 +42,28 @@ class FusedProjectionsTest : public ::testing::TestWithParam<TpMode> {
     c.tp_mode = tp_.mode;
     c.host = tp_.host;
     c.dtype = dtype;
+    c.tp_linear_async_communication = std::get<1>(GetParam());
     return c;
   }
-  // Sequence-parallel activations are this rank's slice along dim 1; ALL_REDUCE ones are whole.
-  at::Tensor between_blocks(const at::Tensor& full) const {
-    return tp_.mode == TpMode::ReduceScatter ? shard(full, 1) : full;
-  }
-  at::Tensor shard(const at::Tensor& full, int64_t dim) const {
-    return full.chunk(tp_.size, dim)[tp_.rank].contiguous();
-  }
-  // Every rank's `local` joined along `dim` (the host's all-gather joins dim 0).
-  at::Tensor gathered(const at::Tensor& local, int64_t dim) const {
-    at::Tensor first = local.movedim(dim, 0).contiguous();
-    std::vector<int64_t> shape = first.sizes().vec();
-    shape[0] *= tp_.size;
-    at::Tensor out = at::empty(shape, first.options());
-    tp_.host.all_gather(TRIAX_GROUP_TP, out, first);
-    return out.movedim(0, dim);
+  std::string where(c10::ScalarType dtype) const {
+    return std::string(tp_.mode == TpMode::ReduceScatter ? "REDUCE_SCATTER " : "ALL_REDUCE ") +
+           (std::get<1>(GetParam()) ? "overlapped " : "") + c10::toString(dtype) + " tp " +
+           std::to_string(tp_.size) + ": ";
   }
 
-  std::unique_ptr<triax::HostServices> services_;
+  triax::testing::WorldTensorParallel world_;
   TensorParallel tp_;
 };
 
-at::Tensor seeded(std::vector<int64_t> shape, uint64_t seed, c10::ScalarType dtype, double std = 1.0) {
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return (at::randn(shape, generator, at::TensorOptions().dtype(at::kDouble)) * std).to(dtype);
-}
+using triax::testing::assign;
+using triax::testing::between_blocks;
+using triax::testing::gathered;
+using triax::testing::leaf;
+using triax::testing::seeded;
+using triax::testing::shard_of;
 
-at::Tensor leaf(const at::Tensor& t) { return t.detach().clone().requires_grad_(true); }
-
-void assign(const at::Tensor& parameter, const at::Tensor& value) {
-  at::NoGradGuard no_grad;
-  parameter.copy_(value);
-}
-
-// max |actual - expected| relative to max |expected|.
 void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what << ": undefined";
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  const double scale = std::max(expected.abs().max().item<double>(), 1e-30);
-  const double error = (actual.to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>() / scale;
-  EXPECT_LE(error, expected.scalar_type() == at::kDouble ? 1e-12 : 2e-6) << what << ": relative error " << error;
+  triax::testing::expect_close(actual, expected, what, expected.scalar_type() == at::kDouble ? 1e-12 : 2e-6);
 }
 
 const c10::ScalarType kDtypes[] = {at::kFloat, at::kDouble};
@@ -99,8 +76,7 @@ TEST_P(FusedProjectionsTest, QkvProjectionEqualsSeparateQKAndV) {
   const int64_t d = 4, q_out = 32, kv_out = 16;
   const triax::QkvLayout layout = triax::QkvLayout::of(shape);
   for (c10::ScalarType dtype : kDtypes) {
-    const std::string what = std::string(tp_.mode == TpMode::ReduceScatter ? "REDUCE_SCATTER " : "ALL_REDUCE ") +
-                             c10::toString(dtype) + " tp " + std::to_string(tp_.size) + ": ";
+    const std::string what = where(dtype);
     const at::Tensor wq = seeded({q_out, 32}, 1, dtype, 0.3), wk = seeded({kv_out, 32}, 2, dtype, 0.3);
     const at::Tensor wv = seeded({kv_out, 32}, 3, dtype, 0.3), wo = seeded({32, q_out}, 4, dtype, 0.3);
     const at::Tensor bq = seeded({q_out}, 5, dtype), bk = seeded({kv_out}, 6, dtype), bv = seeded({kv_out}, 7, dtype);
@@ -109,12 +85,12 @@ TEST_P(FusedProjectionsTest, QkvProjectionEqualsSeparateQKAndV) {
     auto [cos, sin] = rope.tables(kSeq, dtype);
 
     triax::GroupedQueryAttention attention(shape, context(dtype));
-    assign(attention.qkv_proj->weight, shard(layout.fuse(wq, wk, wv), 0));  // whole groups per rank
-    assign(attention.qkv_proj->bias, shard(layout.fuse(bq, bk, bv), 0));
-    assign(attention.o_proj->weight, shard(wo, 1));
-    at::Tensor xl = leaf(between_blocks(x));
+    assign(attention.qkv_proj->weight, shard_of(layout.fuse(wq, wk, wv), 0, tp_));  // whole groups per rank
+    assign(attention.qkv_proj->bias, shard_of(layout.fuse(bq, bk, bv), 0, tp_));
+    assign(attention.o_proj->weight, shard_of(wo, 1, tp_));
+    at::Tensor xl = leaf(between_blocks(x, tp_));
     at::Tensor y = attention.forward(xl, cos, sin);
-    y.backward(between_blocks(grad));
+    y.backward(between_blocks(grad, tp_));
 
     // The unfused computation, whole, on every rank.
     at::Tensor rx = leaf(x), rwq = leaf(wq), rwk = leaf(wk), rwv = leaf(wv), rbq = leaf(bq), rbk = leaf(bk);
@@ -129,10 +105,10 @@ TEST_P(FusedProjectionsTest, QkvProjectionEqualsSeparateQKAndV) {
     const at::Tensor ry = at::linear(attended.transpose(1, 2).reshape({kBatch, kSeq, q_out}), wo);
     ry.backward(grad);
 
-    expect_close(y, between_blocks(ry), what + "output");
-    expect_close(xl.grad(), between_blocks(rx.grad()), what + "input gradient");
-    const auto dw = layout.split(gathered(attention.qkv_proj->weight.grad(), 0));
-    const auto db = layout.split(gathered(attention.qkv_proj->bias.grad(), 0));
+    expect_close(y, between_blocks(ry, tp_), what + "output");
+    expect_close(xl.grad(), between_blocks(rx.grad(), tp_), what + "input gradient");
+    const auto dw = layout.split(gathered(attention.qkv_proj->weight.grad(), 0, tp_));
+    const auto db = layout.split(gathered(attention.qkv_proj->bias.grad(), 0, tp_));
     const at::Tensor* expected_w[] = {&rwq, &rwk, &rwv};
     const at::Tensor* expected_b[] = {&rbq, &rbk, &rbv};
     const char* names[] = {"q", "k", "v"};
@@ -146,34 +122,37 @@ TEST_P(FusedProjectionsTest, QkvProjectionEqualsSeparateQKAndV) {
 // hidden 12, intermediate 16: each rank holds its 16/tp rows of gate and of up.
 TEST_P(FusedProjectionsTest, GateUpProjectionEqualsSeparateGateAndUp) {
   for (c10::ScalarType dtype : kDtypes) {
-    const std::string what = std::string(tp_.mode == TpMode::ReduceScatter ? "REDUCE_SCATTER " : "ALL_REDUCE ") +
-                             c10::toString(dtype) + " tp " + std::to_string(tp_.size) + ": ";
+    const std::string what = where(dtype);
     const at::Tensor wg = seeded({16, 12}, 11, dtype, 0.5), wu = seeded({16, 12}, 12, dtype, 0.5);
     const at::Tensor wd = seeded({12, 16}, 13, dtype, 0.5);
     const at::Tensor x = seeded({kBatch, kSeq, 12}, 14, dtype), grad = seeded({kBatch, kSeq, 12}, 15, dtype);
 
     triax::SwiGluMlp mlp(12, 16, context(dtype));
-    assign(mlp.gate_up_proj->weight, at::stack({shard(wg, 0), shard(wu, 0)}));
-    assign(mlp.down_proj->weight, shard(wd, 1));
-    at::Tensor xl = leaf(between_blocks(x));
+    assign(mlp.gate_up_proj->weight, at::stack({shard_of(wg, 0, tp_), shard_of(wu, 0, tp_)}));
+    assign(mlp.down_proj->weight, shard_of(wd, 1, tp_));
+    at::Tensor xl = leaf(between_blocks(x, tp_));
     at::Tensor y = mlp.forward(xl);
-    y.backward(between_blocks(grad));
+    y.backward(between_blocks(grad, tp_));
 
     at::Tensor rx = leaf(x), rwg = leaf(wg), rwu = leaf(wu);
     const at::Tensor ry = at::linear(triax::swiglu(at::linear(rx, rwg), at::linear(rx, rwu)), wd);
     ry.backward(grad);
 
-    expect_close(y, between_blocks(ry), what + "output");
-    expect_close(xl.grad(), between_blocks(rx.grad()), what + "input gradient");
-    const at::Tensor dw = gathered(mlp.gate_up_proj->weight.grad(), 1);  // [2, 16, 12]
+    expect_close(y, between_blocks(ry, tp_), what + "output");
+    expect_close(xl.grad(), between_blocks(rx.grad(), tp_), what + "input gradient");
+    const at::Tensor dw = gathered(mlp.gate_up_proj->weight.grad(), 1, tp_);  // [2, 16, 12]
     expect_close(dw[0], rwg.grad(), what + "gate weight gradient");
     expect_close(dw[1], rwu.grad(), what + "up weight gradient");
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, FusedProjectionsTest, ::testing::Values(TpMode::AllReduce, TpMode::ReduceScatter),
-                         [](const ::testing::TestParamInfo<TpMode>& info) {
-                           return std::string(info.param == TpMode::ReduceScatter ? "ReduceScatter" : "AllReduce");
+INSTANTIATE_TEST_SUITE_P(Modes, FusedProjectionsTest,
+                         ::testing::Combine(::testing::Values(TpMode::AllReduce, TpMode::ReduceScatter),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<TpMode, bool>>& info) {
+                           return std::string(std::get<0>(info.param) == TpMode::ReduceScatter ? "ReduceScatter"
+                                                                                               : "AllReduce") +
+                                  (std::get<1>(info.param) ? "Overlapped" : "");
                          });
 
 }  // namespace

@@ -103,11 +103,11 @@ triax_parity_case(dp2_pp4_1f1b_zero1  DP 2 TP 1 PP 4 ENGINE 1f1b ZERO 1 MODE ALL
 triax_parity_case(tp2_pp2_1f1b        DP 1 TP 2 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE)
 triax_parity_case(tp2_pp2_sp_afab     DP 1 TP 2 PP 2 ENGINE afab ZERO 0 MODE REDUCE_SCATTER)
 triax_parity_case(tp4_pp2_sp_1f1b     DP 1 TP 4 PP 2 ENGINE 1f1b ZERO 0 MODE REDUCE_SCATTER)
+triax_parity_case(tp2_pp2_sp_1f1b_overlap DP 1 TP 2 PP 2 ENGINE 1f1b ZERO 0 MODE REDUCE_SCATTER OVERLAP)
 triax_parity_case(tp2_pp4_afab        DP 1 TP 2 PP 4 ENGINE afab ZERO 0 MODE ALL_REDUCE)
 # All three at once.
 triax_parity_case(dp2_tp2_pp2_sp_1f1b_zero1 DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER)
 triax_parity_case(dp2_tp2_pp2_afab          DP 2 TP 2 PP 2 ENGINE afab ZERO 0 MODE ALL_REDUCE)
-triax_parity_case(dp2_tp2_pp2_sp_1f1b_overlap DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER OVERLAP)
 # Interleaved 1F1B, 2 model chunks per rank: each rank holds two runs of blocks, the last rank
 # feeds rank 0's second chunk. (chunk, micro-batch) pairs in flight as Megatron's warm-up gives
 # them: (pp - rank - 1) * 2 + (chunks - 1) * pp, plus one. With dp, tp, sequence parallelism,

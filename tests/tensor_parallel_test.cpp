@@ -3,7 +3,6 @@
 // also does on its own from the same seeded full tensors. For each layer and both tp_modes the
 // outputs, the input gradients and the gathered weight gradients must equal the reference's.
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/function.h>
 
@@ -12,9 +11,8 @@
 #include <vector>
 
 #include "llama_model.hpp"
-#include "multi_rank_environment.hpp"
+#include "tensor_parallel_group.hpp"
 #include "triax/config_reader.hpp"
-#include "triax/core/comm/communicator.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/cross_entropy.hpp"
 #include "triax/layers/embedding.hpp"
@@ -30,69 +28,44 @@ using triax::TpMode;
 
 const char* mode_name(TpMode mode) { return mode == TpMode::ReduceScatter ? "REDUCE_SCATTER" : "ALL_REDUCE"; }
 
-// ---- this rank's group -----------------------------------------------------------------------
+// ---- this rank's group ---------------------------------------------------------------------
 
 // The whole world is one tensor-parallel group (tp = the number of ranks mpirun started).
 class TensorParallelTest : public ::testing::TestWithParam<TpMode> {
  protected:
   void SetUp() override {
-    triax::MeshShape shape;
-    shape.tp = triax::testing::world_size();
-    services_ = std::make_unique<triax::HostServices>(triax::testing::communicator(shape));
-    tp_.host = triax::Host(services_->c_host());
-    tp_.rank = tp_.host.rank(TRIAX_GROUP_TP);
-    tp_.size = tp_.host.size(TRIAX_GROUP_TP);
-    tp_.mode = GetParam();
+    world_ = triax::testing::world_tensor_parallel(GetParam());
+    tp_ = world_.tp;
     ASSERT_GT(tp_.size, 1) << "run these tests with at least two ranks";
   }
 
-  std::unique_ptr<triax::HostServices> services_;
+  triax::testing::WorldTensorParallel world_;
   TensorParallel tp_;
 };
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-at::Tensor seeded(std::vector<int64_t> shape, uint64_t seed, c10::ScalarType dtype) {
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::randn(shape, generator, at::TensorOptions().dtype(at::kDouble)).to(dtype);
-}
+using triax::testing::between_blocks;
+using triax::testing::gathered;
+using triax::testing::leaf;
+using triax::testing::seeded;
+using triax::testing::shard_of;
 
-// This rank's even slice of `full` along `dim`.
-at::Tensor shard_of(const at::Tensor& full, int64_t dim, const TensorParallel& tp) {
-  return full.chunk(tp.size, dim)[tp.rank].contiguous();
-}
-
-// Every rank's `local` joined along `dim`, through the host's all-gather (which joins dim 0).
-at::Tensor gathered(const at::Tensor& local, int64_t dim, const TensorParallel& tp) {
-  at::Tensor first = local.movedim(dim, 0).contiguous();
-  std::vector<int64_t> shape = first.sizes().vec();
-  shape[0] *= tp.size;
-  at::Tensor out = at::empty(shape, first.options());
-  tp.host.all_gather(TRIAX_GROUP_TP, out, first);
-  return out.movedim(0, dim);
-}
-
-double tolerance(c10::ScalarType dtype) { return dtype == at::kDouble ? 1e-12 : 1e-6; }
-
-// max |actual - expected| relative to max |expected|.
 void expect_close(const at::Tensor& actual, const at::Tensor& expected, const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what << ": undefined";
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  const double scale = std::max(expected.abs().max().item<double>(), 1e-30);
-  const double error = (actual.to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>() / scale;
-  EXPECT_LE(error, tolerance(expected.scalar_type())) << what << ": relative error " << error;
+  triax::testing::expect_close(actual, expected, what, expected.scalar_type() == at::kDouble ? 1e-12 : 1e-6);
 }
 
-// Sequence-parallel activations are this rank's slice along dim 1; ALL_REDUCE ones are whole.
-at::Tensor between_blocks(const at::Tensor& full, const TensorParallel& tp) {
-  return tp.mode == TpMode::ReduceScatter ? shard_of(full, 1, tp) : full;
-}
-
-at::Tensor leaf(const at::Tensor& t) { return t.detach().clone().requires_grad_(true); }
-
-void set_weight(const at::Tensor& parameter, const at::Tensor& value) {
-  at::NoGradGuard no_grad;
-  parameter.copy_(value);
+// Whether a node whose name contains `name` lies on the autograd graph behind `t`.
+bool graph_has_node(const at::Tensor& t, const std::string& name) {
+  std::vector<torch::autograd::Node*> pending = {t.grad_fn().get()};
+  while (!pending.empty()) {
+    torch::autograd::Node* node = pending.back();
+    pending.pop_back();
+    if (node == nullptr) continue;
+    if (node->name().find(name) != std::string::npos) return true;
+    for (const torch::autograd::Edge& edge : node->next_edges()) pending.push_back(edge.function.get());
+  }
+  return false;
 }
 
 const c10::ScalarType kDtypes[] = {at::kFloat, at::kDouble};
@@ -136,11 +109,11 @@ TEST_P(TensorParallelTest, ColumnParallelLinearMatchesPlainLinear) {
     TensorParallel tp = tp_;
     tp.overlap_communication = overlap;
     triax::ColumnParallelLinear layer({kIn, kOut, true, c10::kCPU, dtype}, tp);
-    set_weight(layer.weight, shard_of(w, 0, tp_));
-    set_weight(layer.bias, shard_of(b, 0, tp_));
+    triax::testing::assign(layer.weight, shard_of(w, 0, tp_));
+    triax::testing::assign(layer.bias, shard_of(b, 0, tp_));
     at::Tensor px = leaf(between_blocks(x, tp_));
     at::Tensor py = layer.forward(px);  // [b, s, out/tp] in both modes
-    EXPECT_EQ(py.grad_fn()->name().find("Overlapped") != std::string::npos, overlap) << py.grad_fn()->name();
+    EXPECT_EQ(graph_has_node(py, "Overlapped"), overlap);
     (py * shard_of(g, 2, tp_)).sum().backward();
 
     const std::string where = std::string(mode_name(tp_.mode)) + (overlap ? " overlapped " : " ") +
@@ -161,8 +134,8 @@ TEST_P(TensorParallelTest, RowParallelLinearMatchesPlainLinear) {
     (ry * g).sum().backward();
 
     triax::RowParallelLinear layer({kIn, kOut, true, c10::kCPU, dtype}, tp_);
-    set_weight(layer.weight, shard_of(w, 1, tp_));
-    set_weight(layer.bias, b);
+    triax::testing::assign(layer.weight, shard_of(w, 1, tp_));
+    triax::testing::assign(layer.bias, b);
     at::Tensor px = leaf(shard_of(x, 2, tp_));  // this rank's input features, whole sequence
     at::Tensor py = layer.forward(px);          // whole (ALL_REDUCE) or sequence shard
     (py * between_blocks(g, tp_)).sum().backward();
@@ -187,8 +160,8 @@ TEST_P(TensorParallelTest, ColumnThenRowMatchesPlainLayers) {
 
   triax::ColumnParallelLinear column({kIn, kOut, false, c10::kCPU, dtype}, tp_);
   triax::RowParallelLinear row({kOut, kIn, false, c10::kCPU, dtype}, tp_);
-  set_weight(column.weight, shard_of(w1, 0, tp_));
-  set_weight(row.weight, shard_of(w2, 1, tp_));
+  triax::testing::assign(column.weight, shard_of(w1, 0, tp_));
+  triax::testing::assign(row.weight, shard_of(w2, 1, tp_));
   at::Tensor px = leaf(between_blocks(x, tp_));
   at::Tensor py = row.forward(at::gelu(column.forward(px)));
   (py * between_blocks(g, tp_)).sum().backward();
@@ -210,7 +183,7 @@ TEST_P(TensorParallelTest, VocabParallelEmbeddingMatchesPlainEmbedding) {
 
     triax::VocabParallelEmbedding layer(padded, kIn, c10::kCPU, dtype, tp_);
     EXPECT_EQ(layer.vocab_start(), tp_.rank * (padded / tp_.size));
-    set_weight(layer.weight, shard_of(w, 0, tp_));
+    triax::testing::assign(layer.weight, shard_of(w, 0, tp_));
     at::Tensor py = layer.forward(ids);
     (py * between_blocks(g, tp_)).sum().backward();
 
@@ -225,12 +198,12 @@ TEST_P(TensorParallelTest, RmsNormWeightGradientCoversTheWholeSequence) {
     const at::Tensor w = seeded({kIn}, 51, dtype);
     const at::Tensor x = seeded({kBatch, kSeq, kIn}, 52, dtype), g = seeded({kBatch, kSeq, kIn}, 53, dtype);
     triax::RMSNorm reference(kIn, 1e-5, c10::kCPU, dtype);
-    set_weight(reference.weight, w);
+    triax::testing::assign(reference.weight, w);
     at::Tensor rx = leaf(x);
     (reference.forward(rx) * g).sum().backward();
 
     triax::RMSNorm norm(kIn, 1e-5, c10::kCPU, dtype, tp_);
-    set_weight(norm.weight, w);
+    triax::testing::assign(norm.weight, w);
     at::Tensor px = leaf(between_blocks(x, tp_));
     at::Tensor py = norm.forward(px);
     (py * between_blocks(g, tp_)).sum().backward();

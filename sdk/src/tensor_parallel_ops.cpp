@@ -110,28 +110,21 @@ struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> 
 };
 
 // ---- column-parallel products with the collective overlapped (tp_linear_async_communication) ----
+// The bias is added by the caller, after the product: an undefined tensor cannot be an input of
+// an autograd function.
 
-// [rows..., in] x [out, in]^T (+ bias) written into `out` [rows..., out] in place.
-void project_into(at::Tensor out, const at::Tensor& input, const at::Tensor& matrix, const at::Tensor& bias) {
+// [rows..., in] x [out, in]^T written into `out` [rows..., out] in place.
+void project_into(at::Tensor out, const at::Tensor& input, const at::Tensor& matrix) {
   if (input.size(0) == 0) return;
   at::Tensor target = out.view({-1, matrix.size(0)});
-  const at::Tensor rows = input.reshape({-1, input.size(-1)});
-  if (bias.defined())
-    at::addmm_out(target, bias, rows, matrix.t());
-  else
-    at::mm_out(target, rows, matrix.t());
-}
-
-// The weight's and the bias's gradients from the output's [rows, out] and the input's [rows, in].
-variable_list parameter_gradients(const at::Tensor& grad_rows, const at::Tensor& input_rows, bool bias) {
-  return {grad_rows.t().mm(input_rows), bias ? grad_rows.sum(0) : at::Tensor()};
+  at::mm_out(target, input.reshape({-1, input.size(-1)}), matrix.t());
 }
 
 // REDUCE_SCATTER: the sequence shards gathered while this rank's own rows are multiplied, then
 // the others' rows; backward reduce-scatters the input gradient during the weight gradient's GEMM.
 // The sequence goes first (the collectives join dim 0), so each rank's rows are one slice.
 struct GatherThenProjectOverlapped : torch::autograd::Function<GatherThenProjectOverlapped> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias,
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& matrix,
                             const TensorParallel& tp) {
     require_sequence_dim(x, "column_parallel_linear");
     const at::Tensor local = x.transpose(0, 1).contiguous();  // [s/tp, b, in]
@@ -142,13 +135,12 @@ struct GatherThenProjectOverlapped : torch::autograd::Function<GatherThenProject
     PendingCollective gather = tp.host.start_all_gather(TRIAX_GROUP_TP, gathered, local);
     shape.back() = matrix.size(0);
     at::Tensor out = at::empty(shape, local.options());  // [s, b, out/tp]
-    project_into(out.narrow(0, first, rows), local, matrix, bias);
+    project_into(out.narrow(0, first, rows), local, matrix);
     gather.wait();
-    project_into(out.narrow(0, 0, first), gathered.narrow(0, 0, first), matrix, bias);
+    project_into(out.narrow(0, 0, first), gathered.narrow(0, 0, first), matrix);
     const int64_t after = first + rows;
-    project_into(out.narrow(0, after, shape[0] - after), gathered.narrow(0, after, shape[0] - after), matrix, bias);
+    project_into(out.narrow(0, after, shape[0] - after), gathered.narrow(0, after, shape[0] - after), matrix);
     save_group(ctx, tp);
-    ctx->saved_data["bias"] = bias.defined();
     ctx->save_for_backward({gathered, matrix});
     return out.transpose(0, 1).contiguous();
   }
@@ -164,22 +156,20 @@ struct GatherThenProjectOverlapped : torch::autograd::Function<GatherThenProject
     shard_shape[0] /= tp.size;
     at::Tensor grad_shard = at::empty(shard_shape, grad_input.options());
     PendingCollective reduce = tp.host.start_reduce_scatter(TRIAX_GROUP_TP, grad_shard, grad_input, TRIAX_REDUCE_SUM);
-    variable_list weights =
-        parameter_gradients(grad_rows, gathered.view({-1, gathered.size(-1)}), ctx->saved_data["bias"].toBool());
+    at::Tensor grad_matrix = grad_rows.t().mm(gathered.view({-1, gathered.size(-1)}));
     reduce.wait();
-    return {grad_shard.transpose(0, 1).contiguous(), weights[0], weights[1], at::Tensor()};
+    return {grad_shard.transpose(0, 1).contiguous(), grad_matrix, at::Tensor()};
   }
 };
 
 // ALL_REDUCE: the plain product; backward all-reduces the input gradient during the weight
 // gradient's GEMM.
 struct ProjectThenReduceOverlapped : torch::autograd::Function<ProjectThenReduceOverlapped> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias,
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& matrix,
                             const TensorParallel& tp) {
     save_group(ctx, tp);
-    ctx->saved_data["bias"] = bias.defined();
     ctx->save_for_backward({x, matrix});
-    return at::linear(x, matrix, bias);
+    return at::matmul(x, matrix.t());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -189,10 +179,9 @@ struct ProjectThenReduceOverlapped : torch::autograd::Function<ProjectThenReduce
     const at::Tensor grad_rows = grads[0].reshape({-1, grads[0].size(-1)});
     at::Tensor grad_input = grad_rows.mm(matrix).view(x.sizes());
     PendingCollective reduce = tp.host.start_all_reduce(TRIAX_GROUP_TP, grad_input, TRIAX_REDUCE_SUM);
-    variable_list weights =
-        parameter_gradients(grad_rows, x.reshape({-1, x.size(-1)}), ctx->saved_data["bias"].toBool());
+    at::Tensor grad_matrix = grad_rows.t().mm(x.reshape({-1, x.size(-1)}));
     reduce.wait();
-    return {grad_input, weights[0], weights[1], at::Tensor()};
+    return {grad_input, grad_matrix, at::Tensor()};
   }
 };
 
@@ -270,8 +259,9 @@ at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& matrix,
         tp.mode == TpMode::ReduceScatter ? all_gather_sequence(x, tp) : identity_forward_all_reduce_backward(x, tp);
     return at::linear(input, matrix, bias);
   }
-  if (tp.mode == TpMode::ReduceScatter) return GatherThenProjectOverlapped::apply(x, matrix, bias, tp);
-  return ProjectThenReduceOverlapped::apply(x, matrix, bias, tp);
+  const at::Tensor product = tp.mode == TpMode::ReduceScatter ? GatherThenProjectOverlapped::apply(x, matrix, tp)
+                                                               : ProjectThenReduceOverlapped::apply(x, matrix, tp);
+  return bias.defined() ? product + bias : product;
 }
 
 at::Tensor replicated_on_sequence_shard(const at::Tensor& parameter, const TensorParallel& tp) {
