@@ -122,7 +122,7 @@ void Host::all_to_all(triax_group group, const at::Tensor& output, const at::Ten
 void Host::all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
                         const std::vector<int64_t>& output_splits, const std::vector<int64_t>& input_splits) const {
   const triax_host& h = require(host_);
-  if (h.struct_size < offsetof(triax_host, all_to_all_v) + sizeof(h.all_to_all_v) || h.all_to_all_v == nullptr)
+  if (!TRIAX_HOST_PROVIDES(h, all_to_all_v))
     throw Error(TRIAX_ERROR_UNSUPPORTED, "all_to_all_v: the host is older than ABI 1.3 and has no variable all-to-all");
   const size_t ranks = static_cast<size_t>(size(group));
   if (output_splits.size() != ranks || input_splits.size() != ranks)

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "triax/error.hpp"
+#include "triax/layers/linear.hpp"
 
 namespace triax {
 namespace {
@@ -254,11 +255,7 @@ at::Tensor reduce_scatter_sequence(const at::Tensor& x, const TensorParallel& tp
 
 at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias,
                                   const TensorParallel& tp) {
-  if (!tp.overlap_communication) {
-    const at::Tensor input =
-        tp.mode == TpMode::ReduceScatter ? all_gather_sequence(x, tp) : identity_forward_all_reduce_backward(x, tp);
-    return at::linear(input, matrix, bias);
-  }
+  if (!tp.overlap_communication) return at::linear(gather_column_parallel_input(x, tp), matrix, bias);
   const at::Tensor product = tp.mode == TpMode::ReduceScatter ? GatherThenProjectOverlapped::apply(x, matrix, tp)
                                                                : ProjectThenReduceOverlapped::apply(x, matrix, tp);
   return bias.defined() ? product + bias : product;
