@@ -22,4 +22,10 @@ if(TRIAX_CUDA)
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/bf16_follows_fp32.sh $<TARGET_FILE:parity_runner>
                    ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml ${CMAKE_CURRENT_BINARY_DIR}/bf16_follows_fp32)
   set_tests_properties(gpu_bf16_follows_cpu_fp32 PROPERTIES LABELS gpu TIMEOUT 300)
+  # general.cuda_graphs: losses, gradient norms and parameters equal the run without graphs, bit for bit.
+  add_test(NAME gpu_cuda_graphs_equal_eager
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/cuda_graphs_equal_eager.sh $<TARGET_FILE:parity_runner>
+                   ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml
+                   ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_moe_parity.yaml ${CMAKE_CURRENT_BINARY_DIR}/cuda_graphs_equal_eager)
+  set_tests_properties(gpu_cuda_graphs_equal_eager PROPERTIES LABELS gpu TIMEOUT 300)
 endif()

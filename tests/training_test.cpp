@@ -475,5 +475,15 @@ TEST(Training, ModelConfigErrorsNameTheFileAndKey) {
   expect_trainer_error<ConfigError>(dir, yaml, {"test.yaml", "model.model_config.num_key_value_heads"});
 }
 
+// general.cuda_graphs where general.device auto finds no GPU: refused before any step, naming the
+// key (tests/gpu/cuda_graphs_equal_eager.sh checks the graphs themselves on a GPU).
+TEST(Training, CudaGraphsWithoutAGpuAreRefused) {
+  if (at::hasCUDA()) GTEST_SKIP() << "a GPU is present: general.device auto would use it";
+  fs::path dir = temp_run_dir("cuda_graphs");
+  std::string yaml = tiny_config(dir, 2, 2, 1);
+  yaml.replace(yaml.find("device: cpu}"), 12, "device: auto, cuda_graphs: true}");
+  expect_trainer_error<ConfigError>(dir, yaml, {"general.cuda_graphs", "CUDA device"});
+}
+
 }  // namespace
 }  // namespace triax

@@ -36,6 +36,7 @@
 #include "triax/core/plugins/mesh_model_context.hpp"
 #include "triax/core/plugins/plugin_choice.hpp"
 #include "step_losses.hpp"
+#include "engine_step.hpp"
 #include "model_chunks.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
@@ -63,34 +64,6 @@ int64_t peak_memory_bytes([[maybe_unused]] const c10::Device& device) {
   return peak_resident_bytes();
 }
 
-// Feeds the engine the micro-batches of one step: consecutive rows of this rank's step samples.
-struct MicroBatchFeed {
-  at::Tensor step_samples;  // [micro-batches * micro_batch_size, sequence_length + 1]
-  int64_t micro_batch_size = 0;
-  c10::Device device = c10::Device(c10::kCPU);
-  int rank = 0;
-  int64_t step = 0;
-
-  static triax_status next(void* self, int32_t index, triax_stage_io* io, triax_error* error) {
-    auto* feed = static_cast<MicroBatchFeed*>(self);
-    try {
-      fault::kill_if_armed("forward", feed->rank, feed->step);  // the engine asks for a micro-batch to run forward
-      if (fault::armed("error", feed->rank, feed->step))
-        throw Error("TRIAX_FAULT: an injected error at step " + std::to_string(feed->step));
-      at::Tensor tokens = feed->step_samples.narrow(0, index * feed->micro_batch_size, feed->micro_batch_size);
-      if (!feed->device.is_cpu()) tokens = tokens.to(feed->device, /*non_blocking=*/true);
-      int64_t length = tokens.size(1) - 1;
-      io->input_ids = release_handle(tokens.narrow(1, 0, length));
-      io->label_ids = release_handle(tokens.narrow(1, 1, length));
-      io->label_mask = nullptr;
-      return TRIAX_OK;
-    } catch (const std::exception& e) {
-      std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "data: %s", e.what());
-      return TRIAX_ERROR_RUNTIME;
-    }
-  }
-};
-
 }  // namespace
 
 struct Trainer::State {
@@ -107,12 +80,12 @@ struct Trainer::State {
   std::unique_ptr<ReplicaOwnership> ownership;
   std::unique_ptr<StepLosses> step_losses;
   std::unique_ptr<DataParallelGradients> dp_gradients;
+  std::unique_ptr<EngineStep> engine_step;
   std::vector<double> block_costs;           // forward FLOPs per token of each pipeline block
   std::vector<StageBlocks> pipeline_stages;  // blocks of each virtual stage (pp x model chunks)
   std::unique_ptr<data::TrainingData> data;
   std::unique_ptr<checkpoint::TrainingCheckpoint> checkpoint;
   checkpoint::ResumePoint resume;  // step 0 unless resuming
-  int64_t step = 0;                // the step in progress
   std::string init_method_yaml;
   std::string parallelism_yaml;
   std::string optimizer_yaml;
@@ -279,11 +252,23 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   s.dp_gradients = std::make_unique<DataParallelGradients>(
       s.model->parameters(), s.optimizer->gradient_sharding(), c.model.ddp_bucket_cap_mb << 20,
       s.ownership->groups(), s.ownership->counted_in_norm(s.model->parameters(), sharded));
-  if (context.dp_size > 1 && communicator.has_asynchronous_collectives())
+  // A CUDA graph cannot hold the reductions: with one, they run after the backward.
+  if (context.dp_size > 1 && communicator.has_asynchronous_collectives() && !c.general.cuda_graphs)
     s.dp_gradients->overlap_with_backward(
         [gradients = s.gradients.get()](size_t k) { return gradients->final_gradient(k); }, s.tied->tied_parameters(),
         communicator);
   s.dp_gradients->set_parameter_chunks(s.model->parameter_chunks(), s.model->chunk_count());
+  EngineStepParts step_parts;
+  step_parts.engine = s.engine.get();
+  step_parts.model = s.model.get();
+  step_parts.gradients = s.gradients.get();
+  step_parts.dp_gradients = s.dp_gradients.get();
+  step_parts.model_plugin = c.model.plugin;
+  step_parts.device = s.device;
+  step_parts.rank = communicator.rank(TRIAX_GROUP_WORLD);
+  step_parts.micro_batch_size = c.tokens.micro_batch_size;
+  step_parts.micro_batches = c.tokens.batch_accumulation_per_replica;
+  s.engine_step = std::make_unique<EngineStep>(std::move(step_parts), c.general.cuda_graphs);
   log::info(s.dp_gradients->describe());
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
 
@@ -361,44 +346,8 @@ TrainSummary Trainer::train() {
 
   for (int64_t step = s.resume.step + 1; step <= c.tokens.train_steps; ++step) {
     s.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
-    s.step = step;
     profiler.before_step(step);
-    MicroBatchFeed feed;
-    feed.step_samples = s.data->step_samples(step);  // prefetched during the previous step
-    feed.micro_batch_size = c.tokens.micro_batch_size;
-    feed.device = s.device;
-    feed.rank = rank;
-    feed.step = step;
-
-    s.gradients->zero();
-    triax_step_request request{};
-    request.struct_size = sizeof(request);
-    request.model = s.model->refs().front();
-    request.model_count = s.model->chunk_count();
-    request.models = s.model->refs().data();
-    request.micro_batches = static_cast<int32_t>(micro_batches);
-    request.batches = {&feed, &MicroBatchFeed::next};
-    s.dp_gradients->begin_step(micro_batches);
-    request.hooks_self = &s;
-    // After each micro-batch's backward through one chunk: fold that chunk's gradients.
-    static const auto fold_chunk = [](void* self, int32_t chunk, int32_t, triax_error* error) -> triax_status {
-      try {
-        auto& state = *static_cast<State*>(self);
-        fault::kill_if_armed("backward", state.communicator.rank(TRIAX_GROUP_WORLD), state.step);
-        const auto [first, end] = state.model->parameter_range(chunk);
-        state.gradients->after_backward(first, end);
-        state.dp_gradients->after_backward(chunk);
-        return TRIAX_OK;
-      } catch (const std::exception& e) {
-        std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "gradient accumulation: %s", e.what());
-        return TRIAX_ERROR_RUNTIME;
-      }
-    };
-    request.after_chunk_backward = fold_chunk;
-    request.after_backward = [](void* self, int32_t index, triax_error* error) {
-      return fold_chunk(self, 0, index, error);
-    };
-    EngineInstance::Result result = s.engine->train_step(request);
+    EngineInstance::Result result = s.engine_step->run(step, s.data->step_samples(step));  // prefetched
     s.tied->sum(s.gradients->gradients());
     summary.peak_live_micro_batches = std::max(summary.peak_live_micro_batches, result.peak_live_micro_batches);
 

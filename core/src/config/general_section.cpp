@@ -1,5 +1,5 @@
-// general: project, run name (with %date and %jobid expanded), seed, device, and what non-finite
-// values and preemption signals do.
+// general: project, run name (with %date and %jobid expanded), seed, device, what non-finite
+// values and preemption signals do, and CUDA graphs.
 #include <cstdlib>
 #include <ctime>
 
@@ -56,6 +56,9 @@ GeneralConfig read_general(ConfigReader& root) {
   for (const std::string& name : g.preemption_signals)
     if (name != "SIGTERM" && name != "SIGUSR1" && name != "SIGUSR2" && name != "SIGINT" && name != "SIGHUP")
       r.fail("preemption_signals", "'" + name + "' is not one of SIGTERM, SIGUSR1, SIGUSR2, SIGINT, SIGHUP");
+  g.cuda_graphs = r.get<bool>("cuda_graphs", g.cuda_graphs);
+  if (g.cuda_graphs && g.device == "cpu")
+    r.fail("cuda_graphs", "CUDA graphs need a CUDA device, and general.device is cpu");
   r.finish();
   return g;
 }

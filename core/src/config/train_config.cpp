@@ -20,6 +20,17 @@ void reject_unless_null(ConfigReader& root, const std::string& key, const std::s
   if (value.IsDefined() && !value.IsNull()) root.fail(key, "triax does not implement " + feature + "; set it to null");
 }
 
+// A CUDA graph replays the kernels of one process: the step it captures must not exchange tensors
+// with other ranks mid-step (tp collectives, pipeline sends), whose peers and timing it cannot replay.
+void check_cuda_graphs(const TrainConfig& c) {
+  if (!c.general.cuda_graphs) return;
+  if (c.parallelism.tp > 1 || c.parallelism.pp > 1)
+    throw ConfigError(prefix(c.origin) + "general.cuda_graphs: needs parallelism.tp = 1 and parallelism.pp = 1 (here " +
+                      std::to_string(c.parallelism.tp) + " and " + std::to_string(c.parallelism.pp) +
+                      "): a captured step cannot hold tensor-parallel collectives or pipeline sends; data "
+                      "parallelism (dp) is fine");
+}
+
 }  // namespace
 
 TrainConfig parse_train_config(const YAML::Node& document, const std::string& origin) {
@@ -41,6 +52,7 @@ TrainConfig parse_train_config(const YAML::Node& document, const std::string& or
   reject_unless_null(root, "lighteval", "lighteval evaluation");
   reject_unless_null(root, "s3_upload", "uploading checkpoints to S3");
   root.finish();
+  check_cuda_graphs(c);
   c.resolved = YAML::Clone(root.resolved());
   return c;
 }

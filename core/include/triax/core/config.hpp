@@ -28,6 +28,8 @@ struct GeneralConfig {
   std::string nonfinite_policy = "stop";  // stop | skip
   int64_t nonfinite_max_consecutive_skips = 3;
   std::vector<std::string> preemption_signals = {"SIGTERM", "SIGUSR1"};
+  // triax: capture each step's forward and backward once as a CUDA graph and replay it
+  bool cuda_graphs = false;
 };
 
 struct CheckpointsConfig {

@@ -45,6 +45,14 @@ Section section_general() {
           R"md(any of them on any rank stops every rank at the next step boundary with a checkpoint, exit
           status 0; a second one aborts that save (the previous checkpoint stays `latest`). `[]` keeps the
           signals' default action)md"),
+      Key("cuda_graphs", boolean(), "triax",
+          R"md(the forward and backward of a step's micro-batches (with their gradient accumulation) are captured
+          once as a CUDA graph, at the second step of the process, and replayed on every later step;
+          the optimizer, clipping and data-parallel reductions stay outside it. Needs a CUDA device, `tp =
+          1` and `pp = 1`; with `dp > 1` the reductions run after the backward instead of overlapping
+          it. A step that cannot be captured (a host synchronisation or a data-dependent shape inside
+          the model, as in mixture-of-experts dispatch) stops the run naming the model and engine
+          plugins. Losses equal the run without graphs bit for bit. See `docs/performance.md`)md"),
   };
   return s;
 }
