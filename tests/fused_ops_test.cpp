@@ -1,5 +1,6 @@
 // The fused ops (triax/layers/fused_ops.hpp) against the plain LibTorch composition evaluated in
-// fp64 from the same inputs: outputs and the gradients of every input (the RMSNorm weight too),
+// fp64 from the same inputs: outputs and the gradients of every input (the RMSNorm weight too;
+// the residual add fused before RMSNorm with both of its outputs differentiated),
 // in fp32 (1e-5 of the largest reference value) and bf16/fp16 (1e-2), at the SmolLM hidden sizes,
 // a small odd size (no vector path), row counts that are not a multiple of any block, strided and
 // misaligned operands. FusedOpsCpu runs everywhere (the CPU path is the composition itself);
@@ -10,6 +11,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/function.h>  // Node::name: which autograd function ran
 
 #include <string>
@@ -93,6 +95,30 @@ void check_rms_norm(c10::Device device, c10::ScalarType dtype, const std::vector
 
   expect_close(y, ry, tolerance(dtype), what + " output");
   expect_close(x.grad(), rx.grad(), tolerance(dtype), what + " input gradient");
+  expect_close(w.grad(), rw.grad(), tolerance(dtype), what + " weight gradient");
+}
+
+// h = x + y, then the norm of h; both outputs take a gradient (h's as the residual stream's would).
+void check_add_rms_norm(c10::Device device, c10::ScalarType dtype, const std::vector<int64_t>& shape) {
+  const std::string what = "add_rms_norm " + where(device, dtype, shape);
+  const at::Tensor x_values = seeded(shape, 4, dtype, device, 2.0), y_values = seeded(shape, 5, dtype, device);
+  const at::Tensor w_values = seeded({shape.back()}, 6, dtype, device, 0.5, 1.0);
+  const at::Tensor grad_sum = seeded(shape, 7, dtype, device), grad_normed = seeded(shape, 8, dtype, device);
+
+  at::Tensor x = leaf(x_values), y = leaf(y_values), w = leaf(w_values);
+  const auto [sum, normed] = triax::add_rms_norm(x, y, w, kEps);
+  if (device.is_cuda()) expect_kernel(normed, "AddRmsNormFunction");
+  EXPECT_EQ(normed.scalar_type(), dtype);
+  torch::autograd::backward({sum, normed}, {grad_sum, grad_normed});
+
+  at::Tensor rx = leaf64(x_values), ry = leaf64(y_values), rw = leaf64(w_values);
+  const at::Tensor rsum = rx + ry, rnormed = reference_rms_norm(rsum, rw);
+  torch::autograd::backward({rsum, rnormed}, {grad_sum.to(at::kDouble), grad_normed.to(at::kDouble)});
+
+  expect_close(sum, rsum, tolerance(dtype), what + " sum");
+  expect_close(normed, rnormed, tolerance(dtype), what + " output");
+  expect_close(x.grad(), rx.grad(), tolerance(dtype), what + " gradient of x");
+  expect_close(y.grad(), ry.grad(), tolerance(dtype), what + " gradient of y");
   expect_close(w.grad(), rw.grad(), tolerance(dtype), what + " weight gradient");
 }
 
@@ -187,6 +213,17 @@ TEST(FusedOpsCpu, RmsNormMatchesComposition) {
     for (int64_t hidden : kHiddenSizes) check_rms_norm(kCpu, dtype, {3, 7, hidden});
 }
 
+TEST(FusedOpsCpu, AddRmsNormMatchesComposition) {
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
+    for (int64_t hidden : kHiddenSizes) check_add_rms_norm(kCpu, dtype, {3, 7, hidden});
+  // On CPU it is the composition itself: bit for bit the add, then rms_norm.
+  const at::Tensor x = seeded({4, 6, 20}, 19, at::kBFloat16, kCpu), y = seeded({4, 6, 20}, 20, at::kBFloat16, kCpu);
+  const at::Tensor w = seeded({20}, 21, at::kBFloat16, kCpu);
+  const auto [sum, normed] = triax::add_rms_norm(x, y, w, kEps);
+  EXPECT_TRUE(at::equal(sum, x + y));
+  EXPECT_TRUE(at::equal(normed, triax::rms_norm(x + y, w, kEps)));
+}
+
 TEST(FusedOpsCpu, SwigluMatchesComposition) {
   for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     check_swiglu(kCpu, dtype, {3, 7, 1536});
@@ -235,6 +272,12 @@ TEST(FusedOpsCpu, BadShapesNameTheTensor) {
   }
   EXPECT_THROW(triax::apply_rotary(at::ones({2, 4, 7}), at::ones({4, 7}), at::ones({4, 7})), triax::Error);
   try {
+    triax::add_rms_norm(x, at::ones({2, 4, 7}), at::ones({8}), kEps);
+    ADD_FAILURE() << "add_rms_norm accepted operands of different shapes";
+  } catch (const triax::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add_rms_norm: x [2, 4, 8] and y [2, 4, 7]"), std::string::npos) << e.what();
+  }
+  try {
     triax::swiglu_halves(at::ones({2, 4, 9}));
     ADD_FAILURE() << "swiglu_halves accepted an odd last dim";
   } catch (const triax::Error& e) {
@@ -259,6 +302,18 @@ TEST(FusedOpsCuda, RmsNormMatchesComposition) {
   // A strided input (made contiguous inside) and a hidden size with no 16-byte rows in fp32.
   check_rms_norm(kCuda, at::kBFloat16, {9, 4, 576}, seeded({4, 9, 576}, 1, at::kBFloat16, kCuda, 2.0).transpose(0, 1));
   check_rms_norm(kCuda, at::kFloat, {6, 5, 38});
+}
+
+TEST(FusedOpsCuda, AddRmsNormMatchesComposition) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (int64_t hidden : kHiddenSizes) {
+      check_add_rms_norm(kCuda, dtype, {3, 7, hidden});
+      check_add_rms_norm(kCuda, dtype, {5, 211, hidden});
+    }
+  }
+  check_add_rms_norm(kCuda, at::kHalf, {4, 33, 960});
+  check_add_rms_norm(kCuda, at::kFloat, {6, 5, 38});  // rows of no 16 bytes
 }
 
 TEST(FusedOpsCuda, SwigluMatchesComposition) {

@@ -145,10 +145,13 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     at::Tensor grad_hidden = at::empty_like(h);  // every chunk writes its rows
 
     const at::Tensor w = weight.narrow(0, 0, real).contiguous();
-    // bf16/fp16 weights: the per-chunk products are summed in fp32.
+    // bf16/fp16 weights: the per-chunk products are summed in fp32. On CUDA the GEMM adds its fp32
+    // result to the sum itself (out_dtype); elsewhere each chunk's product is added to it.
     const bool low_precision = c10::elementSize(weight.scalar_type()) < 4;
-    at::Tensor grad_w =
-        at::zeros({real, weight.size(1)}, w.options().dtype(low_precision ? at::kFloat : w.scalar_type()));
+    const bool gemm_accumulates_fp32 = low_precision && h.is_cuda();
+    const at::TensorOptions grad_w_options = w.options().dtype(low_precision ? at::kFloat : w.scalar_type());
+    at::Tensor grad_w = gemm_accumulates_fp32 ? at::empty({real, weight.size(1)}, grad_w_options)
+                                              : at::zeros({real, weight.size(1)}, grad_w_options);
     for (int64_t start = 0; start < tokens; start += chunk_tokens) {
       const int64_t n = std::min(chunk_tokens, tokens - start);
       const at::Tensor h_chunk = h.narrow(0, start, n);
@@ -157,7 +160,9 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
                          sum_exp.narrow(0, start, n), scale.narrow(0, start, n));
       at::Tensor grad_h_chunk = grad_hidden.narrow(0, start, n);
       at::mm_out(grad_h_chunk, grad_logits, w);
-      if (low_precision)
+      if (gemm_accumulates_fp32)  // beta 0 on the first chunk: the empty sum is not read
+        at::addmm_out(grad_w, grad_w, grad_logits.t(), h_chunk, at::kFloat, /*beta=*/start == 0 ? 0 : 1);
+      else if (low_precision)
         grad_w.add_(at::mm(grad_logits.t(), h_chunk));
       else
         grad_w.addmm_(grad_logits.t(), h_chunk);

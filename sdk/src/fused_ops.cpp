@@ -80,9 +80,10 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
     const int64_t hidden = wc.numel(), rows = xc.numel() / hidden;
     at::Tensor y = at::empty(xc.sizes(), xc.options());
     at::Tensor rstd = at::empty({rows}, xc.options().dtype(at::kFloat));
-    launch::check(kernels::rms_norm_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(),
-                                            wc.const_data_ptr(), y.mutable_data_ptr(), rstd.mutable_data_ptr<float>(),
-                                            rows, hidden, static_cast<float>(eps), launch::stream_of(xc)),
+    launch::check(kernels::rms_norm_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(), nullptr,
+                                            wc.const_data_ptr(), y.mutable_data_ptr(), nullptr,
+                                            rstd.mutable_data_ptr<float>(), rows, hidden, static_cast<float>(eps),
+                                            launch::stream_of(xc)),
                   "rms_norm forward");
     ctx->save_for_backward({xc, wc, rstd});
     return y;
@@ -90,19 +91,55 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &weight = saved[1], &rstd = saved[2];
+    auto [grad_x, grad_weight] = rms_norm_backward(grads[0], saved[0], saved[1], saved[2], at::Tensor());
+    return {grad_x, grad_weight, at::Tensor()};
+  }
+
+  // The input and weight gradients of the norm of x, plus `direct` (undefined: none), a gradient
+  // that reaches x by another path, added inside the kernel.
+  static std::pair<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, const at::Tensor& x,
+                                                             const at::Tensor& weight, const at::Tensor& rstd,
+                                                             const at::Tensor& direct) {
     c10::cuda::CUDAGuard device(x.device());
-    const at::Tensor grad_y = grads[0].contiguous();
+    const at::Tensor grad_y = grad.contiguous();
+    const at::Tensor direct_c = direct.defined() ? direct.contiguous() : direct;
     const int64_t hidden = weight.numel(), rows = x.numel() / hidden;
     at::Tensor grad_x = at::empty(x.sizes(), x.options());
     at::Tensor partials = at::empty({kernels::rms_norm_weight_partials(rows), hidden}, x.options().dtype(at::kFloat));
-    launch::check(
-        kernels::rms_norm_backward(*launch::kernel_dtype(x.scalar_type()), grad_y.const_data_ptr(), x.const_data_ptr(),
-                                   weight.const_data_ptr(), rstd.const_data_ptr<float>(), grad_x.mutable_data_ptr(),
-                                   partials.mutable_data_ptr<float>(), rows, hidden, launch::stream_of(x)),
-        "rms_norm backward");
-    at::Tensor grad_weight = partials.sum(0).to(weight.scalar_type()).view(weight.sizes());
-    return {grad_x, grad_weight, at::Tensor()};
+    launch::check(kernels::rms_norm_backward(*launch::kernel_dtype(x.scalar_type()), grad_y.const_data_ptr(),
+                                             x.const_data_ptr(), weight.const_data_ptr(), rstd.const_data_ptr<float>(),
+                                             direct_c.defined() ? direct_c.const_data_ptr() : nullptr,
+                                             grad_x.mutable_data_ptr(), partials.mutable_data_ptr<float>(), rows,
+                                             hidden, launch::stream_of(x)),
+                  "rms_norm backward");
+    return {grad_x, partials.sum(0).to(weight.scalar_type()).view(weight.sizes())};
+  }
+};
+
+// h = x + y and the norm of h in one kernel; in backward, h's own gradient (the residual stream's)
+// joins the norm's input gradient in the norm's kernel, and both x and y take that sum.
+struct AddRmsNormFunction : torch::autograd::Function<AddRmsNormFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& y,
+                               const at::Tensor& weight, double eps) {
+    c10::cuda::CUDAGuard device(x.device());
+    const at::Tensor xc = x.contiguous(), yc = y.contiguous(), wc = weight.contiguous();
+    const int64_t hidden = wc.numel(), rows = xc.numel() / hidden;
+    at::Tensor sum = at::empty(xc.sizes(), xc.options());
+    at::Tensor normed = at::empty(xc.sizes(), xc.options());
+    at::Tensor rstd = at::empty({rows}, xc.options().dtype(at::kFloat));
+    launch::check(kernels::rms_norm_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(),
+                                            yc.const_data_ptr(), wc.const_data_ptr(), normed.mutable_data_ptr(),
+                                            sum.mutable_data_ptr(), rstd.mutable_data_ptr<float>(), rows, hidden,
+                                            static_cast<float>(eps), launch::stream_of(xc)),
+                  "add_rms_norm forward");
+    ctx->save_for_backward({sum, wc, rstd});
+    return {sum, normed};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    auto [grad_sum, grad_weight] = RmsNormFunction::rms_norm_backward(grads[1], saved[0], saved[1], saved[2], grads[0]);
+    return {grad_sum, grad_sum, grad_weight, at::Tensor()};
   }
 };
 
@@ -231,6 +268,21 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   if (x.numel() > 0 && kernels_apply({&x, &weight})) return RmsNormFunction::apply(x, weight, eps);
 #endif
   return rms_norm_composition(x, weight, eps);
+}
+
+std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
+                                               double eps) {
+  require(x.sizes() == y.sizes(), "add_rms_norm: x " + shape_of(x) + " and y " + shape_of(y) + " must have one shape");
+  require(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0),
+          "add_rms_norm: weight " + shape_of(weight) + " does not match the last dim of x " + shape_of(x));
+#ifdef TRIAX_WITH_CUDA
+  if (x.numel() > 0 && kernels_apply({&x, &y, &weight})) {
+    const variable_list outputs = AddRmsNormFunction::apply(x, y, weight, eps);
+    return {outputs[0], outputs[1]};
+  }
+#endif
+  at::Tensor sum = x + y;
+  return {sum, rms_norm_composition(sum, weight, eps)};
 }
 
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {

@@ -171,6 +171,10 @@ at::Tensor RMSNorm::forward(const at::Tensor& x) {
   return rms_norm(x, replicated_on_sequence_shard(weight, tp_), eps_);
 }
 
+std::pair<at::Tensor, at::Tensor> RMSNorm::forward_after_add(const at::Tensor& x, const at::Tensor& y) {
+  return add_rms_norm(x, y, replicated_on_sequence_shard(weight, tp_), eps_);
+}
+
 LayerNorm::LayerNorm(int64_t hidden_size, double eps, c10::Device device, c10::ScalarType dtype,
                      const TensorParallel& tp)
     : eps_(eps), tp_(tp) {

@@ -33,8 +33,8 @@ at::Tensor LlamaDecoderLayer::forward_cached(const at::Tensor& x, const std::vec
 }
 
 at::Tensor LlamaDecoderLayer::with_attention(const at::Tensor& x, const at::Tensor& attended) {
-  at::Tensor h = x + attended;
-  return h + mlp->forward(post_attention_layernorm->forward(h));
+  const auto [h, normed] = post_attention_layernorm->forward_after_add(x, attended);  // h = x + attended
+  return h + mlp->forward(normed);
 }
 
 }  // namespace triax::llama

@@ -35,8 +35,7 @@ at::Tensor MoeDecoderLayer::forward_cached(const at::Tensor& x, const std::vecto
 }
 
 at::Tensor MoeDecoderLayer::with_attention(const at::Tensor& x, const at::Tensor& attended) {
-  at::Tensor h = x + attended;
-  const at::Tensor normed = post_attention_layernorm->forward(h);
+  const auto [h, normed] = post_attention_layernorm->forward_after_add(x, attended);  // h = x + attended
   return h + (moe_mlp ? moe_mlp->forward(normed) : dense_mlp->forward(normed));
 }
 

@@ -21,9 +21,10 @@ enum class Dtype { Float32, BFloat16, Float16 };
 // y[r, :] = round(round(x[r, :] * rstd[r]) * weight), rstd[r] = 1 / sqrt(mean(x[r, :]^2) + eps):
 // the normalised row is rounded to the input dtype before the weight multiplies it, as in
 // Hugging Face's LlamaRMSNorm. x, y: [rows, hidden]; weight: [hidden]; rstd: [rows] fp32 (saved
-// for backward).
-cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* weight, void* y, float* rstd, int64_t rows,
-                             int64_t hidden, float eps, cudaStream_t stream);
+// for backward). With `residual` (and `sum`, both [rows, hidden], or both null): the row
+// normalised is sum = round(x + residual), which is written too (a residual add before the norm).
+cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, const void* weight, void* y, void* sum,
+                             float* rstd, int64_t rows, int64_t hidden, float eps, cudaStream_t stream);
 
 // How many fp32 rows of weight-gradient partial sums rms_norm_backward writes for `rows` rows
 // (one per thread block; the caller sums them).
@@ -32,9 +33,11 @@ int64_t rms_norm_weight_partials(int64_t rows);
 // grad_x = rstd * (g - n * mean(g * n)) with g = grad_y * weight, n = x * rstd;
 // weight_partials[b, :] = sum over block b's rows of grad_y * round(n), in fp32.
 // grad_y, x, grad_x: [rows, hidden]; weight: [hidden]; rstd: [rows];
-// weight_partials: [rms_norm_weight_partials(rows), hidden] fp32.
+// weight_partials: [rms_norm_weight_partials(rows), hidden] fp32. `grad_sum` ([rows, hidden], or
+// null): a gradient that reaches x directly, added to grad_x before it is rounded.
 cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, const void* weight, const float* rstd,
-                              void* grad_x, float* weight_partials, int64_t rows, int64_t hidden, cudaStream_t stream);
+                              const void* grad_sum, void* grad_x, float* weight_partials, int64_t rows, int64_t hidden,
+                              cudaStream_t stream);
 
 // ---- SwiGLU (swiglu.cu) ----------------------------------------------------------------------
 

@@ -13,17 +13,26 @@ constexpr int kMaxThreads = 512;
 // 2048 rather than 512 keeps enough warps per SM in flight to hide the loads' latency.
 constexpr int64_t kBackwardBlocks = 2048;
 
-template <typename T, int N>
-__global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ weight, T* __restrict__ y,
+// kAdd: the row normalised is round(x + residual), written to `sum` first (the residual stream).
+template <typename T, int N, bool kAdd>
+__global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ residual,
+                                        const T* __restrict__ weight, T* __restrict__ y, T* __restrict__ sum,
                                         float* __restrict__ rstd, int64_t rows, int64_t hidden, float eps) {
   __shared__ float scratch[33];
   const int64_t packs = hidden / N;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* x_row = x + row * hidden;
     T* y_row = y + row * hidden;
+    T* sum_row = kAdd ? sum + row * hidden : nullptr;
     float squares = 0.f;
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      const Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
+      Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
+      if constexpr (kAdd) {
+        const Pack<T, N> rv = load_pack<T, N>(residual + row * hidden + p * N);
+#pragma unroll
+        for (int k = 0; k < N; ++k) xv.v[k] = from_float<T>(to_float(xv.v[k]) + to_float(rv.v[k]));
+        store_pack<T, N>(sum_row + p * N, xv);
+      }
 #pragma unroll
       for (int k = 0; k < N; ++k) {
         const float v = to_float(xv.v[k]);
@@ -34,7 +43,8 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __rest
     const float r = rsqrtf(total / static_cast<float>(hidden) + eps);
     if (threadIdx.x == 0) rstd[row] = r;
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      const Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
+      // With kAdd, this thread's own stores of the first loop.
+      const Pack<T, N> xv = kAdd ? load_pack<T, N>(sum_row + p * N) : load_pack<T, N>(x_row + p * N);
       const Pack<T, N> wv = load_pack<T, N>(weight + p * N);
       Pack<T, N> out;
 #pragma unroll
@@ -44,11 +54,12 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __rest
   }
 }
 
-template <typename T, int N>
+// kAdd: grad_sum (the gradient that reaches x directly) is added to grad_x before rounding.
+template <typename T, int N, bool kAdd>
 __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ x,
                                          const T* __restrict__ weight, const float* __restrict__ rstd,
-                                         T* __restrict__ grad_x, float* __restrict__ weight_partials, int64_t rows,
-                                         int64_t hidden) {
+                                         const T* __restrict__ grad_sum, T* __restrict__ grad_x,
+                                         float* __restrict__ weight_partials, int64_t rows, int64_t hidden) {
   __shared__ float scratch[33];
   extern __shared__ float weight_sums[];  // [hidden]: slot j belongs to the thread owning j's pack
   const int64_t packs = hidden / N;
@@ -74,12 +85,14 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
       const Pack<T, N> gv = load_pack<T, N>(g_row + p * N);
       const Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
       const Pack<T, N> wv = load_pack<T, N>(weight + p * N);
-      Pack<T, N> out;
+      Pack<T, N> out, direct;
+      if constexpr (kAdd) direct = load_pack<T, N>(grad_sum + row * hidden + p * N);
 #pragma unroll
       for (int k = 0; k < N; ++k) {
         const float g = to_float(gv.v[k]);
         const float n = to_float(xv.v[k]) * r;
-        out.v[k] = from_float<T>(r * (g * to_float(wv.v[k]) - n * mean_dot));
+        const float through_norm = r * (g * to_float(wv.v[k]) - n * mean_dot);
+        out.v[k] = from_float<T>(kAdd ? through_norm + to_float(direct.v[k]) : through_norm);
         weight_sums[p * N + k] += g * rounded_to<T>(n);
       }
       store_pack<T, N>(gx_row + p * N, out);
@@ -96,29 +109,32 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
 
 int64_t rms_norm_weight_partials(int64_t rows) { return std::min(rows, kBackwardBlocks); }
 
-cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* weight, void* y, float* rstd, int64_t rows,
-                             int64_t hidden, float eps, cudaStream_t stream) {
+cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, const void* weight, void* y, void* sum,
+                             float* rstd, int64_t rows, int64_t hidden, float eps, cudaStream_t stream) {
   if (rows == 0 || hidden == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* xt = static_cast<const T*>(x);
-    const T* wt = static_cast<const T*>(weight);
-    T* yt = static_cast<T*>(y);
     const unsigned grid = grid_for(rows, 1, int64_t{1} << 30);
-    if (vectorizable<T>(hidden, {x, weight, y})) {
+    auto launch = [&](auto kernel, int threads) {
+      kernel<<<grid, threads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(residual),
+                                           static_cast<const T*>(weight), static_cast<T*>(y), static_cast<T*>(sum),
+                                           rstd, rows, hidden, eps);
+      return cudaGetLastError();
+    };
+    const bool add = residual != nullptr;
+    if (vectorizable<T>(hidden, {x, weight, y}) && (!add || vectorizable<T>(hidden, {residual, sum}))) {
       constexpr int N = kVectorWidth<T>;
-      rms_norm_forward_kernel<T, N>
-          <<<grid, row_threads(hidden / N, kMaxThreads), 0, stream>>>(xt, wt, yt, rstd, rows, hidden, eps);
-    } else {
-      rms_norm_forward_kernel<T, 1>
-          <<<grid, row_threads(hidden, kMaxThreads), 0, stream>>>(xt, wt, yt, rstd, rows, hidden, eps);
+      return add ? launch(rms_norm_forward_kernel<T, N, true>, row_threads(hidden / N, kMaxThreads))
+                 : launch(rms_norm_forward_kernel<T, N, false>, row_threads(hidden / N, kMaxThreads));
     }
-    return cudaGetLastError();
+    return add ? launch(rms_norm_forward_kernel<T, 1, true>, row_threads(hidden, kMaxThreads))
+               : launch(rms_norm_forward_kernel<T, 1, false>, row_threads(hidden, kMaxThreads));
   });
 }
 
 cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, const void* weight, const float* rstd,
-                              void* grad_x, float* weight_partials, int64_t rows, int64_t hidden, cudaStream_t stream) {
+                              const void* grad_sum, void* grad_x, float* weight_partials, int64_t rows, int64_t hidden,
+                              cudaStream_t stream) {
   if (rows == 0 || hidden == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -129,15 +145,21 @@ cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, co
       if (const cudaError_t status = allow_dynamic_shared_memory(kernel, shared_bytes); status != cudaSuccess)
         return status;
       kernel<<<grid, threads, shared_bytes, stream>>>(static_cast<const T*>(grad_y), static_cast<const T*>(x),
-                                                      static_cast<const T*>(weight), rstd, static_cast<T*>(grad_x),
+                                                      static_cast<const T*>(weight), rstd,
+                                                      static_cast<const T*>(grad_sum), static_cast<T*>(grad_x),
                                                       weight_partials, rows, hidden);
       return cudaGetLastError();
     };
-    if (vectorizable<T>(hidden, {grad_y, x, weight, grad_x})) {
+    const bool add = grad_sum != nullptr;
+    if (vectorizable<T>(hidden, {grad_y, x, weight, grad_x}) && (!add || vectorizable<T>(hidden, {grad_sum}))) {
       constexpr int N = kVectorWidth<T>;
-      return launch(rms_norm_backward_kernel<T, N>, row_threads(hidden / N, kMaxThreads));
+      const int threads = row_threads(hidden / N, kMaxThreads);
+      return add ? launch(rms_norm_backward_kernel<T, N, true>, threads)
+                 : launch(rms_norm_backward_kernel<T, N, false>, threads);
     }
-    return launch(rms_norm_backward_kernel<T, 1>, row_threads(hidden, kMaxThreads));
+    const int threads = row_threads(hidden, kMaxThreads);
+    return add ? launch(rms_norm_backward_kernel<T, 1, true>, threads)
+               : launch(rms_norm_backward_kernel<T, 1, false>, threads);
   });
 }
 

@@ -10,6 +10,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
+
 namespace triax {
 
 // RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) in fp32 (fp64 for fp64 x), rounded to x's
@@ -17,6 +19,12 @@ namespace triax {
 // Composition: x32 * rsqrt(x32.pow(2).mean(-1) + eps), cast to x's dtype, * weight.
 // CUDA backward: the weight gradient is summed over rows in fp32 (fixed order: reproducible).
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+// A residual add, then RMSNorm: returns {h, rms_norm(h, weight, eps)} with h = x + y (x and y of
+// one shape). On CUDA one kernel each way: the forward writes h and the norm, the backward adds
+// the gradient reaching h directly (the residual stream's) inside the norm's backward, and x and y
+// both take that sum. Composition: h = x + y, then rms_norm.
+std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
+                                               double eps);
 
 // SwiGLU: silu(gate) * up elementwise; gate and up of one shape. Composition: at::silu(gate) * up.
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);

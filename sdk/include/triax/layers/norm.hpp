@@ -11,6 +11,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <utility>
+
 #include "triax/layers/tensor_parallel.hpp"
 #include "triax/parameter.hpp"
 
@@ -21,6 +23,8 @@ class RMSNorm : public SpecifiedModule {
   RMSNorm(int64_t hidden_size, double eps, c10::Device device, c10::ScalarType dtype,
           const TensorParallel& tp = TensorParallel());
   at::Tensor forward(const at::Tensor& x);
+  // The residual add before the norm, fused with it (triax::add_rms_norm): {x + y, forward(x + y)}.
+  std::pair<at::Tensor, at::Tensor> forward_after_add(const at::Tensor& x, const at::Tensor& y);
   at::Tensor weight;  // [hidden], initialised to ones
   double eps() const { return eps_; }
 
