@@ -1,7 +1,8 @@
 // RMSNorm forward and backward: one thread block per row (forward), a block per group of rows
 // with the weight gradient summed in shared memory (backward). Each thread owns the same vector
 // slots of every row it visits, so the weight-gradient sums need no atomics and come out the
-// same on every run.
+// same on every run. Both can take a residual add in front of the norm (add_rms_norm): the
+// forward then also writes the sum, the backward adds the sum's own gradient.
 #include "kernel_utils.cuh"
 
 namespace triax::kernels {
