@@ -47,9 +47,12 @@ void CudaStepGraph::capture(const std::function<void()>& work) {
   const at::cuda::CUDAStream current = at::cuda::getCurrentCUDAStream(impl_->device);
   const int64_t reserved_before = allocator_reserved_bytes(impl_->device);
   {
-    // Capture cannot run on the default stream.
+    // Capture cannot run on the default stream. Thread-local mode: only this thread's unsafe CUDA
+    // calls end the capture, not those of the data loader's thread (pinned host allocations for the
+    // next step) or of NCCL's watchdog; the autograd thread's kernels still go into the graph,
+    // since capture follows the stream they are launched on.
     const c10::cuda::CUDAStreamGuard side(at::cuda::getStreamFromPool(false, impl_->device));
-    impl_->graph.capture_begin();
+    impl_->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
     try {
       work();
     } catch (...) {
