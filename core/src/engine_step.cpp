@@ -135,6 +135,9 @@ EngineInstance::Result EngineStep::run(int64_t step, const at::Tensor& step_samp
   // The host code of the captured step does not run again: its fault points are checked here.
   forward_faults(parts_.rank, step);
   fault::kill_if_armed("backward", parts_.rank, step);
+  if (step_samples.sizes() != graph_input_.sizes())
+    throw Error("general.cuda_graphs: step " + std::to_string(step) + "'s samples have another shape than the " +
+                "captured step's; a graph replays one shape");
   graph_input_.copy_(step_samples, /*non_blocking=*/true);
   graph_->replay();
   return graph_result_;
