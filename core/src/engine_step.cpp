@@ -55,11 +55,12 @@ std::string gibibytes(int64_t bytes) {
 
 }  // namespace
 
-EngineStep::EngineStep(EngineStepParts parts, bool cuda_graphs) : parts_(std::move(parts)), cuda_graphs_(cuda_graphs) {
-  if (cuda_graphs_ && !parts_.device.is_cuda())
+EngineStep::EngineStep(EngineStepParts parts, bool cuda_graphs) : parts_(std::move(parts)) {
+  if (!cuda_graphs) return;
+  if (!parts_.device.is_cuda())
     throw ConfigError("general.cuda_graphs: CUDA graphs need a CUDA device, and this run is on " +
                       parts_.device.str() + " (general.device: auto found no GPU)");
-  if (cuda_graphs_) graph_ = std::make_unique<CudaStepGraph>(parts_.device);  // refused by a build without CUDA
+  graph_ = std::make_unique<CudaStepGraph>(parts_.device);  // refused by a build without CUDA
 }
 
 EngineStep::~EngineStep() = default;
@@ -130,7 +131,7 @@ EngineInstance::Result EngineStep::capture(int64_t step, const at::Tensor& step_
 EngineInstance::Result EngineStep::run(int64_t step, const at::Tensor& step_samples) {
   step_ = step;
   const int64_t run_index = steps_run_++;
-  if (!cuda_graphs_ || run_index == 0) return run_engine(step, step_samples);
+  if (!graph_ || run_index == 0) return run_engine(step, step_samples);
   if (!graph_->captured()) return capture(step, step_samples);
   // The host code of the captured step does not run again: its fault points are checked here.
   forward_faults(parts_.rank, step);

@@ -51,10 +51,9 @@ class EngineStep {
   static triax_status fold_chunk(void* self, int32_t chunk, int32_t index, triax_error* error);
 
   EngineStepParts parts_;
-  bool cuda_graphs_ = false;
   int64_t steps_run_ = 0;  // by this process
   int64_t step_ = 0;       // the step in progress
-  std::unique_ptr<CudaStepGraph> graph_;
+  std::unique_ptr<CudaStepGraph> graph_;  // with general.cuda_graphs only
   at::Tensor graph_input_;  // the captured step's samples: each later step's are copied here
   EngineInstance::Result graph_result_;
 };
