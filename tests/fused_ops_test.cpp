@@ -3,9 +3,11 @@
 // the residual add fused before RMSNorm with both of its outputs differentiated),
 // in fp32 (1e-5 of the largest reference value) and bf16/fp16 (1e-2), at the SmolLM hidden sizes,
 // a small odd size (no vector path), row counts that are not a multiple of any block, strided and
-// misaligned operands. FusedOpsCpu runs everywhere (the CPU path is the composition itself);
+// misaligned operands; rotary_qkv (rotary_qkv.hpp) against the same composition on the split
+// q/k/v projection. FusedOpsCpu runs everywhere (the CPU path is the composition itself);
 // FusedOpsCuda (ctest label gpu) runs the CUDA kernels and skips without a GPU.
 #include "triax/layers/fused_ops.hpp"
+#include "triax/layers/rotary_qkv.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -201,6 +203,49 @@ void check_rotary(c10::Device device, c10::ScalarType dtype, const std::vector<i
   expect_close(x.grad(), rx.grad(), tolerance(dtype), what + " input gradient");
 }
 
+// The fused q/k/v projection's output [batch, seq, kv_heads, group + 2, head_dim] through
+// rotary_qkv, against the split parts through the fp64 reference: q, k and v, and the one gradient
+// of qkv. Without `k_used` the loss ignores k: its part of the gradient is zero.
+void check_rotary_qkv(c10::Device device, c10::ScalarType dtype, const std::vector<int64_t>& shape,
+                      bool k_used = true) {
+  const std::string what = "rotary_qkv " + where(device, dtype, shape) + (k_used ? "" : " (k unused)");
+  const int64_t batch = shape[0], seq = shape[1], kv_heads = shape[2], group = shape[3] - 2, head_dim = shape[4];
+  const at::Tensor qkv_values = seeded(shape, 23, dtype, device);
+  at::Tensor positions = at::arange(seq, at::TensorOptions().dtype(at::kDouble));
+  at::Tensor angles = at::outer(positions, at::pow(10000.0, -at::arange(0, head_dim, 2, at::kDouble) / head_dim));
+  angles = at::cat({angles, angles}, -1);
+  const at::Tensor cos = angles.cos().to(device, dtype), sin = angles.sin().to(device, dtype);
+  const at::Tensor grad_q = seeded({batch, kv_heads * group, seq, head_dim}, 24, dtype, device);
+  const at::Tensor grad_k = seeded({batch, kv_heads, seq, head_dim}, 25, dtype, device);
+  const at::Tensor grad_v = seeded({batch, kv_heads, seq, head_dim}, 26, dtype, device);
+
+  at::Tensor qkv = leaf(qkv_values);
+  const auto [q, k, v] = triax::rotary_qkv(qkv, cos, sin);
+  if (device.is_cuda()) expect_kernel(q, "RotaryQkvFunction");
+  at::Tensor loss = (q * grad_q).sum() + (v * grad_v).sum();
+  if (k_used) loss = loss + (k * grad_k).sum();
+  loss.backward();
+
+  at::Tensor rqkv = leaf64(qkv_values);
+  const at::Tensor c64 = cos.to(at::kDouble), s64 = sin.to(at::kDouble);
+  auto heads = [&](int64_t first, int64_t count) {  // [batch, count x kv_heads, seq, head_dim]
+    return rqkv.narrow(3, first, count).reshape({batch, seq, kv_heads * count, head_dim}).transpose(1, 2);
+  };
+  const at::Tensor rq = reference_rotary(heads(0, group), c64, s64), rk = reference_rotary(heads(group, 1), c64, s64);
+  const at::Tensor rv = heads(group + 1, 1);
+  at::Tensor reference_loss = (rq * grad_q.to(at::kDouble)).sum() + (rv * grad_v.to(at::kDouble)).sum();
+  if (k_used) reference_loss = reference_loss + (rk * grad_k.to(at::kDouble)).sum();
+  reference_loss.backward();
+
+  expect_close(q, rq, tolerance(dtype), what + " q");
+  expect_close(k, rk, tolerance(dtype), what + " k");
+  expect_close(v, rv, tolerance(dtype), what + " v");
+  expect_close(qkv.grad(), rqkv.grad(), tolerance(dtype), what + " qkv gradient");
+  if (!k_used) {
+    EXPECT_EQ(qkv.grad().select(3, group).abs().max().item<double>(), 0.0) << what;
+  }
+}
+
 bool has_gpu() { return at::hasCUDA(); }
 
 const c10::Device kCpu(c10::kCPU);
@@ -248,6 +293,14 @@ TEST(FusedOpsCpu, RotaryMatchesComposition) {
   }
 }
 
+TEST(FusedOpsCpu, RotaryQkvMatchesComposition) {
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    check_rotary_qkv(kCpu, dtype, {2, 37, 3, 5, 64});  // 135m: 3 groups of 3 query heads
+    check_rotary_qkv(kCpu, dtype, {1, 11, 4, 3, 6});   // one query head per group
+  }
+  check_rotary_qkv(kCpu, at::kFloat, {2, 9, 2, 4, 8}, /*k_used=*/false);
+}
+
 TEST(FusedOpsCpu, BadShapesNameTheTensor) {
   const at::Tensor x = at::ones({2, 4, 8});
   try {
@@ -276,6 +329,21 @@ TEST(FusedOpsCpu, BadShapesNameTheTensor) {
     ADD_FAILURE() << "add_rms_norm accepted operands of different shapes";
   } catch (const triax::Error& e) {
     EXPECT_NE(std::string(e.what()).find("add_rms_norm: x [2, 4, 8] and y [2, 4, 7]"), std::string::npos) << e.what();
+  }
+  try {
+    triax::rotary_qkv(at::ones({1, 4, 2, 8}), at::ones({4, 8}), at::ones({4, 8}));
+    ADD_FAILURE() << "rotary_qkv accepted a 4-D qkv";
+  } catch (const triax::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rotary_qkv: qkv must be [batch, seq, kv_heads, group + 2, head_dim]"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    triax::rotary_qkv(at::ones({1, 4, 2, 3, 8}), at::ones({5, 8}), at::ones({4, 8}));
+    ADD_FAILURE() << "rotary_qkv accepted a cos table of the wrong length";
+  } catch (const triax::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rotary_qkv: cos [5, 8] must be [seq, head_dim] = [4, 8]"), std::string::npos)
+        << e.what();
   }
   try {
     triax::swiglu_halves(at::ones({2, 4, 9}));
@@ -355,6 +423,16 @@ TEST(FusedOpsCuda, RotaryMatchesComposition) {
       check_rotary(kCuda, dtype, {2, 5, 11, 6}, attention_layout);
     }
   }
+}
+
+TEST(FusedOpsCuda, RotaryQkvMatchesComposition) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    check_rotary_qkv(kCuda, dtype, {2, 37, 3, 5, 64});   // 135m: 3 groups of 3 query heads
+    check_rotary_qkv(kCuda, dtype, {1, 130, 4, 3, 64});  // 1.7b: one query head per group
+    check_rotary_qkv(kCuda, dtype, {2, 11, 2, 4, 6});    // halves of 3 elements: the scalar path
+  }
+  check_rotary_qkv(kCuda, at::kBFloat16, {2, 9, 2, 4, 64}, /*k_used=*/false);
 }
 
 TEST(FusedOpsCuda, RotaryRefusesDifferentiableTables) {

@@ -1,16 +1,19 @@
-// What the autograd functions of fused_ops.cpp and fused_linear_cross_entropy.cpp share to call
-// the CUDA kernels (kernels/kernels.hpp): the kernels' dtype, the stream, the launch check.
+// What the autograd functions of fused_ops.cpp, rotary_qkv.cpp and fused_linear_cross_entropy.cpp
+// share to call the CUDA kernels (kernels/kernels.hpp): whether they apply, the kernels' dtype, the
+// stream, the launch check.
 // Included only when TRIAX_WITH_CUDA is defined.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 
 #include "kernels/kernels.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/fused_ops.hpp"
 
 namespace triax::cuda_launch {
 
@@ -32,6 +35,16 @@ inline std::optional<kernels::Dtype> kernel_dtype(c10::ScalarType type) {
 // LibTorch's current stream on t's device: kernels queue behind the ops that produced t.
 inline cudaStream_t stream_of(const at::Tensor& t) {
   return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+}
+
+// Every operand on CUDA in one dtype the kernels handle, and the kernels not switched off.
+inline bool kernels_apply(std::initializer_list<const at::Tensor*> operands) {
+  if (!fused_kernels_enabled()) return false;
+  const at::Tensor& first = **operands.begin();
+  if (!first.is_cuda() || !kernel_dtype(first.scalar_type())) return false;
+  for (const at::Tensor* t : operands)
+    if (!t->is_cuda() || t->device() != first.device() || t->scalar_type() != first.scalar_type()) return false;
+  return true;
 }
 
 inline void check(cudaError_t status, const char* kernel) {

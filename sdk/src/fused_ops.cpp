@@ -6,7 +6,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -63,15 +62,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 namespace launch = cuda_launch;
 
-// Every operand on CUDA in one dtype the kernels handle, and the kernels not switched off.
-bool kernels_apply(std::initializer_list<const at::Tensor*> operands) {
-  if (!fused_kernels_enabled()) return false;
-  const at::Tensor& first = **operands.begin();
-  if (!first.is_cuda() || !launch::kernel_dtype(first.scalar_type())) return false;
-  for (const at::Tensor* t : operands)
-    if (!t->is_cuda() || t->device() != first.device() || t->scalar_type() != first.scalar_type()) return false;
-  return true;
-}
+using launch::kernels_apply;
 
 struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, double eps) {

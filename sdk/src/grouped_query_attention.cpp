@@ -6,6 +6,7 @@
 
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/key_value_cache.hpp"
+#include "triax/layers/rotary_qkv.hpp"
 
 namespace triax {
 
@@ -57,19 +58,11 @@ GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const 
                                          LinearOptions::of(shape.heads * head_dim_, h, context, shape.bias), tp_));
 }
 
-GroupedQueryAttention::Projected GroupedQueryAttention::project(const at::Tensor& x) {
-  const int64_t batch = x.size(0);
+at::Tensor GroupedQueryAttention::project_blocks(const at::Tensor& x) {
   // [batch, seq, kv_heads/tp x (group + 2) x head_dim] -> per key/value head: its query heads, its
   // key head, its value head. The sequence length comes from the projection's output (it differs
-  // from x's in sequence-parallel mode). split_with_sizes: its backward joins the three gradients
-  // in one tensor.
-  const std::vector<at::Tensor> parts = qkv_proj->forward(x)
-                                            .view({batch, -1, local_kv_heads_, group_ + 2, head_dim_})
-                                            .split_with_sizes({group_, 1, 1}, 3);
-  // The query heads of all groups side by side: a view when one group or one head per group, a
-  // copy otherwise (the rotary kernel reads three strided dims, not four).
-  const at::Tensor q = parts[0].reshape({batch, -1, local_heads_, head_dim_});
-  return {q.transpose(1, 2), parts[1].squeeze(3).transpose(1, 2), parts[2].squeeze(3).transpose(1, 2)};
+  // from x's in sequence-parallel mode).
+  return qkv_proj->forward(x).view({x.size(0), -1, local_kv_heads_, group_ + 2, head_dim_});
 }
 
 at::Tensor GroupedQueryAttention::output(const at::Tensor& attended) {
@@ -77,30 +70,27 @@ at::Tensor GroupedQueryAttention::output(const at::Tensor& attended) {
 }
 
 at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  Projected p = project(x);
-  at::Tensor q = triax::apply_rotary(p.q, cos, sin);
-  at::Tensor k = triax::apply_rotary(p.k, cos, sin);
-  // Attention keeps v for its backward: as a view it would keep the whole q/k/v output alive
-  // (3x v's size at 1.7b), so it keeps a copy of v alone.
-  return output(at::scaled_dot_product_attention(q, k, p.v.contiguous(), /*attn_mask=*/{}, /*dropout_p=*/0.0,
+  // Rotated q and k, and a copy of v (as a view, attention's saved v would keep the whole q/k/v
+  // output alive: 3x v's size at 1.7b).
+  const auto [q, k, v] = triax::rotary_qkv(project_blocks(x), cos, sin);
+  return output(at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                  /*is_causal=*/true, scale_, /*enable_gqa=*/true));
 }
 
 at::Tensor GroupedQueryAttention::forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                                           const CachedStep& step) {
-  Projected p = project(x);
-  const int64_t fresh = p.q.size(2);
+  const at::Tensor blocks = project_blocks(x);
+  const int64_t fresh = blocks.size(1);
   std::vector<at::Tensor> rows;
-  for (int64_t i = 0; i < p.q.size(0); ++i) {
+  for (int64_t i = 0; i < blocks.size(0); ++i) {
     const int64_t start = step.starts[static_cast<size_t>(i)];
     // Sequence-parallel padding may run past the tables: it reads the last row, and is discarded.
     at::Tensor positions = at::arange(start, start + fresh, at::TensorOptions().dtype(at::kLong).device(cos.device()))
                                .clamp_max(cos.size(0) - 1);
     at::Tensor c = cos.index_select(0, positions), s = sin.index_select(0, positions);
     auto& cache = dynamic_cast<KeyValueCache&>(*step.rows[static_cast<size_t>(i)]);
-    rows.push_back(cache.attend(triax::apply_rotary(p.q.narrow(0, i, 1), c, s),
-                                triax::apply_rotary(p.k.narrow(0, i, 1), c, s), p.v.narrow(0, i, 1), start, step.keep,
-                                scale_));
+    const auto [q, k, v] = triax::rotary_qkv(blocks.narrow(0, i, 1), c, s);
+    rows.push_back(cache.attend(q, k, v, start, step.keep, scale_));
   }
   return output(at::cat(rows, 0));
 }

@@ -57,11 +57,15 @@ cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride,
 // ---- rotary embedding (rotary.cu) ------------------------------------------------------------
 
 // The shape [batch, heads, seq, head_dim] of a rotary operand and the strides (in elements) of
-// its first three dims; the last dim is contiguous.
+// its first three dims; the last dim is contiguous. With group > 1 the heads are blocks of
+// `group` members (grouped-query attention's query heads inside the fused q/k/v projection):
+// head h sits at (h / group) x stride[1] + (h % group) x member_stride of its side.
 struct RotaryLayout {
   int64_t batch, heads, seq, head_dim;
   int64_t in_stride[3];
   int64_t out_stride[3];
+  int64_t group = 1;
+  int64_t in_member_stride = 0, out_member_stride = 0;
 };
 
 // Forward (inverse = false), with h = head_dim / 2 and i < h:

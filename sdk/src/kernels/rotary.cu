@@ -3,7 +3,8 @@
 // head vector: 16-byte loads and stores when head_dim/2, the strides and the pointers allow it,
 // single elements otherwise. Head vectors are numbered heads fastest, then positions, so that
 // attention's [batch, seq, heads, head_dim] storage (the operand may be that strided view of
-// [batch, heads, seq, head_dim]; head_dim must be contiguous) is walked in memory order. The
+// [batch, heads, seq, head_dim]; head_dim must be contiguous) is walked in memory order, as is
+// the fused q/k/v projection's [batch, seq, kv_heads, group + 2, head_dim] (grouped heads). The
 // index arithmetic is 32-bit when the work allows: 64-bit divisions cost more than the rotation
 // (the earlier one-pair-per-thread kernel with 64-bit indices took 5x the memory-bound time).
 #include "kernel_utils.cuh"
@@ -18,6 +19,7 @@ __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos
                               T* __restrict__ out, RotaryLayout layout, Index work) {
   const Index heads = static_cast<Index>(layout.heads), seq = static_cast<Index>(layout.seq);
   const Index half = static_cast<Index>(layout.head_dim / 2), chunks = half / V;
+  const Index group = static_cast<Index>(layout.group);
   for (Index index = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; index < work;
        index += static_cast<Index>(gridDim.x) * blockDim.x) {
     // index = ((b * seq + s) * heads + h) * chunks + chunk
@@ -28,8 +30,17 @@ __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos
     const Index s = rest % seq;
     const Index b = rest / seq;
     const Index i = chunk * V;
-    const T* x_row = x + b * layout.in_stride[0] + h * layout.in_stride[1] + s * layout.in_stride[2];
-    T* out_row = out + b * layout.out_stride[0] + h * layout.out_stride[1] + s * layout.out_stride[2];
+    // Grouped heads: block and member; the branch is uniform over the grid, and the division
+    // runs only for grouped operands.
+    Index block = h, member = 0;
+    if (group > 1) {
+      block = h / group;
+      member = h - block * group;
+    }
+    const T* x_row = x + b * layout.in_stride[0] + block * layout.in_stride[1] + member * layout.in_member_stride +
+                     s * layout.in_stride[2];
+    T* out_row = out + b * layout.out_stride[0] + block * layout.out_stride[1] + member * layout.out_member_stride +
+                 s * layout.out_stride[2];
     const T* cos_row = cos + s * static_cast<Index>(layout.head_dim);
     const T* sin_row = sin + s * static_cast<Index>(layout.head_dim);
 
@@ -70,6 +81,7 @@ bool rotary_vectorizable(const void* x, const void* cos, const void* sin, const 
   if ((layout.head_dim / 2) % V != 0) return false;
   for (int d = 0; d < 3; ++d)
     if (layout.in_stride[d] % V != 0 || layout.out_stride[d] % V != 0) return false;
+  if (layout.in_member_stride % V != 0 || layout.out_member_stride % V != 0) return false;
   return aligned16(x) && aligned16(cos) && aligned16(sin) && aligned16(out);
 }
 

@@ -71,10 +71,8 @@ class GroupedQueryAttention : public torch::nn::Module {
   std::shared_ptr<RowParallelLinear> o_proj;
 
  private:
-  struct Projected {
-    at::Tensor q, k, v;  // [batch, heads, seq, head_dim], before the rotary embedding
-  };
-  Projected project(const at::Tensor& x);
+  // qkv_proj's output as [batch, seq, kv_heads/tp, group + 2, head_dim] (rotary_qkv's input).
+  at::Tensor project_blocks(const at::Tensor& x);
   at::Tensor output(const at::Tensor& attended);  // [batch, heads, seq, head_dim] -> o_proj
 
   TensorParallel tp_;

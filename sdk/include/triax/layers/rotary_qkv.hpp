@@ -1,0 +1,24 @@
+// The rotary embedding of grouped-query attention's queries and keys, read straight from the
+// fused q/k/v projection's output (QkvLayout in grouped_query_attention.hpp), with the values
+// beside them: what attention takes from one qkv_proj.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+
+namespace triax {
+
+// qkv: [batch, seq, kv_heads, group + 2, head_dim], per key/value head its `group` query heads,
+// its key head and its value head (head_dim contiguous); cos, sin: [seq, head_dim] constant
+// tables. Returns {q, k, v} in [batch, heads, seq, head_dim]: q (kv_heads x group heads) and k
+// (kv_heads) through apply_rotary, v (kv_heads) a copy, so that attention's saved v does not keep
+// the whole projection output alive.
+//
+// On CUDA (fused_ops.hpp's kernels) the rotary kernel reads q and k where the projection wrote
+// them, and in backward writes their gradients straight into the one gradient of qkv, with v's
+// beside them: no copy of the query heads, no join of the three gradients. Composition:
+// split_with_sizes over dim 3, apply_rotary on q and k, v made contiguous.
+std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin);
+
+}  // namespace triax

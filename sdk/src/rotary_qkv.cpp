@@ -1,0 +1,149 @@
+#include "triax/layers/rotary_qkv.hpp"
+
+#include <ATen/ATen.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "triax/error.hpp"
+#include "triax/layers/fused_ops.hpp"
+
+#ifdef TRIAX_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "cuda_launch.hpp"
+#endif
+
+namespace triax {
+namespace {
+
+std::string shape_of(const at::Tensor& t) {
+  std::ostringstream out;
+  out << t.sizes();
+  return out.str();
+}
+
+std::array<at::Tensor, 3> rotary_qkv_composition(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t batch = qkv.size(0), seq = qkv.size(1), kv_heads = qkv.size(2), group = qkv.size(3) - 2;
+  // split_with_sizes: its backward joins the three gradients in one tensor.
+  const std::vector<at::Tensor> parts = qkv.split_with_sizes({group, 1, 1}, 3);
+  // The query heads of all groups side by side: a view when one group or one head per group, a
+  // copy otherwise.
+  const at::Tensor q = parts[0].reshape({batch, seq, kv_heads * group, qkv.size(4)}).transpose(1, 2);
+  return {apply_rotary(q, cos, sin), apply_rotary(parts[1].squeeze(3).transpose(1, 2), cos, sin),
+          parts[2].squeeze(3).transpose(1, 2).contiguous()};
+}
+
+#ifdef TRIAX_WITH_CUDA
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+namespace launch = cuda_launch;
+
+// One side of a rotary launch: where its heads start and the strides (in elements) of batch,
+// head block, position and member of a block.
+struct Side {
+  void* data;
+  int64_t batch, block, seq, member;
+};
+
+// [batch, heads, seq, head_dim] contiguous: the layout attention's inputs had before this op.
+Side side_of(const at::Tensor& t) { return {t.mutable_data_ptr(), t.stride(0), t.stride(1), t.stride(2), 0}; }
+
+// The heads of qkv's dim-3 slots [first, first + group) (query heads) or [first, first + 1).
+Side slot_of(const at::Tensor& qkv, int64_t first) {
+  char* base = static_cast<char*>(qkv.mutable_data_ptr()) + first * qkv.stride(3) * qkv.element_size();
+  return {base, qkv.stride(0), qkv.stride(2), qkv.stride(1), qkv.stride(3)};
+}
+
+void rotate(const Side& in, const Side& out, int64_t heads, int64_t group, const at::Tensor& like,
+            const at::Tensor& cos, const at::Tensor& sin, bool inverse) {
+  kernels::RotaryLayout layout{like.size(0), heads, cos.size(0), cos.size(1),
+                               {in.batch, in.block, in.seq}, {out.batch, out.block, out.seq}};
+  layout.group = group;
+  layout.in_member_stride = in.member;
+  layout.out_member_stride = out.member;
+  launch::check(kernels::rotary(*launch::kernel_dtype(like.scalar_type()), in.data, cos.const_data_ptr(),
+                                sin.const_data_ptr(), out.data, layout, inverse,
+                                launch::stream_of(like)),
+                inverse ? "rotary_qkv backward" : "rotary_qkv forward");
+}
+
+at::Tensor head_dim_contiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
+
+struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& qkv, const at::Tensor& cos,
+                               const at::Tensor& sin) {
+    c10::cuda::CUDAGuard device(qkv.device());
+    const at::Tensor in = head_dim_contiguous(qkv), c = cos.contiguous(), s = sin.contiguous();
+    const int64_t batch = in.size(0), seq = in.size(1), kv_heads = in.size(2), group = in.size(3) - 2;
+    const int64_t head_dim = in.size(4);
+    at::Tensor q = at::empty({batch, kv_heads * group, seq, head_dim}, in.options());
+    at::Tensor k = at::empty({batch, kv_heads, seq, head_dim}, in.options());
+    at::Tensor v = at::empty({batch, kv_heads, seq, head_dim}, in.options());
+    rotate(slot_of(in, 0), side_of(q), kv_heads * group, group, in, c, s, /*inverse=*/false);
+    rotate(slot_of(in, group), side_of(k), kv_heads, 1, in, c, s, /*inverse=*/false);
+    v.copy_(in.select(3, group + 1).transpose(1, 2));
+    ctx->save_for_backward({c, s});
+    ctx->saved_data["sizes"] = in.sizes().vec();
+    return {q, k, v};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &c = saved[0], &s = saved[1];
+    c10::cuda::CUDAGuard device(c.device());
+    const std::vector<int64_t> sizes = ctx->saved_data["sizes"].toIntVector();
+    const int64_t kv_heads = sizes[2], group = sizes[3] - 2;
+    at::Tensor grad = at::empty(sizes, c.options());
+    // An output that took no gradient (undefined) contributes zeros.
+    if (grads[0].defined()) {
+      const at::Tensor gq = head_dim_contiguous(grads[0]);
+      rotate(side_of(gq), slot_of(grad, 0), kv_heads * group, group, grad, c, s, /*inverse=*/true);
+    } else {
+      grad.narrow(3, 0, group).zero_();
+    }
+    if (grads[1].defined()) {
+      const at::Tensor gk = head_dim_contiguous(grads[1]);
+      rotate(side_of(gk), slot_of(grad, group), kv_heads, 1, grad, c, s, /*inverse=*/true);
+    } else {
+      grad.select(3, group).zero_();
+    }
+    if (grads[2].defined())
+      grad.select(3, group + 1).copy_(grads[2].transpose(1, 2));
+    else
+      grad.select(3, group + 1).zero_();
+    return {grad, at::Tensor(), at::Tensor()};
+  }
+};
+#endif  // TRIAX_WITH_CUDA
+
+}  // namespace
+
+std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin) {
+  if (qkv.dim() != 5 || qkv.size(3) < 3 || qkv.size(4) % 2 != 0)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "rotary_qkv: qkv must be [batch, seq, kv_heads, group + 2, head_dim] with group >= 1 and an even "
+                "head_dim, got " +
+                    shape_of(qkv));
+  for (const at::Tensor* table : {&cos, &sin})
+    if (table->dim() != 2 || table->size(0) != qkv.size(1) || table->size(1) != qkv.size(4))
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string("rotary_qkv: ") + (table == &cos ? "cos " : "sin ") +
+                                                    shape_of(*table) + " must be [seq, head_dim] = [" +
+                                                    std::to_string(qkv.size(1)) + ", " + std::to_string(qkv.size(4)) +
+                                                    "] to match qkv " + shape_of(qkv));
+#ifdef TRIAX_WITH_CUDA
+  if (qkv.numel() > 0 && cuda_launch::kernels_apply({&qkv, &cos, &sin})) {
+    if (cos.requires_grad() || sin.requires_grad())
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                  "rotary_qkv: cos and sin are constant tables; the CUDA kernel does not differentiate them "
+                  "(detach them)");
+    const variable_list outputs = RotaryQkvFunction::apply(qkv, cos, sin);
+    return {outputs[0], outputs[1], outputs[2]};
+  }
+#endif
+  return rotary_qkv_composition(qkv, cos, sin);
+}
+
+}  // namespace triax
