@@ -222,6 +222,10 @@ void check_rotary_qkv(c10::Device device, c10::ScalarType dtype, const std::vect
   at::Tensor qkv = leaf(qkv_values);
   const auto [q, k, v] = triax::rotary_qkv(qkv, cos, sin);
   if (device.is_cuda()) expect_kernel(q, "RotaryQkvFunction");
+  // q and k in [batch, seq, heads, head_dim] storage, as attention's projections give them: the
+  // attention output follows q's layout, and o_proj takes it without a copy.
+  EXPECT_EQ(q.stride(2), kv_heads * group * head_dim) << what;
+  EXPECT_EQ(k.stride(2), kv_heads * head_dim) << what;
   at::Tensor loss = (q * grad_q).sum() + (v * grad_v).sum();
   if (k_used) loss = loss + (k * grad_k).sum();
   loss.backward();

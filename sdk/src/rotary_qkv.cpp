@@ -48,8 +48,11 @@ struct Side {
   int64_t batch, block, seq, member;
 };
 
-// [batch, heads, seq, head_dim] contiguous: the layout attention's inputs had before this op.
-Side side_of(const at::Tensor& t) { return {t.mutable_data_ptr(), t.stride(0), t.stride(1), t.stride(2), 0}; }
+// A [batch, heads, seq, head_dim] operand (attention's side, any strides) with its heads taken
+// `group` at a time, as the other side's blocks are.
+Side side_of(const at::Tensor& t, int64_t group) {
+  return {t.mutable_data_ptr(), t.stride(0), group * t.stride(1), t.stride(2), t.stride(1)};
+}
 
 // The heads of qkv's dim-3 slots [first, first + group) (query heads) or [first, first + 1).
 Side slot_of(const at::Tensor& qkv, int64_t first) {
@@ -79,11 +82,17 @@ struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
     const at::Tensor in = head_dim_contiguous(qkv), c = cos.contiguous(), s = sin.contiguous();
     const int64_t batch = in.size(0), seq = in.size(1), kv_heads = in.size(2), group = in.size(3) - 2;
     const int64_t head_dim = in.size(4);
-    at::Tensor q = at::empty({batch, kv_heads * group, seq, head_dim}, in.options());
-    at::Tensor k = at::empty({batch, kv_heads, seq, head_dim}, in.options());
+    // q and k in [batch, seq, heads, head_dim] storage, as apply_rotary returns them for views of
+    // the projection: attention's output then comes in that layout too, and o_proj takes it
+    // without a copy (which its backward would keep: one more activation per layer).
+    auto attention_layout = [&](int64_t heads) {
+      return at::empty_strided({batch, heads, seq, head_dim}, {seq * heads * head_dim, head_dim, heads * head_dim, 1},
+                               in.options());
+    };
+    at::Tensor q = attention_layout(kv_heads * group), k = attention_layout(kv_heads);
     at::Tensor v = at::empty({batch, kv_heads, seq, head_dim}, in.options());
-    rotate(slot_of(in, 0), side_of(q), kv_heads * group, group, in, c, s, /*inverse=*/false);
-    rotate(slot_of(in, group), side_of(k), kv_heads, 1, in, c, s, /*inverse=*/false);
+    rotate(slot_of(in, 0), side_of(q, group), kv_heads * group, group, in, c, s, /*inverse=*/false);
+    rotate(slot_of(in, group), side_of(k, 1), kv_heads, 1, in, c, s, /*inverse=*/false);
     v.copy_(in.select(3, group + 1).transpose(1, 2));
     ctx->save_for_backward({c, s});
     ctx->saved_data["sizes"] = in.sizes().vec();
@@ -100,13 +109,13 @@ struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
     // An output that took no gradient (undefined) contributes zeros.
     if (grads[0].defined()) {
       const at::Tensor gq = head_dim_contiguous(grads[0]);
-      rotate(side_of(gq), slot_of(grad, 0), kv_heads * group, group, grad, c, s, /*inverse=*/true);
+      rotate(side_of(gq, group), slot_of(grad, 0), kv_heads * group, group, grad, c, s, /*inverse=*/true);
     } else {
       grad.narrow(3, 0, group).zero_();
     }
     if (grads[1].defined()) {
       const at::Tensor gk = head_dim_contiguous(grads[1]);
-      rotate(side_of(gk), slot_of(grad, group), kv_heads, 1, grad, c, s, /*inverse=*/true);
+      rotate(side_of(gk, 1), slot_of(grad, group), kv_heads, 1, grad, c, s, /*inverse=*/true);
     } else {
       grad.select(3, group).zero_();
     }
