@@ -7,7 +7,6 @@
 // q/k/v projection. FusedOpsCpu runs everywhere (the CPU path is the composition itself);
 // FusedOpsCuda (ctest label gpu) runs the CUDA kernels and skips without a GPU.
 #include "triax/layers/fused_ops.hpp"
-#include "triax/layers/rotary_qkv.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "triax/error.hpp"
+#include "triax/layers/rotary_qkv.hpp"
 
 namespace {
 

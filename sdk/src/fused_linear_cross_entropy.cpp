@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include "triax/error.hpp"
 #include "triax/layers/fused_ops.hpp"
+#include "triax/tensor_text.hpp"
 
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -178,12 +178,6 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
   }
 };
 
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.sizes();
-  return out.str();
-}
-
 void require(bool condition, const std::string& message) {
   if (!condition) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "fused_linear_cross_entropy: " + message);
 }
@@ -196,17 +190,17 @@ at::Tensor fused_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor
   require(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size && (tp.size == 1 || tp.host.valid()),
           "tensor parallel rank " + std::to_string(tp.rank) + " of " + std::to_string(tp.size) +
               " needs a valid group (and the host's communicator when tp > 1)");
-  require(hidden.dim() == 2, "hidden must be [tokens, hidden], got " + shape_of(hidden));
-  require(
-      weight.dim() == 2 && weight.size(1) == hidden.size(1),
-      "weight " + shape_of(weight) + " must be [vocab / tp, hidden] with hidden = " + std::to_string(hidden.size(1)));
+  require(hidden.dim() == 2, "hidden must be [tokens, hidden], got " + shape_text(hidden.sizes()));
+  require(weight.dim() == 2 && weight.size(1) == hidden.size(1),
+          "weight " + shape_text(weight.sizes()) +
+              " must be [vocab / tp, hidden] with hidden = " + std::to_string(hidden.size(1)));
   require(weight.scalar_type() == hidden.scalar_type() && at::isFloatingType(hidden.scalar_type()),
           std::string("hidden (") + c10::toString(hidden.scalar_type()) + ") and weight (" +
               c10::toString(weight.scalar_type()) + ") must share one floating dtype");
   require(labels.dim() == 1 && labels.size(0) == hidden.size(0),
-          "labels " + shape_of(labels) + " must be [tokens] with tokens = " + std::to_string(hidden.size(0)));
+          "labels " + shape_text(labels.sizes()) + " must be [tokens] with tokens = " + std::to_string(hidden.size(0)));
   require(!mask.defined() || mask.numel() == hidden.size(0),
-          "mask " + (mask.defined() ? shape_of(mask) : std::string()) + " must hold one value per token (" +
+          "mask " + (mask.defined() ? shape_text(mask.sizes()) : std::string()) + " must hold one value per token (" +
               std::to_string(hidden.size(0)) + ")");
   require(vocab_size >= 1 && vocab_start >= 0, "vocab_size (" + std::to_string(vocab_size) +
                                                    ") must be positive and vocab_start (" +

@@ -6,11 +6,11 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "triax/error.hpp"
+#include "triax/tensor_text.hpp"
 
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -21,12 +21,6 @@
 
 namespace triax {
 namespace {
-
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.sizes();
-  return out.str();
-}
 
 void require(bool condition, const std::string& message) {
   if (!condition) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, message);
@@ -254,7 +248,8 @@ bool fused_kernels_enabled() {
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
   require(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0),
-          "rms_norm: weight " + shape_of(weight) + " does not match the last dim of x " + shape_of(x));
+          "rms_norm: weight " + shape_text(weight.sizes()) + " does not match the last dim of x " +
+              shape_text(x.sizes()));
 #ifdef TRIAX_WITH_CUDA
   if (x.numel() > 0 && kernels_apply({&x, &weight})) return RmsNormFunction::apply(x, weight, eps);
 #endif
@@ -263,9 +258,11 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
 
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
                                                double eps) {
-  require(x.sizes() == y.sizes(), "add_rms_norm: x " + shape_of(x) + " and y " + shape_of(y) + " must have one shape");
+  require(x.sizes() == y.sizes(), "add_rms_norm: x " + shape_text(x.sizes()) + " and y " + shape_text(y.sizes()) +
+                                      " must have one shape");
   require(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0),
-          "add_rms_norm: weight " + shape_of(weight) + " does not match the last dim of x " + shape_of(x));
+          "add_rms_norm: weight " + shape_text(weight.sizes()) + " does not match the last dim of x " +
+              shape_text(x.sizes()));
 #ifdef TRIAX_WITH_CUDA
   if (x.numel() > 0 && kernels_apply({&x, &y, &weight})) {
     const variable_list outputs = AddRmsNormFunction::apply(x, y, weight, eps);
@@ -278,7 +275,8 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Te
 
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
   require(gate.sizes() == up.sizes(),
-          "swiglu: gate " + shape_of(gate) + " and up " + shape_of(up) + " must have the same shape");
+          "swiglu: gate " + shape_text(gate.sizes()) + " and up " + shape_text(up.sizes()) +
+              " must have the same shape");
 #ifdef TRIAX_WITH_CUDA
   if (kernels_apply({&gate, &up})) return SwigluFunction::apply(gate, up);
 #endif
@@ -287,7 +285,7 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
 
 at::Tensor swiglu_halves(const at::Tensor& gate_up) {
   require(gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0,
-          "swiglu_halves: gate_up " + shape_of(gate_up) + " must have an even last dim (gate, then up)");
+          "swiglu_halves: gate_up " + shape_text(gate_up.sizes()) + " must have an even last dim (gate, then up)");
 #ifdef TRIAX_WITH_CUDA
   if (gate_up.numel() > 0 && kernels_apply({&gate_up})) return SwigluHalvesFunction::apply(gate_up);
 #endif
@@ -296,12 +294,12 @@ at::Tensor swiglu_halves(const at::Tensor& gate_up) {
 
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   require(x.dim() == 4 && x.size(3) % 2 == 0,
-          "apply_rotary: x must be [batch, heads, seq, head_dim] with an even head_dim, got " + shape_of(x));
+          "apply_rotary: x must be [batch, heads, seq, head_dim] with an even head_dim, got " + shape_text(x.sizes()));
   for (const at::Tensor* table : {&cos, &sin})
     require(table->dim() == 2 && table->size(0) == x.size(2) && table->size(1) == x.size(3),
-            std::string("apply_rotary: ") + (table == &cos ? "cos " : "sin ") + shape_of(*table) +
+            std::string("apply_rotary: ") + (table == &cos ? "cos " : "sin ") + shape_text(table->sizes()) +
                 " must be [seq, head_dim] = [" + std::to_string(x.size(2)) + ", " + std::to_string(x.size(3)) +
-                "] to match x " + shape_of(x));
+                "] to match x " + shape_text(x.sizes()));
 #ifdef TRIAX_WITH_CUDA
   if (kernels_apply({&x, &cos, &sin})) {
     require(!cos.requires_grad() && !sin.requires_grad(),

@@ -51,7 +51,7 @@ GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const 
       scale_(1.0 / std::sqrt(static_cast<double>(head_dim_))) {
   const int64_t h = shape.hidden_size;
   LinearOptions qkv = LinearOptions::of(h, (group_ + 2) * head_dim_, context, shape.bias);
-  qkv.groups = shape.kv_heads;  // QkvLayout: [kv_heads, (group + 2) x head_dim, hidden]
+  qkv.groups = shape.kv_heads;           // QkvLayout: [kv_heads, (group + 2) x head_dim, hidden]
   qkv.widest_part = group_ * head_dim_;  // the query heads of a group
   qkv_proj = register_module("qkv_proj", std::make_shared<ColumnParallelLinear>(qkv, tp_));
   o_proj = register_module("o_proj", std::make_shared<RowParallelLinear>(
@@ -78,7 +78,7 @@ at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor&
 }
 
 at::Tensor GroupedQueryAttention::forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
-                                          const CachedStep& step) {
+                                                 const CachedStep& step) {
   const at::Tensor blocks = project_blocks(x);
   const int64_t fresh = blocks.size(1);
   std::vector<at::Tensor> rows;

@@ -2,12 +2,12 @@
 
 #include <ATen/ATen.h>
 
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "triax/error.hpp"
 #include "triax/layers/fused_ops.hpp"
+#include "triax/tensor_text.hpp"
 
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -18,12 +18,6 @@
 
 namespace triax {
 namespace {
-
-std::string shape_of(const at::Tensor& t) {
-  std::ostringstream out;
-  out << t.sizes();
-  return out.str();
-}
 
 std::array<at::Tensor, 3> rotary_qkv_composition(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t batch = qkv.size(0), seq = qkv.size(1), kv_heads = qkv.size(2), group = qkv.size(3) - 2;
@@ -62,14 +56,13 @@ Side slot_of(const at::Tensor& qkv, int64_t first) {
 
 void rotate(const Side& in, const Side& out, int64_t heads, int64_t group, const at::Tensor& like,
             const at::Tensor& cos, const at::Tensor& sin, bool inverse) {
-  kernels::RotaryLayout layout{like.size(0), heads, cos.size(0), cos.size(1),
-                               {in.batch, in.block, in.seq}, {out.batch, out.block, out.seq}};
+  kernels::RotaryLayout layout{
+      like.size(0), heads, cos.size(0), cos.size(1), {in.batch, in.block, in.seq}, {out.batch, out.block, out.seq}};
   layout.group = group;
   layout.in_member_stride = in.member;
   layout.out_member_stride = out.member;
   launch::check(kernels::rotary(*launch::kernel_dtype(like.scalar_type()), in.data, cos.const_data_ptr(),
-                                sin.const_data_ptr(), out.data, layout, inverse,
-                                launch::stream_of(like)),
+                                sin.const_data_ptr(), out.data, layout, inverse, launch::stream_of(like)),
                 inverse ? "rotary_qkv backward" : "rotary_qkv forward");
 }
 
@@ -135,13 +128,13 @@ std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& co
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "rotary_qkv: qkv must be [batch, seq, kv_heads, group + 2, head_dim] with group >= 1 and an even "
                 "head_dim, got " +
-                    shape_of(qkv));
+                    shape_text(qkv.sizes()));
   for (const at::Tensor* table : {&cos, &sin})
     if (table->dim() != 2 || table->size(0) != qkv.size(1) || table->size(1) != qkv.size(4))
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string("rotary_qkv: ") + (table == &cos ? "cos " : "sin ") +
-                                                    shape_of(*table) + " must be [seq, head_dim] = [" +
+                                                    shape_text(table->sizes()) + " must be [seq, head_dim] = [" +
                                                     std::to_string(qkv.size(1)) + ", " + std::to_string(qkv.size(4)) +
-                                                    "] to match qkv " + shape_of(qkv));
+                                                    "] to match qkv " + shape_text(qkv.sizes()));
 #ifdef TRIAX_WITH_CUDA
   if (qkv.numel() > 0 && cuda_launch::kernels_apply({&qkv, &cos, &sin})) {
     if (cos.requires_grad() || sin.requires_grad())
