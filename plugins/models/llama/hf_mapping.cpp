@@ -15,17 +15,14 @@ namespace {
 using Json = nlohmann::json;
 constexpr const char* kArchitecture = "LlamaForCausalLM";
 
-// Keys config.json and model_config share, in both directions.
-const std::vector<HfConfigKey> kSharedKeys = {
-    {"bos_token_id", HfValue::TokenId},        {"eos_token_id", HfValue::TokenId},
-    {"pad_token_id", HfValue::TokenId},        {"hidden_act", HfValue::String},
-    {"hidden_size", HfValue::Integer},         {"initializer_range", HfValue::Number},
-    {"intermediate_size", HfValue::Integer},   {"max_position_embeddings", HfValue::Integer},
-    {"num_attention_heads", HfValue::Integer}, {"num_hidden_layers", HfValue::Integer},
-    {"num_key_value_heads", HfValue::Integer}, {"pretraining_tp", HfValue::Integer},
-    {"rms_norm_eps", HfValue::Number},         {"rope_theta", HfValue::Number},
-    {"tie_word_embeddings", HfValue::Boolean}, {"use_cache", HfValue::Boolean},
-    {"vocab_size", HfValue::Integer},          {"attention_bias", HfValue::Boolean}};
+// Keys config.json and model_config share, in both directions: the decoder's, and two of Llama's.
+std::vector<HfConfigKey> shared_keys() {
+  std::vector<HfConfigKey> keys = decoder_hf_keys();
+  keys.push_back({"pretraining_tp", HfValue::Integer});
+  keys.push_back({"attention_bias", HfValue::Boolean});
+  return keys;
+}
+const std::vector<HfConfigKey> kSharedKeys = shared_keys();
 
 // rope_scaling (transformers 4) or rope_parameters (5) -> model_config.rope_scaling (null: plain).
 YAML::Node rope_scaling_from_hf(ConfigReader& rope) {
@@ -70,10 +67,7 @@ YAML::Node config_from_hf(ConfigReader& hf) {
   }
   // The reader's refusals name config.json and the key (the names are the same on both sides).
   ConfigReader check(m, "", "config.json");
-  const LlamaConfig config = LlamaConfig::read(check);
-  if (std::optional<int64_t> head_dim = hf.optional<int64_t>("head_dim"); head_dim && *head_dim != config.head_dim())
-    hf.fail("head_dim", std::to_string(*head_dim) + " is not supported: triax's llama needs hidden_size / " +
-                            "num_attention_heads = " + std::to_string(config.head_dim()));
+  LlamaConfig::read(check).check_hf_head_dim(hf, "llama");
   return m;
 }
 

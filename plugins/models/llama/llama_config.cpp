@@ -8,49 +8,19 @@ namespace triax::llama {
 
 LlamaConfig LlamaConfig::read(ConfigReader& reader) {
   LlamaConfig c;
-  c.bos_token_id = reader.get<int64_t>("bos_token_id", c.bos_token_id);
-  c.eos_token_id = reader.get<int64_t>("eos_token_id", c.eos_token_id);
-  c.hidden_act = reader.choice("hidden_act", {"silu"}, c.hidden_act);
-  c.hidden_size = reader.get<int64_t>("hidden_size", c.hidden_size);
-  c.initializer_range = reader.get<double>("initializer_range", c.initializer_range);
-  c.intermediate_size = reader.get<int64_t>("intermediate_size", c.intermediate_size);
+  c.read_decoder_keys(reader);
   if (!reader.get<bool>("is_llama_config", true))
     reader.fail("is_llama_config", "the llama model plugin needs is_llama_config: true (or the key left out)");
-  c.max_position_embeddings = reader.get<int64_t>("max_position_embeddings", c.max_position_embeddings);
-  c.num_attention_heads = reader.get<int64_t>("num_attention_heads", c.num_attention_heads);
-  c.num_hidden_layers = reader.get<int64_t>("num_hidden_layers", c.num_hidden_layers);
-  c.attention_bias = reader.get<bool>("attention_bias", c.attention_bias);
-  std::optional<int64_t> kv_heads = reader.optional<int64_t>("num_key_value_heads");
-  c.num_key_value_heads = kv_heads ? *kv_heads : c.num_attention_heads;
-  reader.resolved()["num_key_value_heads"] = c.num_key_value_heads;
-  c.pad_token_id = reader.optional<int64_t>("pad_token_id");
   c.pretraining_tp = reader.get<int64_t>("pretraining_tp", c.pretraining_tp);
-  c.rms_norm_eps = reader.get<double>("rms_norm_eps", c.rms_norm_eps);
-  c.rope_scaling = triax::read_rope_scaling(reader);
-  c.rope_theta = reader.get<double>("rope_theta", c.rope_theta);
   c.rope_interleaved = reader.get<bool>("rope_interleaved", c.rope_interleaved);
-  c.tie_word_embeddings = reader.get<bool>("tie_word_embeddings", c.tie_word_embeddings);
-  c.use_cache = reader.get<bool>("use_cache", c.use_cache);
-  c.vocab_size = reader.get<int64_t>("vocab_size", c.vocab_size);
   c.attn_implementation = reader.get<std::string>("_attn_implementation", c.attn_implementation);
   c.z_loss_enabled = reader.get<bool>("z_loss_enabled", c.z_loss_enabled);
   c.z_loss_coefficient = reader.get<double>("z_loss_coefficient", c.z_loss_coefficient);
   reader.finish();
 
   // Sizes.
-  require_positive(reader, "hidden_size", c.hidden_size);
-  require_positive(reader, "intermediate_size", c.intermediate_size);
-  require_positive(reader, "num_attention_heads", c.num_attention_heads);
-  require_positive(reader, "num_key_value_heads", c.num_key_value_heads);
-  require_positive(reader, "num_hidden_layers", c.num_hidden_layers);
-  require_positive(reader, "vocab_size", c.vocab_size);
-  require_positive(reader, "max_position_embeddings", c.max_position_embeddings);
+  c.check_decoder_shape(reader);
   require_positive(reader, "pretraining_tp", c.pretraining_tp);
-  require_positive(reader, "rms_norm_eps", c.rms_norm_eps);
-  require_positive(reader, "rope_theta", c.rope_theta);
-  if (c.initializer_range < 0.0)
-    reader.fail("initializer_range", "must not be negative, got " + std::to_string(c.initializer_range));
-  check_attention_shape(reader, c.hidden_size, c.num_attention_heads, c.num_key_value_heads);
   const double h = static_cast<double>(c.hidden_size), layer = h * (2.0 * c.q_features() + 2.0 * c.kv_features()) +
                                                                3.0 * h * static_cast<double>(c.intermediate_size);
   check_parameter_count(reader, "hidden_size",

@@ -21,27 +21,13 @@ void check_tensor_parallel_split(ConfigReader& reader, const LlamaConfig& config
   check("intermediate_size", config.intermediate_size);
 }
 
-CausalLmLayout layout_of(const LlamaConfig& config) {
-  CausalLmLayout layout;
-  layout.model_name = "llama";
-  layout.vocab_size = config.vocab_size;
-  layout.hidden_size = config.hidden_size;
-  layout.num_layers = config.num_hidden_layers;
-  layout.tie_word_embeddings = config.tie_word_embeddings;
-  layout.max_positions = config.max_position_embeddings;
-  return layout;
-}
-
 }  // namespace
 
 std::vector<double> LlamaModel::block_costs(ConfigReader& reader, int64_t sequence_length) {
   LlamaConfig config = LlamaConfig::read(reader);
   // The host asks for the costs before building anything: the place to refuse a sequence the
   // rotary tables cannot cover.
-  if (sequence_length > config.max_position_embeddings)
-    reader.fail("max_position_embeddings", "is " + std::to_string(config.max_position_embeddings) +
-                                               ", shorter than tokens.sequence_length (" +
-                                               std::to_string(sequence_length) + ")");
+  config.check_sequence_fits(reader, sequence_length);
   return llama_block_costs(config, sequence_length);
 }
 
@@ -58,12 +44,11 @@ std::shared_ptr<LlamaModel> LlamaModel::create(ConfigReader& reader, const Model
 }
 
 LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, std::string resolved_yaml)
-    : CausalLm(layout_of(config), context), config_(config), resolved_yaml_(std::move(resolved_yaml)) {
+    : CausalLm(config.causal_lm_layout("llama"), context),
+      config_(config),
+      resolved_yaml_(std::move(resolved_yaml)) {
   build([&](int64_t) { return std::make_shared<LlamaDecoderLayer>(config, context); },
-        [&] {
-          return CausalLmNorm::of(std::make_shared<RMSNorm>(config.hidden_size, config.rms_norm_eps, context.device,
-                                                            context.dtype, TensorParallel::of(context)));
-        });
+        [&] { return config.final_norm(context); });
   // One cos/sin table for all of this stage's layers (buffers, not parameters).
   if (!layers().empty())
     rotary_emb_ = body().register_module("rotary_emb", std::make_shared<RotaryEmbedding>(config.rope(), context.device));

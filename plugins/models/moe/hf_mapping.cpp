@@ -17,17 +17,6 @@ using Json = nlohmann::json;
 constexpr const char* kMixtral = "MixtralForCausalLM";
 constexpr const char* kQwen2Moe = "Qwen2MoeForCausalLM";
 
-// Keys config.json and model_config share (the same names), in both directions.
-const std::vector<HfConfigKey> kSharedKeys = {
-    {"bos_token_id", HfValue::TokenId},        {"eos_token_id", HfValue::TokenId},
-    {"pad_token_id", HfValue::TokenId},        {"hidden_act", HfValue::String},
-    {"hidden_size", HfValue::Integer},         {"initializer_range", HfValue::Number},
-    {"intermediate_size", HfValue::Integer},   {"max_position_embeddings", HfValue::Integer},
-    {"num_attention_heads", HfValue::Integer}, {"num_hidden_layers", HfValue::Integer},
-    {"num_key_value_heads", HfValue::Integer}, {"rms_norm_eps", HfValue::Number},
-    {"rope_theta", HfValue::Number},           {"tie_word_embeddings", HfValue::Boolean},
-    {"use_cache", HfValue::Boolean},           {"vocab_size", HfValue::Integer}};
-
 // config.json's moe keys <-> model_config.moe_config's.
 const std::vector<HfConfigKey> kMixtralMoeKeys = {{"num_local_experts", HfValue::Integer, "num_experts"},
                                                   {"num_experts_per_tok", HfValue::Integer, "top_k"},
@@ -65,7 +54,7 @@ YAML::Node config_from_hf(ConfigReader& hf) {
   YAML::Node m(YAML::NodeType::Map);
   m["is_qwen2_config"] = true;
   m["rope_scaling"] = YAML::Node(YAML::NodeType::Null);
-  hf_keys_to_model_config(hf, kSharedKeys, m);
+  hf_keys_to_model_config(hf, decoder_hf_keys(), m);
   read_rope(hf, m);
   YAML::Node moe(YAML::NodeType::Map);
   moe["layers"] = std::vector<int64_t>{-1};
@@ -95,10 +84,7 @@ YAML::Node config_from_hf(ConfigReader& hf) {
   m["moe_config"] = moe;
   // The reader's refusals name config.json and the key.
   ConfigReader check(m, "", "config.json");
-  const MoeConfig config = MoeConfig::read(check);
-  if (std::optional<int64_t> head_dim = hf.optional<int64_t>("head_dim"); head_dim && *head_dim != config.head_dim())
-    hf.fail("head_dim", std::to_string(*head_dim) + " is not supported: triax's moe needs hidden_size / " +
-                            "num_attention_heads = " + std::to_string(config.head_dim()));
+  MoeConfig::read(check).check_hf_head_dim(hf, "moe");
   return m;
 }
 
@@ -114,7 +100,7 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
                {"head_dim", c.head_dim()},
                {"torch_dtype", dtype},
                {"rope_scaling", nullptr}};
-  model_config_keys_to_hf(model_config.resolved(), kSharedKeys, json);
+  model_config_keys_to_hf(model_config.resolved(), decoder_hf_keys(), json);
   const YAML::Node moe = model_config.resolved()["moe_config"];
   if (mixtral) {
     const bool every_layer = c.moe_layer_count() == c.num_hidden_layers;

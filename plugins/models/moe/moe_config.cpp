@@ -72,30 +72,11 @@ int64_t MoeConfig::moe_layer_count() const {
 
 MoeConfig MoeConfig::read(ConfigReader& reader) {
   MoeConfig c;
-  c.bos_token_id = reader.get<int64_t>("bos_token_id", c.bos_token_id);
-  c.eos_token_id = reader.get<int64_t>("eos_token_id", c.eos_token_id);
-  c.hidden_act = reader.choice("hidden_act", {"silu"}, c.hidden_act);
-  c.hidden_size = reader.get<int64_t>("hidden_size", c.hidden_size);
-  c.initializer_range = reader.get<double>("initializer_range", c.initializer_range);
-  c.intermediate_size = reader.get<int64_t>("intermediate_size", c.intermediate_size);
+  c.read_decoder_keys(reader);
   if (!reader.get<bool>("is_qwen2_config", true))
     reader.fail("is_qwen2_config", "the moe model plugin needs is_qwen2_config: true (or the key left out)");
-  c.max_position_embeddings = reader.get<int64_t>("max_position_embeddings", c.max_position_embeddings);
-  c.num_attention_heads = reader.get<int64_t>("num_attention_heads", c.num_attention_heads);
-  c.num_hidden_layers = reader.get<int64_t>("num_hidden_layers", c.num_hidden_layers);
-  c.attention_bias = reader.get<bool>("attention_bias", c.attention_bias);
-  std::optional<int64_t> kv_heads = reader.optional<int64_t>("num_key_value_heads");
-  c.num_key_value_heads = kv_heads ? *kv_heads : c.num_attention_heads;
-  reader.resolved()["num_key_value_heads"] = c.num_key_value_heads;
-  c.pad_token_id = reader.optional<int64_t>("pad_token_id");
   if (reader.get<int64_t>("pretraining_tp", 1) != 1) reader.fail("pretraining_tp", "only 1 is supported");
-  c.rms_norm_eps = reader.get<double>("rms_norm_eps", c.rms_norm_eps);
-  c.rope_scaling = triax::read_rope_scaling(reader);
-  c.rope_theta = reader.get<double>("rope_theta", c.rope_theta);
   accept_only_default(reader, "rope_interleaved", false, "only the Hugging Face rotate-half RoPE layout is implemented");
-  c.tie_word_embeddings = reader.get<bool>("tie_word_embeddings", c.tie_word_embeddings);
-  c.use_cache = reader.get<bool>("use_cache", c.use_cache);
-  c.vocab_size = reader.get<int64_t>("vocab_size", c.vocab_size);
   const std::string attention = reader.get<std::string>("_attn_implementation", "sdpa");
   static const char* const kAttention[] = {"sdpa", "flash_attention_2", "flex_attention", "eager"};
   if (std::find(std::begin(kAttention), std::end(kAttention), attention) == std::end(kAttention))
@@ -121,18 +102,7 @@ MoeConfig MoeConfig::read(ConfigReader& reader) {
   if (!reader.contains("moe_config")) reader.resolved()["moe_config"] = moe_section.resolved();
   reader.finish();
 
-  require_positive(reader, "hidden_size", c.hidden_size);
-  require_positive(reader, "intermediate_size", c.intermediate_size);
-  require_positive(reader, "num_attention_heads", c.num_attention_heads);
-  require_positive(reader, "num_key_value_heads", c.num_key_value_heads);
-  require_positive(reader, "num_hidden_layers", c.num_hidden_layers);
-  require_positive(reader, "vocab_size", c.vocab_size);
-  require_positive(reader, "max_position_embeddings", c.max_position_embeddings);
-  require_positive(reader, "rms_norm_eps", c.rms_norm_eps);
-  require_positive(reader, "rope_theta", c.rope_theta);
-  if (c.initializer_range < 0.0)
-    reader.fail("initializer_range", "must not be negative, got " + std::to_string(c.initializer_range));
-  check_attention_shape(reader, c.hidden_size, c.num_attention_heads, c.num_key_value_heads);
+  c.check_decoder_shape(reader);
   const double h = static_cast<double>(c.hidden_size);
   const double experts = static_cast<double>(c.moe.num_experts) * 3.0 * h * static_cast<double>(c.moe.moe_intermediate_size);
   const double layer = h * (2.0 * c.q_features() + 2.0 * c.kv_features()) + experts +

@@ -8,12 +8,11 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "triax/config_reader.hpp"
-#include "triax/layers/rotary_embedding.hpp"
+#include "triax/decoder_config.hpp"
 
 namespace triax::moe {
 
@@ -31,34 +30,12 @@ struct MoeSettings {
   std::string token_dispatcher_type = "alltoall";  // alltoall | allgather
 };
 
-struct MoeConfig {
-  int64_t bos_token_id = 1;
-  int64_t eos_token_id = 2;
-  std::optional<int64_t> pad_token_id;
-  std::string hidden_act = "silu";
-  int64_t hidden_size = 4096;
-  double initializer_range = 0.02;
-  int64_t intermediate_size = 11008;  // dense layers (those not in moe_config.layers)
-  int64_t max_position_embeddings = 2048;
-  int64_t num_attention_heads = 32;
-  int64_t num_hidden_layers = 32;
-  int64_t num_key_value_heads = 32;
-  double rms_norm_eps = 1e-6;
-  std::optional<RopeScaling> rope_scaling;
-  double rope_theta = 10000.0;
-  bool tie_word_embeddings = false;
-  bool use_cache = true;
-  int64_t vocab_size = 32000;
-  bool attention_bias = false;
+// intermediate_size is the dense layers' (those not in moe_config.layers).
+struct MoeConfig : DecoderConfig {
   MoeSettings moe;
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
-  int64_t q_features() const { return num_attention_heads * head_dim(); }
-  int64_t kv_features() const { return num_key_value_heads * head_dim(); }
-  RopeOptions rope() const { return {head_dim(), rope_theta, max_position_embeddings, rope_scaling}; }
   bool is_moe_layer(int64_t layer) const;
   int64_t moe_layer_count() const;
-  int64_t num_blocks() const { return num_hidden_layers + 2; }
 
   // Reads and validates every key of `reader`, then calls reader.finish(); defaults are recorded
   // into reader.resolved().

@@ -30,17 +30,6 @@ void check_parallel_split(ConfigReader& reader, const MoeConfig& config, const M
                                               std::to_string(context.ep_size) + "): each ep rank holds as many experts");
 }
 
-CausalLmLayout layout_of(const MoeConfig& config) {
-  CausalLmLayout layout;
-  layout.model_name = "moe";
-  layout.vocab_size = config.vocab_size;
-  layout.hidden_size = config.hidden_size;
-  layout.num_layers = config.num_hidden_layers;
-  layout.tie_word_embeddings = config.tie_word_embeddings;
-  layout.max_positions = config.max_position_embeddings;
-  return layout;
-}
-
 const char* const kAuxNames[] = {"load_balancing_loss", "router_z_loss", "expert_load_min", "expert_load_max",
                                  "expert_load_cv"};
 
@@ -48,10 +37,7 @@ const char* const kAuxNames[] = {"load_balancing_loss", "router_z_loss", "expert
 
 std::vector<double> MoeModel::block_costs(ConfigReader& reader, int64_t sequence_length) {
   MoeConfig config = MoeConfig::read(reader);
-  if (sequence_length > config.max_position_embeddings)
-    reader.fail("max_position_embeddings", "is " + std::to_string(config.max_position_embeddings) +
-                                               ", shorter than tokens.sequence_length (" +
-                                               std::to_string(sequence_length) + ")");
+  config.check_sequence_fits(reader, sequence_length);
   return moe_block_costs(config, sequence_length);
 }
 
@@ -72,12 +58,11 @@ std::shared_ptr<MoeModel> MoeModel::create(ConfigReader& reader, const ModelCont
 }
 
 MoeModel::MoeModel(const MoeConfig& config, const ModelContext& context, std::string resolved_yaml)
-    : CausalLm(layout_of(config), context), config_(config), resolved_yaml_(std::move(resolved_yaml)) {
+    : CausalLm(config.causal_lm_layout("moe"), context),
+      config_(config),
+      resolved_yaml_(std::move(resolved_yaml)) {
   build([&](int64_t layer) { return std::make_shared<MoeDecoderLayer>(config, layer, context); },
-        [&] {
-          return CausalLmNorm::of(std::make_shared<RMSNorm>(config.hidden_size, config.rms_norm_eps, context.device,
-                                                            context.dtype, TensorParallel::of(context)));
-        });
+        [&] { return config.final_norm(context); });
   if (!layers().empty())
     rotary_emb_ = body().register_module("rotary_emb", std::make_shared<RotaryEmbedding>(config.rope(), context.device));
 }

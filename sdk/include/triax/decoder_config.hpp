@@ -1,0 +1,73 @@
+// The model_config keys that Llama-style decoders share (nanotron's LlamaConfig and Qwen2Config,
+// Hugging Face's LlamaConfig, MixtralConfig and Qwen2MoeConfig): token ids, sizes, grouped-query
+// attention, RoPE, RMSNorm, embeddings. A model plugin's own config derives from DecoderConfig,
+// reads these keys through it and adds its own.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "triax/config_reader.hpp"
+#include "triax/hf_mapping.hpp"
+#include "triax/layers/rotary_embedding.hpp"
+
+namespace triax {
+
+struct CausalLmLayout;
+struct CausalLmNorm;
+struct ModelContext;
+
+struct DecoderConfig {
+  int64_t bos_token_id = 1;
+  int64_t eos_token_id = 2;
+  std::optional<int64_t> pad_token_id;
+  std::string hidden_act = "silu";
+  int64_t hidden_size = 4096;
+  double initializer_range = 0.02;
+  int64_t intermediate_size = 11008;
+  int64_t max_position_embeddings = 2048;
+  int64_t num_attention_heads = 32;
+  int64_t num_hidden_layers = 32;
+  int64_t num_key_value_heads = 32;  // null (or absent) in the YAML means num_attention_heads
+  double rms_norm_eps = 1e-6;
+  std::optional<RopeScaling> rope_scaling;
+  double rope_theta = 10000.0;
+  bool tie_word_embeddings = false;
+  bool use_cache = true;
+  int64_t vocab_size = 32000;
+  bool attention_bias = false;
+
+  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  int64_t q_features() const { return num_attention_heads * head_dim(); }
+  int64_t kv_features() const { return num_key_value_heads * head_dim(); }
+  RopeOptions rope() const { return {head_dim(), rope_theta, max_position_embeddings, rope_scaling}; }
+  // Pipeline blocks: embedding, one per decoder layer, final norm + lm_head + loss.
+  int64_t num_blocks() const { return num_hidden_layers + 2; }
+
+  // Reads the shared keys of `reader` (a model.model_config mapping); the current values are the
+  // defaults, recorded into reader.resolved(). The plugin reads its own keys and calls
+  // reader.finish().
+  void read_decoder_keys(ConfigReader& reader);
+  // The shared sizes are positive and the heads split hidden_size; otherwise a ConfigError naming
+  // the key.
+  void check_decoder_shape(const ConfigReader& reader) const;
+  // Before building: the rotary tables cover tokens.sequence_length.
+  void check_sequence_fits(const ConfigReader& reader, int64_t sequence_length) const;
+
+  // A config.json's head_dim, when given, is the one this decoder builds (hidden_size /
+  // num_attention_heads); otherwise a ConfigError naming it and `model_name`.
+  void check_hf_head_dim(ConfigReader& config_json, const std::string& model_name) const;
+
+  // CausalLm's layout of this decoder (Hugging Face's names), `model_name` prefixing its messages.
+  CausalLmLayout causal_lm_layout(const std::string& model_name) const;
+  // The final RMSNorm over hidden_size, as CausalLm runs it.
+  CausalLmNorm final_norm(const ModelContext& context) const;
+};
+
+// The config.json keys that hold the shared keys' values under the same names, for
+// hf_keys_to_model_config and model_config_keys_to_hf.
+const std::vector<HfConfigKey>& decoder_hf_keys();
+
+}  // namespace triax

@@ -1,0 +1,91 @@
+#include "triax/decoder_config.hpp"
+
+#include <string>
+
+#include "triax/causal_lm.hpp"
+#include "triax/config_checks.hpp"
+#include "triax/layers/norm.hpp"
+
+namespace triax {
+
+void DecoderConfig::read_decoder_keys(ConfigReader& reader) {
+  bos_token_id = reader.get<int64_t>("bos_token_id", bos_token_id);
+  eos_token_id = reader.get<int64_t>("eos_token_id", eos_token_id);
+  hidden_act = reader.choice("hidden_act", {"silu"}, hidden_act);
+  hidden_size = reader.get<int64_t>("hidden_size", hidden_size);
+  initializer_range = reader.get<double>("initializer_range", initializer_range);
+  intermediate_size = reader.get<int64_t>("intermediate_size", intermediate_size);
+  max_position_embeddings = reader.get<int64_t>("max_position_embeddings", max_position_embeddings);
+  num_attention_heads = reader.get<int64_t>("num_attention_heads", num_attention_heads);
+  num_hidden_layers = reader.get<int64_t>("num_hidden_layers", num_hidden_layers);
+  attention_bias = reader.get<bool>("attention_bias", attention_bias);
+  const std::optional<int64_t> kv_heads = reader.optional<int64_t>("num_key_value_heads");
+  num_key_value_heads = kv_heads ? *kv_heads : num_attention_heads;
+  reader.resolved()["num_key_value_heads"] = num_key_value_heads;
+  pad_token_id = reader.optional<int64_t>("pad_token_id");
+  rms_norm_eps = reader.get<double>("rms_norm_eps", rms_norm_eps);
+  rope_scaling = read_rope_scaling(reader);
+  rope_theta = reader.get<double>("rope_theta", rope_theta);
+  tie_word_embeddings = reader.get<bool>("tie_word_embeddings", tie_word_embeddings);
+  use_cache = reader.get<bool>("use_cache", use_cache);
+  vocab_size = reader.get<int64_t>("vocab_size", vocab_size);
+}
+
+void DecoderConfig::check_decoder_shape(const ConfigReader& reader) const {
+  require_positive(reader, "hidden_size", hidden_size);
+  require_positive(reader, "intermediate_size", intermediate_size);
+  require_positive(reader, "num_attention_heads", num_attention_heads);
+  require_positive(reader, "num_key_value_heads", num_key_value_heads);
+  require_positive(reader, "num_hidden_layers", num_hidden_layers);
+  require_positive(reader, "vocab_size", vocab_size);
+  require_positive(reader, "max_position_embeddings", max_position_embeddings);
+  require_positive(reader, "rms_norm_eps", rms_norm_eps);
+  require_positive(reader, "rope_theta", rope_theta);
+  if (initializer_range < 0.0)
+    reader.fail("initializer_range", "must not be negative, got " + std::to_string(initializer_range));
+  check_attention_shape(reader, hidden_size, num_attention_heads, num_key_value_heads);
+}
+
+void DecoderConfig::check_sequence_fits(const ConfigReader& reader, int64_t sequence_length) const {
+  if (sequence_length > max_position_embeddings)
+    reader.fail("max_position_embeddings", "is " + std::to_string(max_position_embeddings) +
+                                               ", shorter than tokens.sequence_length (" +
+                                               std::to_string(sequence_length) + ")");
+}
+
+void DecoderConfig::check_hf_head_dim(ConfigReader& config_json, const std::string& model_name) const {
+  if (std::optional<int64_t> given = config_json.optional<int64_t>("head_dim"); given && *given != head_dim())
+    config_json.fail("head_dim", std::to_string(*given) + " is not supported: triax's " + model_name +
+                                     " needs hidden_size / num_attention_heads = " + std::to_string(head_dim()));
+}
+
+CausalLmLayout DecoderConfig::causal_lm_layout(const std::string& model_name) const {
+  CausalLmLayout layout;
+  layout.model_name = model_name;
+  layout.vocab_size = vocab_size;
+  layout.hidden_size = hidden_size;
+  layout.num_layers = num_hidden_layers;
+  layout.tie_word_embeddings = tie_word_embeddings;
+  layout.max_positions = max_position_embeddings;
+  return layout;
+}
+
+CausalLmNorm DecoderConfig::final_norm(const ModelContext& context) const {
+  return CausalLmNorm::of(
+      std::make_shared<RMSNorm>(hidden_size, rms_norm_eps, context.device, context.dtype, TensorParallel::of(context)));
+}
+
+const std::vector<HfConfigKey>& decoder_hf_keys() {
+  static const std::vector<HfConfigKey> keys = {
+      {"bos_token_id", HfValue::TokenId},        {"eos_token_id", HfValue::TokenId},
+      {"pad_token_id", HfValue::TokenId},        {"hidden_act", HfValue::String},
+      {"hidden_size", HfValue::Integer},         {"initializer_range", HfValue::Number},
+      {"intermediate_size", HfValue::Integer},   {"max_position_embeddings", HfValue::Integer},
+      {"num_attention_heads", HfValue::Integer}, {"num_hidden_layers", HfValue::Integer},
+      {"num_key_value_heads", HfValue::Integer}, {"rms_norm_eps", HfValue::Number},
+      {"rope_theta", HfValue::Number},           {"tie_word_embeddings", HfValue::Boolean},
+      {"use_cache", HfValue::Boolean},           {"vocab_size", HfValue::Integer}};
+  return keys;
+}
+
+}  // namespace triax
