@@ -1,7 +1,7 @@
 // The model_config keys that Llama-style decoders share (nanotron's LlamaConfig and Qwen2Config,
 // Hugging Face's LlamaConfig, MixtralConfig and Qwen2MoeConfig): token ids, sizes, grouped-query
 // attention, RoPE, RMSNorm, embeddings. A model plugin's own config derives from DecoderConfig,
-// reads these keys through it and adds its own.
+// reads these keys through it and adds its own; CausalLm's layout and final norm come with it.
 #pragma once
 
 #include <cstdint>
