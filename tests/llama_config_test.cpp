@@ -38,6 +38,9 @@ TEST(LlamaConfig, ErrorsNameTheKey) {
   EXPECT_NE(config_error("hidden_size: 0\n").find("model.model_config.hidden_size"), std::string::npos);
   EXPECT_NE(config_error(tiny_yaml(false, "rope_interleaved: true\n")).find("model.model_config.rope_interleaved"),
             std::string::npos);
+  EXPECT_NE(config_error(tiny_yaml(false, "_attn_implementation: paged\n"))
+                .find("model.model_config._attn_implementation: 'paged' is not implemented"),
+            std::string::npos);
   EXPECT_NE(config_error(tiny_yaml(false, "rope_scaling: {rope_type: yarn, factor: 2.0}\n"))
                 .find("model.model_config.rope_scaling.rope_type"),
             std::string::npos);

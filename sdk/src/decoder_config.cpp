@@ -1,5 +1,7 @@
 #include "triax/decoder_config.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 
 #include "triax/causal_lm.hpp"
@@ -29,6 +31,7 @@ void DecoderConfig::read_decoder_keys(ConfigReader& reader) {
   tie_word_embeddings = reader.get<bool>("tie_word_embeddings", tie_word_embeddings);
   use_cache = reader.get<bool>("use_cache", use_cache);
   vocab_size = reader.get<int64_t>("vocab_size", vocab_size);
+  attn_implementation = reader.get<std::string>("_attn_implementation", attn_implementation);
 }
 
 void DecoderConfig::check_decoder_shape(const ConfigReader& reader) const {
@@ -44,6 +47,12 @@ void DecoderConfig::check_decoder_shape(const ConfigReader& reader) const {
   if (initializer_range < 0.0)
     reader.fail("initializer_range", "must not be negative, got " + std::to_string(initializer_range));
   check_attention_shape(reader, hidden_size, num_attention_heads, num_key_value_heads);
+  static const char* const kAttention[] = {"sdpa", "flash_attention_2", "flex_attention", "eager"};
+  if (std::find(std::begin(kAttention), std::end(kAttention), attn_implementation) == std::end(kAttention))
+    reader.fail("_attn_implementation",
+                "'" + attn_implementation +
+                    "' is not implemented (causal attention runs through scaled_dot_product_attention; "
+                    "accepted: sdpa, flash_attention_2, flex_attention, eager)");
 }
 
 void DecoderConfig::check_sequence_fits(const ConfigReader& reader, int64_t sequence_length) const {

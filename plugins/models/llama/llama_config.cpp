@@ -2,8 +2,6 @@
 
 #include <triax/config_checks.hpp>
 
-#include <algorithm>
-
 namespace triax::llama {
 
 LlamaConfig LlamaConfig::read(ConfigReader& reader) {
@@ -13,7 +11,6 @@ LlamaConfig LlamaConfig::read(ConfigReader& reader) {
     reader.fail("is_llama_config", "the llama model plugin needs is_llama_config: true (or the key left out)");
   c.pretraining_tp = reader.get<int64_t>("pretraining_tp", c.pretraining_tp);
   c.rope_interleaved = reader.get<bool>("rope_interleaved", c.rope_interleaved);
-  c.attn_implementation = reader.get<std::string>("_attn_implementation", c.attn_implementation);
   c.z_loss_enabled = reader.get<bool>("z_loss_enabled", c.z_loss_enabled);
   c.z_loss_coefficient = reader.get<double>("z_loss_coefficient", c.z_loss_coefficient);
   reader.finish();
@@ -34,12 +31,6 @@ LlamaConfig LlamaConfig::read(ConfigReader& reader) {
     reader.fail("rope_interleaved",
                 "true (GPT-J style interleaved rotary pairs) is not implemented; use false (Hugging Face "
                 "rotate-half layout)");
-  static const char* const kAttention[] = {"sdpa", "flash_attention_2", "flex_attention", "eager"};
-  if (std::find(std::begin(kAttention), std::end(kAttention), c.attn_implementation) == std::end(kAttention))
-    reader.fail("_attn_implementation",
-                "'" + c.attn_implementation +
-                    "' is not implemented (causal attention runs through scaled_dot_product_attention; "
-                    "accepted: sdpa, flash_attention_2, flex_attention, eager)");
   if (c.z_loss_enabled) reader.fail("z_loss_enabled", "z-loss is not implemented; set false");
   return c;
 }

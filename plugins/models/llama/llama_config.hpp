@@ -18,7 +18,6 @@ namespace triax::llama {
 struct LlamaConfig : DecoderConfig {
   int64_t pretraining_tp = 1;
   bool rope_interleaved = false;
-  std::string attn_implementation = "sdpa";
   bool z_loss_enabled = false;
   double z_loss_coefficient = 1e-4;
 

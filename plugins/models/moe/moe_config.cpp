@@ -77,11 +77,6 @@ MoeConfig MoeConfig::read(ConfigReader& reader) {
     reader.fail("is_qwen2_config", "the moe model plugin needs is_qwen2_config: true (or the key left out)");
   if (reader.get<int64_t>("pretraining_tp", 1) != 1) reader.fail("pretraining_tp", "only 1 is supported");
   accept_only_default(reader, "rope_interleaved", false, "only the Hugging Face rotate-half RoPE layout is implemented");
-  const std::string attention = reader.get<std::string>("_attn_implementation", "sdpa");
-  static const char* const kAttention[] = {"sdpa", "flash_attention_2", "flex_attention", "eager"};
-  if (std::find(std::begin(kAttention), std::end(kAttention), attention) == std::end(kAttention))
-    reader.fail("_attn_implementation", "'" + attention + "' is not implemented (accepted: sdpa, flash_attention_2, "
-                                        "flex_attention, eager; all run causal scaled_dot_product_attention)");
   if (reader.optional<std::string>("flex_attention_mask"))
     reader.fail("flex_attention_mask", "is not supported: attention is plainly causal (leave it null)");
   if (reader.optional<int64_t>("sliding_window_size"))

@@ -38,6 +38,9 @@ struct DecoderConfig {
   bool use_cache = true;
   int64_t vocab_size = 32000;
   bool attention_bias = false;
+  // nanotron's and transformers' choice of attention kernel: each accepted value runs causal
+  // scaled_dot_product_attention.
+  std::string attn_implementation = "sdpa";
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t q_features() const { return num_attention_heads * head_dim(); }
@@ -50,8 +53,8 @@ struct DecoderConfig {
   // defaults, recorded into reader.resolved(). The plugin reads its own keys and calls
   // reader.finish().
   void read_decoder_keys(ConfigReader& reader);
-  // The shared sizes are positive and the heads split hidden_size; otherwise a ConfigError naming
-  // the key.
+  // The shared sizes are positive, the heads split hidden_size and _attn_implementation is one
+  // that runs; otherwise a ConfigError naming the key.
   void check_decoder_shape(const ConfigReader& reader) const;
   // Before building: the rotary tables cover tokens.sequence_length.
   void check_sequence_fits(const ConfigReader& reader, int64_t sequence_length) const;
