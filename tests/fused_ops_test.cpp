@@ -16,6 +16,7 @@
 #include <torch/csrc/autograd/function.h>  // Node::name: which autograd function ran
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "triax/error.hpp"
@@ -172,6 +173,16 @@ void check_swiglu_halves(c10::Device device, c10::ScalarType dtype, const std::v
   expect_close(gate_up.grad().narrow(-1, n, n), rup.grad(), tolerance(dtype), what + " up gradient");
 }
 
+// cos and sin tables like RotaryEmbedding's: angles position * frequency, duplicated over the halves.
+std::pair<at::Tensor, at::Tensor> rotary_tables(int64_t seq, int64_t head_dim, c10::ScalarType dtype,
+                                                c10::Device device) {
+  const at::Tensor positions = at::arange(seq, at::TensorOptions().dtype(at::kDouble));
+  const at::Tensor frequencies = at::pow(10000.0, -at::arange(0, head_dim, 2, at::kDouble) / head_dim);
+  at::Tensor angles = at::outer(positions, frequencies);
+  angles = at::cat({angles, angles}, -1);
+  return {angles.cos().to(device, dtype), angles.sin().to(device, dtype)};
+}
+
 // [batch, heads, seq, head_dim]; attention_layout: x is a transposed view of [batch, seq, heads *
 // head_dim] storage, as attention's projections give it.
 void check_rotary(c10::Device device, c10::ScalarType dtype, const std::vector<int64_t>& shape, bool attention_layout) {
@@ -182,12 +193,7 @@ void check_rotary(c10::Device device, c10::ScalarType dtype, const std::vector<i
                                                .view({batch, seq, heads, head_dim})
                                                .transpose(1, 2)
                                          : seeded(shape, 21, dtype, device);
-  // Tables like RotaryEmbedding's: angles position * frequency, duplicated over the halves.
-  at::Tensor positions = at::arange(seq, at::TensorOptions().dtype(at::kDouble));
-  at::Tensor frequencies = at::pow(10000.0, -at::arange(0, head_dim, 2, at::kDouble) / head_dim);
-  at::Tensor angles = at::outer(positions, frequencies);
-  angles = at::cat({angles, angles}, -1);
-  const at::Tensor cos = angles.cos().to(device, dtype), sin = angles.sin().to(device, dtype);
+  const auto [cos, sin] = rotary_tables(seq, head_dim, dtype, device);
   const at::Tensor grad = seeded(shape, 22, dtype, device);
 
   at::Tensor x = leaf(x_values);
@@ -211,10 +217,7 @@ void check_rotary_qkv(c10::Device device, c10::ScalarType dtype, const std::vect
   const std::string what = "rotary_qkv " + where(device, dtype, shape) + (k_used ? "" : " (k unused)");
   const int64_t batch = shape[0], seq = shape[1], kv_heads = shape[2], group = shape[3] - 2, head_dim = shape[4];
   const at::Tensor qkv_values = seeded(shape, 23, dtype, device);
-  at::Tensor positions = at::arange(seq, at::TensorOptions().dtype(at::kDouble));
-  at::Tensor angles = at::outer(positions, at::pow(10000.0, -at::arange(0, head_dim, 2, at::kDouble) / head_dim));
-  angles = at::cat({angles, angles}, -1);
-  const at::Tensor cos = angles.cos().to(device, dtype), sin = angles.sin().to(device, dtype);
+  const auto [cos, sin] = rotary_tables(seq, head_dim, dtype, device);
   const at::Tensor grad_q = seeded({batch, kv_heads * group, seq, head_dim}, 24, dtype, device);
   const at::Tensor grad_k = seeded({batch, kv_heads, seq, head_dim}, 25, dtype, device);
   const at::Tensor grad_v = seeded({batch, kv_heads, seq, head_dim}, 26, dtype, device);
