@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "triax/error.hpp"
+#include "triax/layers/recomputed_activation.hpp"
 #include "triax/layers/rotary_qkv.hpp"
 
 namespace {
@@ -447,6 +448,26 @@ TEST(FusedOpsCuda, RotaryRefusesDifferentiableTables) {
   const at::Tensor x = at::ones({1, 2, 4, 8}, at::TensorOptions().device(kCuda));
   const at::Tensor table = at::ones({4, 8}, at::TensorOptions().device(kCuda)).requires_grad_(true);
   EXPECT_THROW(triax::apply_rotary(x, table, table.detach()), triax::Error);
+}
+
+// The SwiGLU kernels under selective recomputation (parallelism.recompute_mlp_activation): the
+// same kernel and GEMMs as the plain composition, so the same bits (CPU: tests/recompute_test.cpp).
+TEST(FusedOpsCuda, LinearOfRecomputedSwigluEqualsTheComposition) {
+  if (!has_gpu()) GTEST_SKIP() << "no GPU";
+  using triax::RecomputedActivation;
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    at::Tensor x = seeded({2, 64, 2 * 384}, 41, dtype, kCuda, 2.0).requires_grad_(true);
+    at::Tensor weight = seeded({96, 384}, 42, dtype, kCuda, 0.05).requires_grad_(true);
+    const at::Tensor upstream = seeded({2, 64, 96}, 43, dtype, kCuda);
+    at::Tensor y = triax::linear_of_recomputed_activation(RecomputedActivation::SwigluHalves, x, weight);
+    const torch::autograd::variable_list grads = torch::autograd::grad({y}, {x, weight}, {upstream});
+    at::Tensor y_ref = at::linear(triax::swiglu_halves(x), weight);
+    const torch::autograd::variable_list grads_ref = torch::autograd::grad({y_ref}, {x, weight}, {upstream});
+    const std::string where = c10::toString(dtype);
+    EXPECT_TRUE(at::equal(y, y_ref)) << where;
+    EXPECT_TRUE(at::equal(grads[0], grads_ref[0])) << where << ": the input's gradient";
+    EXPECT_TRUE(at::equal(grads[1], grads_ref[1])) << where << ": the weight's gradient";
+  }
 }
 
 }  // namespace

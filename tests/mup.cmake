@@ -40,5 +40,3 @@ triax_mup_parity_case(tp2_sp               DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MOD
 triax_mup_parity_case(pp2_1f1b             DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE)
 triax_mup_parity_case(dp2_tp2_pp2_sp_1f1b  DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER)
 
-add_test(NAME mup.bad_input COMMAND ${CMAKE_CURRENT_LIST_DIR}/mup_bad_input_test.sh $<TARGET_FILE:triax> ${CMAKE_SOURCE_DIR})
-set_tests_properties(mup.bad_input PROPERTIES LABELS "mup" TIMEOUT 60)

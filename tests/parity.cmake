@@ -118,3 +118,14 @@ triax_parity_case(dp2_pp2_interleaved DP 2 TP 1 PP 2 ENGINE interleaved_1f1b CHU
                   PEAK_LIVE "5 3 5 3")
 triax_parity_case(pp4_interleaved DP 1 TP 1 PP 4 ENGINE interleaved_1f1b CHUNKS 2 LAYERS 6 ZERO 0 MODE ALL_REDUCE
                   PEAK_LIVE "11 9 7 5")
+# The MLP activation recomputed in backward (selective recomputation) with dp, sequence-parallel
+# tp and ZeRO-1, and beside whole layers recomputed at pp 2.
+triax_config_parity_case(parity.dp2_tp2_sp_recompute_mlp_activation CONFIG ${PARITY_CONFIG}
+                         REFERENCE ${PARITY_DIR}/reference FIXTURE parity_reference LABELS "parity;multi_rank"
+                         DP 2 TP 2 PP 1 ENGINE afab ZERO 1 MODE REDUCE_SCATTER
+                         --set parallelism.recompute_mlp_activation=true)
+triax_config_parity_case(parity.pp2_recompute_layer_and_mlp_activation CONFIG ${PARITY_CONFIG}
+                         REFERENCE ${PARITY_DIR}/reference FIXTURE parity_reference LABELS "parity;multi_rank"
+                         DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE
+                         --set parallelism.recompute_mlp_activation=true --set parallelism.recompute_layer=true
+                         --set parallelism.recompute_num_layers=1)

@@ -74,3 +74,9 @@ add_test(NAME out_of_tree_plugin
     -DCHECKER=$<TARGET_FILE:plugin_registry_test>
     -P ${CMAKE_CURRENT_LIST_DIR}/out_of_tree_plugin/run_test.cmake)
 set_tests_properties(out_of_tree_plugin PROPERTIES LABELS slow TIMEOUT 900)
+
+# Settings a model must declare support for (spectral muP, the MLP activation's recomputation):
+# refused by name through the command line for the plugins that do not.
+add_test(NAME plugins.capability_refusals
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/capability_refusals_test.sh $<TARGET_FILE:triax> ${CMAKE_SOURCE_DIR})
+set_tests_properties(plugins.capability_refusals PROPERTIES LABELS "mup;plugins" TIMEOUT 60)

@@ -2,7 +2,10 @@
 // parameters, the block run again in backward, random draws replayed, non-differentiable outputs,
 // bad arguments) and in the Llama decoder layers (parallelism.recompute_layer): the same loss and
 // gradients as without, and only each layer's input kept between forward and backward, counted
-// through c10's memory-reporting hook. Tensor parallelism: tests/tensor_parallel_test.cpp.
+// through c10's memory-reporting hook. Selective recomputation of the MLP activation
+// (linear_of_recomputed_activation, parallelism.recompute_mlp_activation): the same bits, and the
+// activation's output not kept. Tensor parallelism: tests/tensor_parallel_test.cpp and the
+// parity matrix (parity.dp2_tp2_sp_recompute_mlp_activation).
 #include "triax/layers/recompute.hpp"
 
 #include <ATen/ATen.h>
@@ -20,6 +23,7 @@
 #include "llama_model.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/recomputed_activation.hpp"
 
 namespace {
 
@@ -173,6 +177,66 @@ TEST(Recompute, RefusesAnUndefinedParameterAndAnEmptyBlock) {
   EXPECT_THROW(triax::recompute(triax::RecomputedBlock(), {x}, {}), triax::Error);
 }
 
+// ---- linear_of_recomputed_activation -------------------------------------------------------
+
+using triax::RecomputedActivation;
+
+TEST(RecomputedActivation, EqualsThePlainCompositionBitForBit) {
+  for (RecomputedActivation activation : {RecomputedActivation::SwigluHalves, RecomputedActivation::GeluTanh}) {
+    for (c10::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
+      // A weight stored [out, in] and one stored [in, out] and given transposed (GPT-2's Conv1D).
+      for (bool stored_transposed : {false, true}) {
+        const int64_t in = 12, out = 10;
+        const int64_t width = activation == RecomputedActivation::SwigluHalves ? 2 * in : in;
+        at::Tensor x = leaf(seeded({3, 5, width}, 31, dtype));
+        at::Tensor stored = leaf(stored_transposed ? seeded({in, out}, 32, dtype) : seeded({out, in}, 32, dtype));
+        at::Tensor upstream = seeded({3, 5, out}, 33, dtype);
+        auto weight_of = [&](const at::Tensor& w) { return stored_transposed ? w.t() : w; };
+        at::Tensor y = triax::linear_of_recomputed_activation(activation, x, weight_of(stored));
+        (y * upstream).sum().backward();
+
+        at::Tensor x_ref = leaf(x), stored_ref = leaf(stored);
+        at::Tensor y_ref = at::linear(triax::apply_activation(activation, x_ref), weight_of(stored_ref));
+        (y_ref * upstream).sum().backward();
+        const std::string where = std::string(activation == RecomputedActivation::SwigluHalves ? "swiglu " : "gelu ") +
+                                  c10::toString(dtype) + (stored_transposed ? " [in, out]" : " [out, in]");
+        EXPECT_TRUE(at::equal(y, y_ref)) << where;
+        ASSERT_TRUE(x.grad().defined() && stored.grad().defined()) << where;
+        EXPECT_TRUE(at::equal(x.grad(), x_ref.grad())) << where << ": " << relative_error(x.grad(), x_ref.grad());
+        EXPECT_TRUE(at::equal(stored.grad(), stored_ref.grad()))
+            << where << ": " << relative_error(stored.grad(), stored_ref.grad());
+        EXPECT_GT(stored.grad().abs().max().item<double>(), 0.0) << where;
+      }
+    }
+  }
+}
+
+TEST(RecomputedActivation, KeepsTheInputButNotTheActivation) {
+  const int64_t rows = 256, in = 128, out = 16;
+  at::Tensor weight = leaf(seeded({out, in}, 34, at::kFloat));
+  auto held_after_forward = [&](bool recomputed) {
+    at::Tensor x = leaf(seeded({rows, 2 * in}, 35, at::kFloat));  // allocated before counting
+    auto counter = std::make_shared<LiveCpuBytes>();
+    c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, counter);
+    at::Tensor y =
+        recomputed ? triax::linear_of_recomputed_activation(RecomputedActivation::SwigluHalves, x, weight)
+                   : at::linear(triax::apply_activation(RecomputedActivation::SwigluHalves, x), weight);
+    return counter->live - static_cast<int64_t>(y.nbytes());
+  };
+  const int64_t activation_bytes = rows * in * 4;
+  EXPECT_GE(held_after_forward(false), activation_bytes) << "the plain composition keeps silu(gate) * up";
+  EXPECT_LT(held_after_forward(true), activation_bytes / 8) << "only x and the weight, allocated before, are kept";
+}
+
+TEST(RecomputedActivation, NamesAShapeThatDoesNotFeedTheWeight) {
+  try {
+    triax::linear_of_recomputed_activation(RecomputedActivation::SwigluHalves, at::zeros({4, 10}), at::zeros({3, 6}));
+    ADD_FAILURE() << "[4, 10] was accepted for a [3, 6] weight";
+  } catch (const triax::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("x [4, 10] does not feed weight [3, 6]"), std::string::npos) << e.what();
+  }
+}
+
 // ---- the Llama decoder layers -------------------------------------------------------------
 
 // hidden 32, 4 heads of 8, 2 kv heads, ffn 64, vocab 60 (padded to 64).
@@ -185,7 +249,7 @@ std::string llama_yaml(int layers) {
 
 // recompute_count: with recompute, the first this many layers (0: all).
 std::shared_ptr<triax::llama::LlamaModel> build_llama(int layers, c10::ScalarType dtype, bool recompute,
-                                                      int64_t recompute_count = 0) {
+                                                      int64_t recompute_count = 0, bool recompute_activation = false) {
   triax::ModelContext context;
   context.dtype = dtype;
   context.first_block = 0;
@@ -195,6 +259,7 @@ std::shared_ptr<triax::llama::LlamaModel> build_llama(int layers, c10::ScalarTyp
   context.make_vocab_size_divisible_by = 16;
   context.recompute_layer = recompute;
   context.recompute_layer_count = recompute_count;
+  context.recompute_mlp_activation = recompute_activation;
   triax::ConfigReader reader = triax::ConfigReader::from_text(llama_yaml(layers), "model.model_config");
   return triax::llama::LlamaModel::create(reader, context);
 }
@@ -257,6 +322,24 @@ TEST(RecomputeLlama, AFewLayersGiveTheSameLossAndGradients) {
   }
 }
 
+TEST(RecomputeLlama, RecomputedMlpActivationGivesTheSameLossAndGradients) {
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    // Alone, and inside layers recomputed whole (the first of three).
+    for (bool whole_layers : {false, true}) {
+      const triax::StageInput input = llama_input(81);
+      LossAndGradients expected = loss_and_gradients(*build_llama(3, dtype, false), input);
+      LossAndGradients actual = loss_and_gradients(*build_llama(3, dtype, whole_layers, 1, true), input);
+      const std::string where = std::string(c10::toString(dtype)) + (whole_layers ? " with recompute_layer" : "");
+      EXPECT_TRUE(at::equal(actual.loss, expected.loss)) << where;
+      for (const auto& [name, grad] : expected.gradients) {
+        ASSERT_TRUE(actual.gradients[name].defined()) << where << " " << name;
+        EXPECT_TRUE(at::equal(actual.gradients[name], grad))
+            << where << " " << name << ": relative error " << relative_error(actual.gradients[name], grad);
+      }
+    }
+  }
+}
+
 TEST(RecomputeLlama, PipelineStageInputGetsTheSameGradient) {
   // A stage without the embedding: the gradient sent back to the previous stage.
   auto stage = [](bool recompute) {
@@ -288,8 +371,8 @@ TEST(RecomputeLlama, PipelineStageInputGetsTheSameGradient) {
 TEST(RecomputeLlama, KeepsOneHiddenStatePerLayer) {
   // What the graph holds after forward, per layer: the difference between 4 and 2 layers, halved,
   // so that the embedding and the head cancel out.
-  auto held_after_forward = [](int layers, bool recompute, int64_t count = 0) {
-    auto model = build_llama(layers, at::kFloat, recompute, count);
+  auto held_after_forward = [](int layers, bool recompute, int64_t count = 0, bool recompute_activation = false) {
+    auto model = build_llama(layers, at::kFloat, recompute, count, recompute_activation);
     const triax::StageInput input = llama_input(79);
     auto counter = std::make_shared<LiveCpuBytes>();
     c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, counter);
@@ -311,6 +394,27 @@ TEST(RecomputeLlama, KeepsOneHiddenStatePerLayer) {
               0.05 * per_layer_saving);
   EXPECT_NEAR(static_cast<double>(two_recomputed - held_after_forward(4, true)), 2.0 * per_layer_saving,
               0.05 * per_layer_saving);
+}
+
+TEST(RecomputeLlama, RecomputedMlpActivationIsNotKept) {
+  auto held_per_layer = [](bool recompute_activation) {
+    auto held = [&](int layers) {
+      auto model = build_llama(layers, at::kFloat, false, 0, recompute_activation);
+      const triax::StageInput input = llama_input(82);
+      auto counter = std::make_shared<LiveCpuBytes>();
+      c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, counter);
+      at::Tensor loss = model->forward(input).loss;
+      return counter->live;
+    };
+    return (held(4) - held(2)) / 2;
+  };
+  const int64_t ffn_wide = kBatch * kSeq * 64 * 4;  // one [batch, seq, ffn] fp32 tensor
+  const int64_t kept = held_per_layer(false), recomputed = held_per_layer(true);
+  std::cout << "bytes held per layer after forward: " << kept << " kept, " << recomputed
+            << " with the MLP activation recomputed (" << ffn_wide << " per [batch, seq, ffn] tensor)\n";
+  // The CPU composition keeps silu(gate), for the product's backward, and silu(gate) * up, for
+  // down_proj's; recomputed, neither. (The CUDA kernel keeps only gate_up: there the product alone.)
+  EXPECT_EQ(kept - recomputed, 2 * ffn_wide);
 }
 
 }  // namespace

@@ -174,6 +174,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   context.recompute_layer_count = static_cast<int32_t>(c.parallelism.recompute_num_layers.value_or(0));
   // With one tp rank there is nothing to overlap: the layers keep their plain path.
   context.tp_linear_async_communication = c.parallelism.tp_linear_async_communication && c.parallelism.tp > 1;
+  context.recompute_mlp_activation = c.parallelism.recompute_mlp_activation ? 1 : 0;
   in_config_file(c.origin, [&] {
     try {
       s.model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, model_yaml, context, s.pipeline_stages);

@@ -133,7 +133,14 @@ RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParalle
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) {
-  at::Tensor partial = at::linear(x, input_major_ ? weight.t() : weight);
+  return reduce(at::linear(x, input_major_ ? weight.t() : weight));
+}
+
+at::Tensor RowParallelLinear::forward_recomputing(RecomputedActivation activation, const at::Tensor& x) {
+  return reduce(linear_of_recomputed_activation(activation, x, input_major_ ? weight.t() : weight));
+}
+
+at::Tensor RowParallelLinear::reduce(const at::Tensor& partial) const {
   at::Tensor reduced = tp_.mode == TpMode::ReduceScatter ? reduce_scatter_sequence(partial, tp_)
                                                          : all_reduce_forward_identity_backward(partial, tp_);
   return bias.defined() ? reduced + replicated_on_sequence_shard(bias, tp_) : reduced;

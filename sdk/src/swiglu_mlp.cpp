@@ -6,7 +6,8 @@
 
 namespace triax {
 
-SwiGluMlp::SwiGluMlp(int64_t hidden_size, int64_t intermediate_size, const ModelContext& context) {
+SwiGluMlp::SwiGluMlp(int64_t hidden_size, int64_t intermediate_size, const ModelContext& context)
+    : recompute_activation_(context.recompute_mlp_activation) {
   const TensorParallel tp = TensorParallel::of(context);
   LinearOptions gate_up = LinearOptions::of(hidden_size, intermediate_size, context);
   gate_up.parts = 2;
@@ -21,7 +22,9 @@ HfTensorRule SwiGluMlp::hf_rule(const std::string& prefix, int64_t hidden_size, 
 }
 
 at::Tensor SwiGluMlp::forward(const at::Tensor& x) {
-  return down_proj->forward(swiglu_halves(gate_up_proj->forward(x)));
+  const at::Tensor gate_up = gate_up_proj->forward(x);
+  if (recompute_activation_) return down_proj->forward_recomputing(RecomputedActivation::SwigluHalves, gate_up);
+  return down_proj->forward(swiglu_halves(gate_up));
 }
 
 }  // namespace triax

@@ -43,6 +43,7 @@ ParallelismConfig read_parallelism(ConfigReader& root) {
 
   p.tp_linear_async_communication = r.get<bool>("tp_linear_async_communication", p.tp_linear_async_communication);
   p.recompute_layer = r.get<bool>("recompute_layer", p.recompute_layer);
+  p.recompute_mlp_activation = r.get<bool>("recompute_mlp_activation", p.recompute_mlp_activation);
   p.moe_layer_recompute = r.get<bool>("moe_layer_recompute", p.moe_layer_recompute);
   p.tp_recompute_allgather = r.get<bool>("tp_recompute_allgather", p.tp_recompute_allgather);
   p.comm_backend = r.choice("comm_backend", {"auto", "mpi", "nccl"}, p.comm_backend);

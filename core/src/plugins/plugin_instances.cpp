@@ -76,6 +76,11 @@ ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name,
     throw PluginError("model.init_method.use_mup: model plugin '" + name_ +
                       "' does not support spectral muP (its table declares no TRIAX_MODEL_SPECTRAL_MUP, ABI 1.5); "
                       "leave use_mup out to initialise it its own way");
+  if (context.recompute_mlp_activation != 0 &&
+      (model_plugin_extras(vtable_).capabilities & TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION) == 0)
+    throw PluginError("parallelism.recompute_mlp_activation: model plugin '" + name_ +
+                      "' does not support it (its table declares no TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION, ABI 1.7); "
+                      "set it to false, or use parallelism.recompute_layer");
   triax_error error{};
   triax_status status = vtable_.create(config_yaml.c_str(), &context, &handle_, &error);
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");

@@ -35,6 +35,8 @@ class LlamaModel : public CausalLm {
   static HfMapping hf_mapping();  // LlamaForCausalLM (hf_mapping.cpp)
   // model.init_method.use_mup: every parameter comes from the SDK's layers, which declare roles.
   static constexpr bool kSupportsMup = true;
+  // parallelism.recompute_mlp_activation: its MLP is the SDK's SwiGluMlp, which honours it.
+  static constexpr bool kRecomputesMlpActivation = true;
 
   LlamaModel(const LlamaConfig& config, const ModelContext& context, std::string resolved_yaml);
 

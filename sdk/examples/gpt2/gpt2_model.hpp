@@ -62,6 +62,8 @@ class Gpt2Model : public triax::CausalLm {
   static std::shared_ptr<Gpt2Model> create(triax::ConfigReader& config, const triax::ModelContext& context);
   static int64_t vocab_size(triax::ConfigReader& config) { return Gpt2Config::read(config).vocab_size; }
   static constexpr const char* kFlopsFormula = "3 x forward at 2 FLOPs per multiply-add, no causal discount";
+  // parallelism.recompute_mlp_activation: its MLP is the SDK's GeluMlp, which honours it.
+  static constexpr bool kRecomputesMlpActivation = true;
   static triax::HfMapping hf_mapping();  // GPT2LMHeadModel (hf_mapping.cpp)
 
   Gpt2Model(const Gpt2Config& config, const triax::ModelContext& context, std::string resolved_yaml);

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 6
+#define TRIAX_ABI_VERSION_MINOR 7
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -182,6 +182,9 @@ typedef struct triax_model_context {
   /* since 1.6: parallelism.tp_linear_async_communication, set only where tp_size > 1: column-
    * parallel layers overlap their collective with their GEMMs (triax_host.start_*) */
   int32_t tp_linear_async_communication;
+  /* since 1.7: parallelism.recompute_mlp_activation, set only for a model declaring
+   * TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION: the MLP's activation output is recomputed in backward */
+  int32_t recompute_mlp_activation;
 } triax_model_context;
 
 /*
@@ -294,7 +297,9 @@ typedef struct triax_model_vtable {
 } triax_model_vtable;
 
 enum {
-  TRIAX_MODEL_SPECTRAL_MUP = 1u << 0 /* model.init_method.use_mup: spectral muP init and lr_scale */
+  TRIAX_MODEL_SPECTRAL_MUP = 1u << 0, /* model.init_method.use_mup: spectral muP init and lr_scale */
+  /* since 1.7: parallelism.recompute_mlp_activation (triax_model_context.recompute_mlp_activation) */
+  TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION = 1u << 1
 };
 
 #include "abi_hf.h" /* the Hugging Face mapping of a model (since 1.3) */

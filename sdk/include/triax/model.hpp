@@ -51,6 +51,9 @@ struct ModelContext {
   // parallelism.tp_linear_async_communication (ABI 1.6): column-parallel layers overlap their
   // collective with their GEMMs (triax/layers/linear.hpp)
   bool tp_linear_async_communication = false;
+  // parallelism.recompute_mlp_activation (ABI 1.7): the MLP's activation output is recomputed in
+  // backward instead of kept (RowParallelLinear::forward_recomputing)
+  bool recompute_mlp_activation = false;
   Host host;
 
   // vocab_size rounded up to a multiple of make_vocab_size_divisible_by x tp_size.

@@ -17,6 +17,9 @@
 //   static constexpr bool kSupportsMup = true;   model.init_method.use_mup (triax/spectral_mup.hpp):
 //                                                its parameters declare their roles and its create
 //                                                initialises through init_scaled or init_spectral_mup
+// and of ABI 1.7:
+//   static constexpr bool kRecomputesMlpActivation = true;   parallelism.recompute_mlp_activation:
+//                                                its MLPs honour ModelContext::recompute_mlp_activation
 //
 // Engines provide `static std::unique_ptr<E> create(const triax::EngineContext&)`, and may provide
 // `int model_chunks() const` to ask for that many model chunks per pipeline rank; optimizers
@@ -111,6 +114,12 @@ template <class M, class = void>
 struct SupportsMup : std::false_type {};
 template <class M>
 struct SupportsMup<M, std::void_t<decltype(M::kSupportsMup)>> : std::bool_constant<M::kSupportsMup> {};
+
+template <class M, class = void>
+struct RecomputesMlpActivation : std::false_type {};
+template <class M>
+struct RecomputesMlpActivation<M, std::void_t<decltype(M::kRecomputesMlpActivation)>>
+    : std::bool_constant<M::kRecomputesMlpActivation> {};
 
 template <class M>
 struct ModelBox {
@@ -223,6 +232,7 @@ struct ModelAdapter {
     table.forward_cached = forward_cached;
     table.aux_loss_names = aux_loss_names;
     if constexpr (SupportsMup<M>::value) table.capabilities |= TRIAX_MODEL_SPECTRAL_MUP;
+    if constexpr (RecomputesMlpActivation<M>::value) table.capabilities |= TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION;
     return table;
   }
   static const triax_model_vtable* vtable() {

@@ -57,6 +57,8 @@ struct ParallelismConfig {
   bool tp_recompute_allgather = true;  // REDUCE_SCATTER: all-gather the input again in backward
   // triax: with recompute_layer, recompute only the first this many layers of each pipeline stage
   std::optional<int64_t> recompute_num_layers;
+  // triax: the MLP's activation output recomputed in backward instead of kept (selective)
+  bool recompute_mlp_activation = false;
   std::string comm_backend = "auto";   // triax: auto | mpi | nccl
   double comm_timeout_seconds = 300;   // triax: a peer silent this long fails the run, naming it
   // triax: model chunks per pipeline rank for engines that interleave them (interleaved_1f1b)

@@ -1,6 +1,7 @@
 // GPT-2's feed-forward block (Hugging Face GPT2MLP): c_proj(gelu(c_fc(x))) with the tanh
 // approximation of GELU (GPT-2's "gelu_new"), biases on both, weights in Conv1D layout
-// (triax/layers/linear.hpp). c_fc is column-parallel, c_proj row-parallel.
+// (triax/layers/linear.hpp). c_fc is column-parallel, c_proj row-parallel. With
+// ModelContext::recompute_mlp_activation the GELU output is not kept for backward but recomputed.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -22,6 +23,9 @@ class GeluMlp : public torch::nn::Module {
 
   std::shared_ptr<ColumnParallelLinear> c_fc;   // [hidden, intermediate]
   std::shared_ptr<RowParallelLinear> c_proj;    // [intermediate, hidden]
+
+ private:
+  bool recompute_activation_;  // ModelContext::recompute_mlp_activation
 };
 
 }  // namespace triax

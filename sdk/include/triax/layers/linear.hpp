@@ -25,6 +25,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "triax/layers/recomputed_activation.hpp"
 #include "triax/layers/tensor_parallel.hpp"
 #include "triax/parameter.hpp"
 
@@ -85,9 +86,14 @@ class RowParallelLinear : public SpecifiedModule {
   // or this rank's sequence shard of it, [b, s/tp, out] (REDUCE_SCATTER). The bias is added
   // once, after the reduction.
   at::Tensor forward(const at::Tensor& x);
+  // forward(apply_activation(activation, x)) without keeping the activation's output for backward:
+  // its backward runs the activation again (triax/layers/recomputed_activation.hpp).
+  at::Tensor forward_recomputing(RecomputedActivation activation, const at::Tensor& x);
   at::Tensor weight, bias;
 
  private:
+  at::Tensor reduce(const at::Tensor& partial) const;  // over tp, then the bias
+
   TensorParallel tp_;
   bool input_major_ = false;
 };

@@ -3,7 +3,8 @@
 // the parts dimension of a fused projection: weight [2, intermediate, hidden], gate then up, each
 // tp rank holding its slice of the intermediate features of both. One GEMM gives [..., 2 x
 // intermediate/tp], gate then up, which swiglu_halves reads in place. down_proj is row-parallel.
-// Hugging Face keeps gate_proj.weight and up_proj.weight apart: a STACK rule along dim 0.
+// Hugging Face keeps gate_proj.weight and up_proj.weight apart: a STACK rule along dim 0. With
+// ModelContext::recompute_mlp_activation the SwiGLU output is not kept for backward but recomputed.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -31,6 +32,9 @@ class SwiGluMlp : public torch::nn::Module {
 
   std::shared_ptr<ColumnParallelLinear> gate_up_proj;  // weight [2, intermediate, hidden]: gate, up
   std::shared_ptr<RowParallelLinear> down_proj;
+
+ private:
+  bool recompute_activation_;  // ModelContext::recompute_mlp_activation
 };
 
 }  // namespace triax

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# model.init_method.use_mup through the command line: a model plugin without spectral muP support
-# (mamba) is refused before any step with exit status 3, naming the plugin and the key; std beside
-# use_mup exits 2 naming model.init_method.std.
-#   mup_bad_input_test.sh TRIAX SOURCE_DIR
+# Settings a model plugin must declare support for (its table's capabilities), through the command
+# line: a plugin without it is refused before any step with exit status 3, naming the plugin and
+# the key. Spectral muP (model.init_method.use_mup; std beside it exits 2 naming
+# model.init_method.std) and the MLP activation's recomputation (parallelism.recompute_mlp_activation:
+# mamba has no MLP; moe's routed experts do not recompute theirs).
+#   capability_refusals_test.sh TRIAX SOURCE_DIR
 set -uo pipefail
 TRIAX=$1 SRC=$2
 WORK=$(mktemp -d)
@@ -28,4 +30,8 @@ expect 3 "model.init_method.use_mup: model plugin 'mamba' does not support spect
   --set "model.init_method={use_mup: true}"
 expect 2 "model.init_method.std: does not apply with use_mup: true" tiny_llama.yaml -- \
   --set "model.init_method={use_mup: true, std: 0.02}"
+expect 3 "parallelism.recompute_mlp_activation: model plugin 'mamba' does not support it" tiny_mamba.yaml -- \
+  --set parallelism.recompute_mlp_activation=true
+expect 3 "parallelism.recompute_mlp_activation: model plugin 'moe' does not support it" tiny_moe.yaml -- \
+  --set parallelism.recompute_mlp_activation=true
 exit $((failures > 0))

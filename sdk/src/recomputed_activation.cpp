@@ -1,0 +1,84 @@
+// linear(activation(x), weight) as one autograd function that keeps x and the weight only.
+#include "triax/layers/recomputed_activation.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <string>
+
+#include "triax/error.hpp"
+#include "triax/layers/fused_ops.hpp"
+#include "triax/tensor_text.hpp"
+
+namespace triax {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct RecomputedActivationLinear : torch::autograd::Function<RecomputedActivationLinear> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, int64_t activation) {
+    ctx->saved_data["activation"] = activation;
+    ctx->save_for_backward({x, weight});
+    // Autograd is off inside a custom forward: the activation's output is freed once the GEMM has read it.
+    return at::linear(apply_activation(static_cast<RecomputedActivation>(activation), x), weight);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& weight = saved[1];
+    const at::Tensor& grad_y = grads[0];
+    if (!grad_y.defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
+    const auto activation = static_cast<RecomputedActivation>(ctx->saved_data["activation"].toInt());
+    at::Tensor input = saved[0].detach().requires_grad_(true);
+    at::Tensor activated;
+    {
+      at::AutoGradMode enable(true);
+      activated = apply_activation(activation, input);
+    }
+    // The products autograd takes for at::linear's backward, in the same form (so the same bits):
+    // grad_y [rows, out] times the weight for the input; for the weight grad_yᵀ times the
+    // activation, or, for a weight stored [in, out] and given transposed, that product's transpose.
+    const int64_t out = weight.size(0), in = weight.size(1);
+    at::Tensor grad_weight;
+    if (ctx->needs_input_grad(1)) {
+      const at::Tensor rows_grad = grad_y.reshape({-1, out}), rows_activated = activated.detach().reshape({-1, in});
+      const bool stored_transposed = weight.stride(0) == 1 && weight.stride(1) == out;
+      grad_weight = stored_transposed ? rows_activated.t().mm(rows_grad).t() : rows_grad.t().mm(rows_activated);
+    }
+    at::Tensor grad_input;
+    if (ctx->needs_input_grad(0)) {
+      const at::Tensor grad_activated = at::matmul(grad_y, weight);
+      grad_input = torch::autograd::grad({activated}, {input}, {grad_activated})[0];
+    }
+    return {grad_input, grad_weight, at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor apply_activation(RecomputedActivation activation, const at::Tensor& x) {
+  switch (activation) {
+    case RecomputedActivation::SwigluHalves:
+      return swiglu_halves(x);
+    case RecomputedActivation::GeluTanh:
+      return at::gelu(x, "tanh");
+  }
+  throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "apply_activation: unknown activation " +
+                                                std::to_string(static_cast<int>(activation)));
+}
+
+at::Tensor linear_of_recomputed_activation(RecomputedActivation activation, const at::Tensor& x,
+                                           const at::Tensor& weight) {
+  const int64_t activated_width =
+      x.dim() == 0 ? 0 : (activation == RecomputedActivation::SwigluHalves ? x.size(-1) / 2 : x.size(-1));
+  if (weight.dim() != 2 || x.dim() < 1 || activated_width != weight.size(1) ||
+      (activation == RecomputedActivation::SwigluHalves && x.size(-1) % 2 != 0))
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "linear_of_recomputed_activation: x " + shape_text(x.sizes()) + " does not feed weight " +
+                    shape_text(weight.sizes()) + " ([out, in]; x [..., in], or [..., 2 in] for SwiGLU's halves)");
+  return RecomputedActivationLinear::apply(x, weight, static_cast<int64_t>(activation));
+}
+
+}  // namespace triax
