@@ -157,9 +157,9 @@ defaults) is given to the engine plugin.)md";
           R"md(selective recomputation: the MLP's activation output (SwiGLU's, GPT-2's GELU) is not kept
           between forward and backward; the backward runs the activation again from its input, one
           elementwise pass per layer (`triax/layers/recomputed_activation.hpp`). Saves `ffn / tp` values
-          per token and layer (a third of a SwiGLU layer's activations) at a small fraction of a full
-          layer's recomputation; the same loss and gradients. With `recompute_layer` it applies inside the
-          layers that are not recomputed whole. A model plugin must declare that it supports it
+          per token and layer (a quarter of a Llama layer's activations at SmolLM3-3B's shape) for a small
+          fraction of a whole layer's recomputation; the same loss and gradients. Beside `recompute_layer`
+          with `recompute_num_layers` it thins the layers that keep their activations. A model plugin must declare that it supports it
           (`TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION`, ABI 1.7): Llama and GPT-2 do; others are refused
           before the first step)md"),
   };
