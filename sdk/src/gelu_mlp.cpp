@@ -13,9 +13,7 @@ GeluMlp::GeluMlp(int64_t hidden_size, int64_t intermediate_size, const ModelCont
 }
 
 at::Tensor GeluMlp::forward(const at::Tensor& x) {
-  const at::Tensor hidden = c_fc->forward(x);
-  if (recompute_activation_) return c_proj->forward_recomputing(RecomputedActivation::GeluTanh, hidden);
-  return c_proj->forward(apply_activation(RecomputedActivation::GeluTanh, hidden));
+  return c_proj->forward_activated(RecomputedActivation::GeluTanh, c_fc->forward(x), recompute_activation_);
 }
 
 }  // namespace triax

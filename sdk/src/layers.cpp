@@ -132,13 +132,15 @@ RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParalle
         ParameterSpec::replicated(at::zeros({o.out_features}), TRIAX_PARAM_NO_WEIGHT_DECAY, ParameterRole::Vector));
 }
 
-at::Tensor RowParallelLinear::forward(const at::Tensor& x) {
-  return reduce(at::linear(x, input_major_ ? weight.t() : weight));
+at::Tensor RowParallelLinear::forward(const at::Tensor& x) { return reduce(at::linear(x, matrix())); }
+
+at::Tensor RowParallelLinear::forward_activated(RecomputedActivation activation, const at::Tensor& x,
+                                                bool recompute) {
+  if (!recompute) return forward(apply_activation(activation, x));
+  return reduce(linear_of_recomputed_activation(activation, x, matrix()));
 }
 
-at::Tensor RowParallelLinear::forward_recomputing(RecomputedActivation activation, const at::Tensor& x) {
-  return reduce(linear_of_recomputed_activation(activation, x, input_major_ ? weight.t() : weight));
-}
+at::Tensor RowParallelLinear::matrix() const { return input_major_ ? weight.t() : weight; }
 
 at::Tensor RowParallelLinear::reduce(const at::Tensor& partial) const {
   at::Tensor reduced = tp_.mode == TpMode::ReduceScatter ? reduce_scatter_sequence(partial, tp_)

@@ -2,8 +2,6 @@
 
 #include <ATen/ATen.h>
 
-#include "triax/layers/fused_ops.hpp"
-
 namespace triax {
 
 SwiGluMlp::SwiGluMlp(int64_t hidden_size, int64_t intermediate_size, const ModelContext& context)
@@ -22,9 +20,8 @@ HfTensorRule SwiGluMlp::hf_rule(const std::string& prefix, int64_t hidden_size, 
 }
 
 at::Tensor SwiGluMlp::forward(const at::Tensor& x) {
-  const at::Tensor gate_up = gate_up_proj->forward(x);
-  if (recompute_activation_) return down_proj->forward_recomputing(RecomputedActivation::SwigluHalves, gate_up);
-  return down_proj->forward(swiglu_halves(gate_up));
+  return down_proj->forward_activated(RecomputedActivation::SwigluHalves, gate_up_proj->forward(x),
+                                      recompute_activation_);
 }
 
 }  // namespace triax

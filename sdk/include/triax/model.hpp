@@ -52,7 +52,7 @@ struct ModelContext {
   // collective with their GEMMs (triax/layers/linear.hpp)
   bool tp_linear_async_communication = false;
   // parallelism.recompute_mlp_activation (ABI 1.7): the MLP's activation output is recomputed in
-  // backward instead of kept (RowParallelLinear::forward_recomputing)
+  // backward instead of kept (RowParallelLinear::forward_activated)
   bool recompute_mlp_activation = false;
   Host host;
 

@@ -154,14 +154,14 @@ defaults) is given to the engine plugin.)md";
           layer. Refused without `recompute_layer: true`)md")
           .valid_beside("parallelism.recompute_layer=true"),
       Key("recompute_mlp_activation", boolean(), "triax",
-          R"md(selective recomputation: the MLP's activation output (SwiGLU's, GPT-2's GELU) is not kept
-          between forward and backward; the backward runs the activation again from its input, one
-          elementwise pass per layer (`triax/layers/recomputed_activation.hpp`). Saves `ffn / tp` values
-          per token and layer (a quarter of a Llama layer's activations at SmolLM3-3B's shape) for a small
+          R"md(selective recomputation: the MLP's activation output (SwiGLU's, GELU's) is not kept between
+          forward and backward; the backward runs the activation again from its input, one elementwise
+          pass per layer (`triax/layers/recomputed_activation.hpp`). Saves `ffn / tp` values per token and
+          layer (a quarter of a SwiGLU decoder layer's activations at hidden 2048, ffn 11008) for a small
           fraction of a whole layer's recomputation; the same loss and gradients. Beside `recompute_layer`
-          with `recompute_num_layers` it thins the layers that keep their activations. A model plugin must declare that it supports it
-          (`TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION`, ABI 1.7): Llama and GPT-2 do; others are refused
-          before the first step)md"),
+          with `recompute_num_layers` it thins the layers that keep their activations. The model plugin
+          must declare support (`TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION`, ABI 1.7); one that does not is
+          refused by name before the first step)md"),
   };
   return s;
 }

@@ -86,12 +86,13 @@ class RowParallelLinear : public SpecifiedModule {
   // or this rank's sequence shard of it, [b, s/tp, out] (REDUCE_SCATTER). The bias is added
   // once, after the reduction.
   at::Tensor forward(const at::Tensor& x);
-  // forward(apply_activation(activation, x)) without keeping the activation's output for backward:
-  // its backward runs the activation again (triax/layers/recomputed_activation.hpp).
-  at::Tensor forward_recomputing(RecomputedActivation activation, const at::Tensor& x);
+  // forward(apply_activation(activation, x)). With `recompute` the activation's output is not kept
+  // for backward, which runs the activation again (triax/layers/recomputed_activation.hpp).
+  at::Tensor forward_activated(RecomputedActivation activation, const at::Tensor& x, bool recompute);
   at::Tensor weight, bias;
 
  private:
+  at::Tensor matrix() const;                           // the weight as [out, in/tp]
   at::Tensor reduce(const at::Tensor& partial) const;  // over tp, then the bias
 
   TensorParallel tp_;
