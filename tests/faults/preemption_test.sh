@@ -17,7 +17,10 @@ mkdir -p "$out"
 LAUNCHER=""
 trap '[[ -n "$LAUNCHER" ]] && kill "$LAUNCHER" 2>/dev/null' EXIT
 
-common=(--set tokens.train_steps=12 --set checkpoints.checkpoint_interval=4 --set parallelism.comm_timeout_seconds=20)
+# Enough steps that the run is still going when the signal sent after step 5 arrives: the tiny
+# model's steps take milliseconds, and a loaded machine delays finding the rank's process.
+steps=48
+common=(--set tokens.train_steps=$steps --set checkpoints.checkpoint_interval=4 --set parallelism.comm_timeout_seconds=20)
 train() {  # train NAME TOPOLOGY... : a 2-rank run into $out/NAME
   local name=$1
   shift
@@ -51,14 +54,14 @@ preempt() {
   local latest
   latest=$(cat "$out/$name/latest")
   local stopped=$((10#${latest#step_}))
-  ((stopped >= 5 && stopped < 12)) || fail "$name: latest is $latest, expected the step the signal stopped at"
+  ((stopped >= 5 && stopped < steps)) || fail "$name: latest is $latest, expected the step the signal stopped at"
   "$triax" inspect checkpoint "$out/$name/$latest" >"$out/$name.inspect" 2>&1 ||
     fail "$name: $latest does not pass triax inspect: $(cat "$out/$name.inspect")"
   train "$name" "$@" --set "checkpoints.resume_checkpoint_path=$out/$name" >"$out/$name.resume.log" 2>&1 ||
     fail "$name: resuming failed: $(tail -5 "$out/$name.resume.log")"
   diff <(losses "$out/$name.whole/metrics.jsonl") <(losses "$out/$name/metrics.jsonl") >/dev/null ||
     fail "$name: the resumed losses differ from the uninterrupted run's"
-  [[ $(losses "$out/$name/metrics.jsonl" | wc -l) -eq 12 ]] || fail "$name: metrics.jsonl should hold 12 steps"
+  [[ $(losses "$out/$name/metrics.jsonl" | wc -l) -eq $steps ]] || fail "$name: metrics.jsonl should hold $steps steps"
   echo "$name: $signal to $([[ $rank == launcher ]] && echo "the launcher" || echo "rank $rank") stopped every rank after step $stopped with a checkpoint, exit 0; resumed bit for bit"
 }
 
