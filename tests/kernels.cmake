@@ -22,6 +22,14 @@ if(TRIAX_CUDA)
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/bf16_follows_fp32.sh $<TARGET_FILE:parity_runner>
                    ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml ${CMAKE_CURRENT_BINARY_DIR}/bf16_follows_fp32)
   set_tests_properties(gpu_bf16_follows_cpu_fp32 PROPERTIES LABELS gpu TIMEOUT 300)
+  # The same batch as one micro-batch a step: the bf16 gradients go to the fused AdamW kernel as
+  # computed, with the clipping coefficient beside them.
+  add_test(NAME gpu_bf16_one_micro_batch_follows_cpu_fp32
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/bf16_follows_fp32.sh $<TARGET_FILE:parity_runner>
+                   ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml
+                   ${CMAKE_CURRENT_BINARY_DIR}/bf16_one_micro_batch_follows_fp32 0.02
+                   --set tokens.micro_batch_size=16 --set tokens.batch_accumulation_per_replica=1)
+  set_tests_properties(gpu_bf16_one_micro_batch_follows_cpu_fp32 PROPERTIES LABELS gpu TIMEOUT 300)
   # general.cuda_graphs: losses, gradient norms and parameters equal the run without graphs, bit for bit.
   add_test(NAME gpu_cuda_graphs_equal_eager
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/cuda_graphs_equal_eager.sh $<TARGET_FILE:parity_runner>

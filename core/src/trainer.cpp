@@ -248,8 +248,15 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   s.checkpoint->set_optimizer(s.optimizer.get());
   s.resume = s.checkpoint->finish_resume();
 
-  s.gradients = std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32);
   const bool sharded = s.optimizer->gradient_sharding() == TRIAX_GRADIENTS_DP_SHARDED;
+  const GradientHandoff handoff =
+      choose_gradient_handoff({c.optimizer.accumulate_grad_in_fp32, c.tokens.batch_accumulation_per_replica,
+                               context.dp_size, sharded, !s.tied->empty(), s.optimizer->takes_scaled_gradients()});
+  s.gradients =
+      std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32, handoff);
+  if (handoff == GradientHandoff::kAsComputed)
+    log::info("gradients: handed to the optimizer as the backward computed them, in " + c.model.dtype +
+              ": one micro-batch a step leaves nothing to sum in fp32, so no fp32 gradient buffers");
   s.dp_gradients = std::make_unique<DataParallelGradients>(
       s.model->parameters(), s.optimizer->gradient_sharding(), c.model.ddp_bucket_cap_mb << 20,
       s.ownership->groups(), s.ownership->counted_in_norm(s.model->parameters(), sharded));
@@ -354,12 +361,14 @@ TrainSummary Trainer::train() {
 
     if (fault::armed("nan_grad", rank, step)) s.gradients->gradients().front().fill_(NAN);
     s.dp_gradients->reduce_over_data_parallel(s.gradients->gradients(), s.communicator);
-    at::Tensor norm = s.dp_gradients->clip(c.optimizer.clip_grad, s.communicator);
+    const GlobalNorm clipping = s.dp_gradients->norm(c.optimizer.clip_grad, s.communicator);
+    const at::Tensor& norm = clipping.norm;
     const double lr = schedule.for_step(step);
     const at::Tensor losses = s.step_losses->reduce(result, s.communicator, s.device);  // LM loss, aux losses
     if (fault::armed("nan_loss", rank, step)) losses[0].fill_(NAN);
     fault::kill_if_armed("optimizer_step", rank, step);
-    if (nonfinite.admit(step, losses[0], norm)) s.optimizer->step(s.dp_gradients->for_optimizer(), lr);
+    if (nonfinite.admit(step, losses[0], norm))
+      s.optimizer->step(s.dp_gradients->for_optimizer(), lr, clipping.coefficient);  // clipped by the optimizer
     step_losses.push_back(losses[0]);
     step_norms.push_back(norm);
     summary.learning_rates.push_back(lr);

@@ -242,6 +242,18 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
   return context;
 }
 
+void Optimizer::step_scaled(const std::vector<at::Tensor>& grads, double learning_rate, const at::Tensor& grad_scale) {
+  std::vector<at::Tensor> scaled;
+  scaled.reserve(grads.size());
+  for (const at::Tensor& grad : grads) {
+    const bool full_precision = grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kDouble;
+    at::Tensor g = full_precision ? grad : grad.to(at::kFloat);  // exact: fp32 holds every bf16/fp16 value
+    if (grad_scale.defined()) g.mul_(grad_scale);                // what clipping in place did
+    scaled.push_back(std::move(g));
+  }
+  step(scaled, learning_rate);
+}
+
 const std::vector<OptimizerState>& Optimizer::state_table() {
   if (!state_table_ready_) {
     state_table_ = state();

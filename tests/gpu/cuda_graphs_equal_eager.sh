@@ -4,7 +4,8 @@
 # and parameters as the run without graphs, bit for bit (tolerance 0), for
 #   - bf16 parameters with fp32 gradient buffers (8 micro-batches a step, afab),
 #   - fp32 parameters, whose gradients accumulate in the parameters' own .grad (1f1b),
-#   - bf16 with every layer recomputed in the backward and ZeRO-1's optimizer.
+#   - bf16 with every layer recomputed in the backward and ZeRO-1's optimizer,
+#   - bf16 with one micro-batch a step, whose gradients go to the fused AdamW kernel as computed.
 # A model whose forward synchronises with the host (the MoE dispatch reads its expert counts)
 # is refused at its capture, with general.cuda_graphs and the plugin named.
 #   cuda_graphs_equal_eager.sh RUNNER LLAMA_CONFIG MOE_CONFIG OUT_DIR
@@ -33,6 +34,7 @@ variant bf16 --set model.dtype=bfloat16
 variant fp32 --set model.dtype=float32 --set parallelism.pp_engine=1f1b
 variant bf16_recompute_zero1 --set model.dtype=bfloat16 --set parallelism.recompute_layer=true \
   --set optimizer.zero_stage=1
+variant bf16_one_micro_batch --set model.dtype=bfloat16 --set tokens.batch_accumulation_per_replica=1
 
 if run moe.graphs "$moe" --set general.cuda_graphs=true --set model.dtype=bfloat16 2>"$out/moe.err"; then
   echo "the MoE model was captured, but its dispatch reads expert counts on the host" >&2

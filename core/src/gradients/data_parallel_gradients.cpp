@@ -220,6 +220,11 @@ void DataParallelGradients::reduce_over_data_parallel(const std::vector<at::Tens
                                                     "' holds " + std::to_string(gradients[k].numel()) +
                                                     " elements, the parameter " +
                                                     std::to_string(parameters_[k].tensor.numel()));
+    if (sharding_ == TRIAX_GRADIENTS_WHOLE && groups_.dp_size > 1 &&
+        gradients[k].scalar_type() != gradient_dtype(parameters_[k].tensor))
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel reduction: the gradient of '" + parameters_[k].name +
+                                                    "' is " + std::string(c10::toString(gradients[k].scalar_type())) +
+                                                    "; an all-reduce in place needs it in fp32");
     if (k < started_gradients_.size() && started_gradients_[k].defined() &&
         !started_gradients_[k].is_same(gradients[k]))
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel reduction: the gradient of '" + parameters_[k].name +
@@ -294,6 +299,10 @@ void DataParallelGradients::finish_bucket(InFlight& flight) {
     const at::Tensor& g = flight.members[m];
     g.copy_(flight.flat.narrow(0, bucket.offsets[m], g.numel()).view(g.sizes()));
   }
+}
+
+GlobalNorm DataParallelGradients::norm(std::optional<double> max_norm, Communicator& communicator) {
+  return global_norm(for_optimizer_, counted_in_norm_, max_norm, communicator, TRIAX_GROUP_WORLD);
 }
 
 at::Tensor DataParallelGradients::clip(std::optional<double> max_norm, Communicator& communicator) {

@@ -3,23 +3,39 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <string>
+
+#include "triax/error.hpp"
 
 namespace triax {
 
-GradientAccumulator::GradientAccumulator(const std::vector<NamedParameter>& parameters, bool accumulate_in_fp32)
-    : parameters_(parameters) {
+GradientHandoff choose_gradient_handoff(const GradientHandoffInputs& in) {
+  const bool summed_after_backward =
+      in.micro_batches > 1 || (in.dp_size > 1 && !in.dp_sharded) || in.tied_across_stages;
+  return in.accumulate_grad_in_fp32 && !summed_after_backward && in.optimizer_takes_scaled_gradients
+             ? GradientHandoff::kAsComputed
+             : GradientHandoff::kFp32;
+}
+
+GradientAccumulator::GradientAccumulator(const std::vector<NamedParameter>& parameters, bool accumulate_in_fp32,
+                                         GradientHandoff handoff)
+    : parameters_(parameters), handoff_(handoff) {
   bool any_low_precision = false;
   for (const auto& p : parameters_)
     any_low_precision |= p.tensor.scalar_type() != at::kFloat && p.tensor.scalar_type() != at::kDouble;
-  if (accumulate_in_fp32 && any_low_precision)
+  if (handoff_ == GradientHandoff::kFp32 && accumulate_in_fp32 && any_low_precision)
     for (const auto& p : parameters_)
       buffers_.push_back(at::empty(p.tensor.sizes(), p.tensor.options().dtype(at::kFloat)));
-  holds_gradient_.assign(buffers_.size(), false);
+  zero_flags();
+}
+
+void GradientAccumulator::zero_flags() {
+  holds_gradient_.assign(handoff_ == GradientHandoff::kAsComputed ? parameters_.size() : buffers_.size(), false);
 }
 
 void GradientAccumulator::zero() {
   for (const auto& p : parameters_) p.tensor.mutable_grad() = at::Tensor();
-  holds_gradient_.assign(buffers_.size(), false);
+  zero_flags();
   gradients_.clear();
 }
 
@@ -33,6 +49,17 @@ void GradientAccumulator::fold(size_t i, at::Tensor& grad) {
 }
 
 void GradientAccumulator::after_backward(size_t first, size_t end) {
+  if (handoff_ == GradientHandoff::kAsComputed) {
+    for (size_t i = first; i < std::min(end, parameters_.size()); ++i) {
+      if (!parameters_[i].tensor.grad().defined()) continue;
+      if (holds_gradient_[i])
+        throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                    "gradients are handed over as computed (one micro-batch a step), but a second backward reached '" +
+                        parameters_[i].name + "' in this step");
+      holds_gradient_[i] = true;
+    }
+    return;
+  }
   if (buffers_.empty()) return;
   for (size_t i = first; i < std::min(end, parameters_.size()); ++i) {
     at::Tensor& grad = parameters_[i].tensor.mutable_grad();
@@ -56,9 +83,10 @@ const at::Tensor& GradientAccumulator::final_gradient(size_t i) {
     return final;
   }
   const at::Tensor& grad = tensor.grad();
+  const bool as_computed = handoff_ == GradientHandoff::kAsComputed;
   if (!grad.defined())
-    final = at::zeros(tensor.sizes(), tensor.options().dtype(at::kFloat));
-  else if (grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kDouble)
+    final = at::zeros(tensor.sizes(), as_computed ? tensor.options() : tensor.options().dtype(at::kFloat));
+  else if (as_computed || grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kDouble)
     final = grad;
   else
     final = grad.to(at::kFloat);

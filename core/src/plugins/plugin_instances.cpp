@@ -1,5 +1,6 @@
 #include "triax/core/plugins/plugin_instances.hpp"
 
+#include <ATen/ops/_foreach_mul.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -248,13 +249,32 @@ OptimizerInstance::~OptimizerInstance() {
   if (handle_ != nullptr) vtable_.destroy(handle_);
 }
 
-void OptimizerInstance::step(const std::vector<at::Tensor>& grads, double learning_rate) {
+bool OptimizerInstance::takes_scaled_gradients() const {
+  return vtable_.struct_size >= offsetof(triax_optimizer_vtable, step_scaled) + sizeof(vtable_.step_scaled) &&
+         vtable_.step_scaled != nullptr;
+}
+
+void OptimizerInstance::step(const std::vector<at::Tensor>& grads, double learning_rate,
+                             const at::Tensor& grad_scale) {
+  const bool scaled_by_plugin = takes_scaled_gradients();
+  std::vector<at::Tensor> handed;  // an older plugin's: fp32, clipped here
+  if (!scaled_by_plugin) {
+    for (const at::Tensor& grad : grads) {
+      const bool full_precision = grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kDouble;
+      handed.push_back(full_precision ? grad : grad.to(at::kFloat));
+    }
+    if (grad_scale.defined()) at::_foreach_mul_(handed, grad_scale);
+  }
   std::vector<triax_tensor*> handles;
   handles.reserve(grads.size());
-  for (const auto& grad : grads) handles.push_back(borrow_handle(grad));
+  for (const auto& grad : scaled_by_plugin ? grads : handed) handles.push_back(borrow_handle(grad));
   triax_error error{};
+  const auto count = static_cast<int64_t>(handles.size());
   triax_status status =
-      vtable_.step(handle_, handles.data(), static_cast<int64_t>(handles.size()), learning_rate, &error);
+      scaled_by_plugin
+          ? vtable_.step_scaled(handle_, handles.data(), count, learning_rate,
+                                grad_scale.defined() ? borrow_handle(grad_scale) : nullptr, &error)
+          : vtable_.step(handle_, handles.data(), count, learning_rate, &error);
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "optimizer plugin '" + name_ + "'");
 }
 

@@ -1,9 +1,10 @@
 // AdamW (decoupled weight decay) with fp32 master weights.
 //
 // Parameters in fp32 are their own masters; lower-precision parameters get an fp32 master copy
-// that the update works on and copies back. The update (adamw_update) is LibTorch's fused AdamW
-// kernel (optimizer_factory.torch_adam_is_fused: true) or the same arithmetic in multi-tensor
-// (foreach) operations.
+// that the update works on and rounds back into them. The update (adamw_update) is, with
+// optimizer_factory.torch_adam_is_fused: true, one fused kernel pass on CUDA that reads the
+// gradients in the dtype the host hands them over and applies the clipping coefficient (LibTorch's
+// fused AdamW kernel on CPU), or else the same arithmetic in multi-tensor (foreach) operations.
 #include <ATen/ATen.h>
 
 #include "adamw_update.hpp"
@@ -21,9 +22,8 @@ class AdamW final : public Optimizer {
     for (const OptimizerParam& p : params) {
       const bool own_master = p.param.scalar_type() != at::kFloat;
       at::Tensor master = own_master ? p.param.detach().to(at::kFloat).clone() : p.param.detach();
-      slots_.push_back(update_.add(master, p.weight_decay, p.lr_scale));
+      slots_.push_back(update_.add(master, p.weight_decay, p.lr_scale, own_master ? p.param.detach() : at::Tensor()));
       masters_.push_back(own_master ? master : at::Tensor());
-      if (own_master) copies_.push_back({p.param, master});
     }
   }
 
@@ -40,34 +40,24 @@ class AdamW final : public Optimizer {
     return out;
   }
 
-  void state_loaded() override {
-    at::NoGradGuard no_grad;
-    update_.step_counters_loaded();
-    for (auto& copy : copies_) copy.param.copy_(copy.master);
-  }
+  void state_loaded() override { update_.state_loaded(); }
 
-  void step(const std::vector<at::Tensor>& grads, double lr) override {
-    at::NoGradGuard no_grad;
-    update_.step(grads, lr);
-    for (auto& copy : copies_) copy.param.copy_(copy.master);
+  void step(const std::vector<at::Tensor>& grads, double lr) override { update_.step(grads, lr); }
+  void step_scaled(const std::vector<at::Tensor>& grads, double lr, const at::Tensor& grad_scale) override {
+    update_.step(grads, lr, grad_scale);
   }
 
   int64_t state_bytes() const override {
     int64_t bytes = update_.moment_bytes();
-    for (const auto& copy : copies_) bytes += static_cast<int64_t>(copy.master.nbytes());
+    for (const at::Tensor& master : masters_)
+      if (master.defined()) bytes += static_cast<int64_t>(master.nbytes());
     return bytes;
   }
 
  private:
-  // A low-precision parameter and the fp32 master it is copied from after each update.
-  struct MasterCopy {
-    at::Tensor param, master;
-  };
-
   AdamWUpdate update_;
   std::vector<size_t> slots_;        // per parameter: its master's slot in update_
   std::vector<at::Tensor> masters_;  // per parameter: its own fp32 master, or undefined (fp32 parameters)
-  std::vector<MasterCopy> copies_;
 };
 
 }  // namespace triax::plugins

@@ -9,6 +9,10 @@
 #include "triax/config_reader.hpp"
 #include "triax/error.hpp"
 
+#if TRIAX_ADAMW_KERNEL
+#include "adamw_cuda.hpp"
+#endif
+
 namespace triax::plugins {
 
 AdamWSettings AdamWSettings::read(const YAML::Node& optimizer_section) {
@@ -27,7 +31,7 @@ AdamWSettings AdamWSettings::read(const YAML::Node& optimizer_section) {
   return s;
 }
 
-size_t AdamWUpdate::add(const at::Tensor& master, double weight_decay, double lr_scale) {
+size_t AdamWUpdate::add(const at::Tensor& master, double weight_decay, double lr_scale, const at::Tensor& rounded_into) {
   if (master.scalar_type() != at::kFloat)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "AdamW master weights must be fp32, got " + std::string(c10::toString(master.scalar_type())));
@@ -40,11 +44,12 @@ size_t AdamWUpdate::add(const at::Tensor& master, double weight_decay, double lr
   group.exp_avg.push_back(at::zeros_like(master));
   group.exp_avg_sq.push_back(at::zeros_like(master));
   group.steps.push_back(at::zeros({}, master.options()));
+  group.rounded.push_back(rounded_into);
   slot_index_.emplace_back(&group, group.masters.size() - 1);  // std::map nodes never move
   return slot;
 }
 
-void AdamWUpdate::step(const std::vector<at::Tensor>& grads, double lr) {
+void AdamWUpdate::step(const std::vector<at::Tensor>& grads, double lr, const at::Tensor& grad_scale) {
   if (grads.size() != count_)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "AdamW step: " + std::to_string(grads.size()) + " gradients for " +
                                                   std::to_string(count_) + " master tensors");
@@ -55,14 +60,45 @@ void AdamWUpdate::step(const std::vector<at::Tensor>& grads, double lr) {
     group_grads.reserve(group.slots.size());
     for (size_t slot : group.slots) group_grads.push_back(grads[slot]);
     ++group.step_count;
-    at::_foreach_add_(group.steps, 1.0);  // the fused kernel reads the counters, never bumps them
-    if (settings_.fused)
-      at::_fused_adamw_(group.masters, group_grads, group.exp_avg, group.exp_avg_sq, {}, group.steps, group_lr,
-                        settings_.beta1, settings_.beta2, group.weight_decay, settings_.eps,
-                        /*amsgrad=*/false, /*maximize=*/false);
-    else
-      foreach_update(group, group_grads, group_lr);
+    at::_foreach_add_(group.steps, 1.0);  // the fused kernels read the counters, never bump them
+#if TRIAX_ADAMW_KERNEL
+    const AdamWGroupTensors tensors{group.masters, group.exp_avg, group.exp_avg_sq, group_grads, group.rounded};
+    if (settings_.fused && adamw_kernel_applies(tensors, grad_scale)) {
+      const double t = static_cast<double>(group.step_count);
+      adamw_kernel::Scalars scalars;
+      scalars.learning_rate = group_lr;
+      scalars.beta1 = settings_.beta1;
+      scalars.beta2 = settings_.beta2;
+      scalars.weight_decay = group.weight_decay;
+      scalars.eps = settings_.eps;
+      scalars.bias_correction1 = static_cast<float>(1.0 - std::pow(settings_.beta1, t));
+      scalars.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(settings_.beta2, t)));
+      adamw_kernel_step(tensors, grad_scale, scalars);
+      continue;
+    }
+#endif
+    for (size_t i = 0; i < group_grads.size(); ++i) {
+      at::Tensor& g = group_grads[i];
+      if (g.scalar_type() != at::kFloat) g = g.to(at::kFloat);  // exact for bf16 / fp16
+      g = g.reshape(group.masters[i].sizes());
+    }
+    if (grad_scale.defined()) at::_foreach_mul_(group_grads, grad_scale);  // what clipping in place did
+    libtorch_update(group, group_grads, group_lr);
+    round_masters(group);
   }
+}
+
+void AdamWUpdate::libtorch_update(Group& group, const std::vector<at::Tensor>& grads, double lr) const {
+  if (settings_.fused)
+    at::_fused_adamw_(group.masters, grads, group.exp_avg, group.exp_avg_sq, {}, group.steps, lr, settings_.beta1,
+                      settings_.beta2, group.weight_decay, settings_.eps, /*amsgrad=*/false, /*maximize=*/false);
+  else
+    foreach_update(group, grads, lr);
+}
+
+void AdamWUpdate::round_masters(Group& group) {
+  for (size_t i = 0; i < group.masters.size(); ++i)
+    if (group.rounded[i].defined()) group.rounded[i].view(group.masters[i].sizes()).copy_(group.masters[i]);
 }
 
 // The same update as the fused kernel, spelled out:
@@ -89,8 +125,10 @@ AdamWUpdate::SlotState AdamWUpdate::slot_state(size_t slot) const {
   return {group->exp_avg[i], group->exp_avg_sq[i], group->steps[i]};
 }
 
-void AdamWUpdate::step_counters_loaded() {
+void AdamWUpdate::state_loaded() {
+  at::NoGradGuard no_grad;
   for (auto& [key, group] : groups_) {
+    round_masters(group);
     if (group.steps.empty()) continue;
     at::Tensor counters = at::stack(group.steps).cpu();
     const double first = counters[0].item<double>();

@@ -5,10 +5,11 @@
 // Each parameter is sharded over its own gradient group (OptimizerParam::gradient_group): dp for
 // dense parameters, edp for expert shards, whose copies only the edp ranks share.
 //
-// step() receives this rank's shard of each averaged gradient (the host reduce-scatters them),
-// updates its shard with the same AdamW arithmetic as the `adamw` plugin (adamw_update), writes
-// the shard into the parameter, and all-gathers the parameters over their group so every replica
-// holds the same values again. The all-gather goes in buckets of parameters of one dtype and
+// step() receives this rank's shard of each averaged gradient (the host reduce-scatters them into
+// fp32 shards), updates its shard with the same AdamW arithmetic as the `adamw` plugin
+// (adamw_update, which also applies the clipping coefficient and writes the shard into the
+// parameter), and all-gathers the parameters over their group so every replica holds the same
+// values again. The all-gather goes in buckets of parameters of one dtype and
 // group, each rank's chunks padded to ceil(n / group size) elements, in the parameters' own dtype
 // (bf16 parameters move half the bytes of fp32 masters).
 #include <ATen/ATen.h>
@@ -50,14 +51,18 @@ class Zero1AdamW final : public Optimizer {
       // fp32 parameters are their own masters: the update writes straight into the shard.
       shard.own_master = p.param.scalar_type() != at::kFloat;
       shard.master = shard.own_master ? shard.live.to(at::kFloat).clone() : shard.live;
-      if (shard.range.length > 0) shard.slot = static_cast<int64_t>(update_.add(shard.master, p.weight_decay, p.lr_scale));
+      if (shard.range.length > 0)
+        shard.slot = static_cast<int64_t>(
+            update_.add(shard.master, p.weight_decay, p.lr_scale, shard.own_master ? shard.live : at::Tensor()));
       shard.name = std::move(p.name);
       shards_.push_back(std::move(shard));
     }
     plan_gather_buckets();
   }
 
-  void step(const std::vector<at::Tensor>& grads, double lr) override {
+  void step(const std::vector<at::Tensor>& grads, double lr) override { step_scaled(grads, lr, at::Tensor()); }
+
+  void step_scaled(const std::vector<at::Tensor>& grads, double lr, const at::Tensor& grad_scale) override {
     if (grads.size() != shards_.size())
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "zero1_adamw step: " + std::to_string(grads.size()) +
                                                     " gradient shards for " + std::to_string(shards_.size()) +
@@ -76,9 +81,7 @@ class Zero1AdamW final : public Optimizer {
                                                       " (elements from " + std::to_string(shard.range.offset) + ")");
       if (shard.slot >= 0) shard_grads.push_back(grads[i].view(-1));
     }
-    update_.step(shard_grads, lr);
-    for (Shard& shard : shards_)
-      if (shard.own_master) shard.live.copy_(shard.master);
+    update_.step(shard_grads, lr, grad_scale);  // also rounds each master into its shard of the parameter
     all_gather_parameters();
   }
 
@@ -98,12 +101,7 @@ class Zero1AdamW final : public Optimizer {
     return out;
   }
 
-  void state_loaded() override {
-    at::NoGradGuard no_grad;
-    update_.step_counters_loaded();
-    for (Shard& shard : shards_)
-      if (shard.own_master) shard.live.copy_(shard.master);
-  }
+  void state_loaded() override { update_.state_loaded(); }
 
   int64_t state_bytes() const override {
     int64_t bytes = update_.moment_bytes();

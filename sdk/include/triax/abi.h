@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 7
+#define TRIAX_ABI_VERSION_MINOR 8
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -437,6 +437,14 @@ typedef struct triax_optimizer_vtable {
                               triax_error* error);
   /* After the host copied loaded values into the state tensors: refresh what derives from them. */
   triax_status (*state_loaded)(triax_optimizer* optimizer, triax_error* error);
+  /* ---- ABI 1.8: read only when struct_size covers it; NULL = the host calls step() ---- */
+  /* One update, as step() but: grads[i] is fp32 or, when the step had one micro-batch and nothing
+   * to sum in fp32, params[i]'s own dtype (the backward's gradient as it is); clipping is not
+   * applied to them: grad_scale (borrowed, NULL = 1) is a 0-dim fp32 tensor on the gradients'
+   * device, the clipping coefficient, that each gradient is multiplied by in fp32 before the
+   * update. The step may overwrite grads (the host reads them no more this step). */
+  triax_status (*step_scaled)(triax_optimizer* optimizer, triax_tensor* const* grads, int64_t count,
+                              double learning_rate, triax_tensor* grad_scale, triax_error* error);
 } triax_optimizer_vtable;
 
 /* ---- plugin manifest -------------------------------------------------------------------- */

@@ -1,6 +1,11 @@
-// The optimizer interface plugin authors implement. The host hands over gradients already
-// accumulated in fp32, averaged across data parallel ranks and clipped; the optimizer updates
+// The optimizer interface plugin authors implement. The host hands over gradients accumulated
+// over the step's micro-batches and averaged across data parallel ranks; the optimizer updates
 // its parameters (and keeps master weights and moments as it sees fit).
+//
+// step_scaled() is what the host calls (ABI 1.8): the gradients in fp32, or in the parameter's
+// dtype when one micro-batch left nothing to sum in fp32, with the clipping coefficient beside
+// them. Its default converts and scales them and calls step(), which then sees fp32 gradients,
+// already clipped; an optimizer overrides step_scaled() to read them as they are instead.
 //
 // An optimizer that shards its state ZeRO-style declares
 //     static constexpr triax_gradient_sharding kGradientSharding = TRIAX_GRADIENTS_DP_SHARDED;
@@ -54,8 +59,14 @@ class Optimizer {
   static constexpr triax_gradient_sharding kGradientSharding = TRIAX_GRADIENTS_WHOLE;
 
   virtual ~Optimizer() = default;
-  // grads[i] belongs to the i-th parameter given at creation (its dp shard when sharding).
+  // grads[i] (fp32, or fp64 for fp64 parameters; clipped) belongs to the i-th parameter given at
+  // creation (its dp shard when sharding).
   virtual void step(const std::vector<at::Tensor>& grads, double learning_rate) = 0;
+  // grads[i] in fp32 or in the i-th parameter's dtype, not clipped: each is to be multiplied by
+  // grad_scale (a 0-dim fp32 tensor on their device; undefined = 1) in fp32. The step may
+  // overwrite grads. Default: fp32 copies of low-precision gradients, each multiplied by
+  // grad_scale in place, then step().
+  virtual void step_scaled(const std::vector<at::Tensor>& grads, double learning_rate, const at::Tensor& grad_scale);
   virtual int64_t state_bytes() const = 0;
 
   // Every state tensor (live; created at construction, so the list never changes). Default: no

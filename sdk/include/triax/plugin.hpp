@@ -319,6 +319,16 @@ struct OptimizerAdapter {
       reinterpret_cast<Optimizer*>(handle)->step(tensors, learning_rate);
     });
   }
+  static triax_status step_scaled(triax_optimizer* handle, triax_tensor* const* grads, int64_t count,
+                                  double learning_rate, triax_tensor* grad_scale, triax_error* error) {
+    return guarded(error, [&] {
+      std::vector<at::Tensor> tensors;
+      tensors.reserve(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) tensors.push_back(view_handle(grads[i]));
+      const at::Tensor scale = grad_scale != nullptr ? view_handle(grad_scale) : at::Tensor();
+      reinterpret_cast<Optimizer*>(handle)->step_scaled(tensors, learning_rate, scale);
+    });
+  }
   static int64_t state_bytes(triax_optimizer* handle) { return reinterpret_cast<Optimizer*>(handle)->state_bytes(); }
   static int64_t state_count(triax_optimizer* handle) {
     try {
@@ -348,7 +358,8 @@ struct OptimizerAdapter {
                                                  O::kGradientSharding,
                                                  state_count,
                                                  state_entry,
-                                                 state_loaded};
+                                                 state_loaded,
+                                                 step_scaled};
     return &table;
   }
 };

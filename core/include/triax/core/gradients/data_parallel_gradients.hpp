@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "triax/abi.h"
+#include "triax/core/gradients/gradient_norm.hpp"
 #include "triax/core/gradients/replica_ownership.hpp"
 #include "triax/parameter.hpp"
 #include "triax/zero_partition.hpp"
@@ -79,11 +80,16 @@ class DataParallelGradients {
   // Buckets whose collective started during the latest step's backward.
   int64_t buckets_started_in_backward() const { return started_in_backward_; }
 
-  // After the last micro-batch: `gradients` (one per parameter, fp32 or fp64, e.g. the
-  // accumulator's) averaged over their gradient groups: in place (WHOLE) or into this rank's shards.
+  // After the last micro-batch: `gradients` (one per parameter, e.g. the accumulator's) averaged
+  // over their gradient groups: in place (WHOLE) or into this rank's fp32 shards. Gradients in
+  // the parameters' low-precision dtype only where nothing is reduced in place: one dp rank, or
+  // sharded (the reduce-scatter's input is an fp32 copy).
   void reduce_over_data_parallel(const std::vector<at::Tensor>& gradients, Communicator& communicator);
-  // Global L2 norm of the reduced gradients (0-dim fp32 tensor, not read back); with max_norm,
-  // scales for_optimizer()'s gradients so it is at most max_norm. Returns the norm before clipping.
+  // Global L2 norm of the reduced gradients and the clipping coefficient for max_norm (0-dim fp32
+  // tensors, not read back); the gradients are not scaled.
+  GlobalNorm norm(std::optional<double> max_norm, Communicator& communicator);
+  // norm(), then for_optimizer()'s gradients scaled in place so their norm is at most max_norm.
+  // Returns the norm before clipping.
   at::Tensor clip(std::optional<double> max_norm, Communicator& communicator);
   // What the optimizer's step gets: the whole mean gradients, or this rank's 1-D shards of them.
   const std::vector<at::Tensor>& for_optimizer() const { return for_optimizer_; }

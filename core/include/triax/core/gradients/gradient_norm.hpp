@@ -16,10 +16,20 @@ namespace triax {
 
 class Communicator;
 
-// The global L2 norm of `gradients` (a 0-dim fp32 tensor, never read back to the host): squares
-// summed over the counted gradients, all-reduced over `group`. With `max_norm`, scales every
-// gradient in place (counted or not) so the norm becomes at most max_norm. Returns the norm
-// before clipping.
+// The global L2 norm of `gradients` and what clipping to `max_norm` multiplies them by. Both are
+// 0-dim fp32 tensors, never read back to the host.
+struct GlobalNorm {
+  at::Tensor norm;         // before clipping
+  at::Tensor coefficient;  // min(1, max_norm / (norm + 1e-6)); undefined without max_norm
+};
+
+// Squares summed in fp32 over the counted gradients (fp32 or lower precision), all-reduced over
+// `group`. Nothing is scaled.
+GlobalNorm global_norm(const std::vector<at::Tensor>& gradients, const std::vector<bool>& counted,
+                       std::optional<double> max_norm, Communicator& communicator, triax_group group);
+
+// global_norm(), then every gradient (counted or not) scaled in place by its coefficient, so the
+// norm becomes at most max_norm. Returns the norm before clipping.
 at::Tensor clip_by_global_norm(const std::vector<at::Tensor>& gradients, const std::vector<bool>& counted,
                                std::optional<double> max_norm, Communicator& communicator, triax_group group);
 

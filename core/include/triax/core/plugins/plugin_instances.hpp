@@ -130,7 +130,11 @@ class OptimizerInstance {
   OptimizerInstance(const OptimizerInstance&) = delete;
   OptimizerInstance& operator=(const OptimizerInstance&) = delete;
 
-  void step(const std::vector<at::Tensor>& grads, double learning_rate);
+  // One update with the gradients as they are and the clipping coefficient (0-dim fp32, or
+  // undefined for none). A plugin before ABI 1.8 gets fp32 gradients scaled by the host.
+  void step(const std::vector<at::Tensor>& grads, double learning_rate, const at::Tensor& grad_scale = {});
+  // Whether the plugin takes gradients in the parameters' dtype and applies the scale (ABI 1.8).
+  bool takes_scaled_gradients() const;
   int64_t state_bytes() const;
   // Whole dp-averaged gradients, or this dp rank's shards of them (ZeRO).
   triax_gradient_sharding gradient_sharding() const;
