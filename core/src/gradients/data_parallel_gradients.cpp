@@ -172,6 +172,10 @@ void DataParallelGradients::begin_step(int64_t micro_batches) {
   started_gradients_.assign(parameters_.size(), at::Tensor());
   started_in_backward_ = 0;
   armed_.assign(static_cast<size_t>(chunk_count_), final_gradient_ && micro_batches_ == 1);
+  // The last step's whole gradients are no longer needed: holding them through this step's
+  // backward would keep a second set alive (the whole model's bf16 gradients when they are
+  // handed over as computed).
+  if (sharding_ == TRIAX_GRADIENTS_WHOLE) for_optimizer_.assign(parameters_.size(), at::Tensor());
 }
 
 void DataParallelGradients::after_backward(int chunk) {
