@@ -24,7 +24,7 @@ namespace triax {
 namespace {
 
 TEST(GradientHandoff, AsComputedOnlyWhenNothingIsSummedAfterTheBackward) {
-  const GradientHandoffInputs base{true, 1, 1, false, false, true};
+  const GradientHandoffInputs base{true, 1, false, true};
   EXPECT_EQ(choose_gradient_handoff(base), GradientHandoff::kAsComputed);
   auto with = [&](auto change) {
     GradientHandoffInputs in = base;
@@ -33,8 +33,6 @@ TEST(GradientHandoff, AsComputedOnlyWhenNothingIsSummedAfterTheBackward) {
   };
   EXPECT_EQ(with([](auto& in) { in.accumulate_grad_in_fp32 = false; }), GradientHandoff::kFp32);
   EXPECT_EQ(with([](auto& in) { in.micro_batches = 2; }), GradientHandoff::kFp32);
-  EXPECT_EQ(with([](auto& in) { in.dp_size = 2; }), GradientHandoff::kFp32);  // all-reduced in place
-  EXPECT_EQ(with([](auto& in) { in.dp_size = 2, in.dp_sharded = true; }), GradientHandoff::kAsComputed);
   EXPECT_EQ(with([](auto& in) { in.tied_across_stages = true; }), GradientHandoff::kFp32);
   EXPECT_EQ(with([](auto& in) { in.optimizer_takes_scaled_gradients = false; }), GradientHandoff::kFp32);
 }

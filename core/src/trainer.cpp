@@ -251,7 +251,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   const bool sharded = s.optimizer->gradient_sharding() == TRIAX_GRADIENTS_DP_SHARDED;
   const GradientHandoff handoff =
       choose_gradient_handoff({c.optimizer.accumulate_grad_in_fp32, c.tokens.batch_accumulation_per_replica,
-                               context.dp_size, sharded, !s.tied->empty(), s.optimizer->takes_scaled_gradients()});
+                               !s.tied->empty(), s.optimizer->takes_scaled_gradients()});
   s.gradients =
       std::make_unique<GradientAccumulator>(s.model->parameters(), c.optimizer.accumulate_grad_in_fp32, handoff);
   if (handoff == GradientHandoff::kAsComputed)

@@ -224,17 +224,13 @@ void DataParallelGradients::reduce_over_data_parallel(const std::vector<at::Tens
                                                     "' holds " + std::to_string(gradients[k].numel()) +
                                                     " elements, the parameter " +
                                                     std::to_string(parameters_[k].tensor.numel()));
-    if (sharding_ == TRIAX_GRADIENTS_WHOLE && groups_.dp_size > 1 &&
-        gradients[k].scalar_type() != gradient_dtype(parameters_[k].tensor))
-      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel reduction: the gradient of '" + parameters_[k].name +
-                                                    "' is " + std::string(c10::toString(gradients[k].scalar_type())) +
-                                                    "; an all-reduce in place needs it in fp32");
     if (k < started_gradients_.size() && started_gradients_[k].defined() &&
         !started_gradients_[k].is_same(gradients[k]))
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel reduction: the gradient of '" + parameters_[k].name +
                                                     "' is not the tensor whose reduction started in the backward");
   }
   at::NoGradGuard no_grad;
+  if (sharding_ == TRIAX_GRADIENTS_WHOLE) for_optimizer_ = gradients;  // low-precision ones: see finish_bucket
   if (reduces()) {
     for (; next_bucket_ < buckets_.size(); ++next_bucket_)
       in_flight_.push_back(start_bucket(next_bucket_, gradients, communicator));
@@ -243,7 +239,6 @@ void DataParallelGradients::reduce_over_data_parallel(const std::vector<at::Tens
   in_flight_.clear();
   started_gradients_.clear();
   next_bucket_ = 0;
-  if (sharding_ == TRIAX_GRADIENTS_WHOLE) for_optimizer_ = gradients;
 }
 
 DataParallelGradients::InFlight DataParallelGradients::start_bucket(size_t b, const std::vector<at::Tensor>& gradients,
@@ -254,7 +249,7 @@ DataParallelGradients::InFlight DataParallelGradients::start_bucket(size_t b, co
   const at::Tensor& first = gradients[bucket.members.front()];
   if (sharding_ == TRIAX_GRADIENTS_WHOLE) {
     for (size_t k : bucket.members) flight.members.push_back(gradients[k]);
-    if (bucket.members.size() == 1 && first.is_contiguous()) {  // a bucket of one: no copies
+    if (bucket.members.size() == 1 && first.is_contiguous() && first.scalar_type() == bucket.dtype) {  // no copies
       flight.operation = communicator.start_all_reduce(bucket.group, first, TRIAX_REDUCE_SUM);
       return flight;
     }
@@ -301,7 +296,13 @@ void DataParallelGradients::finish_bucket(InFlight& flight) {
   flight.flat.mul_(mean);
   for (size_t m = 0; m < bucket.members.size(); ++m) {
     const at::Tensor& g = flight.members[m];
-    g.copy_(flight.flat.narrow(0, bucket.offsets[m], g.numel()).view(g.sizes()));
+    at::Tensor mean_gradient = flight.flat.narrow(0, bucket.offsets[m], g.numel()).view(g.sizes());
+    // A gradient handed over in low precision: the optimizer gets the fp32 mean itself, which a
+    // copy back into the gradient would round.
+    if (g.scalar_type() == bucket.dtype)
+      g.copy_(mean_gradient);
+    else
+      for_optimizer_[bucket.members[m]] = std::move(mean_gradient);
   }
 }
 

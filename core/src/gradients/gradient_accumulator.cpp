@@ -10,8 +10,7 @@
 namespace triax {
 
 GradientHandoff choose_gradient_handoff(const GradientHandoffInputs& in) {
-  const bool summed_after_backward =
-      in.micro_batches > 1 || (in.dp_size > 1 && !in.dp_sharded) || in.tied_across_stages;
+  const bool summed_after_backward = in.micro_batches > 1 || in.tied_across_stages;
   return in.accumulate_grad_in_fp32 && !summed_after_backward && in.optimizer_takes_scaled_gradients
              ? GradientHandoff::kAsComputed
              : GradientHandoff::kFp32;

@@ -36,10 +36,9 @@ under `optimizer` are refused with a hint to move them into `optimizer_factory`.
           clipping)md"),
       Key("accumulate_grad_in_fp32", boolean(), "nanotron",
           R"md(sum the micro-batches' gradients of bf16/fp16 parameters in fp32 buffers (required in nanotron).
-          With one micro-batch a step and nothing summed in place after the backward (one dp rank or
-          `zero_stage: 1`, no parameter tied across pipeline stages) there is nothing to sum: the
-          gradients go to the optimizer as computed, the same values without the buffers' 4 bytes a
-          parameter (the start-up log says so))md"),
+          With one micro-batch a step and no parameter tied across pipeline stages there is nothing to
+          sum: the gradients go on as computed (the dp reduction reads fp32 copies), the same values
+          without the buffers' 4 bytes a parameter (the start-up log says so))md"),
       Key("learning_rate_scheduler", mapping(), "nanotron",
           R"md(below)md")
           .must_be_given(),

@@ -81,9 +81,9 @@ class DataParallelGradients {
   int64_t buckets_started_in_backward() const { return started_in_backward_; }
 
   // After the last micro-batch: `gradients` (one per parameter, e.g. the accumulator's) averaged
-  // over their gradient groups: in place (WHOLE) or into this rank's fp32 shards. Gradients in
-  // the parameters' low-precision dtype only where nothing is reduced in place: one dp rank, or
-  // sharded (the reduce-scatter's input is an fp32 copy).
+  // over their gradient groups: in place (WHOLE) or into this rank's fp32 shards. A gradient in
+  // the parameter's low-precision dtype is reduced from an fp32 copy, and for_optimizer() then
+  // holds its fp32 mean instead (WHOLE, dp > 1).
   void reduce_over_data_parallel(const std::vector<at::Tensor>& gradients, Communicator& communicator);
   // Global L2 norm of the reduced gradients and the clipping coefficient for max_norm (0-dim fp32
   // tensors, not read back); the gradients are not scaled.
@@ -114,8 +114,8 @@ class DataParallelGradients {
   struct InFlight {
     size_t bucket = 0;
     std::unique_ptr<PendingOperation> operation;
-    at::Tensor flat;                  // WHOLE: the flat copy reduced (undefined: a bucket of one)
-    std::vector<at::Tensor> members;  // WHOLE: the gradients it writes back to
+    at::Tensor flat;                  // WHOLE: the flat fp32 copy reduced (undefined: a bucket of one)
+    std::vector<at::Tensor> members;  // WHOLE: the gradients it writes back to (those in fp32)
   };
 
   void plan_buckets(int64_t bucket_cap_bytes);

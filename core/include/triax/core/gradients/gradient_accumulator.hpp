@@ -23,19 +23,18 @@ enum class GradientHandoff {
   kAsComputed,
 };
 
-// What decides the handoff: the step's shape and who sums gradients after the backward.
+// What decides the handoff: the step's shape and who sums gradients in place after the backward
+// (the data-parallel reduction does not: it reduces an fp32 copy of a low-precision gradient).
 struct GradientHandoffInputs {
   bool accumulate_grad_in_fp32 = true;
-  int64_t micro_batches = 1;   // per step and replica
-  int64_t dp_size = 1;
-  bool dp_sharded = false;     // ZeRO: the reduce-scatter reads an fp32 copy of each gradient
+  int64_t micro_batches = 1;        // per step and replica
   bool tied_across_stages = false;  // summed over pipeline ranks in place
   bool optimizer_takes_scaled_gradients = false;  // ABI 1.8: reads low precision, applies clipping
 };
 
 // kAsComputed when accumulate_grad_in_fp32 asks for fp32 and yet nothing would be summed into the
-// buffers: one micro-batch, no in-place sum over dp (one rank, or sharded) or pipeline ties, and
-// an optimizer that reads the gradients as they are. Otherwise kFp32.
+// buffers: one micro-batch, no pipeline ties, and an optimizer that reads the gradients as they
+// are. Otherwise kFp32.
 GradientHandoff choose_gradient_handoff(const GradientHandoffInputs& inputs);
 
 class GradientAccumulator {
