@@ -41,52 +41,41 @@ std::vector<at::Tensor> bf16_gradients(int rank) {
   return grads;
 }
 
-TEST(DataParallelGradients, ReduceScatterOfBf16GradientsGivesTheShardsOfTheirFp32Copies) {
+// Reduces this rank's bf16 gradients and, beside them, their fp32 copies, with one sharding and
+// bucket cap; everything the optimizer gets must be the same fp32 bits.
+void check_bf16_reduction(triax_gradient_sharding sharding, int64_t cap) {
   const int dp = world_size();
   MpiCommunicator& comm = communicator({dp, 1, 1});
   const int rank = comm.rank(TRIAX_GROUP_DP);
   auto params = bf16_parameters();
   const std::vector<bool> counted(params.size(), true);
-  DataParallelGradients low(params, TRIAX_GRADIENTS_DP_SHARDED, 64, {rank, dp}, counted);
-  DataParallelGradients full(params, TRIAX_GRADIENTS_DP_SHARDED, 64, {rank, dp}, counted);
+  DataParallelGradients low(params, sharding, cap, {rank, dp}, counted);
+  DataParallelGradients full(params, sharding, cap, {rank, dp}, counted);
   const std::vector<at::Tensor> grads = bf16_gradients(rank);
+  const at::Tensor before = grads[0].clone();
   std::vector<at::Tensor> copies;
   for (const at::Tensor& g : grads) copies.push_back(g.to(at::kFloat));
   low.reduce_over_data_parallel(grads, comm);
   full.reduce_over_data_parallel(copies, comm);
   for (size_t k = 0; k < params.size(); ++k) {
-    EXPECT_EQ(low.for_optimizer()[k].scalar_type(), at::kFloat) << "parameter " << k;
-    EXPECT_TRUE(at::equal(low.for_optimizer()[k], full.for_optimizer()[k])) << "parameter " << k << ", rank " << rank;
+    EXPECT_EQ(low.for_optimizer()[k].scalar_type(), at::kFloat) << "parameter " << k << ", cap " << cap;
+    EXPECT_TRUE(at::equal(low.for_optimizer()[k], full.for_optimizer()[k]))
+        << "parameter " << k << ", rank " << rank << ", cap " << cap;
   }
+  EXPECT_TRUE(at::equal(grads[0], before));  // the bf16 gradient is read, never rounded into
   const GlobalNorm a = low.norm(0.25, comm), b = full.norm(0.25, comm);
   EXPECT_TRUE(at::equal(a.norm, b.norm));
   EXPECT_TRUE(at::equal(a.coefficient, b.coefficient));
 }
 
+const std::vector<int64_t> kCaps = {1, 64, int64_t{1} << 20};  // bytes: a bucket per parameter, some, one
+
+TEST(DataParallelGradients, ReduceScatterOfBf16GradientsGivesTheShardsOfTheirFp32Copies) {
+  for (int64_t cap : kCaps) check_bf16_reduction(TRIAX_GRADIENTS_DP_SHARDED, cap);
+}
+
 TEST(DataParallelGradients, AllReduceOfBf16GradientsGivesTheFp32MeanOfTheirCopies) {
-  const int dp = world_size();
-  MpiCommunicator& comm = communicator({dp, 1, 1});
-  const int rank = comm.rank(TRIAX_GROUP_DP);
-  for (int64_t cap : {int64_t{1}, int64_t{64}, int64_t{1} << 20}) {  // a bucket per parameter, some, one
-    auto params = bf16_parameters();
-    const std::vector<bool> counted(params.size(), true);
-    DataParallelGradients low(params, TRIAX_GRADIENTS_WHOLE, cap, {rank, dp}, counted);
-    DataParallelGradients full(params, TRIAX_GRADIENTS_WHOLE, cap, {rank, dp}, counted);
-    const std::vector<at::Tensor> grads = bf16_gradients(rank);
-    const at::Tensor before = grads[0].clone();
-    std::vector<at::Tensor> copies;
-    for (const at::Tensor& g : grads) copies.push_back(g.to(at::kFloat));
-    low.reduce_over_data_parallel(grads, comm);
-    full.reduce_over_data_parallel(copies, comm);
-    for (size_t k = 0; k < params.size(); ++k) {
-      EXPECT_EQ(low.for_optimizer()[k].scalar_type(), at::kFloat) << "parameter " << k << ", cap " << cap;
-      EXPECT_TRUE(at::equal(low.for_optimizer()[k], full.for_optimizer()[k])) << "parameter " << k << ", cap " << cap;
-    }
-    EXPECT_TRUE(at::equal(grads[0], before));  // the bf16 gradient is read, not rounded into
-    const GlobalNorm a = low.norm(0.25, comm), b = full.norm(0.25, comm);
-    EXPECT_TRUE(at::equal(a.norm, b.norm));
-    EXPECT_TRUE(at::equal(a.coefficient, b.coefficient));
-  }
+  for (int64_t cap : kCaps) check_bf16_reduction(TRIAX_GRADIENTS_WHOLE, cap);
 }
 
 // Whole bf16 runs on dp ranks with one micro-batch a step, with and without ZeRO:
