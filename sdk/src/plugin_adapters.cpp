@@ -1,5 +1,6 @@
 // The non-template halves of the SDK's C-ABI adapters (triax/plugin.hpp) and the C-to-C++
 // conversions of contexts and requests.
+#include <ATen/ops/_foreach_mul.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -242,16 +243,19 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
   return context;
 }
 
-void Optimizer::step_scaled(const std::vector<at::Tensor>& grads, double learning_rate, const at::Tensor& grad_scale) {
-  std::vector<at::Tensor> scaled;
-  scaled.reserve(grads.size());
+std::vector<at::Tensor> clipped_full_precision(const std::vector<at::Tensor>& grads, const at::Tensor& grad_scale) {
+  std::vector<at::Tensor> full;
+  full.reserve(grads.size());
   for (const at::Tensor& grad : grads) {
     const bool full_precision = grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kDouble;
-    at::Tensor g = full_precision ? grad : grad.to(at::kFloat);  // exact: fp32 holds every bf16/fp16 value
-    if (grad_scale.defined()) g.mul_(grad_scale);                // what clipping in place did
-    scaled.push_back(std::move(g));
+    full.push_back(full_precision ? grad : grad.to(at::kFloat));  // exact: fp32 holds every bf16/fp16 value
   }
-  step(scaled, learning_rate);
+  if (grad_scale.defined() && !full.empty()) at::_foreach_mul_(full, grad_scale);
+  return full;
+}
+
+void Optimizer::step_scaled(const std::vector<at::Tensor>& grads, double learning_rate, const at::Tensor& grad_scale) {
+  step(clipped_full_precision(grads, grad_scale), learning_rate);
 }
 
 const std::vector<OptimizerState>& Optimizer::state_table() {

@@ -1,6 +1,5 @@
 #include "triax/core/plugins/plugin_instances.hpp"
 
-#include <ATen/ops/_foreach_mul.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include "triax/aux_losses.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/error.hpp"
+#include "triax/optimizer.hpp"
 #include "triax/tensor_handle.hpp"
 
 namespace triax {
@@ -257,17 +257,11 @@ bool OptimizerInstance::takes_scaled_gradients() const {
 void OptimizerInstance::step(const std::vector<at::Tensor>& grads, double learning_rate,
                              const at::Tensor& grad_scale) {
   const bool scaled_by_plugin = takes_scaled_gradients();
-  std::vector<at::Tensor> handed;  // an older plugin's: fp32, clipped here
-  if (!scaled_by_plugin) {
-    for (const at::Tensor& grad : grads) {
-      const bool full_precision = grad.scalar_type() == at::kFloat || grad.scalar_type() == at::kDouble;
-      handed.push_back(full_precision ? grad : grad.to(at::kFloat));
-    }
-    if (grad_scale.defined()) at::_foreach_mul_(handed, grad_scale);
-  }
+  // An older plugin's: fp32, clipped here.
+  const std::vector<at::Tensor> handed = scaled_by_plugin ? grads : clipped_full_precision(grads, grad_scale);
   std::vector<triax_tensor*> handles;
   handles.reserve(grads.size());
-  for (const auto& grad : scaled_by_plugin ? grads : handed) handles.push_back(borrow_handle(grad));
+  for (const auto& grad : handed) handles.push_back(borrow_handle(grad));
   triax_error error{};
   const auto count = static_cast<int64_t>(handles.size());
   triax_status status =

@@ -8,6 +8,7 @@
 
 #include "triax/config_reader.hpp"
 #include "triax/error.hpp"
+#include "triax/optimizer.hpp"
 
 #if TRIAX_ADAMW_KERNEL
 #include "adamw_cuda.hpp"
@@ -77,13 +78,10 @@ void AdamWUpdate::step(const std::vector<at::Tensor>& grads, double lr, const at
       continue;
     }
 #endif
-    for (size_t i = 0; i < group_grads.size(); ++i) {
-      at::Tensor& g = group_grads[i];
-      if (g.scalar_type() != at::kFloat) g = g.to(at::kFloat);  // exact for bf16 / fp16
-      g = g.reshape(group.masters[i].sizes());
-    }
-    if (grad_scale.defined()) at::_foreach_mul_(group_grads, grad_scale);  // what clipping in place did
-    libtorch_update(group, group_grads, group_lr);
+    std::vector<at::Tensor> clipped = clipped_full_precision(group_grads, grad_scale);
+    for (size_t i = 0; i < clipped.size(); ++i)  // the masters' dtype (fp32) and shape
+      clipped[i] = clipped[i].to(at::kFloat).reshape(group.masters[i].sizes());
+    libtorch_update(group, clipped, group_lr);
     round_masters(group);
   }
 }

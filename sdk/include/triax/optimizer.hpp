@@ -53,6 +53,11 @@ struct OptimizerState {
   bool per_parameter = false;   // one value per parameter (a step counter) instead of elementwise
 };
 
+// The gradients step() expects from those step_scaled() gets: fp32 copies of the low-precision
+// ones (exact), fp32 and fp64 ones as they are, each multiplied in place by grad_scale (undefined
+// = 1), as clipping in place did.
+std::vector<at::Tensor> clipped_full_precision(const std::vector<at::Tensor>& grads, const at::Tensor& grad_scale);
+
 class Optimizer {
  public:
   // What step() receives; a subclass redeclares it to change it (read at registration).
