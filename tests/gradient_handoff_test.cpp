@@ -98,15 +98,8 @@ struct OptimizerUnderTest {
       : vtable(testing::test_plugin_registry().optimizer(name)) {
     if (abi_1_7) vtable.struct_size = offsetof(triax_optimizer_vtable, step_scaled);
     for (const at::Tensor& p : initial) params.push_back(p.clone());
-    const std::string yaml = "optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95}\n";
-    triax_optimizer_context context{};
-    context.struct_size = sizeof(context);
-    context.dp_size = 1;
-    context.optimizer_yaml = yaml.c_str();
-    std::vector<triax_optimizer_param> c_params;
-    for (size_t i = 0; i < params.size(); ++i)
-      c_params.push_back({"p", borrow_handle(params[i]), i == 0 ? 0.1 : 0.0, 0});
-    instance = std::make_unique<OptimizerInstance>(vtable, name, context, c_params);
+    instance = testing::make_optimizer(vtable, name, params,
+                                       "optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95}\n");
   }
 };
 
@@ -202,37 +195,10 @@ TEST(AdamWKernelCuda, ScaledStepOfBf16GradientsFollowsLibTorchsFusedAdamW) {
   std::printf("state elements differing in any bit from LibTorch's fused AdamW: %lld\n", static_cast<long long>(differing));
 }
 
-// Whole runs on one rank in bf16 with one micro-batch a step: accumulate_grad_in_fp32 true hands
-// the bf16 gradients over as computed; false hands fp32 copies of them over. Both are exact, so
-// the runs must agree bit for bit (before ABI 1.8 the first went through fp32 buffers).
+// Whole runs on one rank (before ABI 1.8 the handed-over run went through fp32 buffers).
 TEST(Training, Bf16GradientsHandedOverAsComputedGiveTheFp32BuffersRun) {
-  for (const std::string zero_stage : {"0", "1"}) {
-    std::vector<std::vector<at::Tensor>> finals;
-    std::vector<TrainSummary> summaries;
-    for (const std::string fp32 : {"true", "false"}) {
-      const auto dir = testing::temp_run_dir("handoff_" + zero_stage + fp32);
-      std::string yaml = testing::tiny_config(dir, 12, 4, 1, "bfloat16");
-      const auto replace = [&](const std::string& from, const std::string& to) {
-        yaml.replace(yaml.find(from), from.size(), to);
-      };
-      replace("accumulate_grad_in_fp32: true", "accumulate_grad_in_fp32: " + fp32);
-      replace("zero_stage: 0", "zero_stage: " + zero_stage);
-      replace("clip_grad: 1.0", "clip_grad: 0.05");  // every step clipped
-      TrainConfig config = parse_train_config(YAML::Load(yaml), "test.yaml");
-      SingleProcessCommunicator comm;
-      Trainer trainer(std::move(config), testing::test_plugin_registry(), comm);
-      summaries.push_back(trainer.train());
-      finals.emplace_back();
-      for (const NamedParameter& p : trainer.parameters()) finals.back().push_back(p.tensor.detach().clone());
-      testing::fs::remove_all(dir);
-    }
-    EXPECT_EQ(summaries[0].losses, summaries[1].losses) << "zero_stage " << zero_stage;
-    EXPECT_EQ(summaries[0].grad_norms, summaries[1].grad_norms) << "zero_stage " << zero_stage;
-    for (double norm : summaries[0].grad_norms) EXPECT_GT(norm, 0.05);
-    ASSERT_EQ(finals[0].size(), finals[1].size());
-    for (size_t i = 0; i < finals[0].size(); ++i)
-      EXPECT_TRUE(at::equal(finals[0][i], finals[1][i])) << "zero_stage " << zero_stage << ", parameter " << i;
-  }
+  SingleProcessCommunicator comm;
+  testing::expect_bf16_handoffs_agree(12, 4, comm, [](const std::string& name) { return testing::temp_run_dir(name); });
 }
 
 }  // namespace

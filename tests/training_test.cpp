@@ -28,6 +28,7 @@ namespace triax {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::make_optimizer;
 using testing::run;
 using testing::temp_run_dir;
 using testing::tiny_config;
@@ -241,17 +242,6 @@ TEST(ZeroPartition, ChunksCoverEachElementOnce) {
   EXPECT_EQ(zero_shard(10, 3, 4).length, 1);
   // 3 over 4: the last rank holds nothing.
   EXPECT_EQ(zero_shard(3, 3, 4).length, 0);
-}
-
-std::unique_ptr<OptimizerInstance> make_optimizer(const std::string& name, const std::vector<at::Tensor>& params,
-                                                  const std::string& yaml) {
-  triax_optimizer_context context{};
-  context.struct_size = sizeof(context);
-  context.dp_size = 1;
-  context.optimizer_yaml = yaml.c_str();
-  std::vector<triax_optimizer_param> c_params;
-  for (size_t i = 0; i < params.size(); ++i) c_params.push_back({"p", borrow_handle(params[i]), i == 0 ? 0.1 : 0.0, 0});
-  return std::make_unique<OptimizerInstance>(testing::test_plugin_registry().optimizer(name), name, context, c_params);
 }
 
 // On one rank the shard is the whole flattened parameter: zero1_adamw must step like adamw.
