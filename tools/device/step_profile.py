@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Time share of a training step by kind of GPU work, from a triax profiler trace.
 
-    python3 tools/device/step_profile.py TRACE.pt.trace.json[.gz] [--steps N] [--top K]
+    python3 tools/device/step_profile.py TRACE.pt.trace.json[.gz] [--steps N] [--top K] [--by-op K]
 
 TRACE is a Chrome trace that the `profiler` config section writes
 (`<profiler_export_path>/rank<R>_steps<A>-<B>.pt.trace.json`); the number of steps it covers is
 read from that name unless --steps says it. Every GPU kernel, copy and fill is put into one kind
 by its name (KINDS below, first match wins); "host gaps" is the time inside the traced window in
 which the GPU ran nothing. Prints a markdown table: milliseconds per step and share of the
-window per kind, then the K longest kernels (default 12) with their kind.
+window per kind, then the K longest kernels (default 12) with their kind. With --by-op K, also the
+K ATen ops (with the input shapes, when the trace recorded them: `profiler.record_shapes`) whose
+GPU work took longest, and the rate of those that are matrix products (TFLOP/s from the shapes).
 """
 import argparse
 import gzip
@@ -40,12 +42,67 @@ def kind_of(name):
     return KINDS[-1][0]
 
 
-def load_events(path):
+def load_trace(path):
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rt") as f:
         trace = json.load(f)
-    events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    return [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES and "dur" in e]
+    return trace["traceEvents"] if isinstance(trace, dict) else trace
+
+
+def gpu_events(trace):
+    return [e for e in trace if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES and "dur" in e]
+
+
+def matmul_flops(name, dims):
+    """FLOPs of a matrix product from its ATen op's input shapes, or None for other ops."""
+    try:
+        if name in ("aten::mm", "aten::bmm") or name.startswith("aten::_scaled_mm"):
+            a, b = dims[0], dims[1]
+            batch = a[0] if len(a) == 3 else 1
+            return 2 * batch * a[-2] * a[-1] * b[-1]
+        if name in ("aten::addmm",):
+            a, b = dims[1], dims[2]
+            return 2 * a[0] * a[1] * b[1]
+    except (IndexError, TypeError):
+        return None
+    return None
+
+
+def by_op(trace, gpu, steps, top):
+    """GPU time grouped by the CPU-side ATen op that launched it (the innermost one, through
+    Kineto's External id) and its input shapes."""
+    ops, calls = {}, defaultdict(int)
+    for e in trace:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            dims = e.get("args", {}).get("Input Dims")
+            key = (e["name"], json.dumps(dims) if dims else "")
+            calls[key] += 1
+            ext = e.get("args", {}).get("External id")
+            if ext is not None:
+                ops[ext] = (key, dims)
+    per_op = defaultdict(lambda: [0.0, 0, None])
+    for e in gpu:
+        key, dims = ops.get(e.get("args", {}).get("External id"), (("(no op)", ""), None))
+        per_op[key][0] += e["dur"]
+        per_op[key][1] += 1
+        per_op[key][2] = dims
+    print("\nlongest ops (GPU time summed per op and input shapes, per step):\n")
+    print("| op | input shapes | ms per step | GPU operations per step | TFLOP/s |")
+    print("|---|---|---|---|---|")
+    gemm_us = gemm_flops = 0.0
+    rows = sorted(per_op.items(), key=lambda kv: -kv[1][0])
+    for rank, (key, (us, count, dims)) in enumerate(rows):
+        flops = matmul_flops(key[0], dims)
+        total_flops = flops * calls[key] if flops else 0  # us sums every call's kernels
+        if total_flops:
+            gemm_us += us
+            gemm_flops += total_flops
+        if rank < top:
+            rate = f"{total_flops / (us * 1e6):.0f}" if total_flops else ""
+            print(f"| `{key[0]}` | {key[1][:80]} | {us / 1e3 / steps:.2f} | {count / steps:.0f} | {rate} |")
+    if gemm_us:
+        print(f"\nmatrix products with shapes: {gemm_us / 1e3 / steps:.1f} ms per step at "
+              f"{gemm_flops / (gemm_us * 1e6):.0f} TFLOP/s")
 
 
 def steps_from_name(path):
@@ -71,11 +128,14 @@ def main(argv):
     p.add_argument("trace")
     p.add_argument("--steps", type=int, default=None, help="steps the trace covers (default: from its name)")
     p.add_argument("--top", type=int, default=12, help="longest kernels to list (default 12)")
+    p.add_argument("--by-op", type=int, default=0, metavar="K",
+                   help="also list the K ops whose GPU work took longest, with their input shapes")
     a = p.parse_args(argv)
     steps = a.steps or steps_from_name(a.trace)
     if not steps:
         p.error(f"{a.trace}: the name does not say how many steps it covers (rank<R>_steps<A>-<B>...): give --steps")
-    events = load_events(a.trace)
+    trace = load_trace(a.trace)
+    events = gpu_events(trace)
     if not events:
         sys.exit(f"{a.trace}: no GPU events (a trace of a CPU run, or the CUDA activity was not recorded)")
     start = min(e["ts"] for e in events)
@@ -105,6 +165,8 @@ def main(argv):
     for name, (us, count) in sorted(per_kernel.items(), key=lambda kv: -kv[1][0])[: a.top]:
         short = name if len(name) <= 90 else name[:87] + "..."
         print(f"| `{short}` | {kind_of(name)} | {us / 1e3 / steps:.2f} | {count / steps:.0f} |")
+    if a.by_op:
+        by_op(trace, events, steps, a.by_op)
 
 
 if __name__ == "__main__":
