@@ -48,8 +48,9 @@ void expect_close(const at::Tensor& actual, const at::Tensor& expected, double t
   EXPECT_LE(error, tol) << what << ": relative error " << error;
 }
 
-void check(const Case& c, c10::Device device, c10::ScalarType dtype) {
-  const std::string what = describe(c, device, dtype);
+// incoming: the gradient the loss receives (the pipeline scales each micro-batch's loss).
+void check(const Case& c, c10::Device device, c10::ScalarType dtype, double incoming = 1.0) {
+  const std::string what = describe(c, device, dtype) + " incoming gradient " + std::to_string(incoming);
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(100 + static_cast<uint64_t>(c.vocab));
   auto double_options = at::TensorOptions().dtype(at::kDouble);
   const at::Tensor hidden_values = at::randn({c.tokens, c.hidden}, generator, double_options).to(device, dtype);
@@ -68,13 +69,13 @@ void check(const Case& c, c10::Device device, c10::ScalarType dtype) {
 
   at::Tensor rh = hidden_values.detach().requires_grad_(true), rw = weight_values.detach().requires_grad_(true);
   at::Tensor reference = triax::vocab_parallel_cross_entropy(at::linear(rh, rw), labels, mask, 0, c.vocab, single);
-  reference.backward();
+  (reference * incoming).backward();
 
   at::Tensor h = hidden_values.detach().requires_grad_(true), w = weight_values.detach().requires_grad_(true);
   at::Tensor loss = triax::fused_linear_cross_entropy(h, w, labels, mask, 0, c.vocab, single, c.chunk_tokens);
   EXPECT_EQ(loss.scalar_type(), reference.scalar_type()) << what;
   EXPECT_EQ(loss.dim(), 0) << what;
-  loss.backward();
+  (loss * incoming).backward();
 
   const double tol = tolerance(dtype, device);
   expect_close(loss, reference, tol, what + ": loss");
@@ -99,6 +100,25 @@ TEST(FusedLinearCrossEntropyCpu, MatchesUnfusedPath) {
 
 TEST(FusedLinearCrossEntropyCpu, MatchesUnfusedPathInBfloat16) {
   check({22, 16, 30, 32, true, 5}, c10::Device(c10::kCPU), at::kBFloat16);
+}
+
+// At tp = 1 the gradients are computed in forward and scaled in backward by what the loss receives.
+TEST(FusedLinearCrossEntropyCpu, GradientsFollowTheLossesIncomingGradient) {
+  for (c10::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16})
+    for (double incoming : {0.37, -2.5}) check({22, 16, 30, 32, true, 5}, c10::Device(c10::kCPU), dtype, incoming);
+}
+
+TEST(FusedLinearCrossEntropyCpu, WithoutGradientsTheLossIsTheSame) {
+  const triax::TensorParallel single;
+  const at::Tensor h = at::randn({22, 12}), w = at::randn({30, 12}), labels = at::randint(30, {22}, at::kLong);
+  const at::Tensor expected = triax::fused_linear_cross_entropy(h.requires_grad_(true), w, labels, {}, 0, 30, single, 5);
+  at::Tensor loss;
+  {
+    at::NoGradGuard no_grad;
+    loss = triax::fused_linear_cross_entropy(h, w, labels, {}, 0, 30, single, 5);
+  }
+  EXPECT_FALSE(loss.requires_grad());
+  EXPECT_TRUE(at::equal(loss, expected.detach()));
 }
 
 TEST(FusedLinearCrossEntropyCpu, EveryTokenMaskedGivesZeroLossAndGradients) {
@@ -141,6 +161,7 @@ TEST(FusedLinearCrossEntropyCuda, MatchesUnfusedPath) {
     check({700, 576, 4096, 4096, true, 256}, cuda, dtype);
     check({700, 576, 4099, 4104, true, 0}, cuda, dtype);
     check({300, 960, 2053, 2056, false, 128}, cuda, dtype);
+    check({700, 576, 4096, 4096, true, 256}, cuda, dtype, 0.37);
   }
 }
 

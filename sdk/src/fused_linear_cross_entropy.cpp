@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "triax/error.hpp"
@@ -24,12 +25,17 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// A chunk's logits stay under this many elements unless the caller chooses the chunk size.
-constexpr int64_t kChunkElements = int64_t{1} << 26;
+// A chunk's logits stay under about this many elements (512 MiB in bf16) unless the caller chooses
+// the chunk size: large chunks keep the lm_head's GEMMs efficient, and the fp32 weight-gradient sum
+// is read and written once per chunk (at vocabulary 128k, 1 GiB each time).
+constexpr int64_t kChunkElements = int64_t{1} << 28;
 
-int64_t default_chunk_tokens(int64_t local_vocab) {
-  const int64_t tokens = kChunkElements / std::max<int64_t>(local_vocab, 1);
-  return tokens >= 128 ? tokens / 64 * 64 : std::max<int64_t>(tokens, 1);  // whole GEMM tiles when large
+// Equal chunks of whole GEMM tiles when large.
+int64_t default_chunk_tokens(int64_t tokens, int64_t local_vocab) {
+  const int64_t most = std::max<int64_t>(kChunkElements / std::max<int64_t>(local_vocab, 1), 1);
+  const int64_t chunks = (std::max<int64_t>(tokens, 1) + most - 1) / most;
+  const int64_t even = (tokens + chunks - 1) / chunks;
+  return even >= 128 ? (even + 63) / 64 * 64 : std::max<int64_t>(even, 1);
 }
 
 #ifdef TRIAX_WITH_CUDA
@@ -83,11 +89,80 @@ at::Tensor chunk_gradient(at::Tensor logits, const at::Tensor& local_label, cons
   return p.mul_(scale.unsqueeze(1)).to(logits.scalar_type());
 }
 
+// The gradients of the loss for an incoming gradient of 1, summed chunk by chunk: those of the
+// hidden states and of the weight's real rows, both in fp32 for bf16/fp16 models, so that scaling
+// them by the incoming gradient rounds once.
+class GradientSum {
+ public:
+  GradientSum(const at::Tensor& h, const at::Tensor& w)
+      : low_precision_(c10::elementSize(w.scalar_type()) < 4), gemm_accumulates_fp32_(low_precision_ && h.is_cuda()) {
+    const at::ScalarType sum_type = low_precision_ ? at::kFloat : w.scalar_type();
+    hidden_ = at::empty(h.sizes(), h.options().dtype(sum_type));  // every chunk writes its rows
+    weight_ = gemm_accumulates_fp32_ ? at::empty(w.sizes(), w.options().dtype(sum_type))
+                                     : at::zeros(w.sizes(), w.options().dtype(sum_type));
+  }
+  // Sums made earlier (in forward), to be scaled.
+  static GradientSum made(at::Tensor hidden, at::Tensor weight) {
+    GradientSum sums;
+    sums.hidden_ = std::move(hidden);
+    sums.weight_ = std::move(weight);
+    return sums;
+  }
+
+  // grad_logits: the gradient of the chunk's logits [n, real]; h_chunk: its rows of hidden.
+  void add(int64_t start, const at::Tensor& grad_logits, const at::Tensor& h_chunk, const at::Tensor& w) {
+    at::Tensor grad_h_chunk = hidden_.narrow(0, start, grad_logits.size(0));
+    // On CUDA the GEMMs write fp32 themselves (out_dtype); the weight's adds to the sum, with beta
+    // 0 on the first chunk so that the empty sum is not read. Elsewhere products are converted.
+    if (gemm_accumulates_fp32_) {
+      at::addmm_out(grad_h_chunk, grad_h_chunk, grad_logits, w, at::kFloat, /*beta=*/0);
+      at::addmm_out(weight_, weight_, grad_logits.t(), h_chunk, at::kFloat, /*beta=*/empty_ ? 0 : 1);
+    } else if (low_precision_) {
+      grad_h_chunk.copy_(at::mm(grad_logits, w));
+      weight_.add_(at::mm(grad_logits.t(), h_chunk));
+    } else {
+      at::mm_out(grad_h_chunk, grad_logits, w);
+      weight_.addmm_(grad_logits.t(), h_chunk);
+    }
+    empty_ = false;
+  }
+
+  // The sums times the incoming gradient (0-dim), in the dtypes of hidden and of the weight, the
+  // weight's padded rows zero.
+  variable_list scaled(const at::Tensor& incoming, c10::ScalarType hidden_type, const at::Tensor& weight) {
+    return {scaled_into(hidden_.scalar_type() == hidden_type ? hidden_ : at::empty_like(hidden_, hidden_type), hidden_,
+                        incoming),
+            scaled_into(weight_.sizes() == weight.sizes() && weight_.scalar_type() == weight.scalar_type()
+                            ? weight_
+                            : (weight_.size(0) == weight.size(0) ? at::empty_like(weight) : at::zeros_like(weight)),
+                        weight_, incoming)};
+  }
+
+  const at::Tensor& hidden() const { return hidden_; }
+  const at::Tensor& weight() const { return weight_; }
+
+ private:
+  GradientSum() = default;
+
+  // out's first rows = sum * incoming, computed in the sum's dtype and rounded once.
+  static at::Tensor scaled_into(at::Tensor out, const at::Tensor& sum, const at::Tensor& incoming) {
+    at::Tensor rows = out.narrow(0, 0, sum.size(0));
+    at::mul_out(rows, sum, incoming);
+    return out;
+  }
+
+  bool low_precision_ = false, gemm_accumulates_fp32_ = false, empty_ = true;
+  at::Tensor hidden_, weight_;
+};
+
 struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntropy> {
   // token_weight: [tokens] in the score dtype, the weight of each token's loss in the result.
+  // gradients_now: the caller wants gradients; at tp = 1 each chunk's statistics are complete as
+  // soon as its logits are, so its gradients are computed right there, and backward only scales
+  // them: one lm_head GEMM per chunk fewer than computing the logits again in backward.
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
                             const at::Tensor& labels, const at::Tensor& token_weight, int64_t vocab_start,
-                            int64_t vocab_size, int64_t chunk_tokens, const TensorParallel& tp) {
+                            int64_t vocab_size, int64_t chunk_tokens, const TensorParallel& tp, bool gradients_now) {
 #ifdef TRIAX_WITH_CUDA
     c10::cuda::OptionalCUDAGuard device;  // the kernels launch on the tensors' device
     if (hidden.is_cuda()) device.set_device(hidden.device());
@@ -105,12 +180,19 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     at::Tensor row_max = at::full({tokens}, -std::numeric_limits<double>::infinity(), score);
     at::Tensor sum_exp = at::zeros({tokens}, score);
     at::Tensor label_logit = at::zeros({tokens}, score);
+    std::optional<GradientSum> gradients;
+    if (gradients_now && tp.size == 1 && real > 0) gradients.emplace(h, w);
     if (real > 0) {
       for (int64_t start = 0; start < tokens; start += chunk_tokens) {
         const int64_t n = std::min(chunk_tokens, tokens - start);
-        const at::Tensor logits = at::mm(h.narrow(0, start, n), w.t());  // [n, real], model dtype
-        chunk_stats(logits, local_label.narrow(0, start, n), row_max.narrow(0, start, n), sum_exp.narrow(0, start, n),
-                    label_logit.narrow(0, start, n));
+        const at::Tensor h_chunk = h.narrow(0, start, n);
+        const at::Tensor logits = at::mm(h_chunk, w.t());  // [n, real], model dtype
+        const at::Tensor chunk_max = row_max.narrow(0, start, n), chunk_sum = sum_exp.narrow(0, start, n);
+        const at::Tensor chunk_label = local_label.narrow(0, start, n);
+        chunk_stats(logits, chunk_label, chunk_max, chunk_sum, label_logit.narrow(0, start, n));
+        if (gradients)  // at tp = 1 the chunk's max and sum are the global ones
+          gradients->add(start, chunk_gradient(logits, chunk_label, chunk_max, chunk_sum, token_weight.narrow(0, start, n)),
+                         h_chunk, w);
       }
     }
 
@@ -123,58 +205,61 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     const at::Tensor total_exp = sums.select(0, 0).contiguous();
     const at::Tensor per_token = total_exp.log() - sums.select(0, 1);
 
-    ctx->save_for_backward({h, weight, local_label, global_max, total_exp, token_weight});
     ctx->saved_data["chunk_tokens"] = chunk_tokens;
     ctx->saved_data["real"] = real;
+    if (gradients) {
+      ctx->save_for_backward({weight});
+      ctx->saved_data["hidden_type"] = static_cast<int64_t>(hidden.scalar_type());
+      ctx->saved_data["grad_hidden"] = gradients->hidden();
+      ctx->saved_data["grad_weight"] = gradients->weight();
+    } else {
+      ctx->save_for_backward({weight, h, local_label, global_max, total_exp, token_weight});
+    }
     return (per_token * token_weight).sum();
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const at::Tensor &h = saved[0], &weight = saved[1], &local_label = saved[2];
-    const at::Tensor &row_max = saved[3], &sum_exp = saved[4], &token_weight = saved[5];
-    const int64_t chunk_tokens = ctx->saved_data["chunk_tokens"].toInt();
+    const at::Tensor& weight = saved[0];
     const int64_t real = ctx->saved_data["real"].toInt();
+    if (real == 0) return with_unused({at::zeros_like(saved[1]), at::zeros_like(weight)});  // only padding here
 #ifdef TRIAX_WITH_CUDA
     c10::cuda::OptionalCUDAGuard device;
-    if (h.is_cuda()) device.set_device(h.device());
+    if (weight.is_cuda()) device.set_device(weight.device());
 #endif
-    const int64_t tokens = h.size(0);
-    const at::Tensor scale = (token_weight * grads[0].to(token_weight.scalar_type())).contiguous();
-    if (real == 0) return {at::zeros_like(h), at::zeros_like(weight), {}, {}, {}, {}, {}, {}};
-    at::Tensor grad_hidden = at::empty_like(h);  // every chunk writes its rows
-
+    const at::Tensor& incoming = grads[0];  // 0-dim, the loss's dtype
+    if (ctx->saved_data.count("grad_hidden")) {  // computed in forward: let go of them once used
+      GradientSum gradients =
+          GradientSum::made(ctx->saved_data["grad_hidden"].toTensor(), ctx->saved_data["grad_weight"].toTensor());
+      ctx->saved_data.erase("grad_hidden");
+      ctx->saved_data.erase("grad_weight");
+      return with_unused(gradients.scaled(incoming, hidden_type(ctx), weight));
+    }
+    const at::Tensor &h = saved[1], &local_label = saved[2];
+    const at::Tensor &row_max = saved[3], &sum_exp = saved[4], &token_weight = saved[5];
+    const int64_t chunk_tokens = ctx->saved_data["chunk_tokens"].toInt();
     const at::Tensor w = weight.narrow(0, 0, real).contiguous();
-    // bf16/fp16 weights: the per-chunk products are summed in fp32. On CUDA the GEMM adds its fp32
-    // result to the sum itself (out_dtype); elsewhere each chunk's product is added to it.
-    const bool low_precision = c10::elementSize(weight.scalar_type()) < 4;
-    const bool gemm_accumulates_fp32 = low_precision && h.is_cuda();
-    const at::TensorOptions grad_w_options = w.options().dtype(low_precision ? at::kFloat : w.scalar_type());
-    at::Tensor grad_w = gemm_accumulates_fp32 ? at::empty({real, weight.size(1)}, grad_w_options)
-                                              : at::zeros({real, weight.size(1)}, grad_w_options);
-    for (int64_t start = 0; start < tokens; start += chunk_tokens) {
-      const int64_t n = std::min(chunk_tokens, tokens - start);
+    GradientSum gradients(h, w);
+    for (int64_t start = 0; start < h.size(0); start += chunk_tokens) {
+      const int64_t n = std::min(chunk_tokens, h.size(0) - start);
       const at::Tensor h_chunk = h.narrow(0, start, n);
-      const at::Tensor grad_logits =
-          chunk_gradient(at::mm(h_chunk, w.t()), local_label.narrow(0, start, n), row_max.narrow(0, start, n),
-                         sum_exp.narrow(0, start, n), scale.narrow(0, start, n));
-      at::Tensor grad_h_chunk = grad_hidden.narrow(0, start, n);
-      at::mm_out(grad_h_chunk, grad_logits, w);
-      if (gemm_accumulates_fp32)  // beta 0 on the first chunk: the empty sum is not read
-        at::addmm_out(grad_w, grad_w, grad_logits.t(), h_chunk, at::kFloat, /*beta=*/start == 0 ? 0 : 1);
-      else if (low_precision)
-        grad_w.add_(at::mm(grad_logits.t(), h_chunk));
-      else
-        grad_w.addmm_(grad_logits.t(), h_chunk);
+      gradients.add(start,
+                    chunk_gradient(at::mm(h_chunk, w.t()), local_label.narrow(0, start, n),
+                                   row_max.narrow(0, start, n), sum_exp.narrow(0, start, n),
+                                   token_weight.narrow(0, start, n)),
+                    h_chunk, w);
     }
-    at::Tensor grad_weight;
-    if (real == weight.size(0)) {
-      grad_weight = grad_w.to(weight.scalar_type());
-    } else {  // padded rows take no gradient
-      grad_weight = at::zeros_like(weight);
-      grad_weight.narrow(0, 0, real).copy_(grad_w);
-    }
-    return {grad_hidden, grad_weight, {}, {}, {}, {}, {}, {}};
+    return with_unused(gradients.scaled(incoming, h.scalar_type(), weight));
+  }
+
+  static c10::ScalarType hidden_type(AutogradContext* ctx) {
+    return static_cast<c10::ScalarType>(ctx->saved_data["hidden_type"].toInt());
+  }
+
+  // {grad_hidden, grad_weight} and no gradient for the other arguments of forward.
+  static variable_list with_unused(variable_list gradients) {
+    gradients.resize(9);
+    return gradients;
   }
 };
 
@@ -216,9 +301,10 @@ at::Tensor fused_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor
   } else {
     token_weight = at::full({tokens}, 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1)), score);
   }
-  const int64_t chunk = chunk_tokens > 0 ? chunk_tokens : default_chunk_tokens(weight.size(0));
+  const int64_t chunk = chunk_tokens > 0 ? chunk_tokens : default_chunk_tokens(tokens, weight.size(0));
+  const bool gradients_now = at::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
   return FusedLinearCrossEntropy::apply(hidden, weight, labels.to(at::kLong), token_weight.detach(), vocab_start,
-                                        vocab_size, chunk, tp);
+                                        vocab_size, chunk, tp, gradients_now);
 }
 
 }  // namespace triax
