@@ -294,6 +294,20 @@ TEST(FusedOpsCpu, SwigluHalvesMatchesComposition) {
   EXPECT_TRUE(at::equal(triax::swiglu_halves(x), triax::swiglu(x.narrow(-1, 0, 10), x.narrow(-1, 10, 10))));
 }
 
+// The gradient and the output again, as a backward that did not keep the output needs them.
+TEST(FusedOpsCpu, SwigluHalvesBackwardAndOutputEqualTheOpAndItsGradient) {
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    at::Tensor x = seeded({3, 7, 2 * 37}, 51, dtype, kCpu, 2.0).requires_grad_(true);
+    const at::Tensor upstream = seeded({3, 7, 37}, 52, dtype, kCpu);
+    const at::Tensor y = triax::swiglu_halves(x);
+    const at::Tensor grad = torch::autograd::grad({y}, {x}, {upstream})[0];
+    const auto [grad_again, y_again] = triax::swiglu_halves_backward_and_output(x.detach(), upstream);
+    EXPECT_TRUE(at::equal(y_again, y)) << c10::toString(dtype);
+    EXPECT_TRUE(at::equal(grad_again, grad)) << c10::toString(dtype);
+  }
+  EXPECT_THROW(triax::swiglu_halves_backward_and_output(at::ones({2, 8}), at::ones({2, 8})), triax::Error);
+}
+
 TEST(FusedOpsCpu, RotaryMatchesComposition) {
   for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     check_rotary(kCpu, dtype, {2, 3, 37, 64}, /*attention_layout=*/false);

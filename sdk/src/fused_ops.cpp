@@ -3,6 +3,7 @@
 #include "triax/layers/fused_ops.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +12,8 @@
 
 #include "triax/error.hpp"
 #include "triax/tensor_text.hpp"
+
+#include <torch/csrc/autograd/autograd.h>
 
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -152,11 +155,31 @@ struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
     launch::check(
         kernels::swiglu_backward(*launch::kernel_dtype(gate.scalar_type()), grad_y.const_data_ptr(), gate.numel(),
                                  gate.const_data_ptr(), up.const_data_ptr(), grad_gate.mutable_data_ptr(),
-                                 grad_up.mutable_data_ptr(), gate.numel(), 1, gate.numel(), launch::stream_of(gate)),
+                                 grad_up.mutable_data_ptr(), nullptr, gate.numel(), 1, gate.numel(),
+                                 launch::stream_of(gate)),
         "swiglu backward");
     return {grad_gate, grad_up};
   }
 };
+
+// The gradient of gate_up [..., 2 cols] (contiguous) for grad_y [..., cols]; with `output`, the
+// forward's output is written again there (allocated here) from the same reads.
+at::Tensor swiglu_halves_backward(const at::Tensor& x, const at::Tensor& grad_output, at::Tensor* output) {
+  c10::cuda::CUDAGuard device(x.device());
+  const at::Tensor grad_y = grad_output.contiguous();
+  const int64_t cols = x.size(-1) / 2, rows = x.numel() / (2 * cols);
+  at::Tensor grad = at::empty(x.sizes(), x.options());
+  if (output) *output = at::empty(grad_y.sizes(), x.options());
+  const char* base = static_cast<const char*>(x.const_data_ptr());
+  char* grad_base = static_cast<char*>(grad.mutable_data_ptr());
+  const int64_t up_offset = cols * x.element_size();
+  launch::check(kernels::swiglu_backward(*launch::kernel_dtype(x.scalar_type()), grad_y.const_data_ptr(), cols, base,
+                                         base + up_offset, grad_base, grad_base + up_offset,
+                                         output ? output->mutable_data_ptr() : nullptr, 2 * cols, rows, cols,
+                                         launch::stream_of(x)),
+                "swiglu (fused halves) backward");
+  return grad;
+}
 
 // gate and up as the halves of each row of one tensor: read in place, and the gradient written
 // into one tensor of the same layout, so the fused GEMM's output and input gradient need no copy.
@@ -177,19 +200,7 @@ struct SwigluHalvesFunction : torch::autograd::Function<SwigluHalvesFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor x = ctx->get_saved_variables()[0];
-    c10::cuda::CUDAGuard device(x.device());
-    const at::Tensor grad_y = grads[0].contiguous();
-    const int64_t cols = x.size(-1) / 2, rows = x.numel() / (2 * cols);
-    at::Tensor grad = at::empty(x.sizes(), x.options());
-    const char* base = static_cast<const char*>(x.const_data_ptr());
-    char* grad_base = static_cast<char*>(grad.mutable_data_ptr());
-    const int64_t up_offset = cols * x.element_size();
-    launch::check(kernels::swiglu_backward(*launch::kernel_dtype(x.scalar_type()), grad_y.const_data_ptr(), cols, base,
-                                           base + up_offset, grad_base, grad_base + up_offset, 2 * cols, rows, cols,
-                                           launch::stream_of(x)),
-                  "swiglu (fused halves) backward");
-    return {grad};
+    return {swiglu_halves_backward(ctx->get_saved_variables()[0], grads[0], nullptr)};
   }
 };
 
@@ -290,6 +301,30 @@ at::Tensor swiglu_halves(const at::Tensor& gate_up) {
   if (gate_up.numel() > 0 && kernels_apply({&gate_up})) return SwigluHalvesFunction::apply(gate_up);
 #endif
   return swiglu_halves_composition(gate_up);
+}
+
+std::pair<at::Tensor, at::Tensor> swiglu_halves_backward_and_output(const at::Tensor& gate_up,
+                                                                    const at::Tensor& grad_y) {
+  std::vector<int64_t> out_shape = gate_up.sizes().vec();
+  if (!out_shape.empty()) out_shape.back() /= 2;
+  require(gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0 && grad_y.sizes() == at::IntArrayRef(out_shape),
+          "swiglu_halves_backward_and_output: gate_up " + shape_text(gate_up.sizes()) +
+              " must have an even last dim and grad_y " + shape_text(grad_y.sizes()) + " its shape with half of it");
+#ifdef TRIAX_WITH_CUDA
+  if (gate_up.numel() > 0 && kernels_apply({&gate_up, &grad_y})) {
+    at::Tensor output;
+    at::Tensor grad = swiglu_halves_backward(gate_up.contiguous(), grad_y, &output);
+    return {grad, output};
+  }
+#endif
+  at::Tensor input = gate_up.detach().requires_grad_(true);
+  at::Tensor output;
+  {
+    at::AutoGradMode enable(true);
+    output = swiglu_halves(input);
+  }
+  at::Tensor grad = torch::autograd::grad({output}, {input}, {grad_y})[0];
+  return {grad, output.detach()};
 }
 
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {

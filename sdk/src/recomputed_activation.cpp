@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <string>
+#include <tuple>
 
 #include "triax/error.hpp"
 #include "triax/layers/fused_ops.hpp"
@@ -31,26 +32,33 @@ struct RecomputedActivationLinear : torch::autograd::Function<RecomputedActivati
     const at::Tensor& grad_y = grads[0];
     if (!grad_y.defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
     const auto activation = static_cast<RecomputedActivation>(ctx->saved_data["activation"].toInt());
-    at::Tensor input = saved[0].detach().requires_grad_(true);
-    at::Tensor activated;
-    {
-      at::AutoGradMode enable(true);
+    const at::Tensor& input = saved[0];
+    const bool want_input = ctx->needs_input_grad(0), want_weight = ctx->needs_input_grad(1);
+    at::Tensor grad_input, activated;
+    if (want_input && activation == RecomputedActivation::SwigluHalves) {
+      // The activation's gradient first: then one pass over the input yields both the input's
+      // gradient and the activation that the weight's gradient needs.
+      std::tie(grad_input, activated) = swiglu_halves_backward_and_output(input, at::matmul(grad_y, weight));
+    } else if (want_input) {
+      const at::Tensor leaf = input.detach().requires_grad_(true);
+      {
+        at::AutoGradMode enable(true);
+        activated = apply_activation(activation, leaf);
+      }
+      grad_input = torch::autograd::grad({activated}, {leaf}, {at::matmul(grad_y, weight)})[0];
+      activated = activated.detach();
+    } else if (want_weight) {
       activated = apply_activation(activation, input);
     }
     // The products autograd takes for at::linear's backward, in the same form (so the same bits):
     // grad_y [rows, out] times the weight for the input; for the weight grad_yᵀ times the
     // activation, or, for a weight stored [in, out] and given transposed, that product's transpose.
-    const int64_t out = weight.size(0), in = weight.size(1);
     at::Tensor grad_weight;
-    if (ctx->needs_input_grad(1)) {
-      const at::Tensor rows_grad = grad_y.reshape({-1, out}), rows_activated = activated.detach().reshape({-1, in});
+    if (want_weight) {
+      const int64_t out = weight.size(0), in = weight.size(1);
+      const at::Tensor rows_grad = grad_y.reshape({-1, out}), rows_activated = activated.reshape({-1, in});
       const bool stored_transposed = weight.stride(0) == 1 && weight.stride(1) == out;
       grad_weight = stored_transposed ? rows_activated.t().mm(rows_grad).t() : rows_grad.t().mm(rows_activated);
-    }
-    at::Tensor grad_input;
-    if (ctx->needs_input_grad(0)) {
-      const at::Tensor grad_activated = at::matmul(grad_y, weight);
-      grad_input = torch::autograd::grad({activated}, {input}, {grad_activated})[0];
     }
     return {grad_input, grad_weight, at::Tensor()};
   }

@@ -49,9 +49,10 @@ cudaError_t swiglu_forward(Dtype dtype, const void* gate, const void* up, int64_
                            int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream);
 
 // grad_gate = grad_y * up * silu'(gate), grad_up = grad_y * silu(gate); grad_y laid out as y, the
-// two gradients as gate and up (into one [rows, 2 x cols] gradient for fused halves).
+// two gradients as gate and up (into one [rows, 2 x cols] gradient for fused halves). y: null, or
+// where the forward's output is written again (laid out as grad_y), from the same reads.
 cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride, const void* gate, const void* up,
-                            void* grad_gate, void* grad_up, int64_t in_stride, int64_t rows, int64_t cols,
+                            void* grad_gate, void* grad_up, void* y, int64_t in_stride, int64_t rows, int64_t cols,
                             cudaStream_t stream);
 
 // ---- rotary embedding (rotary.cu) ------------------------------------------------------------

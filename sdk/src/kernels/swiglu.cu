@@ -36,10 +36,12 @@ __global__ void swiglu_forward_kernel(const T* __restrict__ gate, const T* __res
   }
 }
 
-template <typename T, int N>
+// kOutput: y (laid out as grad_y) is written too, with the forward kernel's bits: a backward that
+// did not keep y gets it from the same read of gate and up.
+template <typename T, int N, bool kOutput>
 __global__ void swiglu_backward_kernel(const T* __restrict__ grad_y, int64_t out_stride, const T* __restrict__ gate,
                                        const T* __restrict__ up, T* __restrict__ grad_gate, T* __restrict__ grad_up,
-                                       int64_t in_stride, int64_t rows, int64_t packs) {
+                                       T* __restrict__ y, int64_t in_stride, int64_t rows, int64_t packs) {
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const T* d_row = grad_y + r * out_stride;
     const T* g_row = gate + r * in_stride;
@@ -50,7 +52,7 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ grad_y, int64_t out
       const Pack<T, N> dv = load_pack<T, N>(d_row + p * N);
       const Pack<T, N> gv = load_pack<T, N>(g_row + p * N);
       const Pack<T, N> uv = load_pack<T, N>(u_row + p * N);
-      Pack<T, N> dg, du;
+      Pack<T, N> dg, du, out;
 #pragma unroll
       for (int k = 0; k < N; ++k) {
         const float d = to_float(dv.v[k]);
@@ -59,9 +61,11 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ grad_y, int64_t out
         // silu'(g) = s (1 + g (1 - s))
         dg.v[k] = from_float<T>(d * to_float(uv.v[k]) * s * (1.f + g * (1.f - s)));
         du.v[k] = from_float<T>(d * g * s);
+        if constexpr (kOutput) out.v[k] = from_float<T>(g * s * to_float(uv.v[k]));  // as the forward kernel
       }
       store_pack<T, N>(dg_row + p * N, dg);
       store_pack<T, N>(du_row + p * N, du);
+      if constexpr (kOutput) store_pack<T, N>(y + r * out_stride + p * N, out);
     }
   }
 }
@@ -106,28 +110,22 @@ cudaError_t swiglu_forward(Dtype dtype, const void* gate, const void* up, int64_
 }
 
 cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride, const void* gate, const void* up,
-                            void* grad_gate, void* grad_up, int64_t in_stride, int64_t rows, int64_t cols,
+                            void* grad_gate, void* grad_up, void* y, int64_t in_stride, int64_t rows, int64_t cols,
                             cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* d = static_cast<const T*>(grad_y);
-    const T* g = static_cast<const T*>(gate);
-    const T* u = static_cast<const T*>(up);
-    T* dg = static_cast<T*>(grad_gate);
-    T* du = static_cast<T*>(grad_up);
-    if (rows_vectorizable<T>(cols, in_stride, out_stride, {grad_y, gate, up, grad_gate, grad_up})) {
-      constexpr int N = kVectorWidth<T>;
-      const int64_t packs = cols / N;
+    auto launch = [&](auto kernel, int64_t packs) {
       const dim3 threads = threads_for(packs);
-      swiglu_backward_kernel<T, N><<<grid_for_rows(rows, packs, threads.x), threads, 0, stream>>>(
-          d, out_stride, g, u, dg, du, in_stride, rows, packs);
-    } else {
-      const dim3 threads = threads_for(cols);
-      swiglu_backward_kernel<T, 1><<<grid_for_rows(rows, cols, threads.x), threads, 0, stream>>>(
-          d, out_stride, g, u, dg, du, in_stride, rows, cols);
-    }
-    return cudaGetLastError();
+      kernel<<<grid_for_rows(rows, packs, threads.x), threads, 0, stream>>>(
+          static_cast<const T*>(grad_y), out_stride, static_cast<const T*>(gate), static_cast<const T*>(up),
+          static_cast<T*>(grad_gate), static_cast<T*>(grad_up), static_cast<T*>(y), in_stride, rows, packs);
+      return cudaGetLastError();
+    };
+    constexpr int N = kVectorWidth<T>;
+    if (rows_vectorizable<T>(cols, in_stride, out_stride, {grad_y, gate, up, grad_gate, grad_up, y}))
+      return y ? launch(swiglu_backward_kernel<T, N, true>, cols / N) : launch(swiglu_backward_kernel<T, N, false>, cols / N);
+    return y ? launch(swiglu_backward_kernel<T, 1, true>, cols) : launch(swiglu_backward_kernel<T, 1, false>, cols);
   });
 }
 

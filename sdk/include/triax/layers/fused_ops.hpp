@@ -32,6 +32,12 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 // its last dim and up in the last n; returns [..., n]. Its gradient comes back in gate_up's layout
 // (on CUDA without splitting or joining the halves). Composition: swiglu over gate_up.chunk(2, -1).
 at::Tensor swiglu_halves(const at::Tensor& gate_up);
+// swiglu_halves run again in backward: {the gradient of gate_up for grad_y, swiglu_halves(gate_up)}
+// (what a backward that did not keep the output needs: linear_of_recomputed_activation). On CUDA
+// one kernel reads gate_up once for both, and the output has swiglu_halves's bits. Composition:
+// the output and its autograd gradient.
+std::pair<at::Tensor, at::Tensor> swiglu_halves_backward_and_output(const at::Tensor& gate_up,
+                                                                    const at::Tensor& grad_y);
 
 // Rotary position embedding, "rotate half" layout: x * cos + rotate_half(x) * sin with
 // rotate_half(x) = cat(-x2, x1) over the halves of head_dim. x: [batch, heads, seq, head_dim]
