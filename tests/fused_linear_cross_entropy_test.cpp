@@ -131,6 +131,20 @@ TEST(FusedLinearCrossEntropyCpu, EveryTokenMaskedGivesZeroLossAndGradients) {
   EXPECT_EQ(w.grad().abs().max().item<double>(), 0.0);
 }
 
+TEST(FusedLinearCrossEntropyCpu, ASecondBackwardIsRefusedByName) {
+  const triax::TensorParallel single;
+  at::Tensor h = at::randn({6, 4}).requires_grad_(true), w = at::randn({8, 4}).requires_grad_(true);
+  at::Tensor loss = triax::fused_linear_cross_entropy(h, w, at::randint(8, {6}, at::kLong), {}, 0, 8, single);
+  loss.backward({}, /*retain_graph=*/true);
+  try {
+    loss.backward();
+    ADD_FAILURE() << "a second backward went through";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("fused_linear_cross_entropy: a second backward"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(FusedLinearCrossEntropyCpu, BadInputsNameTheArgument) {
   const triax::TensorParallel single;
   const at::Tensor h = at::randn({6, 4}), labels = at::zeros({6}, at::kLong);

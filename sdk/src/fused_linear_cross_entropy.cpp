@@ -228,7 +228,11 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     if (weight.is_cuda()) device.set_device(weight.device());
 #endif
     const at::Tensor& incoming = grads[0];  // 0-dim, the loss's dtype
-    if (ctx->saved_data.count("grad_hidden")) {  // computed in forward: let go of them once used
+    if (ctx->saved_data.count("hidden_type")) {  // computed in forward: let go of them once used
+      if (!ctx->saved_data.count("grad_hidden"))
+        throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                    "fused_linear_cross_entropy: a second backward through the same loss (retain_graph); its "
+                    "gradients were computed in forward and handed over by the first");
       GradientSum gradients =
           GradientSum::made(ctx->saved_data["grad_hidden"].toTensor(), ctx->saved_data["grad_weight"].toTensor());
       ctx->saved_data.erase("grad_hidden");
