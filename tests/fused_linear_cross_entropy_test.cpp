@@ -111,7 +111,8 @@ TEST(FusedLinearCrossEntropyCpu, GradientsFollowTheLossesIncomingGradient) {
 TEST(FusedLinearCrossEntropyCpu, WithoutGradientsTheLossIsTheSame) {
   const triax::TensorParallel single;
   const at::Tensor h = at::randn({22, 12}), w = at::randn({30, 12}), labels = at::randint(30, {22}, at::kLong);
-  const at::Tensor expected = triax::fused_linear_cross_entropy(h.requires_grad_(true), w, labels, {}, 0, 30, single, 5);
+  const at::Tensor expected =
+      triax::fused_linear_cross_entropy(h.requires_grad_(true), w, labels, {}, 0, 30, single, 5);
   at::Tensor loss;
   {
     at::NoGradGuard no_grad;

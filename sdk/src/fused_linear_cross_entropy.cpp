@@ -191,7 +191,8 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
         const at::Tensor chunk_label = local_label.narrow(0, start, n);
         chunk_stats(logits, chunk_label, chunk_max, chunk_sum, label_logit.narrow(0, start, n));
         if (gradients)  // at tp = 1 the chunk's max and sum are the global ones
-          gradients->add(start, chunk_gradient(logits, chunk_label, chunk_max, chunk_sum, token_weight.narrow(0, start, n)),
+          gradients->add(start,
+                         chunk_gradient(logits, chunk_label, chunk_max, chunk_sum, token_weight.narrow(0, start, n)),
                          h_chunk, w);
       }
     }
@@ -227,7 +228,7 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     c10::cuda::OptionalCUDAGuard device;
     if (weight.is_cuda()) device.set_device(weight.device());
 #endif
-    const at::Tensor& incoming = grads[0];  // 0-dim, the loss's dtype
+    const at::Tensor& incoming = grads[0];       // 0-dim, the loss's dtype
     if (ctx->saved_data.count("hidden_type")) {  // computed in forward: let go of them once used
       if (!ctx->saved_data.count("grad_hidden"))
         throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
@@ -248,9 +249,8 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
       const int64_t n = std::min(chunk_tokens, h.size(0) - start);
       const at::Tensor h_chunk = h.narrow(0, start, n);
       gradients.add(start,
-                    chunk_gradient(at::mm(h_chunk, w.t()), local_label.narrow(0, start, n),
-                                   row_max.narrow(0, start, n), sum_exp.narrow(0, start, n),
-                                   token_weight.narrow(0, start, n)),
+                    chunk_gradient(at::mm(h_chunk, w.t()), local_label.narrow(0, start, n), row_max.narrow(0, start, n),
+                                   sum_exp.narrow(0, start, n), token_weight.narrow(0, start, n)),
                     h_chunk, w);
     }
     return with_unused(gradients.scaled(incoming, h.scalar_type(), weight));

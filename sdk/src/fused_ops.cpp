@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -12,8 +13,6 @@
 
 #include "triax/error.hpp"
 #include "triax/tensor_text.hpp"
-
-#include <torch/csrc/autograd/autograd.h>
 
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -152,12 +151,11 @@ struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
     const at::Tensor grad_y = grads[0].contiguous();
     at::Tensor grad_gate = at::empty(gate.sizes(), gate.options());
     at::Tensor grad_up = at::empty(up.sizes(), up.options());
-    launch::check(
-        kernels::swiglu_backward(*launch::kernel_dtype(gate.scalar_type()), grad_y.const_data_ptr(), gate.numel(),
-                                 gate.const_data_ptr(), up.const_data_ptr(), grad_gate.mutable_data_ptr(),
-                                 grad_up.mutable_data_ptr(), nullptr, gate.numel(), 1, gate.numel(),
-                                 launch::stream_of(gate)),
-        "swiglu backward");
+    launch::check(kernels::swiglu_backward(*launch::kernel_dtype(gate.scalar_type()), grad_y.const_data_ptr(),
+                                           gate.numel(), gate.const_data_ptr(), up.const_data_ptr(),
+                                           grad_gate.mutable_data_ptr(), grad_up.mutable_data_ptr(), nullptr,
+                                           gate.numel(), 1, gate.numel(), launch::stream_of(gate)),
+                  "swiglu backward");
     return {grad_gate, grad_up};
   }
 };

@@ -124,7 +124,8 @@ cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride,
     };
     constexpr int N = kVectorWidth<T>;
     if (rows_vectorizable<T>(cols, in_stride, out_stride, {grad_y, gate, up, grad_gate, grad_up, y}))
-      return y ? launch(swiglu_backward_kernel<T, N, true>, cols / N) : launch(swiglu_backward_kernel<T, N, false>, cols / N);
+      return y ? launch(swiglu_backward_kernel<T, N, true>, cols / N)
+               : launch(swiglu_backward_kernel<T, N, false>, cols / N);
     return y ? launch(swiglu_backward_kernel<T, 1, true>, cols) : launch(swiglu_backward_kernel<T, 1, false>, cols);
   });
 }
