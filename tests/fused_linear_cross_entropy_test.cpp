@@ -12,9 +12,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "live_cpu_bytes.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/cross_entropy.hpp"
 #include "triax/layers/tensor_parallel.hpp"
@@ -130,6 +132,44 @@ TEST(FusedLinearCrossEntropyCpu, EveryTokenMaskedGivesZeroLossAndGradients) {
   EXPECT_EQ(loss.item<double>(), 0.0);
   EXPECT_EQ(h.grad().abs().max().item<double>(), 0.0);
   EXPECT_EQ(w.grad().abs().max().item<double>(), 0.0);
+}
+
+// An engine that runs several forwards before their backwards (AFAB with several micro-batches):
+// only one forward at a time keeps gradients computed in forward (the weight's fp32-sized sum);
+// the others keep what their backward needs to compute them. All give the unfused gradients.
+TEST(FusedLinearCrossEntropyCpu, OneForwardAtATimeKeepsItsGradientSums) {
+  const triax::TensorParallel single;
+  const int64_t tokens = 8, hidden = 16, vocab = 512, sum_bytes = vocab * hidden * 4;
+  const at::Tensor w_values = at::randn({vocab, hidden}, at::kDouble).to(at::kFloat);
+  at::Tensor w = w_values.clone().requires_grad_(true), w_ref = w_values.clone().requires_grad_(true);
+  std::vector<at::Tensor> hidden_states, labels, losses;
+  for (int i = 0; i < 4; ++i) {
+    hidden_states.push_back(at::randn({tokens, hidden}).requires_grad_(true));
+    labels.push_back(at::randint(vocab, {tokens}, at::kLong));
+  }
+  std::vector<int64_t> kept;
+  auto counter = std::make_shared<LiveCpuBytes>();
+  auto forward = [&](int i) {
+    c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, counter);
+    const int64_t before = counter->live;
+    losses.push_back(triax::fused_linear_cross_entropy(hidden_states[i], w, labels[i], {}, 0, vocab, single));
+    kept.push_back(counter->live - before);
+  };
+  for (int i = 0; i < 3; ++i) forward(i);
+  EXPECT_GE(kept[0], sum_bytes) << "the first forward keeps its gradient sums";
+  EXPECT_LT(kept[1], sum_bytes) << "a second forward while the first waits for its backward";
+  EXPECT_LT(kept[2], sum_bytes) << "a third one";
+  for (int i = 0; i < 3; ++i) losses[i].backward();
+  forward(3);
+  EXPECT_GE(kept[3], sum_bytes) << "once the first backward took its sums, a forward keeps them again";
+  losses[3].backward();
+
+  for (int i = 0; i < 4; ++i) {
+    at::Tensor h_ref = hidden_states[i].detach().clone().requires_grad_(true);
+    triax::vocab_parallel_cross_entropy(at::linear(h_ref, w_ref), labels[i], {}, 0, vocab, single).backward();
+    expect_close(hidden_states[i].grad(), h_ref.grad(), 1e-6, "hidden gradient of micro-batch " + std::to_string(i));
+  }
+  expect_close(w.grad(), w_ref.grad(), 1e-6, "weight gradient summed over the micro-batches");
 }
 
 TEST(FusedLinearCrossEntropyCpu, ASecondBackwardIsRefusedByName) {

@@ -10,7 +10,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <gtest/gtest.h>
 
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "live_cpu_bytes.hpp"
 #include "llama_model.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/error.hpp"
@@ -39,16 +39,6 @@ double relative_error(const at::Tensor& a, const at::Tensor& b) {
   const double scale = std::max(b.abs().max().item<double>(), 1e-30);
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>() / scale;
 }
-
-// Bytes of CPU tensors allocated and not yet freed while the counter is installed on this thread:
-// c10's CPU allocator reports every allocation and free to the thread's memory reporter (the
-// hook the profiler uses), so this counts what a graph keeps, whatever kept it.
-class LiveCpuBytes : public c10::MemoryReportingInfoBase {
- public:
-  void reportMemoryUsage(void*, int64_t bytes, size_t, size_t, c10::Device) override { live += bytes; }
-  bool memoryProfilingEnabled() const override { return true; }
-  int64_t live = 0;
-};
 
 // ---- recompute() on small blocks ----------------------------------------------------------
 

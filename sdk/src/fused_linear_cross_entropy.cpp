@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -155,6 +156,29 @@ class GradientSum {
   at::Tensor hidden_, weight_;
 };
 
+// At most one set of gradients computed in forward waits for its backward in a process. An engine
+// that runs several forwards before their backwards (AFAB with several micro-batches) would
+// otherwise hold every micro-batch's sums (fp32, vocabulary x hidden) at once; the later ones
+// compute their logits again in backward instead. The pending set is followed through a weak
+// reference to an empty token tensor that only its autograd context holds: the token dies when
+// backward takes the sums or the graph is dropped.
+class PendingGradients {
+ public:
+  // A token for a new pending set, or an undefined tensor while another one is pending.
+  static at::Tensor claim() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!pending_.expired()) return {};
+    at::Tensor token = at::empty({0});
+    pending_ = Weak(token.getIntrusivePtr());
+    return token;
+  }
+
+ private:
+  using Weak = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  static inline std::mutex mutex_;
+  static inline Weak pending_{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+};
+
 struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntropy> {
   // token_weight: [tokens] in the score dtype, the weight of each token's loss in the result.
   // gradients_now: the caller wants gradients; at tp = 1 each chunk's statistics are complete as
@@ -181,7 +205,9 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     at::Tensor sum_exp = at::zeros({tokens}, score);
     at::Tensor label_logit = at::zeros({tokens}, score);
     std::optional<GradientSum> gradients;
-    if (gradients_now && tp.size == 1 && real > 0) gradients.emplace(h, w);
+    at::Tensor pending_token;
+    if (gradients_now && tp.size == 1 && real > 0 && (pending_token = PendingGradients::claim()).defined())
+      gradients.emplace(h, w);
     if (real > 0) {
       for (int64_t start = 0; start < tokens; start += chunk_tokens) {
         const int64_t n = std::min(chunk_tokens, tokens - start);
@@ -213,6 +239,7 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
       ctx->saved_data["hidden_type"] = static_cast<int64_t>(hidden.scalar_type());
       ctx->saved_data["grad_hidden"] = gradients->hidden();
       ctx->saved_data["grad_weight"] = gradients->weight();
+      ctx->saved_data["pending"] = pending_token;
     } else {
       ctx->save_for_backward({weight, h, local_label, global_max, total_exp, token_weight});
     }
@@ -236,8 +263,7 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
                     "gradients were computed in forward and handed over by the first");
       GradientSum gradients =
           GradientSum::made(ctx->saved_data["grad_hidden"].toTensor(), ctx->saved_data["grad_weight"].toTensor());
-      ctx->saved_data.erase("grad_hidden");
-      ctx->saved_data.erase("grad_weight");
+      for (const char* key : {"grad_hidden", "grad_weight", "pending"}) ctx->saved_data.erase(key);
       return with_unused(gradients.scaled(incoming, hidden_type(ctx), weight));
     }
     const at::Tensor &h = saved[1], &local_label = saved[2];

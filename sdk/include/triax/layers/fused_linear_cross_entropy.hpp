@@ -10,8 +10,9 @@
 // weight and grad_weight += g^T @ hidden (fp32 sums for bf16/fp16 weights), scaled by the loss's
 // incoming gradient at the end. At tp = 1, when gradients are wanted, this happens in forward,
 // right after each chunk's statistics (which are then complete), so each chunk's logits are
-// computed once; at tp > 1 the statistics need the all-reduce first, and backward computes each
-// chunk's logits again. On CUDA the per-chunk statistics and gradient are kernels
+// computed once; only one such set waits for its backward at a time in a process (later forwards
+// in flight leave theirs to backward). At tp > 1 the statistics need the all-reduce first, and
+// backward computes each chunk's logits again. On CUDA the per-chunk statistics and gradient are kernels
 // (sdk/src/kernels/cross_entropy.cu); elsewhere LibTorch ops.
 #pragma once
 
