@@ -128,11 +128,11 @@ class GradientSum {
     empty_ = false;
   }
 
-  // The sums times the incoming gradient (0-dim), in the dtypes of hidden and of the weight, the
+  // The sums times the incoming gradient (0-dim), in the weight's dtype (which hidden shares), the
   // weight's padded rows zero.
-  variable_list scaled(const at::Tensor& incoming, c10::ScalarType hidden_type, const at::Tensor& weight) {
-    return {scaled_into(hidden_.scalar_type() == hidden_type ? hidden_ : at::empty_like(hidden_, hidden_type), hidden_,
-                        incoming),
+  variable_list scaled(const at::Tensor& incoming, const at::Tensor& weight) {
+    const c10::ScalarType dtype = weight.scalar_type();
+    return {scaled_into(hidden_.scalar_type() == dtype ? hidden_ : at::empty_like(hidden_, dtype), hidden_, incoming),
             scaled_into(weight_.sizes() == weight.sizes() && weight_.scalar_type() == weight.scalar_type()
                             ? weight_
                             : (weight_.size(0) == weight.size(0) ? at::empty_like(weight) : at::zeros_like(weight)),
@@ -232,16 +232,16 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     const at::Tensor total_exp = sums.select(0, 0).contiguous();
     const at::Tensor per_token = total_exp.log() - sums.select(0, 1);
 
-    ctx->saved_data["chunk_tokens"] = chunk_tokens;
     ctx->saved_data["real"] = real;
+    ctx->saved_data["gradients_in_forward"] = gradients.has_value();
     if (gradients) {
       ctx->save_for_backward({weight});
-      ctx->saved_data["hidden_type"] = static_cast<int64_t>(hidden.scalar_type());
       ctx->saved_data["grad_hidden"] = gradients->hidden();
       ctx->saved_data["grad_weight"] = gradients->weight();
       ctx->saved_data["pending"] = pending_token;
     } else {
       ctx->save_for_backward({weight, h, local_label, global_max, total_exp, token_weight});
+      ctx->saved_data["chunk_tokens"] = chunk_tokens;
     }
     return (per_token * token_weight).sum();
   }
@@ -255,8 +255,8 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     c10::cuda::OptionalCUDAGuard device;
     if (weight.is_cuda()) device.set_device(weight.device());
 #endif
-    const at::Tensor& incoming = grads[0];       // 0-dim, the loss's dtype
-    if (ctx->saved_data.count("hidden_type")) {  // computed in forward: let go of them once used
+    const at::Tensor& incoming = grads[0];                   // 0-dim, the loss's dtype
+    if (ctx->saved_data["gradients_in_forward"].toBool()) {  // let go of them once used
       if (!ctx->saved_data.count("grad_hidden"))
         throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                     "fused_linear_cross_entropy: a second backward through the same loss (retain_graph); its "
@@ -264,7 +264,7 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
       GradientSum gradients =
           GradientSum::made(ctx->saved_data["grad_hidden"].toTensor(), ctx->saved_data["grad_weight"].toTensor());
       for (const char* key : {"grad_hidden", "grad_weight", "pending"}) ctx->saved_data.erase(key);
-      return with_unused(gradients.scaled(incoming, hidden_type(ctx), weight));
+      return with_unused(gradients.scaled(incoming, weight));
     }
     const at::Tensor &h = saved[1], &local_label = saved[2];
     const at::Tensor &row_max = saved[3], &sum_exp = saved[4], &token_weight = saved[5];
@@ -279,11 +279,7 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
                                    sum_exp.narrow(0, start, n), token_weight.narrow(0, start, n)),
                     h_chunk, w);
     }
-    return with_unused(gradients.scaled(incoming, h.scalar_type(), weight));
-  }
-
-  static c10::ScalarType hidden_type(AutogradContext* ctx) {
-    return static_cast<c10::ScalarType>(ctx->saved_data["hidden_type"].toInt());
+    return with_unused(gradients.scaled(incoming, weight));
   }
 
   // {grad_hidden, grad_weight} and no gradient for the other arguments of forward.
