@@ -230,6 +230,8 @@ void check_rotary_qkv(c10::Device device, c10::ScalarType dtype, const std::vect
   // attention output follows q's layout, and o_proj takes it without a copy.
   EXPECT_EQ(q.stride(2), kv_heads * group * head_dim) << what;
   EXPECT_EQ(k.stride(2), kv_heads * head_dim) << what;
+  // The kernel copies v into that layout too (the composition makes it contiguous).
+  if (device.is_cuda()) EXPECT_EQ(v.stride(2), kv_heads * head_dim) << what;
   at::Tensor loss = (q * grad_q).sum() + (v * grad_v).sum();
   if (k_used) loss = loss + (k * grad_k).sum();
   loss.backward();
@@ -249,6 +251,9 @@ void check_rotary_qkv(c10::Device device, c10::ScalarType dtype, const std::vect
   expect_close(k, rk, tolerance(dtype), what + " k");
   expect_close(v, rv, tolerance(dtype), what + " v");
   expect_close(qkv.grad(), rqkv.grad(), tolerance(dtype), what + " qkv gradient");
+  // v and its gradient are copies: exact.
+  EXPECT_TRUE(at::equal(v, qkv_values.select(3, group + 1).transpose(1, 2))) << what << " v";
+  EXPECT_TRUE(at::equal(qkv.grad().select(3, group + 1), grad_v.transpose(1, 2))) << what << " v gradient";
   if (!k_used) {
     EXPECT_EQ(qkv.grad().select(3, group).abs().max().item<double>(), 0.0) << what;
   }

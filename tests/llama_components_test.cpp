@@ -7,13 +7,14 @@
 #include <cmath>
 #include <vector>
 
+#include "decoder_layer.hpp"
 #include "llama_test_support.hpp"
-#include "triax/layers/swiglu_mlp.hpp"
-#include "triax/layers/rotary_embedding.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/grouped_query_attention.hpp"
 #include "triax/layers/norm.hpp"
+#include "triax/layers/rotary_embedding.hpp"
+#include "triax/layers/swiglu_mlp.hpp"
 
 namespace {
 
@@ -258,6 +259,40 @@ TEST(LlamaComponents, FusedGateUpEqualsSeparateProjections) {
     EXPECT_LT(max_abs_diff(mlp.gate_up_proj->weight.grad()[0], rg.grad()), tolerance) << what;
     EXPECT_LT(max_abs_diff(mlp.gate_up_proj->weight.grad()[1], ru.grad()), tolerance) << what;
   }
+}
+
+// The add after a layer's MLP is left to the next layer's input_layernorm (add_rms_norm): a layer
+// given residual + pending returns, bit for bit, what forward() returns for their sum, its own
+// MLP output pending, and the gradients reaching both parts are those of the sum.
+TEST(LlamaComponents, DecoderLayerLeavesTheMlpAddToTheNextNorm) {
+  const LlamaConfig config = read_config(tiny_yaml(false));
+  triax::llama::LlamaDecoderLayer layer(config, make_context(1, at::kFloat));
+  uint64_t seed = 60;
+  {
+    at::NoGradGuard guard;
+    for (at::Tensor& p : layer.parameters()) fill_normal(p, 0.3, seed++);
+  }
+  const at::Tensor angles = at::arange(7, at::kFloat).unsqueeze(1) * at::linspace(0.1, 1.0, 4).unsqueeze(0);
+  const std::vector<at::Tensor> rotary{at::cos(angles), at::sin(angles)};  // [seq 7, head_dim 4]
+  const at::Tensor residual_values = normal({3, 7, 16}, 1.0, 70).to(at::kFloat);
+  const at::Tensor pending_values = normal({3, 7, 16}, 1.0, 71).to(at::kFloat);
+  const at::Tensor grad = normal({3, 7, 16}, 1.0, 72).to(at::kFloat);
+
+  at::Tensor residual = residual_values.clone().requires_grad_(true);
+  at::Tensor pending = pending_values.clone().requires_grad_(true);
+  const triax::ResidualStream out = layer.forward_stream({residual, pending}, rotary);
+  ASSERT_TRUE(out.pending.defined()) << "the MLP's add was done by the layer";
+  const at::Tensor streamed = out.materialized();
+  streamed.backward(grad);
+
+  at::Tensor sum = (residual_values + pending_values).requires_grad_(true);
+  const at::Tensor expected = layer.forward(sum, rotary);
+  expected.backward(grad);
+  EXPECT_TRUE(at::equal(streamed, expected));
+  EXPECT_TRUE(at::equal(residual.grad(), sum.grad()));
+  EXPECT_TRUE(at::equal(pending.grad(), sum.grad()));
+  // forward() is forward_stream() with nothing pending, its output materialized.
+  EXPECT_TRUE(at::equal(layer.forward_stream({sum.detach(), at::Tensor()}, rotary).materialized(), expected));
 }
 
 }  // namespace

@@ -34,6 +34,10 @@ std::unique_ptr<LayerCache> CausalLmLayer::create_cache(int64_t) {
   throw Error(TRIAX_ERROR_UNSUPPORTED, "this model's layers keep no inference cache");
 }
 
+ResidualStream CausalLmLayer::forward_stream(const ResidualStream& stream, const std::vector<at::Tensor>& shared) {
+  return {forward(stream.materialized(), shared), at::Tensor()};
+}
+
 at::Tensor CausalLmLayer::forward_cached(const at::Tensor&, const std::vector<at::Tensor>&, const CachedStep&) {
   throw Error(TRIAX_ERROR_UNSUPPORTED, "this model's layers have no cached forward");
 }
@@ -129,25 +133,27 @@ at::Tensor CausalLm::run_layers(at::Tensor hidden, int64_t sequence_length) {
   const std::vector<at::Tensor> shared = layer_inputs(sequence_length, hidden.scalar_type());
   int64_t layer_index = std::max(context_.first_block, 1) - 1;  // of the model, for profiler ranges
   int64_t stage_layer = 0;
+  ResidualStream stream{hidden, at::Tensor()};
   for (const auto& layer : layers_) {
     const TraceRange range("block layer " + std::to_string(layer_index++));
     // The first layers of a stage: with 1F1B they hold the most micro-batches in flight.
     const bool recomputed = context_.recompute_layer &&
                             (context_.recompute_layer_count == 0 || stage_layer++ < context_.recompute_layer_count);
     if (!recomputed) {
-      hidden = layer->forward(hidden, shared);
+      stream = layer->forward_stream(stream, shared);
       continue;
     }
-    std::vector<at::Tensor> inputs{hidden};
+    std::vector<at::Tensor> inputs{stream.materialized()};
     inputs.insert(inputs.end(), shared.begin(), shared.end());
     CausalLmLayer* raw = layer.get();
-    hidden = recompute(
-        [raw](const std::vector<at::Tensor>& in) {
-          return raw->forward(in[0], std::vector<at::Tensor>(in.begin() + 1, in.end()));
-        },
-        inputs, layer->parameters());
+    stream = {recompute(
+                  [raw](const std::vector<at::Tensor>& in) {
+                    return raw->forward(in[0], std::vector<at::Tensor>(in.begin() + 1, in.end()));
+                  },
+                  inputs, layer->parameters()),
+              at::Tensor()};
   }
-  return hidden;
+  return stream.materialized();  // a stage's output, and the final norm's input, is one tensor
 }
 
 StageOutput CausalLm::forward(const StageInput& input) {

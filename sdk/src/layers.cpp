@@ -184,6 +184,11 @@ std::pair<at::Tensor, at::Tensor> RMSNorm::forward_after_add(const at::Tensor& x
   return add_rms_norm(x, y, replicated_on_sequence_shard(weight, tp_), eps_);
 }
 
+std::pair<at::Tensor, at::Tensor> RMSNorm::forward_of_stream(const ResidualStream& stream) {
+  if (stream.pending.defined()) return forward_after_add(stream.residual, stream.pending);
+  return {stream.residual, forward(stream.residual)};
+}
+
 LayerNorm::LayerNorm(int64_t hidden_size, double eps, c10::Device device, c10::ScalarType dtype,
                      const TensorParallel& tp)
     : eps_(eps), tp_(tp) {

@@ -54,16 +54,25 @@ Side slot_of(const at::Tensor& qkv, int64_t first) {
   return {base, qkv.stride(0), qkv.stride(2), qkv.stride(1), qkv.stride(3)};
 }
 
-void rotate(const Side& in, const Side& out, int64_t heads, int64_t group, const at::Tensor& like,
-            const at::Tensor& cos, const at::Tensor& sin, bool inverse) {
+enum class Walk { Rotate, Unrotate, Copy };  // forward, its transpose (backward), the value heads
+
+void walk(Walk what, const Side& in, const Side& out, int64_t heads, int64_t group, const at::Tensor& like,
+          const at::Tensor& cos, const at::Tensor& sin) {
   kernels::RotaryLayout layout{
       like.size(0), heads, cos.size(0), cos.size(1), {in.batch, in.block, in.seq}, {out.batch, out.block, out.seq}};
   layout.group = group;
   layout.in_member_stride = in.member;
   layout.out_member_stride = out.member;
-  launch::check(kernels::rotary(*launch::kernel_dtype(like.scalar_type()), in.data, cos.const_data_ptr(),
-                                sin.const_data_ptr(), out.data, layout, inverse, launch::stream_of(like)),
-                inverse ? "rotary_qkv backward" : "rotary_qkv forward");
+  const kernels::Dtype dtype = *launch::kernel_dtype(like.scalar_type());
+  const cudaStream_t stream = launch::stream_of(like);
+  if (what == Walk::Copy) {
+    launch::check(kernels::copy_heads(dtype, in.data, out.data, layout, stream), "rotary_qkv value heads");
+    return;
+  }
+  const bool inverse = what == Walk::Unrotate;
+  launch::check(
+      kernels::rotary(dtype, in.data, cos.const_data_ptr(), sin.const_data_ptr(), out.data, layout, inverse, stream),
+      inverse ? "rotary_qkv backward" : "rotary_qkv forward");
 }
 
 at::Tensor head_dim_contiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
@@ -75,18 +84,17 @@ struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
     const at::Tensor in = head_dim_contiguous(qkv), c = cos.contiguous(), s = sin.contiguous();
     const int64_t batch = in.size(0), seq = in.size(1), kv_heads = in.size(2), group = in.size(3) - 2;
     const int64_t head_dim = in.size(4);
-    // q and k in [batch, seq, heads, head_dim] storage, as apply_rotary returns them for views of
+    // q, k and v in [batch, seq, heads, head_dim] storage, as apply_rotary returns them for views of
     // the projection: attention's output then comes in that layout too, and o_proj takes it
     // without a copy (which its backward would keep: one more activation per layer).
     auto attention_layout = [&](int64_t heads) {
       return at::empty_strided({batch, heads, seq, head_dim}, {seq * heads * head_dim, head_dim, heads * head_dim, 1},
                                in.options());
     };
-    at::Tensor q = attention_layout(kv_heads * group), k = attention_layout(kv_heads);
-    at::Tensor v = at::empty({batch, kv_heads, seq, head_dim}, in.options());
-    rotate(slot_of(in, 0), side_of(q, group), kv_heads * group, group, in, c, s, /*inverse=*/false);
-    rotate(slot_of(in, group), side_of(k, 1), kv_heads, 1, in, c, s, /*inverse=*/false);
-    v.copy_(in.select(3, group + 1).transpose(1, 2));
+    at::Tensor q = attention_layout(kv_heads * group), k = attention_layout(kv_heads), v = attention_layout(kv_heads);
+    walk(Walk::Rotate, slot_of(in, 0), side_of(q, group), kv_heads * group, group, in, c, s);
+    walk(Walk::Rotate, slot_of(in, group), side_of(k, 1), kv_heads, 1, in, c, s);
+    walk(Walk::Copy, slot_of(in, group + 1), side_of(v, 1), kv_heads, 1, in, c, s);
     ctx->save_for_backward({c, s});
     ctx->saved_data["sizes"] = in.sizes().vec();
     return {q, k, v};
@@ -102,18 +110,18 @@ struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
     // An output that took no gradient (undefined) contributes zeros.
     if (grads[0].defined()) {
       const at::Tensor gq = head_dim_contiguous(grads[0]);
-      rotate(side_of(gq, group), slot_of(grad, 0), kv_heads * group, group, grad, c, s, /*inverse=*/true);
+      walk(Walk::Unrotate, side_of(gq, group), slot_of(grad, 0), kv_heads * group, group, grad, c, s);
     } else {
       grad.narrow(3, 0, group).zero_();
     }
     if (grads[1].defined()) {
       const at::Tensor gk = head_dim_contiguous(grads[1]);
-      rotate(side_of(gk, 1), slot_of(grad, group), kv_heads, 1, grad, c, s, /*inverse=*/true);
+      walk(Walk::Unrotate, side_of(gk, 1), slot_of(grad, group), kv_heads, 1, grad, c, s);
     } else {
       grad.select(3, group).zero_();
     }
     if (grads[2].defined())
-      grad.select(3, group + 1).copy_(grads[2].transpose(1, 2));
+      walk(Walk::Copy, side_of(head_dim_contiguous(grads[2]), 1), slot_of(grad, group + 1), kv_heads, 1, grad, c, s);
     else
       grad.select(3, group + 1).zero_();
     return {grad, at::Tensor(), at::Tensor()};

@@ -20,7 +20,12 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& config, const ModelConte
 }
 
 at::Tensor LlamaDecoderLayer::forward(const at::Tensor& x, const std::vector<at::Tensor>& rotary) {
-  return with_attention(x, self_attn->forward(input_layernorm->forward(x), rotary.at(0), rotary.at(1)));
+  return forward_stream({x, at::Tensor()}, rotary).materialized();
+}
+
+ResidualStream LlamaDecoderLayer::forward_stream(const ResidualStream& stream, const std::vector<at::Tensor>& rotary) {
+  const auto [x, normed] = input_layernorm->forward_of_stream(stream);
+  return with_attention(x, self_attn->forward(normed, rotary.at(0), rotary.at(1)));
 }
 
 std::unique_ptr<LayerCache> LlamaDecoderLayer::create_cache(int64_t capacity) {
@@ -29,12 +34,13 @@ std::unique_ptr<LayerCache> LlamaDecoderLayer::create_cache(int64_t capacity) {
 
 at::Tensor LlamaDecoderLayer::forward_cached(const at::Tensor& x, const std::vector<at::Tensor>& rotary,
                                              const CachedStep& step) {
-  return with_attention(x, self_attn->forward_cached(input_layernorm->forward(x), rotary.at(0), rotary.at(1), step));
+  return with_attention(x, self_attn->forward_cached(input_layernorm->forward(x), rotary.at(0), rotary.at(1), step))
+      .materialized();
 }
 
-at::Tensor LlamaDecoderLayer::with_attention(const at::Tensor& x, const at::Tensor& attended) {
+ResidualStream LlamaDecoderLayer::with_attention(const at::Tensor& x, const at::Tensor& attended) {
   const auto [h, normed] = post_attention_layernorm->forward_after_add(x, attended);  // h = x + attended
-  return h + mlp->forward(normed);
+  return {h, mlp->forward(normed)};  // the next layer's norm adds them
 }
 
 }  // namespace triax::llama

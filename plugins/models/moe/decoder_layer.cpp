@@ -22,7 +22,12 @@ MoeDecoderLayer::MoeDecoderLayer(const MoeConfig& c, int64_t layer, const ModelC
 }
 
 at::Tensor MoeDecoderLayer::forward(const at::Tensor& x, const std::vector<at::Tensor>& rotary) {
-  return with_attention(x, self_attn->forward(input_layernorm->forward(x), rotary.at(0), rotary.at(1)));
+  return forward_stream({x, at::Tensor()}, rotary).materialized();
+}
+
+ResidualStream MoeDecoderLayer::forward_stream(const ResidualStream& stream, const std::vector<at::Tensor>& rotary) {
+  const auto [x, normed] = input_layernorm->forward_of_stream(stream);
+  return with_attention(x, self_attn->forward(normed, rotary.at(0), rotary.at(1)));
 }
 
 std::unique_ptr<LayerCache> MoeDecoderLayer::create_cache(int64_t capacity) {
@@ -31,12 +36,14 @@ std::unique_ptr<LayerCache> MoeDecoderLayer::create_cache(int64_t capacity) {
 
 at::Tensor MoeDecoderLayer::forward_cached(const at::Tensor& x, const std::vector<at::Tensor>& rotary,
                                            const CachedStep& step) {
-  return with_attention(x, self_attn->forward_cached(input_layernorm->forward(x), rotary.at(0), rotary.at(1), step));
+  return with_attention(x, self_attn->forward_cached(input_layernorm->forward(x), rotary.at(0), rotary.at(1), step))
+      .materialized();
 }
 
-at::Tensor MoeDecoderLayer::with_attention(const at::Tensor& x, const at::Tensor& attended) {
+ResidualStream MoeDecoderLayer::with_attention(const at::Tensor& x, const at::Tensor& attended) {
   const auto [h, normed] = post_attention_layernorm->forward_after_add(x, attended);  // h = x + attended
-  return h + (moe_mlp ? moe_mlp->forward(normed) : dense_mlp->forward(normed));
+  // The next layer's norm adds them.
+  return {h, moe_mlp ? moe_mlp->forward(normed) : dense_mlp->forward(normed)};
 }
 
 }  // namespace triax::moe

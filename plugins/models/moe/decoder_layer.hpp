@@ -23,6 +23,8 @@ class MoeDecoderLayer : public CausalLmLayer {
   MoeDecoderLayer(const MoeConfig& config, int64_t layer, const ModelContext& context);
 
   at::Tensor forward(const at::Tensor& x, const std::vector<at::Tensor>& rotary) override;
+  // The add after the MLP is left pending; a pending add coming in is done by input_layernorm.
+  ResidualStream forward_stream(const ResidualStream& stream, const std::vector<at::Tensor>& rotary) override;
   std::unique_ptr<LayerCache> create_cache(int64_t capacity) override;
   at::Tensor forward_cached(const at::Tensor& x, const std::vector<at::Tensor>& rotary,
                             const CachedStep& step) override;
@@ -34,7 +36,7 @@ class MoeDecoderLayer : public CausalLmLayer {
   std::shared_ptr<SwiGluMlp> dense_mlp;   // the others
 
  private:
-  at::Tensor with_attention(const at::Tensor& x, const at::Tensor& attended);
+  ResidualStream with_attention(const at::Tensor& x, const at::Tensor& attended);
 };
 
 }  // namespace triax::moe

@@ -34,6 +34,7 @@
 #include "triax/layers/position_embedding.hpp"
 #include "triax/layers/tensor_parallel.hpp"
 #include "triax/model.hpp"
+#include "triax/residual_stream.hpp"
 
 namespace triax {
 
@@ -64,6 +65,10 @@ class CausalLmLayer : public torch::nn::Module {
   // shape. `shared`: what the model prepared for every layer of this forward
   // (CausalLm::layer_inputs, e.g. rotary tables).
   virtual at::Tensor forward(const at::Tensor& hidden, const std::vector<at::Tensor>& shared) = 0;
+  // forward() on the stream's sum, which it may return with the last add left pending. CausalLm
+  // runs its layers through this one (except recomputed layers, which take and give one tensor).
+  // Default: forward(stream.materialized(), shared), nothing pending.
+  virtual ResidualStream forward_stream(const ResidualStream& stream, const std::vector<at::Tensor>& shared);
   // This layer's part of one sequence's cache of up to `capacity` tokens. Default: no cache.
   virtual std::unique_ptr<LayerCache> create_cache(int64_t capacity);
   // forward() over new tokens continuing the rows of `step`, storing the first step.keep of them.

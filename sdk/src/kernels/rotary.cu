@@ -1,4 +1,5 @@
-// Rotary position embedding in the "rotate half" layout and its transpose (the backward pass).
+// Rotary position embedding in the "rotate half" layout and its transpose (the backward pass),
+// and the same walk copying the values (the fused projection's value heads and their gradient).
 // A thread takes V consecutive pairs (i .. i+V-1 with their partners i + head_dim/2 ..) of one
 // head vector: 16-byte loads and stores when head_dim/2, the strides and the pointers allow it,
 // single elements otherwise. Head vectors are numbered heads fastest, then positions, so that
@@ -14,7 +15,9 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <typename T, int V, bool kInverse, typename Index>
+enum class Map { kForward, kInverse, kCopy };
+
+template <typename T, int V, Map kMap, typename Index>
 __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos, const T* __restrict__ sin,
                               T* __restrict__ out, RotaryLayout layout, Index work) {
   const Index heads = static_cast<Index>(layout.heads), seq = static_cast<Index>(layout.seq);
@@ -41,10 +44,14 @@ __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos
                      s * layout.in_stride[2];
     T* out_row = out + b * layout.out_stride[0] + block * layout.out_stride[1] + member * layout.out_member_stride +
                  s * layout.out_stride[2];
+    const Pack<T, V> x1 = load_pack<T, V>(x_row + i), x2 = load_pack<T, V>(x_row + i + half);
+    if constexpr (kMap == Map::kCopy) {
+      store_pack<T, V>(out_row + i, x1);
+      store_pack<T, V>(out_row + i + half, x2);
+      continue;
+    }
     const T* cos_row = cos + s * static_cast<Index>(layout.head_dim);
     const T* sin_row = sin + s * static_cast<Index>(layout.head_dim);
-
-    const Pack<T, V> x1 = load_pack<T, V>(x_row + i), x2 = load_pack<T, V>(x_row + i + half);
     const Pack<T, V> c1 = load_pack<T, V>(cos_row + i), c2 = load_pack<T, V>(cos_row + i + half);
     const Pack<T, V> s1 = load_pack<T, V>(sin_row + i), s2 = load_pack<T, V>(sin_row + i + half);
     Pack<T, V> o1, o2;
@@ -52,10 +59,11 @@ __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos
     for (int k = 0; k < V; ++k) {
       const float a = to_float(x1.v[k]), b2 = to_float(x2.v[k]);
       // Forward: [o1, o2] = [[c1, -s1], [s2, c2]] [a, b2]; inverse: the transposed matrix.
-      const float first = kInverse ? a * to_float(c1.v[k]) + b2 * to_float(s2.v[k])
-                                   : a * to_float(c1.v[k]) - b2 * to_float(s1.v[k]);
-      const float second = kInverse ? b2 * to_float(c2.v[k]) - a * to_float(s1.v[k])
-                                    : b2 * to_float(c2.v[k]) + a * to_float(s2.v[k]);
+      constexpr bool kInverse = kMap == Map::kInverse;
+      const float first =
+          kInverse ? a * to_float(c1.v[k]) + b2 * to_float(s2.v[k]) : a * to_float(c1.v[k]) - b2 * to_float(s1.v[k]);
+      const float second =
+          kInverse ? b2 * to_float(c2.v[k]) - a * to_float(s1.v[k]) : b2 * to_float(c2.v[k]) + a * to_float(s2.v[k]);
       o1.v[k] = from_float<T>(first);
       o2.v[k] = from_float<T>(second);
     }
@@ -65,13 +73,21 @@ __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos
 }
 
 template <typename T, int V, typename Index>
-void launch(const T* x, const T* cos, const T* sin, T* out, const RotaryLayout& layout, bool inverse, int64_t work,
+void launch(const T* x, const T* cos, const T* sin, T* out, const RotaryLayout& layout, Map map, int64_t work,
             cudaStream_t stream) {
   const unsigned grid = grid_for(work, kThreads);
-  if (inverse)
-    rotary_kernel<T, V, true, Index><<<grid, kThreads, 0, stream>>>(x, cos, sin, out, layout, static_cast<Index>(work));
-  else
-    rotary_kernel<T, V, false, Index><<<grid, kThreads, 0, stream>>>(x, cos, sin, out, layout, static_cast<Index>(work));
+  const Index n = static_cast<Index>(work);
+  switch (map) {
+    case Map::kForward:
+      rotary_kernel<T, V, Map::kForward, Index><<<grid, kThreads, 0, stream>>>(x, cos, sin, out, layout, n);
+      break;
+    case Map::kInverse:
+      rotary_kernel<T, V, Map::kInverse, Index><<<grid, kThreads, 0, stream>>>(x, cos, sin, out, layout, n);
+      break;
+    case Map::kCopy:
+      rotary_kernel<T, V, Map::kCopy, Index><<<grid, kThreads, 0, stream>>>(x, cos, sin, out, layout, n);
+      break;
+  }
 }
 
 // Whole 16-byte vectors of T: half a head vector of them, every row start aligned.
@@ -85,10 +101,8 @@ bool rotary_vectorizable(const void* x, const void* cos, const void* sin, const 
   return aligned16(x) && aligned16(cos) && aligned16(sin) && aligned16(out);
 }
 
-}  // namespace
-
-cudaError_t rotary(Dtype dtype, const void* x, const void* cos, const void* sin, void* out, const RotaryLayout& layout,
-                   bool inverse, cudaStream_t stream) {
+cudaError_t run(Dtype dtype, const void* x, const void* cos, const void* sin, void* out, const RotaryLayout& layout,
+                Map map, cudaStream_t stream) {
   const int64_t pairs = layout.batch * layout.heads * layout.seq * (layout.head_dim / 2);
   if (pairs == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
@@ -103,16 +117,27 @@ cudaError_t rotary(Dtype dtype, const void* x, const void* cos, const void* sin,
     if (rotary_vectorizable<T>(x, cos, sin, out, layout)) {
       constexpr int V = kVectorWidth<T>;
       if (narrow)
-        launch<T, V, uint32_t>(xt, ct, st, ot, layout, inverse, pairs / V, stream);
+        launch<T, V, uint32_t>(xt, ct, st, ot, layout, map, pairs / V, stream);
       else
-        launch<T, V, int64_t>(xt, ct, st, ot, layout, inverse, pairs / V, stream);
+        launch<T, V, int64_t>(xt, ct, st, ot, layout, map, pairs / V, stream);
     } else if (narrow) {
-      launch<T, 1, uint32_t>(xt, ct, st, ot, layout, inverse, pairs, stream);
+      launch<T, 1, uint32_t>(xt, ct, st, ot, layout, map, pairs, stream);
     } else {
-      launch<T, 1, int64_t>(xt, ct, st, ot, layout, inverse, pairs, stream);
+      launch<T, 1, int64_t>(xt, ct, st, ot, layout, map, pairs, stream);
     }
     return cudaGetLastError();
   });
+}
+
+}  // namespace
+
+cudaError_t rotary(Dtype dtype, const void* x, const void* cos, const void* sin, void* out, const RotaryLayout& layout,
+                   bool inverse, cudaStream_t stream) {
+  return run(dtype, x, cos, sin, out, layout, inverse ? Map::kInverse : Map::kForward, stream);
+}
+
+cudaError_t copy_heads(Dtype dtype, const void* x, void* out, const RotaryLayout& layout, cudaStream_t stream) {
+  return run(dtype, x, nullptr, nullptr, out, layout, Map::kCopy, stream);
 }
 
 }  // namespace triax::kernels

@@ -15,6 +15,7 @@
 
 #include "triax/layers/tensor_parallel.hpp"
 #include "triax/parameter.hpp"
+#include "triax/residual_stream.hpp"
 
 namespace triax {
 
@@ -25,6 +26,8 @@ class RMSNorm : public SpecifiedModule {
   at::Tensor forward(const at::Tensor& x);
   // The residual add before the norm, fused with it (triax::add_rms_norm): {x + y, forward(x + y)}.
   std::pair<at::Tensor, at::Tensor> forward_after_add(const at::Tensor& x, const at::Tensor& y);
+  // {the stream's sum, its norm}: forward_after_add when an add is pending, else forward.
+  std::pair<at::Tensor, at::Tensor> forward_of_stream(const ResidualStream& stream);
   at::Tensor weight;  // [hidden], initialised to ones
   double eps() const { return eps_; }
 

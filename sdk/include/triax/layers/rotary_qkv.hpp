@@ -17,7 +17,9 @@ namespace triax {
 //
 // On CUDA (fused_ops.hpp's kernels) the rotary kernel reads q and k where the projection wrote
 // them, and in backward writes their gradients straight into the one gradient of qkv, with v's
-// beside them: no copy of the query heads, no join of the three gradients. Composition:
+// beside them: no copy of the query heads, no join of the three gradients. v and its gradient
+// are copied by the same kernel's copying walk (kernels::copy_heads), and q, k and v come in
+// [batch, seq, heads, head_dim] storage (viewed as [batch, heads, seq, head_dim]). Composition:
 // split_with_sizes over dim 3, apply_rotary on q and k, v made contiguous.
 std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin);
 
