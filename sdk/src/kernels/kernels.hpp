@@ -80,7 +80,7 @@ cudaError_t rotary(Dtype dtype, const void* x, const void* cos, const void* sin,
                    bool inverse, cudaStream_t stream);
 // The same walk over the same layouts copying x to out (no tables): the value heads of the fused
 // q/k/v projection into attention's layout and their gradient back, in 16-byte vectors where the
-// strides allow (a strided at::copy_ of them ran at about a third of the bandwidth).
+// strides allow (the strided at::copy_ it replaces took 5.3 ms a step at 1.7b, both ways).
 cudaError_t copy_heads(Dtype dtype, const void* x, void* out, const RotaryLayout& layout, cudaStream_t stream);
 
 // ---- cross-entropy over a chunk of logits (cross_entropy.cu) ---------------------------------
