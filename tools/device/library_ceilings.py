@@ -19,13 +19,19 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-# size: layers, tokens of a micro-batch (mbs x seq), seq, hidden, heads, kv_heads, ffn, vocab
-SHAPES = {
-    "135m": (30, 16 * 2048, 2048, 576, 9, 3, 1536, 49152),
-    "360m": (32, 8 * 2048, 2048, 960, 15, 5, 2560, 49152),
-    "1.7b": (24, 8 * 2048, 2048, 2048, 32, 32, 8192, 49152),
-    "3b": (36, 4 * 4096, 4096, 2048, 16, 4, 11008, 128256),
-}
+from bench import config_path, config_value  # tools/device/bench.py: the bench configs
+
+
+def shape(size):
+    """layers, tokens of a micro-batch, seq, hidden, heads, kv_heads, ffn, vocab of a bench config."""
+    text = config_path("llama", size).read_text()
+
+    def model(key):
+        return config_value(text, "model", key)
+
+    seq, mbs = config_value(text, "tokens", "sequence_length"), config_value(text, "tokens", "micro_batch_size")
+    return (model("num_hidden_layers"), mbs * seq, seq, model("hidden_size"), model("num_attention_heads"),
+            model("num_key_value_heads"), model("intermediate_size"), model("vocab_size"))
 
 
 def milliseconds(fn, iterations=20):
@@ -42,7 +48,7 @@ def milliseconds(fn, iterations=20):
 
 
 def gemms(size):
-    layers, tokens, _, hidden, heads, kv_heads, ffn, vocab = SHAPES[size]
+    layers, tokens, _, hidden, heads, kv_heads, ffn, vocab = shape(size)
     head_dim = hidden // heads
     linears = [("qkv", hidden, (heads + 2 * kv_heads) * head_dim, layers), ("o", heads * head_dim, hidden, layers),
                ("gate_up", hidden, 2 * ffn, layers), ("down", ffn, hidden, layers), ("lm_head", hidden, vocab, 1)]
@@ -62,7 +68,7 @@ def gemms(size):
 
 
 def attention(size):
-    layers, tokens, seq, hidden, heads, kv_heads, _, _ = SHAPES[size]
+    layers, tokens, seq, hidden, heads, kv_heads, _, _ = shape(size)
     batch, head_dim = tokens // seq, hidden // heads
 
     def stored(h):  # [batch, seq, h, head_dim] storage seen as [batch, h, seq, head_dim]
