@@ -71,16 +71,17 @@ __global__ void __launch_bounds__(kThreads)
   bool packed = aligned_for_packs<float>(op.master) && aligned_for_packs<float>(op.exp_avg) &&
                 aligned_for_packs<float>(op.exp_avg_sq) && aligned_for_packs<Grad>(grad);
   if constexpr (kRounded) packed = packed && aligned_for_packs<Rounded>(rounded);
+  auto update_element = [&](int64_t i) {
+    float p = op.master[i], m = op.exp_avg[i], v = op.exp_avg_sq[i];
+    update(to_float(grad[i]), p, m, v);
+    op.master[i] = p;
+    op.exp_avg[i] = m;
+    op.exp_avg_sq[i] = v;
+    if constexpr (kRounded) rounded[i] = from_float<Rounded>(p);
+  };
   if (!packed) {  // a view at an odd offset: one element at a time
     const int64_t end = op.numel < start + kElementsPerBlock ? op.numel : start + kElementsPerBlock;
-    for (int64_t i = start + threadIdx.x; i < end; i += kThreads) {
-      float p = op.master[i], m = op.exp_avg[i], v = op.exp_avg_sq[i];
-      update(to_float(grad[i]), p, m, v);
-      op.master[i] = p;
-      op.exp_avg[i] = m;
-      op.exp_avg_sq[i] = v;
-      if constexpr (kRounded) rounded[i] = from_float<Rounded>(p);
-    }
+    for (int64_t i = start + threadIdx.x; i < end; i += kThreads) update_element(i);
     return;
   }
 
@@ -102,14 +103,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t i = first_of(k);
     if (i >= op.numel) continue;
     if (i + kWidth > op.numel) {  // the tensor's last elements, fewer than a vector
-      for (int64_t j = i; j < op.numel; ++j) {
-        float pj = op.master[j], mj = op.exp_avg[j], vj = op.exp_avg_sq[j];
-        update(to_float(grad[j]), pj, mj, vj);
-        op.master[j] = pj;
-        op.exp_avg[j] = mj;
-        op.exp_avg_sq[j] = vj;
-        if constexpr (kRounded) rounded[j] = from_float<Rounded>(pj);
-      }
+      for (int64_t j = i; j < op.numel; ++j) update_element(j);
       continue;
     }
 #pragma unroll
