@@ -95,7 +95,12 @@ int main(int argc, char** argv) {
       at::Tensor x32 = x.to(at::kFloat);
       (x32 * at::rsqrt(x32.pow(2).mean(-1, true) + 1e-5)).to(at::kBFloat16).mul(w).backward(g);
     };
-    report("rms_norm", time_ms(fused), time_ms(composition));
+    const double both = time_ms(fused);
+    report("rms_norm", both, time_ms(composition));
+    // The backward alone, as the difference, and what it moves: grad_y and x read, grad_x written.
+    const double backward = both - time_ms([&] { triax::rms_norm(x, w, 1e-5); });
+    std::printf("%-28s fused %8.3f ms   %5.2f TB/s of grad_y, x and grad_x\n", "  backward", backward,
+                3.0 * static_cast<double>(x.nbytes()) / (backward * 1e9));
   }
   {  // SwiGLU
     at::Tensor gate = leaf(at::randn({batch, seq, ffn}, options)), up = leaf(at::randn({batch, seq, ffn}, options));

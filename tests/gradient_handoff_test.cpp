@@ -139,11 +139,13 @@ TEST(Zero1AdamWPlugin, ScaledStepOfBf16GradientsEqualsTheClippedFp32Step) { chec
 
 // On CUDA the adamw plugin's step is one kernel (adamw_kernel.hpp) that reads bf16 gradients and
 // applies the coefficient itself; the reference is LibTorch's fused AdamW on the fp32 gradients
-// clipped in place, then the masters rounded into the parameters.
+// clipped in place, then the masters rounded into the parameters. The parameters cover the
+// kernel's walks: 4-element vectors with a last block part full and 1 element left (4097 x 33), a
+// gradient at an odd offset (1000), one vector and 2 elements left (2 x 3).
 TEST(AdamWKernelCuda, ScaledStepOfBf16GradientsFollowsLibTorchsFusedAdamW) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
   const at::TensorOptions cuda = at::TensorOptions().device(at::kCUDA);
-  std::vector<at::Tensor> initial = {at::randn({4096, 33}, cuda).to(at::kBFloat16), at::randn({1000}, cuda).to(at::kBFloat16),
+  std::vector<at::Tensor> initial = {at::randn({4097, 33}, cuda).to(at::kBFloat16), at::randn({1000}, cuda).to(at::kBFloat16),
                                      at::randn({2, 3}, cuda).to(at::kBFloat16)};
   OptimizerUnderTest kernel("adamw", initial, false);
   std::vector<at::Tensor> masters, exp_avg, exp_avg_sq, steps;
@@ -157,7 +159,9 @@ TEST(AdamWKernelCuda, ScaledStepOfBf16GradientsFollowsLibTorchsFusedAdamW) {
   for (int t = 0; t < 5; ++t) {
     std::vector<at::Tensor> low, clipped;
     for (const at::Tensor& p : initial) {
-      low.push_back(at::randn(p.sizes(), cuda).to(at::kBFloat16));
+      // The second gradient starts one element into its storage: no 16-byte vectors for it.
+      const int64_t offset = clipped.size() == 1 ? 1 : 0;
+      low.push_back(at::randn({p.numel() + offset}, cuda).to(at::kBFloat16).narrow(0, offset, p.numel()).view(p.sizes()));
       clipped.push_back(low.back().to(at::kFloat));
     }
     const at::Tensor coefficient = at::full({}, 0.3f + 0.1f * static_cast<float>(t), cuda);
@@ -187,10 +191,12 @@ TEST(AdamWKernelCuda, ScaledStepOfBf16GradientsFollowsLibTorchsFusedAdamW) {
           << ", largest value " << scale;
       differing += (got != expected).sum().item<int64_t>();
     }
-    for (const OptimizerStateTensor& s : state)
-      if (s.param_index == static_cast<int64_t>(i) && s.name == "master")
+    for (const OptimizerStateTensor& s : state) {
+      if (s.param_index == static_cast<int64_t>(i) && s.name == "master") {
         EXPECT_TRUE(at::equal(kernel.params[i], s.tensor.view(masters[i].sizes()).to(at::kBFloat16)))
             << "parameter " << i << " is not its master rounded";
+      }
+    }
   }
   std::printf("state elements differing in any bit from LibTorch's fused AdamW: %lld\n", static_cast<long long>(differing));
 }

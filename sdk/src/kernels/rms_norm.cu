@@ -62,11 +62,14 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
                                          const T* __restrict__ grad_sum, T* __restrict__ grad_x,
                                          float* __restrict__ weight_partials, int64_t rows, int64_t hidden) {
   __shared__ float scratch[33];
-  extern __shared__ float weight_sums[];  // [hidden]: slot j belongs to the thread owning j's pack
+  // [N][packs]: element k of pack p at k * packs + p, so a warp's 32 threads, each adding to its
+  // own pack's element k, hit 32 consecutive banks (the row's order, p * N + k, made N of them
+  // share a bank: an N-way conflict on every add, which doubled the kernel's time at hidden 2048).
+  extern __shared__ float weight_sums[];
   const int64_t packs = hidden / N;
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x)
 #pragma unroll
-    for (int k = 0; k < N; ++k) weight_sums[p * N + k] = 0.f;
+    for (int k = 0; k < N; ++k) weight_sums[k * packs + p] = 0.f;
 
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* g_row = grad_y + row * hidden;
@@ -94,16 +97,16 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
         const float n = to_float(xv.v[k]) * r;
         const float through_norm = r * (g * to_float(wv.v[k]) - n * mean_dot);
         out.v[k] = from_float<T>(kAdd ? through_norm + to_float(direct.v[k]) : through_norm);
-        weight_sums[p * N + k] += g * rounded_to<T>(n);
+        weight_sums[k * packs + p] += g * rounded_to<T>(n);
       }
       store_pack<T, N>(gx_row + p * N, out);
     }
   }
 
-  float* partial = weight_partials + static_cast<int64_t>(blockIdx.x) * hidden;
+  float* partial = weight_partials + static_cast<int64_t>(blockIdx.x) * hidden;  // in the row's order
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x)
 #pragma unroll
-    for (int k = 0; k < N; ++k) partial[p * N + k] = weight_sums[p * N + k];
+    for (int k = 0; k < N; ++k) partial[p * N + k] = weight_sums[k * packs + p];
 }
 
 }  // namespace
