@@ -390,9 +390,11 @@ TEST(FusedOpsCuda, RmsNormMatchesComposition) {
   for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     for (int64_t hidden : kHiddenSizes) {
       check_rms_norm(kCuda, dtype, {3, 7, hidden});    // 21 rows: fewer than the backward's blocks
-      check_rms_norm(kCuda, dtype, {5, 211, hidden});  // 1055 rows: blocks walk several rows
+      check_rms_norm(kCuda, dtype, {5, 211, hidden});  // 1055 rows: one row a block
     }
   }
+  // 4102 rows: the backward's 2048 blocks walk a pair of rows, six of them a lone third one too.
+  check_rms_norm(kCuda, at::kBFloat16, {2, 2051, 576});
   check_rms_norm(kCuda, at::kHalf, {4, 33, 960});
   // A strided input (made contiguous inside) and a hidden size with no 16-byte rows in fp32.
   check_rms_norm(kCuda, at::kBFloat16, {9, 4, 576}, seeded({4, 9, 576}, 1, at::kBFloat16, kCuda, 2.0).transpose(0, 1));
@@ -407,6 +409,7 @@ TEST(FusedOpsCuda, AddRmsNormMatchesComposition) {
       check_add_rms_norm(kCuda, dtype, {5, 211, hidden});
     }
   }
+  check_add_rms_norm(kCuda, at::kBFloat16, {2, 2051, 576});  // pairs of rows and a lone third
   check_add_rms_norm(kCuda, at::kHalf, {4, 33, 960});
   check_add_rms_norm(kCuda, at::kFloat, {6, 5, 38});  // rows of no 16 bytes
 }
