@@ -2,6 +2,7 @@
 """Time share of a training step by kind of GPU work, from a triax profiler trace.
 
     python3 tools/device/step_profile.py TRACE.pt.trace.json[.gz] [--steps N] [--top K] [--by-op K]
+                                         [--gaps K]
 
 TRACE is a Chrome trace that the `profiler` config section writes
 (`<profiler_export_path>/rank<R>_steps<A>-<B>.pt.trace.json`); the number of steps it covers is
@@ -11,6 +12,10 @@ which the GPU ran nothing. Prints a markdown table: milliseconds per step and sh
 window per kind, then the K longest kernels (default 12) with their kind. With --by-op K, also the
 K ATen ops (with the input shapes, when the trace recorded them: `profiler.record_shapes`) whose
 GPU work took longest, and the rate of those that are matrix products (TFLOP/s from the shapes).
+With --gaps K, also where the GPU sat idle: the idle time summed by what the host was doing
+(the traced range, such as `backward 0` or `block layer N`, around the op that launched the work
+after the gap) and the K longest gaps one by one, with the kernels on either side and the
+longest CUDA runtime call inside each (a synchronisation or an allocation shows there).
 """
 import argparse
 import gzip
@@ -68,18 +73,22 @@ def matmul_flops(name, dims):
     return None
 
 
+def cpu_ops(trace):
+    """The host-side ATen ops, as events."""
+    return [e for e in trace if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+
+
 def by_op(trace, gpu, steps, top):
     """GPU time grouped by the CPU-side ATen op that launched it (the innermost one, through
     Kineto's External id) and its input shapes."""
     ops, calls = {}, defaultdict(int)
-    for e in trace:
-        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
-            dims = e.get("args", {}).get("Input Dims")
-            key = (e["name"], json.dumps(dims) if dims else "")
-            calls[key] += 1
-            ext = e.get("args", {}).get("External id")
-            if ext is not None:
-                ops[ext] = (key, dims)
+    for e in cpu_ops(trace):
+        dims = e.get("args", {}).get("Input Dims")
+        key = (e["name"], json.dumps(dims) if dims else "")
+        calls[key] += 1
+        ext = e.get("args", {}).get("External id")
+        if ext is not None:
+            ops[ext] = (key, dims)
     per_op = defaultdict(lambda: [0.0, 0, None])
     for e in gpu:
         key, dims = ops.get(e.get("args", {}).get("External id"), (("(no op)", ""), None))
@@ -103,6 +112,66 @@ def by_op(trace, gpu, steps, top):
     if gemm_us:
         print(f"\nmatrix products with shapes: {gemm_us / 1e3 / steps:.1f} ms per step at "
               f"{gemm_flops / (gemm_us * 1e6):.0f} TFLOP/s")
+
+
+def innermost(ranges, t):
+    """The shortest of the (start, end, name) ranges that holds time t, or None."""
+    holding = [r for r in ranges if r[0] <= t <= r[1]]
+    return min(holding, key=lambda r: r[1] - r[0])[2] if holding else None
+
+
+def idle_intervals(gpu):
+    """(start, end, kernel before, kernel after) for every stretch in which no GPU work ran."""
+    out, end, before = [], None, None
+    for e in sorted(gpu, key=lambda e: e["ts"]):
+        if end is not None and e["ts"] > end:
+            out.append((end, e["ts"], before, e))
+        if end is None or e["ts"] + e["dur"] > end:
+            end, before = e["ts"] + e["dur"], e
+    return out
+
+
+def gaps(trace, gpu, steps, top):
+    """The GPU's idle time by what the host was doing, then the longest idle stretches."""
+    launcher = {}  # External id -> the op that launched the work
+    for e in cpu_ops(trace):
+        ext = e.get("args", {}).get("External id")
+        if ext is not None:
+            launcher[ext] = e
+    ranges = [(e["ts"], e["ts"] + e["dur"], e["name"]) for e in trace
+              if e.get("ph") == "X" and e.get("cat") == "user_annotation" and "dur" in e
+              and not e["name"].startswith("ProfilerStep")]
+    runtime = [e for e in trace if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and "dur" in e]
+
+    def host_side(kernel):
+        op = launcher.get(kernel.get("args", {}).get("External id"))
+        if op is None:
+            return "(no op)", "(no range)"
+        return op["name"], innermost(ranges, op["ts"]) or "(outside any range)"
+
+    idle = idle_intervals(gpu)
+    per_place = defaultdict(lambda: [0.0, 0])
+    for start, end, _, after in idle:
+        op, place = host_side(after)
+        key = (re.sub(r"\d+", "N", place), op)
+        per_place[key][0] += end - start
+        per_place[key][1] += 1
+    total = sum(end - start for start, end, _, _ in idle)
+    print(f"\nGPU idle time by where the host was: the traced range around the op that launched the work "
+          f"after each gap ({total / 1e3 / steps:.2f} ms per step, {len(idle)} gaps in {steps} step(s)):\n")
+    print("| range | op launching after the gap | idle ms per step | gaps per step |")
+    print("|---|---|---|---|")
+    for (place, op), (us, count) in sorted(per_place.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"| {place} | `{op}` | {us / 1e3 / steps:.3f} | {count / steps:.1f} |")
+    print("\nlongest gaps:\n")
+    print("| idle us | kernel before | kernel after | op after, in range | longest CUDA runtime call inside |")
+    print("|---|---|---|---|---|")
+    for start, end, before, after in sorted(idle, key=lambda g: g[0] - g[1])[:top]:
+        inside = [r for r in runtime if r["ts"] < end and r["ts"] + r["dur"] > start]
+        call = max(inside, key=lambda r: r["dur"]) if inside else None
+        op, place = host_side(after)
+        call_text = f"`{call['name']}` {call['dur']:.0f} us" if call else ""
+        print(f"| {end - start:.0f} | `{before['name'][:40]}` | `{after['name'][:40]}` | `{op}` in {place} | {call_text} |")
 
 
 def steps_from_name(path):
@@ -130,6 +199,8 @@ def main(argv):
     p.add_argument("--top", type=int, default=12, help="longest kernels to list (default 12)")
     p.add_argument("--by-op", type=int, default=0, metavar="K",
                    help="also list the K ops whose GPU work took longest, with their input shapes")
+    p.add_argument("--gaps", type=int, default=0, metavar="K",
+                   help="also list where the GPU sat idle: by host range and op, and the K longest gaps")
     a = p.parse_args(argv)
     steps = a.steps or steps_from_name(a.trace)
     if not steps:
@@ -167,6 +238,8 @@ def main(argv):
         print(f"| `{short}` | {kind_of(name)} | {us / 1e3 / steps:.2f} | {count / steps:.0f} |")
     if a.by_op:
         by_op(trace, events, steps, a.by_op)
+    if a.gaps:
+        gaps(trace, events, steps, a.gaps)
 
 
 if __name__ == "__main__":
