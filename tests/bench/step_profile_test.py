@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tools/device/step_profile.py on a small hand-made trace of two steps, run as its docstring says
-(`python3 tools/device/step_profile.py TRACE ...`): the time per kind, the longest kernels, and the
-idle GPU time put where the host was.
+(`python3 tools/device/step_profile.py TRACE ...`): the time per kind, the longest kernels, the GPU
+time by launching op, and the idle GPU time put where the host was.
 
     python3 tests/bench/step_profile_test.py PROJECT_SOURCE_DIR
 """
@@ -48,7 +48,7 @@ def main(source_dir):
         path = Path(tmp) / "rank0_steps7-8.pt.trace.json"
         path.write_text(json.dumps(trace))
         result = subprocess.run(["python3", str(Path(source_dir) / "tools/device/step_profile.py"), str(path),
-                                 "--gaps", "5"], capture_output=True, text=True, check=False)
+                                 "--by-op", "5", "--gaps", "5"], capture_output=True, text=True, check=False)
     out = result.stdout
     print(out, result.stderr)
     failures = []
@@ -71,6 +71,9 @@ def main(source_dir):
     expect("| block layer N | `triax::rms_norm` | 0.300 | 1.0 |")
     expect("| (outside any range) | `triax::adamw_step` | 0.100 | 1.0 |")
     expect("| block layer N | `aten::mm` | 0.300 | 0.5 |")
+    # GPU time by the op that launched it (no shapes recorded: no TFLOP/s).
+    expect("| `aten::mm` |  | 0.50 | 1 |  |")
+    expect("| `triax::rms_norm` |  | 0.15 | 1 |  |")
     # The longest gap is the one between the steps; the sync sits inside the 300 us ones.
     expect("| 600 | `fused_adamw_kernel` | `nvjet_sm90_tst_128x256_gemm` | `aten::mm` in block layer 3 |  |")
     expect("| 300 | `nvjet_sm90_tst_128x256_gemm` | `triax::kernels::rms_norm_forward_kernel` | "

@@ -78,20 +78,30 @@ def cpu_ops(trace):
     return [e for e in trace if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
 
 
+def launchers(trace):
+    """Kineto's External id -> the (innermost) host op that launched the GPU work carrying it."""
+    return {e["args"]["External id"]: e for e in cpu_ops(trace) if e.get("args", {}).get("External id") is not None}
+
+
+def launcher_of(ops, gpu_event):
+    return ops.get(gpu_event.get("args", {}).get("External id"))
+
+
 def by_op(trace, gpu, steps, top):
     """GPU time grouped by the CPU-side ATen op that launched it (the innermost one, through
     Kineto's External id) and its input shapes."""
-    ops, calls = {}, defaultdict(int)
-    for e in cpu_ops(trace):
+    def key_and_dims(e):
         dims = e.get("args", {}).get("Input Dims")
-        key = (e["name"], json.dumps(dims) if dims else "")
-        calls[key] += 1
-        ext = e.get("args", {}).get("External id")
-        if ext is not None:
-            ops[ext] = (key, dims)
+        return (e["name"], json.dumps(dims) if dims else ""), dims
+
+    calls = defaultdict(int)
+    for e in cpu_ops(trace):
+        calls[key_and_dims(e)[0]] += 1
+    ops = launchers(trace)
     per_op = defaultdict(lambda: [0.0, 0, None])
     for e in gpu:
-        key, dims = ops.get(e.get("args", {}).get("External id"), (("(no op)", ""), None))
+        op = launcher_of(ops, e)
+        key, dims = key_and_dims(op) if op is not None else (("(no op)", ""), None)
         per_op[key][0] += e["dur"]
         per_op[key][1] += 1
         per_op[key][2] = dims
@@ -133,18 +143,14 @@ def idle_intervals(gpu):
 
 def gaps(trace, gpu, steps, top):
     """The GPU's idle time by what the host was doing, then the longest idle stretches."""
-    launcher = {}  # External id -> the op that launched the work
-    for e in cpu_ops(trace):
-        ext = e.get("args", {}).get("External id")
-        if ext is not None:
-            launcher[ext] = e
+    ops = launchers(trace)
     ranges = [(e["ts"], e["ts"] + e["dur"], e["name"]) for e in trace
               if e.get("ph") == "X" and e.get("cat") == "user_annotation" and "dur" in e
               and not e["name"].startswith("ProfilerStep")]
     runtime = [e for e in trace if e.get("ph") == "X" and e.get("cat") == "cuda_runtime" and "dur" in e]
 
     def host_side(kernel):
-        op = launcher.get(kernel.get("args", {}).get("External id"))
+        op = launcher_of(ops, kernel)
         if op is None:
             return "(no op)", "(no range)"
         return op["name"], innermost(ranges, op["ts"]) or "(outside any range)"
@@ -179,19 +185,6 @@ def steps_from_name(path):
     return int(m.group(2)) - int(m.group(1)) + 1 if m else None
 
 
-def busy_time(intervals):
-    """Length of the union of [start, end) intervals."""
-    total, end = 0.0, None
-    for s, e in sorted(intervals):
-        if end is None or s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
-
-
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("trace")
@@ -219,17 +212,17 @@ def main(argv):
         per_kind[kind] += e["dur"]
         per_kernel[e["name"]][0] += e["dur"]
         per_kernel[e["name"]][1] += 1
-    busy = busy_time((e["ts"], e["ts"] + e["dur"]) for e in events)
+    idle = sum(gap_end - gap_start for gap_start, gap_end, _, _ in idle_intervals(events))
     print(f"{Path(a.trace).name}: {steps} step(s), {window / 1e3 / steps:.2f} ms of GPU window per step, "
           f"{len(events) / steps:.0f} GPU operations per step\n")
     print("| kind | ms per step | share |")
     print("|---|---|---|")
     rows = sorted(per_kind.items(), key=lambda kv: -kv[1])
     # Kernels on different streams may overlap: the shares are of the summed kernel time plus the idle gaps.
-    total = sum(per_kind.values()) + (window - busy)
+    total = sum(per_kind.values()) + idle
     for kind, us in rows:
         print(f"| {kind} | {us / 1e3 / steps:.2f} | {100 * us / total:.1f}% |")
-    print(f"| host gaps (GPU idle) | {(window - busy) / 1e3 / steps:.2f} | {100 * (window - busy) / total:.1f}% |")
+    print(f"| host gaps (GPU idle) | {idle / 1e3 / steps:.2f} | {100 * idle / total:.1f}% |")
     print(f"\nlongest kernels (summed over the window, per step):\n")
     print("| kernel | kind | ms per step | launches per step |")
     print("|---|---|---|---|")
