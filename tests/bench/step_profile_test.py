@@ -78,6 +78,15 @@ def main(source_dir):
     expect("| 600 | `fused_adamw_kernel` | `nvjet_sm90_tst_128x256_gemm` | `aten::mm` in block layer 3 |  |")
     expect("| 300 | `nvjet_sm90_tst_128x256_gemm` | `triax::kernels::rms_norm_forward_kernel` | "
            "`triax::rms_norm` in block layer 7 | `cudaStreamSynchronize` 280 us |")
+    # A file that is no trace: its name and why, not a traceback.
+    with tempfile.TemporaryDirectory() as tmp:
+        bad = Path(tmp) / "rank0_steps1-2.pt.trace.json"
+        bad.write_text("{ cut short")
+        refused = subprocess.run(["python3", str(Path(source_dir) / "tools/device/step_profile.py"), str(bad)],
+                                 capture_output=True, text=True, check=False)
+    if refused.returncode == 0 or f"{bad}: not a readable Chrome trace" not in refused.stderr \
+            or "Traceback" in refused.stderr:
+        failures.append(f"a broken trace gave status {refused.returncode} and: {refused.stderr!r}")
     for f in failures:
         print("FAIL:", f)
     return 1 if failures else 0

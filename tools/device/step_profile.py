@@ -49,8 +49,11 @@ def kind_of(name):
 
 def load_trace(path):
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt") as f:
-        trace = json.load(f)
+    try:
+        with opener(path, "rt") as f:
+            trace = json.load(f)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        sys.exit(f"{path}: not a readable Chrome trace ({error})")
     return trace["traceEvents"] if isinstance(trace, dict) else trace
 
 
