@@ -64,7 +64,7 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
   __shared__ float scratch[33];
   // [N][packs]: element k of pack p at k * packs + p, so a warp's 32 threads, each adding to its
   // own pack's element k, hit 32 consecutive banks (the row's order, p * N + k, made N of them
-  // share a bank: an N-way conflict on every add, which doubled the kernel's time at hidden 2048).
+  // share a bank: an N-way conflict on every add).
   extern __shared__ float weight_sums[];
   const int64_t packs = hidden / N;
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x)
@@ -103,6 +103,10 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
     const bool two = second < rows;
     const float r0 = rstd[row], r1 = two ? rstd[second] : 0.f;
     float dot0 = 0.f, dot1 = 0.f;  // sums over each row of (grad_y * weight) * normalised x
+    auto add_pack = [](float& dot, const Pack<T, N>& gv, const Pack<T, N>& xv, const Pack<T, N>& wv, float r) {
+#pragma unroll
+      for (int k = 0; k < N; ++k) dot += to_float(gv.v[k]) * to_float(wv.v[k]) * (to_float(xv.v[k]) * r);
+    };
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
       const Pack<T, N> wv = load_pack<T, N>(weight + p * N);
       const Pack<T, N> g0 = load_pack<T, N>(grad_y + row * hidden + p * N);
@@ -112,11 +116,8 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
         g1 = load_pack<T, N>(grad_y + second * hidden + p * N);
         x1 = load_pack<T, N>(x + second * hidden + p * N);
       }
-#pragma unroll
-      for (int k = 0; k < N; ++k) dot0 += to_float(g0.v[k]) * to_float(wv.v[k]) * (to_float(x0.v[k]) * r0);
-      if (two)
-#pragma unroll
-        for (int k = 0; k < N; ++k) dot1 += to_float(g1.v[k]) * to_float(wv.v[k]) * (to_float(x1.v[k]) * r1);
+      add_pack(dot0, g0, x0, wv, r0);
+      if (two) add_pack(dot1, g1, x1, wv, r1);
     }
     const float mean0 = block_reduce(dot0, scratch, SumOp{}, 0.f) / static_cast<float>(hidden);
     const float mean1 = two ? block_reduce(dot1, scratch, SumOp{}, 0.f) / static_cast<float>(hidden) : 0.f;
