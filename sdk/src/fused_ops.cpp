@@ -93,13 +93,14 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
     const int64_t hidden = weight.numel(), rows = x.numel() / hidden;
     at::Tensor grad_x = at::empty(x.sizes(), x.options());
     at::Tensor partials = at::empty({kernels::rms_norm_weight_partials(rows), hidden}, x.options().dtype(at::kFloat));
+    at::Tensor grad_weight = at::empty(weight.sizes(), weight.options());
     launch::check(kernels::rms_norm_backward(*launch::kernel_dtype(x.scalar_type()), grad_y.const_data_ptr(),
                                              x.const_data_ptr(), weight.const_data_ptr(), rstd.const_data_ptr<float>(),
                                              direct_c.defined() ? direct_c.const_data_ptr() : nullptr,
-                                             grad_x.mutable_data_ptr(), partials.mutable_data_ptr<float>(), rows,
-                                             hidden, launch::stream_of(x)),
+                                             grad_x.mutable_data_ptr(), partials.mutable_data_ptr<float>(),
+                                             grad_weight.mutable_data_ptr(), rows, hidden, launch::stream_of(x)),
                   "rms_norm backward");
-    return {grad_x, partials.sum(0).to(weight.scalar_type()).view(weight.sizes())};
+    return {grad_x, grad_weight};
   }
 };
 

@@ -1,6 +1,7 @@
 // The softmax statistics and the logits gradient of the cross-entropy, over one chunk of logits
-// (fused_linear_cross_entropy.cpp). One thread block per row: the row is read twice (its max,
-// then the sum of exponentials) and, for the gradient, read and overwritten once.
+// (fused_linear_cross_entropy.cpp). One thread block per row: the row is read once for its max
+// and sum of exponentials (each thread keeps a running max and rescales its sum when the max
+// grows) and, for the gradient, read and overwritten once.
 #include <cmath>
 
 #include "kernel_utils.cuh"
@@ -18,20 +19,25 @@ __global__ void cross_entropy_stats_kernel(const T* __restrict__ logits, int64_t
   const int64_t packs = cols / N;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* z = logits + row * stride;
-    float m = -INFINITY;
+    // One pass over the row, not two: with several 96 KB rows (vocabulary 49,152) in flight on
+    // every SM, L2 cannot be counted on to still hold a row for a second read.
+    float thread_max = -INFINITY, thread_sum = 0.f;  // thread_sum: of exp(z - thread_max)
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
       const Pack<T, N> v = load_pack<T, N>(z + p * N);
+      float pack_max = -INFINITY;
 #pragma unroll
-      for (int k = 0; k < N; ++k) m = fmaxf(m, to_float(v.v[k]));
-    }
-    m = block_reduce(m, scratch, MaxOp{}, -INFINITY);
-    float s = 0.f;
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      const Pack<T, N> v = load_pack<T, N>(z + p * N);
+      for (int k = 0; k < N; ++k) pack_max = fmaxf(pack_max, to_float(v.v[k]));
+      const float new_max = fmaxf(thread_max, pack_max);
+      // exp(-inf - -inf) would be NaN: a thread's first pack (or a row of -inf) starts from 0.
+      float pack_sum = thread_max == -INFINITY ? 0.f : thread_sum * expf(thread_max - new_max);
 #pragma unroll
-      for (int k = 0; k < N; ++k) s += expf(to_float(v.v[k]) - m);
+      for (int k = 0; k < N; ++k) pack_sum += new_max == -INFINITY ? 0.f : expf(to_float(v.v[k]) - new_max);
+      thread_max = new_max;
+      thread_sum = pack_sum;
     }
-    s = block_reduce(s, scratch, SumOp{}, 0.f);
+    const float m = block_reduce(thread_max, scratch, MaxOp{}, -INFINITY);
+    const float rescaled = thread_max == -INFINITY ? 0.f : thread_sum * expf(thread_max - m);
+    const float s = block_reduce(rescaled, scratch, SumOp{}, 0.f);
     if (threadIdx.x == 0) {
       row_max[row] = m;
       sum_exp[row] = s;

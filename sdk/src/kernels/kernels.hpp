@@ -26,18 +26,19 @@ enum class Dtype { Float32, BFloat16, Float16 };
 cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, const void* weight, void* y, void* sum,
                              float* rstd, int64_t rows, int64_t hidden, float eps, cudaStream_t stream);
 
-// How many fp32 rows of weight-gradient partial sums rms_norm_backward writes for `rows` rows
-// (one per thread block; the caller sums them).
+// How many fp32 rows of weight-gradient partial sums rms_norm_backward needs as scratch for
+// `rows` rows (one per thread block of its first kernel).
 int64_t rms_norm_weight_partials(int64_t rows);
 
 // grad_x = rstd * (g - n * mean(g * n)) with g = grad_y * weight, n = x * rstd;
-// weight_partials[b, :] = sum over block b's rows of grad_y * round(n), in fp32.
-// grad_y, x, grad_x: [rows, hidden]; weight: [hidden]; rstd: [rows];
-// weight_partials: [rms_norm_weight_partials(rows), hidden] fp32. `grad_sum` ([rows, hidden], or
-// null): a gradient that reaches x directly, added to grad_x before it is rounded.
+// grad_weight = sum over the rows of grad_y * round(n), summed in fp32 in a fixed order (per
+// block into weight_partials[b, :], then the partial rows by a second kernel) and rounded once.
+// grad_y, x, grad_x: [rows, hidden]; weight, grad_weight: [hidden]; rstd: [rows];
+// weight_partials: [rms_norm_weight_partials(rows), hidden] fp32 scratch. `grad_sum`
+// ([rows, hidden], or null): a gradient that reaches x directly, added to grad_x before it is rounded.
 cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, const void* weight, const float* rstd,
-                              const void* grad_sum, void* grad_x, float* weight_partials, int64_t rows, int64_t hidden,
-                              cudaStream_t stream);
+                              const void* grad_sum, void* grad_x, float* weight_partials, void* grad_weight,
+                              int64_t rows, int64_t hidden, cudaStream_t stream);
 
 // ---- SwiGLU (swiglu.cu) ----------------------------------------------------------------------
 

@@ -131,6 +131,30 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
     for (int k = 0; k < N; ++k) partial[p * N + k] = weight_sums[k * packs + p];
 }
 
+// grad_weight[c] = the sum of the partial rows' column c, in one fixed order: kRowGroups
+// threads per column each take every kRowGroups-th row (a warp reads 32 consecutive columns of
+// one row), then one thread adds the groups' sums. One launch, rounded once into the weight's
+// dtype (LibTorch's column sum and cast were two launches per norm).
+constexpr int kColumns = 32;
+constexpr int kRowGroups = 16;
+
+template <typename T>
+__global__ void sum_weight_partials_kernel(const float* __restrict__ partials, int64_t count, int64_t hidden,
+                                           T* __restrict__ grad_weight) {
+  __shared__ float group_sums[kRowGroups][kColumns + 1];
+  const int64_t column = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
+  float sum = 0.f;
+  if (column < hidden)
+    for (int64_t r = threadIdx.y; r < count; r += kRowGroups) sum += partials[r * hidden + column];
+  group_sums[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || column >= hidden) return;
+  float total = 0.f;
+#pragma unroll
+  for (int g = 0; g < kRowGroups; ++g) total += group_sums[g][threadIdx.x];
+  grad_weight[column] = from_float<T>(total);
+}
+
 }  // namespace
 
 int64_t rms_norm_weight_partials(int64_t rows) { return std::min(rows, kBackwardBlocks); }
@@ -159,8 +183,8 @@ cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, c
 }
 
 cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, const void* weight, const float* rstd,
-                              const void* grad_sum, void* grad_x, float* weight_partials, int64_t rows, int64_t hidden,
-                              cudaStream_t stream) {
+                              const void* grad_sum, void* grad_x, float* weight_partials, void* grad_weight,
+                              int64_t rows, int64_t hidden, cudaStream_t stream) {
   if (rows == 0 || hidden == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -174,6 +198,10 @@ cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, co
                                                       static_cast<const T*>(weight), rstd,
                                                       static_cast<const T*>(grad_sum), static_cast<T*>(grad_x),
                                                       weight_partials, rows, hidden);
+      if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
+      sum_weight_partials_kernel<T><<<static_cast<unsigned>((hidden + kColumns - 1) / kColumns),
+                                      dim3(kColumns, kRowGroups), 0, stream>>>(weight_partials, grid, hidden,
+                                                                               static_cast<T*>(grad_weight));
       return cudaGetLastError();
     };
     const bool add = grad_sum != nullptr;
