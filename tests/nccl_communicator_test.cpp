@@ -2,11 +2,18 @@
 // GPU): they finish with the blocking operations' results while other GPU work runs, a
 // non-contiguous result receives its values, and test() finishes a completed operation; the
 // column-parallel layer's overlapped path (tp_linear_async_communication) runs through the host
-// table on them and equals the plain one. Skipped without a GPU; timing the overlap needs
-// several GPUs.
+// table on them and equals the plain one. Every operation only orders the caller's stream: the
+// host returns while the GPU is still busy, settle() waits, and names an operation that does not
+// complete within the timeout. Skipped without a GPU; timing the overlap needs several GPUs.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <chrono>
+#ifdef TRIAX_WITH_CUDA
+#include <ATen/cuda/Sleep.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 #include "comm/nccl_communicator.hpp"
 #include "triax/core/comm/launch_environment.hpp"
@@ -16,13 +23,17 @@
 namespace triax {
 namespace {
 
-std::unique_ptr<Communicator> single_gpu_communicator() {
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::unique_ptr<Communicator> single_gpu_communicator(double timeout_seconds = 60) {
   LaunchEnvironment launch;
   launch.launcher = LaunchEnvironment::Launcher::torchrun;
   launch.master_address = "127.0.0.1";
   launch.master_port = 20000 + static_cast<int>(getpid() % 20000);  // the heartbeat takes the next port
   CommunicatorOptions options;
-  options.timeout_seconds = 60;
+  options.timeout_seconds = timeout_seconds;
   return make_nccl_communicator(MeshShape{}, options, launch);
 }
 
@@ -99,6 +110,84 @@ TEST(NcclCommunicatorCuda, OverlappedColumnParallelLinearEqualsThePlainOne) {
     }
   }
 }
+
+#ifdef TRIAX_WITH_CUDA
+// Queues a kernel that keeps the GPU busy for about `seconds` (its spin is counted in clock
+// cycles, measured here against the host's clock).
+void keep_gpu_busy(double seconds) {
+  static const double cycles_per_second = [] {
+    constexpr int64_t kProbe = 200'000'000;
+    at::cuda::sleep(kProbe / 10);  // loads the kernel
+    c10::cuda::device_synchronize();
+    const auto start = Clock::now();
+    at::cuda::sleep(kProbe);
+    c10::cuda::device_synchronize();
+    return static_cast<double>(kProbe) / seconds_since(start);
+  }();
+  at::cuda::sleep(static_cast<int64_t>(seconds * cycles_per_second));
+}
+
+// A group's first collective creates its NCCL communicator, and a kernel's first launch loads
+// it; both wait for the GPU, so they are done here, before the timed part.
+void connect(Communicator& comm, triax_group group) {
+  at::Tensor probe = at::ones({1024}, at::TensorOptions().device(at::kCUDA)), gathered = at::empty_like(probe);
+  comm.all_reduce(group, probe, TRIAX_REDUCE_SUM);
+  comm.all_gather(group, gathered, probe);
+  gathered.add_(1);
+  keep_gpu_busy(0);  // measures the clock
+  comm.settle();
+  c10::cuda::device_synchronize();
+}
+
+TEST(NcclCommunicatorCuda, OperationsOrderTheStreamWithoutBlockingTheHost) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  std::unique_ptr<Communicator> comm = single_gpu_communicator();
+  const auto cuda = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
+  at::Tensor input = at::zeros({1024}, cuda), gathered = at::zeros({1024}, cuda);
+  connect(*comm, TRIAX_GROUP_WORLD);
+
+  const auto start = Clock::now();
+  keep_gpu_busy(1.0);
+  input.fill_(3);  // written after the busy kernel
+  comm->all_gather(TRIAX_GROUP_WORLD, gathered, input);
+  comm->all_reduce(TRIAX_GROUP_WORLD, gathered, TRIAX_REDUCE_SUM);
+  gathered.add_(1);  // on the caller's stream: after the collectives
+  EXPECT_LT(seconds_since(start), 0.5) << "the collectives waited for the GPU on the host";
+  comm->settle();
+  EXPECT_GT(seconds_since(start), 0.8) << "settle() returned before the collectives completed";
+  EXPECT_TRUE(at::equal(gathered.cpu(), at::full({1024}, 4.0f))) << "the stream did not wait for the collectives";
+  EXPECT_FALSE(comm->failed());
+}
+
+TEST(NcclCommunicatorCuda, SettleNamesAnOperationThatDoesNotCompleteWithinTheTimeout) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  std::unique_ptr<Communicator> comm = single_gpu_communicator(/*timeout_seconds=*/2);
+  comm->set_step(7);
+  const auto cuda = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
+  at::Tensor tensor = at::ones({16}, cuda);
+  connect(*comm, TRIAX_GROUP_DP);
+  // Busy for 3 s: settle() gives up at 2 s; ProcessGroupNCCL's own watchdog (twice the timeout)
+  // never fires, since the collective completes at 3 s.
+  keep_gpu_busy(3.0);
+  comm->all_reduce(TRIAX_GROUP_DP, tensor, TRIAX_REDUCE_SUM);
+  const auto start = Clock::now();
+  std::string message;
+  try {
+    comm->settle();
+  } catch (const CommunicationError& e) {
+    message = e.what();
+  }
+  const double waited = seconds_since(start);
+  c10::cuda::device_synchronize();
+  EXPECT_NE(message.find("rank 0: step 7: all_reduce over the dp group [0] failed or got no answer within 2"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(still running)"), std::string::npos) << message;
+  EXPECT_GE(waited, 1.9);
+  EXPECT_LT(waited, 5.0);  // the heartbeat read included
+  EXPECT_TRUE(comm->failed());
+}
+#endif
 
 }  // namespace
 }  // namespace triax

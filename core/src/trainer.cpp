@@ -369,6 +369,9 @@ TrainSummary Trainer::train() {
     fault::kill_if_armed("optimizer_step", rank, step);
     if (nonfinite.admit(step, losses[0], norm))
       s.optimizer->step(s.dp_gradients->for_optimizer(), lr, clipping.coefficient);  // clipped by the optimizer
+    // The step's collectives have completed, or a CommunicationError names the silent peer. The
+    // GPU still has the optimizer's work queued, so this wait costs it nothing.
+    s.communicator.settle();
     step_losses.push_back(losses[0]);
     step_norms.push_back(norm);
     summary.learning_rates.push_back(lr);

@@ -3,8 +3,13 @@
 // Rendezvous: rank 0 hosts a TCPStore on MASTER_ADDR:MASTER_PORT (torchrun and `triax launch` set
 // them); every group of the mesh this rank belongs to gets a ProcessGroupNCCL over its own
 // PrefixStore ("triax/<kind>/<group index>"), so the groups' NCCL unique ids never collide.
-// Liveness: the heartbeat store listens on MASTER_PORT + 1. Each operation waits with
-// Work::wait(timeout), which blocks the host until the GPU work is done or throws at the timeout.
+// Liveness: the heartbeat store listens on MASTER_PORT + 1.
+// Waiting: an operation returns once the caller's CUDA stream is ordered after it (Work::wait()
+// without a timeout); the host does not wait for the GPU, so it keeps the GPU's queue full. Each
+// operation stays in `in_flight_` until it is seen completed: settle() (once a training step)
+// waits for all of them, at most the timeout, and throws a CommunicationError naming the
+// operation and the peers' state, as a blocking wait would. ProcessGroupNCCL's own watchdog, at
+// twice the timeout, ends the process on a collective nobody settles.
 #include "comm/nccl_communicator.hpp"
 
 #include "triax/error.hpp"
@@ -18,6 +23,9 @@
 
 #include <array>
 #include <chrono>
+#include <deque>
+#include <optional>
+#include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -89,7 +97,7 @@ class NcclCommunicator final : public Communicator {
     for (int kind = 0; kind < kGroupKinds; ++kind) {
       const auto group = static_cast<triax_group>(kind);
       auto pg_options = c10d::ProcessGroupNCCL::Options::create();
-      pg_options->timeout = timeout;
+      pg_options->timeout = 2 * timeout;  // the backstop: settle() reports first, naming the peers
       auto prefixed = c10::make_intrusive<c10d::PrefixStore>(
           std::string("triax/") + group_name(group) + "/" + std::to_string(context_.group_index(group)), store);
       groups_[kind] =
@@ -100,6 +108,14 @@ class NcclCommunicator final : public Communicator {
   const char* backend_name() const override { return "nccl"; }
   int rank(triax_group group) const override { return context_.rank(group); }
   int size(triax_group group) const override { return context_.size(group); }
+  bool failed() const override { return failed_; }
+  void report_failure(const std::string& message) override { heartbeat_->publish_failure(message); }
+
+  void settle() override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    while (!in_flight_.empty()) settle_oldest(deadline);
+  }
+
   void set_step(int64_t step) override {
     step_ = step;
     heartbeat_->set_step(step);
@@ -242,22 +258,74 @@ class NcclCommunicator final : public Communicator {
     if (!out.is_same(output)) output.copy_(out);
   }
 
+  // What an operation left to settle() names when it fails.
+  struct Issued {
+    c10::intrusive_ptr<c10d::Work> work;
+    const char* operation;
+    triax_group group;
+    int peer;  // -1: the whole group
+  };
+  static constexpr size_t kMostInFlight = 4096;  // beyond, the oldest is waited for (bounded memory)
+
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_seconds * 1000));
+  }
+
+  // Orders the current stream after `work` and keeps it until it is seen completed. The
+  // operations completed meanwhile are finished here, so that an error surfaces at the next call.
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* operation, triax_group group, int peer = -1) {
-    const std::vector<int> members = context_.members(group);
+    Issued issued{work, operation, group, peer};
     try {
-      work->wait(std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_seconds * 1000)));
+      work->wait();
     } catch (const std::exception& e) {
-      const std::vector<int> suspects = peer < 0 ? members : std::vector<int>{members[peer]};
-      std::string what = std::string(operation) +
-                         (peer < 0 ? " over the " : " rank " + std::to_string(members[peer]) + " of the ") +
-                         group_name(group) + " group " + format_ranks(members);
-      std::string reason = e.what();
-      reason = reason.substr(0, reason.find('\n'));
-      throw CommunicationError("rank " + std::to_string(context_.world_rank()) + ": step " + std::to_string(step_) +
-                               ": " + what + " failed or got no answer within " +
-                               std::to_string(options_.timeout_seconds) + " s (" + reason +
-                               "): " + heartbeat_->explain_silence(suspects));
+      throw failure(issued, e.what());
     }
+    in_flight_.push_back(std::move(issued));
+    while (!in_flight_.empty() && in_flight_.front().work->isCompleted()) finish_oldest();
+    if (in_flight_.size() > kMostInFlight) settle_oldest(std::chrono::steady_clock::now() + timeout());
+  }
+
+  // Polls the oldest operation until it has completed (a short sleep: the GPU usually has little
+  // left of the step) and finishes it; throws once `deadline` has passed.
+  void settle_oldest(std::chrono::steady_clock::time_point deadline) {
+    while (!in_flight_.front().work->isCompleted()) {
+      if (std::optional<std::string> peer = heartbeat_->peer_failure())
+        throw failure(in_flight_.front(), "abandoned: " + *peer, false);
+      if (std::chrono::steady_clock::now() > deadline) throw failure(in_flight_.front(), "still running");
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    finish_oldest();
+  }
+
+  // The oldest operation has completed: an error NCCL recorded for it is thrown here.
+  void finish_oldest() {
+    Issued oldest = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    try {
+      oldest.work->wait(timeout());  // returns at once (completed), rethrowing its exception if any
+    } catch (const std::exception& e) {
+      throw failure(oldest, e.what());
+    }
+  }
+
+  // The error of a failed operation: NCCL's `cause`, or the timeout, with the suspects' state; or
+  // `cause` alone when another rank reported its error. `issued` may be one of in_flight_, all
+  // dropped afterwards: the process can only leave.
+  CommunicationError failure(const Issued& issued, const std::string& cause, bool explain = true) {
+    const std::vector<int> members = context_.members(issued.group);
+    const std::vector<int> suspects = issued.peer < 0 ? members : std::vector<int>{members[issued.peer]};
+    const std::string what = std::string(issued.operation) +
+                             (issued.peer < 0 ? " over the " : " rank " + std::to_string(members[issued.peer]) + " of the ") +
+                             group_name(issued.group) + " group " + format_ranks(members);
+    const std::string reason = cause.substr(0, cause.find('\n'));
+    const std::string happened = explain ? " failed or got no answer within " + std::to_string(options_.timeout_seconds) +
+                                               " s (" + reason + "): " + heartbeat_->explain_silence(suspects)
+                                         : " " + reason;
+    CommunicationError error("rank " + std::to_string(context_.world_rank()) + ": step " + std::to_string(step_) + ": " +
+                             what + happened);
+    failed_ = true;
+    in_flight_.clear();
+    return error;
   }
 
   ParallelContext context_;
@@ -266,6 +334,8 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<Heartbeat> heartbeat_;
   std::array<c10::intrusive_ptr<c10d::ProcessGroupNCCL>, kGroupKinds> groups_;
   int64_t step_ = 0;
+  std::deque<Issued> in_flight_;  // issued order
+  bool failed_ = false;
 };
 
 }  // namespace

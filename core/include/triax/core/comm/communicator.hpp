@@ -28,8 +28,9 @@ struct CommunicatorOptions {
   double heartbeat_interval_seconds = 0.5;  // how often each rank says it is alive
 };
 
-// A collective in flight. wait() returns once its result is in the caller's tensors (throwing
-// CommunicationError on a timeout or a dead peer, like the blocking operations); test() says
+// A collective in flight. wait() returns once its result is in the caller's tensors, as the
+// caller's CUDA stream sees them on the nccl backend (throwing CommunicationError on a timeout or
+// a dead peer, like the blocking operations, or, on nccl, at the next settle()); test() says
 // whether it has completed, finishing it if so, without blocking. The tensors handed to start_*
 // must not be touched until then.
 class PendingOperation {
@@ -76,6 +77,12 @@ class Communicator {
                                                      const at::Tensor& input);
   std::unique_ptr<PendingOperation> start_reduce_scatter(triax_group group, const at::Tensor& output,
                                                          const at::Tensor& input, triax_reduce_op op);
+  // Returns once every operation issued so far has completed, throwing CommunicationError as a
+  // blocking operation would when one got no answer within the timeout. The mpi backend's
+  // operations have completed when they return; the nccl backend's only order the caller's CUDA
+  // stream after them, so that the host keeps queueing kernels, and the trainer settles them once
+  // a step.
+  virtual void settle() {}
   // The training step in progress, for error messages and the peers' liveness reports.
   virtual void set_step(int64_t /*step*/) {}
   // True once an operation failed with a CommunicationError (a plugin may have turned it into
