@@ -156,6 +156,12 @@ TEST(NcclCommunicatorCuda, OperationsOrderTheStreamWithoutBlockingTheHost) {
   comm->settle();
   EXPECT_GT(seconds_since(start), 0.8) << "settle() returned before the collectives completed";
   EXPECT_TRUE(at::equal(gathered.cpu(), at::full({1024}, 4.0f))) << "the stream did not wait for the collectives";
+
+  // A barrier, unlike the others, returns to the host only once the GPU has got there.
+  const auto barrier_start = Clock::now();
+  keep_gpu_busy(1.0);
+  comm->barrier(TRIAX_GROUP_WORLD);
+  EXPECT_GT(seconds_since(barrier_start), 0.8) << "the barrier returned before the GPU reached it";
   EXPECT_FALSE(comm->failed());
 }
 

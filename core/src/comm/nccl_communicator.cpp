@@ -206,6 +206,7 @@ class NcclCommunicator final : public Communicator {
     c10d::BarrierOptions opts;
     opts.device = device_;
     wait(pg(group).barrier(opts), "barrier", group);
+    settle();  // a barrier is the host's: every rank has reached it, within the timeout
   }
 
  private:
