@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -301,13 +302,20 @@ TEST(Training, LossFallsOnSyntheticData) {
   EXPECT_LT(summary.losses.back(), 0.6 * summary.losses.front());  // and learns the chain
   // Outputs in the run folder: the resolved config and one metrics line per step.
   EXPECT_TRUE(fs::exists(dir / "config.yaml"));
+  // Each line holds its own step's loss, though the values are read one step late.
   std::ifstream metrics(dir / "metrics.jsonl");
   int lines = 0;
   for (std::string line; std::getline(metrics, line);) {
     EXPECT_NE(line.find("\"tokens_per_s\""), std::string::npos);
+    long long step = 0, total = 0;
+    double loss = 0.0;
+    ASSERT_EQ(std::sscanf(line.c_str(), "{\"step\": %lld, \"total_steps\": %lld, \"loss\": %lf", &step, &total, &loss), 3)
+        << line;
+    EXPECT_EQ(step, lines + 1);
+    EXPECT_NEAR(loss, summary.losses[static_cast<size_t>(lines)], 1e-7 * summary.losses.front()) << line;
     ++lines;
   }
-  EXPECT_EQ(lines, 60);
+  EXPECT_EQ(lines, 60);  // the last step's line too
   fs::remove_all(dir);
 }
 

@@ -33,6 +33,7 @@
 #include "nonfinite_guard.hpp"
 #include "preemption.hpp"
 #include "step_profiler.hpp"
+#include "step_read_back.hpp"
 #include "triax/core/plugins/mesh_model_context.hpp"
 #include "triax/core/plugins/plugin_choice.hpp"
 #include "step_losses.hpp"
@@ -349,13 +350,39 @@ TrainSummary Trainer::train() {
                  std::to_string(c.tokens.train_steps) + ": nothing left to train");
   std::vector<at::Tensor> step_losses, step_norms;
   const auto start = Clock::now();
+  // The logging interval: from interval_start, the steps after interval_first.
   auto interval_start = start;
-  int64_t interval_steps = 0;
+  int64_t interval_first = s.resume.step;
+  StepReadBack read_back(s.device);
+  StepMetrics queued;  // what the host knew of the step whose values read_back holds
+  // The one host synchronisation of a logged step, one step late: its loss and norm are read
+  // together, by every rank (they are equal everywhere), so that every rank stops on divergence.
+  auto report_logged_step = [&] {
+    StepReadBack::Values values = read_back.take();
+    StepMetrics m = std::move(queued);
+    m.loss = StepLosses::loss(values.host);
+    m.aux_losses = s.step_losses->aux_losses(values.host);
+    m.grad_norm = values.host[-1].item<double>();
+    m.step_seconds = std::chrono::duration<double>(values.read_at - interval_start).count() /
+                     static_cast<double>(m.step - interval_first);
+    m.tokens_per_second = static_cast<double>(tokens_per_step) / m.step_seconds;
+    m.tokens_per_second_per_device = m.tokens_per_second / static_cast<double>(world_size);
+    m.model_tflops_per_device = s.flops_per_token * m.tokens_per_second_per_device / 1e12;
+    if (s.peak.tflops) m.mfu = m.model_tflops_per_device / *s.peak.tflops;
+    m.peak_memory_bytes = peak_memory_bytes(s.device);
+    m.elapsed_seconds = std::chrono::duration<double>(values.read_at - start).count();
+    m.eta_seconds = m.step_seconds * static_cast<double>(c.tokens.train_steps - m.step);
+    reporter.logged(m);
+    nonfinite.check(m.step, m.loss, m.grad_norm);
+    interval_start = values.read_at;
+    interval_first = m.step;
+  };
 
   for (int64_t step = s.resume.step + 1; step <= c.tokens.train_steps; ++step) {
     s.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
     profiler.before_step(step);
     EngineInstance::Result result = s.engine_step->run(step, s.data->step_samples(step));  // prefetched
+    if (read_back.pending()) report_logged_step();  // the GPU has this step's work queued
     s.tied->sum(s.gradients->gradients());
     summary.peak_live_micro_batches = std::max(summary.peak_live_micro_batches, result.peak_live_micro_batches);
 
@@ -378,55 +405,36 @@ TrainSummary Trainer::train() {
     summary.consumed_tokens += tokens_per_step;
     s.data->after_step(step);
     profiler.after_step(step);
-    ++interval_steps;
 
     const bool log_now = step % c.logging.iteration_step_info_interval == 0 || step == c.tokens.train_steps;
     if (log_now) {
-      // The one host synchronisation of a step: read the logged loss and norm together. Every
-      // rank reads them (they are equal everywhere), so that every rank stops on divergence.
-      at::Tensor values = at::cat({losses, norm.to(at::kFloat).reshape({1})}).cpu();
-      const auto now = Clock::now();
-      const double interval_seconds = std::chrono::duration<double>(now - interval_start).count();
-      const double elapsed = std::chrono::duration<double>(now - start).count();
-      StepMetrics m;
-      m.step = step;
-      m.total_steps = c.tokens.train_steps;
-      m.loss = StepLosses::loss(values);
-      m.aux_losses = s.step_losses->aux_losses(values);
-      m.grad_norm = values[-1].item<double>();
-      m.learning_rate = lr;
-      m.step_seconds = interval_seconds / static_cast<double>(interval_steps);
-      m.tokens_per_second = static_cast<double>(tokens_per_step) / m.step_seconds;
-      m.tokens_per_second_per_device = m.tokens_per_second / static_cast<double>(world_size);
-      m.model_tflops_per_device = s.flops_per_token * m.tokens_per_second_per_device / 1e12;
-      if (s.peak.tflops) m.mfu = m.model_tflops_per_device / *s.peak.tflops;
-      m.consumed_tokens = summary.consumed_tokens;
-      m.peak_memory_bytes = peak_memory_bytes(s.device);
-      m.elapsed_seconds = elapsed;
-      m.eta_seconds = m.step_seconds * static_cast<double>(c.tokens.train_steps - step);
+      queued = StepMetrics{};
+      queued.step = step;
+      queued.total_steps = c.tokens.train_steps;
+      queued.learning_rate = lr;
+      queued.consumed_tokens = summary.consumed_tokens;
+      queued.skipped_steps = nonfinite.skipped_steps();
       if (is_logging_rank) {
         const data::DataLoaderState position = s.data->state(step);
         for (const auto& dataset : position.stages[s.data->stage_index(step)].datasets)
-          m.dataset_samples.emplace_back(dataset.folder, dataset.consumed_samples);
+          queued.dataset_samples.emplace_back(dataset.folder, dataset.consumed_samples);
       }
-      m.skipped_steps = nonfinite.skipped_steps();
-      reporter.logged(m);
-      nonfinite.check(step, m.loss, m.grad_norm);
-      interval_start = now;
-      interval_steps = 0;
+      read_back.queue(step, at::cat({losses, norm.to(at::kFloat).reshape({1})}));
     } else {
       reporter.step_done(step, c.tokens.train_steps,
                          std::chrono::duration<double>(Clock::now() - interval_start).count() /
-                             static_cast<double>(interval_steps));
+                             static_cast<double>(step - interval_first));
     }
     const bool due = s.checkpoint->due(step);
     // Every rank stops at the same step when any of them got a preemption signal.
     const int stop_signal = c.general.preemption_signals.empty() ? 0
         : static_cast<int>(world_reduce(s.communicator, preemption::signal_received(), TRIAX_REDUCE_MAX));
     if (due || stop_signal != 0) {
+      if (read_back.pending()) report_logged_step();  // logged, and checked, before it is saved
       if (!log_now) nonfinite.check(step, losses[0], norm);  // never save a diverged model
       s.checkpoint->save(step, summary.consumed_tokens, s.resume.lr_scheduler, resolved_text);
       interval_start = Clock::now();  // the save's time is not a step's
+      interval_first = step;
     }
     if (stop_signal != 0) {
       summary.preempted_by = preemption::signal_name(stop_signal);
@@ -436,6 +444,7 @@ TrainSummary Trainer::train() {
       break;
     }
   }
+  if (read_back.pending()) report_logged_step();
   summary.skipped_steps = nonfinite.skipped_steps();
   profiler.finish();
   reporter.finish({c.model.plugin, s.model->total_parameters(), device_display_name(s.device), world_size,
