@@ -1,7 +1,8 @@
 // fused_linear_cross_entropy at tp = 1 against the unfused path it replaces (the lm_head's
 // at::linear, then vocab_parallel_cross_entropy): the loss and the gradients of the hidden
 // states and of the weight, with a padded vocabulary, a mask, and chunks of several sizes.
-// fp32 within 1e-6 relative, fp64 within 1e-12, bf16 within 1e-2. The tp > 1 case is in
+// fp32 within 1e-6 relative, fp64 within 1e-12, bf16 within 1e-2; and the gradients computed in
+// forward against those computed in backward, bit for bit. The tp > 1 case is in
 // tensor_parallel_test.cpp. FusedLinearCrossEntropyCpu runs everywhere; ...Cuda (ctest label gpu)
 // runs the CUDA kernels and skips without a GPU.
 #include "triax/layers/fused_linear_cross_entropy.hpp"
@@ -218,6 +219,47 @@ TEST(FusedLinearCrossEntropyCuda, MatchesUnfusedPath) {
     check({300, 960, 2053, 2056, false, 128}, cuda, dtype);
     check({700, 576, 4096, 4096, true, 256}, cuda, dtype, 0.37);
   }
+}
+
+// At tp = 1 the first pending forward computes each chunk's gradients in forward; a forward while
+// it waits for its backward leaves them to backward, which computes the logits again. Both paths
+// must agree bit for bit: the loss and the gradients of the hidden states and of the weight.
+void expect_gradients_in_forward_equal_those_in_backward(c10::Device device) {
+  const triax::TensorParallel single;
+  // A vocabulary in 16-byte vectors and one that is not; bf16 and fp32; chunks of 100 rows.
+  for (c10::ScalarType dtype : {at::kBFloat16, at::kFloat})
+    for (int64_t vocab : {int64_t{4096}, int64_t{4099}}) {
+      const std::string what = device.str() + " " + c10::toString(dtype) + " vocab " + std::to_string(vocab);
+      const auto options = at::TensorOptions().device(device).dtype(dtype);
+      const int64_t tokens = 333, hidden = 64;
+      const at::Tensor h_values = at::randn({tokens, hidden}, options);
+      const at::Tensor w_values = at::randn({vocab, hidden}, options) * 0.5;
+      const at::Tensor labels = at::randint(vocab, {tokens}, options.dtype(at::kLong));
+      at::Tensor mask = at::ones({tokens}, options.dtype(at::kFloat));
+      mask.narrow(0, 7, 50).zero_();
+      std::vector<at::Tensor> h, w, losses;
+      for (int i = 0; i < 2; ++i) {
+        h.push_back(h_values.clone().requires_grad_(true));
+        w.push_back(w_values.clone().requires_grad_(true));
+        losses.push_back(triax::fused_linear_cross_entropy(h[i], w[i], labels, mask, 0, vocab, single, 100));
+      }
+      losses[0].backward();  // gradients computed in forward
+      losses[1].backward();  // computed in backward
+      EXPECT_TRUE(at::equal(losses[0], losses[1]))
+          << what << ": " << losses[0].item<double>() << " against " << losses[1].item<double>();
+      EXPECT_TRUE(at::equal(h[0].grad(), h[1].grad())) << what << ": hidden gradient";
+      EXPECT_TRUE(at::equal(w[0].grad(), w[1].grad())) << what << ": weight gradient";
+      EXPECT_GT(h[0].grad().abs().max().item<double>(), 0.0) << what;
+    }
+}
+
+TEST(FusedLinearCrossEntropyCpu, GradientsInForwardEqualThoseInBackward) {
+  expect_gradients_in_forward_equal_those_in_backward(c10::Device(c10::kCPU));
+}
+
+TEST(FusedLinearCrossEntropyCuda, GradientsInForwardEqualThoseInBackward) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  expect_gradients_in_forward_equal_those_in_backward(c10::Device(c10::kCUDA, 0));
 }
 
 }  // namespace
