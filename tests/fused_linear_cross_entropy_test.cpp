@@ -224,6 +224,7 @@ TEST(FusedLinearCrossEntropyCuda, MatchesUnfusedPath) {
 // At tp = 1 the first pending forward computes each chunk's gradients in forward; a forward while
 // it waits for its backward leaves them to backward, which computes the logits again. Both paths
 // must agree bit for bit: the loss and the gradients of the hidden states and of the weight.
+// (OneForwardAtATimeKeepsItsGradientSums checks which of the two paths each forward takes.)
 void expect_gradients_in_forward_equal_those_in_backward(c10::Device device) {
   const triax::TensorParallel single;
   // A vocabulary in 16-byte vectors and one that is not; bf16 and fp32; chunks of 100 rows.
