@@ -24,6 +24,5 @@ gtest_discover_tests(launch_environment_test)
 # The nccl backend's asynchronous collectives on one GPU (label gpu; skipped without a GPU).
 add_executable(nccl_communicator_test ${CMAKE_CURRENT_LIST_DIR}/nccl_communicator_test.cpp)
 target_link_libraries(nccl_communicator_test PRIVATE triax_core GTest::gtest_main)
-target_include_directories(nccl_communicator_test PRIVATE ${PROJECT_SOURCE_DIR}/core/src)
 triax_use_pch(nccl_communicator_test)
 gtest_discover_tests(nccl_communicator_test PROPERTIES LABELS gpu)

@@ -23,7 +23,8 @@ target_compile_definitions(config_test PRIVATE TRIAX_TEST_DATA_DIR="${CMAKE_CURR
 gtest_discover_tests(config_test)
 
 # The configuration reference against the loader, and docs/config-reference.md against both.
-add_executable(config_reference_test ${CMAKE_CURRENT_LIST_DIR}/config_reference_test.cpp ${TRIAX_CONFIG_LOADER_SOURCES})
+add_executable(config_reference_test ${CMAKE_CURRENT_LIST_DIR}/config_reference_test.cpp ${TRIAX_CONFIG_LOADER_SOURCES}
+  $<TARGET_OBJECTS:triax_config_reference>)
 target_include_directories(config_reference_test PRIVATE ${PROJECT_SOURCE_DIR}/core/include ${PROJECT_SOURCE_DIR}/sdk/include)
 target_link_libraries(config_reference_test PRIVATE yaml-cpp GTest::gtest_main)
 gtest_discover_tests(config_reference_test)
@@ -37,7 +38,7 @@ add_executable(mesh_test
   ${CMAKE_CURRENT_LIST_DIR}/mesh_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/pipeline_blocks_test.cpp
   ${PROJECT_SOURCE_DIR}/core/src/comm/parallel_context.cpp
-  ${PROJECT_SOURCE_DIR}/sdk/src/pipeline_blocks.cpp)
+  ${PROJECT_SOURCE_DIR}/core/src/step/pipeline_blocks.cpp)
 target_include_directories(mesh_test PRIVATE
   ${PROJECT_SOURCE_DIR}/core/include
   ${PROJECT_SOURCE_DIR}/sdk/include)
@@ -47,7 +48,7 @@ gtest_discover_tests(mesh_test)
 # Durable writes (temporary name, fsync, rename, fsync of the folder): no LibTorch either.
 add_executable(durable_file_test
   ${CMAKE_CURRENT_LIST_DIR}/durable_file_test.cpp
-  ${PROJECT_SOURCE_DIR}/sdk/src/durable_file.cpp)
-target_include_directories(durable_file_test PRIVATE ${PROJECT_SOURCE_DIR}/sdk/include)
+  ${PROJECT_SOURCE_DIR}/interop/src/durable_file.cpp)
+target_include_directories(durable_file_test PRIVATE ${PROJECT_SOURCE_DIR}/interop/include ${PROJECT_SOURCE_DIR}/sdk/include)
 target_link_libraries(durable_file_test PRIVATE GTest::gtest_main)
 gtest_discover_tests(durable_file_test)

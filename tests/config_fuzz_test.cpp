@@ -28,7 +28,7 @@
 #include "triax/error.hpp"
 #ifdef TRIAX_FUZZ_WITH_PLUGINS
 #include "test_plugin_registry.hpp"
-#include "triax/core/run_check.hpp"
+#include "run_check.hpp"
 #endif
 
 namespace triax {

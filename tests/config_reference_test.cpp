@@ -1,7 +1,7 @@
-// The configuration reference against the loader (triax/core/config_reference.hpp): they agree,
+// The configuration reference against the loader (config_reference/config_reference.hpp): they agree,
 // and each kind of drift is caught and named: a documented key the loader does not read, a key
 // the loader reads that is not documented, a wrong bound, a wrong choice, a wrong required flag.
-#include "triax/core/config_reference.hpp"
+#include "config_reference/config_reference.hpp"
 
 #include <gtest/gtest.h>
 

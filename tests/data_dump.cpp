@@ -5,7 +5,7 @@
 #include <iostream>
 #include <vector>
 
-#include "triax/core/data/token_folder.hpp"
+#include "data/token_folder.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 4) {

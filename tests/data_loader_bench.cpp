@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "triax/core/config.hpp"
-#include "triax/core/data/training_data.hpp"
+#include "data/training_data.hpp"
 
 namespace fs = std::filesystem;
 

@@ -12,7 +12,7 @@
 #include "multi_rank_environment.hpp"
 #include "test_plugin_registry.hpp"
 #include "training_test_support.hpp"
-#include "triax/core/gradients/data_parallel_gradients.hpp"
+#include "gradients/data_parallel_gradients.hpp"
 
 namespace triax {
 namespace {

@@ -1,6 +1,6 @@
-// Durable writes (triax/durable_file.hpp): a target holds its old content or the complete new
+// Durable writes (triax/interop/durable_file.hpp): a target holds its old content or the complete new
 // one, never a part; a write that fails on the way leaves no file behind.
-#include "triax/durable_file.hpp"
+#include "triax/interop/durable_file.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

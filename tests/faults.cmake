@@ -2,7 +2,8 @@
 # config errors a new user meets, and corrupt token files, index files and checkpoints.
 add_executable(config_fuzz_test
   ${CMAKE_CURRENT_LIST_DIR}/config_fuzz_test.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/config_mutations.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/config_mutations.cpp
+  ${PROJECT_SOURCE_DIR}/apps/triax/run_check.cpp)
 target_link_libraries(config_fuzz_test PRIVATE triax_core GTest::gtest_main)
 target_compile_definitions(config_fuzz_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}"
   TRIAX_CONFIGS_DIR="${PROJECT_SOURCE_DIR}/configs" TRIAX_FUZZ_WITH_PLUGINS)

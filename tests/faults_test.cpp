@@ -15,8 +15,8 @@
 
 #include "error_of.hpp"
 #include "test_plugin_registry.hpp"
-#include "triax/core/checkpoint/checkpoint_folder.hpp"
-#include "triax/core/checkpoint/hdf5_file.hpp"
+#include "checkpoint/checkpoint_folder.hpp"
+#include "checkpoint/hdf5_file.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/trainer.hpp"

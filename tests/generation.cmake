@@ -4,7 +4,7 @@
 # command as written, bad input, tp 2 = tp 1 under mpirun); greedy tokens equal to transformers'
 # generate() on the exported model, from token ids and from text through tokenizer.json.
 add_executable(generation_test ${CMAKE_CURRENT_LIST_DIR}/generation_test.cpp)
-target_link_libraries(generation_test PRIVATE triax_generation GTest::gtest_main)
+target_link_libraries(generation_test PRIVATE triax_generate GTest::gtest_main)
 target_compile_definitions(generation_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(generation_test triax_llama)
 triax_use_pch(generation_test)

@@ -15,9 +15,9 @@
 #include "error_of.hpp"
 #include "test_plugin_registry.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/generation/generation_model.hpp"
-#include "triax/core/generation/generator.hpp"
-#include "triax/core/generation/sampling.hpp"
+#include "triax/generate/generation_model.hpp"
+#include "triax/generate/generator.hpp"
+#include "triax/generate/sampling.hpp"
 
 namespace {
 

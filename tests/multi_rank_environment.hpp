@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "triax/core/comm/mpi_communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 
 namespace triax::testing {
 

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "triax/error.hpp"
-#include "triax/pipeline_blocks.hpp"
+#include "step/pipeline_blocks.hpp"
 
 namespace triax {
 namespace {

@@ -1,5 +1,5 @@
 // `triax config-reference [--check FILE]`: prints docs/config-reference.md, generated from the
-// loader's reference (triax/core/config_reference.hpp); --check compares FILE with it and checks
+// loader's reference (config_reference/config_reference.hpp); --check compares FILE with it and checks
 // the reference against the loader, naming every key where they disagree.
 #include <boost/program_options.hpp>
 #include <exception>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "triax/core/config_reference.hpp"
+#include "config_reference/config_reference.hpp"
 
 namespace triax::cli {
 namespace {

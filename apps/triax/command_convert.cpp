@@ -11,7 +11,7 @@
 
 #include "commands.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
-#include "triax/core/generation/generation_model.hpp"
+#include "triax/generate/generation_model.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/error.hpp"
 

@@ -17,9 +17,9 @@
 #include "triax/core/comm/communicator_factory.hpp"
 #include "triax/core/comm/launch_environment.hpp"
 #include "triax/core/device.hpp"
-#include "triax/core/generation/generation_model.hpp"
-#include "triax/core/generation/generator.hpp"
-#include "triax/core/generation/text_tokenizer.hpp"
+#include "triax/generate/generation_model.hpp"
+#include "triax/generate/generator.hpp"
+#include "triax/generate/text_tokenizer.hpp"
 #include "triax/core/log.hpp"
 #include "triax/error.hpp"
 

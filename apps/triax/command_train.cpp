@@ -17,7 +17,7 @@
 #include "triax/core/comm/launch_environment.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
-#include "triax/core/run_check.hpp"
+#include "run_check.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/error.hpp"
 

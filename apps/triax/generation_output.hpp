@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "triax/core/generation/generator.hpp"
+#include "triax/generate/generator.hpp"
 
 namespace triax::cli {
 

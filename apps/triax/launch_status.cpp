@@ -6,7 +6,7 @@
 #include <iostream>
 #include <string>
 
-#include "triax/durable_file.hpp"
+#include "triax/interop/durable_file.hpp"
 
 namespace triax::cli {
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "triax/durable_file.hpp"
+#include "triax/interop/durable_file.hpp"
 #include "triax/error.hpp"
 
 namespace triax::interop {

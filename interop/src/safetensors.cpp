@@ -11,7 +11,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "triax/durable_file.hpp"
+#include "triax/interop/durable_file.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_text.hpp"
 

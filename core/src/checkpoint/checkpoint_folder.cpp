@@ -1,4 +1,4 @@
-#include "triax/core/checkpoint/checkpoint_folder.hpp"
+#include "checkpoint/checkpoint_folder.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,9 +6,9 @@
 #include <regex>
 #include <sstream>
 
-#include "triax/core/checkpoint/checkpoint_error.hpp"
-#include "triax/durable_file.hpp"
-#include "fault_injection.hpp"
+#include "checkpoint/checkpoint_error.hpp"
+#include "triax/interop/durable_file.hpp"
+#include "faults/fault_injection.hpp"
 
 namespace triax::checkpoint {
 namespace {

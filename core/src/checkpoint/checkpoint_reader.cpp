@@ -5,10 +5,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "triax/core/checkpoint/checkpoint_error.hpp"
-#include "triax/core/checkpoint/checkpoint_folder.hpp"
-#include "triax/core/checkpoint/checksum.hpp"
-#include "triax/core/checkpoint/hdf5_file.hpp"
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/checkpoint_folder.hpp"
+#include "checkpoint/checksum.hpp"
+#include "checkpoint/hdf5_file.hpp"
 #include "triax/tensor_text.hpp"
 
 namespace triax::checkpoint {

@@ -7,16 +7,16 @@
 #include <system_error>
 
 #include "triax/config_reader.hpp"
-#include "triax/core/checkpoint/checkpoint_error.hpp"
-#include "triax/core/checkpoint/checkpoint_folder.hpp"
-#include "triax/core/checkpoint/checksum.hpp"
-#include "triax/core/checkpoint/hdf5_file.hpp"
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/checkpoint_folder.hpp"
+#include "checkpoint/checksum.hpp"
+#include "checkpoint/hdf5_file.hpp"
 #include "comm/world_reduce.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/log.hpp"
-#include "triax/durable_file.hpp"
-#include "fault_injection.hpp"
-#include "preemption.hpp"
+#include "triax/interop/durable_file.hpp"
+#include "faults/fault_injection.hpp"
+#include "faults/preemption.hpp"
 
 namespace triax::checkpoint {
 namespace {

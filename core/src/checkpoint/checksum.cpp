@@ -1,4 +1,4 @@
-#include "triax/core/checkpoint/checksum.hpp"
+#include "checkpoint/checksum.hpp"
 
 #include <zlib.h>
 

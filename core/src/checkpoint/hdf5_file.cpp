@@ -1,4 +1,4 @@
-#include "triax/core/checkpoint/hdf5_file.hpp"
+#include "checkpoint/hdf5_file.hpp"
 
 #include <ATen/ATen.h>
 #include <hdf5.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "triax/core/checkpoint/checkpoint_error.hpp"
+#include "checkpoint/checkpoint_error.hpp"
 #include "triax/tensor_text.hpp"
 
 namespace triax::checkpoint {

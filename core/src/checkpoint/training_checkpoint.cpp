@@ -11,16 +11,16 @@
 #include <ctime>
 #include <set>
 
-#include "triax/core/checkpoint/checkpoint_error.hpp"
-#include "triax/core/checkpoint/checkpoint_folder.hpp"
+#include "checkpoint/checkpoint_error.hpp"
+#include "checkpoint/checkpoint_folder.hpp"
 #include "checkpoint/checkpoint_writer.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/gradients/replica_ownership.hpp"
-#include "triax/core/data/training_data.hpp"
+#include "gradients/replica_ownership.hpp"
+#include "data/training_data.hpp"
 #include "triax/core/log.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
-#include "triax/core/progress.hpp"
+#include "report/progress.hpp"
 #include "triax/interop/hf_folder.hpp"
 #include "triax/torch_version.hpp"
 

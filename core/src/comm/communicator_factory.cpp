@@ -2,7 +2,7 @@
 
 #include <ATen/Context.h>
 
-#include "triax/core/comm/mpi_communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 #include "comm/nccl_communicator.hpp"
 #include "triax/error.hpp"
 

@@ -3,7 +3,7 @@
 // ranks are the group ranks of ParallelContext::members). Every operation is posted
 // non-blocking and polled until a deadline (comm/mpi_session.hpp); MPI errors are returned, not
 // fatal, so that a dead peer becomes a CommunicationError with the heartbeat's explanation.
-#include "triax/core/comm/mpi_communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 
 #include <ATen/ATen.h>
 #include <mpi.h>

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "comm/heartbeat.hpp"
-#include "triax/core/comm/mpi_communicator.hpp"
+#include "comm/mpi_communicator.hpp"
 
 namespace triax {
 namespace mpi_detail {

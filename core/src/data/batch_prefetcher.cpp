@@ -1,4 +1,4 @@
-#include "triax/core/data/batch_prefetcher.hpp"
+#include "data/batch_prefetcher.hpp"
 
 #include <chrono>
 

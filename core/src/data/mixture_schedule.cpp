@@ -1,4 +1,4 @@
-#include "triax/core/data/mixture_schedule.hpp"
+#include "data/mixture_schedule.hpp"
 
 #include <algorithm>
 #include <cmath>

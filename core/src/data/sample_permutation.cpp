@@ -1,4 +1,4 @@
-#include "triax/core/data/sample_permutation.hpp"
+#include "data/sample_permutation.hpp"
 
 #include "triax/error.hpp"
 

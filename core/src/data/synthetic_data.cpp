@@ -1,4 +1,4 @@
-#include "triax/core/data/synthetic_data.hpp"
+#include "data/synthetic_data.hpp"
 
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-#include "triax/core/data/token_file.hpp"
+#include "data/token_file.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "triax/core/data/token_folder.hpp"
+#include "data/token_folder.hpp"
 
 #include <algorithm>
 #include <filesystem>

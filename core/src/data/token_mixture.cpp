@@ -1,7 +1,7 @@
 #include "data/token_mixture.hpp"
 
 #include "data/tokenizer_identity.hpp"
-#include "triax/core/data/sample_permutation.hpp"
+#include "data/sample_permutation.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "triax/core/data/mixture_schedule.hpp"
+#include "data/mixture_schedule.hpp"
 #include "triax/core/data/nanoset_config.hpp"
-#include "triax/core/data/token_folder.hpp"
+#include "data/token_folder.hpp"
 
 namespace triax::data {
 

@@ -1,4 +1,4 @@
-#include "triax/core/data/training_data.hpp"
+#include "data/training_data.hpp"
 
 #include <ATen/ATen.h>
 
@@ -6,11 +6,11 @@
 #include <limits>
 #include <sstream>
 
-#include "triax/core/data/batch_prefetcher.hpp"
+#include "data/batch_prefetcher.hpp"
 #include "triax/core/data/nanoset_config.hpp"
 #include "data/token_mixture.hpp"
 #include "triax/core/log.hpp"
-#include "triax/core/data/synthetic_data.hpp"
+#include "data/synthetic_data.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {

@@ -1,4 +1,4 @@
-#include "triax/core/gradients/gradient_accumulator.hpp"
+#include "gradients/gradient_accumulator.hpp"
 
 #include <ATen/ATen.h>
 

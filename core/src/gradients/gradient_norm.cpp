@@ -1,4 +1,4 @@
-#include "triax/core/gradients/gradient_norm.hpp"
+#include "gradients/gradient_norm.hpp"
 
 #include <ATen/ATen.h>
 

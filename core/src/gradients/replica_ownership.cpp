@@ -1,4 +1,4 @@
-#include "triax/core/gradients/replica_ownership.hpp"
+#include "gradients/replica_ownership.hpp"
 
 #include "triax/core/comm/communicator.hpp"
 #include "triax/error.hpp"

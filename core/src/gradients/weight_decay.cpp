@@ -1,4 +1,4 @@
-#include "triax/core/gradients/weight_decay.hpp"
+#include "gradients/weight_decay.hpp"
 
 namespace triax {
 

@@ -16,6 +16,7 @@ namespace triax {
 
 class Communicator;
 class PluginRegistry;
+struct TrainerState;
 
 struct TrainSummary {
   std::vector<double> losses;      // every step's mean LM loss
@@ -43,8 +44,7 @@ class Trainer {
   const TrainConfig& config() const;
 
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  std::unique_ptr<TrainerState> state_;
 };
 
 }  // namespace triax

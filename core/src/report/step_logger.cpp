@@ -1,0 +1,81 @@
+#include "report/step_logger.hpp"
+
+#ifdef TRIAX_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "report/run_reporter.hpp"
+#include "step/step_losses.hpp"
+#include "train/nonfinite_guard.hpp"
+
+namespace triax {
+namespace {
+
+// Peak memory of the step's device: the CUDA caching allocator's peak, or the process's peak
+// resident memory on CPU.
+int64_t peak_memory_bytes([[maybe_unused]] const c10::Device& device) {
+#ifdef TRIAX_WITH_CUDA
+  if (device.is_cuda())
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+        .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+        .peak;
+#endif
+  return peak_resident_bytes();
+}
+
+}  // namespace
+
+StepLogger::StepLogger(StepRates rates, c10::Device device, RunReporter& reporter, NonFiniteGuard& nonfinite,
+                       const StepLosses& losses, int64_t first_step)
+    : rates_(std::move(rates)),
+      device_(device),
+      reporter_(reporter),
+      nonfinite_(nonfinite),
+      losses_(losses),
+      read_back_(device),
+      start_(Clock::now()),
+      interval_start_(start_),
+      interval_first_(first_step) {}
+
+void StepLogger::queue(StepMetrics known, const at::Tensor& values) {
+  flush();
+  queued_ = std::move(known);
+  read_back_.queue(queued_.step, values);
+}
+
+void StepLogger::flush() {
+  if (!read_back_.pending()) return;
+  StepReadBack::Values values = read_back_.take();
+  StepMetrics m = std::move(queued_);
+  m.loss = StepLosses::loss(values.host);
+  m.aux_losses = losses_.aux_losses(values.host);
+  m.grad_norm = values.host[-1].item<double>();
+  m.step_seconds = std::chrono::duration<double>(values.read_at - interval_start_).count() /
+                   static_cast<double>(m.step - interval_first_);
+  m.tokens_per_second = static_cast<double>(rates_.tokens_per_step) / m.step_seconds;
+  m.tokens_per_second_per_device = m.tokens_per_second / static_cast<double>(rates_.world_size);
+  m.model_tflops_per_device = rates_.flops_per_token * m.tokens_per_second_per_device / 1e12;
+  if (rates_.peak.tflops) m.mfu = m.model_tflops_per_device / *rates_.peak.tflops;
+  m.peak_memory_bytes = peak_memory_bytes(device_);
+  m.elapsed_seconds = std::chrono::duration<double>(values.read_at - start_).count();
+  m.eta_seconds = m.step_seconds * static_cast<double>(rates_.total_steps - m.step);
+  reporter_.logged(m);
+  nonfinite_.check(m.step, m.loss, m.grad_norm);
+  interval_start_ = values.read_at;
+  interval_first_ = m.step;
+}
+
+void StepLogger::step_done(int64_t step) {
+  reporter_.step_done(step, rates_.total_steps,
+                      std::chrono::duration<double>(Clock::now() - interval_start_).count() /
+                          static_cast<double>(step - interval_first_));
+}
+
+void StepLogger::restart_interval(int64_t step) {
+  interval_start_ = Clock::now();
+  interval_first_ = step;
+}
+
+double StepLogger::elapsed_seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+}  // namespace triax

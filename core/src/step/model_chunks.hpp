@@ -1,0 +1,55 @@
+// This pipeline rank's model: one model instance per chunk the engine asked for
+// (triax_engine_vtable.model_chunks; one unless it interleaves). Chunk c of pipeline rank r holds
+// virtual stage c * pp + r of the model's blocks. Their parameters form one list, chunk after
+// chunk, which gradients, optimizer, tied sums and checkpoints all use; whole-model questions
+// (FLOPs, parameter count, resolved config) go to chunk 0, whose answer covers the whole model.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "triax/abi.h"
+#include "triax/core/plugins/plugin_instances.hpp"
+#include "step/pipeline_blocks.hpp"
+
+namespace triax {
+
+// The model chunks per pipeline rank that `engine` asks for; refused when
+// parallelism.pp_chunks_per_rank asks for several and the engine runs another count.
+int model_chunk_count(const EngineInstance& engine, int64_t pp_chunks_per_rank);
+
+class ModelChunks {
+ public:
+  // `rank_context` says where this rank sits (block ranges and chunk fields are filled per chunk);
+  // `virtual_stages` are pp x chunk_count block runs in virtual stage order (partition_virtual_stages).
+  ModelChunks(const triax_model_vtable& vtable, const std::string& plugin, const std::string& model_yaml,
+              const triax_model_context& rank_context, const std::vector<StageBlocks>& virtual_stages);
+
+  int chunk_count() const { return static_cast<int>(chunks_.size()); }
+  ModelInstance& chunk(int c) { return *chunks_.at(static_cast<size_t>(c)); }
+  // Every chunk's, in chunk order: what the step request carries.
+  const std::vector<triax_model_ref>& refs() const { return refs_; }
+
+  // Every chunk's parameters, chunk after chunk; chunk c's are [range(c).first, range(c).second).
+  const std::vector<NamedParameter>& parameters() const { return parameters_; }
+  std::pair<size_t, size_t> parameter_range(int chunk) const;
+  // Of each parameter: the chunk that holds it.
+  std::vector<int> parameter_chunks() const;
+
+  // Whole-model answers (chunk 0's).
+  double flops_per_token(int64_t sequence_length) const { return chunks_.front()->flops_per_token(sequence_length); }
+  int64_t total_parameters() const { return chunks_.front()->total_parameters(); }
+  std::string resolved_config() const { return chunks_.front()->resolved_config(); }
+  std::vector<std::string> aux_loss_names() const { return chunks_.front()->aux_loss_names(); }
+  void set_training(bool training);
+
+ private:
+  std::vector<std::unique_ptr<ModelInstance>> chunks_;
+  std::vector<triax_model_ref> refs_;
+  std::vector<NamedParameter> parameters_;
+  std::vector<size_t> chunk_starts_;  // of each chunk, its first parameter; then the total
+};
+
+}  // namespace triax

@@ -1,0 +1,137 @@
+#include "train/training_run.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "comm/world_reduce.hpp"
+#include "faults/fault_injection.hpp"
+#include "train/trainer_state.hpp"
+#include "triax/core/device.hpp"
+#include "triax/core/log.hpp"
+
+namespace triax {
+
+TrainingRun::TrainingRun(TrainerState& state)
+    : s_(state),
+      c_(state.config),
+      resolved_config_(state.write_resolved_config()),
+      reporter_(c_, state.is_logging_rank(), state.resume.step),
+      profiler_(c_.profiler, c_.origin, state.communicator.rank(TRIAX_GROUP_WORLD), state.device.is_cuda()),
+      schedule_(state.resume.lr_scheduler),
+      nonfinite_(c_),
+      preemption_watch_(c_.general.preemption_signals) {
+  for (const auto& line : s_.describe_run()) log::info(line);
+  for (const auto& line : reporter_.describe()) log::info(line);
+  if (c_.profiler) log::info(profiler_.describe());
+  summary_.consumed_tokens = s_.resume.consumed_tokens;
+}
+
+TrainSummary TrainingRun::run() {
+  if (s_.resume.step == 0 && s_.checkpoint->due(0))
+    s_.checkpoint->save(0, 0, s_.resume.lr_scheduler, resolved_config_);
+  if (s_.resume.step >= c_.tokens.train_steps)
+    log::warning("the checkpoint is at step " + std::to_string(s_.resume.step) + ", tokens.train_steps is " +
+                 std::to_string(c_.tokens.train_steps) + ": nothing left to train");
+  const StepRates rates{s_.tokens_per_step(), s_.communicator.size(TRIAX_GROUP_WORLD), s_.flops_per_token, s_.peak,
+                        c_.tokens.train_steps};
+  logger_.emplace(rates, s_.device, reporter_, nonfinite_, *s_.step_losses, s_.resume.step);
+  for (int64_t step = s_.resume.step + 1; step <= c_.tokens.train_steps; ++step) {
+    profiler_.before_step(step);
+    const double learning_rate = schedule_.for_step(step);
+    const StepValues values = train_step(step, learning_rate);
+    s_.data->after_step(step);
+    profiler_.after_step(step);
+    report(step, values, learning_rate);
+    if (save_or_stop(step, values)) break;
+  }
+  finish();
+  return summary_;
+}
+
+TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_rate) {
+  const int rank = s_.communicator.rank(TRIAX_GROUP_WORLD);
+  s_.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
+  const EngineInstance::Result result = s_.engine_step->run(step, s_.data->step_samples(step));  // prefetched
+  logger_->flush();  // the GPU has this step's work queued: the last logged step's values are read now
+  summary_.peak_live_micro_batches = std::max(summary_.peak_live_micro_batches, result.peak_live_micro_batches);
+  if (fault::armed("nan_grad", rank, step)) s_.gradients->accumulated().front().fill_(NAN);
+  const GlobalNorm clipping = s_.gradients->reduce(c_.optimizer.clip_grad);
+  const at::Tensor losses = s_.step_losses->reduce(result, s_.communicator, s_.device);  // LM loss, aux losses
+  if (fault::armed("nan_loss", rank, step)) losses[0].fill_(NAN);
+  fault::kill_if_armed("optimizer_step", rank, step);
+  if (nonfinite_.admit(step, losses[0], clipping.norm))
+    s_.optimizer->step(s_.gradients->for_optimizer(), learning_rate, clipping.coefficient);  // clipped by the optimizer
+  // The step's collectives have completed, or a CommunicationError names the silent peer. The
+  // GPU still has the optimizer's work queued, so this wait costs it nothing.
+  s_.communicator.settle();
+  losses_.push_back(losses[0]);
+  norms_.push_back(clipping.norm);
+  summary_.learning_rates.push_back(learning_rate);
+  summary_.consumed_tokens += s_.tokens_per_step();
+  return {losses, clipping.norm};
+}
+
+void TrainingRun::report(int64_t step, const StepValues& values, double learning_rate) {
+  if (step % c_.logging.iteration_step_info_interval != 0 && step != c_.tokens.train_steps) {
+    logger_->step_done(step);
+    return;
+  }
+  StepMetrics known;
+  known.step = step;
+  known.total_steps = c_.tokens.train_steps;
+  known.learning_rate = learning_rate;
+  known.consumed_tokens = summary_.consumed_tokens;
+  known.skipped_steps = nonfinite_.skipped_steps();
+  if (s_.is_logging_rank()) {
+    const data::DataLoaderState position = s_.data->state(step);
+    for (const auto& dataset : position.stages[s_.data->stage_index(step)].datasets)
+      known.dataset_samples.emplace_back(dataset.folder, dataset.consumed_samples);
+  }
+  logger_->queue(std::move(known), at::cat({values.losses, values.norm.to(at::kFloat).reshape({1})}));
+}
+
+bool TrainingRun::save_or_stop(int64_t step, const StepValues& values) {
+  const bool due = s_.checkpoint->due(step);
+  // Every rank stops at the same step when any of them got a preemption signal.
+  const int stop_signal = c_.general.preemption_signals.empty()
+                              ? 0
+                              : static_cast<int>(world_reduce(s_.communicator, preemption::signal_received(),
+                                                              TRIAX_REDUCE_MAX));
+  if (!due && stop_signal == 0) return false;
+  const bool logged_now = step % c_.logging.iteration_step_info_interval == 0 || step == c_.tokens.train_steps;
+  logger_->flush();                                                   // logged, and checked, before it is saved
+  if (!logged_now) nonfinite_.check(step, values.losses[0], values.norm);  // never save a diverged model
+  s_.checkpoint->save(step, summary_.consumed_tokens, s_.resume.lr_scheduler, resolved_config_);
+  logger_->restart_interval(step);  // the save's time is not a step's
+  if (stop_signal == 0) return false;
+  summary_.preempted_by = preemption::signal_name(stop_signal);
+  log::warning("preempted by " + summary_.preempted_by + ": stopped after step " + std::to_string(step) +
+               " with a checkpoint in " + c_.checkpoints.checkpoints_path +
+               " (resume with checkpoints.resume_checkpoint_path=" + c_.checkpoints.checkpoints_path + ")");
+  return true;
+}
+
+void TrainingRun::finish() {
+  logger_->flush();
+  summary_.skipped_steps = nonfinite_.skipped_steps();
+  profiler_.finish();
+  const int64_t world_size = s_.communicator.size(TRIAX_GROUP_WORLD);
+  reporter_.finish({c_.model.plugin, s_.model->total_parameters(), device_display_name(s_.device), world_size,
+                    s_.tokens_per_step()});
+  for (size_t i = 0; i < losses_.size(); ++i) {
+    summary_.losses.push_back(losses_[i].item<double>());
+    summary_.grad_norms.push_back(norms_[i].item<double>());
+  }
+  summary_.seconds = logger_->elapsed_seconds();
+  if (summary_.losses.empty()) return;
+  const int64_t in_flight = c_.tokens.batch_accumulation_per_replica * s_.model->chunk_count();
+  log::info("done: " + std::to_string(c_.tokens.train_steps) + " steps in " + format_duration(summary_.seconds) +
+            ", loss " + std::to_string(summary_.losses.front()) + " -> " + std::to_string(summary_.losses.back()) +
+            "; at most " + std::to_string(summary_.peak_live_micro_batches) + " of " + std::to_string(in_flight) +
+            (s_.model->chunk_count() > 1 ? " (micro-batch, model chunk) pairs" : " micro-batches") +
+            " in flight on this rank (" + c_.parallelism.pp_engine + ")");
+}
+
+}  // namespace triax

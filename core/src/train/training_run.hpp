@@ -1,0 +1,58 @@
+// One call of Trainer::train: the loop over the steps left, with what it keeps for the whole run
+// (the outputs, the profiler, the learning-rate schedule, the non-finite guard, the preemption
+// signals and the step log), and the summary it returns.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "faults/preemption.hpp"
+#include "report/run_reporter.hpp"
+#include "report/step_logger.hpp"
+#include "report/step_profiler.hpp"
+#include "train/lr_schedule.hpp"
+#include "train/nonfinite_guard.hpp"
+#include "triax/core/trainer.hpp"
+
+namespace triax {
+
+class TrainingRun {
+ public:
+  // Opens every output before the first step: one that cannot be written stops the run now.
+  explicit TrainingRun(TrainerState& state);
+
+  TrainSummary run();
+
+ private:
+  // One step's values on the device, not read back.
+  struct StepValues {
+    at::Tensor losses;  // LM loss, then the auxiliary losses (StepLosses::reduce)
+    at::Tensor norm;    // the gradient norm before clipping
+  };
+
+  // Forward and backward over the step's micro-batches, the gradients' reduction, the optimizer.
+  StepValues train_step(int64_t step, double learning_rate);
+  // The step's log line (read one step late) or the live progress line.
+  void report(int64_t step, const StepValues& values, double learning_rate);
+  // Saves when the checkpoint interval or a preemption signal says so; true when the run stops.
+  bool save_or_stop(int64_t step, const StepValues& values);
+  void finish();
+
+  TrainerState& s_;
+  const TrainConfig& c_;
+  const std::string resolved_config_;  // what checkpoints store
+  RunReporter reporter_;
+  StepProfiler profiler_;
+  LearningRateSchedule schedule_;
+  NonFiniteGuard nonfinite_;
+  const preemption::SignalWatch preemption_watch_;
+  std::optional<StepLogger> logger_;  // from the first step on
+  std::vector<at::Tensor> losses_, norms_;  // of every step, read at the end
+  TrainSummary summary_;
+};
+
+}  // namespace triax

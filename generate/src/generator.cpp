@@ -1,0 +1,203 @@
+#include "triax/generate/generator.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "triax/core/comm/communicator.hpp"
+#include "triax/core/plugins/plugin_instances.hpp"
+#include "triax/error.hpp"
+#include "triax/tensor_handle.hpp"
+
+namespace triax::generation {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// The last position's logits over the whole meaningful vocabulary, [rows, vocab_size] in fp32,
+// from this tp rank's shard [rows, new, padded vocab / tp].
+at::Tensor whole_vocabulary(const at::Tensor& shard, Communicator& communicator, int64_t vocab_size) {
+  if (!shard.defined() || shard.dim() != 3)
+    throw Error("generation: the model's last stage returned no logits [rows, new tokens, vocabulary]");
+  at::Tensor last = shard.select(1, shard.size(1) - 1).to(at::kFloat).contiguous();
+  const int tp = communicator.size(TRIAX_GROUP_TP);
+  if (tp > 1) {
+    at::Tensor gathered = at::empty({tp, last.size(0), last.size(1)}, last.options());
+    communicator.all_gather(TRIAX_GROUP_TP, gathered, last);
+    last = gathered.permute({1, 0, 2}).reshape({last.size(0), -1});
+  }
+  if (last.size(1) < vocab_size)
+    throw Error("generation: the model returned logits over " + std::to_string(last.size(1)) +
+                " tokens, fewer than its vocabulary of " + std::to_string(vocab_size));
+  return last.narrow(1, 0, vocab_size);
+}
+
+// The plugin's ordinary forward over a whole sequence, logits only: the uncached reference.
+at::Tensor full_forward_logits(ModelInstance& model, const at::Tensor& ids) {
+  const triax_model_ref ref = model.ref();
+  triax_stage_io io{};
+  io.struct_size = sizeof(io);
+  io.input_ids = borrow_handle(ids);
+  io.want_logits = 1;
+  triax_error error{};
+  const triax_status status = ref.vtable->forward(ref.model, &io, &error);
+  at::Tensor logits = adopt_handle(io.logits);
+  // Whatever else the plugin handed over is ours too.
+  adopt_handle(io.hidden_out);
+  adopt_handle(io.loss);
+  adopt_handle(io.aux_loss);
+  for (triax_tensor* handle : io.aux_losses) adopt_handle(handle);
+  for (int32_t i = 1; i < io.boundary_out_count && i < TRIAX_MAX_BOUNDARY_TENSORS; ++i)
+    adopt_handle(io.boundary_out[i]);
+  if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + model.name() + "'");
+  return logits;
+}
+
+at::Tensor ids_tensor(const std::vector<const std::vector<int64_t>*>& rows, const c10::Device& device) {
+  const int64_t length = static_cast<int64_t>(rows.front()->size());
+  at::Tensor ids = at::empty({static_cast<int64_t>(rows.size()), length}, at::TensorOptions().dtype(at::kLong));
+  for (size_t r = 0; r < rows.size(); ++r)
+    std::copy(rows[r]->begin(), rows[r]->end(), ids.data_ptr<int64_t>() + static_cast<int64_t>(r) * length);
+  return ids.to(device);
+}
+
+void check_prompts(const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& options) {
+  if (prompts.empty()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "generation: no prompt given");
+  if (options.max_new_tokens < 1)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "generation: max new tokens must be at least 1, got " + std::to_string(options.max_new_tokens));
+  if (options.vocab_size < 1) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "generation: the vocabulary size is unknown");
+  options.sampling.validate();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (prompts[i].empty())
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "generation: prompt " + std::to_string(i) + " has no token");
+    for (int64_t id : prompts[i])
+      if (id < 0 || id >= options.vocab_size)
+        throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "generation: prompt " + std::to_string(i) + " holds token id " +
+                                                      std::to_string(id) + ", outside the model's vocabulary [0, " +
+                                                      std::to_string(options.vocab_size) + ")");
+  }
+}
+
+// A cache for prompt `index` and max_new_tokens more; a refusal says whether the prompt itself
+// is too long for the model or only the tokens asked for after it.
+ModelCache create_cache(ModelInstance& model, size_t index, int64_t prompt_length, int64_t max_new_tokens) {
+  try {
+    return model.create_cache(prompt_length + max_new_tokens);
+  } catch (const Error& refused) {
+    if (refused.status() == TRIAX_ERROR_UNSUPPORTED) throw;
+    const std::string prompt = "prompt " + std::to_string(index) + " has " + std::to_string(prompt_length) + " tokens";
+    try {
+      model.create_cache(prompt_length);
+    } catch (const Error& also_refused) {
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                  prompt + ", more than the model's context holds: " + std::string(also_refused.what()));
+    }
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, prompt + "; with " + std::to_string(max_new_tokens) +
+                                                  " new tokens (--max-new-tokens) it no longer fits the model's "
+                                                  "context: " +
+                                                  std::string(refused.what()));
+  }
+}
+
+}  // namespace
+
+GenerationResult generate(ModelInstance& model, Communicator& communicator, const c10::Device& device,
+                          const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& options) {
+  check_prompts(prompts, options);
+  at::NoGradGuard no_grad;
+  const size_t rows = prompts.size();
+  // Every prompt's cache first: a prompt too long is refused before any work.
+  std::vector<ModelCache> caches;
+  caches.reserve(rows);
+  for (size_t i = 0; i < rows; ++i)
+    caches.push_back(create_cache(model, i, static_cast<int64_t>(prompts[i].size()), options.max_new_tokens));
+  if (!options.use_cache) caches.clear();
+
+  GenerationResult result;
+  result.sequences.resize(rows);
+  SamplingStreams streams(options.seed, static_cast<int64_t>(rows));
+  const bool agree_over_tp = communicator.size(TRIAX_GROUP_TP) > 1;
+
+  // Chooses the next token of `row_ids` from their logits and appends it.
+  auto advance = [&](const at::Tensor& shard_logits, const std::vector<int64_t>& row_ids) {
+    const at::Tensor logits = whole_vocabulary(shard_logits, communicator, options.vocab_size);
+    std::vector<double> uniforms;
+    if (!options.sampling.greedy()) uniforms = streams.next(row_ids);
+    at::Tensor chosen = choose_tokens(logits, options.sampling, uniforms).to(at::kLong).contiguous();
+    if (agree_over_tp) communicator.broadcast(TRIAX_GROUP_TP, chosen, 0);
+    chosen = chosen.cpu();
+    for (size_t k = 0; k < row_ids.size(); ++k) {
+      GeneratedSequence& sequence = result.sequences[static_cast<size_t>(row_ids[k])];
+      const int64_t token = chosen.data_ptr<int64_t>()[k];
+      sequence.tokens.push_back(token);
+      sequence.stopped_at_eos = std::find(options.eos.begin(), options.eos.end(), token) != options.eos.end();
+    }
+  };
+  // The whole sequence so far of a row: its prompt and its new tokens.
+  auto uncached_logits = [&](const std::vector<int64_t>& row_ids) {
+    std::vector<at::Tensor> logits;
+    for (int64_t row : row_ids) {
+      std::vector<int64_t> sequence = prompts[static_cast<size_t>(row)];
+      const auto& tokens = result.sequences[static_cast<size_t>(row)].tokens;
+      sequence.insert(sequence.end(), tokens.begin(), tokens.end());
+      const at::Tensor full = full_forward_logits(model, ids_tensor({&sequence}, device));
+      logits.push_back(full.narrow(1, full.size(1) - 1, 1));
+    }
+    return at::cat(logits, 0);
+  };
+
+  // Prefill: prompts of equal length share a forward.
+  auto start = Clock::now();
+  std::map<size_t, std::vector<int64_t>> by_length;
+  for (size_t i = 0; i < rows; ++i) {
+    by_length[prompts[i].size()].push_back(static_cast<int64_t>(i));
+    result.stats.prompt_tokens += static_cast<int64_t>(prompts[i].size());
+  }
+  for (const auto& [length, row_ids] : by_length) {
+    if (!options.use_cache) {
+      advance(uncached_logits(row_ids), row_ids);
+      continue;
+    }
+    std::vector<const std::vector<int64_t>*> group;
+    std::vector<ModelCache*> group_caches;
+    for (int64_t row : row_ids) {
+      group.push_back(&prompts[static_cast<size_t>(row)]);
+      group_caches.push_back(&caches[static_cast<size_t>(row)]);
+    }
+    advance(model.forward_cached(group_caches, ids_tensor(group, device)).logits, row_ids);
+  }
+  result.stats.prefill_seconds = seconds_since(start);
+
+  // Decode: every running sequence advances by one token per forward.
+  start = Clock::now();
+  for (;;) {
+    std::vector<int64_t> running;
+    for (size_t i = 0; i < rows; ++i) {
+      const GeneratedSequence& s = result.sequences[i];
+      if (!s.stopped_at_eos && static_cast<int64_t>(s.tokens.size()) < options.max_new_tokens)
+        running.push_back(static_cast<int64_t>(i));
+    }
+    if (running.empty()) break;
+    if (!options.use_cache) {
+      advance(uncached_logits(running), running);
+      continue;
+    }
+    std::vector<ModelCache*> running_caches;
+    at::Tensor last = at::empty({static_cast<int64_t>(running.size()), 1}, at::TensorOptions().dtype(at::kLong));
+    for (size_t k = 0; k < running.size(); ++k) {
+      running_caches.push_back(&caches[static_cast<size_t>(running[k])]);
+      last.data_ptr<int64_t>()[k] = result.sequences[static_cast<size_t>(running[k])].tokens.back();
+    }
+    advance(model.forward_cached(running_caches, last.to(device)).logits, running);
+  }
+  result.stats.decode_seconds = seconds_since(start);
+  for (const GeneratedSequence& s : result.sequences) result.stats.new_tokens += static_cast<int64_t>(s.tokens.size());
+  return result;
+}
+
+}  // namespace triax::generation
