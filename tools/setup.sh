@@ -4,8 +4,10 @@
 # same machine costs seconds. The environment and the compiler cache live outside the clone,
 # keyed by versions, so a fresh clone on the same machine reuses them.
 #
-#   tools/setup.sh [--no-build] [--with-slurm]
+#   tools/setup.sh [--no-build] [--with-slurm] [--target TARGET]
 #
+# --target builds only TARGET and what it needs (tools/quickstart.sh: triax_runtime, the command
+# and the shipped plugins, without the test suite); the default builds everything.
 # --with-slurm (or CI=true) also installs Slurm's daemons and munge (slurmctld, slurmd,
 # slurm-client, munge; about 40 s), which the single-node Slurm test starts and stops itself.
 # They are left out otherwise: on a machine with systemd, Debian's packages enable the services.
@@ -20,13 +22,18 @@ CACHE_DIR="${TRIAX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/triax}"
 TORCH_VERSION=2.11.0
 DO_BUILD=1
 WITH_SLURM=0
+BUILD_TARGETS=()
 [[ "${CI:-}" == "true" ]] && WITH_SLURM=1
-for arg in "$@"; do
-  case "$arg" in
+while (($#)); do
+  case "$1" in
     --no-build) DO_BUILD=0 ;;
     --with-slurm) WITH_SLURM=1 ;;
-    *) echo "tools/setup.sh: unknown option $arg (expected --no-build, --with-slurm)" >&2; exit 2 ;;
+    --target)
+      [[ $# -ge 2 ]] || { echo "tools/setup.sh: --target needs a target name" >&2; exit 2; }
+      BUILD_TARGETS+=(--target "$2"); shift ;;
+    *) echo "tools/setup.sh: unknown option $1 (expected --no-build, --with-slurm, --target TARGET)" >&2; exit 2 ;;
   esac
+  shift
 done
 
 log() { printf '[setup] %s\n' "$*" >&2; }
@@ -106,5 +113,5 @@ if [[ ! -f "$BUILD_DIR/build.ninja" ]]; then
 fi
 if ((DO_BUILD)); then
   log "building (ccache: $CCACHE_DIR)"
-  cmake --build "$BUILD_DIR" -j "${TRIAX_JOBS:-$(nproc --all)}"  # --all: nproc honours OMP_NUM_THREADS
+  cmake --build "$BUILD_DIR" -j "${TRIAX_JOBS:-$(nproc --all)}" "${BUILD_TARGETS[@]}"  # --all: nproc honours OMP_NUM_THREADS
 fi
