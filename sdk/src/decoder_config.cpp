@@ -79,8 +79,8 @@ CausalLmLayout DecoderConfig::causal_lm_layout(const std::string& model_name) co
   return layout;
 }
 
-CausalLmNorm DecoderConfig::final_norm(const ModelContext& context) const {
-  return CausalLmNorm::of(
+UnaryModule DecoderConfig::final_norm(const ModelContext& context) const {
+  return UnaryModule::of(
       std::make_shared<RMSNorm>(hidden_size, rms_norm_eps, context.device, context.dtype, TensorParallel::of(context)));
 }
 

@@ -16,8 +16,8 @@
 namespace triax {
 
 struct CausalLmLayout;
-struct CausalLmNorm;
 struct ModelContext;
+struct UnaryModule;
 
 struct DecoderConfig {
   int64_t bos_token_id = 1;
@@ -65,8 +65,8 @@ struct DecoderConfig {
 
   // CausalLm's layout of this decoder (Hugging Face's names), `model_name` prefixing its messages.
   CausalLmLayout causal_lm_layout(const std::string& model_name) const;
-  // The final RMSNorm over hidden_size, as CausalLm runs it.
-  CausalLmNorm final_norm(const ModelContext& context) const;
+  // The final RMSNorm over hidden_size, as CausalLm runs it (a CausalLmNorm).
+  UnaryModule final_norm(const ModelContext& context) const;
 };
 
 // The config.json keys that hold the shared keys' values under the same names, for
