@@ -1,10 +1,12 @@
 // The model_config keys that Llama-style decoders share (nanotron's LlamaConfig and Qwen2Config,
 // Hugging Face's LlamaConfig, MixtralConfig and Qwen2MoeConfig): token ids, sizes, grouped-query
 // attention, RoPE, RMSNorm, embeddings. A model plugin's own config derives from DecoderConfig,
-// reads these keys through it and adds its own; CausalLm's layout and final norm come with it.
+// reads these keys through it and adds its own; CausalLm's layout, the final norm and the decoder
+// layer around the plugin's MLP come with it.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@ namespace triax {
 struct CausalLmLayout;
 struct ModelContext;
 struct UnaryModule;
+class PreNormDecoderLayer;
 
 struct DecoderConfig {
   int64_t bos_token_id = 1;
@@ -67,6 +70,8 @@ struct DecoderConfig {
   CausalLmLayout causal_lm_layout(const std::string& model_name) const;
   // The final RMSNorm over hidden_size, as CausalLm runs it (a CausalLmNorm).
   UnaryModule final_norm(const ModelContext& context) const;
+  // One decoder layer of this shape, `mlp` its MLP (triax/layers/pre_norm_decoder_layer.hpp).
+  std::shared_ptr<PreNormDecoderLayer> decoder_layer(UnaryModule mlp, const ModelContext& context) const;
 };
 
 // The config.json keys that hold the shared keys' values under the same names, for
