@@ -93,6 +93,12 @@ std::shared_ptr<PreNormDecoderLayer> DecoderConfig::decoder_layer(UnaryModule ml
       std::move(mlp), context);
 }
 
+void DecoderConfig::add_hf_final_rules(std::vector<HfTensorRule>& rules) const {
+  rules.push_back(HfTensorRule::rename("model.norm.weight", {hidden_size}));
+  add_hf_head_rules(rules, "model.embed_tokens.weight", {vocab_size, hidden_size}, tie_word_embeddings,
+                    {"model.layers.*.self_attn.rotary_emb.inv_freq"});
+}
+
 const std::vector<HfConfigKey>& decoder_hf_keys() {
   static const std::vector<HfConfigKey> keys = {
       {"bos_token_id", HfValue::TokenId},        {"eos_token_id", HfValue::TokenId},
