@@ -23,3 +23,32 @@ function(triax_add_plugin target)
     triax_use_pch(${target})
   endif()
 endfunction()
+
+# triax_add_model_plugin(<target> PLUGIN <file> SOURCES <files...> [LIBRARIES <libs...>])
+#
+# Builds a model plugin in two parts: <target>_impl, a static library of the model code (SOURCES)
+# that tests link directly, and the MODULE <target> (triax_add_plugin) of PLUGIN alone, the
+# registration. The model code is one unity translation unit: LibTorch's headers dominate compile
+# time. In the triax build tree the module is also installed into the plugin folder.
+function(triax_add_model_plugin target)
+  cmake_parse_arguments(ARG "" "PLUGIN" "SOURCES;LIBRARIES" ${ARGN})
+  set(impl ${target}_impl)
+  add_library(${impl} STATIC ${ARG_SOURCES})
+  target_include_directories(${impl} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+  # triax::sdk: the imported SDK out of tree, the alias of triax_sdk in the tree.
+  target_link_libraries(${impl} PUBLIC triax::sdk ${ARG_LIBRARIES})
+  # Position-independent and hidden like the module that links it.
+  set_target_properties(${impl} PROPERTIES
+    POSITION_INDEPENDENT_CODE ON
+    UNITY_BUILD ON
+    UNITY_BUILD_BATCH_SIZE 0
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  if(COMMAND triax_use_pch)
+    triax_use_pch(${impl})
+  endif()
+  triax_add_plugin(${target} SOURCES ${ARG_PLUGIN} LIBRARIES ${impl})
+  if(DEFINED TRIAX_PLUGIN_INSTALL_DIR)
+    install(TARGETS ${target} LIBRARY DESTINATION ${TRIAX_PLUGIN_INSTALL_DIR})
+  endif()
+endfunction()

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "decoder_layer.hpp"
+#include "llama_model.hpp"
 #include "llama_test_support.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/fused_ops.hpp"
@@ -266,7 +266,9 @@ TEST(LlamaComponents, FusedGateUpEqualsSeparateProjections) {
 // MLP output pending, and the gradients reaching both parts are those of the sum.
 TEST(LlamaComponents, DecoderLayerLeavesTheMlpAddToTheNextNorm) {
   const LlamaConfig config = read_config(tiny_yaml(false));
-  triax::llama::LlamaDecoderLayer layer(config, make_context(1, at::kFloat));
+  const std::shared_ptr<triax::PreNormDecoderLayer> llama_layer =
+      triax::llama::LlamaModel::decoder_layer(config, make_context(1, at::kFloat));
+  triax::PreNormDecoderLayer& layer = *llama_layer;
   uint64_t seed = 60;
   {
     at::NoGradGuard guard;

@@ -11,6 +11,5 @@ gtest_discover_tests(mamba_scan_test TEST_FILTER "*Cuda.*" TEST_LIST mamba_scan_
 if(TRIAX_CUDA)
   add_executable(mamba_scan_bench ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_bench.cpp)
   target_link_libraries(mamba_scan_bench PRIVATE triax_mamba_scan)
-  target_include_directories(mamba_scan_bench PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src/kernels)
   triax_use_pch(mamba_scan_bench)
 endif()

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <iterator>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "triax/causal_lm.hpp"
 #include "triax/config_checks.hpp"
 #include "triax/layers/norm.hpp"
+#include "triax/layers/pre_norm_decoder_layer.hpp"
 
 namespace triax {
 
@@ -79,9 +82,21 @@ CausalLmLayout DecoderConfig::causal_lm_layout(const std::string& model_name) co
   return layout;
 }
 
-CausalLmNorm DecoderConfig::final_norm(const ModelContext& context) const {
-  return CausalLmNorm::of(
+UnaryModule DecoderConfig::final_norm(const ModelContext& context) const {
+  return UnaryModule::of(
       std::make_shared<RMSNorm>(hidden_size, rms_norm_eps, context.device, context.dtype, TensorParallel::of(context)));
+}
+
+std::shared_ptr<PreNormDecoderLayer> DecoderConfig::decoder_layer(UnaryModule mlp, const ModelContext& context) const {
+  return std::make_shared<PreNormDecoderLayer>(
+      AttentionShape{hidden_size, num_attention_heads, num_key_value_heads, attention_bias}, rms_norm_eps,
+      std::move(mlp), context);
+}
+
+void DecoderConfig::add_hf_final_rules(std::vector<HfTensorRule>& rules) const {
+  rules.push_back(HfTensorRule::rename("model.norm.weight", {hidden_size}));
+  add_hf_head_rules(rules, "model.embed_tokens.weight", {vocab_size, hidden_size}, tie_word_embeddings,
+                    {"model.layers.*.self_attn.rotary_emb.inv_freq"});
 }
 
 const std::vector<HfConfigKey>& decoder_hf_keys() {

@@ -17,7 +17,7 @@
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
 
-#include "cuda_launch.hpp"
+#include "triax/kernels/cuda_launch.hpp"
 #endif
 
 namespace triax {

@@ -18,7 +18,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "cuda_launch.hpp"
+#include "triax/kernels/cuda_launch.hpp"
 #endif
 
 namespace triax {

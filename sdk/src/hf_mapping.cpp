@@ -145,6 +145,15 @@ HfTensorRule HfTensorRule::from_c(const triax_hf_tensor_rule& c) {
   return r;
 }
 
+void add_hf_head_rules(std::vector<HfTensorRule>& rules, const std::string& embedding, const std::vector<int64_t>& shape,
+                       bool tied, std::vector<std::string> ignored_buffers) {
+  if (tied)
+    rules.push_back(HfTensorRule::rename(embedding, shape, "lm_head.weight").as_optional());
+  else
+    rules.push_back(HfTensorRule::rename("lm_head.weight", shape));
+  if (!ignored_buffers.empty()) rules.push_back(HfTensorRule::ignore(std::move(ignored_buffers)));
+}
+
 void hf_keys_to_model_config(ConfigReader& config_json, const std::vector<HfConfigKey>& keys,
                              YAML::Node& model_config) {
   for (const HfConfigKey& key : keys) {

@@ -13,7 +13,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "cuda_launch.hpp"
+#include "triax/kernels/cuda_launch.hpp"
 #endif
 
 namespace triax {

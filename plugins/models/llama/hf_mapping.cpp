@@ -115,14 +115,7 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
     rules.push_back(SwiGluMlp::hf_rule(layer + "mlp.", h, ffn));
     add(layer + "mlp.down_proj.weight", {h, ffn});
   }
-  add("model.norm.weight", {h});
-  if (c.tie_word_embeddings)  // some tied checkpoints still hold the head: it must equal the embedding
-    rules.push_back(
-        HfTensorRule::rename("model.embed_tokens.weight", {c.vocab_size, h}, "lm_head.weight").as_optional());
-  else
-    add("lm_head.weight", {c.vocab_size, h});
-  // Older checkpoints carry the rotary frequencies as a buffer; they follow from config.json.
-  rules.push_back(HfTensorRule::ignore({"model.layers.*.self_attn.rotary_emb.inv_freq"}));
+  c.add_hf_final_rules(rules);
   return rules;
 }
 

@@ -2,9 +2,9 @@
 
 #include <numeric>
 
-#include "decoder_layer.hpp"
 #include "triax/init.hpp"
 #include "triax/layers/norm.hpp"
+#include "triax/layers/swiglu_mlp.hpp"
 
 namespace triax::llama {
 namespace {
@@ -43,11 +43,16 @@ std::shared_ptr<LlamaModel> LlamaModel::create(ConfigReader& reader, const Model
   return model;
 }
 
+std::shared_ptr<PreNormDecoderLayer> LlamaModel::decoder_layer(const LlamaConfig& config, const ModelContext& context) {
+  return config.decoder_layer(
+      UnaryModule::of(std::make_shared<SwiGluMlp>(config.hidden_size, config.intermediate_size, context)), context);
+}
+
 LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, std::string resolved_yaml)
     : CausalLm(config.causal_lm_layout("llama"), context),
       config_(config),
       resolved_yaml_(std::move(resolved_yaml)) {
-  build([&](int64_t) { return std::make_shared<LlamaDecoderLayer>(config, context); },
+  build([&](int64_t) { return decoder_layer(config, context); },
         [&] { return config.final_norm(context); });
   // One cos/sin table for all of this stage's layers (buffers, not parameters).
   if (!layers().empty())

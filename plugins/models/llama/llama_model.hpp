@@ -1,5 +1,5 @@
 // The Llama model (Hugging Face LlamaForCausalLM) as a triax model plugin: a causal LM
-// (triax/causal_lm.hpp) of LlamaDecoderLayer blocks and a final RMSNorm. Parameter names are
+// (triax/causal_lm.hpp) of the SDK's PreNormDecoderLayer with a SwiGluMlp and a final RMSNorm. Parameter names are
 // Hugging Face's:
 //   model.embed_tokens.weight
 //   model.layers.{i}.self_attn.{q,k,v,o}_proj.weight
@@ -18,6 +18,7 @@
 #include "triax/causal_lm.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/hf_mapping.hpp"
+#include "triax/layers/pre_norm_decoder_layer.hpp"
 
 namespace triax::llama {
 
@@ -27,6 +28,8 @@ class LlamaModel : public CausalLm {
   static std::vector<double> block_costs(ConfigReader& config, int64_t sequence_length);
   // Reads model.model_config strictly, builds this rank's blocks and initialises them.
   static std::shared_ptr<LlamaModel> create(ConfigReader& config, const ModelContext& context);
+  // One decoder layer: the SDK's pre-norm layer around a SwiGLU MLP.
+  static std::shared_ptr<PreNormDecoderLayer> decoder_layer(const LlamaConfig& config, const ModelContext& context);
   // What the host asks before any instance exists (triax/plugin.hpp).
   static constexpr const char* kNanotronMarker = "is_llama_config";
   static constexpr const char* kFlopsFormula =

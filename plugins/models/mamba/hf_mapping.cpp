@@ -117,10 +117,7 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
     if (c.ssm.bias) add(mixer + "out_proj.bias", {h});
   }
   add("backbone.norm_f.weight", {h});
-  if (c.tie_word_embeddings)  // a tied checkpoint may still hold the head: it must equal the embedding
-    rules.push_back(HfTensorRule::rename("backbone.embeddings.weight", {v, h}, "lm_head.weight").as_optional());
-  else
-    add("lm_head.weight", {v, h});
+  add_hf_head_rules(rules, "backbone.embeddings.weight", {v, h}, c.tie_word_embeddings);
   return rules;
 }
 

@@ -170,13 +170,7 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
     add(layer + "input_layernorm.weight", {h});
     add(layer + "post_attention_layernorm.weight", {h});
   }
-  add("model.norm.weight", {h});
-  if (c.tie_word_embeddings)
-    rules.push_back(
-        HfTensorRule::rename("model.embed_tokens.weight", {c.vocab_size, h}, "lm_head.weight").as_optional());
-  else
-    add("lm_head.weight", {c.vocab_size, h});
-  rules.push_back(HfTensorRule::ignore({"model.layers.*.self_attn.rotary_emb.inv_freq"}));
+  c.add_hf_final_rules(rules);
   return rules;
 }
 

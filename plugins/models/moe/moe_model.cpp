@@ -2,10 +2,12 @@
 
 #include <numeric>
 
-#include "decoder_layer.hpp"
+#include "moe_block.hpp"
 #include "triax/error.hpp"
 #include "triax/init.hpp"
 #include "triax/layers/norm.hpp"
+#include "triax/layers/pre_norm_decoder_layer.hpp"
+#include "triax/layers/swiglu_mlp.hpp"
 
 namespace triax::moe {
 namespace {
@@ -61,8 +63,14 @@ MoeModel::MoeModel(const MoeConfig& config, const ModelContext& context, std::st
     : CausalLm(config.causal_lm_layout("moe"), context),
       config_(config),
       resolved_yaml_(std::move(resolved_yaml)) {
-  build([&](int64_t layer) { return std::make_shared<MoeDecoderLayer>(config, layer, context); },
-        [&] { return config.final_norm(context); });
+  auto make_layer = [&](int64_t layer) {
+    if (!config.is_moe_layer(layer))
+      return config.decoder_layer(
+          UnaryModule::of(std::make_shared<SwiGluMlp>(config.hidden_size, config.intermediate_size, context)), context);
+    moe_blocks_.push_back(std::make_shared<MoeBlock>(config, context));
+    return config.decoder_layer(UnaryModule::of(moe_blocks_.back()), context);
+  };
+  build(make_layer, [&] { return config.final_norm(context); });
   if (!layers().empty())
     rotary_emb_ = body().register_module("rotary_emb", std::make_shared<RotaryEmbedding>(config.rope(), context.device));
 }
@@ -81,10 +89,8 @@ StageOutput MoeModel::forward(const StageInput& input) {
 void MoeModel::add_router_losses(StageOutput& out) {
   const double share = 1.0 / static_cast<double>(std::max<int64_t>(1, config_.moe_layer_count()));
   at::Tensor sums[5];
-  for (const auto& layer : layers()) {
-    auto* decoder = dynamic_cast<MoeDecoderLayer*>(layer.get());
-    if (decoder == nullptr || !decoder->moe_mlp) continue;
-    std::optional<RouterStatistics> s = decoder->moe_mlp->take_statistics();
+  for (const auto& block : moe_blocks_) {
+    std::optional<RouterStatistics> s = block->take_statistics();
     if (!s) continue;
     const at::Tensor values[5] = {s->balance * config_.moe.router_aux_loss_coef,
                                   s->z_loss * config_.moe.router_z_loss_coef, s->load_min.detach(),

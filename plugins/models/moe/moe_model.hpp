@@ -1,5 +1,6 @@
 // A mixture-of-experts decoder (Hugging Face MixtralForCausalLM / Qwen2MoeForCausalLM) as a triax
-// model plugin: a causal LM (triax/causal_lm.hpp) of MoeDecoderLayer blocks and a final RMSNorm.
+// model plugin: a causal LM (triax/causal_lm.hpp) of the SDK's PreNormDecoderLayer, its MLP a MoeBlock
+// on the layers of moe_config.layers and a dense SwiGluMlp on the others, and a final RMSNorm.
 // Parameter names are Qwen2-MoE's (see moe_block.hpp for the MLP's):
 //   model.embed_tokens.weight, model.layers.{i}.self_attn.{q,k,v,o}_proj.weight,
 //   model.layers.{i}.mlp.*, model.layers.{i}.{input,post_attention}_layernorm.weight,
@@ -22,6 +23,8 @@
 #include "triax/layers/rotary_embedding.hpp"
 
 namespace triax::moe {
+
+class MoeBlock;
 
 class MoeModel : public CausalLm {
  public:
@@ -58,6 +61,7 @@ class MoeModel : public CausalLm {
   MoeConfig config_;
   std::string resolved_yaml_;
   std::shared_ptr<RotaryEmbedding> rotary_emb_;
+  std::vector<std::shared_ptr<MoeBlock>> moe_blocks_;  // of this stage's MoE layers, in layer order
 };
 
 }  // namespace triax::moe

@@ -5,7 +5,7 @@
 #include <map>
 #include <utility>
 
-#include "cuda_launch.hpp"
+#include "triax/kernels/cuda_launch.hpp"
 
 namespace triax::plugins {
 namespace {

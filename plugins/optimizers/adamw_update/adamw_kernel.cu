@@ -3,7 +3,7 @@
 // updates kElementsPerBlock consecutive elements of one tensor, in 16-byte vectors where every
 // pointer of the tensor allows them.
 #include "adamw_kernel.hpp"
-#include "kernel_utils.cuh"
+#include "triax/kernels/kernel_utils.cuh"
 
 #include <cstdint>
 #include <type_traits>

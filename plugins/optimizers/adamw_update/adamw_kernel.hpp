@@ -3,7 +3,7 @@
 // both moments, and writes the master rounded into the low-precision parameter. LibTorch's fused
 // kernel needs fp32 gradients already clipped and leaves the rounded copy to another pass.
 //
-// Plain pointers, no LibTorch header (as the SDK's kernels/kernels.hpp). Compiled only with
+// Plain pointers, no LibTorch header (as the SDK's triax/kernels/kernels.hpp). Compiled only with
 // -DTRIAX_CUDA=ON.
 #pragma once
 
@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "kernels/kernels.hpp"
+#include "triax/kernels/kernels.hpp"
 
 namespace triax::plugins::adamw_kernel {
 

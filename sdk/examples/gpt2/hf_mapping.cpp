@@ -70,12 +70,9 @@ std::vector<HfTensorRule> tensor_map(triax::ConfigReader& model_config) {
     with_bias(block + "mlp.c_proj", {ffn, h}, h);
   }
   with_bias("transformer.ln_f", {h}, h);
-  if (c.tie_word_embeddings)  // a tied checkpoint may still hold the head: it must equal wte
-    rules.push_back(HfTensorRule::rename("transformer.wte.weight", {c.vocab_size, h}, "lm_head.weight").as_optional());
-  else
-    add("lm_head.weight", {c.vocab_size, h});
-  // Older checkpoints carry the causal mask as buffers.
-  rules.push_back(HfTensorRule::ignore({"transformer.h.*.attn.bias", "transformer.h.*.attn.masked_bias"}));
+  // The head, and the causal mask that older checkpoints carry as buffers, skipped.
+  triax::add_hf_head_rules(rules, "transformer.wte.weight", {c.vocab_size, h}, c.tie_word_embeddings,
+                           {"transformer.h.*.attn.bias", "transformer.h.*.attn.masked_bias"});
   return rules;
 }
 

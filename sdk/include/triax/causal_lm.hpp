@@ -33,6 +33,7 @@
 #include "triax/layers/linear.hpp"
 #include "triax/layers/position_embedding.hpp"
 #include "triax/layers/tensor_parallel.hpp"
+#include "triax/layers/unary_module.hpp"
 #include "triax/model.hpp"
 #include "triax/residual_stream.hpp"
 
@@ -77,16 +78,7 @@ class CausalLmLayer : public torch::nn::Module {
 };
 
 // A model's final norm as CausalLm runs it: the module (registered under layout.norm) and its forward.
-struct CausalLmNorm {
-  std::shared_ptr<torch::nn::Module> module;
-  std::function<at::Tensor(const at::Tensor&)> forward;
-
-  template <class Norm>
-  static CausalLmNorm of(std::shared_ptr<Norm> norm) {
-    Norm* raw = norm.get();
-    return {std::move(norm), [raw](const at::Tensor& x) { return raw->forward(x); }};
-  }
-};
+using CausalLmNorm = UnaryModule;
 
 class CausalLm : public Model {
  public:

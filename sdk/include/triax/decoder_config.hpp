@@ -1,10 +1,12 @@
 // The model_config keys that Llama-style decoders share (nanotron's LlamaConfig and Qwen2Config,
 // Hugging Face's LlamaConfig, MixtralConfig and Qwen2MoeConfig): token ids, sizes, grouped-query
 // attention, RoPE, RMSNorm, embeddings. A model plugin's own config derives from DecoderConfig,
-// reads these keys through it and adds its own; CausalLm's layout and final norm come with it.
+// reads these keys through it and adds its own; CausalLm's layout, the final norm, the decoder
+// layer around the plugin's MLP and the tensor rules after the layers come with it.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,8 +18,9 @@
 namespace triax {
 
 struct CausalLmLayout;
-struct CausalLmNorm;
 struct ModelContext;
+struct UnaryModule;
+class PreNormDecoderLayer;
 
 struct DecoderConfig {
   int64_t bos_token_id = 1;
@@ -65,8 +68,13 @@ struct DecoderConfig {
 
   // CausalLm's layout of this decoder (Hugging Face's names), `model_name` prefixing its messages.
   CausalLmLayout causal_lm_layout(const std::string& model_name) const;
-  // The final RMSNorm over hidden_size, as CausalLm runs it.
-  CausalLmNorm final_norm(const ModelContext& context) const;
+  // The final RMSNorm over hidden_size, as CausalLm runs it (a CausalLmNorm).
+  UnaryModule final_norm(const ModelContext& context) const;
+  // One decoder layer of this shape, `mlp` its MLP (triax/layers/pre_norm_decoder_layer.hpp).
+  std::shared_ptr<PreNormDecoderLayer> decoder_layer(UnaryModule mlp, const ModelContext& context) const;
+  // The tensor rules after the layers, in Hugging Face's names: model.norm.weight, the head
+  // (add_hf_head_rules), and the rotary frequencies older checkpoints carry per layer, skipped.
+  void add_hf_final_rules(std::vector<HfTensorRule>& rules) const;
 };
 
 // The config.json keys that hold the shared keys' values under the same names, for

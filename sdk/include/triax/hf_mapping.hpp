@@ -65,6 +65,15 @@ struct HfMapping {
   std::function<std::vector<HfTensorRule>(ConfigReader& model_config)> tensor_map;
 };
 
+// ---- the rules that end a causal LM's tensor map -------------------------------------------------
+
+// Appends the head's rule: untied, lm_head.weight of `shape` ([vocab, hidden]) as it is; tied, the
+// head has no tensor of its own, but a tied checkpoint may still hold lm_head.weight: an optional
+// rule reads it as `embedding`, which it must equal. Then, when `ignored_buffers` names any, one
+// rule skipping those globs: buffers older checkpoints carry that config.json implies.
+void add_hf_head_rules(std::vector<HfTensorRule>& rules, const std::string& embedding, const std::vector<int64_t>& shape,
+                       bool tied, std::vector<std::string> ignored_buffers = {});
+
 // ---- key translation tables: most config.json keys have a model_config key of their own -------
 
 enum class HfValue {

@@ -4,7 +4,7 @@
 // grows) and, for the gradient, read and overwritten once.
 #include <cmath>
 
-#include "kernel_utils.cuh"
+#include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
 namespace {

@@ -3,7 +3,7 @@
 // slots of every row it visits, so the weight-gradient sums need no atomics and come out the
 // same on every run. Both can take a residual add in front of the norm (add_rms_norm): the
 // forward then also writes the sum, the backward adds the sum's own gradient.
-#include "kernel_utils.cuh"
+#include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
 namespace {

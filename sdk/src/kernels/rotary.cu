@@ -8,7 +8,7 @@
 // the fused q/k/v projection's [batch, seq, kv_heads, group + 2, head_dim] (grouped heads). The
 // index arithmetic is 32-bit when the work allows: 64-bit divisions cost more than the rotation
 // (the earlier one-pair-per-thread kernel with 64-bit indices took 5x the memory-bound time).
-#include "kernel_utils.cuh"
+#include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
 namespace {

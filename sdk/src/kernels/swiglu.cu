@@ -1,7 +1,7 @@
 // SwiGLU, silu(gate) * up, and its gradient: elementwise over rows whose gate and up may sit in one
 // tensor (a fused gate/up GEMM's [rows, 2 x cols] output), 16-byte vectors where sizes and pointers
 // allow. Blocks walk rows and column vectors in grid-stride loops, so no thread divides an index.
-#include "kernel_utils.cuh"
+#include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
 namespace {

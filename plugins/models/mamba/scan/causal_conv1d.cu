@@ -4,8 +4,8 @@
 // register index is a compile-time constant. The backward pass gives each channel one thread
 // block, which sums the weight and bias gradients over the batch and the sequence itself (no
 // atomics, the same order on every run).
-#include "kernel_utils.cuh"
 #include "scan_kernels.hpp"
+#include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::mamba::kernels {
 namespace {

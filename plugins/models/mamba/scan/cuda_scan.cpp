@@ -10,8 +10,8 @@
 #include <initializer_list>
 #include <optional>
 
-#include "cuda_launch.hpp"
 #include "scan_kernels.hpp"
+#include "triax/kernels/cuda_launch.hpp"
 #include "triax/layers/fused_ops.hpp"
 
 namespace triax::mamba {

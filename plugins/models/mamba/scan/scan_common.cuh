@@ -5,8 +5,8 @@
 
 #include <type_traits>
 
-#include "kernel_utils.cuh"
 #include "scan_kernels.hpp"
+#include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::mamba::kernels {
 

@@ -1,6 +1,6 @@
 // Launchers of the Mamba scan's CUDA kernels (selective_scan_forward.cu, selective_scan_backward.cu,
 // causal_conv1d.cu), called by cuda_scan.cpp. Plain pointers and sizes, no LibTorch header, as
-// the SDK's kernels (sdk/src/kernels/kernels.hpp). Every tensor is contiguous; the element type
+// the SDK's kernels (triax/kernels/kernels.hpp). Every tensor is contiguous; the element type
 // `dtype` is that of u, delta, z, B, C, y and of their gradients; A, D, delta_bias, the states and
 // the parameter gradients are fp32. Every launcher returns the launch's error.
 #pragma once
@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "kernels.hpp"  // triax::kernels::Dtype
+#include "triax/kernels/kernels.hpp"  // triax::kernels::Dtype
 
 namespace triax::mamba::kernels {
 

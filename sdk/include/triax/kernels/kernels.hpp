@@ -1,6 +1,7 @@
 // Launchers of the SDK's CUDA kernels (sdk/src/kernels/*.cu), called by the autograd functions of
-// fused_ops.cpp and fused_linear_cross_entropy.cpp. Plain pointers and sizes: the .cu files
-// include no LibTorch header, so nvcc stays fast and independent of LibTorch's headers.
+// fused_ops.cpp, rotary_qkv.cpp and fused_linear_cross_entropy.cpp, and the kernels' Dtype, which
+// plugins' own kernels share. Plain pointers and sizes: the .cu files include no LibTorch header,
+// so nvcc stays fast and independent of LibTorch's headers.
 //
 // Every launcher runs on `stream` of the current device, expects contiguous row-major tensors
 // (unless strides are given), computes in fp32 and returns the launch's error (cudaSuccess when

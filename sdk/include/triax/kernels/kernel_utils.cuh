@@ -1,5 +1,5 @@
-// Device helpers shared by the SDK's kernels: dtype conversion, 16-byte vector access, warp and
-// block reductions, and the host-side dtype dispatch.
+// Device helpers shared by the SDK's kernels and plugins' (.cu files only): dtype conversion,
+// 16-byte vector access, warp and block reductions, and the host-side dtype dispatch.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "kernels.hpp"
+#include "triax/kernels/kernels.hpp"
 
 namespace triax::kernels {
 

@@ -1,7 +1,7 @@
-// What the autograd functions of fused_ops.cpp, rotary_qkv.cpp and fused_linear_cross_entropy.cpp
-// share to call the CUDA kernels (kernels/kernels.hpp): whether they apply, the kernels' dtype, the
-// stream, the launch check.
-// Included only when TRIAX_WITH_CUDA is defined.
+// What the autograd functions that call CUDA kernels share, the SDK's (fused_ops.cpp, rotary_qkv.cpp,
+// fused_linear_cross_entropy.cpp) and plugins': whether the kernels apply, their dtype
+// (triax/kernels/kernels.hpp), the stream, the launch check.
+// Included only when TRIAX_WITH_CUDA is defined (it includes LibTorch's CUDA headers).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/kernels.hpp"
+#include "triax/kernels/kernels.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/fused_ops.hpp"
 
