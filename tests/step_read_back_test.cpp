@@ -1,4 +1,4 @@
-// The logged values read one step late (core/src/step_read_back.hpp): what is handed over is what
+// The logged values read one step late (core/src/step/step_read_back.hpp): what is handed over is what
 // was queued, for the step it was queued for, also when the values are still being computed on
 // the GPU when they are queued.
 #include "step/step_read_back.hpp"

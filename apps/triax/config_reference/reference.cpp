@@ -13,7 +13,7 @@ the configs of nanotron's `examples/` folder) loads as it is. triax adds a few k
 **triax** below. Everything else is nanotron's key, with nanotron's meaning and default unless a
 note says otherwise.
 
-This file is generated from the reference the loader carries (`core/src/config/reference/`):
+This file is generated from the reference the loader carries (`apps/triax/config_reference/`):
 `triax config-reference > docs/config-reference.md`. Each default below is the value the loader
 records for a config that leaves the key out. The tests fail when the two drift:
 `config_reference_test` tries every key on the loader (a key read but not documented, documented

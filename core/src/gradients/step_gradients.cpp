@@ -1,6 +1,5 @@
 #include "gradients/step_gradients.hpp"
 
-#include "step/model_chunks.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 
@@ -15,20 +14,20 @@ GradientHandoff handoff_for(const StepGradientOptions& options, const TiedGradie
 
 }  // namespace
 
-StepGradients::StepGradients(const ModelChunks& model, std::unique_ptr<TiedGradients> tied,
-                             const ReplicaOwnership& ownership, const OptimizerInstance& optimizer,
-                             Communicator& communicator, const StepGradientOptions& options)
+StepGradients::StepGradients(const std::vector<NamedParameter>& parameters, std::vector<int> chunk_of_parameter,
+                             int chunk_count, std::unique_ptr<TiedGradients> tied, const ReplicaOwnership& ownership,
+                             const OptimizerInstance& optimizer, Communicator& communicator,
+                             const StepGradientOptions& options)
     : tied_(std::move(tied)),
-      accumulator_(model.parameters(), options.accumulate_in_fp32, handoff_for(options, *tied_, optimizer)),
-      data_parallel_(model.parameters(), optimizer.gradient_sharding(), options.bucket_cap_bytes, ownership.groups(),
-                     ownership.counted_in_norm(model.parameters(),
-                                               optimizer.gradient_sharding() == TRIAX_GRADIENTS_DP_SHARDED)),
+      accumulator_(parameters, options.accumulate_in_fp32, handoff_for(options, *tied_, optimizer)),
+      data_parallel_(parameters, optimizer.gradient_sharding(), options.bucket_cap_bytes, ownership.groups(),
+                     ownership.counted_in_norm(parameters, optimizer.gradient_sharding() == TRIAX_GRADIENTS_DP_SHARDED)),
       communicator_(communicator),
       micro_batches_(options.micro_batches) {
   if (ownership.groups().dp_size > 1 && communicator.has_asynchronous_collectives() && options.overlap_with_backward)
     data_parallel_.overlap_with_backward([this](size_t k) { return accumulator_.final_gradient(k); },
                                          tied_->tied_parameters(), communicator);
-  data_parallel_.set_parameter_chunks(model.parameter_chunks(), model.chunk_count());
+  data_parallel_.set_parameter_chunks(std::move(chunk_of_parameter), chunk_count);
 }
 
 StepGradients::~StepGradients() = default;

@@ -22,7 +22,6 @@
 
 namespace triax {
 
-class ModelChunks;
 class OptimizerInstance;
 
 struct StepGradientOptions {
@@ -34,9 +33,12 @@ struct StepGradientOptions {
 
 class StepGradients {
  public:
-  // `tied`: the model's tied parameters (made first: ReplicaOwnership asks it which copy counts);
-  // `ownership`: which copy of each parameter counts in the norm.
-  StepGradients(const ModelChunks& model, std::unique_ptr<TiedGradients> tied, const ReplicaOwnership& ownership,
+  // `parameters`: this rank's, every model chunk's in chunk order; `chunk_of_parameter`: the chunk
+  // holding each (ModelChunks::parameter_chunks). `tied`: the model's tied parameters (made first:
+  // ReplicaOwnership asks it which copy counts); `ownership`: which copy of each parameter counts
+  // in the norm.
+  StepGradients(const std::vector<NamedParameter>& parameters, std::vector<int> chunk_of_parameter, int chunk_count,
+                std::unique_ptr<TiedGradients> tied, const ReplicaOwnership& ownership,
                 const OptimizerInstance& optimizer, Communicator& communicator, const StepGradientOptions& options);
   ~StepGradients();
   StepGradients(const StepGradients&) = delete;

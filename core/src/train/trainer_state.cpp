@@ -130,7 +130,8 @@ void TrainerState::make_step(std::unique_ptr<TiedGradients> tied) {
   options.micro_batches = c.tokens.batch_accumulation_per_replica;
   options.bucket_cap_bytes = c.model.ddp_bucket_cap_mb << 20;
   options.overlap_with_backward = !c.general.cuda_graphs;  // a CUDA graph cannot hold the reductions
-  gradients = std::make_unique<StepGradients>(*model, std::move(tied), *ownership, *optimizer, communicator, options);
+  gradients = std::make_unique<StepGradients>(model->parameters(), model->parameter_chunks(), model->chunk_count(),
+                                              std::move(tied), *ownership, *optimizer, communicator, options);
   for (const auto& line : gradients->describe(c.model.dtype)) log::info(line);
 
   EngineStepParts parts;

@@ -1,6 +1,6 @@
 // Text <-> token ids for `triax generate`, through Hugging Face's `tokenizers` library (the one
 // that writes tokenizer.json): a short-lived Python process per call runs the bridge script
-// built into triax (core/src/generation/tokenizer_bridge.py). docs/generation.md says why.
+// built into triax (generate/src/tokenizer_bridge.py). docs/generation.md says why.
 //
 // The interpreter is $TRIAX_PYTHON, else the one the build was configured with (the project's
 // .venv after tools/setup.sh).
