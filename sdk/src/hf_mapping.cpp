@@ -145,8 +145,8 @@ HfTensorRule HfTensorRule::from_c(const triax_hf_tensor_rule& c) {
   return r;
 }
 
-void add_hf_head_rules(std::vector<HfTensorRule>& rules, const std::string& embedding, const std::vector<int64_t>& shape,
-                       bool tied, std::vector<std::string> ignored_buffers) {
+void add_hf_head_rules(std::vector<HfTensorRule>& rules, const std::string& embedding,
+                       const std::vector<int64_t>& shape, bool tied, std::vector<std::string> ignored_buffers) {
   if (tied)
     rules.push_back(HfTensorRule::rename(embedding, shape, "lm_head.weight").as_optional());
   else

@@ -1,6 +1,6 @@
 // The Llama model (Hugging Face LlamaForCausalLM) as a triax model plugin: a causal LM
-// (triax/causal_lm.hpp) of the SDK's PreNormDecoderLayer with a SwiGluMlp and a final RMSNorm. Parameter names are
-// Hugging Face's:
+// (triax/causal_lm.hpp) of the SDK's PreNormDecoderLayer around a SwiGluMlp and a final RMSNorm.
+// Parameter names are Hugging Face's:
 //   model.embed_tokens.weight
 //   model.layers.{i}.self_attn.{q,k,v,o}_proj.weight
 //   model.layers.{i}.mlp.{gate,up,down}_proj.weight

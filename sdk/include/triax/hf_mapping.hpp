@@ -71,8 +71,8 @@ struct HfMapping {
 // head has no tensor of its own, but a tied checkpoint may still hold lm_head.weight: an optional
 // rule reads it as `embedding`, which it must equal. Then, when `ignored_buffers` names any, one
 // rule skipping those globs: buffers older checkpoints carry that config.json implies.
-void add_hf_head_rules(std::vector<HfTensorRule>& rules, const std::string& embedding, const std::vector<int64_t>& shape,
-                       bool tied, std::vector<std::string> ignored_buffers = {});
+void add_hf_head_rules(std::vector<HfTensorRule>& rules, const std::string& embedding,
+                       const std::vector<int64_t>& shape, bool tied, std::vector<std::string> ignored_buffers = {});
 
 // ---- key translation tables: most config.json keys have a model_config key of their own -------
 
