@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint_error.hpp"
 #include "data/training_data.hpp"
 #include "gradients/replica_ownership.hpp"
 #include "gradients/step_gradients.hpp"

@@ -74,7 +74,7 @@ TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_ra
 }
 
 void TrainingRun::report(int64_t step, const StepValues& values, double learning_rate) {
-  if (step % c_.logging.iteration_step_info_interval != 0 && step != c_.tokens.train_steps) {
+  if (!logged(step)) {
     logger_->step_done(step);
     return;
   }
@@ -100,9 +100,8 @@ bool TrainingRun::save_or_stop(int64_t step, const StepValues& values) {
                               : static_cast<int>(world_reduce(s_.communicator, preemption::signal_received(),
                                                               TRIAX_REDUCE_MAX));
   if (!due && stop_signal == 0) return false;
-  const bool logged_now = step % c_.logging.iteration_step_info_interval == 0 || step == c_.tokens.train_steps;
-  logger_->flush();                                                   // logged, and checked, before it is saved
-  if (!logged_now) nonfinite_.check(step, values.losses[0], values.norm);  // never save a diverged model
+  logger_->flush();                                             // logged, and checked, before it is saved
+  if (!logged(step)) nonfinite_.check(step, values.losses[0], values.norm);  // never save a diverged model
   s_.checkpoint->save(step, summary_.consumed_tokens, s_.resume.lr_scheduler, resolved_config_);
   logger_->restart_interval(step);  // the save's time is not a step's
   if (stop_signal == 0) return false;
@@ -111,6 +110,10 @@ bool TrainingRun::save_or_stop(int64_t step, const StepValues& values) {
                " with a checkpoint in " + c_.checkpoints.checkpoints_path +
                " (resume with checkpoints.resume_checkpoint_path=" + c_.checkpoints.checkpoints_path + ")");
   return true;
+}
+
+bool TrainingRun::logged(int64_t step) const {
+  return step % c_.logging.iteration_step_info_interval == 0 || step == c_.tokens.train_steps;
 }
 
 void TrainingRun::finish() {
