@@ -61,6 +61,17 @@ bad_input)
   expect 2 "--top-p: expected a probability in (0, 1]" -- generate "$RUN" --prompt-ids 1 --temperature 1 --top-p 0
   expect 2 "give the prompts as --prompt TEXT or as --prompt-ids IDS" -- generate "$RUN"
   expect 2 "--device cuda" -- generate "$RUN" --prompt-ids 1 --device cuda
+  expect 2 "--cuda-graphs on: decoding steps run as CUDA graphs on a CUDA device at tp 1, not on cpu" -- \
+    generate "$RUN" --prompt-ids 1 --cuda-graphs on
+  expect 2 "--cuda-graphs: expected auto, on or off, got 'yes'" -- generate "$RUN" --prompt-ids 1 --cuda-graphs yes
+  expect 2 "--profile nowhere/trace.json: the folder" -- generate "$RUN" --prompt-ids 1 --profile nowhere/trace.json
+  expect 2 "--warmup: expected 0 or more runs, got -1" -- generate "$RUN" --prompt-ids 1 --warmup -1
+  # --profile: a Chrome trace of decoding steps 3-10, holding the model's ops.
+  rm -f decode_trace.json
+  "$TRIAX" generate "$RUN" --prompt-ids 1,2,3 -n 16 --ignore-eos --profile decode_trace.json >/dev/null 2>&1 ||
+    fail "generate --profile failed"
+  grep -q '"traceEvents"' decode_trace.json && grep -q 'aten::' decode_trace.json ||
+    fail "--profile wrote no trace of the decoding steps' ops"
   # The tokenizer's Python cannot be started: said with the way out.
   echo '{}' >not_a_tokenizer.json
   out="$(TRIAX_PYTHON=/nonexistent/python "$TRIAX" generate "$RUN" --tokenizer not_a_tokenizer.json --prompt "Hi" 2>&1)"

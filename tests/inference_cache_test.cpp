@@ -96,6 +96,40 @@ TEST(InferenceCache, RowsOfDifferentLengthsDecodeTogether) {
   EXPECT_EQ(caches[1]->length(), 14);
 }
 
+// The rows of one forward share one K/V store per layer; caches of different capacities move
+// between stores when the rows are grouped differently: rows 0 and 2 prefilled together, row 1
+// alone, all three decoding together, then rows 2 and 0 (a subset, in the other order), row 1 two
+// tokens alone, rows 0 and 2, and all three again. Each row's logits stay those of its own full forward.
+TEST(InferenceCache, RowsRegroupedBetweenForwardsKeepTheirTokens) {
+  auto model = build(true);
+  const std::vector<at::Tensor> ids{tokens(1, 12, 21), tokens(1, 12, 22), tokens(1, 12, 23)};
+  std::vector<at::Tensor> expected;
+  for (const at::Tensor& row : ids) expected.push_back(full_logits(*model, row)[0]);
+  std::vector<std::unique_ptr<triax::InferenceCache>> caches;
+  for (int64_t capacity : {12, 16, 20}) caches.push_back(model->create_cache(capacity));
+  auto run = [&](const std::vector<size_t>& rows, int64_t start, int64_t count) {
+    std::vector<triax::InferenceCache*> group;
+    std::vector<at::Tensor> input;
+    for (size_t r : rows) {
+      group.push_back(caches[r].get());
+      input.push_back(ids[r].narrow(1, start, count));
+    }
+    const at::Tensor logits = cached_logits(*model, group, at::cat(input, 0));
+    for (size_t k = 0; k < rows.size(); ++k)
+      EXPECT_LT(max_abs_diff(logits[static_cast<int64_t>(k)], expected[rows[k]].narrow(0, start, count)), 1e-5)
+          << "row " << rows[k] << " at " << start;
+  };
+  run({0, 2}, 0, 5);
+  run({1}, 0, 5);
+  for (int64_t t = 5; t < 8; ++t) run({0, 1, 2}, t, 1);
+  run({2, 0}, 8, 1);
+  run({1}, 8, 2);
+  run({0, 2}, 9, 1);
+  run({0, 1, 2}, 10, 1);
+  EXPECT_EQ(caches[0]->length(), 11);
+  EXPECT_EQ(caches[2]->length(), 11);
+}
+
 // Two pipeline stages, each with its own caches: stage 0's hidden_out feeds stage 1.
 TEST(InferenceCache, PipelineStagesJoinedByHiddenOut) {
   for (bool tied : {false, true}) {

@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -33,7 +34,9 @@ struct GenerateFlags {
   std::vector<std::string> sets, prompts, prompt_ids, plugin_paths;
   std::vector<int64_t> eos;
   bool ignore_eos = false, no_cache = false;
+  std::string cuda_graphs = "auto";
   int64_t repeat = 1;
+  int64_t warmup = 0;
   int tp = 0;
   generation::GenerationOptions options;
 };
@@ -93,11 +96,28 @@ std::vector<int64_t> choose_eos(const GenerateFlags& flags, const generation::Ge
   return tokenizer->eos;
 }
 
+// --cuda-graphs: auto is on where graphs apply (CUDA, tp 1); on is refused elsewhere.
+bool use_cuda_graphs(const std::string& mode, const c10::Device& device, int tp) {
+  const bool apply = device.is_cuda() && tp == 1;
+  if (mode == "auto") return apply;
+  if (mode == "off") return false;
+  if (mode != "on") throw ConfigError("--cuda-graphs: expected auto, on or off, got '" + mode + "'");
+  if (!apply)
+    throw ConfigError("--cuda-graphs on: decoding steps run as CUDA graphs on a CUDA device at tp 1, not on " +
+                      device.str() + " at tp " + std::to_string(tp));
+  return true;
+}
+
 int generate(const GenerateFlags& flags) {
   const LaunchEnvironment launch = LaunchEnvironment::from_process();
   log::configure(launch.rank, launch.world_size, log::Level::info, log::Level::warning);
   configure_threads();
   const bool text_prompts = !flags.prompts.empty();
+  if (const std::string& trace = flags.options.profile_path; !trace.empty()) {
+    const std::filesystem::path folder = std::filesystem::absolute(trace).parent_path();
+    if (!std::filesystem::is_directory(folder))
+      throw ConfigError("--profile " + trace + ": the folder " + folder.string() + " does not exist");
+  }
 
   PluginRegistry registry;
   registry.scan_search_paths(flags.plugin_paths);
@@ -165,6 +185,7 @@ int generate(const GenerateFlags& flags) {
     if (flags.device.empty()) throw;
     throw ConfigError(std::string("--device ") + flags.device + ": " + e.what());
   }
+  options.cuda_graphs = use_cuda_graphs(flags.cuda_graphs, device, tp);
   std::unique_ptr<Communicator> communicator = connect_communicator(mesh, launch);
   HostServices host(*communicator);
 
@@ -177,8 +198,13 @@ int generate(const GenerateFlags& flags) {
             (options.sampling.greedy() ? std::string("greedy") : "sampling") + ", at most " +
             std::to_string(options.max_new_tokens) + " new tokens, stops at " +
             (options.eos.empty() ? std::string("no token") : "token " + joined(options.eos)) + " (" + eos_origin + ")" +
-            (tokenizer ? "; tokenizer " + tokenizer->path() : ""));
+            (tokenizer ? "; tokenizer " + tokenizer->path() : "") +
+            (options.cuda_graphs ? "; decoding steps as CUDA graphs" : ""));
 
+  if (flags.warmup < 0) throw ConfigError("--warmup: expected 0 or more runs, got " + std::to_string(flags.warmup));
+  generation::GenerationOptions unprofiled = options;
+  unprofiled.profile_path.clear();
+  for (int64_t run = 0; run < flags.warmup; ++run) generation::generate(*model, *communicator, device, prompts, unprofiled);
   GenerationReport report;
   report.result = generation::generate(*model, *communicator, device, prompts, options);
   report.prompts = prompts;
@@ -226,6 +252,8 @@ int run_generate_command(const std::vector<std::string>& args) {
       "eos-id", po::value<std::vector<int64_t>>(&f.eos)->composing(),
       "stop a sequence at this token (repeatable; default: the model's or tokenizer's end-of-text token)")(
       "ignore-eos", po::bool_switch(&f.ignore_eos), "never stop before --max-new-tokens")(
+      "warmup", po::value<int64_t>(&f.warmup)->default_value(0),
+      "generate this many times first, unmeasured and unprinted (benchmarks)")(
       "repeat", po::value<int64_t>(&f.repeat)->default_value(1),
       "the batch is the prompts this many times (benchmarks)")(
       "tp", po::value<int>(&f.tp)->default_value(0), "tensor-parallel size (default: every process of the launch)")(
@@ -233,6 +261,10 @@ int run_generate_command(const std::vector<std::string>& args) {
       "dtype", po::value<std::string>(&f.dtype), "float32, bfloat16, float16 (default: the weights' dtype)")(
       "no-cache", po::bool_switch(&f.no_cache), "recompute the whole sequence for every token (a slow reference)")(
       "output,o", po::value<std::string>(&f.output), "also write the sequences as JSON lines to this file")(
+      "cuda-graphs", po::value<std::string>(&f.cuda_graphs)->default_value("auto"),
+      "auto (on for CUDA at tp 1), on or off: each decoding step as one CUDA graph")(
+      "profile", po::value<std::string>(&f.options.profile_path),
+      "write a Chrome trace (host and GPU) of 8 decoding steps, after the first 3, to this file")(
       "plugin-path", po::value<std::vector<std::string>>(&f.plugin_paths)->composing(),
       "extra folder searched for plugins");
   po::positional_options_description positional;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <map>
 
+#include "decode_profiler.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/error.hpp"
@@ -122,21 +123,29 @@ GenerationResult generate(ModelInstance& model, Communicator& communicator, cons
   result.sequences.resize(rows);
   SamplingStreams streams(options.seed, static_cast<int64_t>(rows));
   const bool agree_over_tp = communicator.size(TRIAX_GROUP_TP) > 1;
+  auto finished = [&](size_t row) {
+    const GeneratedSequence& s = result.sequences[row];
+    return s.stopped_at_eos || static_cast<int64_t>(s.tokens.size()) >= options.max_new_tokens;
+  };
 
-  // Chooses the next token of `row_ids` from their logits and appends it.
+  // Chooses the next token of `row_ids` from their logits on the device, reads the choice back
+  // (the one host synchronisation of a step) and appends it to the rows not yet finished.
+  // Returns the choice, still on the device: the next step's input.
   auto advance = [&](const at::Tensor& shard_logits, const std::vector<int64_t>& row_ids) {
     const at::Tensor logits = whole_vocabulary(shard_logits, communicator, options.vocab_size);
     std::vector<double> uniforms;
     if (!options.sampling.greedy()) uniforms = streams.next(row_ids);
     at::Tensor chosen = choose_tokens(logits, options.sampling, uniforms).to(at::kLong).contiguous();
     if (agree_over_tp) communicator.broadcast(TRIAX_GROUP_TP, chosen, 0);
-    chosen = chosen.cpu();
+    const at::Tensor host = chosen.cpu();
     for (size_t k = 0; k < row_ids.size(); ++k) {
+      if (finished(static_cast<size_t>(row_ids[k]))) continue;
       GeneratedSequence& sequence = result.sequences[static_cast<size_t>(row_ids[k])];
-      const int64_t token = chosen.data_ptr<int64_t>()[k];
+      const int64_t token = host.data_ptr<int64_t>()[k];
       sequence.tokens.push_back(token);
       sequence.stopped_at_eos = std::find(options.eos.begin(), options.eos.end(), token) != options.eos.end();
     }
+    return chosen;
   };
   // The whole sequence so far of a row: its prompt and its new tokens.
   auto uncached_logits = [&](const std::vector<int64_t>& row_ids) {
@@ -149,6 +158,11 @@ GenerationResult generate(ModelInstance& model, Communicator& communicator, cons
       logits.push_back(full.narrow(1, full.size(1) - 1, 1));
     }
     return at::cat(logits, 0);
+  };
+  auto all_finished = [&] {
+    for (size_t i = 0; i < rows; ++i)
+      if (!finished(i)) return false;
+    return true;
   };
 
   // Prefill: prompts of equal length share a forward.
@@ -173,28 +187,35 @@ GenerationResult generate(ModelInstance& model, Communicator& communicator, cons
   }
   result.stats.prefill_seconds = seconds_since(start);
 
-  // Decode: every running sequence advances by one token per forward.
+  // Decode. With the cache, every row runs every step, a finished one too (its tokens are
+  // dropped): the batch keeps its shape, so the caches of the rows stay one batch in the model,
+  // and a step's input is the last step's choice, never leaving the device.
   start = Clock::now();
-  for (;;) {
-    std::vector<int64_t> running;
-    for (size_t i = 0; i < rows; ++i) {
-      const GeneratedSequence& s = result.sequences[i];
-      if (!s.stopped_at_eos && static_cast<int64_t>(s.tokens.size()) < options.max_new_tokens)
-        running.push_back(static_cast<int64_t>(i));
-    }
-    if (running.empty()) break;
-    if (!options.use_cache) {
-      advance(uncached_logits(running), running);
-      continue;
-    }
-    std::vector<ModelCache*> running_caches;
-    at::Tensor last = at::empty({static_cast<int64_t>(running.size()), 1}, at::TensorOptions().dtype(at::kLong));
-    for (size_t k = 0; k < running.size(); ++k) {
-      running_caches.push_back(&caches[static_cast<size_t>(running[k])]);
-      last.data_ptr<int64_t>()[k] = result.sequences[static_cast<size_t>(running[k])].tokens.back();
-    }
-    advance(model.forward_cached(running_caches, last.to(device)).logits, running);
+  DecodeProfiler profiler(options.profile_path, device, options.profile_steps);
+  std::vector<int64_t> every_row;
+  std::vector<ModelCache*> every_cache;
+  for (size_t i = 0; i < rows; ++i) {
+    every_row.push_back(static_cast<int64_t>(i));
+    if (options.use_cache) every_cache.push_back(&caches[i]);
   }
+  std::vector<std::vector<int64_t>> last_tokens;
+  for (const GeneratedSequence& s : result.sequences) last_tokens.push_back({s.tokens.back()});
+  std::vector<const std::vector<int64_t>*> last_rows;
+  for (const auto& tokens : last_tokens) last_rows.push_back(&tokens);
+  at::Tensor next = ids_tensor(last_rows, device);
+  for (int64_t step = 0; !all_finished(); ++step) {
+    profiler.before_step(step);
+    if (options.use_cache) {
+      next = advance(model.forward_cached(every_cache, next, {}, options.cuda_graphs).logits, every_row).view({-1, 1});
+    } else {
+      std::vector<int64_t> running;
+      for (size_t i = 0; i < rows; ++i)
+        if (!finished(i)) running.push_back(static_cast<int64_t>(i));
+      advance(uncached_logits(running), running);
+    }
+    profiler.after_step(step);
+  }
+  profiler.finish();
   result.stats.decode_seconds = seconds_since(start);
   for (const GeneratedSequence& s : result.sequences) result.stats.new_tokens += static_cast<int64_t>(s.tokens.size());
   return result;

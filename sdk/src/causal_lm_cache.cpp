@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "cached_decode_graph.hpp"
 #include "triax/causal_lm.hpp"
 #include "triax/error.hpp"
 
@@ -18,9 +19,21 @@ class CausalLmCache : public InferenceCache {
   std::vector<std::unique_ptr<LayerCache>> layers;  // one per layer of the owner's stage
 };
 
+// starts[i] + j for j < columns on `device`: one small upload that the host does not wait for
+// (from pinned memory on CUDA), so no step waits for the GPU here.
+at::Tensor positions_of(const std::vector<int64_t>& starts, int64_t columns, const c10::Device& device) {
+  const auto rows = static_cast<int64_t>(starts.size());
+  at::Tensor host = at::empty({rows, columns}, at::TensorOptions().dtype(at::kLong).pinned_memory(device.is_cuda()));
+  int64_t* out = host.data_ptr<int64_t>();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < columns; ++j) out[i * columns + j] = starts[static_cast<size_t>(i)] + j;
+  return host.to(device, /*non_blocking=*/true);
+}
+
 }  // namespace
 
 std::unique_ptr<InferenceCache> CausalLm::create_cache(int64_t max_tokens) {
+  decode_graph_.reset();  // a new cache may take the address of one the graph recorded
   const std::string& name = layout_.model_name;
   if (max_tokens < 1)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
@@ -62,6 +75,7 @@ StageOutput CausalLm::forward_cached(const std::vector<InferenceCache*>& caches,
                       std::to_string(cache->capacity()) + " tokens (max_tokens of cache_create)");
     owned.push_back(cache);
     step.starts.push_back(cache->length());
+    step.capacity = std::max(step.capacity, cache->capacity());
     end = std::max(end, cache->length() + fresh);
   }
 
@@ -71,31 +85,52 @@ StageOutput CausalLm::forward_cached(const std::vector<InferenceCache*>& caches,
   const int64_t padded = sharded ? (fresh + tp_.size - 1) / tp_.size * tp_.size : fresh;
   at::Tensor stage_ids = ids;
   if (padded > fresh) stage_ids = at::cat({ids, ids.narrow(1, fresh - 1, 1).expand({rows, padded - fresh})}, 1);
-  at::Tensor hidden = stage_input(input, stage_ids, step.starts);
-  const int64_t expected = sharded ? padded / tp_.size : padded;
-  if (hidden.dim() != 3 || hidden.size(0) != rows || hidden.size(1) != expected)
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, name + ": hidden_in must be [" + std::to_string(rows) + ", " +
-                                                  std::to_string(expected) + ", hidden] for " +
-                                                  std::to_string(fresh) + " new tokens per row");
 
-  if (!layers_.empty()) {
-    // Padding may reach past the last position: the layers clamp its positions to the tables.
-    const int64_t positions = layout_.max_positions > 0 ? layout_.max_positions : end + padded - fresh;
-    const std::vector<at::Tensor> shared = layer_inputs(positions, hidden.scalar_type());
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      step.rows.clear();
-      for (CausalLmCache* cache : owned) step.rows.push_back(cache->layers[l].get());
-      hidden = layers_[l]->forward_cached(hidden, shared, step);
+  // The device's part of the step: no host synchronisation, and nothing in it depends on the
+  // host's values but the shapes and the rows' capacity (what a CUDA graph of it may hold fixed).
+  auto device_work = [&](const at::Tensor& step_ids, const at::Tensor& positions) {
+    step.positions = positions;
+    step.visible = (at::arange(step.capacity, positions.options()).view({1, 1, -1}) <= positions.unsqueeze(2))
+                       .unsqueeze(1);
+    at::Tensor hidden = stage_input(input, step_ids, step.starts);
+    const int64_t expected = sharded ? padded / tp_.size : padded;
+    if (hidden.dim() != 3 || hidden.size(0) != rows || hidden.size(1) != expected)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, name + ": hidden_in must be [" + std::to_string(rows) + ", " +
+                                                    std::to_string(expected) + ", hidden] for " +
+                                                    std::to_string(fresh) + " new tokens per row");
+    if (!layers_.empty()) {
+      // Padding may reach past the last position: the layers clamp its positions to the tables.
+      const int64_t table = layout_.max_positions > 0 ? layout_.max_positions : end + padded - fresh;
+      const std::vector<at::Tensor> shared = layer_inputs(table, hidden.scalar_type());
+      for (size_t l = 0; l < layers_.size(); ++l) {
+        step.rows.clear();
+        for (CausalLmCache* cache : owned) step.rows.push_back(cache->layers[l].get());
+        hidden = layers_[l]->forward_cached(hidden, shared, step);
+      }
     }
+    StageOutput output;
+    if (!head_)
+      output.hidden_out = hidden;
+    else
+      output.logits = head_->forward(norm_.forward(hidden)).narrow(1, 0, fresh);
+    return output;
+  };
+
+  const at::Tensor positions = positions_of(step.starts, padded, ids.device());
+  StageOutput output;
+  const bool graphed = input.cuda_graph && ids.is_cuda() && fresh == 1 && tp_.size == 1 && embeds_tokens_ &&
+                       head_ && !position_embedding_ && layout_.max_positions > 0 && captures_decode_steps();
+  if (graphed) {
+    const std::vector<const InferenceCache*> key(owned.begin(), owned.end());
+    if (!decode_graph_ || !decode_graph_->serves(key)) decode_graph_ = std::make_shared<CachedDecodeGraph>(key);
+    output.logits = decode_graph_->run(stage_ids, positions, [&](const at::Tensor& step_ids, const at::Tensor& at) {
+      return device_work(step_ids, at).logits;
+    });
+  } else {
+    decode_graph_.reset();
+    output = device_work(stage_ids, positions);
   }
   for (CausalLmCache* cache : owned) cache->stored(fresh);
-
-  StageOutput output;
-  if (!head_) {
-    output.hidden_out = hidden;
-    return output;
-  }
-  output.logits = head_->forward(norm_.forward(hidden)).narrow(1, 0, fresh);
   return output;
 }
 

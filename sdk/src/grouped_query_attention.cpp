@@ -80,19 +80,17 @@ at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor&
 at::Tensor GroupedQueryAttention::forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                                                  const CachedStep& step) {
   const at::Tensor blocks = project_blocks(x);
-  const int64_t fresh = blocks.size(1);
-  std::vector<at::Tensor> rows;
-  for (int64_t i = 0; i < blocks.size(0); ++i) {
-    const int64_t start = step.starts[static_cast<size_t>(i)];
-    // Sequence-parallel padding may run past the tables: it reads the last row, and is discarded.
-    at::Tensor positions = at::arange(start, start + fresh, at::TensorOptions().dtype(at::kLong).device(cos.device()))
-                               .clamp_max(cos.size(0) - 1);
-    at::Tensor c = cos.index_select(0, positions), s = sin.index_select(0, positions);
-    auto& cache = dynamic_cast<KeyValueCache&>(*step.rows[static_cast<size_t>(i)]);
-    const auto [q, k, v] = triax::rotary_qkv(blocks.narrow(0, i, 1), c, s);
-    rows.push_back(cache.attend(q, k, v, start, step.keep, scale_));
-  }
-  return output(at::cat(rows, 0));
+  const int64_t rows = blocks.size(0), fresh = blocks.size(1);
+  // Each row at its own positions: the rows' tokens side by side as one sequence, rotated by the
+  // tables' rows of their positions (sequence-parallel padding may run past the tables: it reads
+  // the last row, and is discarded).
+  const at::Tensor positions = step.positions.reshape({-1}).clamp_max(cos.size(0) - 1);
+  const auto [q, k, v] = triax::rotary_qkv(blocks.reshape({1, rows * fresh, local_kv_heads_, group_ + 2, head_dim_}),
+                                           cos.index_select(0, positions), sin.index_select(0, positions));
+  auto by_row = [&](const at::Tensor& t) {  // [1, heads, rows x new, head_dim] -> [rows, heads, new, head_dim]
+    return t.transpose(1, 2).reshape({rows, fresh, t.size(1), head_dim_}).transpose(1, 2);
+  };
+  return output(KeyValueCache::attend(step, by_row(q), by_row(k), by_row(v), scale_));
 }
 
 }  // namespace triax

@@ -2,35 +2,90 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
+#include "triax/causal_lm.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_text.hpp"
 
 namespace triax {
+namespace {
 
-at::Tensor KeyValueCache::attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t start,
-                                 int64_t keep, double scale) {
-  if (k.dim() != 4 || q.dim() != 4 || k.size(0) != 1 || v.sizes() != k.sizes() || q.size(2) != k.size(2))
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "KeyValueCache: q " + shape_text(q.sizes()) + ", k " + shape_text(k.sizes()) + " and v " +
-                                                  shape_text(v.sizes()) + " are not one row's [1, heads, new, head_dim]");
-  const int64_t fresh = k.size(2);
-  if (start < 0 || keep > fresh || start + keep > capacity_)
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "KeyValueCache: storing " + std::to_string(keep) + " tokens after " +
-                                                  std::to_string(start) + " exceeds its capacity of " +
-                                                  std::to_string(capacity_));
-  if (!keys_.defined()) {
-    keys_ = at::empty({1, k.size(1), capacity_, k.size(3)}, k.options());
-    values_ = at::empty({1, v.size(1), capacity_, v.size(3)}, v.options());
+KeyValueCache& row_cache(const CachedStep& step, size_t row) {
+  auto* cache = dynamic_cast<KeyValueCache*>(step.rows.at(row));
+  if (cache == nullptr)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "KeyValueCache: the layer cache of row " + std::to_string(row) +
+                                                  " is not a KeyValueCache");
+  return *cache;
+}
+
+}  // namespace
+
+std::shared_ptr<KeyValueCache::Store> KeyValueCache::shared_store(const CachedStep& step, const at::Tensor& k) {
+  const int64_t rows = k.size(0);
+  const std::shared_ptr<Store> first = row_cache(step, 0).store_;
+  bool shared = first && first->keys.size(0) == rows && first->keys.size(2) == step.capacity &&
+                first->keys.scalar_type() == k.scalar_type() && first->keys.device() == k.device();
+  for (size_t i = 0; shared && i < step.rows.size(); ++i) {
+    const KeyValueCache& cache = row_cache(step, i);
+    shared = cache.store_ == first && cache.slot_ == static_cast<int64_t>(i);
   }
-  const at::Tensor keys = at::cat({keys_.narrow(2, 0, start), k}, 2);
-  const at::Tensor values = at::cat({values_.narrow(2, 0, start), v}, 2);
-  keys_.narrow(2, start, keep).copy_(k.narrow(2, 0, keep));
-  values_.narrow(2, start, keep).copy_(v.narrow(2, 0, keep));
-  // New token j (position start + j) sees every key up to its own position.
-  const auto positions = at::TensorOptions().dtype(at::kLong).device(k.device());
+  if (shared) return first;
+
+  auto store = std::make_shared<Store>();
+  store->keys = at::zeros({rows, k.size(1), step.capacity, k.size(3)}, k.options());
+  store->values = at::zeros_like(store->keys);
+  for (size_t i = 0; i < step.rows.size(); ++i) {
+    KeyValueCache& cache = row_cache(step, i);
+    const int64_t cached = step.starts[i];
+    if (cache.store_ && cached > 0) {
+      const auto row = static_cast<int64_t>(i);
+      store->keys[row].narrow(1, 0, cached).copy_(cache.store_->keys[cache.slot_].narrow(1, 0, cached));
+      store->values[row].narrow(1, 0, cached).copy_(cache.store_->values[cache.slot_].narrow(1, 0, cached));
+    }
+    cache.store_ = store;
+    cache.slot_ = static_cast<int64_t>(i);
+  }
+  return store;
+}
+
+at::Tensor KeyValueCache::attend(const CachedStep& step, const at::Tensor& q, const at::Tensor& k,
+                                 const at::Tensor& v, double scale) {
+  const int64_t rows = static_cast<int64_t>(step.rows.size());
+  if (q.dim() != 4 || k.dim() != 4 || v.sizes() != k.sizes() || q.size(0) != rows || k.size(0) != rows ||
+      q.size(2) != k.size(2) || q.size(3) != k.size(3) || q.size(1) % k.size(1) != 0)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "KeyValueCache: q " + shape_text(q.sizes()) + ", k " +
+                                                  shape_text(k.sizes()) + " and v " + shape_text(v.sizes()) +
+                                                  " are not " + std::to_string(rows) +
+                                                  " rows' [rows, heads, new, head_dim]");
+  const int64_t kv_heads = k.size(1), group = q.size(1) / kv_heads, fresh = q.size(2), head_dim = q.size(3);
+  for (size_t i = 0; i < step.rows.size(); ++i)
+    if (step.starts[i] + step.keep > row_cache(step, i).capacity_)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "KeyValueCache: storing " + std::to_string(step.keep) +
+                                                    " tokens after " + std::to_string(step.starts[i]) +
+                                                    " exceeds its capacity of " +
+                                                    std::to_string(row_cache(step, i).capacity_));
+  const std::shared_ptr<Store> store = shared_store(step, k);
+
+  // The new keys and values go to their rows' positions in place.
+  const at::Tensor at_positions =
+      step.positions.narrow(1, 0, step.keep).view({rows, 1, step.keep, 1}).expand({rows, kv_heads, step.keep, head_dim});
+  store->keys.scatter_(2, at_positions, k.narrow(2, 0, step.keep));
+  store->values.scatter_(2, at_positions, v.narrow(2, 0, step.keep));
+
+  // A prompt on empty caches attends only to itself: causal attention over the new tokens.
+  if (std::all_of(step.starts.begin(), step.starts.end(), [](int64_t start) { return start == 0; }))
+    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true, scale,
+                                            /*enable_gqa=*/group > 1);
+
+  // The query heads of one key/value head read the same keys: side by side they are one query of
+  // group x new tokens, so no key or value is repeated per query head.
+  const at::Tensor grouped = q.reshape({rows, kv_heads, group * fresh, head_dim});
   const at::Tensor visible =
-      at::arange(start + fresh, positions).unsqueeze(0) <= (at::arange(fresh, positions) + start).unsqueeze(1);
-  return at::scaled_dot_product_attention(q, keys, values, visible, /*dropout_p=*/0.0, /*is_causal=*/false, scale,
-                                          /*enable_gqa=*/true);
+      step.visible.unsqueeze(2).expand({rows, 1, group, fresh, step.capacity}).reshape({rows, 1, group * fresh, step.capacity});
+  const at::Tensor attended = at::scaled_dot_product_attention(grouped, store->keys, store->values, visible,
+                                                               /*dropout_p=*/0.0, /*is_causal=*/false, scale);
+  return attended.reshape({rows, kv_heads * group, fresh, head_dim});
 }
 
 }  // namespace triax

@@ -44,13 +44,7 @@ at::Tensor MultiHeadAttention::forward(const at::Tensor& x) {
 
 at::Tensor MultiHeadAttention::forward_cached(const at::Tensor& x, const CachedStep& step) {
   const auto [q, k, v] = project(x);
-  std::vector<at::Tensor> rows;
-  for (int64_t i = 0; i < q.size(0); ++i) {
-    auto& cache = dynamic_cast<KeyValueCache&>(*step.rows[static_cast<size_t>(i)]);
-    rows.push_back(cache.attend(q.narrow(0, i, 1), k.narrow(0, i, 1), v.narrow(0, i, 1),
-                                step.starts[static_cast<size_t>(i)], step.keep, scale_));
-  }
-  return output(at::cat(rows, 0));
+  return output(KeyValueCache::attend(step, q, k, v, scale_));
 }
 
 }  // namespace triax

@@ -65,6 +65,9 @@ bool io_has_logits(const triax_stage_io& io) {
 bool io_has_boundary_lists(const triax_stage_io& io) {
   return io.struct_size >= offsetof(triax_stage_io, boundary_out) + sizeof(io.boundary_out);
 }
+bool io_has_cuda_graph(const triax_stage_io& io) {  // ABI 1.9
+  return io.struct_size >= offsetof(triax_stage_io, cuda_graph) + sizeof(io.cuda_graph);
+}
 int32_t checked_boundary_count(int32_t count) {
   if (count < 0 || count > TRIAX_MAX_BOUNDARY_TENSORS)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "a stage boundary of " + std::to_string(count) + " tensors (at most " +
@@ -82,6 +85,7 @@ StageInput stage_input_from_c(const triax_stage_io& io) {
   // Either spelling of the first tensor: hidden_in, or boundary_in[0].
   if (!input.boundary_in.empty() && !input.boundary_in.front().defined()) input.boundary_in.front() = input.hidden_in;
   if (!input.hidden_in.defined() && !input.boundary_in.empty()) input.hidden_in = input.boundary_in.front();
+  input.cuda_graph = io_has_cuda_graph(io) && io.cuda_graph != 0;
   return input;
 }
 

@@ -178,7 +178,8 @@ ModelCache ModelInstance::create_cache(int64_t max_tokens) {
 }
 
 ModelInstance::CachedOutput ModelInstance::forward_cached(const std::vector<ModelCache*>& caches,
-                                                          const at::Tensor& input_ids, const at::Tensor& hidden_in) {
+                                                          const at::Tensor& input_ids, const at::Tensor& hidden_in,
+                                                          bool cuda_graph) {
   require_inference_cache();
   std::vector<triax_cache*> handles;
   handles.reserve(caches.size());
@@ -191,6 +192,7 @@ ModelInstance::CachedOutput ModelInstance::forward_cached(const std::vector<Mode
   io.struct_size = sizeof(io);
   io.input_ids = borrow_handle(input_ids);
   io.hidden_in = borrow_handle(hidden_in);
+  io.cuda_graph = cuda_graph ? 1 : 0;
   triax_error error{};
   triax_status status =
       vtable_.forward_cached(handle_, handles.data(), static_cast<int32_t>(handles.size()), &io, &error);

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "step/cuda_step_graph.hpp"
+#include "triax/cuda_step_graph.hpp"
 #include "faults/fault_injection.hpp"
 #include "triax/core/log.hpp"
 #include "triax/error.hpp"

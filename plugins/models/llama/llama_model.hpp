@@ -52,6 +52,8 @@ class LlamaModel : public CausalLm {
  protected:
   // The rotary tables, shared by every decoder layer of the stage.
   std::vector<at::Tensor> layer_inputs(int64_t positions, c10::ScalarType dtype) override;
+  // Its decoder layers' cached attention writes in place and waits for nothing.
+  bool captures_decode_steps() const override { return true; }
 
  private:
   LlamaConfig config_;

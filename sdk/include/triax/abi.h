@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 8
+#define TRIAX_ABI_VERSION_MINOR 9
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -216,6 +216,10 @@ typedef struct triax_stage_io {
    * their coefficients, added to the objective for backward), indexed as the model's
    * aux_loss_names; NULL where this stage has none. aux_loss (above) is then left NULL. */
   triax_tensor* aux_losses[TRIAX_MAX_AUX_LOSSES];
+  /* since 1.9, input of forward_cached: nonzero when the host allows the model to run a decoding
+   * step (one new token per row) as a CUDA graph, replayed while the same caches come back in the
+   * same order (the host changes nothing on the device between those steps but the inputs) */
+  int32_t cuda_graph;
 } triax_stage_io;
 
 enum {

@@ -39,6 +39,8 @@
 
 namespace triax {
 
+class CachedDecodeGraph;
+
 struct CausalLmLayout {
   std::string model_name;  // prefixes error messages ("llama")
   int64_t vocab_size = 0;
@@ -57,6 +59,11 @@ struct CachedStep {
   std::vector<LayerCache*> rows;  // this layer's part of each row's cache
   std::vector<int64_t> starts;    // each row's tokens cached before this forward: its first new position
   int64_t keep = 0;               // new tokens per row that enter the caches; the rest is sequence-parallel padding
+  int64_t capacity = 0;           // the largest capacity among the rows' caches
+  // On the activations' device, made once per forward for every layer: [rows, new] the positions
+  // of the new tokens (starts[i] + j, padding included), and [rows, 1, new, capacity] whether a
+  // cached position p is visible from new token j of row i (p <= starts[i] + j).
+  at::Tensor positions, visible;
 };
 
 // One layer of a causal LM (one pipeline block).
@@ -107,6 +114,13 @@ class CausalLm : public Model {
   // activations' dtype (rotary tables); computed once per forward. Default: none.
   virtual std::vector<at::Tensor> layer_inputs(int64_t positions, c10::ScalarType dtype);
 
+  // Whether a decoding step of forward_cached (one new token per row, the whole model on this
+  // rank, tp 1) may run as a CUDA graph when the host asks (StageInput::cuda_graph): every
+  // layer's cached forward synchronises nothing with the host, takes the new tokens' positions
+  // from CachedStep::positions, and writes its caches in place (as PreNormDecoderLayer's
+  // attention does). Default: no.
+  virtual bool captures_decode_steps() const { return false; }
+
   torch::nn::Module& body() { return *body_; }
   const std::vector<std::shared_ptr<CausalLmLayer>>& layers() const { return layers_; }
   const CausalLmLayout& layout() const { return layout_; }
@@ -132,6 +146,7 @@ class CausalLm : public Model {
   std::vector<std::shared_ptr<CausalLmLayer>> layers_;
   CausalLmNorm norm_;                           // last stage
   std::shared_ptr<ColumnParallelLinear> head_;  // last stage; tied: computes with embedding_->weight
+  std::shared_ptr<CachedDecodeGraph> decode_graph_;  // forward_cached's decoding steps, as a CUDA graph
 };
 
 }  // namespace triax

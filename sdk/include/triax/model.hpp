@@ -78,6 +78,9 @@ struct StageInput {
   bool want_logits = false;  // the last stage also returns its logits (evaluation, export checks)
   // Every tensor the previous stage sent, hidden_in first; may be left empty when hidden_in is all.
   std::vector<at::Tensor> boundary_in;
+  // forward_cached: the host allows a decoding step to run as a CUDA graph (ABI 1.9,
+  // triax_stage_io.cuda_graph; CausalLm::captures_decode_steps).
+  bool cuda_graph = false;
 
   // What crossed the boundary: boundary_in, or hidden_in alone.
   std::vector<at::Tensor> boundary() const;

@@ -3,9 +3,10 @@
 // here.
 //
 // Each sequence has its own cache. A batch of prompts of different lengths is prefilled in
-// groups of equal length, then decoded together: one forward per new token for every sequence
-// still running, each row continuing its own cache at its own position, so no padding enters
-// any sequence and each one's tokens equal its tokens generated alone. At tp > 1 every rank of
+// groups of equal length, then decoded together: one forward per new token for every row of the
+// batch (a finished row's tokens are dropped), each row continuing its own cache at its own
+// position, so no padding enters any sequence and each one's tokens equal its tokens generated
+// alone. A step's tokens are chosen on the device and read back once. At tp > 1 every rank of
 // the tp group runs the same loop on its shard; the vocabulary shards of the logits are
 // gathered, and tp rank 0's choice is broadcast, so that every rank continues with the same tokens.
 #pragma once
@@ -13,6 +14,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "triax/generate/sampling.hpp"
@@ -33,6 +35,12 @@ struct GenerationOptions {
   // false: no cache; every new token recomputes the whole sequence's forward (the reference the
   // cached path is tested against).
   bool use_cache = true;
+  // The model may run each decoding step as a CUDA graph (CUDA, tp 1, a model that supports it):
+  // the same tokens, one launch a step.
+  bool cuda_graphs = false;
+  // Non-empty: a Chrome trace of profile_steps decoding steps into this file (DecodeProfiler).
+  std::string profile_path;
+  int64_t profile_steps = 8;
 };
 
 struct GeneratedSequence {

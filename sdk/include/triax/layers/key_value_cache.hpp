@@ -1,30 +1,48 @@
-// The keys and values one attention layer keeps of one sequence for inference with a cache
-// (triax/causal_lm.hpp): this tp rank's K/V heads, room for `capacity` tokens, allocated on the
-// first forward in the keys' dtype and device.
+// The keys and values one attention layer keeps of a sequence for inference with a cache
+// (triax/causal_lm.hpp): this tp rank's K/V heads, room for `capacity` tokens.
+//
+// Each sequence has its own KeyValueCache, but the rows of one forward share one store:
+// [rows, kv_heads, capacity, head_dim] keys and values, zero-filled and allocated to the largest
+// capacity among them, so that one attention call serves the whole batch (each row masked to its
+// own length) and new tokens are written in place, never concatenated. The first forward that
+// sees a set of rows together gives them a store (each row's cached tokens copied in once); the
+// next forwards over the same rows in the same order read and write it where it is.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 
 #include "triax/inference_cache.hpp"
 
 namespace triax {
 
+struct CachedStep;
+
 class KeyValueCache : public LayerCache {
  public:
   explicit KeyValueCache(int64_t capacity) : capacity_(capacity) {}
 
-  // Causal attention of new tokens at positions start..start+new-1 over the `start` cached
-  // tokens and themselves; then stores the first `keep` new keys and values after the cached ones.
-  // q: [1, heads, new, head_dim]; k, v: [1, kv_heads, new, head_dim] (grouped-query attention
-  // when heads > kv_heads), rotary already applied. Returns [1, heads, new, head_dim].
-  at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t start, int64_t keep,
-                    double scale);
+  // Causal attention of the new tokens of step.rows (each a KeyValueCache) over their cached
+  // tokens and themselves; stores the first step.keep new keys and values of each row at its
+  // step.positions. q: [rows, heads, new, head_dim]; k, v: [rows, kv_heads, new, head_dim]
+  // (grouped-query attention when heads is a multiple of kv_heads), rotary already applied.
+  // Returns [rows, heads, new, head_dim].
+  static at::Tensor attend(const CachedStep& step, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                           double scale);
 
  private:
+  struct Store {
+    at::Tensor keys, values;  // [rows, kv_heads, capacity, head_dim]
+  };
+  // The store the rows of `step` share, made (and filled with their cached tokens) when they do
+  // not share one yet in this order, capacity, dtype and device.
+  static std::shared_ptr<Store> shared_store(const CachedStep& step, const at::Tensor& k);
+
   int64_t capacity_;
-  at::Tensor keys_, values_;  // [1, kv_heads, capacity, head_dim]
+  std::shared_ptr<Store> store_;  // null before the sequence's first forward
+  int64_t slot_ = 0;              // this sequence's row of the store
 };
 
 }  // namespace triax

@@ -74,9 +74,10 @@ class ModelInstance {
     at::Tensor logits;      // last stage: [rows, new, padded vocab / tp]
   };
   // New tokens input_ids [rows, new] continuing caches[row] (hidden_in from the previous stage
-  // on a stage without the embedding, else undefined); extends the caches.
+  // on a stage without the embedding, else undefined); extends the caches. cuda_graph: the plugin
+  // may run a decoding step as a CUDA graph (ABI 1.9 triax_stage_io.cuda_graph).
   CachedOutput forward_cached(const std::vector<ModelCache*>& caches, const at::Tensor& input_ids,
-                              const at::Tensor& hidden_in = {});
+                              const at::Tensor& hidden_in = {}, bool cuda_graph = false);
 
  private:
   void require_inference_cache() const;

@@ -1,4 +1,4 @@
-#include "step/cuda_step_graph.hpp"
+#include "triax/cuda_step_graph.hpp"
 
 #ifdef TRIAX_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>

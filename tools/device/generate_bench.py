@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""`triax generate` beside transformers' generate() on one GPU, as a markdown table of ratios.
+
+    python3 tools/device/generate_bench.py [--build build-gpu] [--new-tokens 128] [--no-peer]
+
+Runs, one process each, with random weights (configs/bench/smollm-*.yaml) and the prompt ids
+1..8 (--repeat B for batch B): the 135m shape at batch 1 and 32 with and without CUDA graphs, the
+1.7b shape's decode at batch 1 (against the weight-read bound: bf16 weight bytes / HBM bandwidth
+per step) and its prefill of 2,048 tokens (MFU of the forward: 2·N·T + 4·L·h·T² FLOPs over the
+989 TFLOP/s bf16 dense peak); then tools/device/generate_peer_bench.py (transformers eager, and
+static cache + torch.compile) at the 135m shape. Every triax run generates once before the one
+measured (--warmup 1). Prints one JSON line per measurement, then the table.
+"""
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PEAK_FLOPS, HBM_BYTES_PER_S = 989e12, 4.8e12
+LINE = re.compile(r"prefill: (\d+) prompt tokens in ([\d.]+) s; decode: ([\d.]+) tokens/s at batch (\d+)")
+PARAMETERS = re.compile(r": (\d+) parameters")
+SHAPES = {"135m": (30, 576), "1.7b": (24, 2048)}  # layers, hidden
+
+
+def triax(build, size, batch, new_tokens, prompt_ids, extra=()):
+    cmd = [str(Path(build) / "bin" / "triax"), "generate", "--config", str(ROOT / f"configs/bench/smollm-{size}.yaml"),
+           "--prompt-ids", prompt_ids, "--max-new-tokens", str(new_tokens), "--ignore-eos", "--repeat", str(batch),
+           "--warmup", "1", *extra]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    found, params = LINE.search(run.stderr), PARAMETERS.search(run.stderr)
+    if run.returncode != 0 or not found:
+        return {"error": f"exit {run.returncode}: {run.stderr[-600:]}"}
+    return {"prompt_tokens": int(found[1]), "prefill_s": float(found[2]), "decode_tokens_per_s": float(found[3]),
+            "parameters": int(params[1]) if params else None}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build-gpu")
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--no-peer", action="store_true")
+    a = ap.parse_args()
+    short = ",".join(str(i) for i in range(1, 9))
+    results = {}
+
+    def record(key, value):
+        results[key] = value
+        print(json.dumps({"run": key, **value}), flush=True)
+
+    for batch in (1, 32):
+        record(f"135m b{batch}", triax(a.build, "135m", batch, a.new_tokens, short))
+        record(f"135m b{batch} no graphs", triax(a.build, "135m", batch, a.new_tokens, short, ["--cuda-graphs", "off"]))
+    record("1.7b b1", triax(a.build, "1.7b", 1, a.new_tokens, short))
+    long_prompt = ",".join(str(1 + i % 1000) for i in range(2048))
+    record("1.7b prefill 2048", triax(a.build, "1.7b", 1, 1, long_prompt,
+                                      ["--set", "model.model_config.max_position_embeddings=4096"]))
+    peers = {}
+    if not a.no_peer:
+        peer = subprocess.run([sys.executable, str(ROOT / "tools/device/generate_peer_bench.py"), "--model", "135m",
+                               "--new-tokens", str(a.new_tokens)], capture_output=True, text=True)
+        for line in peer.stdout.splitlines():
+            if line.startswith("{"):
+                item = json.loads(line)
+                print(line, flush=True)
+                peers[(item["mode"], item["batch"])] = item.get("decode_tokens_per_s")
+        if peer.returncode != 0:
+            print(json.dumps({"peer_error": peer.stderr[-800:]}), flush=True)
+
+    def rate(key):
+        return results.get(key, {}).get("decode_tokens_per_s")
+
+    def ratio(x, y):
+        return f"{x / y:.2f}x" if x and y else "—"
+
+    print("\n| what | triax (CUDA graphs) | triax (no graphs) | transformers eager | static cache + compile |"
+          " vs eager | vs compile |")
+    print("|---|---|---|---|---|---|---|")
+    for batch in (1, 32):
+        t, plain = rate(f"135m b{batch}"), rate(f"135m b{batch} no graphs")
+        eager, compiled = peers.get(("eager", batch)), peers.get(("static-compile", batch))
+        print(f"| 135m decode, batch {batch}, tokens/s | {t} | {plain} | {eager} | {compiled} | {ratio(t, eager)} |"
+              f" {ratio(t, compiled)} |")
+    decode = results.get("1.7b b1", {})
+    if decode.get("parameters") and decode.get("decode_tokens_per_s"):
+        bound = HBM_BYTES_PER_S / (2 * decode["parameters"])
+        print(f"| 1.7b decode, batch 1, tokens/s | {decode['decode_tokens_per_s']} | | | | "
+              f"{decode['decode_tokens_per_s'] / bound:.1%} of the weight-read bound ({bound:.0f} steps/s) | |")
+    prefill = results.get("1.7b prefill 2048", {})
+    if prefill.get("parameters") and prefill.get("prefill_s"):
+        layers, hidden = SHAPES["1.7b"]
+        tokens = prefill["prompt_tokens"]
+        flops = 2 * prefill["parameters"] * tokens + 4 * layers * hidden * tokens * tokens
+        print(f"| 1.7b prefill of {tokens} tokens | {prefill['prefill_s'] * 1e3:.1f} ms | | | | "
+              f"{flops / prefill['prefill_s'] / PEAK_FLOPS:.1%} MFU | |")
+
+
+if __name__ == "__main__":
+    main()
