@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`triax generate` beside transformers' generate() on one GPU, as a markdown table of ratios.
 
-    python3 tools/device/generate_bench.py [--build build-gpu] [--new-tokens 128] [--no-peer]
+    python3 tools/device/generate_bench.py [--build build-gpu] [--new-tokens 128] [--no-peer | --peer-json FILE]
 
 Runs, one process each, with random weights (configs/bench/smollm-*.yaml) and the prompt ids
 1..8 (--repeat B for batch B): the 135m shape at batch 1 and 32 with and without CUDA graphs, the
@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PEAK_FLOPS, HBM_BYTES_PER_S = 989e12, 4.8e12
-LINE = re.compile(r"prefill: (\d+) prompt tokens in ([\d.]+) s; decode: ([\d.]+) tokens/s at batch (\d+)")
+LINE = re.compile(r"prefill: (\d+) prompt tokens in ([\d.]+) s; decode: (\S+) tokens/s at batch (\d+)")
 PARAMETERS = re.compile(r": (\d+) parameters")
 SHAPES = {"135m": (30, 576), "1.7b": (24, 2048)}  # layers, hidden
 
@@ -42,6 +42,7 @@ def main():
     ap.add_argument("--build", default="build-gpu")
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--peer-json", help="the peer's JSON lines, already measured in this call, instead of running it")
     a = ap.parse_args()
     short = ",".join(str(i) for i in range(1, 9))
     results = {}
@@ -58,16 +59,20 @@ def main():
     record("1.7b prefill 2048", triax(a.build, "1.7b", 1, 1, long_prompt,
                                       ["--set", "model.model_config.max_position_embeddings=4096"]))
     peers = {}
-    if not a.no_peer:
+    if a.peer_json:
+        lines = Path(a.peer_json).read_text().splitlines()
+    elif not a.no_peer:
         peer = subprocess.run([sys.executable, str(ROOT / "tools/device/generate_peer_bench.py"), "--model", "135m",
                                "--new-tokens", str(a.new_tokens)], capture_output=True, text=True)
-        for line in peer.stdout.splitlines():
+        lines = peer.stdout.splitlines()
+        if peer.returncode != 0:
+            print(json.dumps({"peer_error": peer.stderr[-800:]}), flush=True)
+    if a.peer_json or not a.no_peer:
+        for line in lines:
             if line.startswith("{"):
                 item = json.loads(line)
                 print(line, flush=True)
                 peers[(item["mode"], item["batch"])] = item.get("decode_tokens_per_s")
-        if peer.returncode != 0:
-            print(json.dumps({"peer_error": peer.stderr[-800:]}), flush=True)
 
     def rate(key):
         return results.get(key, {}).get("decode_tokens_per_s")
