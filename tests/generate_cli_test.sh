@@ -62,7 +62,7 @@ bad_input)
   expect 2 "give the prompts as --prompt TEXT or as --prompt-ids IDS" -- generate "$RUN"
   expect 2 "--device cuda" -- generate "$RUN" --prompt-ids 1 --device cuda
   expect 2 "--cuda-graphs on: decoding steps run as CUDA graphs on a CUDA device at tp 1, not on cpu" -- \
-    generate "$RUN" --prompt-ids 1 --cuda-graphs on
+    generate "$RUN" --prompt-ids 1 --device cpu --cuda-graphs on
   expect 2 "--cuda-graphs: expected auto, on or off, got 'yes'" -- generate "$RUN" --prompt-ids 1 --cuda-graphs yes
   expect 2 "--profile nowhere/trace.json: the folder" -- generate "$RUN" --prompt-ids 1 --profile nowhere/trace.json
   expect 2 "--warmup: expected 0 or more runs, got -1" -- generate "$RUN" --prompt-ids 1 --warmup -1

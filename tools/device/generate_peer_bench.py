@@ -16,9 +16,11 @@ decode_tokens_per_s counts the tokens after each row's first, over the time afte
   python3 generate_peer_bench.py --model 135m [--batches 1,32] [--new-tokens 128] [--prompt 8]
                                  [--modes eager,static-compile]
 
-static-compile is generate(cache_implementation="static") with the model's forward under
-torch.compile(mode="reduce-overhead"), transformers' documented fast path; when it fails, its
-line says so ("error": ...) and the other modes still run.
+static-compile is generate(cache_implementation="static"), transformers' documented fast path:
+with a static cache generate() compiles the decoding forward itself (torch.compile with CUDA
+graphs; wrapping model.forward in torch.compile as well makes its CUDA graphs' outputs be
+overwritten between steps, an error in transformers 5.17). When a mode fails, its line says so
+("error": ...) and the other modes still run.
 """
 import argparse
 import json
@@ -83,7 +85,6 @@ def main():
         extra = {}
         if mode == "static-compile":
             extra["cache_implementation"] = "static"
-            model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
         elif mode != "eager":
             raise SystemExit(f"--modes: unknown mode {mode!r} (eager, static-compile)")
         for batch in (int(b) for b in a.batches.split(",")):
