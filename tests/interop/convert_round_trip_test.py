@@ -3,7 +3,8 @@
 1. triax -> Hugging Face -> triax: a checkpoint trained by triax, exported and imported again,
    holds the same parameters, bit for bit, with the same names, shapes and dtypes;
 2. Hugging Face -> triax -> Hugging Face: that exported folder, imported and exported again,
-   holds the same safetensors tensors bit for bit and the same config.json;
+   holds the same safetensors tensors bit for bit and the same config.json; and so does a folder
+   transformers made (save_pretrained of a small model), imported and exported again;
 3. each command exits 0, and a tokenizer.json travels both ways.
 
 usage: convert_round_trip_test.py TRIAX INTEROP_TOOL SOURCE_DIR WORK_DIR
@@ -15,15 +16,22 @@ import sys
 from pathlib import Path
 
 import torch
+import transformers
 from safetensors.torch import load_file
 
 triax, interop_tool, source, work = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
 
-# A model plugin with a Hugging Face mapping joins with one line: its name and a training config.
+# A model plugin with a Hugging Face mapping joins with one line: its name, a training config, and
+# a small model of an architecture it reads, as transformers makes it.
+T = transformers
+SMALL = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2)
+ATTENTION = dict(SMALL, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                 tie_word_embeddings=False)
 MODELS = [
-    ("llama", "configs/tiny_llama.yaml"),
-    ("mamba", "configs/tiny_mamba.yaml"),
-    ("moe", "configs/tiny_moe.yaml"),
+    ("llama", "configs/tiny_llama.yaml", lambda: T.LlamaForCausalLM(T.LlamaConfig(**ATTENTION))),
+    ("mamba", "configs/tiny_mamba.yaml", lambda: T.MambaForCausalLM(T.MambaConfig(**SMALL, state_size=8, expand=2))),
+    ("moe", "configs/tiny_moe.yaml",
+     lambda: T.MixtralForCausalLM(T.MixtralConfig(**ATTENTION, num_local_experts=4, num_experts_per_tok=2))),
 ]
 failures = []
 
@@ -69,7 +77,8 @@ if work.exists():
     shutil.rmtree(work)
 work.mkdir(parents=True)
 compared = 0
-for plugin, config in MODELS:
+torch.manual_seed(0)
+for plugin, config, make_model in MODELS:
     trained = work / f"{plugin}_run"
     run(triax, "train", source / config, "--set", "tokens.train_steps=2", "--set", "checkpoints.checkpoint_interval=2",
         "--set", f"checkpoints.checkpoints_path={trained}")
@@ -94,6 +103,14 @@ for plugin, config in MODELS:
     check(first == second, f"{plugin}: config.json differs after the round trip: {first} vs {second}")
     check((again / "tokenizer.json").read_text() == (trained / "tokenizer.json").read_text(),
           f"{plugin}: the tokenizer.json did not come back")
+
+    # 2b. the same from a folder transformers wrote
+    made = work / f"{plugin}_made"
+    make_model().save_pretrained(made, safe_serialization=True)
+    run(triax, "convert", "--from", "hf", made, work / f"{plugin}_made_imported")
+    run(triax, "convert", "--to", "hf", work / f"{plugin}_made_imported", work / f"{plugin}_made_again")
+    compared += same_bits(f"{plugin}: transformers' HF -> triax -> HF", hf_tensors(made),
+                          hf_tensors(work / f"{plugin}_made_again"))
 
 print("convert round trips:", "FAILED" if failures else f"ok ({compared} tensors compared, {len(MODELS)} plugins)")
 sys.exit(1 if failures else 0)
