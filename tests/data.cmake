@@ -19,6 +19,11 @@ add_test(NAME data_datatrove_compat
   COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/data/datatrove_compat.py
           $<TARGET_FILE:data_dump> ${PROJECT_SOURCE_DIR})
 set_tests_properties(data_datatrove_compat PROPERTIES TIMEOUT 120 LABELS python)  # needs the .venv's datatrove
+# The same for Parquet input: a folder of Parquet files through tools/tokenize and through
+# datatrove's ParquetReader and DocumentTokenizer; the refusal of a file without the text column.
+add_test(NAME data_datatrove_parquet_compat
+  COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/data/datatrove_parquet_compat.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(data_datatrove_parquet_compat PROPERTIES TIMEOUT 120 LABELS python)  # datatrove, pyarrow
 # Tokenize /usr/share/common-licenses and train on it with the triax command: the loss falls.
 add_test(NAME data_text_training
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/data/text_training_test.sh $<TARGET_FILE:triax> ${PROJECT_SOURCE_DIR})

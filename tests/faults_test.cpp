@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "error_of.hpp"
+#include "scoped_fault.hpp"
 #include "test_plugin_registry.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
 #include "checkpoint/hdf5_file.hpp"
@@ -34,11 +35,7 @@ fs::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-// TRIAX_FAULT for the lifetime of the object.
-struct ScopedFault {
-  explicit ScopedFault(const std::string& value) { setenv("TRIAX_FAULT", value.c_str(), 1); }
-  ~ScopedFault() { unsetenv("TRIAX_FAULT"); }
-};
+using testing::ScopedFault;
 
 // The parity matrix's tiny Llama, one rank, into `dir`.
 TrainSummary train(const fs::path& dir, std::vector<std::string> overrides) {

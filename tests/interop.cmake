@@ -56,6 +56,16 @@ add_test(NAME hf_cli COMMAND ${CMAKE_CURRENT_LIST_DIR}/hf_cli_test.sh $<TARGET_F
                              ${TRIAX_TEST_PLUGINS_DIR}/model_markers)
 set_tests_properties(hf_cli PROPERTIES TIMEOUT 300 LABELS checkpoint ENVIRONMENT "OMP_NUM_THREADS=1")
 
+# `triax convert` there and back for every model plugin with a Hugging Face mapping (the list in
+# the script): triax -> HF -> triax and HF -> triax -> HF (from triax's export and from a folder
+# transformers wrote) give the same tensors bit for bit.
+add_dependencies(interop_tool triax_mamba triax_moe)
+add_test(NAME hf_convert_round_trips
+  COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/convert_round_trip_test.py $<TARGET_FILE:triax>
+          $<TARGET_FILE:interop_tool> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/convert_round_trips)
+set_tests_properties(hf_convert_round_trips PROPERTIES TIMEOUT 300 LABELS "python;checkpoint"
+                     ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
+
 # Throughput on a SmolLM2-1.7B-shaped model against plain write()/read() (built, not run by ctest:
 # `build/bin/safetensors_bench [FOLDER]`).
 add_executable(safetensors_bench ${CMAKE_CURRENT_LIST_DIR}/interop/safetensors_bench.cpp)

@@ -15,16 +15,19 @@ TEST(StepReadBack, HandsOverTheValuesOfTheQueuedStep) {
   StepReadBack read_back(c10::Device(c10::kCPU));
   EXPECT_FALSE(read_back.pending());
   at::Tensor values = at::tensor({2.5f, 0.75f});
+  const auto before = DeviceMark::Clock::now();
   read_back.queue(7, values);
+  const auto queued = DeviceMark::Clock::now();
   values.fill_(-1.0f);  // the caller's tensor is free again once queued
   ASSERT_TRUE(read_back.pending());
   EXPECT_EQ(read_back.pending_step(), 7);
-  const auto before = StepReadBack::Clock::now();
   StepReadBack::Values taken = read_back.take();
   EXPECT_FALSE(read_back.pending());
   EXPECT_EQ(taken.step, 7);
   EXPECT_TRUE(at::equal(taken.host, at::tensor({2.5f, 0.75f}))) << taken.host;
-  EXPECT_GE(taken.read_at, before);
+  // The step ended when its values were queued (CPU work is done by then), not when they were read.
+  EXPECT_GE(taken.done.queued_at(), before);
+  EXPECT_LE(taken.done.queued_at(), queued);
 }
 
 TEST(StepReadBack, RefusesASecondStepBeforeTheFirstIsRead) {

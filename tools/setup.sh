@@ -78,9 +78,9 @@ if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "import torch, numpy
   "$VENV/bin/pip" install -q --upgrade pip
   "$VENV/bin/pip" install -q "torch==$TORCH_VERSION" numpy
 fi
-# Tokenizing text (tools/tokenize) and the datatrove compatibility test.
-DATA_PACKAGES=(datatrove==0.10.1 tokenizers==0.23.3 tqdm==4.70.1)
-if ! "$VENV/bin/python" -c "import datatrove, tokenizers, tqdm" 2>/dev/null; then
+# Tokenizing text, JSONL and Parquet (tools/tokenize) and the datatrove compatibility tests.
+DATA_PACKAGES=(datatrove==0.10.1 tokenizers==0.23.3 tqdm==4.70.1 pyarrow==26.0.1)
+if ! "$VENV/bin/python" -c "import datatrove, tokenizers, tqdm, pyarrow" 2>/dev/null; then
   log "installing ${DATA_PACKAGES[*]} into $VENV"
   "$VENV/bin/pip" install -q "${DATA_PACKAGES[@]}"
 fi

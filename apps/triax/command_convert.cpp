@@ -3,7 +3,8 @@
 // names, with the tokenizer.json the run's data was made with when one is found.
 // `triax convert --from hf HF_FOLDER OUT`: a Hugging Face folder as a triax checkpoint
 // folder (weights only; start training from it with model.init_method.path, at any topology),
-// read by the model plugin whose mapping lists config.json's architecture. Plugins are found as
+// read by the model plugin whose mapping lists config.json's architecture, with its tokenizer.json
+// beside the step folder. Plugins are found as
 // `triax train` finds them (the build's plugin folder, then TRIAX_PLUGIN_PATH).
 #include <boost/program_options.hpp>
 #include <filesystem>
@@ -17,6 +18,14 @@
 
 namespace triax::cli {
 namespace po = boost::program_options;
+namespace {
+
+void copy_tokenizer(const std::string& tokenizer, const std::string& folder) {
+  std::filesystem::copy_file(tokenizer, std::filesystem::path(folder) / "tokenizer.json",
+                             std::filesystem::copy_options::overwrite_existing);
+}
+
+}  // namespace
 
 int run_convert_command(const std::vector<std::string>& args) {
   po::options_description options("triax convert options");
@@ -66,17 +75,21 @@ int run_convert_command(const std::vector<std::string>& args) {
         return kExitInvalidConfig;
       }
       checkpoint::export_to_hf(registry, paths[0], paths[1], type, max_shard_bytes);
-      std::cout << "wrote the Hugging Face folder " << paths[1] << "\n";
       // The tokenizer the run's data was made with, where one is found (as `triax generate` finds it).
-      if (const auto tokenizer = generation::find_tokenizer(generation::spec_from_folder(registry, paths[0]))) {
-        std::filesystem::copy_file(*tokenizer, std::filesystem::path(paths[1]) / "tokenizer.json",
-                                   std::filesystem::copy_options::overwrite_existing);
-        std::cout << "with the tokenizer " << *tokenizer << "\n";
-      }
+      const auto tokenizer = generation::find_tokenizer(generation::spec_from_folder(registry, paths[0]));
+      if (tokenizer) copy_tokenizer(*tokenizer, paths[1]);
+      // Said once everything is written: a later failure never follows a success line.
+      std::cout << "wrote the Hugging Face folder " << paths[1] << "\n";
+      if (tokenizer) std::cout << "with the tokenizer " << *tokenizer << "\n";
     } else {
       const std::string step = checkpoint::import_from_hf(registry, paths[0], paths[1]);
+      // The folder's tokenizer beside the step folder, where `triax generate` and an export look.
+      const std::filesystem::path tokenizer = std::filesystem::path(paths[0]) / "tokenizer.json";
+      const bool has_tokenizer = std::filesystem::is_regular_file(tokenizer);
+      if (has_tokenizer) copy_tokenizer(tokenizer.string(), paths[1]);
       std::cout << "wrote the triax checkpoint " << step << "; train from it with model.init_method.path: " << paths[1]
                 << "\n";
+      if (has_tokenizer) std::cout << "with the tokenizer " << tokenizer.string() << "\n";
     }
     return kExitOk;
   } catch (const std::exception& e) {

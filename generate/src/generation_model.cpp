@@ -47,17 +47,25 @@ std::optional<Json> read_json(const fs::path& file) {
   }
 }
 
+// node[key], or an undefined node where `node` is no mapping holding `key`. yaml-cpp throws when a
+// missing key's node is indexed again, and a checkpoint made by `triax convert --from hf` has a
+// config.yaml with a model section only.
+YAML::Node child(const YAML::Node& node, const std::string& key) {
+  if (!node.IsMap() || !node[key]) return YAML::Node(YAML::NodeType::Undefined);
+  return node[key];
+}
+
 // A config's tokenizer.tokenizer_name_or_path (a file or a folder holding tokenizer.json), then
 // the folders its data stages read (tools/tokenize writes the tokenizer beside the tokens).
 void add_config_tokenizers(const YAML::Node& config, std::vector<std::string>& candidates) {
   if (!config.IsMap()) return;
-  if (const YAML::Node named = config["tokenizer"]["tokenizer_name_or_path"]; named && named.IsScalar()) {
+  if (const YAML::Node named = child(child(config, "tokenizer"), "tokenizer_name_or_path"); named && named.IsScalar()) {
     const fs::path path = named.as<std::string>();
     candidates.push_back((fs::is_directory(path) ? path / kTokenizerFile : path).string());
   }
   if (const YAML::Node stages = config["data_stages"]; stages && stages.IsSequence())
     for (const YAML::Node& stage : stages) {
-      const YAML::Node folders = stage["data"]["dataset"]["dataset_folder"];
+      const YAML::Node folders = child(child(child(stage, "data"), "dataset"), "dataset_folder");
       if (!folders) continue;
       if (folders.IsScalar()) candidates.push_back((fs::path(folders.as<std::string>()) / kTokenizerFile).string());
       if (folders.IsSequence())
@@ -119,7 +127,8 @@ GenerationModelSpec spec_from_checkpoint(const PluginRegistry& registry, const s
   spec.dtype = reader.metadata().model_dtype;
   if (model["make_vocab_size_divisible_by"])
     spec.make_vocab_size_divisible_by = model["make_vocab_size_divisible_by"].as<int64_t>();
-  if (config["general"]["seed"]) spec.seed = config["general"]["seed"].as<uint64_t>();
+  if (const YAML::Node seed = child(child(config, "general"), "seed"); seed && seed.IsScalar())
+    spec.seed = seed.as<uint64_t>();
   spec.tokenizer_candidates.push_back((reader.folder() / kTokenizerFile).string());
   spec.tokenizer_candidates.push_back((reader.folder().parent_path() / kTokenizerFile).string());
   add_config_tokenizers(config, spec.tokenizer_candidates);

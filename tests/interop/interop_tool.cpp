@@ -10,6 +10,9 @@
 //   interop_tool hf-write TENSORS YAML FOLDER DTYPE MAX_SHARD_BYTES
 //                                              write_hf_model of those weights and model_config,
 //                                              with the plugin its marker key names
+//   interop_tool checkpoint-tensors CHECKPOINT TENSORS
+//                                              a triax checkpoint's whole parameters, as stored,
+//                                              to TENSORS (safetensors)
 //
 // A triax::Error exits with status 1 and its message on stderr.
 #include <ATen/ATen.h>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "triax/config_reader.hpp"
+#include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
 #include "triax/core/plugins/model_selection.hpp"
 #include "triax/error.hpp"
@@ -128,6 +132,14 @@ int hf_write(const std::string& tensors_path, const std::string& yaml_path, cons
   return 0;
 }
 
+int checkpoint_tensors(const std::string& checkpoint, const std::string& tensors_path) {
+  triax::checkpoint::CheckpointReader reader(checkpoint);
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const std::string& name : reader.parameter_names()) tensors.emplace_back(name, reader.whole_parameter(name));
+  triax::interop::write_safetensors(tensors_path, tensors);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -137,11 +149,13 @@ int main(int argc, char** argv) {
     if (args.size() == 2 && args[0] == "safetensors-generate") return generate(args[1]);
     if (args.size() == 4 && args[0] == "hf-read") return hf_read(args[1], args[2], args[3]);
     if (args.size() == 6 && args[0] == "hf-write") return hf_write(args[1], args[2], args[3], args[4], args[5]);
+    if (args.size() == 3 && args[0] == "checkpoint-tensors") return checkpoint_tensors(args[1], args[2]);
   } catch (const triax::Error& e) {
     std::cerr << e.what() << "\n";
     return 1;
   }
   std::cerr << "usage: interop_tool safetensors-describe FILE | safetensors-generate FILE |\n"
-               "       hf-read FOLDER TENSORS YAML | hf-write TENSORS YAML FOLDER DTYPE MAX_SHARD_BYTES\n";
+               "       hf-read FOLDER TENSORS YAML | hf-write TENSORS YAML FOLDER DTYPE MAX_SHARD_BYTES |\n"
+               "       checkpoint-tensors CHECKPOINT TENSORS\n";
   return 2;
 }

@@ -6,13 +6,18 @@
 // left out (any). Every point and what it does is listed in docs/reliability.md: kill points
 // SIGKILL the process there (forward, backward, optimizer_step and the points of a checkpoint
 // save); nan_loss and nan_grad make the step's loss or one gradient non-finite; disk_full makes
-// writing the rank's checkpoint file fail with ENOSPC; error throws an ordinary error.
+// writing the rank's checkpoint file fail with ENOSPC; error throws an ordinary error;
+// slow_forward makes each micro-batch's forward take 100 ms longer (a step of known least length).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string_view>
 
 namespace triax::fault {
+
+// How much longer slow_forward makes each micro-batch's forward.
+inline constexpr std::chrono::milliseconds kSlowForwardDelay{100};
 
 // True when TRIAX_FAULT names `point` for this rank and step. Throws triax::Error for a value
 // that names an unknown point or cannot be read (a test that misspells a point fails loudly).

@@ -34,7 +34,7 @@ StepLogger::StepLogger(StepRates rates, c10::Device device, RunReporter& reporte
       losses_(losses),
       read_back_(device),
       start_(Clock::now()),
-      interval_start_(start_),
+      interval_start_(DeviceMark::record(device)),
       interval_first_(first_step) {}
 
 void StepLogger::queue(StepMetrics known, const at::Tensor& values) {
@@ -50,29 +50,28 @@ void StepLogger::flush() {
   m.loss = StepLosses::loss(values.host);
   m.aux_losses = losses_.aux_losses(values.host);
   m.grad_norm = values.host[-1].item<double>();
-  m.step_seconds = std::chrono::duration<double>(values.read_at - interval_start_).count() /
-                   static_cast<double>(m.step - interval_first_);
+  m.step_seconds = values.done.seconds_since(interval_start_) / static_cast<double>(m.step - interval_first_);
   m.tokens_per_second = static_cast<double>(rates_.tokens_per_step) / m.step_seconds;
   m.tokens_per_second_per_device = m.tokens_per_second / static_cast<double>(rates_.world_size);
   m.model_tflops_per_device = rates_.flops_per_token * m.tokens_per_second_per_device / 1e12;
   if (rates_.peak.tflops) m.mfu = m.model_tflops_per_device / *rates_.peak.tflops;
   m.peak_memory_bytes = peak_memory_bytes(device_);
-  m.elapsed_seconds = std::chrono::duration<double>(values.read_at - start_).count();
+  m.elapsed_seconds = elapsed_seconds();
   m.eta_seconds = m.step_seconds * static_cast<double>(rates_.total_steps - m.step);
   reporter_.logged(m);
   nonfinite_.check(m.step, m.loss, m.grad_norm);
-  interval_start_ = values.read_at;
+  interval_start_ = std::move(values.done);
   interval_first_ = m.step;
 }
 
 void StepLogger::step_done(int64_t step) {
   reporter_.step_done(step, rates_.total_steps,
-                      std::chrono::duration<double>(Clock::now() - interval_start_).count() /
+                      std::chrono::duration<double>(Clock::now() - interval_start_.queued_at()).count() /
                           static_cast<double>(step - interval_first_));
 }
 
 void StepLogger::restart_interval(int64_t step) {
-  interval_start_ = Clock::now();
+  interval_start_ = DeviceMark::record(device_);
   interval_first_ = step;
 }
 

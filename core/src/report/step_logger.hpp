@@ -1,7 +1,9 @@
 // The log lines of a run's steps. A logged step's values on the device (its losses and gradient
 // norm) are read on the host one step late (StepReadBack), together with what the host knew of
 // the step when it ended; then its metrics line is made (rates over the steps since the last
-// line), reported, and checked by the non-finite guard. Every rank reads them (they are equal
+// line), reported, and checked by the non-finite guard. A step's time ends where its work ended
+// on the device (a DeviceMark queued behind it), not when the host got to read it: the host reads
+// a step inside the next one, but the run's last step at once. Every rank reads them (they are equal
 // everywhere), so every rank stops on divergence. Unlogged steps get the live progress line.
 #pragma once
 
@@ -12,6 +14,7 @@
 #include <cstdint>
 
 #include "report/metrics.hpp"
+#include "step/device_mark.hpp"
 #include "step/step_read_back.hpp"
 
 namespace triax {
@@ -59,7 +62,7 @@ class StepLogger {
   StepMetrics queued_;  // what the host knew of the step whose values read_back_ holds
   Clock::time_point start_;
   // The logging interval: from interval_start_, the steps after interval_first_.
-  Clock::time_point interval_start_;
+  DeviceMark interval_start_;
   int64_t interval_first_;
 };
 

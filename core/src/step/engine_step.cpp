@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <sstream>
+#include <thread>
 
 #include "triax/cuda_step_graph.hpp"
 #include "faults/fault_injection.hpp"
@@ -18,6 +19,7 @@ namespace {
 void forward_faults(int rank, int64_t step) {
   fault::kill_if_armed("forward", rank, step);
   if (fault::armed("error", rank, step)) throw Error("TRIAX_FAULT: an injected error at step " + std::to_string(step));
+  if (fault::armed("slow_forward", rank, step)) std::this_thread::sleep_for(fault::kSlowForwardDelay);
 }
 
 // Feeds the engine the micro-batches of one step: consecutive rows of this rank's step samples.

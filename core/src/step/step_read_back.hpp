@@ -8,24 +8,22 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
-#include <c10/core/Event.h>
 
-#include <chrono>
 #include <cstdint>
 #include <optional>
+
+#include "step/device_mark.hpp"
 
 namespace triax {
 
 class StepReadBack {
  public:
-  using Clock = std::chrono::steady_clock;
-
   explicit StepReadBack(c10::Device device) : device_(device) {}
 
   struct Values {
     int64_t step = 0;
-    at::Tensor host;            // the queued values, on the host
-    Clock::time_point read_at;  // when they were there
+    at::Tensor host;  // the queued values, on the host
+    DeviceMark done;  // behind the step's work: where its time ends
   };
 
   // Copies `values` (on the step's device) to the host behind the work queued so far; at most one
@@ -40,7 +38,7 @@ class StepReadBack {
   struct Pending {
     int64_t step = 0;
     at::Tensor host;
-    std::optional<c10::Event> arrived;  // on devices with streams; a CPU copy is done when queued
+    std::optional<DeviceMark> arrived;
   };
   c10::Device device_;
   std::optional<Pending> pending_;
