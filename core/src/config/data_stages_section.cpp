@@ -22,6 +22,7 @@ std::vector<DataStageConfig> default_stage(ConfigReader& root, const GeneralConf
   data["dataset"] = YAML::Node(YAML::NodeType::Null);
   data["seed"] = stage.data.seed;
   data["num_loading_workers"] = stage.data.num_loading_workers;
+  data["validation"] = YAML::Node(YAML::NodeType::Null);
   YAML::Node item(YAML::NodeType::Map);
   item["name"] = stage.name;
   item["start_training_step"] = stage.start_training_step;
