@@ -43,7 +43,7 @@ TEST(ValidationData, HeldOutSamplesAreNeverInTheTrainingStream) {
   // Five epochs of training: every sample training may read, by its index in its folder.
   const SampleSet trained = samples_in(data.samples(0, 5 * 64));
   const SampleSet held_out = samples_in(data.validation_samples(1, 8));  // 8 micro-batches of 2: all 16
-  EXPECT_EQ(trained.size(), 64u);  // 40 of a, 24 of b
+  EXPECT_EQ(trained.size(), 64u);                                        // 40 of a, 24 of b
   EXPECT_EQ(held_out.size(), 16u);
   for (const auto& sample : held_out) EXPECT_EQ(trained.count(sample), 0u) << sample.first << ":" << sample.second;
   int of_a = 0;
@@ -86,9 +86,8 @@ TEST(ValidationData, WithoutValidationDataTheTrainingStreamIsUnchanged) {
 TEST(ValidationData, ValidationFoldersOfTheirOwnGiveEverySampleOfThem) {
   TwoFolders folders;
   write_dataset(folders.dir / "c", 3, 12);
-  TrainingData data(
-      run_config(stage_with(folders.dataset, "{dataset_folder: [" + (folders.dir / "c").string() + "]}")), 40000,
-      layout());
+  TrainingData data(run_config(stage_with(folders.dataset, "{dataset_folder: [" + (folders.dir / "c").string() + "]}")),
+                    40000, layout());
   const SampleSet seen = samples_in(data.validation_samples(1, 6));
   EXPECT_EQ(seen.size(), 12u);
   for (const auto& sample : seen) EXPECT_EQ(sample.first, 3);
@@ -110,9 +109,8 @@ TEST(ValidationData, TheSyntheticStreamValidatesOnSamplesBeyondTraining) {
 TEST(ValidationData, BadValidationDataIsRefusedNamingKeyAndFile) {
   TwoFolders folders;
   const auto error_for = [&](const std::string& validation, const std::string& tokens_extra = "") {
-    return error_of([&] {
-      TrainingData(run_config(stage_with(folders.dataset, validation), 20, tokens_extra), 40000, layout());
-    });
+    return error_of(
+        [&] { TrainingData(run_config(stage_with(folders.dataset, validation), 20, tokens_extra), 40000, layout()); });
   };
   write_token_file(folders.dir / "other" / "x.ds", iota_tokens(80), 2, {}, true, "another-tokenizer");
   std::string e = error_for("{dataset_folder: [" + (folders.dir / "other").string() + "]}");
@@ -131,9 +129,9 @@ TEST(ValidationData, BadValidationDataIsRefusedNamingKeyAndFile) {
       << e;
   write_dataset(folders.dir / "one", 3, 1, 1);
   e = error_of([&] {
-    TrainingData(run_config(stage_with("{dataset_folder: " + (folders.dir / "one").string() + "}",
-                                       "{held_out_fraction: 0.5}")),
-                 40000, layout());
+    TrainingData(
+        run_config(stage_with("{dataset_folder: " + (folders.dir / "one").string() + "}", "{held_out_fraction: 0.5}")),
+        40000, layout());
   });
   EXPECT_NE(e.find("run.yaml: data_stages.0.data.validation.held_out_fraction: " + (folders.dir / "one").string() +
                    " holds 1 sample(s): at least 2 are needed"),

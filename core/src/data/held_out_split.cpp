@@ -23,8 +23,7 @@ int64_t HeldOutSplit::training_sample(int64_t k) const {
 }
 
 int64_t HeldOutSplit::held_out_sample(int64_t j) const {
-  if (j < 0 || j >= held_out_)
-    throw Error("held-out sample " + std::to_string(j) + " of " + std::to_string(held_out_));
+  if (j < 0 || j >= held_out_) throw Error("held-out sample " + std::to_string(j) + " of " + std::to_string(held_out_));
   return (*order_)(j);
 }
 

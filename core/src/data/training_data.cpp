@@ -177,7 +177,8 @@ at::Tensor TrainingData::validation_samples(int64_t step, int64_t micro_batches)
   at::Tensor batch = empty_batch(rows);
   if (stage.synthetic) {
     const at::Tensor made = stage.synthetic->samples(kSyntheticValidationBase + first, rows);
-    std::memcpy(batch.data_ptr<int64_t>(), made.data_ptr<int64_t>(), static_cast<size_t>(made.numel()) * sizeof(int64_t));
+    std::memcpy(batch.data_ptr<int64_t>(), made.data_ptr<int64_t>(),
+                static_cast<size_t>(made.numel()) * sizeof(int64_t));
   } else if (stage.validation) {
     stage.validation->fill(first, rows, batch.data_ptr<int64_t>());
   } else {

@@ -27,8 +27,7 @@ ValidationSamples::ValidationSamples(std::vector<Part> parts, uint64_t seed,
 }
 
 std::pair<size_t, int64_t> ValidationSamples::locate(int64_t j) const {
-  if (j < 0 || j >= size())
-    throw Error("validation sample " + std::to_string(j) + " of " + std::to_string(size()));
+  if (j < 0 || j >= size()) throw Error("validation sample " + std::to_string(j) + " of " + std::to_string(size()));
   const int64_t position = (*order_)(j);
   const size_t part = static_cast<size_t>(std::upper_bound(ends_.begin(), ends_.end(), position) - ends_.begin());
   const int64_t local = position - (part == 0 ? 0 : ends_[part - 1]);

@@ -69,8 +69,7 @@ ValidationMetrics Validation::evaluate(int64_t step) {
 
 std::string Validation::describe() const {
   if (!enabled()) return "validation: off (tokens.val_check_interval)";
-  const int64_t samples =
-      micro_batches_ * s_.config.tokens.micro_batch_size * s_.communicator.size(TRIAX_GROUP_DP);
+  const int64_t samples = micro_batches_ * s_.config.tokens.micro_batch_size * s_.communicator.size(TRIAX_GROUP_DP);
   return "validation: every " + std::to_string(interval_) + " steps and after the last, " +
          std::to_string(micro_batches_) + " micro-batches per replica (" + std::to_string(samples) +
          " held-out samples, the same each time), forward only; its time is not in the steps' rates";

@@ -35,7 +35,7 @@ class Validation {
  private:
   TrainerState& s_;
   int64_t interval_;
-  int64_t micro_batches_;  // per replica
+  int64_t micro_batches_;   // per replica
   EngineContext pipeline_;  // where this rank sits in the pipeline
 };
 
