@@ -1,6 +1,7 @@
 #include "triax/pipeline_stage.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
@@ -125,6 +126,26 @@ void PipelineStage::backward(int chunk, int index) {
   if (!is_last(chunk)) receive_output_gradient(chunk, index);
   run_backward(chunk, index);
   if (!is_first(chunk)) send_input_gradient(chunk, index);
+}
+
+void PipelineStage::evaluate(int chunk, int index) {
+  const at::NoGradGuard no_grad;
+  const TraceRange range("evaluate " + pass_name(chunk, index));
+  StageInput input = request_.micro_batch(index);
+  device_ = input.input_ids.defined() ? input.input_ids.device() : device_;
+  if (!is_first(chunk)) {
+    input.boundary_in = channel_.receive_activations(previous(chunk), device_);
+    input.hidden_in = input.boundary_in.front();
+  }
+  const StageOutput output = request_.model(chunk).forward(input);
+  if (is_last(chunk)) {
+    if (!output.loss.defined()) throw Error("pipeline: the model returned no loss on the last pipeline stage");
+    losses_.push_back(output.loss.detach());
+    return;
+  }
+  const std::vector<at::Tensor> boundary = output.boundary();
+  if (boundary.empty()) throw Error("pipeline: the model returned no hidden_out on a stage before the last");
+  channel_.send_activations(boundary, next(chunk));
 }
 
 void PipelineStage::receive_input(int chunk, int index) {

@@ -77,10 +77,15 @@ for tag, by_step in expected.items():
 
 mixture = sorted(tag for tag in expected if tag.startswith("data_consumed_samples/"))
 assert len(mixture) == datasets, f"expected {datasets} data-mixture series, got {mixture}"
-for record in records:
+steps = [r for r in records if "loss" in r]  # a validation's line has val_loss instead
+validations = [r for r in records if "val_loss" in r]
+assert len(steps) + len(validations) == len(records), "a line that is neither a step's nor a validation's"
+for record in steps:
     total = sum(record["data_consumed_samples"].values())
     assert total * 64 == record["consumed_tokens"], (record["step"], total, record["consumed_tokens"])
-for tag in ("loss", "lr", "grad_norm", "tokens_per_s", "peak_memory_bytes"):
+for tag in ("loss", "lr", "grad_norm", "tokens_per_s", "peak_memory_bytes") + (("val_loss", "val_ppl") if validations else ()):
     assert tag in scalars, tag
-assert framed == len(records) + 1, f"{framed} records: expected the file version and one per logged step"
+for record in validations:
+    assert math.isclose(record["val_ppl"], math.exp(record["val_loss"]), rel_tol=1e-6), record
+assert framed == len(records) + 1, f"{framed} records: expected the file version and one per logged step or validation"
 print(f"compare_tensorboard: {compared} scalars of {len(expected)} tags equal in {events[0].name}")

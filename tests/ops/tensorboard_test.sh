@@ -3,7 +3,9 @@
 #   two folders tokenized separately with `--tokenizer byte` (each records its own tokenizer.json)
 #   are mixed; the run logs every 2nd step (logging.iteration_step_info_interval) with a progress
 #   line between; the tensorboard package reads back every scalar of metrics.jsonl; tools/plot
-#   draws one run and two runs overlaid; an unwritable TensorBoard folder stops before step 1.
+#   draws one run and two runs overlaid; an unwritable TensorBoard folder stops before step 1. The
+#   first run validates on 5% of each folder held out, after steps 4 and 8: its lines, JSON lines
+#   and events, and the plot of a run that validated.
 #   tensorboard_test.sh <triax executable> <source dir>
 set -euo pipefail
 TRIAX="$1"
@@ -23,10 +25,15 @@ PATH="$USER_PATH" "$SRC/tools/tokenize" --tokenizer byte --output "$WORK/apache"
 "$TRIAX" train --config "$SRC/configs/tiny_llama_text.yaml" --set tokens.train_steps=8 \
   --set model.model_config.vocab_size=257 \
   --set "data_stages.0.data.dataset={dataset_folder: [$WORK/gpl, $WORK/apache], dataset_weights: [0.7, 0.3]}" \
+  --set "data_stages.0.data.validation={held_out_fraction: 0.05}" \
+  --set tokens.val_check_interval=4 --set tokens.limit_val_batches=2 \
   --set logging.iteration_step_info_interval=2 --set logging.progress=always \
   --set "checkpoints.checkpoints_path=$WORK/run" >"$WORK/log" 2>&1 || { cat "$WORK/log"; fail "training on two byte-tokenized folders"; }
 logged="$(grep -c '\] step [0-9]/8 | loss' "$WORK/log" || true)"
 [[ "$logged" -eq 4 ]] || { cat "$WORK/log"; fail "expected 4 step lines (every 2nd of 8 steps), got $logged"; }
+validated="$(grep -c '\] validation after step [48]/8 | val_loss [0-9.]* | val_ppl [0-9.]* | ' "$WORK/log" || true)"
+[[ "$validated" -eq 2 ]] || { cat "$WORK/log"; fail "expected 2 validation lines (after steps 4 and 8), got $validated"; }
+[[ "$(grep -c '"val_loss"' "$WORK/run/metrics.jsonl")" -eq 2 ]] || fail "expected 2 validation lines in metrics.jsonl"
 # Between the log lines of steps 2 and 4: step 3's live line, erased (carriage return, clear) before step 4's.
 grep -qa $'step 3/8 \\[#*\\.*\\] [0-9.]* s/step | eta [0-9:]*\r\033\\[K' "$WORK/log" ||
   { cat -v "$WORK/log"; fail "no live progress line for step 3"; }

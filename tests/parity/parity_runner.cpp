@@ -1,16 +1,18 @@
 // Loss and parameter parity of a parallel run against the single-rank run.
 //
 //   parity_runner run --config FILE --out DIR [--set KEY=VALUE]...
-//       trains (under mpirun for more than one rank) and writes DIR/losses.txt and
-//       DIR/grad_norms.txt (rank 0),
-//       DIR/peak_live.rank<R>.txt and DIR/parameters.rank<R>.bin: every parameter shard this rank
-//       holds, with its global shape and offset, in float64.
+//       trains (under mpirun for more than one rank) and writes DIR/losses.txt,
+//       DIR/grad_norms.txt and, when the run validates, DIR/val_losses.txt ("step loss" per
+//       validation) (rank 0); DIR/peak_live.rank<R>.txt and DIR/parameters.rank<R>.bin: every
+//       parameter shard this rank holds, with its global shape and offset, in float64.
 //   parity_runner compare --reference DIR --candidate DIR [--tolerance T] [--from-step K]
 //       [--losses-only 1]
 //       every step's loss and gradient norm within T relative (with --from-step, the candidate
-//       resumed after step K and its values are those of the reference's steps K+1...); every shard of every rank within T of the same slice
-//       of the reference parameter (max |a - b| <= T * max |b| over the tensor); every element of
-//       every reference parameter covered by some shard.
+//       resumed after step K and its values are those of the reference's steps K+1...); when the
+//       reference validated, every validation after step K at the same step within T; every
+//       shard of every rank within T of the same slice of the reference parameter
+//       (max |a - b| <= T * max |b| over the tensor); every element of every reference parameter
+//       covered by some shard.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -24,6 +26,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "triax/core/comm/communicator.hpp"
@@ -130,10 +133,46 @@ int compare_series(const fs::path& reference, const fs::path& candidate, const c
   return failures;
 }
 
+std::vector<std::pair<int64_t, double>> read_validations(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw Error("cannot read " + file.string());
+  std::vector<std::pair<int64_t, double>> out;
+  for (std::pair<int64_t, double> v; in >> v.first >> v.second;) out.push_back(v);
+  return out;
+}
+
+// The validation losses after the steps the reference validated at, after `from_step`.
+int compare_validations(const fs::path& reference, const fs::path& candidate, double tolerance, size_t from_step) {
+  if (!fs::exists(reference / "val_losses.txt")) return 0;
+  std::vector<std::pair<int64_t, double>> expected;
+  for (const auto& v : read_validations(reference / "val_losses.txt"))
+    if (v.first > static_cast<int64_t>(from_step)) expected.push_back(v);
+  const auto values = fs::exists(candidate / "val_losses.txt") ? read_validations(candidate / "val_losses.txt")
+                                                                : std::vector<std::pair<int64_t, double>>{};
+  if (values.size() != expected.size() || values.empty()) {
+    std::cerr << "val_losses.txt: reference " << expected.size() << " validations, candidate " << values.size() << "\n";
+    return 1;
+  }
+  int failures = 0;
+  double worst = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double rel = std::abs(values[i].second - expected[i].second) / std::abs(expected[i].second);
+    worst = std::max(worst, rel);
+    if (values[i].first != expected[i].first || rel > tolerance) {
+      std::cerr << "val_losses.txt: step " << values[i].first << ": " << std::setprecision(10) << values[i].second
+                << " vs reference step " << expected[i].first << ": " << expected[i].second << "\n";
+      ++failures;
+    }
+  }
+  std::cout << "compared " << values.size() << " validation losses (worst relative difference " << worst << ")\n";
+  return failures;
+}
+
 int compare(const fs::path& reference, const fs::path& candidate, double tolerance, size_t from_step,
             bool losses_only) {
   double worst_loss = 0, worst_norm = 0;
   int failures = compare_series(reference, candidate, "losses.txt", tolerance, from_step, worst_loss);
+  failures += compare_validations(reference, candidate, tolerance, from_step);
   if (!losses_only) failures += compare_series(reference, candidate, "grad_norms.txt", tolerance, from_step, worst_norm);
   const size_t steps = read_losses(candidate / "losses.txt").size();
   if (losses_only) {
@@ -203,6 +242,11 @@ int run(const std::string& config_file, const fs::path& out, const std::vector<s
     std::ofstream norms(out / "grad_norms.txt");
     norms << std::setprecision(17);
     for (double norm : summary.grad_norms) norms << norm << "\n";
+    if (!summary.validation_losses.empty()) {
+      std::ofstream validations(out / "val_losses.txt");
+      validations << std::setprecision(17);
+      for (const auto& [step, loss] : summary.validation_losses) validations << step << " " << loss << "\n";
+    }
   }
   std::ofstream(out / ("peak_live.rank" + std::to_string(rank) + ".txt")) << summary.peak_live_micro_batches << "\n";
   write_shards(trainer.parameters(), out / ("parameters.rank" + std::to_string(rank) + ".bin"));

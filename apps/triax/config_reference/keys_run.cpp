@@ -239,9 +239,14 @@ Section section_tokens() {
           R"md(micro-batches per step; global batch = `micro_batch_size · batch_accumulation_per_replica · dp`)md")
           .must_be_given(),
       Key("val_check_interval", integer(-1), "nanotron",
-          R"md(accepted (`-1`: no validation))md"),
+          R"md(validate every this many steps and after the last step (`-1` or `0`: no validation): the
+          validation loss and perplexity of `limit_val_batches` held-out micro-batches per replica, without
+          gradients, in the log, `metrics.jsonl` and TensorBoard. Every data stage of token folders then needs
+          `data.validation`)md"),
       Key("limit_val_batches", integer(0), "nanotron",
-          R"md(accepted)md"),
+          R"md(validation micro-batches of `micro_batch_size` samples each data-parallel replica evaluates (so
+          `limit_val_batches · micro_batch_size · dp` samples per validation, the same ones every time); at
+          least 1 when `val_check_interval > 0`)md"),
       Key("limit_test_batches", integer(0), "nanotron",
           R"md(accepted)md"),
   };

@@ -96,6 +96,14 @@ Section section_data_stages() {
           .read_later(),
       Key("data.seed", integer(0), "nanotron",
           ""),
+      Key("data.validation", mapping().or_null(), "triax",
+          R"md(the data this stage validates on (`tokens.val_check_interval`), never trained on: either
+          `{held_out_fraction: f}` with 0 < f < 1, a seeded choice of `round(f · N)` samples of every training
+          folder of N samples, held out of the training stream; or token folders of its own in the Nanoset
+          schema below (`{dataset_folder: [...]}`; their tokenizer must be the training data's). Required of
+          a stage of token folders when `tokens.val_check_interval > 0`; refused on the synthetic stream, which
+          validates on held-out samples of its own stream (`docs/data-format.md`))md")
+          .read_later(),
       Key("data.num_loading_workers", integer(0), "nanotron",
           R"md(accepted; triax builds each step's batch on one background thread during the step before, which
           is far faster than any model consumes (see `docs/data-format.md`))md"),

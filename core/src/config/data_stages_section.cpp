@@ -22,6 +22,7 @@ std::vector<DataStageConfig> default_stage(ConfigReader& root, const GeneralConf
   data["dataset"] = YAML::Node(YAML::NodeType::Null);
   data["seed"] = stage.data.seed;
   data["num_loading_workers"] = stage.data.num_loading_workers;
+  data["validation"] = YAML::Node(YAML::NodeType::Null);
   YAML::Node item(YAML::NodeType::Map);
   item["name"] = stage.name;
   item["start_training_step"] = stage.start_training_step;
@@ -31,6 +32,44 @@ std::vector<DataStageConfig> default_stage(ConfigReader& root, const GeneralConf
   list.push_back(item);
   root.resolved()["data_stages"] = list;
   return {stage};
+}
+
+// data.validation: a held-out fraction of the training folders, or folders of its own; required
+// of a stage of token folders when the run validates (tokens.val_check_interval > 0).
+ValidationDataConfig read_validation(ConfigReader& data, bool synthetic, const TokensConfig& tokens) {
+  ValidationDataConfig v;
+  if (!data.contains("validation")) {
+    data.ignore("validation");
+    if (tokens.val_check_interval > 0 && !synthetic)
+      data.fail("validation", "tokens.val_check_interval is " + std::to_string(tokens.val_check_interval) +
+                                  ", but this stage has no validation data; give held_out_fraction (e.g. 0.01 of "
+                                  "every training folder, never trained on) or dataset_folder (token folders of "
+                                  "its own), or set tokens.val_check_interval to -1");
+    return v;
+  }
+  if (synthetic)
+    data.fail("validation",
+              "the synthetic stream (dataset: null) validates on held-out samples of its own stream; remove "
+              "this key");
+  const YAML::Node node = data.raw("validation");
+  if (!node.IsMap() || !(node["held_out_fraction"] || node["dataset_folder"]))
+    data.fail("validation",
+              "expected a mapping with held_out_fraction (a share of every training folder's samples, held out "
+              "and never trained on) or dataset_folder (token folders of its own)");
+  if (!node["held_out_fraction"]) {
+    v.dataset = YAML::Clone(node);  // a nanoset section, read strictly when the data is opened
+    return v;
+  }
+  ConfigReader r(node, data.key_path("validation"), data.origin());
+  v.held_out_fraction = r.required<double>("held_out_fraction");
+  if (!(*v.held_out_fraction > 0.0 && *v.held_out_fraction < 1.0))
+    r.fail("held_out_fraction", std::to_string(*v.held_out_fraction) +
+                                    " is not strictly between 0 and 1 (the share of each training folder's "
+                                    "samples held out for validation)");
+  if (node["dataset_folder"])
+    r.fail("dataset_folder", "give either held_out_fraction or dataset_folder, not both");
+  r.finish();
+  return v;
 }
 
 DataStageConfig read_stage(ConfigReader& r, const TokensConfig& tokens) {
@@ -48,6 +87,7 @@ DataStageConfig read_stage(ConfigReader& r, const TokensConfig& tokens) {
   stage.data.dataset = dataset.IsDefined() ? YAML::Clone(dataset) : YAML::Node(YAML::NodeType::Null);
   stage.data.seed = int_or(d, "seed", stage.data.seed, 0, INT64_MAX);
   stage.data.num_loading_workers = int_or(d, "num_loading_workers", stage.data.num_loading_workers, 0);
+  stage.data.validation = read_validation(d, stage.data.dataset.IsNull(), tokens);
   d.finish();
 
   // Newer nanotron lets a stage set its own sequence length; triax trains with one.

@@ -46,6 +46,10 @@ TokensConfig read_tokens(ConfigReader& root, const ParallelismConfig& parallelis
   t.limit_val_batches = int_or(r, "limit_val_batches", t.limit_val_batches, 0);
   t.limit_test_batches = int_or(r, "limit_test_batches", t.limit_test_batches, 0);
   r.finish();
+  if (t.val_check_interval > 0 && t.limit_val_batches < 1)
+    r.fail("limit_val_batches", "is 0, but val_check_interval is " + std::to_string(t.val_check_interval) +
+                                    ": give the validation micro-batches each data-parallel replica evaluates "
+                                    "(at least 1), or set val_check_interval to -1 for no validation");
   check_step_tokens_fit(r, t);
 
   if (parallelism.tp_mode == "REDUCE_SCATTER" && t.sequence_length % parallelism.tp != 0)

@@ -28,6 +28,7 @@ class TokenFolder {
   const std::string& folder() const { return folder_; }
   int64_t num_samples() const { return num_samples_; }
   int64_t num_tokens() const { return num_tokens_; }  // in all files, tails included
+  int64_t sample_tokens() const { return sample_tokens_; }  // sequence_length + 1
   const std::vector<TokenFile>& files() const { return files_; }
   const std::string& tokenizer() const { return tokenizer_; }  // as the metadata names it, or ""
 

@@ -1,13 +1,20 @@
 #include "data/token_mixture.hpp"
 
 #include "data/tokenizer_identity.hpp"
+#include "data/validation_samples.hpp"
 #include "data/sample_permutation.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {
 namespace {
 
-std::vector<std::unique_ptr<TokenFolder>> open_folders(const NanosetConfig& config, const MixtureOptions& options) {
+// Keys of the held-out choice: apart from the epochs' (dataset << 40) + epoch.
+constexpr uint64_t kHeldOutKey = uint64_t{1} << 63;
+
+}  // namespace
+
+std::vector<std::unique_ptr<TokenFolder>> open_token_folders(const NanosetConfig& config,
+                                                             const MixtureOptions& options) {
   const std::string where = options.origin + ": " + options.key_path + ".";
   if (config.vocab_size && *config.vocab_size != options.vocab_size)
     throw ConfigError(where + "vocab_size (" + std::to_string(*config.vocab_size) +
@@ -49,11 +56,26 @@ std::vector<std::unique_ptr<TokenFolder>> open_folders(const NanosetConfig& conf
   return folders;
 }
 
-std::vector<double> mixture_weights(const NanosetConfig& config,
-                                    const std::vector<std::unique_ptr<TokenFolder>>& folders) {
+namespace {
+
+std::vector<HeldOutSplit> split_folders(const std::vector<std::unique_ptr<TokenFolder>>& folders,
+                                        const MixtureOptions& options) {
+  std::vector<HeldOutSplit> splits;
+  for (size_t i = 0; i < folders.size(); ++i) {
+    try {
+      splits.emplace_back(folders[i]->num_samples(), options.held_out_fraction,
+                          options.seed ^ mix64(kHeldOutKey + static_cast<uint64_t>(i)));
+    } catch (const ConfigError& e) {
+      throw ConfigError(options.origin + ": " + options.held_out_key + ": " + folders[i]->folder() + " " + e.what());
+    }
+  }
+  return splits;
+}
+
+std::vector<double> mixture_weights(const NanosetConfig& config, const std::vector<HeldOutSplit>& splits) {
   if (config.dataset_weights) return *config.dataset_weights;
   std::vector<double> sizes;  // nanotron's default: each dataset in proportion to its size
-  for (const auto& folder : folders) sizes.push_back(static_cast<double>(folder->num_samples()));
+  for (const auto& split : splits) sizes.push_back(static_cast<double>(split.training_samples()));
   return sizes;
 }
 
@@ -62,16 +84,25 @@ std::vector<double> mixture_weights(const NanosetConfig& config,
 TokenMixture::TokenMixture(const NanosetConfig& config, const MixtureOptions& options)
     : sequence_length_(options.sequence_length),
       seed_(static_cast<uint64_t>(options.seed)),
-      folders_(open_folders(config, options)),
-      schedule_(mixture_weights(config, folders_)),
+      folders_(open_token_folders(config, options)),
+      splits_(split_folders(folders_, options)),
+      schedule_(mixture_weights(config, splits_)),
       fill_cursor_(schedule_),
       consumed_cursor_(schedule_) {}
 
 int64_t TokenMixture::sample_of(size_t dataset, int64_t occurrence) const {
-  const int64_t epoch_size = folders_[dataset]->num_samples();
+  const HeldOutSplit& split = splits_[dataset];
+  const int64_t epoch_size = split.training_samples();
   const auto epoch = static_cast<uint64_t>(occurrence / epoch_size);
   const SamplePermutation order(epoch_size, seed_ ^ mix64((static_cast<uint64_t>(dataset) << 40) + epoch));
-  return order(occurrence % epoch_size);
+  return split.training_sample(order(occurrence % epoch_size));
+}
+
+std::unique_ptr<ValidationSamples> TokenMixture::held_out_samples() const {
+  if (splits_.empty() || splits_.front().held_out_samples() == 0) return nullptr;
+  std::vector<ValidationSamples::Part> parts;
+  for (size_t i = 0; i < folders_.size(); ++i) parts.push_back({folders_[i].get(), &splits_[i]});
+  return std::make_unique<ValidationSamples>(std::move(parts), seed_);
 }
 
 std::pair<size_t, int64_t> TokenMixture::locate(int64_t position) {

@@ -11,6 +11,7 @@
 #include "data/token_mixture.hpp"
 #include "triax/core/log.hpp"
 #include "data/synthetic_data.hpp"
+#include "data/validation_samples.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {
@@ -22,6 +23,9 @@ std::string percent(double fraction) {
   out << std::fixed << 100.0 * fraction << "%";
   return out.str();
 }
+
+// The synthetic stream's validation samples: numbered from here, beyond any training sample.
+constexpr int64_t kSyntheticValidationBase = int64_t{1} << 62;
 
 // The epoch the last consumed sample belongs to, counted from 1 as the log and metadata.yaml say it.
 int64_t epoch_of(int64_t consumed, int64_t epoch_size) { return consumed == 0 ? 1 : (consumed - 1) / epoch_size + 1; }
@@ -36,6 +40,7 @@ struct TrainingData::Stage {
   int64_t end_sample = std::numeric_limits<int64_t>::max();
   std::unique_ptr<SyntheticTokenStream> synthetic;
   std::unique_ptr<TokenMixture> mixture;
+  std::unique_ptr<ValidationSamples> validation;  // of a mixture: held out, or folders of its own
 };
 
 TrainingData::TrainingData(const TrainConfig& config, int64_t vocab_size, const BatchLayout& layout, bool pin_memory)
@@ -66,8 +71,11 @@ TrainingData::TrainingData(const TrainConfig& config, int64_t vocab_size, const 
       options.seed = static_cast<uint64_t>(stage_config.data.seed);
       options.key_path = "data_stages." + std::to_string(i) + ".data.dataset";
       options.origin = config.origin;
+      options.held_out_fraction = stage_config.data.validation.held_out_fraction.value_or(0.0);
+      options.held_out_key = "data_stages." + std::to_string(i) + ".data.validation.held_out_fraction";
       stage->mixture =
           std::make_unique<TokenMixture>(parse_nanoset_config(dataset, options.key_path, config.origin), options);
+      open_validation(*stage, i, config, options);
     }
     logged_epochs_.emplace_back(stage->mixture ? stage->mixture->num_datasets() : 0, 1);
     stages_.push_back(std::move(stage));
@@ -76,6 +84,29 @@ TrainingData::TrainingData(const TrainConfig& config, int64_t vocab_size, const 
 }
 
 TrainingData::~TrainingData() = default;
+
+void TrainingData::open_validation(Stage& stage, size_t index, const TrainConfig& config,
+                                   const MixtureOptions& training_options) {
+  const ValidationDataConfig& given = stage.config.data.validation;
+  const std::string key = "data_stages." + std::to_string(index) + ".data.validation";
+  if (given.held_out_fraction) {
+    stage.validation = stage.mixture->held_out_samples();
+  } else if (given.given()) {
+    MixtureOptions options = training_options;
+    options.key_path = key;
+    options.held_out_fraction = 0.0;
+    stage.validation =
+        open_validation_folders(parse_nanoset_config(given.dataset, key, config.origin), options, *stage.mixture);
+  }
+  if (config.tokens.val_check_interval <= 0 || !stage.validation) return;
+  const int64_t needed = config.tokens.limit_val_batches * layout_.micro_batch_size * layout_.dp_size;
+  if (stage.validation->size() < needed)
+    throw ConfigError(config.origin + ": tokens.limit_val_batches: " + std::to_string(config.tokens.limit_val_batches) +
+                      " micro-batches of " + std::to_string(layout_.micro_batch_size) + " samples on each of " +
+                      std::to_string(layout_.dp_size) + " replicas need " + std::to_string(needed) +
+                      " validation samples, but " + key + " holds " + std::to_string(stage.validation->size()) +
+                      "; lower limit_val_batches or give more validation data");
+}
 
 size_t TrainingData::stage_index(int64_t step) const {
   size_t index = 0;
@@ -139,6 +170,23 @@ at::Tensor TrainingData::step_samples(int64_t step) {
   return prefetcher_->get(step);
 }
 
+at::Tensor TrainingData::validation_samples(int64_t step, int64_t micro_batches) {
+  const Stage& stage = *stages_[stage_index(step)];
+  const int64_t rows = micro_batches * layout_.micro_batch_size;
+  const int64_t first = layout_.dp_rank * rows;
+  at::Tensor batch = empty_batch(rows);
+  if (stage.synthetic) {
+    const at::Tensor made = stage.synthetic->samples(kSyntheticValidationBase + first, rows);
+    std::memcpy(batch.data_ptr<int64_t>(), made.data_ptr<int64_t>(),
+                static_cast<size_t>(made.numel()) * sizeof(int64_t));
+  } else if (stage.validation) {
+    stage.validation->fill(first, rows, batch.data_ptr<int64_t>());
+  } else {
+    throw Error("data stage '" + stage.config.name + "' has no validation data (data.validation)");
+  }
+  return batch;
+}
+
 double TrainingData::waited_seconds() const { return prefetcher_ ? prefetcher_->waited_seconds() : 0.0; }
 
 StagePosition TrainingData::stage_position(size_t k, int64_t completed_steps) {
@@ -153,10 +201,10 @@ StagePosition TrainingData::stage_position(size_t k, int64_t completed_steps) {
       const TokenFolder& folder = stage.mixture->dataset(i);
       DatasetPosition dataset;
       dataset.folder = folder.folder();
-      dataset.samples_per_epoch = folder.num_samples();
+      dataset.samples_per_epoch = stage.mixture->samples_per_epoch(i);
       dataset.consumed_samples = counts[i];
       dataset.consumed_tokens = counts[i] * layout_.sequence_length;
-      dataset.epoch = epoch_of(counts[i], folder.num_samples());
+      dataset.epoch = epoch_of(counts[i], dataset.samples_per_epoch);
       position.datasets.push_back(dataset);
     }
   }
@@ -199,10 +247,11 @@ void TrainingData::restore(const DataLoaderState& saved) {
     for (size_t i = 0; i < datasets; ++i) {
       const DatasetPosition& dataset = position.datasets[i];
       const TokenFolder& folder = stage.mixture->dataset(i);
-      if (dataset.samples_per_epoch != folder.num_samples())
-        throw Error(what + folder.folder() + " holds " + std::to_string(folder.num_samples()) + " samples now, " +
-                    std::to_string(dataset.samples_per_epoch) + " (" + dataset.folder +
-                    ") when the checkpoint was written: the dataset changed");
+      if (dataset.samples_per_epoch != stage.mixture->samples_per_epoch(i))
+        throw Error(what + folder.folder() + " gives " + std::to_string(stage.mixture->samples_per_epoch(i)) +
+                    " training samples per epoch now, " + std::to_string(dataset.samples_per_epoch) + " (" +
+                    dataset.folder +
+                    ") when the checkpoint was written: the dataset or data.validation.held_out_fraction changed");
       counts.push_back(dataset.consumed_samples);
       logged_epochs_[k][i] = dataset.epoch;
     }
@@ -269,10 +318,16 @@ std::vector<std::string> TrainingData::describe() const {
     for (size_t i = 0; i < mixture.num_datasets(); ++i) {
       const TokenFolder& folder = mixture.dataset(i);
       lines.push_back("  " + folder.folder() + ": weight " + percent(mixture.weight(i)) + ", " +
-                      std::to_string(folder.num_samples()) + " samples per epoch from " +
+                      std::to_string(mixture.samples_per_epoch(i)) + " samples per epoch from " +
                       std::to_string(folder.num_tokens()) + " tokens in " + std::to_string(folder.files().size()) +
                       " file(s)" + (folder.tokenizer().empty() ? "" : ", tokenizer " + folder.tokenizer()));
     }
+    if (stage->validation)
+      lines.push_back("  validation: " + std::to_string(stage->validation->size()) + " samples (" +
+                      (stage->config.data.validation.held_out_fraction
+                           ? "held out of the folders above, never trained on"
+                           : std::to_string(stage->validation->part_count()) + " folder(s) of their own") +
+                      ")");
   }
   return lines;
 }

@@ -24,6 +24,8 @@ namespace triax::data {
 
 class BatchPrefetcher;
 class TokenMixture;
+class ValidationSamples;
+struct MixtureOptions;
 
 struct BatchLayout {
   int64_t sequence_length = 0;
@@ -50,6 +52,10 @@ class TrainingData {
   // [micro_batches * micro_batch_size, sequence_length + 1]. Prefetched: built while the
   // previous step ran; the next step's build starts now. Logs a stage switch.
   at::Tensor step_samples(int64_t step);
+  // This rank's validation samples when validating after `step`, `micro_batches` micro-batches
+  // one after the other: validation samples [dp_rank * rows, (dp_rank + 1) * rows) of the stage
+  // `step` belongs to, rows = micro_batches * micro_batch_size; the same at every validation.
+  at::Tensor validation_samples(int64_t step, int64_t micro_batches);
   // After step `step`: logs datasets that wrapped into a new epoch, and each dataset's consumed
   // samples and tokens every `consumption_log_interval` steps and at the last step.
   void after_step(int64_t step);
@@ -73,6 +79,7 @@ class TrainingData {
  private:
   struct Stage;
   void fill(int64_t first, int64_t count, int64_t* out);
+  void open_validation(Stage& stage, size_t index, const TrainConfig& config, const MixtureOptions& options);
   at::Tensor empty_batch(int64_t rows) const;
   StagePosition stage_position(size_t stage, int64_t completed_steps);
 

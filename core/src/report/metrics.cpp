@@ -118,6 +118,32 @@ std::vector<std::pair<std::string, double>> scalar_series(const StepMetrics& m) 
   return series;
 }
 
+std::string format_validation_line(const ValidationMetrics& m) {
+  std::ostringstream out;
+  const int width = static_cast<int>(std::to_string(m.total_steps).size());
+  out << "validation after step " << std::setw(width) << m.step << "/" << m.total_steps << std::fixed
+      << std::setprecision(4) << " | val_loss " << m.loss << " | val_ppl " << std::setprecision(3) << m.perplexity
+      << " | " << human_count(static_cast<double>(m.tokens)) << " tokens in " << m.micro_batches
+      << " micro-batches per replica | " << std::setprecision(2) << m.seconds << " s";
+  return out.str();
+}
+
+std::string to_json_line(const ValidationMetrics& m) {
+  std::ostringstream out;
+  out << "{\"step\": " << m.step << ", \"total_steps\": " << m.total_steps << ", \"val_loss\": " << json_number(m.loss)
+      << ", \"val_ppl\": " << json_number(m.perplexity) << ", \"val_tokens\": " << m.tokens
+      << ", \"val_micro_batches\": " << m.micro_batches << ", \"val_s\": " << json_number(m.seconds) << "}";
+  return out.str();
+}
+
+std::vector<std::pair<std::string, double>> scalar_series(const ValidationMetrics& m) {
+  return {{"val_loss", m.loss},
+          {"val_ppl", m.perplexity},
+          {"val_tokens", static_cast<double>(m.tokens)},
+          {"val_micro_batches", static_cast<double>(m.micro_batches)},
+          {"val_s", m.seconds}};
+}
+
 int64_t peak_resident_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -138,8 +164,12 @@ MetricsFile::MetricsFile(const std::string& path, int64_t resumed_at) : path_(pa
   if (!out_) throw Error("cannot write the metrics file " + path);
 }
 
-void MetricsFile::write(const StepMetrics& metrics) {
-  out_ << to_json_line(metrics) << "\n";
+void MetricsFile::write(const StepMetrics& metrics) { write_line(to_json_line(metrics)); }
+
+void MetricsFile::write(const ValidationMetrics& metrics) { write_line(to_json_line(metrics)); }
+
+void MetricsFile::write_line(const std::string& line) {
+  out_ << line << "\n";
   out_.flush();
   if (!out_) throw Error("writing the metrics file " + path_ + " failed");
 }

@@ -36,6 +36,18 @@ struct StepMetrics {
   std::vector<std::pair<std::string, int64_t>> dataset_samples;
 };
 
+// One validation (tokens.val_check_interval): the mean LM cross-entropy over the counted tokens
+// of every validation micro-batch of every replica, after step `step`.
+struct ValidationMetrics {
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  double loss = 0.0;
+  double perplexity = 0.0;  // exp(loss)
+  int64_t tokens = 0;       // counted tokens, all replicas
+  int64_t micro_batches = 0;  // per replica (tokens.limit_val_batches)
+  double seconds = 0.0;
+};
+
 // Peak FLOP/s per device used for MFU, and where the number comes from.
 struct DevicePeak {
   std::optional<double> tflops;
@@ -51,6 +63,12 @@ std::string to_json_line(const StepMetrics& metrics);
 // "aux_losses/NAME", "data_consumed_samples/FOLDER"): the TensorBoard scalars.
 std::vector<std::pair<std::string, double>> scalar_series(const StepMetrics& metrics);
 std::string format_duration(double seconds);  // H:MM:SS
+// The validation's log line, its metrics.jsonl line ({"step": S, "val_loss": ...}: told apart
+// from a step's line by val_loss) and its TensorBoard scalars (every number of that line but the
+// step counters, by key: val_loss, val_ppl, ...).
+std::string format_validation_line(const ValidationMetrics& metrics);
+std::string to_json_line(const ValidationMetrics& metrics);
+std::vector<std::pair<std::string, double>> scalar_series(const ValidationMetrics& metrics);
 
 // Peak resident memory of this process (CPU runs), in bytes.
 int64_t peak_resident_bytes();
@@ -63,9 +81,12 @@ class MetricsFile {
   // file starts empty.
   explicit MetricsFile(const std::string& path, int64_t resumed_at = 0);
   void write(const StepMetrics& metrics);
+  void write(const ValidationMetrics& metrics);
   const std::string& path() const { return path_; }
 
  private:
+  void write_line(const std::string& line);
+
   std::string path_;
   std::ofstream out_;
 };

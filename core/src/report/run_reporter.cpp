@@ -104,22 +104,33 @@ void RunReporter::step_done(int64_t step, int64_t total_steps, double seconds_pe
   log::progress(line.str());
 }
 
+void RunReporter::write_scalars([[maybe_unused]] int64_t step,
+                                [[maybe_unused]] const std::vector<std::pair<std::string, double>>& scalars) {
+#ifdef TRIAX_WITH_TENSORBOARD
+  if (!tensorboard_) return;
+  try {
+    tensorboard_->write_scalars(step, scalars);
+  } catch (const Error& e) {
+    // The run goes on (its metrics.jsonl has every number); only the events stop.
+    log::warning(std::string(e.what()) + ": no more TensorBoard events in this run");
+    tensorboard_.reset();
+    tensorboard_note_ = "stopped after a failed write";
+  }
+#endif
+}
+
+void RunReporter::validated(const ValidationMetrics& m) {
+  if (!logging_rank_) return;
+  log::info(format_validation_line(m));
+  metrics_file_->write(m);
+  write_scalars(m.step, scalar_series(m));
+}
+
 void RunReporter::logged(const StepMetrics& m) {
   if (!logging_rank_) return;
   log::info(format_step_line(m));
   metrics_file_->write(m);
-#ifdef TRIAX_WITH_TENSORBOARD
-  if (tensorboard_) {
-    try {
-      tensorboard_->write_scalars(m.step, scalar_series(m));
-    } catch (const Error& e) {
-      // The run goes on (its metrics.jsonl has every number); only the events stop.
-      log::warning(std::string(e.what()) + ": no more TensorBoard events in this run");
-      tensorboard_.reset();
-      tensorboard_note_ = "stopped after a failed write";
-    }
-  }
-#endif
+  write_scalars(m.step, scalar_series(m));
   const int64_t interval_steps = m.step - last_logged_step_;
   if (first_) {
     measured_steps_ += interval_steps;

@@ -39,6 +39,8 @@ class RunReporter {
   void step_done(int64_t step, int64_t total_steps, double seconds_per_step);
   // A logged step: the log line, a JSON line, TensorBoard scalars.
   void logged(const StepMetrics& metrics);
+  // A validation: its log line, JSON line and TensorBoard scalars.
+  void validated(const ValidationMetrics& metrics);
   // The benchmark CSV row, when general.benchmark_csv_path is set.
   void finish(const RunFacts& facts);
 
@@ -46,6 +48,8 @@ class RunReporter {
   const TrainConfig& config_;
   bool logging_rank_;
   std::unique_ptr<MetricsFile> metrics_file_;
+  void write_scalars(int64_t step, const std::vector<std::pair<std::string, double>>& scalars);
+
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::string tensorboard_note_;  // why there are no events, when there are none
   // Throughput over the logged intervals after the first one (which holds the warm-up).

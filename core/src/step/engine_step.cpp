@@ -4,49 +4,15 @@
 
 #include <cstdio>
 #include <sstream>
-#include <thread>
 
+#include "step/micro_batch_feed.hpp"
 #include "triax/cuda_step_graph.hpp"
 #include "faults/fault_injection.hpp"
 #include "triax/core/log.hpp"
 #include "triax/error.hpp"
-#include "triax/tensor_handle.hpp"
 
 namespace triax {
 namespace {
-
-// The fault points of a micro-batch's forward (injected by tests: fault_injection.hpp).
-void forward_faults(int rank, int64_t step) {
-  fault::kill_if_armed("forward", rank, step);
-  if (fault::armed("error", rank, step)) throw Error("TRIAX_FAULT: an injected error at step " + std::to_string(step));
-  if (fault::armed("slow_forward", rank, step)) std::this_thread::sleep_for(fault::kSlowForwardDelay);
-}
-
-// Feeds the engine the micro-batches of one step: consecutive rows of this rank's step samples.
-struct MicroBatchFeed {
-  at::Tensor step_samples;  // [micro-batches * micro_batch_size, sequence_length + 1]
-  int64_t micro_batch_size = 0;
-  c10::Device device = c10::Device(c10::kCPU);
-  int rank = 0;
-  int64_t step = 0;
-
-  static triax_status next(void* self, int32_t index, triax_stage_io* io, triax_error* error) {
-    auto* feed = static_cast<MicroBatchFeed*>(self);
-    try {
-      forward_faults(feed->rank, feed->step);  // the engine asks for a micro-batch to run forward
-      at::Tensor tokens = feed->step_samples.narrow(0, index * feed->micro_batch_size, feed->micro_batch_size);
-      if (tokens.device() != feed->device) tokens = tokens.to(feed->device, /*non_blocking=*/true);
-      int64_t length = tokens.size(1) - 1;
-      io->input_ids = release_handle(tokens.narrow(1, 0, length));
-      io->label_ids = release_handle(tokens.narrow(1, 1, length));
-      io->label_mask = nullptr;
-      return TRIAX_OK;
-    } catch (const std::exception& e) {
-      std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "data: %s", e.what());
-      return TRIAX_ERROR_RUNTIME;
-    }
-  }
-};
 
 std::string gibibytes(int64_t bytes) {
   std::ostringstream out;
@@ -83,7 +49,7 @@ triax_status EngineStep::fold_chunk(void* self, int32_t chunk, int32_t, triax_er
 
 EngineInstance::Result EngineStep::run_engine(int64_t step, const at::Tensor& step_samples) {
   MicroBatchFeed feed;
-  feed.step_samples = step_samples;
+  feed.samples = step_samples;
   feed.micro_batch_size = parts_.micro_batch_size;
   feed.device = parts_.device;
   feed.rank = parts_.rank;
@@ -134,7 +100,7 @@ EngineInstance::Result EngineStep::run(int64_t step, const at::Tensor& step_samp
   if (!graph_ || run_index == 0) return run_engine(step, step_samples);
   if (!graph_->captured()) return capture(step, step_samples);
   // The host code of the captured step does not run again: its fault points are checked here.
-  forward_faults(parts_.rank, step);
+  MicroBatchFeed::forward_faults(parts_.rank, step);
   fault::kill_if_armed("backward", parts_.rank, step);
   if (step_samples.sizes() != graph_input_.sizes())
     throw Error("general.cuda_graphs: step " + std::to_string(step) + "'s samples have another shape than the " +

@@ -21,8 +21,10 @@ TrainingRun::TrainingRun(TrainerState& state)
       profiler_(c_.profiler, c_.origin, state.communicator.rank(TRIAX_GROUP_WORLD), state.device.is_cuda()),
       schedule_(state.resume.lr_scheduler),
       nonfinite_(c_),
-      preemption_watch_(c_.general.preemption_signals) {
+      preemption_watch_(c_.general.preemption_signals),
+      validation_(state) {
   for (const auto& line : s_.describe_run()) log::info(line);
+  if (validation_.enabled()) log::info(validation_.describe());
   for (const auto& line : reporter_.describe()) log::info(line);
   if (c_.profiler) log::info(profiler_.describe());
   summary_.consumed_tokens = s_.resume.consumed_tokens;
@@ -44,6 +46,7 @@ TrainSummary TrainingRun::run() {
     s_.data->after_step(step);
     profiler_.after_step(step);
     report(step, values, learning_rate);
+    validate(step);
     if (save_or_stop(step, values)) break;
   }
   finish();
@@ -90,6 +93,15 @@ void TrainingRun::report(int64_t step, const StepValues& values, double learning
       known.dataset_samples.emplace_back(dataset.folder, dataset.consumed_samples);
   }
   logger_->queue(std::move(known), at::cat({values.losses, values.norm.to(at::kFloat).reshape({1})}));
+}
+
+void TrainingRun::validate(int64_t step) {
+  if (!validation_.due(step)) return;
+  logger_->flush();  // the step's line is made before: its rate holds no validation time
+  const ValidationMetrics metrics = validation_.evaluate(step);
+  reporter_.validated(metrics);
+  summary_.validation_losses.emplace_back(step, metrics.loss);
+  logger_->restart_interval(step);  // nor does the next line's
 }
 
 bool TrainingRun::save_or_stop(int64_t step, const StepValues& values) {

@@ -16,6 +16,7 @@
 #include "report/step_profiler.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/nonfinite_guard.hpp"
+#include "train/validation.hpp"
 #include "triax/core/trainer.hpp"
 
 namespace triax {
@@ -38,6 +39,8 @@ class TrainingRun {
   StepValues train_step(int64_t step, double learning_rate);
   // The step's log line (read one step late) or the live progress line.
   void report(int64_t step, const StepValues& values, double learning_rate);
+  // The validation loss after `step`, when tokens.val_check_interval says so; outside the steps' rates.
+  void validate(int64_t step);
   // Saves when the checkpoint interval or a preemption signal says so; true when the run stops.
   bool save_or_stop(int64_t step, const StepValues& values);
   void finish();
@@ -52,6 +55,7 @@ class TrainingRun {
   LearningRateSchedule schedule_;
   NonFiniteGuard nonfinite_;
   const preemption::SignalWatch preemption_watch_;
+  Validation validation_;
   std::optional<StepLogger> logger_;  // from the first step on
   std::vector<at::Tensor> losses_, norms_;  // of every step, read at the end
   TrainSummary summary_;

@@ -61,6 +61,10 @@ class PipelineStage {
   void backward(int chunk, int index);
   void backward(int index) { backward(0, index); }
 
+  // Forward only, without gradients, of micro-batch `index` through `chunk` (validation): receive,
+  // run, send on; nothing is kept but the loss on the last virtual stage (see losses()).
+  void evaluate(int chunk, int index);
+
   // The parts of forward() and backward(), for engines that place the transfers themselves
   // (each transfer only where there is a peer: the receives before the run, the sends after).
   void receive_input(int chunk, int index);
@@ -74,6 +78,9 @@ class PipelineStage {
   // measured from the graphs this rank holds.
   int live_micro_batches() const { return static_cast<int>(live_.size()); }
   int peak_live_micro_batches() const { return peak_live_; }
+
+  // The LM loss of each micro-batch run through the last virtual stage, in the order run.
+  const std::vector<at::Tensor>& losses() const { return losses_; }
 
   // The step's result once every micro-batch went both ways through every chunk: the mean LM
   // loss on the last virtual stage, the mean auxiliary loss of this rank's blocks where they have one.

@@ -91,8 +91,8 @@ struct TokensConfig {
   int64_t train_steps = 0;
   int64_t micro_batch_size = 0;
   int64_t batch_accumulation_per_replica = 1;
-  int64_t val_check_interval = -1;
-  int64_t limit_val_batches = 0;
+  int64_t val_check_interval = -1;  // > 0: validate every so many steps and at the last
+  int64_t limit_val_batches = 0;    // validation micro-batches per data-parallel replica
   int64_t limit_test_batches = 0;
 };
 
@@ -119,10 +119,18 @@ struct OptimizerConfig {
   YAML::Node section;  // the whole section, for the optimizer plugin
 };
 
+// data_stages[].data.validation: the held-out data a stage validates on (docs/data-format.md).
+struct ValidationDataConfig {
+  std::optional<double> held_out_fraction;  // of every training folder's samples, never trained on
+  YAML::Node dataset;                       // or token folders of its own: a nanoset section
+  bool given() const { return held_out_fraction || (dataset.IsDefined() && !dataset.IsNull()); }
+};
+
 struct DataConfig {
   YAML::Node dataset;  // null: the built-in synthetic stream
   int64_t seed = 42;
   int64_t num_loading_workers = 1;
+  ValidationDataConfig validation;
 };
 
 struct DataStageConfig {

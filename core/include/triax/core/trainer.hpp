@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "triax/core/config.hpp"
@@ -27,6 +28,8 @@ struct TrainSummary {
   int peak_live_micro_batches = 0;  // on this rank, over all steps, as the engine measured it
   int64_t skipped_steps = 0;        // non-finite steps skipped (general.nonfinite_policy: skip)
   std::string preempted_by;         // the signal that stopped the run early ("SIGTERM"), if one did
+  // (step, validation loss) of every validation (tokens.val_check_interval), in order.
+  std::vector<std::pair<int64_t, double>> validation_losses;
 };
 
 class Trainer {
