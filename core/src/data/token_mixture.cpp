@@ -27,6 +27,7 @@ std::vector<std::unique_ptr<TokenFolder>> open_folders(const NanosetConfig& conf
     try {
       folders.push_back(std::make_unique<TokenFolder>(config.read_folder(i), folder_options));
       folders.back()->check_vocabulary(options.vocab_size, "model.model_config.vocab_size");
+      if (options.document_positions) folders.back()->require_document_index();
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {
@@ -61,6 +62,7 @@ std::vector<double> mixture_weights(const NanosetConfig& config,
 
 TokenMixture::TokenMixture(const NanosetConfig& config, const MixtureOptions& options)
     : sequence_length_(options.sequence_length),
+      document_positions_(options.document_positions),
       seed_(static_cast<uint64_t>(options.seed)),
       folders_(open_folders(config, options)),
       schedule_(mixture_weights(config, folders_)),
@@ -81,10 +83,12 @@ std::pair<size_t, int64_t> TokenMixture::locate(int64_t position) {
 }
 
 void TokenMixture::fill(int64_t first, int64_t count, int64_t* out) {
-  const int64_t row = sequence_length_ + 1;
+  const int64_t tokens = sequence_length_ + 1;
+  const int64_t row = document_positions_ ? 2 * tokens : tokens;
   for (int64_t n = 0; n < count; ++n) {
     const auto [dataset, sample] = locate(first + n);
-    folders_[dataset]->copy_sample(sample, out + n * row);
+    int64_t* at = out + n * row;
+    folders_[dataset]->copy_sample(sample, at, document_positions_ ? at + tokens : nullptr);
   }
 }
 

@@ -25,6 +25,9 @@ struct MixtureOptions {
   uint64_t seed = 0;       // the stage's data.seed
   std::string key_path;    // "data_stages.0.data.dataset", for messages
   std::string origin;      // the config file, for messages
+  // Each sample also carries its tokens' document positions (model_config._use_doc_masking):
+  // every file must have its document index.
+  bool document_positions = false;
 };
 
 class TokenMixture {
@@ -37,7 +40,8 @@ class TokenMixture {
   double weight(size_t i) const { return schedule_.weight(i); }
   int64_t sequence_length() const { return sequence_length_; }
 
-  // Samples [first, first + count) of the stage, each sequence_length + 1 tokens, into `out`.
+  // Samples [first, first + count) of the stage, each sequence_length + 1 tokens, into `out`;
+  // with document positions, each sample's tokens followed by their positions.
   void fill(int64_t first, int64_t count, int64_t* out);
   // Which dataset sample `position` of the stage comes from, and that dataset's sample index.
   std::pair<size_t, int64_t> locate(int64_t position);
@@ -51,6 +55,7 @@ class TokenMixture {
   int64_t sample_of(size_t dataset, int64_t occurrence) const;
 
   int64_t sequence_length_;
+  bool document_positions_;
   uint64_t seed_;
   std::vector<std::unique_ptr<TokenFolder>> folders_;
   MixtureSchedule schedule_;

@@ -53,6 +53,10 @@ TrainingData::TrainingData(const TrainConfig& config, int64_t vocab_size, const 
     }
     const YAML::Node& dataset = stage_config.data.dataset;
     if (!dataset.IsDefined() || dataset.IsNull()) {
+      if (layout.document_positions)
+        throw ConfigError(config.origin + ": model.model_config._use_doc_masking: true needs documents, but data_stages." +
+                          std::to_string(i) + ".data.dataset is null (the synthetic stream has none): give a token "
+                          "dataset, or set _use_doc_masking to false");
       try {
         stage->synthetic = std::make_unique<SyntheticTokenStream>(vocab_size, layout.sequence_length,
                                                                   static_cast<uint64_t>(stage_config.data.seed));
@@ -66,6 +70,7 @@ TrainingData::TrainingData(const TrainConfig& config, int64_t vocab_size, const 
       options.seed = static_cast<uint64_t>(stage_config.data.seed);
       options.key_path = "data_stages." + std::to_string(i) + ".data.dataset";
       options.origin = config.origin;
+      options.document_positions = layout.document_positions;
       stage->mixture =
           std::make_unique<TokenMixture>(parse_nanoset_config(dataset, options.key_path, config.origin), options);
     }
@@ -85,7 +90,7 @@ size_t TrainingData::stage_index(int64_t step) const {
 }
 
 void TrainingData::fill(int64_t first, int64_t count, int64_t* out) {
-  const int64_t row = layout_.sequence_length + 1;
+  const int64_t row = (layout_.sequence_length + 1) * (layout_.document_positions ? 2 : 1);
   while (count > 0) {
     size_t k = 0;
     while (k + 1 < stages_.size() && stages_[k + 1]->first_sample <= first) ++k;
@@ -105,8 +110,9 @@ void TrainingData::fill(int64_t first, int64_t count, int64_t* out) {
 }
 
 at::Tensor TrainingData::empty_batch(int64_t rows) const {
-  return at::empty({rows, layout_.sequence_length + 1},
-                   at::TensorOptions().dtype(at::kLong).pinned_memory(pin_memory_));
+  const auto options = at::TensorOptions().dtype(at::kLong).pinned_memory(pin_memory_);
+  if (layout_.document_positions) return at::empty({rows, 2, layout_.sequence_length + 1}, options);
+  return at::empty({rows, layout_.sequence_length + 1}, options);
 }
 
 at::Tensor TrainingData::samples(int64_t first, int64_t count) {

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <sstream>
 
@@ -22,7 +23,9 @@ void forward_faults(int rank, int64_t step) {
 
 // Feeds the engine the micro-batches of one step: consecutive rows of this rank's step samples.
 struct MicroBatchFeed {
-  at::Tensor step_samples;  // [micro-batches * micro_batch_size, sequence_length + 1]
+  // [micro-batches * micro_batch_size, sequence_length + 1] tokens, or with document positions
+  // [micro-batches * micro_batch_size, 2, sequence_length + 1] (TrainingData::step_samples).
+  at::Tensor step_samples;
   int64_t micro_batch_size = 0;
   c10::Device device = c10::Device(c10::kCPU);
   int rank = 0;
@@ -32,17 +35,31 @@ struct MicroBatchFeed {
     auto* feed = static_cast<MicroBatchFeed*>(self);
     try {
       forward_faults(feed->rank, feed->step);  // the engine asks for a micro-batch to run forward
-      at::Tensor tokens = feed->step_samples.narrow(0, index * feed->micro_batch_size, feed->micro_batch_size);
-      if (tokens.device() != feed->device) tokens = tokens.to(feed->device, /*non_blocking=*/true);
+      at::Tensor rows = feed->step_samples.narrow(0, index * feed->micro_batch_size, feed->micro_batch_size);
+      if (rows.device() != feed->device) rows = rows.to(feed->device, /*non_blocking=*/true);
+      const bool documents = rows.dim() == 3;
+      const at::Tensor tokens = documents ? rows.select(1, 0) : rows;
       int64_t length = tokens.size(1) - 1;
       io->input_ids = release_handle(tokens.narrow(1, 0, length));
       io->label_ids = release_handle(tokens.narrow(1, 1, length));
       io->label_mask = nullptr;
+      if (documents) pass_document_positions(rows.select(1, 1), length, io);
       return TRIAX_OK;
     } catch (const std::exception& e) {
       std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "data: %s", e.what());
       return TRIAX_ERROR_RUNTIME;
     }
+  }
+
+  // As nanotron's collator: the inputs' positions, and no loss on the label that starts the next
+  // document (the prediction made from a document's last token).
+  static void pass_document_positions(const at::Tensor& positions, int64_t length, triax_stage_io* io) {
+    if (io->struct_size < offsetof(triax_stage_io, position_ids) + sizeof(io->position_ids))
+      throw Error(
+          "model.model_config._use_doc_masking needs an engine plugin built against ABI 1.9 or later (it passes "
+          "position_ids to every pipeline stage); this one's micro-batches have no room for them");
+    io->position_ids = release_handle(positions.narrow(1, 0, length));
+    io->label_mask = release_handle(positions.narrow(1, 1, length).ne(0).to(at::kFloat));
   }
 };
 

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 8
+#define TRIAX_ABI_VERSION_MINOR 9
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -216,6 +216,11 @@ typedef struct triax_stage_io {
    * their coefficients, added to the objective for backward), indexed as the model's
    * aux_loss_names; NULL where this stage has none. aux_loss (above) is then left NULL. */
   triax_tensor* aux_losses[TRIAX_MAX_AUX_LOSSES];
+  /* since 1.9, input: [batch, seq] int64, each token's position inside its document, restarting
+   * at 0 where a document starts (model_config._use_doc_masking); given on every pipeline stage,
+   * like input_ids. NULL: positions 0..seq-1, each row one document. A model built before 1.9
+   * never reads it; a host hands it only to an engine whose struct_size covers it. */
+  triax_tensor* position_ids;
 } triax_stage_io;
 
 enum {

@@ -78,6 +78,10 @@ struct StageInput {
   bool want_logits = false;  // the last stage also returns its logits (evaluation, export checks)
   // Every tensor the previous stage sent, hidden_in first; may be left empty when hidden_in is all.
   std::vector<at::Tensor> boundary_in;
+  // [batch, seq] int64: each token's position inside its document, restarting at 0 where a
+  // document starts (model_config._use_doc_masking); given on every stage, like input_ids, or
+  // undefined (positions 0..seq-1, one document per row).
+  at::Tensor position_ids;
 
   // What crossed the boundary: boundary_in, or hidden_in alone.
   std::vector<at::Tensor> boundary() const;

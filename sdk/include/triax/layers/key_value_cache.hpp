@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "triax/inference_cache.hpp"
 
@@ -18,9 +19,10 @@ class KeyValueCache : public LayerCache {
   // Causal attention of new tokens at positions start..start+new-1 over the `start` cached
   // tokens and themselves; then stores the first `keep` new keys and values after the cached ones.
   // q: [1, heads, new, head_dim]; k, v: [1, kv_heads, new, head_dim] (grouped-query attention
-  // when heads > kv_heads), rotary already applied. Returns [1, heads, new, head_dim].
+  // when heads > kv_heads), rotary already applied. Returns [1, heads, new, head_dim]. `window`:
+  // a query sees only the last `window` positions, itself included (attention_mask.hpp).
   at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, int64_t start, int64_t keep,
-                    double scale);
+                    double scale, std::optional<int64_t> window = std::nullopt);
 
  private:
   int64_t capacity_;
