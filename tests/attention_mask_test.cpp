@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,7 @@ TEST(SlidingWindow, BadWindowsAreRefusedNamingTheKey) {
             std::string::npos)
       << longer;
   EXPECT_EQ(config_error("sliding_window_size: 16\n", 16), "(no ConfigError)");
+  EXPECT_EQ(config_error("sliding_window_size: 16\n", 1), "(no ConfigError)");  // triax generate's question
   EXPECT_EQ(config_error("sliding_window_size: null\n_use_doc_masking: true\n"), "(no ConfigError)");
   EXPECT_NE(config_error("_use_doc_masking: 3\n").find("model.model_config._use_doc_masking"), std::string::npos);
 }

@@ -68,7 +68,9 @@ void DecoderConfig::check_sequence_fits(const ConfigReader& reader, int64_t sequ
     reader.fail("max_position_embeddings", "is " + std::to_string(max_position_embeddings) +
                                                ", shorter than tokens.sequence_length (" +
                                                std::to_string(sequence_length) + ")");
-  if (sliding_window_size && *sliding_window_size > sequence_length)
+  // triax generate describes the blocks for a sequence of 1 (it has no training sequence): the
+  // window is a training config's to check.
+  if (sliding_window_size && sequence_length > 1 && *sliding_window_size > sequence_length)
     reader.fail("sliding_window_size", "is " + std::to_string(*sliding_window_size) +
                                            ", longer than tokens.sequence_length (" + std::to_string(sequence_length) +
                                            "): leave it null for attention over the whole sequence");

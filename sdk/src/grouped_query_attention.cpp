@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <optional>
 
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/key_value_cache.hpp"
@@ -77,9 +78,12 @@ at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor&
   const at::Tensor blocks = project_blocks(x);
   const auto [q, k, v] = masked.position_ids.defined() ? rotary_qkv_at(blocks, cos, sin, masked.position_ids)
                                                        : triax::rotary_qkv(blocks, cos, sin);
-  // Without a mask, the causal flag keeps scaled_dot_product_attention's fastest kernels.
-  return output(at::scaled_dot_product_attention(q, k, v, masked.mask, /*dropout_p=*/0.0,
-                                                 /*is_causal=*/!masked.mask.defined(), scale_, /*enable_gqa=*/true));
+  // Without a mask (nullopt, not an undefined tensor), the causal flag keeps
+  // scaled_dot_product_attention's fastest kernels.
+  const bool causal = !masked.mask.defined();
+  const std::optional<at::Tensor> mask = causal ? std::nullopt : std::optional<at::Tensor>(masked.mask);
+  return output(at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, causal, scale_,
+                                                 /*enable_gqa=*/true));
 }
 
 std::array<at::Tensor, 3> GroupedQueryAttention::rotary_qkv_at(const at::Tensor& blocks, const at::Tensor& cos,
