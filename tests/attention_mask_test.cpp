@@ -70,7 +70,8 @@ TEST(DocumentMasking, PackedRowsEqualEachDocumentAlone) {
 // starts the next document; the loss is the mean over the documents' own predictions.
 TEST(DocumentMasking, TrainingLossIsTheDocumentsOwn) {
   auto masked = build(tiny_yaml(false, "_use_doc_masking: true\n"), make_context(kLayers, at::kFloat, "{std: 0.2}"));
-  const Batch batch = make_batch(1, 12, 30, 4);
+  const Batch two = make_batch(2, 12, 30, 4);
+  const Batch batch{two.ids.narrow(0, 0, 1), two.labels.narrow(0, 0, 1), at::Tensor()};
   const at::Tensor positions = document_positions({5, 7});
   triax::StageInput input;
   input.input_ids = batch.ids;

@@ -181,7 +181,13 @@ Section section_model() {
           R"md(the architecture's hyper-parameters, read strictly by the model plugin (the shipped plugins'
           keys: the README's section on each). May be left out when `init_method.path` names a Hugging
           Face folder: the plugin translates its config.json, and the run folder's `config.yaml` shows
-          the result)md")
+          the result. Two of the attention decoders' keys (`llama`, `moe`) concern the data too:
+          `_use_doc_masking` (default `false`; attention stays inside each document of a sample,
+          positions restart per document, the label starting the next document leaves the loss;
+          needs a token dataset with `.ds.index` files in every stage, the synthetic stream has no
+          documents) and `sliding_window_size` (default `null`; a query sees itself and the w − 1
+          tokens before it, as flash-attention's `window_size = (w − 1, 0)`; at least 1 and at most
+          `tokens.sequence_length`); `docs/data-format.md`, *Document masking*)md")
           .must_be_given()
           .read_later(),
       Key("init_method", mapping(), "nanotron",
@@ -201,33 +207,6 @@ Section section_model() {
           R"md(MiB of gradients per data-parallel collective: gradients are averaged over dp in buckets of at
           most this size (a larger parameter travels alone), one all-reduce (or reduce-scatter with
           `zero_stage: 1`) per bucket)md"),
-  };
-  return s;
-}
-
-Section section_model_attention() {
-  Section s;
-  s.path = "model.model_config";
-  s.heading = R"md(`model.model_config`: attention masks of the Llama-style decoders)md";
-  s.level = 4;
-  s.intro = R"md(The model plugin reads `model_config` (the README's section on each plugin); two of its keys,
-read by every attention decoder (`llama`, `moe`), also concern the data. `docs/data-format.md`
-(*Document masking*) says what nanotron and triax do with them.)md";
-  s.keys = {
-      Key("_use_doc_masking", boolean(), "nanotron",
-          R"md(attention stays inside each document of a sample and rotary positions restart at each
-          document (the token files' `.ds.index` delimits them); the label that starts the next
-          document leaves the loss. Needs a token dataset in every data stage (the synthetic stream
-          has no documents))md")
-          .with_default(R"md(`false`)md")
-          .read_later(),
-      Key("sliding_window_size", integer(1).or_null(), "nanotron",
-          R"md(a query sees itself and the `sliding_window_size - 1` tokens before it (flash-attention's
-          `window_size = (w - 1, 0)`, transformers' `sliding_window`), also when generating;
-          at most `tokens.sequence_length`; `null`: the whole causal prefix. With
-          `_use_doc_masking` both apply)md")
-          .with_default(R"md(`null`)md")
-          .read_later(),
   };
   return s;
 }
@@ -279,7 +258,7 @@ Section section_tokens() {
 
 std::vector<Section> run_sections() {
   return {section_general(), section_checkpoints(), section_parallelism(),
-          section_model(),   section_model_attention(), section_tokenizer(), section_tokens()};
+          section_model(),   section_tokenizer(),   section_tokens()};
 }
 
 }  // namespace triax::config_reference
