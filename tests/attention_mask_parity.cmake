@@ -28,3 +28,18 @@ triax_config_parity_case(doc_masking_parity.tp2_sp CONFIG ${PARITY_CONFIG} REFER
 triax_config_parity_case(doc_masking_parity.pp2_1f1b CONFIG ${PARITY_CONFIG} REFERENCE ${DOC_MASKING_DIR}/reference
                          FIXTURE doc_masking_reference LABELS parity multi_rank
                          DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE ${DOC_MASKING_SETTINGS})
+
+# Not vacuous: the same run without document masking (the window kept) trains to other losses, so
+# the positions did reach the model.
+add_test(NAME doc_masking_parity.unmasked
+         COMMAND parity_runner run --config ${PARITY_CONFIG} --out ${DOC_MASKING_DIR}/unmasked
+                 --set checkpoints.checkpoints_path=${DOC_MASKING_DIR}/unmasked/run ${DOC_MASKING_SETTINGS}
+                 --set model.model_config._use_doc_masking=false)
+set_tests_properties(doc_masking_parity.unmasked PROPERTIES FIXTURES_REQUIRED doc_masking_documents
+                     FIXTURES_SETUP doc_masking_unmasked LABELS parity ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+add_test(NAME doc_masking_parity.masking_changes_the_losses
+         COMMAND parity_runner compare --reference ${DOC_MASKING_DIR}/reference --candidate ${DOC_MASKING_DIR}/unmasked
+                 --losses-only 1)
+set_tests_properties(doc_masking_parity.masking_changes_the_losses PROPERTIES
+                     FIXTURES_REQUIRED "doc_masking_reference;doc_masking_unmasked" LABELS parity
+                     PASS_REGULAR_EXPRESSION "losses.*step 1: .* vs reference")
