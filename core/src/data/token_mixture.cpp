@@ -87,8 +87,8 @@ void TokenMixture::fill(int64_t first, int64_t count, int64_t* out) {
   const int64_t row = document_positions_ ? 2 * tokens : tokens;
   for (int64_t n = 0; n < count; ++n) {
     const auto [dataset, sample] = locate(first + n);
-    int64_t* at = out + n * row;
-    folders_[dataset]->copy_sample(sample, at, document_positions_ ? at + tokens : nullptr);
+    int64_t* row_out = out + n * row;
+    folders_[dataset]->copy_sample(sample, row_out, document_positions_ ? row_out + tokens : nullptr);
   }
 }
 
