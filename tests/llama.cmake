@@ -8,6 +8,13 @@ target_link_libraries(llama_test PRIVATE triax_llama_impl GTest::gtest_main)
 triax_use_pch(llama_test)
 gtest_discover_tests(llama_test)
 
+# Document masking and the sliding window: packed documents against each alone, the window against
+# an explicit-mask reference, cached generation past the window, the refusals of a bad window.
+add_executable(attention_mask_test ${CMAKE_CURRENT_LIST_DIR}/attention_mask_test.cpp)
+target_link_libraries(attention_mask_test PRIVATE triax_llama_impl GTest::gtest_main)
+triax_use_pch(attention_mask_test)
+gtest_discover_tests(attention_mask_test)
+
 # Activation recomputation: the SDK's recompute() and the Llama layers with recompute_layer.
 add_executable(recompute_test ${CMAKE_CURRENT_LIST_DIR}/recompute_test.cpp)
 target_link_libraries(recompute_test PRIVATE triax_llama_impl GTest::gtest_main)

@@ -103,10 +103,11 @@ inline at::Tensor ref_rope(const at::Tensor& x, const std::vector<double>& frequ
 }
 
 // softmax(Q K^T / sqrt(d) + causal mask) V per head, query head j reading kv head j / (H / KV),
-// then the output projection. Weights [out, in]; everything in double.
+// then the output projection. Weights [out, in]; everything in double. window > 0: query i also
+// masks the keys at i - window and before (it sees `window` keys, itself included).
 inline at::Tensor ref_attention(const at::Tensor& x, const at::Tensor& wq, const at::Tensor& wk, const at::Tensor& wv,
                          const at::Tensor& wo, int64_t heads, int64_t kv_heads,
-                         const std::vector<double>& frequencies) {
+                         const std::vector<double>& frequencies, int64_t window = 0) {
   at::Tensor xd = x.to(at::kDouble);
   const int64_t b = xd.size(0), s = xd.size(1), d = wq.size(0) / heads;
   auto split = [&](const at::Tensor& w, int64_t n) {
@@ -116,6 +117,7 @@ inline at::Tensor ref_attention(const at::Tensor& x, const at::Tensor& wq, const
   at::Tensor k = ref_rope(split(wk, kv_heads), frequencies);
   at::Tensor v = split(wv, kv_heads);
   at::Tensor future = at::ones({s, s}, at::kBool).triu(1);
+  if (window > 0) future = future | at::ones({s, s}, at::kBool).tril(-window);
   std::vector<at::Tensor> outputs;
   for (int64_t j = 0; j < heads; ++j) {
     const int64_t g = j / (heads / kv_heads);
@@ -137,9 +139,9 @@ inline at::Tensor ref_mlp(const at::Tensor& x, const at::Tensor& wg, const at::T
   return at::matmul(silu * at::matmul(xd, wu.to(at::kDouble).t()), wd.to(at::kDouble).t());
 }
 
-// The whole model's masked mean cross-entropy, from its parameters by name.
+// The whole model's masked mean cross-entropy, from its parameters by name (window: ref_attention's).
 inline at::Tensor ref_loss(std::map<std::string, at::Tensor> p, const LlamaConfig& c, const at::Tensor& ids,
-                    const at::Tensor& labels, const at::Tensor& mask) {
+                    const at::Tensor& labels, const at::Tensor& mask, int64_t window = 0) {
   std::vector<double> frequencies = ref_default_frequencies(c.rope_theta, c.head_dim());
   at::Tensor h = p.at("model.embed_tokens.weight").to(at::kDouble).index_select(0, ids.reshape({-1}));
   h = h.view({ids.size(0), ids.size(1), c.hidden_size});
@@ -150,7 +152,7 @@ inline at::Tensor ref_loss(std::map<std::string, at::Tensor> p, const LlamaConfi
     const auto [wq, wk, wv] = triax::QkvLayout{c.num_attention_heads, c.num_key_value_heads, c.head_dim()}.split(
         p.at(pre + "self_attn.qkv_proj.weight"));
     h = h + ref_attention(a, wq, wk, wv, p.at(pre + "self_attn.o_proj.weight"), c.num_attention_heads,
-                          c.num_key_value_heads, frequencies);
+                          c.num_key_value_heads, frequencies, window);
     at::Tensor m = ref_rms_norm(h, p.at(pre + "post_attention_layernorm.weight"), c.rms_norm_eps);
     const at::Tensor gate_up = p.at(pre + "mlp.gate_up_proj.weight");
     h = h + ref_mlp(m, gate_up[0], gate_up[1], p.at(pre + "mlp.down_proj.weight"));

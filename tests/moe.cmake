@@ -111,3 +111,12 @@ add_test(NAME moe.hf_logits_match_transformers
                  ${CMAKE_CURRENT_BINARY_DIR}/hf_moe_logits)
 set_tests_properties(moe.hf_logits_match_transformers PROPERTIES LABELS "python;checkpoint;moe" TIMEOUT 600
                      ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
+
+# The sliding window against transformers' Mixtral and Qwen2-MoE: import and export, logits equal,
+# and the refusals of a window triax cannot express.
+add_test(NAME moe.hf_sliding_window_matches_transformers
+         COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/hf_sliding_window_test.py
+                 $<TARGET_FILE:triax> $<TARGET_FILE:triax_logits> ${CMAKE_SOURCE_DIR}/configs/tiny_moe.yaml
+                 ${CMAKE_CURRENT_BINARY_DIR}/hf_sliding_window)
+set_tests_properties(moe.hf_sliding_window_matches_transformers PROPERTIES LABELS "python;checkpoint;moe" TIMEOUT 600
+                     ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")

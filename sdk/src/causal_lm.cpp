@@ -128,9 +128,17 @@ at::Tensor CausalLm::stage_input(const StageInput& input, const at::Tensor& ids,
   return input.hidden_in;
 }
 
-at::Tensor CausalLm::run_layers(at::Tensor hidden, int64_t sequence_length) {
+at::Tensor CausalLm::run_layers(at::Tensor hidden, int64_t sequence_length, const at::Tensor& position_ids) {
   if (layers_.empty()) return hidden;
-  const std::vector<at::Tensor> shared = layer_inputs(sequence_length, hidden.scalar_type());
+  std::vector<at::Tensor> shared = layer_inputs(sequence_length, hidden.scalar_type());
+  if (layout_.attention.masks()) {
+    // Logits without positions (evaluation, export checks): each row is one document.
+    AttentionMasking masking = layout_.attention;
+    masking.documents = masking.documents && position_ids.defined();
+    MaskedAttention masked{attention_mask(masking, position_ids, sequence_length, hidden.device()),
+                           masking.documents ? position_ids.to(hidden.device()) : at::Tensor()};
+    for (const at::Tensor& tensor : masked.tensors()) shared.push_back(tensor);
+  }
   int64_t layer_index = std::max(context_.first_block, 1) - 1;  // of the model, for profiler ranges
   int64_t stage_layer = 0;
   ResidualStream stream{hidden, at::Tensor()};
@@ -157,13 +165,18 @@ at::Tensor CausalLm::run_layers(at::Tensor hidden, int64_t sequence_length) {
 }
 
 StageOutput CausalLm::forward(const StageInput& input) {
+  if (layout_.attention.documents && !input.position_ids.defined() && !input.want_logits)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                layout_.model_name +
+                    ": model_config._use_doc_masking is true, but the micro-batch came without position_ids (the host "
+                    "and the engine pass them from ABI 1.9 on)");
   at::Tensor hidden = stage_input(input, input.input_ids);
   // Positions 0..seq-1 of the whole sequence: layers run on it even when hidden holds a
   // sequence shard (REDUCE_SCATTER). input_ids is given on every stage.
   const int64_t sequence_length = input.input_ids.defined()           ? input.input_ids.size(1)
                                   : tp_.mode == TpMode::ReduceScatter ? hidden.size(1) * tp_.size
                                                                       : hidden.size(1);
-  hidden = run_layers(hidden, sequence_length);
+  hidden = run_layers(hidden, sequence_length, input.position_ids);
   if (!head_) {
     StageOutput output;
     output.hidden_out = hidden;

@@ -35,6 +35,8 @@ void DecoderConfig::read_decoder_keys(ConfigReader& reader) {
   use_cache = reader.get<bool>("use_cache", use_cache);
   vocab_size = reader.get<int64_t>("vocab_size", vocab_size);
   attn_implementation = reader.get<std::string>("_attn_implementation", attn_implementation);
+  sliding_window_size = reader.optional<int64_t>("sliding_window_size");
+  use_doc_masking = reader.get<bool>("_use_doc_masking", use_doc_masking);
 }
 
 void DecoderConfig::check_decoder_shape(const ConfigReader& reader) const {
@@ -56,6 +58,9 @@ void DecoderConfig::check_decoder_shape(const ConfigReader& reader) const {
                 "'" + attn_implementation +
                     "' is not implemented (causal attention runs through scaled_dot_product_attention; "
                     "accepted: sdpa, flash_attention_2, flex_attention, eager)");
+  if (sliding_window_size && *sliding_window_size < 1)
+    reader.fail("sliding_window_size", "must be at least 1 (the keys a query sees, itself included; null: no window), "
+                                       "got " + std::to_string(*sliding_window_size));
 }
 
 void DecoderConfig::check_sequence_fits(const ConfigReader& reader, int64_t sequence_length) const {
@@ -63,6 +68,12 @@ void DecoderConfig::check_sequence_fits(const ConfigReader& reader, int64_t sequ
     reader.fail("max_position_embeddings", "is " + std::to_string(max_position_embeddings) +
                                                ", shorter than tokens.sequence_length (" +
                                                std::to_string(sequence_length) + ")");
+  // triax generate describes the blocks for a sequence of 1 (it has no training sequence): the
+  // window is a training config's to check.
+  if (sliding_window_size && sequence_length > 1 && *sliding_window_size > sequence_length)
+    reader.fail("sliding_window_size", "is " + std::to_string(*sliding_window_size) +
+                                           ", longer than tokens.sequence_length (" + std::to_string(sequence_length) +
+                                           "): leave it null for attention over the whole sequence");
 }
 
 void DecoderConfig::check_hf_head_dim(ConfigReader& config_json, const std::string& model_name) const {
@@ -79,6 +90,7 @@ CausalLmLayout DecoderConfig::causal_lm_layout(const std::string& model_name) co
   layout.num_layers = num_hidden_layers;
   layout.tie_word_embeddings = tie_word_embeddings;
   layout.max_positions = max_position_embeddings;
+  layout.attention = {sliding_window_size, use_doc_masking};
   return layout;
 }
 
@@ -89,7 +101,8 @@ UnaryModule DecoderConfig::final_norm(const ModelContext& context) const {
 
 std::shared_ptr<PreNormDecoderLayer> DecoderConfig::decoder_layer(UnaryModule mlp, const ModelContext& context) const {
   return std::make_shared<PreNormDecoderLayer>(
-      AttentionShape{hidden_size, num_attention_heads, num_key_value_heads, attention_bias}, rms_norm_eps,
+      AttentionShape{hidden_size, num_attention_heads, num_key_value_heads, attention_bias, sliding_window_size},
+      rms_norm_eps,
       std::move(mlp), context);
 }
 
@@ -97,6 +110,31 @@ void DecoderConfig::add_hf_final_rules(std::vector<HfTensorRule>& rules) const {
   rules.push_back(HfTensorRule::rename("model.norm.weight", {hidden_size}));
   add_hf_head_rules(rules, "model.embed_tokens.weight", {vocab_size, hidden_size}, tie_word_embeddings,
                     {"model.layers.*.self_attn.rotary_emb.inv_freq"});
+}
+
+std::optional<int64_t> sliding_window_from_hf(ConfigReader& config_json, HfWindowKeys keys) {
+  const std::optional<int64_t> window = config_json.optional<int64_t>("sliding_window");
+  if (keys == HfWindowKeys::Mistral) return window;
+  if (!config_json.get<bool>("use_sliding_window", false)) return std::nullopt;
+  const int64_t layers = config_json.required<int64_t>("num_hidden_layers");
+  if (const auto types = config_json.optional<std::vector<std::string>>("layer_types")) {
+    const auto windowed = std::count(types->begin(), types->end(), "sliding_attention");
+    if (windowed != 0 && windowed != static_cast<int64_t>(types->size()))
+      config_json.fail("layer_types", "mixes sliding and full attention layers: triax windows every layer or none");
+    if (windowed == 0) return std::nullopt;
+  } else if (keys == HfWindowKeys::Qwen2Moe) {
+    config_json.fail("use_sliding_window", "is true without layer_types: transformers' versions disagree on which "
+                                           "layers max_window_layers windows; give layer_types");
+  } else {
+    const int64_t first_windowed = config_json.get<int64_t>("max_window_layers", 0);
+    if (first_windowed >= layers) return std::nullopt;  // no layer reaches the window
+    if (first_windowed > 0)
+      config_json.fail("max_window_layers", std::to_string(first_windowed) +
+                                                " windows only the later layers: triax windows every layer (0) or none");
+  }
+  if (!window || *window < 1)
+    config_json.fail("sliding_window", "must be a window of at least 1 token where the layers are windowed");
+  return window;
 }
 
 const std::vector<HfConfigKey>& decoder_hf_keys() {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <optional>
 
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/key_value_cache.hpp"
@@ -48,7 +49,8 @@ GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const 
       local_kv_heads_(shape.kv_heads / context.tp_size),
       group_(QkvLayout::of(shape).group()),
       head_dim_(QkvLayout::of(shape).head_dim),
-      scale_(1.0 / std::sqrt(static_cast<double>(head_dim_))) {
+      scale_(1.0 / std::sqrt(static_cast<double>(head_dim_))),
+      sliding_window_(shape.sliding_window) {
   const int64_t h = shape.hidden_size;
   LinearOptions qkv = LinearOptions::of(h, (group_ + 2) * head_dim_, context, shape.bias);
   qkv.groups = shape.kv_heads;           // QkvLayout: [kv_heads, (group + 2) x head_dim, hidden]
@@ -69,12 +71,32 @@ at::Tensor GroupedQueryAttention::output(const at::Tensor& attended) {
   return o_proj->forward(attended.transpose(1, 2).reshape({attended.size(0), -1, local_heads_ * head_dim_}));
 }
 
-at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                                          const MaskedAttention& masked) {
   // Rotated q and k, and a copy of v (as a view, attention's saved v would keep the whole q/k/v
   // output alive: 3x v's size at 1.7b).
-  const auto [q, k, v] = triax::rotary_qkv(project_blocks(x), cos, sin);
-  return output(at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
-                                                 /*is_causal=*/true, scale_, /*enable_gqa=*/true));
+  const at::Tensor blocks = project_blocks(x);
+  const auto [q, k, v] = masked.position_ids.defined() ? rotary_qkv_at(blocks, cos, sin, masked.position_ids)
+                                                       : triax::rotary_qkv(blocks, cos, sin);
+  // Without a mask (nullopt, not an undefined tensor), the causal flag keeps
+  // scaled_dot_product_attention's fastest kernels.
+  const bool causal = !masked.mask.defined();
+  const std::optional<at::Tensor> mask = causal ? std::nullopt : std::optional<at::Tensor>(masked.mask);
+  return output(at::scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0, causal, scale_,
+                                                 /*enable_gqa=*/true));
+}
+
+std::array<at::Tensor, 3> GroupedQueryAttention::rotary_qkv_at(const at::Tensor& blocks, const at::Tensor& cos,
+                                                               const at::Tensor& sin, const at::Tensor& position_ids) {
+  std::vector<at::Tensor> q, k, v;
+  for (int64_t i = 0; i < blocks.size(0); ++i) {
+    const auto [c, s] = rotary_rows(cos, sin, position_ids, i);
+    const auto [qi, ki, vi] = triax::rotary_qkv(blocks.narrow(0, i, 1), c, s);
+    q.push_back(qi);
+    k.push_back(ki);
+    v.push_back(vi);
+  }
+  return {at::cat(q, 0), at::cat(k, 0), at::cat(v, 0)};
 }
 
 at::Tensor GroupedQueryAttention::forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
@@ -90,7 +112,7 @@ at::Tensor GroupedQueryAttention::forward_cached(const at::Tensor& x, const at::
   auto by_row = [&](const at::Tensor& t) {  // [1, heads, rows x new, head_dim] -> [rows, heads, new, head_dim]
     return t.transpose(1, 2).reshape({rows, fresh, t.size(1), head_dim_}).transpose(1, 2);
   };
-  return output(KeyValueCache::attend(step, by_row(q), by_row(k), by_row(v), scale_));
+  return output(KeyValueCache::attend(step, by_row(q), by_row(k), by_row(v), scale_, sliding_window_));
 }
 
 }  // namespace triax

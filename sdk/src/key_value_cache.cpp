@@ -6,6 +6,7 @@
 
 #include "triax/causal_lm.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/attention_mask.hpp"
 #include "triax/tensor_text.hpp"
 
 namespace triax {
@@ -50,7 +51,7 @@ std::shared_ptr<KeyValueCache::Store> KeyValueCache::shared_store(const CachedSt
 }
 
 at::Tensor KeyValueCache::attend(const CachedStep& step, const at::Tensor& q, const at::Tensor& k,
-                                 const at::Tensor& v, double scale) {
+                                 const at::Tensor& v, double scale, std::optional<int64_t> window) {
   const int64_t rows = static_cast<int64_t>(step.rows.size());
   if (q.dim() != 4 || k.dim() != 4 || v.sizes() != k.sizes() || q.size(0) != rows || k.size(0) != rows ||
       q.size(2) != k.size(2) || q.size(3) != k.size(3) || q.size(1) % k.size(1) != 0)
@@ -74,15 +75,25 @@ at::Tensor KeyValueCache::attend(const CachedStep& step, const at::Tensor& q, co
   store->values.scatter_(2, at_positions, v.narrow(2, 0, step.keep));
 
   // A prompt on empty caches attends only to itself: causal attention over the new tokens.
-  if (std::all_of(step.starts.begin(), step.starts.end(), [](int64_t start) { return start == 0; }))
-    return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true, scale,
-                                            /*enable_gqa=*/group > 1);
+  const auto index_options = at::TensorOptions().dtype(at::kLong).device(k.device());
+  if (std::all_of(step.starts.begin(), step.starts.end(), [](int64_t start) { return start == 0; })) {
+    if (!window)
+      return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, /*is_causal=*/true,
+                                              scale, /*enable_gqa=*/group > 1);
+    const at::Tensor index = at::arange(fresh, index_options);
+    return at::scaled_dot_product_attention(q, k, v, causal_visibility(index, index, window), /*dropout_p=*/0.0,
+                                            /*is_causal=*/false, scale, /*enable_gqa=*/group > 1);
+  }
 
   // The query heads of one key/value head read the same keys: side by side they are one query of
   // group x new tokens, so no key or value is repeated per query head.
   const at::Tensor grouped = q.reshape({rows, kv_heads, group * fresh, head_dim});
+  at::Tensor row_visible = step.visible;  // [rows, new, capacity]
+  if (window)  // and within the window of each query's position
+    row_visible = row_visible & (at::arange(step.capacity, index_options).view({1, 1, step.capacity}) >
+                                 step.positions.unsqueeze(-1) - *window);
   const at::Tensor visible =
-      step.visible.unsqueeze(2).expand({rows, 1, group, fresh, step.capacity}).reshape({rows, 1, group * fresh, step.capacity});
+      row_visible.unsqueeze(2).expand({rows, 1, group, fresh, step.capacity}).reshape({rows, 1, group * fresh, step.capacity});
   const at::Tensor attended = at::scaled_dot_product_attention(grouped, store->keys, store->values, visible,
                                                                /*dropout_p=*/0.0, /*is_causal=*/false, scale);
   return attended.reshape({rows, kv_heads * group, fresh, head_dim});

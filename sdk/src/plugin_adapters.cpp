@@ -62,6 +62,9 @@ namespace {
 bool io_has_logits(const triax_stage_io& io) {
   return io.struct_size >= offsetof(triax_stage_io, logits) + sizeof(io.logits);
 }
+bool io_has_position_ids(const triax_stage_io& io) {
+  return io.struct_size >= offsetof(triax_stage_io, position_ids) + sizeof(io.position_ids);
+}
 bool io_has_boundary_lists(const triax_stage_io& io) {
   return io.struct_size >= offsetof(triax_stage_io, boundary_out) + sizeof(io.boundary_out);
 }
@@ -86,6 +89,7 @@ StageInput stage_input_from_c(const triax_stage_io& io) {
   if (!input.boundary_in.empty() && !input.boundary_in.front().defined()) input.boundary_in.front() = input.hidden_in;
   if (!input.hidden_in.defined() && !input.boundary_in.empty()) input.hidden_in = input.boundary_in.front();
   input.cuda_graph = io_has_cuda_graph(io) && io.cuda_graph != 0;
+  if (io_has_position_ids(io)) input.position_ids = view_handle(io.position_ids);
   return input;
 }
 
@@ -347,6 +351,7 @@ StageOutput ModelRef::forward(const StageInput& input) const {
   io.boundary_in_count = detail::checked_boundary_count(static_cast<int32_t>(boundary.size()));
   for (size_t i = 0; i < boundary.size(); ++i) io.boundary_in[i] = borrow_handle(boundary[i]);
   io.want_logits = input.want_logits ? 1 : 0;
+  io.position_ids = borrow_handle(input.position_ids);
   triax_error error{};
   check(ref_.vtable->forward(ref_.model, &io, &error), error);
   StageOutput output{adopt_handle(io.hidden_out), adopt_handle(io.loss), adopt_handle(io.aux_loss),
@@ -382,8 +387,10 @@ StageInput StepRequest::micro_batch(int index) const {
   triax_error error{};
   check(request_.batches.next(request_.batches.self, index, &io, &error), error);
   // The source hands over new references.
-  return {adopt_handle(io.input_ids), adopt_handle(io.label_ids), adopt_handle(io.label_mask),
-          adopt_handle(io.hidden_in)};
+  StageInput input{adopt_handle(io.input_ids), adopt_handle(io.label_ids), adopt_handle(io.label_mask),
+                   adopt_handle(io.hidden_in)};
+  input.position_ids = adopt_handle(io.position_ids);
+  return input;
 }
 
 void StepRequest::after_backward(int chunk, int index) const {

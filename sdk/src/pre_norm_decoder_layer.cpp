@@ -27,7 +27,7 @@ at::Tensor PreNormDecoderLayer::forward(const at::Tensor& x, const std::vector<a
 ResidualStream PreNormDecoderLayer::forward_stream(const ResidualStream& stream,
                                                    const std::vector<at::Tensor>& rotary) {
   const auto [x, normed] = input_layernorm->forward_of_stream(stream);
-  return with_attention(x, self_attn->forward(normed, rotary.at(0), rotary.at(1)));
+  return with_attention(x, self_attn->forward(normed, rotary.at(0), rotary.at(1), MaskedAttention::from(rotary, 2)));
 }
 
 std::unique_ptr<LayerCache> PreNormDecoderLayer::create_cache(int64_t capacity) {

@@ -1,6 +1,7 @@
 """datatrove compatibility: the files datatrove's own DocumentTokenizer writes are the files
 tools/tokenize writes (byte for byte), and triax reads from them exactly the samples datatrove's
-DatatroveFolderDataset (what nanotron trains on) gives.
+DatatroveFolderDataset (what nanotron trains on) gives, and the same document positions as it
+returns for nanotron's document masking (return_positions, from the index).
 
   datatrove_compat.py <data_dump executable> <source dir>
 """
@@ -68,6 +69,18 @@ with tempfile.TemporaryDirectory() as work:
     reference = [dataset[i]["input_ids"].tolist() for i in range(len(dataset))]
     check(len(reference) > 100, f"only {len(reference)} samples")
     check(triax_samples == reference, f"samples differ ({len(triax_samples)} from triax, {len(reference)} from datatrove)")
+
+    # Document masking: the positions inside each document, from the index, as datatrove gives them.
+    dumped = subprocess.run([DUMP, theirs, str(SEQUENCE_LENGTH), "300", "positions"], check=True,
+                            capture_output=True, text=True)
+    triax_positions = [list(map(int, line.split())) for line in dumped.stdout.splitlines()]
+    dataset = DatatroveFolderDataset(str(theirs), seq_len=SEQUENCE_LENGTH, token_size=2, recursive=False,
+                                     return_positions=True)
+    reference_positions = [dataset[i]["positions"].tolist() for i in range(len(dataset))]
+    restarts = sum(row[1:].count(0) for row in reference_positions)
+    check(restarts > 50, f"only {restarts} documents start inside a sample")
+    check(triax_positions == reference_positions,
+          f"positions differ ({len(triax_positions)} from triax, {len(reference_positions)} from datatrove)")
 
     # And the vocabulary check refuses ids outside a smaller vocabulary, naming the file.
     refused = subprocess.run([DUMP, theirs, str(SEQUENCE_LENGTH), "100"], capture_output=True, text=True)

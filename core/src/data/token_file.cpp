@@ -105,6 +105,22 @@ void TokenFile::copy(int64_t first, int64_t count, int64_t* out) const {
     widen(reinterpret_cast<const uint32_t*>(tokens_.data()) + first, count, out);
 }
 
+void TokenFile::copy_document_positions(int64_t first, int64_t count, int64_t* out) const {
+  if (!index_) throw Error(path() + ".index: missing: document positions need the document ends");
+  const auto* ends = reinterpret_cast<const uint64_t*>(index_->data());
+  // The first document end after `first`; ends equal to `first` close documents before the window.
+  const uint64_t* end = std::upper_bound(ends, ends + num_documents_, static_cast<uint64_t>(first));
+  int64_t position = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const auto token = static_cast<uint64_t>(first + i);
+    while (end != ends + num_documents_ && *end <= token) {
+      if (*end == token) position = 0;
+      ++end;
+    }
+    out[i] = position++;
+  }
+}
+
 void TokenFile::check_vocabulary(int64_t vocab_size, const std::string& vocab_key) const {
   const uint32_t largest = token_size_ == 2 ? max_token(reinterpret_cast<const uint16_t*>(tokens_.data()), num_tokens_)
                                             : max_token(reinterpret_cast<const uint32_t*>(tokens_.data()), num_tokens_);

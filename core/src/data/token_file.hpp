@@ -32,6 +32,11 @@ class TokenFile {
 
   // Tokens [first, first + count), widened to int64.
   void copy(int64_t first, int64_t count, int64_t* out) const;
+  bool has_index() const { return index_.has_value(); }
+  // The document positions of tokens [first, first + count), as datatrove computes them for
+  // nanotron's document masking: 0 at `first` (a document cut by the window starts over) and
+  // after each document end inside the window, counting up in between. Needs the index.
+  void copy_document_positions(int64_t first, int64_t count, int64_t* out) const;
 
   // Refuses a token id >= vocab_size: one vectorisable pass over the whole file, then the first
   // offending position, its document and its value are named.

@@ -59,10 +59,19 @@ TokenFolder::TokenFolder(const std::string& folder, const TokenFolderOptions& op
   }
 }
 
-void TokenFolder::copy_sample(int64_t index, int64_t* out) const {
+void TokenFolder::copy_sample(int64_t index, int64_t* out, int64_t* positions) const {
   const auto file = std::upper_bound(first_sample_.begin(), first_sample_.end(), index) - first_sample_.begin() - 1;
   const int64_t within = index - first_sample_[static_cast<size_t>(file)];
   files_[static_cast<size_t>(file)].copy(within * sample_tokens_, sample_tokens_, out);
+  if (positions)
+    files_[static_cast<size_t>(file)].copy_document_positions(within * sample_tokens_, sample_tokens_, positions);
+}
+
+void TokenFolder::require_document_index() const {
+  for (const auto& file : files_)
+    if (!file.has_index())
+      throw Error(file.path() + ".index: missing: document masking needs each file's document ends (datatrove "
+                                "writes them unless told not to)");
 }
 
 void TokenFolder::check_vocabulary(int64_t vocab_size, const std::string& vocab_key) const {

@@ -32,8 +32,11 @@ class TokenFolder {
   const std::vector<TokenFile>& files() const { return files_; }
   const std::string& tokenizer() const { return tokenizer_; }  // as the metadata names it, or ""
 
-  // Sample `index` (< num_samples()): sequence_length + 1 tokens into `out`.
-  void copy_sample(int64_t index, int64_t* out) const;
+  // Sample `index` (< num_samples()): sequence_length + 1 tokens into `out`, and with
+  // `positions` their document positions (TokenFile::copy_document_positions) into it.
+  void copy_sample(int64_t index, int64_t* out, int64_t* positions = nullptr) const;
+  // Refuses a file without a document index (ds.index), naming it: document masking needs them.
+  void require_document_index() const;
 
   // See TokenFile::check_vocabulary, for every file.
   void check_vocabulary(int64_t vocab_size, const std::string& vocab_key) const;

@@ -34,6 +34,7 @@ std::vector<std::unique_ptr<TokenFolder>> open_token_folders(const NanosetConfig
     try {
       folders.push_back(std::make_unique<TokenFolder>(config.read_folder(i), folder_options));
       folders.back()->check_vocabulary(options.vocab_size, "model.model_config.vocab_size");
+      if (options.document_positions) folders.back()->require_document_index();
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {
@@ -83,6 +84,7 @@ std::vector<double> mixture_weights(const NanosetConfig& config, const std::vect
 
 TokenMixture::TokenMixture(const NanosetConfig& config, const MixtureOptions& options)
     : sequence_length_(options.sequence_length),
+      document_positions_(options.document_positions),
       seed_(static_cast<uint64_t>(options.seed)),
       folders_(open_token_folders(config, options)),
       splits_(split_folders(folders_, options)),
@@ -112,10 +114,12 @@ std::pair<size_t, int64_t> TokenMixture::locate(int64_t position) {
 }
 
 void TokenMixture::fill(int64_t first, int64_t count, int64_t* out) {
-  const int64_t row = sequence_length_ + 1;
+  const int64_t tokens = sequence_length_ + 1;
+  const int64_t row = document_positions_ ? 2 * tokens : tokens;
   for (int64_t n = 0; n < count; ++n) {
     const auto [dataset, sample] = locate(first + n);
-    folders_[dataset]->copy_sample(sample, out + n * row);
+    int64_t* row_out = out + n * row;
+    folders_[dataset]->copy_sample(sample, row_out, document_positions_ ? row_out + tokens : nullptr);
   }
 }
 

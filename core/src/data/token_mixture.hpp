@@ -29,6 +29,9 @@ struct MixtureOptions {
   std::string origin;      // the config file, for messages
   double held_out_fraction = 0.0;  // data.validation.held_out_fraction: per folder, never trained on
   std::string held_out_key;        // "data_stages.0.data.validation.held_out_fraction", for messages
+  // Each sample also carries its tokens' document positions (model_config._use_doc_masking):
+  // every file must have its document index.
+  bool document_positions = false;
 };
 
 class ValidationSamples;
@@ -52,7 +55,8 @@ class TokenMixture {
   std::unique_ptr<ValidationSamples> held_out_samples() const;
   int64_t sequence_length() const { return sequence_length_; }
 
-  // Samples [first, first + count) of the stage, each sequence_length + 1 tokens, into `out`.
+  // Samples [first, first + count) of the stage, each sequence_length + 1 tokens, into `out`;
+  // with document positions, each sample's tokens followed by their positions.
   void fill(int64_t first, int64_t count, int64_t* out);
   // Which dataset sample `position` of the stage comes from, and that dataset's sample index.
   std::pair<size_t, int64_t> locate(int64_t position);
@@ -66,6 +70,7 @@ class TokenMixture {
   int64_t sample_of(size_t dataset, int64_t occurrence) const;
 
   int64_t sequence_length_;
+  bool document_positions_;
   uint64_t seed_;
   std::vector<std::unique_ptr<TokenFolder>> folders_;
   std::vector<HeldOutSplit> splits_;  // per folder: what training may read

@@ -58,6 +58,10 @@ TrainingData::TrainingData(const TrainConfig& config, int64_t vocab_size, const 
     }
     const YAML::Node& dataset = stage_config.data.dataset;
     if (!dataset.IsDefined() || dataset.IsNull()) {
+      if (layout.document_positions)
+        throw ConfigError(config.origin + ": model.model_config._use_doc_masking: true needs documents, but data_stages." +
+                          std::to_string(i) + ".data.dataset is null (the synthetic stream has none): give a token "
+                          "dataset, or set _use_doc_masking to false");
       try {
         stage->synthetic = std::make_unique<SyntheticTokenStream>(vocab_size, layout.sequence_length,
                                                                   static_cast<uint64_t>(stage_config.data.seed));
@@ -73,6 +77,7 @@ TrainingData::TrainingData(const TrainConfig& config, int64_t vocab_size, const 
       options.origin = config.origin;
       options.held_out_fraction = stage_config.data.validation.held_out_fraction.value_or(0.0);
       options.held_out_key = "data_stages." + std::to_string(i) + ".data.validation.held_out_fraction";
+      options.document_positions = layout.document_positions;
       stage->mixture =
           std::make_unique<TokenMixture>(parse_nanoset_config(dataset, options.key_path, config.origin), options);
       open_validation(*stage, i, config, options);
@@ -116,7 +121,7 @@ size_t TrainingData::stage_index(int64_t step) const {
 }
 
 void TrainingData::fill(int64_t first, int64_t count, int64_t* out) {
-  const int64_t row = layout_.sequence_length + 1;
+  const int64_t row = (layout_.sequence_length + 1) * (layout_.document_positions ? 2 : 1);
   while (count > 0) {
     size_t k = 0;
     while (k + 1 < stages_.size() && stages_[k + 1]->first_sample <= first) ++k;
@@ -136,8 +141,9 @@ void TrainingData::fill(int64_t first, int64_t count, int64_t* out) {
 }
 
 at::Tensor TrainingData::empty_batch(int64_t rows) const {
-  return at::empty({rows, layout_.sequence_length + 1},
-                   at::TensorOptions().dtype(at::kLong).pinned_memory(pin_memory_));
+  const auto options = at::TensorOptions().dtype(at::kLong).pinned_memory(pin_memory_);
+  if (layout_.document_positions) return at::empty({rows, 2, layout_.sequence_length + 1}, options);
+  return at::empty({rows, layout_.sequence_length + 1}, options);
 }
 
 at::Tensor TrainingData::samples(int64_t first, int64_t count) {
@@ -180,7 +186,7 @@ at::Tensor TrainingData::validation_samples(int64_t step, int64_t micro_batches)
     std::memcpy(batch.data_ptr<int64_t>(), made.data_ptr<int64_t>(),
                 static_cast<size_t>(made.numel()) * sizeof(int64_t));
   } else if (stage.validation) {
-    stage.validation->fill(first, rows, batch.data_ptr<int64_t>());
+    stage.validation->fill(first, rows, batch.data_ptr<int64_t>(), layout_.document_positions);
   } else {
     throw Error("data stage '" + stage.config.name + "' has no validation data (data.validation)");
   }

@@ -33,6 +33,8 @@ struct BatchLayout {
   int64_t micro_batches = 1;  // batch_accumulation_per_replica
   int64_t dp_rank = 0;
   int64_t dp_size = 1;
+  // model.model_config._use_doc_masking: each sample carries its tokens' document positions.
+  bool document_positions = false;
 
   int64_t samples_per_step() const { return micro_batch_size * micro_batches * dp_size; }
   int64_t rank_samples_per_step() const { return micro_batch_size * micro_batches; }
@@ -46,10 +48,13 @@ class TrainingData {
   TrainingData(const TrainConfig& config, int64_t vocab_size, const BatchLayout& layout, bool pin_memory = false);
   ~TrainingData();
 
-  // Samples [first, first + count) by global number: [count, sequence_length + 1] int64.
+  // Samples [first, first + count) by global number: [count, sequence_length + 1] int64 (with
+  // document positions [count, 2, sequence_length + 1]).
   at::Tensor samples(int64_t first, int64_t count);
   // This rank's samples of `step`, its micro-batches one after the other:
-  // [micro_batches * micro_batch_size, sequence_length + 1]. Prefetched: built while the
+  // [micro_batches * micro_batch_size, sequence_length + 1], or with document positions
+  // [micro_batches * micro_batch_size, 2, sequence_length + 1] (tokens, then positions: one
+  // buffer, one copy to the device). Prefetched: built while the
   // previous step ran; the next step's build starts now. Logs a stage switch.
   at::Tensor step_samples(int64_t step);
   // This rank's validation samples when validating after `step`, `micro_batches` micro-batches

@@ -34,11 +34,13 @@ std::pair<size_t, int64_t> ValidationSamples::locate(int64_t j) const {
   return {part, parts_[part].split ? parts_[part].split->held_out_sample(local) : local};
 }
 
-void ValidationSamples::fill(int64_t first, int64_t count, int64_t* out) const {
+void ValidationSamples::fill(int64_t first, int64_t count, int64_t* out, bool document_positions) const {
   for (int64_t n = 0; n < count; ++n) {
     const auto [part, sample] = locate(first + n);
     const TokenFolder& source = *parts_[part].folder;
-    source.copy_sample(sample, out + n * source.sample_tokens());
+    const int64_t tokens = source.sample_tokens();
+    int64_t* row_out = out + n * tokens * (document_positions ? 2 : 1);
+    source.copy_sample(sample, row_out, document_positions ? row_out + tokens : nullptr);
   }
 }
 

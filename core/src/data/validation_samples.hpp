@@ -33,8 +33,9 @@ class ValidationSamples {
   const TokenFolder& folder(size_t part) const { return *parts_[part].folder; }
   // Which part validation sample j (< size()) comes from, and the sample index in its folder.
   std::pair<size_t, int64_t> locate(int64_t j) const;
-  // Samples [first, first + count) (first + count <= size()), sequence_length + 1 tokens each.
-  void fill(int64_t first, int64_t count, int64_t* out) const;
+  // Samples [first, first + count) (first + count <= size()), sequence_length + 1 tokens each,
+  // each followed by its tokens' document positions when `document_positions` (TokenMixture's rows).
+  void fill(int64_t first, int64_t count, int64_t* out, bool document_positions = false) const;
 
  private:
   std::vector<Part> parts_;

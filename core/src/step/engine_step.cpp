@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <sstream>
 

@@ -1,5 +1,8 @@
 #include "step/micro_batch_feed.hpp"
 
+#include <ATen/ATen.h>
+
+#include <cstddef>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -21,12 +24,15 @@ triax_status MicroBatchFeed::next(void* self, int32_t index, triax_stage_io* io,
   auto* feed = static_cast<MicroBatchFeed*>(self);
   try {
     if (feed->inject_faults) forward_faults(feed->rank, feed->step);  // the engine asks for a micro-batch
-    at::Tensor tokens = feed->samples.narrow(0, index * feed->micro_batch_size, feed->micro_batch_size);
-    if (tokens.device() != feed->device) tokens = tokens.to(feed->device, /*non_blocking=*/true);
-    int64_t length = tokens.size(1) - 1;
+    at::Tensor rows = feed->micro_batch(index);
+    if (rows.device() != feed->device) rows = rows.to(feed->device, /*non_blocking=*/true);
+    const bool documents = rows.dim() == 3;
+    const at::Tensor tokens = documents ? rows.select(1, 0) : rows;
+    const int64_t length = tokens.size(1) - 1;
     io->input_ids = release_handle(tokens.narrow(1, 0, length));
     io->label_ids = release_handle(tokens.narrow(1, 1, length));
     io->label_mask = nullptr;
+    if (documents) pass_document_positions(rows.select(1, 1), length, io);
     return TRIAX_OK;
   } catch (const std::exception& e) {
     std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "data: %s", e.what());
@@ -34,6 +40,27 @@ triax_status MicroBatchFeed::next(void* self, int32_t index, triax_stage_io* io,
   }
 }
 
-int64_t MicroBatchFeed::counted_tokens(int32_t) const { return micro_batch_size * (samples.size(1) - 1); }
+at::Tensor MicroBatchFeed::micro_batch(int32_t index) const {
+  return samples.narrow(0, index * micro_batch_size, micro_batch_size);
+}
+
+void MicroBatchFeed::pass_document_positions(const at::Tensor& positions, int64_t length, triax_stage_io* io) {
+  if (io->struct_size < offsetof(triax_stage_io, position_ids) + sizeof(io->position_ids))
+    throw Error(
+        "model.model_config._use_doc_masking needs an engine plugin built against ABI 1.9 or later (it passes "
+        "position_ids to every pipeline stage); this one's micro-batches have no room for them");
+  io->position_ids = release_handle(positions.narrow(1, 0, length));
+  io->label_mask = release_handle(document_label_mask(positions, length).to(at::kFloat));
+}
+
+at::Tensor MicroBatchFeed::document_label_mask(const at::Tensor& positions, int64_t length) {
+  return positions.narrow(1, 1, length).ne(0);
+}
+
+int64_t MicroBatchFeed::counted_tokens(int32_t index) const {
+  const at::Tensor rows = micro_batch(index);
+  if (rows.dim() == 3) return document_label_mask(rows.select(1, 1), rows.size(2) - 1).sum().item<int64_t>();
+  return micro_batch_size * (rows.size(1) - 1);
+}
 
 }  // namespace triax

@@ -12,7 +12,9 @@
 namespace triax {
 
 struct MicroBatchFeed {
-  at::Tensor samples;  // [micro-batches * micro_batch_size, sequence_length + 1]
+  // [micro-batches * micro_batch_size, sequence_length + 1] tokens, or with document positions
+  // [micro-batches * micro_batch_size, 2, sequence_length + 1] (TrainingData::step_samples).
+  at::Tensor samples;
   int64_t micro_batch_size = 0;
   c10::Device device = c10::Device(c10::kCPU);
   int rank = 0;
@@ -21,10 +23,18 @@ struct MicroBatchFeed {
 
   // triax_micro_batch_source.next: micro-batch `index` into io (new references).
   static triax_status next(void* self, int32_t index, triax_stage_io* io, triax_error* error);
-  // Targets that count in micro-batch `index`'s loss: all of them (no label mask is given).
+  // Targets that count in micro-batch `index`'s loss: all of them, or with document positions
+  // those that do not start the next document.
   int64_t counted_tokens(int32_t index) const;
   // The fault points of a micro-batch's forward (injected by tests: fault_injection.hpp).
   static void forward_faults(int rank, int64_t step);
+
+ private:
+  at::Tensor micro_batch(int32_t index) const;
+  // As nanotron's collator: the inputs' positions, and no loss on the label that starts the next
+  // document (the prediction made from a document's last token).
+  static void pass_document_positions(const at::Tensor& positions, int64_t length, triax_stage_io* io);
+  static at::Tensor document_label_mask(const at::Tensor& positions, int64_t length);
 };
 
 }  // namespace triax

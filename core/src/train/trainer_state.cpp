@@ -14,6 +14,22 @@
 #include "triax/tensor_handle.hpp"
 
 namespace triax {
+namespace {
+
+// nanotron's model_config._use_doc_masking, which the data must serve (document positions); the
+// model plugin reads the same key. A config taken from a Hugging Face folder has none.
+bool uses_document_masking(const TrainConfig& c) {
+  const YAML::Node& model_config = c.model.model_config;
+  if (!model_config.IsMap() || !model_config["_use_doc_masking"]) return false;
+  const YAML::Node value = model_config["_use_doc_masking"];
+  if (value.IsNull()) return false;
+  bool masking = false;
+  if (!value.IsScalar() || !YAML::convert<bool>::decode(value, masking))
+    throw ConfigError(c.origin + ": model.model_config._use_doc_masking: expected true or false");
+  return masking;
+}
+
+}  // namespace
 
 // Data stages, every dataset opened and checked before any work.
 void TrainerState::open_data(const triax_model_vtable& model_vtable) {
@@ -24,6 +40,7 @@ void TrainerState::open_data(const triax_model_vtable& model_vtable) {
   layout.micro_batches = c.tokens.batch_accumulation_per_replica;
   layout.dp_rank = communicator.rank(TRIAX_GROUP_DP);
   layout.dp_size = communicator.size(TRIAX_GROUP_DP);
+  layout.document_positions = uses_document_masking(c);
   int64_t vocab_size = 0;
   in_config_file(c.origin,
                  [&] { vocab_size = ModelInstance::vocab_size(model_vtable, c.model.plugin, contexts->model_yaml()); });

@@ -73,6 +73,9 @@ YAML::Node config_from_hf(ConfigReader& hf) {
 
 std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
   const LlamaConfig c = LlamaConfig::read(model_config);
+  if (c.sliding_window_size)
+    model_config.fail("sliding_window_size", "cannot be exported: Hugging Face's Llama has no sliding window (null "
+                                             "expected; the moe plugin exports it as Mixtral's or Qwen2-MoE's)");
   Json json = {{"architectures", Json::array({kArchitecture})},
                {"model_type", "llama"},
                {"attention_dropout", 0.0},

@@ -56,18 +56,16 @@ YAML::Node config_from_hf(ConfigReader& hf) {
   m["rope_scaling"] = YAML::Node(YAML::NodeType::Null);
   hf_keys_to_model_config(hf, decoder_hf_keys(), m);
   read_rope(hf, m);
+  if (const std::optional<int64_t> window = sliding_window_from_hf(hf, mixtral ? HfWindowKeys::Mistral : HfWindowKeys::Qwen2Moe)) m["sliding_window_size"] = *window;
   YAML::Node moe(YAML::NodeType::Map);
   moe["layers"] = std::vector<int64_t>{-1};
   if (mixtral) {
     require_hf_value(hf, "router_jitter_noise", "0.0", "router jitter is not implemented");
-    if (hf.optional<int64_t>("sliding_window"))
-      hf.fail("sliding_window", "sliding-window attention is not implemented (null expected)");
     hf_keys_to_model_config(hf, kMixtralMoeKeys, moe);
     moe["moe_intermediate_size"] = m["intermediate_size"];
     moe["enable_shared_expert"] = false;
     moe["norm_topk_prob"] = true;  // Mixtral always renormalises the top-k gates
   } else {
-    require_hf_value(hf, "use_sliding_window", "false", "sliding-window attention is not implemented");
     require_hf_value(hf, "qkv_bias", "false", "triax's moe attention has no q/k/v biases");
     hf_keys_to_model_config(hf, kQwen2MoeKeys, moe);
     moe["enable_shared_expert"] = true;
@@ -111,12 +109,17 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
                                                      std::to_string(c.intermediate_size) + ") features");
     model_config_keys_to_hf(moe, kMixtralMoeKeys, json);
     json["router_jitter_noise"] = 0.0;
-    json["sliding_window"] = nullptr;
+    json["sliding_window"] = c.sliding_window_size ? Json(*c.sliding_window_size) : Json(nullptr);
   } else {
     model_config_keys_to_hf(moe, kQwen2MoeKeys, json);
     json["decoder_sparse_step"] = 1;
     json["qkv_bias"] = false;
-    json["use_sliding_window"] = false;
+    // nanotron windows every layer: layer_types says so to every transformers version that reads it.
+    json["use_sliding_window"] = c.sliding_window_size.has_value();
+    json["sliding_window"] = c.sliding_window_size ? Json(*c.sliding_window_size) : Json(nullptr);
+    json["max_window_layers"] = c.num_hidden_layers;
+    if (c.sliding_window_size)
+      json["layer_types"] = Json(std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "sliding_attention"));
     Json dense = Json::array();
     for (int64_t i = 0; i < c.num_hidden_layers; ++i)
       if (!c.is_moe_layer(i)) dense.push_back(i);

@@ -79,8 +79,6 @@ MoeConfig MoeConfig::read(ConfigReader& reader) {
   accept_only_default(reader, "rope_interleaved", false, "only the Hugging Face rotate-half RoPE layout is implemented");
   if (reader.optional<std::string>("flex_attention_mask"))
     reader.fail("flex_attention_mask", "is not supported: attention is plainly causal (leave it null)");
-  if (reader.optional<int64_t>("sliding_window_size"))
-    reader.fail("sliding_window_size", "sliding-window attention is not implemented (leave it null)");
   if (reader.optional<int64_t>("no_rope_layer"))
     reader.fail("no_rope_layer", "layers without RoPE are not implemented (leave it null)");
   accept_only_default(reader, "z_loss_enabled", false,
@@ -89,7 +87,6 @@ MoeConfig MoeConfig::read(ConfigReader& reader) {
   reader.get<bool>("_fused_rotary_emb", false);  // implementation choices: the SDK's kernels are used either way
   reader.get<bool>("_fused_rms_norm", false);
   reader.get<bool>("_use_qkv_packed", false);
-  accept_only_default(reader, "_use_doc_masking", false, "document masking is not implemented");
   ConfigReader moe_section = reader.optional_section("moe_config").value_or(ConfigReader(YAML::Node(YAML::NodeType::Map),
                                                                                           reader.key_path("moe_config"),
                                                                                           reader.origin()));

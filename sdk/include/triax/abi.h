@@ -220,6 +220,11 @@ typedef struct triax_stage_io {
    * step (one new token per row) as a CUDA graph, replayed while the same caches come back in the
    * same order (the host changes nothing on the device between those steps but the inputs) */
   int32_t cuda_graph;
+  /* since 1.9, input: [batch, seq] int64, each token's position inside its document, restarting
+   * at 0 where a document starts (model_config._use_doc_masking); given on every pipeline stage,
+   * like input_ids. NULL: positions 0..seq-1, each row one document. A model built before 1.9
+   * never reads it; a host hands it only to an engine whose struct_size covers it. */
+  triax_tensor* position_ids;
 } triax_stage_io;
 
 enum {

@@ -29,6 +29,7 @@
 
 #include "triax/config_reader.hpp"
 #include "triax/inference_cache.hpp"
+#include "triax/layers/attention_mask.hpp"
 #include "triax/layers/embedding.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/layers/position_embedding.hpp"
@@ -52,6 +53,9 @@ struct CausalLmLayout {
   // The name of a learned absolute position embedding of max_positions rows (GPT-2's "wpe"),
   // registered after the token embedding and added to it; empty: none.
   std::string position_embedding;
+  // Documents and sliding window (attention_mask.hpp): when it masks, every forward builds one mask
+  // and appends its MaskedAttention tensors to the layers' shared inputs.
+  AttentionMasking attention;
 };
 
 // One cached forward as a layer sees it (CausalLmLayer::forward_cached).
@@ -126,7 +130,8 @@ class CausalLm : public Model {
   const CausalLmLayout& layout() const { return layout_; }
 
  private:
-  at::Tensor run_layers(at::Tensor hidden, int64_t sequence_length);
+  // position_ids: the input's in-document positions, or undefined.
+  at::Tensor run_layers(at::Tensor hidden, int64_t sequence_length, const at::Tensor& position_ids = {});
   // The first stage's embedding of `ids` (row i's first token at position starts[i]; no starts:
   // 0), or hidden_in on a later stage.
   at::Tensor stage_input(const StageInput& input, const at::Tensor& ids, const std::vector<int64_t>& starts = {}) const;

@@ -44,6 +44,12 @@ struct DecoderConfig {
   // nanotron's and transformers' choice of attention kernel: each accepted value runs causal
   // scaled_dot_product_attention.
   std::string attn_implementation = "sdpa";
+  // nanotron's sliding_window_size: a query sees itself and the window - 1 keys before it
+  // (flash-attention's window_size = (window - 1, 0)); null: the whole causal prefix.
+  std::optional<int64_t> sliding_window_size;
+  // nanotron's _use_doc_masking: attention stays inside the documents packed into a sample, and
+  // rotary positions restart at each document (triax/layers/attention_mask.hpp).
+  bool use_doc_masking = false;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t q_features() const { return num_attention_heads * head_dim(); }
@@ -59,7 +65,8 @@ struct DecoderConfig {
   // The shared sizes are positive, the heads split hidden_size and _attn_implementation is one
   // that runs; otherwise a ConfigError naming the key.
   void check_decoder_shape(const ConfigReader& reader) const;
-  // Before building: the rotary tables cover tokens.sequence_length.
+  // Before building: the rotary tables cover tokens.sequence_length, and the sliding window is no
+  // longer than it.
   void check_sequence_fits(const ConfigReader& reader, int64_t sequence_length) const;
 
   // A config.json's head_dim, when given, is the one this decoder builds (hidden_size /
@@ -76,6 +83,18 @@ struct DecoderConfig {
   // (add_hf_head_rules), and the rotary frequencies older checkpoints carry per layer, skipped.
   void add_hf_final_rules(std::vector<HfTensorRule>& rules) const;
 };
+
+// How a config.json says which layers have a sliding window.
+enum class HfWindowKeys {
+  Mistral,  // Mistral, Mixtral: `sliding_window` on every layer (null: none)
+  Qwen2,    // `use_sliding_window`, then `sliding_window` on the layers from `max_window_layers` on
+  Qwen2Moe  // `use_sliding_window` and `layer_types` (transformers' versions read max_window_layers differently)
+};
+
+// config.json's sliding window as nanotron's sliding_window_size, one window on every layer
+// (nullopt: none). `layer_types`, where given, names each layer's attention. A window on some
+// layers only is refused, naming the key.
+std::optional<int64_t> sliding_window_from_hf(ConfigReader& config_json, HfWindowKeys keys);
 
 // The config.json keys that hold the shared keys' values under the same names, for
 // hf_keys_to_model_config and model_config_keys_to_hf.

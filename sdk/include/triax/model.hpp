@@ -81,6 +81,10 @@ struct StageInput {
   // forward_cached: the host allows a decoding step to run as a CUDA graph (ABI 1.9,
   // triax_stage_io.cuda_graph; CausalLm::captures_decode_steps).
   bool cuda_graph = false;
+  // [batch, seq] int64: each token's position inside its document, restarting at 0 where a
+  // document starts (model_config._use_doc_masking); given on every stage, like input_ids, or
+  // undefined (positions 0..seq-1, one document per row).
+  at::Tensor position_ids;
 
   // What crossed the boundary: boundary_in, or hidden_in alone.
   std::vector<at::Tensor> boundary() const;

@@ -13,11 +13,13 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "triax/causal_lm.hpp"
 #include "triax/hf_mapping.hpp"
+#include "triax/layers/attention_mask.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/model.hpp"
 
@@ -28,6 +30,9 @@ struct AttentionShape {
   int64_t heads = 0;     // query heads; head_dim = hidden_size / heads
   int64_t kv_heads = 0;  // key/value heads, dividing heads
   bool bias = false;     // biases on q, k, v and o
+  // Inference with a cache: a query sees this many positions, itself included (the window the
+  // training forward gets as its mask, attention_mask.hpp); nullopt: all earlier ones.
+  std::optional<int64_t> sliding_window;
 };
 
 // qkv_proj's weight [kv_heads, (group + 2) x head_dim, hidden], group = heads / kv_heads: block j
@@ -62,9 +67,13 @@ class GroupedQueryAttention : public torch::nn::Module {
 
   // x: [batch, seq, hidden] -> [batch, seq, hidden] ([batch, seq/tp, hidden] both in
   // REDUCE_SCATTER mode); cos, sin: [seq, head_dim] of the whole sequence, in x's dtype.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+  // `masked`: the forward's mask (documents, sliding window); with its position_ids, rotary
+  // embeds each row's in-document positions. Empty: causal attention at positions 0..seq-1.
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
+                     const MaskedAttention& masked = {});
   // Inference: the new tokens of each row of `step` (their KeyValueCache in step.rows) at their
-  // positions; cos, sin: the whole tables [max_position_embeddings, head_dim].
+  // positions, within the shape's sliding window; cos, sin: the whole tables
+  // [max_position_embeddings, head_dim].
   at::Tensor forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const CachedStep& step);
 
   std::shared_ptr<ColumnParallelLinear> qkv_proj;  // QkvLayout
@@ -74,6 +83,9 @@ class GroupedQueryAttention : public torch::nn::Module {
   // qkv_proj's output as [batch, seq, kv_heads/tp, group + 2, head_dim] (rotary_qkv's input).
   at::Tensor project_blocks(const at::Tensor& x);
   at::Tensor output(const at::Tensor& attended);  // [batch, heads, seq, head_dim] -> o_proj
+  // q, k, v of each row rotated at its own positions (position_ids [batch, seq]).
+  std::array<at::Tensor, 3> rotary_qkv_at(const at::Tensor& blocks, const at::Tensor& cos, const at::Tensor& sin,
+                                          const at::Tensor& position_ids);
 
   TensorParallel tp_;
   int64_t local_heads_;     // query heads on this tp rank
@@ -81,6 +93,7 @@ class GroupedQueryAttention : public torch::nn::Module {
   int64_t group_;           // query heads per key/value head
   int64_t head_dim_;
   double scale_;
+  std::optional<int64_t> sliding_window_;
 };
 
 }  // namespace triax

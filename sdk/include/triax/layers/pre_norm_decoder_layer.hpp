@@ -4,7 +4,8 @@
 // self_attn grouped-query attention with rotary embeddings, the norms RMSNorms over hidden_size.
 // Each residual add is done inside the norm after it (add_rms_norm): the one after attention by
 // post_attention_layernorm, the one after the MLP by the next layer's input_layernorm.
-// The layers of a stage share the rotary tables, given as the layer inputs {cos, sin}.
+// The layers of a stage share the rotary tables, given as the layer inputs {cos, sin}, followed
+// in a masked forward by CausalLm's MaskedAttention tensors (triax/layers/attention_mask.hpp).
 //
 // Submodules, registered in Hugging Face's parameter order: self_attn, mlp, input_layernorm,
 // post_attention_layernorm.
