@@ -48,14 +48,16 @@ GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const 
       local_kv_heads_(shape.kv_heads / context.tp_size),
       group_(QkvLayout::of(shape).group()),
       head_dim_(QkvLayout::of(shape).head_dim),
-      scale_(1.0 / std::sqrt(static_cast<double>(head_dim_))) {
+      scale_(1.0 / std::sqrt(static_cast<double>(head_dim_))),
+      rotary_(shape.rotary),
+      rope_interleaved_(shape.rope_interleaved) {
   const int64_t h = shape.hidden_size;
-  LinearOptions qkv = LinearOptions::of(h, (group_ + 2) * head_dim_, context, shape.bias);
+  LinearOptions qkv = LinearOptions::of(h, (group_ + 2) * head_dim_, context, shape.qkv_bias);
   qkv.groups = shape.kv_heads;           // QkvLayout: [kv_heads, (group + 2) x head_dim, hidden]
   qkv.widest_part = group_ * head_dim_;  // the query heads of a group
   qkv_proj = register_module("qkv_proj", std::make_shared<ColumnParallelLinear>(qkv, tp_));
   o_proj = register_module("o_proj", std::make_shared<RowParallelLinear>(
-                                         LinearOptions::of(shape.heads * head_dim_, h, context, shape.bias), tp_));
+                                         LinearOptions::of(shape.heads * head_dim_, h, context, shape.output_bias), tp_));
 }
 
 at::Tensor GroupedQueryAttention::project_blocks(const at::Tensor& x) {
@@ -69,10 +71,21 @@ at::Tensor GroupedQueryAttention::output(const at::Tensor& attended) {
   return o_proj->forward(attended.transpose(1, 2).reshape({attended.size(0), -1, local_heads_ * head_dim_}));
 }
 
+std::array<at::Tensor, 3> GroupedQueryAttention::positioned_qkv(const at::Tensor& blocks, const at::Tensor& cos,
+                                                                 const at::Tensor& sin) const {
+  if (!rotary_) return split_qkv(blocks);
+  if (!rope_interleaved_) return rotary_qkv(blocks, cos, sin);
+  // GPT-J pairs (2i, 2i+1) of q and k regrouped as halves (i, i + head_dim/2): rotating those is
+  // the same rotation, and q.k is unchanged when q and k share one order of their features. v keeps its own.
+  const at::Tensor qk = blocks.narrow(3, 0, group_ + 1);
+  const at::Tensor halves = qk.unflatten(-1, {head_dim_ / 2, 2}).transpose(-1, -2).flatten(-2);
+  return rotary_qkv(at::cat({halves, blocks.narrow(3, group_ + 1, 1)}, 3), cos, sin);
+}
+
 at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   // Rotated q and k, and a copy of v (as a view, attention's saved v would keep the whole q/k/v
   // output alive: 3x v's size at 1.7b).
-  const auto [q, k, v] = triax::rotary_qkv(project_blocks(x), cos, sin);
+  const auto [q, k, v] = positioned_qkv(project_blocks(x), cos, sin);
   return output(at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                                  /*is_causal=*/true, scale_, /*enable_gqa=*/true));
 }
@@ -89,7 +102,7 @@ at::Tensor GroupedQueryAttention::forward_cached(const at::Tensor& x, const at::
                                .clamp_max(cos.size(0) - 1);
     at::Tensor c = cos.index_select(0, positions), s = sin.index_select(0, positions);
     auto& cache = dynamic_cast<KeyValueCache&>(*step.rows[static_cast<size_t>(i)]);
-    const auto [q, k, v] = triax::rotary_qkv(blocks.narrow(0, i, 1), c, s);
+    const auto [q, k, v] = positioned_qkv(blocks.narrow(0, i, 1), c, s);
     rows.push_back(cache.attend(q, k, v, start, step.keep, scale_));
   }
   return output(at::cat(rows, 0));
