@@ -119,8 +119,9 @@ void RotaryEmbedding::compute(int64_t positions) {
   at::Tensor steps = at::arange(positions, at::TensorOptions().dtype(at::kLong).device(device)).to(at::kFloat);
   at::Tensor freqs = at::outer(steps, inv_freq);
   at::Tensor angles = at::cat({freqs, freqs}, -1);
-  cos_ = register_buffer("cos_cached", angles.cos());
-  sin_ = register_buffer("sin_cached", angles.sin());
+  // The registered buffers take the new values in place (a module registers a name once).
+  cos_.set_(angles.cos());
+  sin_.set_(angles.sin());
 }
 
 std::pair<at::Tensor, at::Tensor> RotaryEmbedding::tables(int64_t sequence_length, c10::ScalarType dtype) {
