@@ -267,7 +267,7 @@ TEST(LlamaComponents, FusedGateUpEqualsSeparateProjections) {
 TEST(LlamaComponents, DecoderLayerLeavesTheMlpAddToTheNextNorm) {
   const LlamaConfig config = read_config(tiny_yaml(false));
   const std::shared_ptr<triax::PreNormDecoderLayer> llama_layer =
-      triax::llama::LlamaModel::decoder_layer(config, make_context(1, at::kFloat));
+      triax::llama::LlamaModel::decoder_layer(config, make_context(1, at::kFloat), 0);
   triax::PreNormDecoderLayer& layer = *llama_layer;
   uint64_t seed = 60;
   {

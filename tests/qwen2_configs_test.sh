@@ -37,7 +37,7 @@ expect 0 "the configuration is valid (model moe," "$WORK/qwen_with_moe.yaml"
 
 M=model.model_config
 expect 2 "$M.no_rope_layer: must be a positive interval" "$DENSE" --set $M.no_rope_layer=0
-expect 2 "$M.moe_config: is a mixture of experts" "$WORK/qwen_with_moe.yaml" --set model.plugin=qwen2
+expect 2 "$M.moe_config (line $second): is a mixture of experts" "$WORK/qwen_with_moe.yaml" --set model.plugin=qwen2
 expect 2 "$M.flex_attention_mask: 'document' is not implemented" "$DENSE" --set $M.flex_attention_mask=document
 expect 2 "$M.z_loss_coefficient: must not be negative" "$DENSE" --set $M.z_loss_coefficient=-0.5
 expect 2 "$M.interleaved_rotary: true disagrees with rope_interleaved false" "$DENSE" --set $M.interleaved_rotary=true
