@@ -47,7 +47,7 @@ add_test(NAME qwen2.hf_logits_match_transformers
          COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/hf_qwen2_logits_test.py
                  $<TARGET_FILE:triax> $<TARGET_FILE:triax_logits> ${CMAKE_SOURCE_DIR}/configs/tiny_qwen2.yaml
                  ${CMAKE_CURRENT_BINARY_DIR}/hf_qwen2_logits)
-set_tests_properties(qwen2.hf_logits_match_transformers PROPERTIES LABELS "python;checkpoint;qwen2;slow" TIMEOUT 600
+set_tests_properties(qwen2.hf_logits_match_transformers PROPERTIES LABELS "python;checkpoint;qwen2" TIMEOUT 600
                      ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
 
 # The model and the SDK features it turns on, in one process (tests/qwen2_test.cpp).

@@ -52,7 +52,8 @@ for name, (architecture, model_class, shape) in SHAPES.items():
 # 2. Hugging Face -> triax
 torch.manual_seed(5)
 common = dict(vocab_size=100, hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
-              rope_theta=10000.0, max_position_embeddings=64, tie_word_embeddings=False, initializer_range=0.1)
+              rope_theta=10000.0, max_position_embeddings=64, tie_word_embeddings=False, initializer_range=0.1,
+              bos_token_id=1, eos_token_id=2, pad_token_id=None)
 made = {
     "Qwen2ForCausalLM": Qwen2ForCausalLM(Qwen2Config(num_hidden_layers=3, use_sliding_window=False, **common)),
     "SmolLM3ForCausalLM": SmolLM3ForCausalLM(SmolLM3Config(num_hidden_layers=6, no_rope_layer_interval=3,

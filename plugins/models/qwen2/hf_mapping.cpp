@@ -38,9 +38,8 @@ YAML::Node no_rope_layer_from_hf(ConfigReader& hf, int64_t layers) {
   const int64_t interval = (first_nope - uses_rope.begin()) + 1;
   for (int64_t i = 0; i < layers; ++i)
     if ((uses_rope[static_cast<size_t>(i)] == 0) != ((i + 1) % interval == 0))
-      hf.fail("no_rope_layers", "layer " + std::to_string(i) + " breaks the pattern of every " +
-                                    std::to_string(interval) +
-                                    "-th layer without RoPE: triax's no_rope_layer is an interval");
+      hf.fail("no_rope_layers", "layer " + std::to_string(i) + " breaks the pattern of one layer without RoPE in " +
+                                    std::to_string(interval) + ": triax's no_rope_layer is an interval");
   return YAML::Node(interval);
 }
 

@@ -47,12 +47,13 @@ struct CausalLmLayout {
   bool tie_word_embeddings = false;
   int64_t max_positions = 0;  // the longest sequence the model can place (rotary tables); 0: no limit
   std::string body = "model", embedding = "embed_tokens", layers = "layers", norm = "norm", head = "lm_head";
-  // > 0: the z-loss, this times the mean over counted tokens of logsumexp(logits)^2, a named
-  // auxiliary loss "z_loss" of training forwards (added to the objective and logged).
-  double z_loss_coefficient = 0.0;
   // The name of a learned absolute position embedding of max_positions rows (GPT-2's "wpe"),
   // registered after the token embedding and added to it; empty: none.
   std::string position_embedding;
+  // > 0: the z-loss, this times the mean over counted tokens of logsumexp(logits)^2, a named
+  // auxiliary loss "z_loss" of training forwards (added to the objective and logged). Last, so
+  // that layouts written as lists of values keep compiling.
+  double z_loss_coefficient = 0.0;
 };
 
 // One cached forward as a layer sees it (CausalLmLayer::forward_cached).
