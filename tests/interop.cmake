@@ -26,7 +26,7 @@ foreach(test model_selection_test hf_llama_test)
   target_link_libraries(${test} PRIVATE triax_core nlohmann_json::nlohmann_json GTest::gtest_main)
   target_compile_definitions(${test} PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}"
                                              TRIAX_TEST_PLUGINS_DIR="${TRIAX_TEST_PLUGINS_DIR}")
-  add_dependencies(${test} triax_llama triax_mamba test_plugin_model_markers)
+  add_dependencies(${test} triax_llama triax_mamba triax_moe triax_qwen2 test_plugin_model_markers)
   triax_use_pch(${test})
   gtest_discover_tests(${test} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
 endforeach()

@@ -22,7 +22,7 @@ using namespace llama_test;
 using triax::AttentionShape;
 
 triax::AttentionShape attention_shape(const LlamaConfig& c) {
-  return {c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.attention_bias};
+  return c.attention_shape(0);
 }
 
 TEST(LlamaComponents, RmsNormMatchesFormula) {
@@ -172,7 +172,7 @@ TEST(LlamaComponents, QkvLayoutGroupsHeadsByKeyValueHead) {
 // An MHA shape, a GQA shape with several query heads per group, and one with a single kv head.
 TEST(LlamaComponents, FusedQkvEqualsSeparateProjections) {
   for (const auto& [heads, kv_heads] : std::vector<std::pair<int64_t, int64_t>>{{4, 4}, {6, 2}, {4, 1}}) {
-    const AttentionShape shape{24, heads, kv_heads, /*bias=*/true};
+    const AttentionShape shape{24, heads, kv_heads, /*qkv_bias=*/true, /*output_bias=*/true};
     const int64_t d = 24 / heads, q_out = heads * d, kv_out = kv_heads * d;
     triax::GroupedQueryAttention attention(shape, make_context(1, at::kDouble));
     const at::Tensor wq = normal({q_out, 24}, 0.3, 31), wk = normal({kv_out, 24}, 0.3, 32);
@@ -267,7 +267,7 @@ TEST(LlamaComponents, FusedGateUpEqualsSeparateProjections) {
 TEST(LlamaComponents, DecoderLayerLeavesTheMlpAddToTheNextNorm) {
   const LlamaConfig config = read_config(tiny_yaml(false));
   const std::shared_ptr<triax::PreNormDecoderLayer> llama_layer =
-      triax::llama::LlamaModel::decoder_layer(config, make_context(1, at::kFloat));
+      triax::llama::LlamaModel::decoder_layer(config, make_context(1, at::kFloat), 0);
   triax::PreNormDecoderLayer& layer = *llama_layer;
   uint64_t seed = 60;
   {

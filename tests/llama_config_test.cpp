@@ -36,7 +36,8 @@ TEST(LlamaConfig, ErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(config_error(tiny_yaml(false, "vocab_size_x: 3\n")).find("unknown key"), std::string::npos);
   EXPECT_NE(config_error("hidden_size: 0\n").find("model.model_config.hidden_size"), std::string::npos);
-  EXPECT_NE(config_error(tiny_yaml(false, "rope_interleaved: true\n")).find("model.model_config.rope_interleaved"),
+  EXPECT_NE(config_error(tiny_yaml(false, "no_rope_layer: 0\n"))
+                .find("model.model_config.no_rope_layer: must be a positive interval"),
             std::string::npos);
   EXPECT_NE(config_error(tiny_yaml(false, "_attn_implementation: paged\n"))
                 .find("model.model_config._attn_implementation: 'paged' is not implemented"),
@@ -47,7 +48,7 @@ TEST(LlamaConfig, ErrorsNameTheKey) {
   EXPECT_NE(config_error(tiny_yaml(false, "rope_scaling: {rope_type: llama3, factor: 8.0}\n"))
                 .find("model.model_config.rope_scaling.low_freq_factor"),
             std::string::npos);
-  EXPECT_NE(config_error(tiny_yaml(false, "z_loss_enabled: true\n")).find("model.model_config.z_loss_enabled"),
+  EXPECT_NE(config_error(tiny_yaml(false, "z_loss_coefficient: -1.0\n")).find("model.model_config.z_loss_coefficient"),
             std::string::npos);
   EXPECT_NE(config_error(tiny_yaml(false), "{std: 0.02, bogus: 1}").find("model.init_method.bogus"), std::string::npos);
   // A checkpoint path is the host's business: the plugin initialises as usual (the host then

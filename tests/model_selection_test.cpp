@@ -1,7 +1,7 @@
 // Choosing the model plugin without model.plugin: by the nanotron marker key in model_config (one
 // match, none, two), by a Hugging Face folder's architecture (and none reading it), the
 // model_config a folder's config.json brings, and the refusal of a plugin without a Hugging Face
-// mapping asked to convert. Plugins: the build's (llama) and tests/plugins/model_markers.
+// mapping asked to convert. Plugins: the build's (llama, qwen2, moe, mamba) and tests/plugins/model_markers.
 #include "triax/core/plugins/model_selection.hpp"
 
 #include <ATen/ATen.h>
@@ -78,6 +78,13 @@ TEST_F(ModelSelectionTest, NoMatchingMarkerListsThePluginsAndTheirMarkers) {
                                "llama (is_llama_config)", "abi_1_2_model (no marker)"})
       EXPECT_NE(message.find(listed), std::string::npos) << listed << " in " << message;
   }
+}
+
+// nanotron's Qwen2Config marks both the dense model and the mixture of experts: moe_config decides.
+TEST_F(ModelSelectionTest, AMarkerWithItsRequiredKeyWinsOverTheMarkerAlone) {
+  EXPECT_EQ(by_marker("{is_qwen2_config: true}"), "qwen2");
+  EXPECT_EQ(by_marker("{is_qwen2_config: true, moe_config: null}"), "qwen2");  // nanotron's config_qwen.yaml
+  EXPECT_EQ(by_marker("{is_qwen2_config: true, moe_config: {num_experts: 4}}"), "moe");
 }
 
 TEST_F(ModelSelectionTest, TwoMatchingMarkersAreRefused) {

@@ -110,6 +110,11 @@ void CausalLm::build(const std::function<std::shared_ptr<CausalLmLayer>(int64_t)
 
 std::vector<at::Tensor> CausalLm::layer_inputs(int64_t, c10::ScalarType) { return {}; }
 
+std::vector<std::string> CausalLm::aux_loss_names() const {
+  if (layout_.z_loss_coefficient > 0.0) return {"z_loss"};
+  return {};
+}
+
 at::Tensor CausalLm::stage_input(const StageInput& input, const at::Tensor& ids,
                                  const std::vector<int64_t>& starts) const {
   if (embeds_tokens_) {
@@ -203,8 +208,19 @@ StageOutput CausalLm::head_output(const at::Tensor& hidden, const StageInput& in
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, layout_.model_name + ": the last stage needs label_ids");
   // Training: lm_head and loss fused, chunk by chunk, so the whole batch's logits never exist.
   const at::Tensor head_input = gather_column_parallel_input(normed, tp_);  // [batch, seq, hidden]
-  output.loss = fused_linear_cross_entropy(head_input.reshape({-1, head_input.size(-1)}), head_->weight,
-                                           input.label_ids.reshape({-1}), mask, vocab_start, layout_.vocab_size, tp_);
+  const at::Tensor tokens = head_input.reshape({-1, head_input.size(-1)}), labels = input.label_ids.reshape({-1});
+  if (layout_.z_loss_coefficient <= 0.0) {
+    output.loss = fused_linear_cross_entropy(tokens, head_->weight, labels, mask, vocab_start, layout_.vocab_size, tp_);
+    return output;
+  }
+  const LossAndLogsumexp parts = fused_linear_cross_entropy_with_logsumexp(tokens, head_->weight, labels, mask,
+                                                                           vocab_start, layout_.vocab_size, tp_);
+  output.loss = parts.loss;
+  const at::Tensor squares = parts.logsumexp.square();
+  const at::Tensor mean = mask.defined() ? (squares * mask.to(squares.scalar_type())).sum() /
+                                               mask.to(squares.scalar_type()).sum().clamp_min(1.0)
+                                         : squares.mean();
+  output.aux_losses["z_loss"] = mean * layout_.z_loss_coefficient;
   return output;
 }
 

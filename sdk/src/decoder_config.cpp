@@ -64,7 +64,7 @@ void DecoderConfig::check_decoder_shape(const ConfigReader& reader) const {
 }
 
 void DecoderConfig::check_sequence_fits(const ConfigReader& reader, int64_t sequence_length) const {
-  if (sequence_length > max_position_embeddings)
+  if (sequence_length > max_position_embeddings && !sequence_may_exceed_max_positions)
     reader.fail("max_position_embeddings", "is " + std::to_string(max_position_embeddings) +
                                                ", shorter than tokens.sequence_length (" +
                                                std::to_string(sequence_length) + ")");
@@ -91,6 +91,7 @@ CausalLmLayout DecoderConfig::causal_lm_layout(const std::string& model_name) co
   layout.tie_word_embeddings = tie_word_embeddings;
   layout.max_positions = max_position_embeddings;
   layout.attention = {sliding_window_size, use_doc_masking};
+  if (z_loss_enabled) layout.z_loss_coefficient = z_loss_coefficient;
   return layout;
 }
 
@@ -99,11 +100,19 @@ UnaryModule DecoderConfig::final_norm(const ModelContext& context) const {
       std::make_shared<RMSNorm>(hidden_size, rms_norm_eps, context.device, context.dtype, TensorParallel::of(context)));
 }
 
-std::shared_ptr<PreNormDecoderLayer> DecoderConfig::decoder_layer(UnaryModule mlp, const ModelContext& context) const {
-  return std::make_shared<PreNormDecoderLayer>(
-      AttentionShape{hidden_size, num_attention_heads, num_key_value_heads, attention_bias, sliding_window_size},
-      rms_norm_eps,
-      std::move(mlp), context);
+AttentionShape DecoderConfig::attention_shape(int64_t layer) const {
+  AttentionShape shape{hidden_size, num_attention_heads, num_key_value_heads};
+  shape.qkv_bias = attention_bias;
+  shape.output_bias = output_bias();
+  shape.rotary = uses_rope(layer);
+  shape.rope_interleaved = rope_interleaved;
+  shape.sliding_window = sliding_window_size;
+  return shape;
+}
+
+std::shared_ptr<PreNormDecoderLayer> DecoderConfig::decoder_layer(UnaryModule mlp, const ModelContext& context,
+                                                                  int64_t layer) const {
+  return std::make_shared<PreNormDecoderLayer>(attention_shape(layer), rms_norm_eps, std::move(mlp), context);
 }
 
 void DecoderConfig::add_hf_final_rules(std::vector<HfTensorRule>& rules) const {

@@ -184,9 +184,11 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
   // gradients_now: the caller wants gradients; at tp = 1 each chunk's statistics are complete as
   // soon as its logits are, so its gradients are computed right there, and backward only scales
   // them: one lm_head GEMM per chunk fewer than computing the logits again in backward.
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
-                            const at::Tensor& labels, const at::Tensor& token_weight, int64_t vocab_start,
-                            int64_t vocab_size, int64_t chunk_tokens, const TensorParallel& tp, bool gradients_now) {
+  // with_logsumexp: a second output, each token's logsumexp [tokens] (then gradients_now is false).
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
+                               const at::Tensor& labels, const at::Tensor& token_weight, int64_t vocab_start,
+                               int64_t vocab_size, int64_t chunk_tokens, const TensorParallel& tp, bool gradients_now,
+                               bool with_logsumexp) {
 #ifdef TRIAX_WITH_CUDA
     c10::cuda::OptionalCUDAGuard device;  // the kernels launch on the tensors' device
     if (hidden.is_cuda()) device.set_device(hidden.device());
@@ -243,7 +245,9 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
       ctx->save_for_backward({weight, h, local_label, global_max, total_exp, token_weight});
       ctx->saved_data["chunk_tokens"] = chunk_tokens;
     }
-    return (per_token * token_weight).sum();
+    at::Tensor loss = (per_token * token_weight).sum();
+    if (!with_logsumexp) return {loss};
+    return {loss, total_exp.log() + global_max};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -256,6 +260,7 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     if (weight.is_cuda()) device.set_device(weight.device());
 #endif
     const at::Tensor& incoming = grads[0];                   // 0-dim, the loss's dtype
+    const at::Tensor lse_grad = grads.size() > 1 ? grads[1] : at::Tensor();
     if (ctx->saved_data["gradients_in_forward"].toBool()) {  // let go of them once used
       if (!ctx->saved_data.count("grad_hidden"))
         throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
@@ -270,21 +275,32 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
     const at::Tensor &row_max = saved[3], &sum_exp = saved[4], &token_weight = saved[5];
     const int64_t chunk_tokens = ctx->saved_data["chunk_tokens"].toInt();
     const at::Tensor w = weight.narrow(0, 0, real).contiguous();
+    // With a logsumexp gradient g: d lse / d z = softmax, so each row's gradient is
+    // softmax x (weight x incoming + g) - one_hot x weight x incoming, scaled by 1 at the end.
+    const bool with_lse = lse_grad.defined();
+    const at::Tensor scale = with_lse ? token_weight * (incoming.defined() ? incoming : at::zeros({}, token_weight.options())) +
+                                            lse_grad.to(token_weight.scalar_type())
+                                      : token_weight;
     GradientSum gradients(h, w);
     for (int64_t start = 0; start < h.size(0); start += chunk_tokens) {
       const int64_t n = std::min(chunk_tokens, h.size(0) - start);
       const at::Tensor h_chunk = h.narrow(0, start, n);
-      gradients.add(start,
-                    chunk_gradient(at::mm(h_chunk, w.t()), local_label.narrow(0, start, n), row_max.narrow(0, start, n),
-                                   sum_exp.narrow(0, start, n), token_weight.narrow(0, start, n)),
-                    h_chunk, w);
+      const at::Tensor chunk_label = local_label.narrow(0, start, n);
+      at::Tensor grad = chunk_gradient(at::mm(h_chunk, w.t()), chunk_label, row_max.narrow(0, start, n),
+                                       sum_exp.narrow(0, start, n), scale.narrow(0, start, n));
+      if (with_lse) {  // chunk_gradient took one_hot x scale; one_hot x weight x incoming is wanted
+        const at::Tensor here = chunk_label.ge(0).to(grad.scalar_type());
+        grad.scatter_add_(1, chunk_label.clamp_min(0).unsqueeze(1),
+                          (lse_grad.narrow(0, start, n).to(grad.scalar_type()) * here).unsqueeze(1));
+      }
+      gradients.add(start, grad, h_chunk, w);
     }
-    return with_unused(gradients.scaled(incoming, weight));
+    return with_unused(gradients.scaled(with_lse ? at::ones({}, scale.options()) : incoming, weight));
   }
 
   // {grad_hidden, grad_weight} and no gradient for the other arguments of forward.
   static variable_list with_unused(variable_list gradients) {
-    gradients.resize(9);
+    gradients.resize(10);
     return gradients;
   }
 };
@@ -295,9 +311,11 @@ void require(bool condition, const std::string& message) {
 
 }  // namespace
 
-at::Tensor fused_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
-                                      const at::Tensor& mask, int64_t vocab_start, int64_t vocab_size,
-                                      const TensorParallel& tp, int64_t chunk_tokens) {
+namespace {
+
+variable_list fused_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                         const at::Tensor& mask, int64_t vocab_start, int64_t vocab_size, const TensorParallel& tp,
+                         int64_t chunk_tokens, bool with_logsumexp) {
   require(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size && (tp.size == 1 || tp.host.valid()),
           "tensor parallel rank " + std::to_string(tp.rank) + " of " + std::to_string(tp.size) +
               " needs a valid group (and the host's communicator when tp > 1)");
@@ -328,9 +346,27 @@ at::Tensor fused_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor
     token_weight = at::full({tokens}, 1.0 / static_cast<double>(std::max<int64_t>(tokens, 1)), score);
   }
   const int64_t chunk = chunk_tokens > 0 ? chunk_tokens : default_chunk_tokens(tokens, weight.size(0));
-  const bool gradients_now = at::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
+  // With the logsumexp its gradient is known only in backward, which then computes the logits again.
+  const bool gradients_now =
+      !with_logsumexp && at::GradMode::is_enabled() && (hidden.requires_grad() || weight.requires_grad());
   return FusedLinearCrossEntropy::apply(hidden, weight, labels.to(at::kLong), token_weight.detach(), vocab_start,
-                                        vocab_size, chunk, tp, gradients_now);
+                                        vocab_size, chunk, tp, gradients_now, with_logsumexp);
+}
+
+}  // namespace
+
+at::Tensor fused_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
+                                      const at::Tensor& mask, int64_t vocab_start, int64_t vocab_size,
+                                      const TensorParallel& tp, int64_t chunk_tokens) {
+  return fused_loss(hidden, weight, labels, mask, vocab_start, vocab_size, tp, chunk_tokens, false)[0];
+}
+
+LossAndLogsumexp fused_linear_cross_entropy_with_logsumexp(const at::Tensor& hidden, const at::Tensor& weight,
+                                                           const at::Tensor& labels, const at::Tensor& mask,
+                                                           int64_t vocab_start, int64_t vocab_size,
+                                                           const TensorParallel& tp, int64_t chunk_tokens) {
+  const variable_list out = fused_loss(hidden, weight, labels, mask, vocab_start, vocab_size, tp, chunk_tokens, true);
+  return {out[0], out[1]};
 }
 
 }  // namespace triax

@@ -50,14 +50,16 @@ GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const 
       group_(QkvLayout::of(shape).group()),
       head_dim_(QkvLayout::of(shape).head_dim),
       scale_(1.0 / std::sqrt(static_cast<double>(head_dim_))),
+      rotary_(shape.rotary),
+      rope_interleaved_(shape.rope_interleaved),
       sliding_window_(shape.sliding_window) {
   const int64_t h = shape.hidden_size;
-  LinearOptions qkv = LinearOptions::of(h, (group_ + 2) * head_dim_, context, shape.bias);
+  LinearOptions qkv = LinearOptions::of(h, (group_ + 2) * head_dim_, context, shape.qkv_bias);
   qkv.groups = shape.kv_heads;           // QkvLayout: [kv_heads, (group + 2) x head_dim, hidden]
   qkv.widest_part = group_ * head_dim_;  // the query heads of a group
   qkv_proj = register_module("qkv_proj", std::make_shared<ColumnParallelLinear>(qkv, tp_));
   o_proj = register_module("o_proj", std::make_shared<RowParallelLinear>(
-                                         LinearOptions::of(shape.heads * head_dim_, h, context, shape.bias), tp_));
+                                         LinearOptions::of(shape.heads * head_dim_, h, context, shape.output_bias), tp_));
 }
 
 at::Tensor GroupedQueryAttention::project_blocks(const at::Tensor& x) {
@@ -71,13 +73,24 @@ at::Tensor GroupedQueryAttention::output(const at::Tensor& attended) {
   return o_proj->forward(attended.transpose(1, 2).reshape({attended.size(0), -1, local_heads_ * head_dim_}));
 }
 
+std::array<at::Tensor, 3> GroupedQueryAttention::positioned_qkv(const at::Tensor& blocks, const at::Tensor& cos,
+                                                                 const at::Tensor& sin) const {
+  if (!rotary_) return split_qkv(blocks);
+  if (!rope_interleaved_) return rotary_qkv(blocks, cos, sin);
+  // GPT-J pairs (2i, 2i+1) of q and k regrouped as halves (i, i + head_dim/2): rotating those is
+  // the same rotation, and q.k is unchanged when q and k share one order of their features. v keeps its own.
+  const at::Tensor qk = blocks.narrow(3, 0, group_ + 1);
+  const at::Tensor halves = qk.unflatten(-1, {head_dim_ / 2, 2}).transpose(-1, -2).flatten(-2);
+  return rotary_qkv(at::cat({halves, blocks.narrow(3, group_ + 1, 1)}, 3), cos, sin);
+}
+
 at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                                           const MaskedAttention& masked) {
-  // Rotated q and k, and a copy of v (as a view, attention's saved v would keep the whole q/k/v
+  // Positioned q and k, and a copy of v (as a view, attention's saved v would keep the whole q/k/v
   // output alive: 3x v's size at 1.7b).
   const at::Tensor blocks = project_blocks(x);
-  const auto [q, k, v] = masked.position_ids.defined() ? rotary_qkv_at(blocks, cos, sin, masked.position_ids)
-                                                       : triax::rotary_qkv(blocks, cos, sin);
+  const auto [q, k, v] = masked.position_ids.defined() ? positioned_qkv_at(blocks, cos, sin, masked.position_ids)
+                                                       : positioned_qkv(blocks, cos, sin);
   // Without a mask (nullopt, not an undefined tensor), the causal flag keeps
   // scaled_dot_product_attention's fastest kernels.
   const bool causal = !masked.mask.defined();
@@ -86,12 +99,13 @@ at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor&
                                                  /*enable_gqa=*/true));
 }
 
-std::array<at::Tensor, 3> GroupedQueryAttention::rotary_qkv_at(const at::Tensor& blocks, const at::Tensor& cos,
-                                                               const at::Tensor& sin, const at::Tensor& position_ids) {
+std::array<at::Tensor, 3> GroupedQueryAttention::positioned_qkv_at(const at::Tensor& blocks, const at::Tensor& cos,
+                                                                    const at::Tensor& sin,
+                                                                    const at::Tensor& position_ids) const {
   std::vector<at::Tensor> q, k, v;
   for (int64_t i = 0; i < blocks.size(0); ++i) {
     const auto [c, s] = rotary_rows(cos, sin, position_ids, i);
-    const auto [qi, ki, vi] = triax::rotary_qkv(blocks.narrow(0, i, 1), c, s);
+    const auto [qi, ki, vi] = positioned_qkv(blocks.narrow(0, i, 1), c, s);
     q.push_back(qi);
     k.push_back(ki);
     v.push_back(vi);
@@ -107,8 +121,8 @@ at::Tensor GroupedQueryAttention::forward_cached(const at::Tensor& x, const at::
   // tables' rows of their positions (sequence-parallel padding may run past the tables: it reads
   // the last row, and is discarded).
   const at::Tensor positions = step.positions.reshape({-1}).clamp_max(cos.size(0) - 1);
-  const auto [q, k, v] = triax::rotary_qkv(blocks.reshape({1, rows * fresh, local_kv_heads_, group_ + 2, head_dim_}),
-                                           cos.index_select(0, positions), sin.index_select(0, positions));
+  const auto [q, k, v] = positioned_qkv(blocks.reshape({1, rows * fresh, local_kv_heads_, group_ + 2, head_dim_}),
+                                        cos.index_select(0, positions), sin.index_select(0, positions));
   auto by_row = [&](const at::Tensor& t) {  // [1, heads, rows x new, head_dim] -> [rows, heads, new, head_dim]
     return t.transpose(1, 2).reshape({rows, fresh, t.size(1), head_dim_}).transpose(1, 2);
   };

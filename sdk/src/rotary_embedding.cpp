@@ -104,23 +104,34 @@ at::Tensor rope_inverse_frequencies(const RopeOptions& options) {
   return inverse_frequencies_on(options, c10::Device(c10::kCPU));
 }
 
-RotaryEmbedding::RotaryEmbedding(const RopeOptions& options, c10::Device device) {
-  at::Tensor inv_freq = inverse_frequencies_on(options, device);
-  // transformers: freqs = inv_freq @ positions.float() (one product per entry), emb = cat(freqs,
-  // freqs), cos = emb.cos() * attention_scaling (1.0 for default, linear and llama3).
-  at::Tensor positions =
-      at::arange(options.max_positions, at::TensorOptions().dtype(at::kLong).device(device)).to(at::kFloat);
-  at::Tensor freqs = at::outer(positions, inv_freq);
-  at::Tensor angles = at::cat({freqs, freqs}, -1);
-  cos_ = register_buffer("cos_cached", angles.cos());
-  sin_ = register_buffer("sin_cached", angles.sin());
+RotaryEmbedding::RotaryEmbedding(const RopeOptions& options, c10::Device device) : options_(options) {
+  cos_ = register_buffer("cos_cached", at::empty({0}, at::TensorOptions().device(device)));
+  sin_ = register_buffer("sin_cached", at::empty({0}, at::TensorOptions().device(device)));
+  compute(options.max_positions);
 }
 
-std::pair<at::Tensor, at::Tensor> RotaryEmbedding::tables(int64_t sequence_length, c10::ScalarType dtype) const {
-  if (sequence_length > cos_.size(0))
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "sequence length " + std::to_string(sequence_length) +
-                                                  " exceeds model.model_config.max_position_embeddings (" +
-                                                  std::to_string(cos_.size(0)) + ")");
+void RotaryEmbedding::compute(int64_t positions) {
+  const c10::Device device = cos_.device();
+  at::Tensor inv_freq = inverse_frequencies_on(options_, device);
+  // transformers: freqs = inv_freq @ positions.float() (one product per entry), emb = cat(freqs,
+  // freqs), cos = emb.cos() * attention_scaling (1.0 for default, linear and llama3). Each entry
+  // depends on its position alone: an extended table starts with the same values.
+  at::Tensor steps = at::arange(positions, at::TensorOptions().dtype(at::kLong).device(device)).to(at::kFloat);
+  at::Tensor freqs = at::outer(steps, inv_freq);
+  at::Tensor angles = at::cat({freqs, freqs}, -1);
+  // The registered buffers take the new values in place (a module registers a name once).
+  cos_.set_(angles.cos());
+  sin_.set_(angles.sin());
+}
+
+std::pair<at::Tensor, at::Tensor> RotaryEmbedding::tables(int64_t sequence_length, c10::ScalarType dtype) {
+  if (sequence_length > cos_.size(0)) {
+    if (!options_.extends)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "sequence length " + std::to_string(sequence_length) +
+                                                    " exceeds model.model_config.max_position_embeddings (" +
+                                                    std::to_string(cos_.size(0)) + ")");
+    compute(sequence_length);
+  }
   return {cos_.narrow(0, 0, sequence_length).to(dtype), sin_.narrow(0, 0, sequence_length).to(dtype)};
 }
 

@@ -19,15 +19,20 @@
 namespace triax {
 namespace {
 
-std::array<at::Tensor, 3> rotary_qkv_composition(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin) {
+// {q, k, v} of qkv, unrotated, in [batch, heads, seq, head_dim]; v a copy.
+std::array<at::Tensor, 3> split_heads(const at::Tensor& qkv) {
   const int64_t batch = qkv.size(0), seq = qkv.size(1), kv_heads = qkv.size(2), group = qkv.size(3) - 2;
   // split_with_sizes: its backward joins the three gradients in one tensor.
   const std::vector<at::Tensor> parts = qkv.split_with_sizes({group, 1, 1}, 3);
   // The query heads of all groups side by side: a view when one group or one head per group, a
   // copy otherwise.
   const at::Tensor q = parts[0].reshape({batch, seq, kv_heads * group, qkv.size(4)}).transpose(1, 2);
-  return {apply_rotary(q, cos, sin), apply_rotary(parts[1].squeeze(3).transpose(1, 2), cos, sin),
-          parts[2].squeeze(3).transpose(1, 2).contiguous()};
+  return {q, parts[1].squeeze(3).transpose(1, 2), parts[2].squeeze(3).transpose(1, 2).contiguous()};
+}
+
+std::array<at::Tensor, 3> rotary_qkv_composition(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin) {
+  const auto [q, k, v] = split_heads(qkv);
+  return {apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v};
 }
 
 #ifdef TRIAX_WITH_CUDA
@@ -130,6 +135,14 @@ struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
 #endif  // TRIAX_WITH_CUDA
 
 }  // namespace
+
+std::array<at::Tensor, 3> split_qkv(const at::Tensor& qkv) {
+  if (qkv.dim() != 5 || qkv.size(3) < 3)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "split_qkv: qkv must be [batch, seq, kv_heads, group + 2, head_dim] with group >= 1, got " +
+                    shape_text(qkv.sizes()));
+  return split_heads(qkv);
+}
 
 std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin) {
   if (qkv.dim() != 5 || qkv.size(3) < 3 || qkv.size(4) % 2 != 0)

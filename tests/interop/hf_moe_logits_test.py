@@ -2,8 +2,8 @@
 difference| <= 1e-4):
 
 1. export: a tiny MoE trained by triax -> `triax convert --to hf` -> MixtralForCausalLM (no shared
-   expert, gates renormalised) and Qwen2MoeForCausalLM (a shared expert, raw gates, one dense
-   layer) give the logits triax gives on the same tokens;
+   expert, gates renormalised) and Qwen2MoeForCausalLM (q/k/v biases, a shared expert, raw gates,
+   one dense layer) give the logits triax gives on the same tokens;
 2. import: a MixtralForCausalLM and a Qwen2MoeForCausalLM made by transformers -> `triax convert
    --from hf` -> triax gives transformers' logits; and the same straight from the folder;
 3. a folder whose config.json names more experts than its weights hold is refused, naming the files.
@@ -32,8 +32,8 @@ SHAPES = {
     # Mixtral: experts of intermediate_size features, every layer, renormalised top-2.
     "mixtral": ["--set", M + "intermediate_size=48", "--set", M + "moe_config.moe_intermediate_size=48",
                 "--set", M + "moe_config.enable_shared_expert=false", "--set", M + "moe_config.norm_topk_prob=true"],
-    # Qwen2-MoE: a shared expert, raw gates, layer 1 of 3 dense.
-    "qwen2_moe": ["--set", M + "intermediate_size=40", "--set", M + "num_hidden_layers=3",
+    # Qwen2-MoE (Qwen1.5-MoE): q/k/v biases, a shared expert, raw gates, layer 1 of 3 dense.
+    "qwen2_moe": ["--set", M + "attention_bias=true", "--set", M + "intermediate_size=40", "--set", M + "num_hidden_layers=3",
                   "--set", M + "moe_config.layers=[0, 2]", "--set", M + "moe_config.moe_intermediate_size=24",
                   "--set", M + "moe_config.shared_expert_intermediate_size=40"],
 }
@@ -63,7 +63,7 @@ made = {
     "qwen2_moe": Qwen2MoeForCausalLM(Qwen2MoeConfig(
         vocab_size=100, hidden_size=32, intermediate_size=40, num_hidden_layers=3, num_attention_heads=4,
         num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
-        shared_expert_intermediate_size=40, mlp_only_layers=[1], norm_topk_prob=False, qkv_bias=False,
+        shared_expert_intermediate_size=40, mlp_only_layers=[1], norm_topk_prob=False, qkv_bias=True,
         max_position_embeddings=64, tie_word_embeddings=False, initializer_range=0.1)),
 }
 for name, model in made.items():

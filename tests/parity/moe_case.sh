@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One case of the MoE parity matrix: run_case.sh (losses, gradient norms, final parameters), then
-# every named auxiliary loss of metrics.jsonl against the reference's.
+# One parity case of a model with named auxiliary losses (the MoE and qwen2 matrices): run_case.sh
+# (losses, gradient norms, final parameters), then every named auxiliary loss of metrics.jsonl
+# against the reference's.
 #   moe_case.sh PYTHON RUNNER MPIEXEC CONFIG REFERENCE_DIR OUT_DIR RANKS [--set KEY=VALUE]...
 set -euo pipefail
 python=$1

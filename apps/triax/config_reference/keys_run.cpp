@@ -173,8 +173,9 @@ Section section_model() {
   s.keys = {
       Key("plugin", string(), "triax",
           R"md(the model plugin's name (any loaded model plugin; `triax plugins` lists them). Left out: the
-          plugin whose nanotron marker key is in `model_config` (none or several is an error listing
-          every plugin and its marker), or, with `init_method.path` naming a Hugging Face folder, the
+          plugin whose nanotron marker key is in `model_config` (a marker with the key it requires wins
+          over the same marker alone: `is_qwen2_config` with `moe_config` is moe's, without it qwen2's;
+          none or several is an error listing every plugin and its marker), or, with `init_method.path` naming a Hugging Face folder, the
           plugin reading its config.json `architectures`)md")
           .with_default(R"md(chosen)md"),
       Key("model_config", mapping(), "nanotron",

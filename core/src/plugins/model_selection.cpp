@@ -1,5 +1,6 @@
 #include "triax/core/plugins/model_selection.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "triax/core/plugins/model_hf_mapping.hpp"
@@ -42,6 +43,17 @@ std::string model_plugin_by_marker(const PluginRegistry& registry, const YAML::N
       matching.push_back(record.name);
   }
   if (matching.size() == 1) return matching.front();
+  // A marker with its required key is more specific than the same marker alone (is_qwen2_config
+  // with moe_config: moe, not qwen2): the one specific match wins.
+  std::vector<std::string> specific;
+  for (const PluginRecord& record : registry.plugins()) {
+    if (record.kind != TRIAX_PLUGIN_MODEL ||
+        std::find(matching.begin(), matching.end(), record.name) == matching.end())
+      continue;
+    if (model_plugin_extras(*static_cast<const triax_model_vtable*>(record.vtable)).nanotron_marker_requires != nullptr)
+      specific.push_back(record.name);
+  }
+  if (specific.size() == 1) return specific.front();
   const std::string where = origin.empty() ? "" : origin + ": ";
   if (matching.empty())
     throw ConfigError(where +

@@ -5,6 +5,7 @@
 // no permutation.
 #include <nlohmann/json.hpp>
 
+#include "decoder_hf.hpp"
 #include "llama_model.hpp"
 #include "triax/layers/grouped_query_attention.hpp"
 #include "triax/layers/swiglu_mlp.hpp"
@@ -23,6 +24,8 @@ std::vector<HfConfigKey> shared_keys() {
   return keys;
 }
 const std::vector<HfConfigKey> kSharedKeys = shared_keys();
+
+}  // namespace
 
 // rope_scaling (transformers 4) or rope_parameters (5) -> model_config.rope_scaling (null: plain).
 YAML::Node rope_scaling_from_hf(ConfigReader& rope) {
@@ -44,17 +47,7 @@ YAML::Node rope_scaling_from_hf(ConfigReader& rope) {
   return out;
 }
 
-YAML::Node config_from_hf(ConfigReader& hf) {
-  require_hf_architecture(hf, {kArchitecture});
-  require_hf_value(hf, "model_type", "llama", "the llama plugin reads Llama models");
-  require_hf_value(hf, "mlp_bias", "false", "triax's llama MLP has no biases");
-  require_hf_value(hf, "attention_dropout", "0.0", "triax's llama has no attention dropout");
-  YAML::Node m(YAML::NodeType::Map);
-  m["is_llama_config"] = true;
-  m["rope_interleaved"] = false;  // Hugging Face rotates halves; true is refused by the reader
-  m["rope_scaling"] = YAML::Node(YAML::NodeType::Null);
-  hf_keys_to_model_config(hf, kSharedKeys, m);
-  hf_keys_to_model_config(hf, {{"rope_interleaved", HfValue::Boolean}}, m);
+void rope_from_hf(ConfigReader& hf, YAML::Node& m) {
   if (std::optional<ConfigReader> parameters = hf.optional_section("rope_parameters")) {
     if (hf.contains("rope_scaling")) hf.fail("rope_scaling", "given together with rope_parameters: give one of them");
     const double theta = parameters->required<double>("rope_theta");
@@ -65,6 +58,39 @@ YAML::Node config_from_hf(ConfigReader& hf) {
   } else if (std::optional<ConfigReader> scaling = hf.optional_section("rope_scaling")) {
     m["rope_scaling"] = rope_scaling_from_hf(*scaling);
   }
+}
+
+void rope_to_hf(const LlamaConfig& c, nlohmann::json& json) {
+  json["rope_scaling"] = nullptr;
+  if (!c.rope_scaling) return;
+  json["rope_scaling"] = {{"rope_type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor}};
+  if (c.rope_scaling->type == "llama3") {
+    json["rope_scaling"]["low_freq_factor"] = c.rope_scaling->low_freq_factor;
+    json["rope_scaling"]["high_freq_factor"] = c.rope_scaling->high_freq_factor;
+    json["rope_scaling"]["original_max_position_embeddings"] = c.rope_scaling->original_max_position_embeddings;
+  }
+}
+
+void refuse_hf_rotary_layout(ConfigReader& model_config, const LlamaConfig& c, const std::string& architecture) {
+  if (c.rope_interleaved)
+    model_config.fail("rope_interleaved", "true (GPT-J rotary pairs) cannot be exported: " + architecture +
+                                              " rotates halves of each head");
+}
+
+namespace {
+
+YAML::Node config_from_hf(ConfigReader& hf) {
+  require_hf_architecture(hf, {kArchitecture});
+  require_hf_value(hf, "model_type", "llama", "the llama plugin reads Llama models");
+  require_hf_value(hf, "mlp_bias", "false", "triax's llama MLP has no biases");
+  require_hf_value(hf, "attention_dropout", "0.0", "triax's llama has no attention dropout");
+  YAML::Node m(YAML::NodeType::Map);
+  m["is_llama_config"] = true;
+  m["rope_interleaved"] = false;  // Hugging Face rotates halves
+  m["rope_scaling"] = YAML::Node(YAML::NodeType::Null);
+  hf_keys_to_model_config(hf, kSharedKeys, m);
+  hf_keys_to_model_config(hf, {{"rope_interleaved", HfValue::Boolean}}, m);
+  rope_from_hf(hf, m);
   // The reader's refusals name config.json and the key (the names are the same on both sides).
   ConfigReader check(m, "", "config.json");
   LlamaConfig::read(check).check_hf_head_dim(hf, "llama");
@@ -76,6 +102,10 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
   if (c.sliding_window_size)
     model_config.fail("sliding_window_size", "cannot be exported: Hugging Face's Llama has no sliding window (null "
                                              "expected; the moe plugin exports it as Mixtral's or Qwen2-MoE's)");
+  refuse_hf_rotary_layout(model_config, c, kArchitecture);
+  if (c.no_rope_layer)
+    model_config.fail("no_rope_layer", "layers without RoPE cannot be exported to " + std::string(kArchitecture) +
+                                           " (the qwen2 plugin exports them as SmolLM3ForCausalLM)");
   Json json = {{"architectures", Json::array({kArchitecture})},
                {"model_type", "llama"},
                {"attention_dropout", 0.0},
@@ -83,23 +113,17 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
                {"head_dim", c.head_dim()},
                {"torch_dtype", dtype}};
   model_config_keys_to_hf(model_config.resolved(), kSharedKeys, json);
-  json["rope_scaling"] = nullptr;
-  if (c.rope_scaling) {
-    json["rope_scaling"] = {{"rope_type", c.rope_scaling->type}, {"factor", c.rope_scaling->factor}};
-    if (c.rope_scaling->type == "llama3") {
-      json["rope_scaling"]["low_freq_factor"] = c.rope_scaling->low_freq_factor;
-      json["rope_scaling"]["high_freq_factor"] = c.rope_scaling->high_freq_factor;
-      json["rope_scaling"]["original_max_position_embeddings"] = c.rope_scaling->original_max_position_embeddings;
-    }
-  }
+  rope_to_hf(c, json);
   return json.dump(2) + "\n";
 }
 
-// Every parameter (see llama_model.hpp) is a Hugging Face tensor of the same name, except the
-// fused projections: qkv_proj (q_proj, k_proj, v_proj grouped by key/value head) and gate_up_proj
-// (gate_proj and up_proj stacked).
 std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
-  const LlamaConfig c = LlamaConfig::read(model_config);
+  return llama_tensor_rules(LlamaConfig::read(model_config));
+}
+
+}  // namespace
+
+std::vector<HfTensorRule> llama_tensor_rules(const LlamaConfig& c) {
   const int64_t h = c.hidden_size, q = c.q_features(), ffn = c.intermediate_size;
   const QkvLayout qkv{c.num_attention_heads, c.num_key_value_heads, c.head_dim()};
   std::vector<HfTensorRule> rules;
@@ -113,7 +137,7 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
     rules.push_back(qkv.hf_rule(layer + "self_attn.", "weight", {h}));
     if (c.attention_bias) rules.push_back(qkv.hf_rule(layer + "self_attn.", "bias", {}));
     add(layer + "self_attn.o_proj.weight", {h, q});
-    if (c.attention_bias) add(layer + "self_attn.o_proj.bias", {h});
+    if (c.output_bias()) add(layer + "self_attn.o_proj.bias", {h});
     add(layer + "post_attention_layernorm.weight", {h});
     rules.push_back(SwiGluMlp::hf_rule(layer + "mlp.", h, ffn));
     add(layer + "mlp.down_proj.weight", {h, ffn});
@@ -121,8 +145,6 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
   c.add_hf_final_rules(rules);
   return rules;
 }
-
-}  // namespace
 
 HfMapping LlamaModel::hf_mapping() { return {{kArchitecture}, config_from_hf, config_to_hf, tensor_map}; }
 

@@ -10,12 +10,14 @@ LlamaConfig LlamaConfig::read(ConfigReader& reader) {
   if (!reader.get<bool>("is_llama_config", true))
     reader.fail("is_llama_config", "the llama model plugin needs is_llama_config: true (or the key left out)");
   c.pretraining_tp = reader.get<int64_t>("pretraining_tp", c.pretraining_tp);
-  c.rope_interleaved = reader.get<bool>("rope_interleaved", c.rope_interleaved);
-  c.z_loss_enabled = reader.get<bool>("z_loss_enabled", c.z_loss_enabled);
-  c.z_loss_coefficient = reader.get<double>("z_loss_coefficient", c.z_loss_coefficient);
+  c.read_position_keys(reader);
   reader.finish();
+  c.check_sizes(reader);
+  return c;
+}
 
-  // Sizes.
+void LlamaConfig::check_sizes(const ConfigReader& reader) const {
+  const LlamaConfig& c = *this;
   c.check_decoder_shape(reader);
   require_positive(reader, "pretraining_tp", c.pretraining_tp);
   const double h = static_cast<double>(c.hidden_size), layer = h * (2.0 * c.q_features() + 2.0 * c.kv_features()) +
@@ -25,14 +27,6 @@ LlamaConfig LlamaConfig::read(ConfigReader& reader) {
                             static_cast<double>(c.num_hidden_layers) * layer +
                             static_cast<double>(c.max_position_embeddings) * static_cast<double>(c.head_dim()),
                         "vocab_size, hidden_size, intermediate_size, num_hidden_layers, max_position_embeddings");
-
-  // Values naming something this plugin does not implement.
-  if (c.rope_interleaved)
-    reader.fail("rope_interleaved",
-                "true (GPT-J style interleaved rotary pairs) is not implemented; use false (Hugging Face "
-                "rotate-half layout)");
-  if (c.z_loss_enabled) reader.fail("z_loss_enabled", "z-loss is not implemented; set false");
-  return c;
 }
 
 std::vector<double> llama_block_costs(const LlamaConfig& c, int64_t sequence_length) {

@@ -17,9 +17,6 @@ namespace triax::llama {
 
 struct LlamaConfig : DecoderConfig {
   int64_t pretraining_tp = 1;
-  bool rope_interleaved = false;
-  bool z_loss_enabled = false;
-  double z_loss_coefficient = 1e-4;
 
   int head_block() const { return static_cast<int>(num_hidden_layers + 1); }
 
@@ -27,6 +24,8 @@ struct LlamaConfig : DecoderConfig {
   // reader.finish(): an unknown key, a wrong type or an impossible value is a ConfigError naming
   // the key's path. Defaults are recorded into reader.resolved().
   static LlamaConfig read(ConfigReader& reader);
+  // The sizes are positive and the model is one that can be allocated; otherwise a ConfigError.
+  void check_sizes(const ConfigReader& reader) const;
 };
 
 // Forward FLOPs per token of each pipeline block (PaLM convention: 2 per multiply-add, attention

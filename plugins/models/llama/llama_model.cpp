@@ -32,27 +32,29 @@ std::vector<double> LlamaModel::block_costs(ConfigReader& reader, int64_t sequen
 }
 
 std::shared_ptr<LlamaModel> LlamaModel::create(ConfigReader& reader, const ModelContext& context) {
-  LlamaConfig config = LlamaConfig::read(reader);
+  return create_as<LlamaModel>(reader, LlamaConfig::read(reader), context);
+}
+
+ScaledInitMethod LlamaModel::checked_init(ConfigReader& reader, const LlamaConfig& config,
+                                          const ModelContext& context) {
   check_tensor_parallel_split(reader, config, context.tp_size);
   check_stage(reader, "num_hidden_layers", config.num_hidden_layers, context, "llama");
-  // Read before allocating anything, so that a bad init_method fails fast.
-  ScaledInitMethod init =
-      read_scaled_init_method(context.init_method, config.initializer_range, config.num_hidden_layers);
-  auto model = std::make_shared<LlamaModel>(config, context, to_yaml_text(reader.resolved()));
-  init_scaled(model->parameter_table(), init, context.seed, {"o_proj.weight", "down_proj.weight"});
-  return model;
+  return read_scaled_init_method(context.init_method, config.initializer_range, config.num_hidden_layers);
 }
 
-std::shared_ptr<PreNormDecoderLayer> LlamaModel::decoder_layer(const LlamaConfig& config, const ModelContext& context) {
+std::shared_ptr<PreNormDecoderLayer> LlamaModel::decoder_layer(const LlamaConfig& config, const ModelContext& context,
+                                                               int64_t layer) {
   return config.decoder_layer(
-      UnaryModule::of(std::make_shared<SwiGluMlp>(config.hidden_size, config.intermediate_size, context)), context);
+      UnaryModule::of(std::make_shared<SwiGluMlp>(config.hidden_size, config.intermediate_size, context)), context,
+      layer);
 }
 
-LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, std::string resolved_yaml)
-    : CausalLm(config.causal_lm_layout("llama"), context),
+LlamaModel::LlamaModel(const LlamaConfig& config, const ModelContext& context, std::string resolved_yaml,
+                       const std::string& model_name)
+    : CausalLm(config.causal_lm_layout(model_name), context),
       config_(config),
       resolved_yaml_(std::move(resolved_yaml)) {
-  build([&](int64_t) { return decoder_layer(config, context); },
+  build([&](int64_t layer) { return decoder_layer(config, context, layer); },
         [&] { return config.final_norm(context); });
   // One cos/sin table for all of this stage's layers (buffers, not parameters).
   if (!layers().empty())
@@ -74,7 +76,8 @@ int64_t LlamaModel::total_parameters() const {
   const int64_t q = config_.q_features();
   const int64_t kv = config_.kv_features();
   int64_t layer = h * q + 2 * h * kv + q * h + 3 * h * config_.intermediate_size + 2 * h;
-  if (config_.attention_bias) layer += q + 2 * kv + h;
+  if (config_.attention_bias) layer += q + 2 * kv;
+  if (config_.output_bias()) layer += h;
   const int64_t embedding = padded_vocab_size() * h;
   return embedding + config_.num_hidden_layers * layer + h + (config_.tie_word_embeddings ? 0 : embedding);
 }

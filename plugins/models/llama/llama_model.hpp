@@ -14,11 +14,12 @@
 #include <vector>
 
 #include "llama_config.hpp"
-#include "triax/layers/rotary_embedding.hpp"
 #include "triax/causal_lm.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/hf_mapping.hpp"
+#include "triax/init.hpp"
 #include "triax/layers/pre_norm_decoder_layer.hpp"
+#include "triax/layers/rotary_embedding.hpp"
 
 namespace triax::llama {
 
@@ -28,8 +29,18 @@ class LlamaModel : public CausalLm {
   static std::vector<double> block_costs(ConfigReader& config, int64_t sequence_length);
   // Reads model.model_config strictly, builds this rank's blocks and initialises them.
   static std::shared_ptr<LlamaModel> create(ConfigReader& config, const ModelContext& context);
-  // One decoder layer: the SDK's pre-norm layer around a SwiGLU MLP.
-  static std::shared_ptr<PreNormDecoderLayer> decoder_layer(const LlamaConfig& config, const ModelContext& context);
+  // Decoder layer `layer`: the SDK's pre-norm layer around a SwiGLU MLP.
+  static std::shared_ptr<PreNormDecoderLayer> decoder_layer(const LlamaConfig& config, const ModelContext& context,
+                                                            int64_t layer);
+  // A model M (LlamaModel or one of its variants: Qwen2Model) of `config`, read from `reader`:
+  // the tensor-parallel split and the stage checked, the parameters initialised.
+  template <class M>
+  static std::shared_ptr<M> create_as(ConfigReader& reader, const LlamaConfig& config, const ModelContext& context) {
+    const ScaledInitMethod init = checked_init(reader, config, context);
+    auto model = std::make_shared<M>(config, context, to_yaml_text(reader.resolved()));
+    init_scaled(model->parameter_table(), init, context.seed, {"o_proj.weight", "down_proj.weight"});
+    return model;
+  }
   // What the host asks before any instance exists (triax/plugin.hpp).
   static constexpr const char* kNanotronMarker = "is_llama_config";
   static constexpr const char* kFlopsFormula =
@@ -41,7 +52,9 @@ class LlamaModel : public CausalLm {
   // parallelism.recompute_mlp_activation: its MLP is the SDK's SwiGluMlp, which honours it.
   static constexpr bool kRecomputesMlpActivation = true;
 
-  LlamaModel(const LlamaConfig& config, const ModelContext& context, std::string resolved_yaml);
+  // model_name prefixes messages ("llama", "qwen2").
+  LlamaModel(const LlamaConfig& config, const ModelContext& context, std::string resolved_yaml,
+             const std::string& model_name = "llama");
 
   double flops_per_token(int64_t sequence_length) const override;
   int64_t total_parameters() const override;
@@ -56,6 +69,9 @@ class LlamaModel : public CausalLm {
   bool captures_decode_steps() const override { return true; }
 
  private:
+  // The checks before allocating anything, and the init method (read first, so that a bad one fails fast).
+  static ScaledInitMethod checked_init(ConfigReader& reader, const LlamaConfig& config, const ModelContext& context);
+
   LlamaConfig config_;
   std::string resolved_yaml_;
   std::shared_ptr<RotaryEmbedding> rotary_emb_;  // when any decoder layer is held

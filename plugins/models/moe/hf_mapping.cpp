@@ -66,7 +66,7 @@ YAML::Node config_from_hf(ConfigReader& hf) {
     moe["enable_shared_expert"] = false;
     moe["norm_topk_prob"] = true;  // Mixtral always renormalises the top-k gates
   } else {
-    require_hf_value(hf, "qkv_bias", "false", "triax's moe attention has no q/k/v biases");
+    m["attention_bias"] = hf.get<bool>("qkv_bias", false);  // biases on q, k and v (MoeConfig's meaning)
     hf_keys_to_model_config(hf, kQwen2MoeKeys, moe);
     moe["enable_shared_expert"] = true;
     const int64_t layers = hf.required<int64_t>("num_hidden_layers");
@@ -90,8 +90,10 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
   const MoeConfig c = MoeConfig::read(model_config);
   const bool mixtral = !c.moe.enable_shared_expert;
   auto refuse = [&](const std::string& key, const std::string& why) { model_config.fail(key, why); };
-  if (c.attention_bias) refuse("attention_bias", "true cannot be exported: Mixtral and Qwen2-MoE have no o_proj bias");
+  if (c.attention_bias && mixtral) refuse("attention_bias", "true cannot be exported to Mixtral, which has no attention biases");
   if (c.rope_scaling) refuse("rope_scaling", "scaled RoPE is not exported for MoE models");
+  if (c.rope_interleaved) refuse("rope_interleaved", "true (GPT-J rotary pairs) cannot be exported: Hugging Face rotates halves");
+  if (c.no_rope_layer) refuse("no_rope_layer", "layers without RoPE cannot be exported to Mixtral or Qwen2-MoE");
   Json json = {{"architectures", Json::array({mixtral ? kMixtral : kQwen2Moe})},
                {"model_type", mixtral ? "mixtral" : "qwen2_moe"},
                {"attention_dropout", 0.0},
@@ -113,7 +115,7 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
   } else {
     model_config_keys_to_hf(moe, kQwen2MoeKeys, json);
     json["decoder_sparse_step"] = 1;
-    json["qkv_bias"] = false;
+    json["qkv_bias"] = c.attention_bias;
     // nanotron windows every layer: layer_types says so to every transformers version that reads it.
     json["use_sliding_window"] = c.sliding_window_size.has_value();
     json["sliding_window"] = c.sliding_window_size ? Json(*c.sliding_window_size) : Json(nullptr);
@@ -149,6 +151,7 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string layer = "model.layers." + std::to_string(i) + ".";
     rules.push_back(qkv.hf_rule(layer + "self_attn.", "weight", {h}));
+    if (c.attention_bias) rules.push_back(qkv.hf_rule(layer + "self_attn.", "bias", {}));
     add(layer + "self_attn.o_proj.weight", {h, q});
     const std::string mlp = layer + "mlp.";
     if (!c.is_moe_layer(i)) {

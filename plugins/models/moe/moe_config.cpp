@@ -11,8 +11,7 @@ void require_not_negative(ConfigReader& reader, const char* key, double value) {
   if (!(value >= 0.0)) reader.fail(key, "must not be negative, got " + std::to_string(value));
 }
 
-// Keys of nanotron's Qwen2Config that select an implementation detail: accepted at the value that
-// changes nothing here.
+// A key accepted only at the value that changes nothing here.
 void accept_only_default(ConfigReader& reader, const char* key, bool expected, const char* why) {
   if (reader.get<bool>(key, expected) != expected)
     reader.fail(key, std::string(expected ? "false" : "true") + " is not supported: " + why);
@@ -72,21 +71,12 @@ int64_t MoeConfig::moe_layer_count() const {
 
 MoeConfig MoeConfig::read(ConfigReader& reader) {
   MoeConfig c;
+  c.attention_bias_on_output = false;  // nanotron's Qwen2Config and Qwen2-MoE: biases on q, k and v only
   c.read_decoder_keys(reader);
   if (!reader.get<bool>("is_qwen2_config", true))
     reader.fail("is_qwen2_config", "the moe model plugin needs is_qwen2_config: true (or the key left out)");
   if (reader.get<int64_t>("pretraining_tp", 1) != 1) reader.fail("pretraining_tp", "only 1 is supported");
-  accept_only_default(reader, "rope_interleaved", false, "only the Hugging Face rotate-half RoPE layout is implemented");
-  if (reader.optional<std::string>("flex_attention_mask"))
-    reader.fail("flex_attention_mask", "is not supported: attention is plainly causal (leave it null)");
-  if (reader.optional<int64_t>("no_rope_layer"))
-    reader.fail("no_rope_layer", "layers without RoPE are not implemented (leave it null)");
-  accept_only_default(reader, "z_loss_enabled", false,
-                      "a z-loss on the LM logits is not implemented (moe_config.router_z_loss_coef is the router's)");
-  reader.get<double>("z_loss_coefficient", 1e-4);
-  reader.get<bool>("_fused_rotary_emb", false);  // implementation choices: the SDK's kernels are used either way
-  reader.get<bool>("_fused_rms_norm", false);
-  reader.get<bool>("_use_qkv_packed", false);
+  c.read_position_keys(reader);
   ConfigReader moe_section = reader.optional_section("moe_config").value_or(ConfigReader(YAML::Node(YAML::NodeType::Map),
                                                                                           reader.key_path("moe_config"),
                                                                                           reader.origin()));

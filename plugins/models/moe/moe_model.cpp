@@ -66,9 +66,10 @@ MoeModel::MoeModel(const MoeConfig& config, const ModelContext& context, std::st
   auto make_layer = [&](int64_t layer) {
     if (!config.is_moe_layer(layer))
       return config.decoder_layer(
-          UnaryModule::of(std::make_shared<SwiGluMlp>(config.hidden_size, config.intermediate_size, context)), context);
+          UnaryModule::of(std::make_shared<SwiGluMlp>(config.hidden_size, config.intermediate_size, context)), context,
+          layer);
     moe_blocks_.push_back(std::make_shared<MoeBlock>(config, context));
-    return config.decoder_layer(UnaryModule::of(moe_blocks_.back()), context);
+    return config.decoder_layer(UnaryModule::of(moe_blocks_.back()), context, layer);
   };
   build(make_layer, [&] { return config.final_norm(context); });
   if (!layers().empty())
@@ -101,7 +102,11 @@ void MoeModel::add_router_losses(StageOutput& out) {
     if (sums[i].defined()) out.aux_losses[kAuxNames[i]] = sums[i];
 }
 
-std::vector<std::string> MoeModel::aux_loss_names() const { return {std::begin(kAuxNames), std::end(kAuxNames)}; }
+std::vector<std::string> MoeModel::aux_loss_names() const {
+  std::vector<std::string> names = CausalLm::aux_loss_names();  // the LM z-loss, when on
+  names.insert(names.end(), std::begin(kAuxNames), std::end(kAuxNames));
+  return names;
+}
 
 double MoeModel::flops_per_token(int64_t sequence_length) const {
   std::vector<double> costs = moe_block_costs(config_, sequence_length);
@@ -112,7 +117,8 @@ int64_t MoeModel::total_parameters() const {
   const MoeConfig& c = config_;
   const int64_t h = c.hidden_size, q = c.q_features(), kv = c.kv_features();
   int64_t attention = h * q + 2 * h * kv + q * h + 2 * h;
-  if (c.attention_bias) attention += q + 2 * kv + h;
+  if (c.attention_bias) attention += q + 2 * kv;
+  if (c.output_bias()) attention += h;
   int64_t moe_mlp = c.moe.num_experts * (h + 3 * h * c.moe.moe_intermediate_size);
   if (c.moe.enable_shared_expert) moe_mlp += 3 * h * c.moe.shared_expert_intermediate_size + h;
   const int64_t dense_mlp = 3 * h * c.intermediate_size;

@@ -56,6 +56,10 @@ struct CausalLmLayout {
   // Documents and sliding window (attention_mask.hpp): when it masks, every forward builds one mask
   // and appends its MaskedAttention tensors to the layers' shared inputs.
   AttentionMasking attention;
+  // > 0: the z-loss, this times the mean over counted tokens of logsumexp(logits)^2, a named
+  // auxiliary loss "z_loss" of training forwards (added to the objective and logged). Last, so
+  // that layouts written as lists of values keep compiling.
+  double z_loss_coefficient = 0.0;
 };
 
 // One cached forward as a layer sees it (CausalLmLayer::forward_cached).
@@ -99,6 +103,7 @@ class CausalLm : public Model {
                           const ModelContext& context, const std::string& model_name);
 
   StageOutput forward(const StageInput& input) override;
+  std::vector<std::string> aux_loss_names() const override;  // "z_loss" with the layout's z-loss
   std::unique_ptr<InferenceCache> create_cache(int64_t max_tokens) override;
   StageOutput forward_cached(const std::vector<InferenceCache*>& caches, const StageInput& input) override;
 

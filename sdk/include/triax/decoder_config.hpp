@@ -17,6 +17,7 @@
 
 namespace triax {
 
+struct AttentionShape;
 struct CausalLmLayout;
 struct ModelContext;
 struct UnaryModule;
@@ -41,6 +42,9 @@ struct DecoderConfig {
   bool use_cache = true;
   int64_t vocab_size = 32000;
   bool attention_bias = false;
+  // Whether attention_bias also puts a bias on o_proj: Llama's meaning (true); the Qwen2 family's
+  // attention_bias is q, k and v only. Set by the plugin before reading.
+  bool attention_bias_on_output = true;
   // nanotron's and transformers' choice of attention kernel: each accepted value runs causal
   // scaled_dot_product_attention.
   std::string attn_implementation = "sdpa";
@@ -50,11 +54,22 @@ struct DecoderConfig {
   // nanotron's _use_doc_masking: attention stays inside the documents packed into a sample, and
   // rotary positions restart at each document (triax/layers/attention_mask.hpp).
   bool use_doc_masking = false;
+  // read_position_keys: GPT-J rotary pairs; every no_rope_layer-th layer (1-based) without RoPE.
+  bool rope_interleaved = false;
+  std::optional<int64_t> no_rope_layer;
+  // read_position_keys: z-loss on the LM logits (CausalLmLayout::z_loss_coefficient).
+  bool z_loss_enabled = false;
+  double z_loss_coefficient = 1e-4;
 
   int64_t head_dim() const { return hidden_size / num_attention_heads; }
   int64_t q_features() const { return num_attention_heads * head_dim(); }
   int64_t kv_features() const { return num_key_value_heads * head_dim(); }
-  RopeOptions rope() const { return {head_dim(), rope_theta, max_position_embeddings, rope_scaling}; }
+  // Set by the plugin: a tokens.sequence_length beyond max_position_embeddings extends the rotary
+  // tables (nanotron's and Hugging Face's Qwen2 place any position) instead of being refused.
+  bool sequence_may_exceed_max_positions = false;
+  RopeOptions rope() const {
+    return {head_dim(), rope_theta, max_position_embeddings, rope_scaling, sequence_may_exceed_max_positions};
+  }
   // Pipeline blocks: embedding, one per decoder layer, final norm + lm_head + loss.
   int64_t num_blocks() const { return num_hidden_layers + 2; }
 
@@ -62,11 +77,22 @@ struct DecoderConfig {
   // defaults, recorded into reader.resolved(). The plugin reads its own keys and calls
   // reader.finish().
   void read_decoder_keys(ConfigReader& reader);
+  // The keys of position encoding, the LM z-loss and nanotron's implementation hints, which
+  // nanotron's Qwen2Config has and any decoder may honour: rope_interleaved (or its older name
+  // interleaved_rotary), no_rope_layer, z_loss_enabled, z_loss_coefficient, pretraining_tp,
+  // _fused_rms_norm, _fused_rotary_emb, _use_qkv_packed, flex_attention_mask, log_attn_probs.
+  // The resolved config records, under _implementation_hints, what each hint given does here.
+  void read_position_keys(ConfigReader& reader);
+  // Whether layer `layer` (0-based) rotates q and k: nanotron's rule, layer + 1 not a multiple of
+  // no_rope_layer (SmolLM3's no_rope_layer_interval).
+  bool uses_rope(int64_t layer) const { return !no_rope_layer || (layer + 1) % *no_rope_layer != 0; }
+  bool output_bias() const { return attention_bias && attention_bias_on_output; }
+
   // The shared sizes are positive, the heads split hidden_size and _attn_implementation is one
   // that runs; otherwise a ConfigError naming the key.
   void check_decoder_shape(const ConfigReader& reader) const;
-  // Before building: the rotary tables cover tokens.sequence_length, and the sliding window is no
-  // longer than it.
+  // Before building: the rotary tables cover tokens.sequence_length (or may extend to it), and
+  // the sliding window is no longer than it.
   void check_sequence_fits(const ConfigReader& reader, int64_t sequence_length) const;
 
   // A config.json's head_dim, when given, is the one this decoder builds (hidden_size /
@@ -77,8 +103,11 @@ struct DecoderConfig {
   CausalLmLayout causal_lm_layout(const std::string& model_name) const;
   // The final RMSNorm over hidden_size, as CausalLm runs it (a CausalLmNorm).
   UnaryModule final_norm(const ModelContext& context) const;
-  // One decoder layer of this shape, `mlp` its MLP (triax/layers/pre_norm_decoder_layer.hpp).
-  std::shared_ptr<PreNormDecoderLayer> decoder_layer(UnaryModule mlp, const ModelContext& context) const;
+  // Decoder layer `layer`'s attention: its biases, whether it rotates and how.
+  AttentionShape attention_shape(int64_t layer) const;
+  // Decoder layer `layer` (0-based) of this shape, `mlp` its MLP (triax/layers/pre_norm_decoder_layer.hpp).
+  std::shared_ptr<PreNormDecoderLayer> decoder_layer(UnaryModule mlp, const ModelContext& context,
+                                                     int64_t layer) const;
   // The tensor rules after the layers, in Hugging Face's names: model.norm.weight, the head
   // (add_hf_head_rules), and the rotary frequencies older checkpoints carry per layer, skipped.
   void add_hf_final_rules(std::vector<HfTensorRule>& rules) const;

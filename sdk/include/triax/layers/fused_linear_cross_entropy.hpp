@@ -34,4 +34,14 @@ at::Tensor fused_linear_cross_entropy(const at::Tensor& hidden, const at::Tensor
                                       const at::Tensor& mask, int64_t vocab_start, int64_t vocab_size,
                                       const TensorParallel& tp, int64_t chunk_tokens = 0);
 
+// The same loss, and each token's logsumexp over the real vocabulary [tokens] (fp32; the same on
+// every tp rank), differentiable: what a z-loss needs. Backward computes the logits again at any tp.
+struct LossAndLogsumexp {
+  at::Tensor loss, logsumexp;
+};
+LossAndLogsumexp fused_linear_cross_entropy_with_logsumexp(const at::Tensor& hidden, const at::Tensor& weight,
+                                                           const at::Tensor& labels, const at::Tensor& mask,
+                                                           int64_t vocab_start, int64_t vocab_size,
+                                                           const TensorParallel& tp, int64_t chunk_tokens = 0);
+
 }  // namespace triax

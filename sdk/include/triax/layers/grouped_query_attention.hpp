@@ -29,7 +29,11 @@ struct AttentionShape {
   int64_t hidden_size = 0;
   int64_t heads = 0;     // query heads; head_dim = hidden_size / heads
   int64_t kv_heads = 0;  // key/value heads, dividing heads
-  bool bias = false;     // biases on q, k, v and o
+  bool qkv_bias = false;     // biases on q, k and v (Qwen2's attention_bias; Llama's sets both)
+  bool output_bias = false;  // a bias on o_proj
+  bool rotary = true;        // false: a NoPE layer, q and k enter attention unrotated
+  // GPT-J's rotary pairs (features 2i, 2i+1 of a head) instead of Hugging Face's halves (i, i + head_dim/2).
+  bool rope_interleaved = false;
   // Inference with a cache: a query sees this many positions, itself included (the window the
   // training forward gets as its mask, attention_mask.hpp); nullopt: all earlier ones.
   std::optional<int64_t> sliding_window;
@@ -83,9 +87,12 @@ class GroupedQueryAttention : public torch::nn::Module {
   // qkv_proj's output as [batch, seq, kv_heads/tp, group + 2, head_dim] (rotary_qkv's input).
   at::Tensor project_blocks(const at::Tensor& x);
   at::Tensor output(const at::Tensor& attended);  // [batch, heads, seq, head_dim] -> o_proj
-  // q, k, v of each row rotated at its own positions (position_ids [batch, seq]).
-  std::array<at::Tensor, 3> rotary_qkv_at(const at::Tensor& blocks, const at::Tensor& cos, const at::Tensor& sin,
-                                          const at::Tensor& position_ids);
+  // q, k and v of project_blocks' output, [batch, heads, seq, head_dim], positioned as this layer
+  // says: rotated (halves or GPT-J pairs) or, in a NoPE layer, as projected.
+  std::array<at::Tensor, 3> positioned_qkv(const at::Tensor& blocks, const at::Tensor& cos, const at::Tensor& sin) const;
+  // positioned_qkv of each row at its own positions (position_ids [batch, seq]: documents).
+  std::array<at::Tensor, 3> positioned_qkv_at(const at::Tensor& blocks, const at::Tensor& cos, const at::Tensor& sin,
+                                              const at::Tensor& position_ids) const;
 
   TensorParallel tp_;
   int64_t local_heads_;     // query heads on this tp rank
@@ -93,6 +100,7 @@ class GroupedQueryAttention : public torch::nn::Module {
   int64_t group_;           // query heads per key/value head
   int64_t head_dim_;
   double scale_;
+  bool rotary_, rope_interleaved_;
   std::optional<int64_t> sliding_window_;
 };
 

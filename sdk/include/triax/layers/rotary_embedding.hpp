@@ -36,6 +36,9 @@ struct RopeOptions {
   double theta = 10000.0;
   int64_t max_positions = 0;
   std::optional<RopeScaling> scaling;
+  // Longer sequences extend the tables (as Hugging Face's Qwen2 and nanotron compute any
+  // position) instead of being refused.
+  bool extends = false;
 };
 
 // Reads the optional `rope_scaling` section of a model_config strictly (Hugging Face's
@@ -53,11 +56,15 @@ class RotaryEmbedding : public torch::nn::Module {
   RotaryEmbedding(const RopeOptions& options, c10::Device device);
 
   // cos and sin of positions 0..sequence_length-1, [sequence_length, head_dim], cast to dtype.
-  std::pair<at::Tensor, at::Tensor> tables(int64_t sequence_length, c10::ScalarType dtype) const;
+  // Beyond max_positions: extended once with options.extends, refused otherwise.
+  std::pair<at::Tensor, at::Tensor> tables(int64_t sequence_length, c10::ScalarType dtype);
 
   int64_t max_positions() const { return cos_.size(0); }
 
  private:
+  void compute(int64_t positions);  // cos_ and sin_ for 0..positions-1
+
+  RopeOptions options_;
   at::Tensor cos_, sin_;  // [max_positions, head_dim] fp32
 };
 

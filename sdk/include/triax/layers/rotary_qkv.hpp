@@ -23,4 +23,8 @@ namespace triax {
 // split_with_sizes over dim 3, apply_rotary on q and k, v made contiguous.
 std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin);
 
+// The same q, k and v without rotation (a NoPE layer): q and k as views of qkv where possible,
+// v a copy as above. Composition only (no kernel).
+std::array<at::Tensor, 3> split_qkv(const at::Tensor& qkv);
+
 }  // namespace triax
