@@ -101,7 +101,10 @@ UnaryModule DecoderConfig::final_norm(const ModelContext& context) const {
 }
 
 AttentionShape DecoderConfig::attention_shape(int64_t layer) const {
-  AttentionShape shape{hidden_size, num_attention_heads, num_key_value_heads};
+  AttentionShape shape;
+  shape.hidden_size = hidden_size;
+  shape.heads = num_attention_heads;
+  shape.kv_heads = num_key_value_heads;
   shape.qkv_bias = attention_bias;
   shape.output_bias = output_bias();
   shape.rotary = uses_rope(layer);

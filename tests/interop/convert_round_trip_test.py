@@ -21,17 +21,24 @@ from safetensors.torch import load_file
 
 triax, interop_tool, source, work = sys.argv[1], sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
 
-# A model plugin with a Hugging Face mapping joins with one line: its name, a training config, and
-# a small model of an architecture it reads, as transformers makes it.
+# A model plugin with a Hugging Face mapping joins with one line: a name, a training config with
+# its overrides, and a small model of an architecture it reads, as transformers makes it.
 T = transformers
 SMALL = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2)
 ATTENTION = dict(SMALL, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                  tie_word_embeddings=False)
+M = "model.model_config."
 MODELS = [
-    ("llama", "configs/tiny_llama.yaml", lambda: T.LlamaForCausalLM(T.LlamaConfig(**ATTENTION))),
-    ("mamba", "configs/tiny_mamba.yaml", lambda: T.MambaForCausalLM(T.MambaConfig(**SMALL, state_size=8, expand=2))),
-    ("moe", "configs/tiny_moe.yaml",
+    ("llama", "configs/tiny_llama.yaml", [], lambda: T.LlamaForCausalLM(T.LlamaConfig(**ATTENTION))),
+    ("mamba", "configs/tiny_mamba.yaml", [],
+     lambda: T.MambaForCausalLM(T.MambaConfig(**SMALL, state_size=8, expand=2))),
+    ("moe", "configs/tiny_moe.yaml", [],
      lambda: T.MixtralForCausalLM(T.MixtralConfig(**ATTENTION, num_local_experts=4, num_experts_per_tok=2))),
+    # The qwen2 plugin's two architectures: Qwen2 (q/k/v biases) and SmolLM3 (NoPE layers).
+    ("qwen2", "configs/tiny_qwen2.yaml", [M + "no_rope_layer=null", M + "sliding_window_size=4"],
+     lambda: T.Qwen2ForCausalLM(T.Qwen2Config(**ATTENTION, use_sliding_window=False))),
+    ("smollm3", "configs/tiny_qwen2.yaml", [M + "attention_bias=false"],
+     lambda: T.SmolLM3ForCausalLM(T.SmolLM3Config(**ATTENTION, no_rope_layer_interval=2))),
 ]
 failures = []
 
@@ -78,10 +85,11 @@ if work.exists():
 work.mkdir(parents=True)
 compared = 0
 torch.manual_seed(0)
-for plugin, config, make_model in MODELS:
+for plugin, config, overrides, make_model in MODELS:
     trained = work / f"{plugin}_run"
+    sets = [arg for override in overrides for arg in ("--set", override)]
     run(triax, "train", source / config, "--set", "tokens.train_steps=2", "--set", "checkpoints.checkpoint_interval=2",
-        "--set", f"checkpoints.checkpoints_path={trained}")
+        "--set", f"checkpoints.checkpoints_path={trained}", *sets)
     (trained / "tokenizer.json").write_text('{"stands for": "the tokenizer the data was made with"}')
 
     # 1. triax -> Hugging Face -> triax
@@ -112,5 +120,5 @@ for plugin, config, make_model in MODELS:
     compared += same_bits(f"{plugin}: transformers' HF -> triax -> HF", hf_tensors(made),
                           hf_tensors(work / f"{plugin}_made_again"))
 
-print("convert round trips:", "FAILED" if failures else f"ok ({compared} tensors compared, {len(MODELS)} plugins)")
+print("convert round trips:", "FAILED" if failures else f"ok ({compared} tensors compared, {len(MODELS)} models)")
 sys.exit(1 if failures else 0)

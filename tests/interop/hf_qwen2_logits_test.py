@@ -2,11 +2,12 @@
 difference| <= 1e-4):
 
 1. export: a tiny Qwen2 trained by triax with q/k/v biases -> `triax convert --to hf` ->
-   Qwen2ForCausalLM, and one without biases and every 2nd layer NoPE -> SmolLM3ForCausalLM; each
-   loads in transformers and gives the logits triax gives on the same tokens;
+   Qwen2ForCausalLM, and one without biases and every 2nd layer NoPE -> SmolLM3ForCausalLM, each
+   also with a sliding window of 4; each loads in transformers and gives the logits triax gives
+   on the same tokens;
 2. import: a Qwen2ForCausalLM and a SmolLM3ForCausalLM (NoPE layers 2 and 5 of 6) made by
-   transformers -> `triax convert --from hf` -> triax gives transformers' logits; and the same
-   straight from the folder;
+   transformers, with and without a sliding window on every layer -> `triax convert --from hf` ->
+   triax gives transformers' logits; and the same straight from the folder;
 3. refusals: a SmolLM3 whose NoPE layers are no interval, and a qwen2 model with biases and NoPE
    layers (no Hugging Face architecture holds both), each naming the key.
 
@@ -33,6 +34,11 @@ SHAPES = {
     "qwen2": ("Qwen2ForCausalLM", Qwen2ForCausalLM, ["--set", M + "attention_bias=true", "--set", M + "no_rope_layer=null"]),
     "smollm3": ("SmolLM3ForCausalLM", SmolLM3ForCausalLM,
                 ["--set", M + "attention_bias=false", "--set", M + "no_rope_layer=2"]),
+    # A window of 4 keys is shorter than the 12 compared tokens: a wrong window changes the logits.
+    "qwen2_window": ("Qwen2ForCausalLM", Qwen2ForCausalLM, ["--set", M + "attention_bias=true", "--set",
+                                                            M + "no_rope_layer=null", "--set", M + "sliding_window_size=4"]),
+    "smollm3_window": ("SmolLM3ForCausalLM", SmolLM3ForCausalLM, ["--set", M + "attention_bias=false", "--set",
+                                                                  M + "no_rope_layer=2", "--set", M + "sliding_window_size=4"]),
 }
 
 # 1. triax -> Hugging Face
@@ -47,7 +53,9 @@ for name, (architecture, model_class, shape) in SHAPES.items():
     model = model_class.from_pretrained(hf_dir, torch_dtype=torch.float32).eval()
     if name == "smollm3":
         assert list(model.config.no_rope_layers) == [1, 0], model.config.no_rope_layers
-    compare(f"export to {architecture}", check.triax_logits(run_dir), check.hf_logits(model))
+    if name.endswith("_window"):
+        assert exported["sliding_window"] == 4 and set(model.config.layer_types) == {"sliding_attention"}, exported
+    compare(f"export {name} to {architecture}", check.triax_logits(run_dir), check.hf_logits(model))
 
 # 2. Hugging Face -> triax
 torch.manual_seed(5)
@@ -58,6 +66,11 @@ made = {
     "Qwen2ForCausalLM": Qwen2ForCausalLM(Qwen2Config(num_hidden_layers=3, use_sliding_window=False, **common)),
     "SmolLM3ForCausalLM": SmolLM3ForCausalLM(SmolLM3Config(num_hidden_layers=6, no_rope_layer_interval=3,
                                                            use_sliding_window=False, **common)),
+    "Qwen2ForCausalLM_window": Qwen2ForCausalLM(Qwen2Config(num_hidden_layers=3, use_sliding_window=True,
+                                                            sliding_window=4, max_window_layers=0, **common)),
+    "SmolLM3ForCausalLM_window": SmolLM3ForCausalLM(SmolLM3Config(
+        num_hidden_layers=6, no_rope_layer_interval=3, use_sliding_window=True, sliding_window=4,
+        layer_types=["sliding_attention"] * 6, **common)),
 }
 for architecture, model in made.items():
     model.eval()

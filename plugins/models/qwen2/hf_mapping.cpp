@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "decoder_hf.hpp"
 #include "qwen2_model.hpp"
@@ -48,12 +51,15 @@ YAML::Node config_from_hf(ConfigReader& hf) {
   const bool smollm3 = names_architecture(hf, kSmolLm3);
   require_hf_value(hf, "model_type", smollm3 ? "smollm3" : "qwen2", "the architecture and model_type disagree");
   require_hf_value(hf, "attention_dropout", "0.0", "triax's qwen2 has no attention dropout");
-  require_hf_value(hf, "use_sliding_window", "false", "sliding-window attention is not implemented");
   YAML::Node m(YAML::NodeType::Map);
   m["is_qwen2_config"] = true;
   m["rope_interleaved"] = false;  // Hugging Face rotates halves
   m["rope_scaling"] = YAML::Node(YAML::NodeType::Null);
   hf_keys_to_model_config(hf, decoder_hf_keys(), m);
+  // SmolLM3's default windows only its NoPE layers: there, layer_types must say every layer.
+  if (const std::optional<int64_t> window =
+          sliding_window_from_hf(hf, smollm3 ? HfWindowKeys::Qwen2Moe : HfWindowKeys::Qwen2))
+    m["sliding_window_size"] = *window;
   if (smollm3) {
     require_hf_value(hf, "mlp_bias", "false", "triax's qwen2 MLP has no biases");
     require_hf_value(hf, "attention_bias", "false",
@@ -85,8 +91,8 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
                {"attention_dropout", 0.0},
                {"head_dim", c.head_dim()},
                {"torch_dtype", dtype},
-               {"use_sliding_window", false},
-               {"sliding_window", nullptr}};
+               {"use_sliding_window", c.sliding_window_size.has_value()},
+               {"sliding_window", c.sliding_window_size ? Json(*c.sliding_window_size) : Json(nullptr)}};
   model_config_keys_to_hf(model_config.resolved(), decoder_hf_keys(), json);
   llama::rope_to_hf(c, json);
   if (smollm3) {
@@ -96,9 +102,11 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
     for (int64_t i = 0; i < c.num_hidden_layers; ++i) uses_rope.push_back(c.uses_rope(i) ? 1 : 0);
     json["no_rope_layers"] = uses_rope;
     if (c.no_rope_layer) json["no_rope_layer_interval"] = *c.no_rope_layer;
-  } else {
-    json["max_window_layers"] = c.num_hidden_layers;
   }
+  // nanotron windows every layer: layer_types says so to every transformers version that reads it.
+  json["max_window_layers"] = c.sliding_window_size ? 0 : c.num_hidden_layers;
+  const char* attention = c.sliding_window_size ? "sliding_attention" : "full_attention";
+  json["layer_types"] = Json(std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), attention));
   return json.dump(2) + "\n";
 }
 

@@ -29,9 +29,10 @@ class KeyValueCache : public LayerCache {
   // tokens and themselves; stores the first step.keep new keys and values of each row at its
   // step.positions. q: [rows, heads, new, head_dim]; k, v: [rows, kv_heads, new, head_dim]
   // (grouped-query attention when heads is a multiple of kv_heads), rotary already applied.
-  // Returns [rows, heads, new, head_dim].
+  // Returns [rows, heads, new, head_dim]. `window`: a query sees only the last `window`
+  // positions, itself included (attention_mask.hpp).
   static at::Tensor attend(const CachedStep& step, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           double scale);
+                           double scale, std::optional<int64_t> window = std::nullopt);
 
  private:
   struct Store {
