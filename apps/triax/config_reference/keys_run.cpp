@@ -182,7 +182,7 @@ Section section_model() {
           R"md(the architecture's hyper-parameters, read strictly by the model plugin (the shipped plugins'
           keys: the README's section on each). May be left out when `init_method.path` names a Hugging
           Face folder: the plugin translates its config.json, and the run folder's `config.yaml` shows
-          the result. Two of the attention decoders' keys (`llama`, `moe`) concern the data too:
+          the result. Two of the attention decoders' keys (`llama`, `qwen2`, `moe`) concern the data too:
           `_use_doc_masking` (default `false`; attention stays inside each document of a sample,
           positions restart per document, the label starting the next document leaves the loss;
           needs a token dataset with `.ds.index` files in every stage, the synthetic stream has no
