@@ -88,10 +88,10 @@ at::Tensor KeyValueCache::attend(const CachedStep& step, const at::Tensor& q, co
   // The query heads of one key/value head read the same keys: side by side they are one query of
   // group x new tokens, so no key or value is repeated per query head.
   const at::Tensor grouped = q.reshape({rows, kv_heads, group * fresh, head_dim});
-  at::Tensor row_visible = step.visible;  // [rows, new, capacity]
+  at::Tensor row_visible = step.visible;  // [rows, 1, new, capacity]
   if (window)  // and within the window of each query's position
-    row_visible = row_visible & (at::arange(step.capacity, index_options).view({1, 1, step.capacity}) >
-                                 step.positions.unsqueeze(-1) - *window);
+    row_visible = row_visible & (at::arange(step.capacity, index_options).view({1, 1, 1, step.capacity}) >
+                                 step.positions.view({rows, 1, fresh, 1}) - *window);
   const at::Tensor visible =
       row_visible.unsqueeze(2).expand({rows, 1, group, fresh, step.capacity}).reshape({rows, 1, group * fresh, step.capacity});
   const at::Tensor attended = at::scaled_dot_product_attention(grouped, store->keys, store->values, visible,

@@ -38,7 +38,8 @@ MODELS = [
     ("qwen2", "configs/tiny_qwen2.yaml", [M + "no_rope_layer=null", M + "sliding_window_size=4"],
      lambda: T.Qwen2ForCausalLM(T.Qwen2Config(**ATTENTION, use_sliding_window=False))),
     ("smollm3", "configs/tiny_qwen2.yaml", [M + "attention_bias=false"],
-     lambda: T.SmolLM3ForCausalLM(T.SmolLM3Config(**ATTENTION, no_rope_layer_interval=2))),
+     lambda: T.SmolLM3ForCausalLM(T.SmolLM3Config(**ATTENTION, no_rope_layer_interval=2, pad_token_id=None,
+                                                   bos_token_id=1, eos_token_id=2))),
 ]
 failures = []
 
