@@ -1,6 +1,5 @@
 #include "triax/core/plugins/model_selection.hpp"
 
-#include <algorithm>
 #include <filesystem>
 
 #include "triax/core/plugins/model_hf_mapping.hpp"
@@ -33,26 +32,22 @@ std::string marker_text(const ModelPluginExtras& extras) {
 
 std::string model_plugin_by_marker(const PluginRegistry& registry, const YAML::Node& model_config,
                                    const std::string& origin) {
-  std::vector<std::string> matching, listed;
+  // `specific`: the matches whose marker also requires a key. Such a match is more specific than
+  // another plugin's same marker alone, so the one specific match wins.
+  std::vector<std::string> matching, specific, listed;
   for (const PluginRecord& record : registry.plugins()) {
     if (record.kind != TRIAX_PLUGIN_MODEL) continue;
     const ModelPluginExtras extras = model_plugin_extras(*static_cast<const triax_model_vtable*>(record.vtable));
     listed.push_back(record.name + " (" + marker_text(extras) + ")");
-    if (present(model_config, extras.nanotron_marker) &&
-        (extras.nanotron_marker_requires == nullptr || present(model_config, extras.nanotron_marker_requires)))
+    if (!present(model_config, extras.nanotron_marker)) continue;
+    if (extras.nanotron_marker_requires == nullptr) {
       matching.push_back(record.name);
+    } else if (present(model_config, extras.nanotron_marker_requires)) {
+      matching.push_back(record.name);
+      specific.push_back(record.name);
+    }
   }
   if (matching.size() == 1) return matching.front();
-  // A marker with its required key is more specific than the same marker alone (is_qwen2_config
-  // with moe_config: moe, not qwen2): the one specific match wins.
-  std::vector<std::string> specific;
-  for (const PluginRecord& record : registry.plugins()) {
-    if (record.kind != TRIAX_PLUGIN_MODEL ||
-        std::find(matching.begin(), matching.end(), record.name) == matching.end())
-      continue;
-    if (model_plugin_extras(*static_cast<const triax_model_vtable*>(record.vtable)).nanotron_marker_requires != nullptr)
-      specific.push_back(record.name);
-  }
   if (specific.size() == 1) return specific.front();
   const std::string where = origin.empty() ? "" : origin + ": ";
   if (matching.empty())
