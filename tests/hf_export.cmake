@@ -7,19 +7,22 @@ target_compile_definitions(triax_logits PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_P
 add_dependencies(triax_logits triax_llama triax_afab triax_adamw)
 triax_use_pch(triax_logits)
 
-add_test(NAME hf_logits_match_transformers
-         COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/hf_logits_test.py
-                 $<TARGET_FILE:triax> $<TARGET_FILE:triax_logits> ${CMAKE_SOURCE_DIR}/configs/tiny_llama.yaml
-                 ${CMAKE_CURRENT_BINARY_DIR}/hf_logits)
-set_tests_properties(hf_logits_match_transformers PROPERTIES LABELS "python;checkpoint" TIMEOUT 600
-                     ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
+# NAME runs tests/interop/SCRIPT TRIAX TRIAX_LOGITS configs/CONFIG WORK_DIR (a python script
+# against transformers, offline, one thread), labelled LABELS.
+function(triax_hf_logits_test name script config work labels)
+  add_test(NAME ${name}
+           COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/interop/${script}
+                   $<TARGET_FILE:triax> $<TARGET_FILE:triax_logits> ${CMAKE_SOURCE_DIR}/configs/${config}
+                   ${CMAKE_CURRENT_BINARY_DIR}/${work})
+  set_tests_properties(${name} PROPERTIES LABELS "${labels}" TIMEOUT 600
+                       ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
+endfunction()
+
+triax_hf_logits_test(hf_logits_match_transformers hf_logits_test.py
+                     tiny_llama.yaml hf_logits "python;checkpoint")
 
 # The same for the mamba plugin (MambaForCausalLM), with its refusals of a Mamba-2 folder and of a
 # mismatched intermediate_size (tests/interop/hf_mamba_logits_test.py).
 add_dependencies(triax_logits triax_mamba)
-add_test(NAME hf_mamba_logits_match_transformers
-         COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/hf_mamba_logits_test.py
-                 $<TARGET_FILE:triax> $<TARGET_FILE:triax_logits> ${CMAKE_SOURCE_DIR}/configs/tiny_mamba.yaml
-                 ${CMAKE_CURRENT_BINARY_DIR}/hf_mamba_logits)
-set_tests_properties(hf_mamba_logits_match_transformers PROPERTIES LABELS "python;checkpoint;mamba" TIMEOUT 600
-                     ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
+triax_hf_logits_test(hf_mamba_logits_match_transformers hf_mamba_logits_test.py
+                     tiny_mamba.yaml hf_mamba_logits "python;checkpoint;mamba")

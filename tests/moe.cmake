@@ -105,18 +105,10 @@ triax_moe_resume(tp2_ep1 RANKS 2 --set parallelism.tp=2)
 
 # Hugging Face: Mixtral and Qwen2-MoE exported and imported, logits against transformers; the
 # cached incremental logits equal the full forward's.
-add_test(NAME moe.hf_logits_match_transformers
-         COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/hf_moe_logits_test.py
-                 $<TARGET_FILE:triax> $<TARGET_FILE:triax_logits> ${CMAKE_SOURCE_DIR}/configs/tiny_moe.yaml
-                 ${CMAKE_CURRENT_BINARY_DIR}/hf_moe_logits)
-set_tests_properties(moe.hf_logits_match_transformers PROPERTIES LABELS "python;checkpoint;moe" TIMEOUT 600
-                     ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
+triax_hf_logits_test(moe.hf_logits_match_transformers hf_moe_logits_test.py
+                     tiny_moe.yaml hf_moe_logits "python;checkpoint;moe")
 
 # The sliding window against transformers' Mixtral and Qwen2-MoE: import and export, logits equal,
 # and the refusals of a window triax cannot express.
-add_test(NAME moe.hf_sliding_window_matches_transformers
-         COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/hf_sliding_window_test.py
-                 $<TARGET_FILE:triax> $<TARGET_FILE:triax_logits> ${CMAKE_SOURCE_DIR}/configs/tiny_moe.yaml
-                 ${CMAKE_CURRENT_BINARY_DIR}/hf_sliding_window)
-set_tests_properties(moe.hf_sliding_window_matches_transformers PROPERTIES LABELS "python;checkpoint;moe" TIMEOUT 600
-                     ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
+triax_hf_logits_test(moe.hf_sliding_window_matches_transformers hf_sliding_window_test.py
+                     tiny_moe.yaml hf_sliding_window "python;checkpoint;moe")

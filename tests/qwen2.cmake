@@ -43,12 +43,8 @@ triax_qwen2_parity_case(pp2_1f1b            DP 1 TP 1 PP 2 ENGINE 1f1b MODE ALL_
 triax_qwen2_parity_case(dp2_tp2_pp2_sp_1f1b DP 2 TP 2 PP 2 ENGINE 1f1b MODE REDUCE_SCATTER)
 
 # Hugging Face: Qwen2ForCausalLM and SmolLM3ForCausalLM exported and imported, logits against transformers.
-add_test(NAME qwen2.hf_logits_match_transformers
-         COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/hf_qwen2_logits_test.py
-                 $<TARGET_FILE:triax> $<TARGET_FILE:triax_logits> ${CMAKE_SOURCE_DIR}/configs/tiny_qwen2.yaml
-                 ${CMAKE_CURRENT_BINARY_DIR}/hf_qwen2_logits)
-set_tests_properties(qwen2.hf_logits_match_transformers PROPERTIES LABELS "python;checkpoint;qwen2" TIMEOUT 600
-                     ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
+triax_hf_logits_test(qwen2.hf_logits_match_transformers hf_qwen2_logits_test.py
+                     tiny_qwen2.yaml hf_qwen2_logits "python;checkpoint;qwen2")
 
 # The model and the SDK features it turns on, in one process (tests/qwen2_test.cpp).
 add_executable(qwen2_test ${CMAKE_CURRENT_LIST_DIR}/qwen2_test.cpp)
