@@ -18,6 +18,8 @@ triax_model_context mesh_model_context(const Communicator& communicator) {
   context.ep_size = communicator.size(TRIAX_GROUP_EP);
   context.edp_rank = communicator.rank(TRIAX_GROUP_EDP);
   context.edp_size = communicator.size(TRIAX_GROUP_EDP);
+  context.cp_rank = 0;  // the mesh has no cp dimension yet
+  context.cp_size = 1;
   return context;
 }
 
@@ -68,6 +70,8 @@ triax_model_context PluginContexts::model(const Communicator& communicator, cons
   // With one tp rank there is nothing to overlap: the layers keep their plain path.
   context.tp_linear_async_communication = c.parallelism.tp_linear_async_communication && c.parallelism.tp > 1;
   context.recompute_mlp_activation = c.parallelism.recompute_mlp_activation ? 1 : 0;
+  context.zero_stage = static_cast<int32_t>(c.optimizer.zero_stage);
+  context.fp8_yaml = nullptr;  // no run trains in fp8 yet
   return context;
 }
 

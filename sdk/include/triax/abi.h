@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 9
+#define TRIAX_ABI_VERSION_MINOR 10
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -88,7 +88,14 @@ typedef enum triax_group {
   TRIAX_GROUP_EP = 5, /* the dp ranks holding different expert shards (size expert_parallel_size) */
   /* since 1.3: the dp ranks holding the same expert shard (size dp / ep): expert gradients are
    * averaged over it. Within dp, ep is fastest: dp_rank = edp_rank * ep + ep_rank. */
-  TRIAX_GROUP_EDP = 6
+  TRIAX_GROUP_EDP = 6,
+  /* since 1.10: context parallelism (parallelism.context_parallel_size). CP: the ranks holding
+   * slices of the same sequences. Gradients (and ZeRO shards) of dense parameters span dp x cp,
+   * those of expert shards edp x cp: the host resolves a parameter's gradient_group DP or EDP to
+   * these when cp > 1, so a model never names them. */
+  TRIAX_GROUP_CP = 7,
+  TRIAX_GROUP_DP_CP = 8,
+  TRIAX_GROUP_EDP_CP = 9
 } triax_group;
 
 typedef enum triax_reduce_op {
@@ -147,6 +154,12 @@ typedef struct triax_host {
   triax_status (*start_reduce_scatter)(void* self, triax_group group, triax_tensor* output, triax_tensor* input,
                                        triax_reduce_op op, triax_pending** pending, triax_error* error);
   triax_status (*finish)(void* self, triax_pending* pending, triax_error* error);
+  /* since 1.10: one step of a ring, started without waiting: send `send` to group rank send_peer
+   * and receive `recv` from group rank recv_peer, both posted together so that neither blocks the
+   * other (ring attention passes K/V around the cp group this way). Finished like the others. */
+  triax_status (*start_send_recv)(void* self, triax_group group, triax_tensor* send, int32_t send_peer,
+                                  triax_tensor* recv, int32_t recv_peer, triax_pending** pending,
+                                  triax_error* error);
 } triax_host;
 
 /* ---- models --------------------------------------------------------------------------------- */
@@ -185,6 +198,16 @@ typedef struct triax_model_context {
   /* since 1.7: parallelism.recompute_mlp_activation, set only for a model declaring
    * TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION: the MLP's activation output is recomputed in backward */
   int32_t recompute_mlp_activation;
+  /* since 1.10: context parallelism: this rank's position in TRIAX_GROUP_CP. Each cp rank holds
+   * two chunks of every sequence, cp_rank and 2 * cp_size - 1 - cp_rank of 2 * cp_size (which
+   * balances causal attention); stage_io.position_ids then gives every token's position. */
+  int32_t cp_rank, cp_size;
+  /* since 1.10: optimizer.zero_stage. At 3 the model's parameters are dp shards
+   * (TRIAX_PARAM_ZERO3_SHARD), gathered around each use and freed after. */
+  int32_t zero_stage;
+  /* since 1.10: the config's `fp8` section as YAML (which linears compute in fp8 and how they are
+   * scaled), or NULL when the run trains without fp8. */
+  const char* fp8_yaml;
 } triax_model_context;
 
 /*
@@ -230,7 +253,11 @@ typedef struct triax_stage_io {
 enum {
   TRIAX_PARAM_NO_WEIGHT_DECAY = 1u << 0, /* the model asks for no weight decay (config may add more) */
   TRIAX_PARAM_TP_REPLICATED = 1u << 1,   /* identical on every tp rank (norm weights, ...) */
-  TRIAX_PARAM_TIED = 1u << 2             /* one logical parameter held by several pipeline stages */
+  TRIAX_PARAM_TIED = 1u << 2,            /* one logical parameter held by several pipeline stages */
+  /* since 1.10 (model_context.zero_stage 3): tensor is 1-D, this rank's ZeRO shard
+   * (triax/zero_partition.hpp, over the parameter's gradient group) of the flattened tp shard that
+   * global_shape and shard_offset describe; its gradient arrives likewise sharded. */
+  TRIAX_PARAM_ZERO3_SHARD = 1u << 3
 };
 
 typedef struct triax_parameter_info {
@@ -406,7 +433,11 @@ typedef enum triax_gradient_sharding {
    * the parameters over TRIAX_GROUP_DP after its update. Parameter of n elements, dp rank r of D:
    * elements [r*c, min((r+1)*c, n)), c = ceil(n / D), of the flattened parameter (empty when
    * r*c >= n); triax/zero_partition.hpp spells this out for C++. */
-  TRIAX_GRADIENTS_DP_SHARDED = 1
+  TRIAX_GRADIENTS_DP_SHARDED = 1,
+  /* since 1.10, ZeRO-3: the parameters themselves are the model's shards
+   * (TRIAX_PARAM_ZERO3_SHARD); step() gets each one's gradient shard and updates it in place, with
+   * nothing to gather after. */
+  TRIAX_GRADIENTS_PARAMETERS_SHARDED = 2
 } triax_gradient_sharding;
 
 /* Kinds of optimizer state (triax_optimizer_state.kind, ABI 1.2). */
