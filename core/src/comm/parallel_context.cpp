@@ -92,6 +92,8 @@ std::vector<int> ParallelContext::members_of(triax_group group, int world_rank) 
   return ranks;
 }
 
+std::vector<int> ParallelContext::members(triax_group group) const { return members_of(group, world_rank_); }
+
 int ParallelContext::rank(triax_group group) const {
   const std::vector<int> ranks = members(group);
   return static_cast<int>(std::find(ranks.begin(), ranks.end(), world_rank_) - ranks.begin());

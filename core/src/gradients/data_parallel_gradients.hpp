@@ -121,7 +121,7 @@ class DataParallelGradients {
   };
 
   void plan_buckets(int64_t bucket_cap_bytes);
-  bool reduces() const { return sharding_ == TRIAX_GRADIENTS_DP_SHARDED || groups_.dp_size > 1; }
+  bool reduces() const { return sharding_ == TRIAX_GRADIENTS_DP_SHARDED || groups_.replicas() > 1; }
   InFlight start_bucket(size_t b, const std::vector<at::Tensor>& gradients, Communicator& communicator);
   void finish_bucket(InFlight& flight);
   void start_ready_buckets();
