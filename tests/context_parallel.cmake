@@ -36,6 +36,10 @@ triax_cp_parity_case(context_parallel.cp2_tp2_sp ${CP_LLAMA} CP 2 DP 1 TP 2 PP 1
                      MODE REDUCE_SCATTER)
 triax_cp_parity_case(context_parallel.cp2_pp2_1f1b ${CP_LLAMA} CP 2 DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0
                      MODE ALL_REDUCE)
+triax_cp_parity_case(context_parallel.cp2_pp2_afab ${CP_LLAMA} CP 2 DP 1 TP 1 PP 2 ENGINE afab ZERO 0
+                     MODE ALL_REDUCE)
+triax_cp_parity_case(context_parallel.cp2_pp2_interleaved ${CP_LLAMA} CP 2 DP 1 TP 1 PP 2 ENGINE interleaved_1f1b
+                     ZERO 0 MODE ALL_REDUCE --set parallelism.pp_chunks_per_rank=2)
 triax_cp_parity_case(context_parallel.dp2_cp2_zero1 ${CP_LLAMA} CP 2 DP 2 TP 1 PP 1 ENGINE afab ZERO 1
                      MODE ALL_REDUCE)
 # Whole layers recomputed in backward: the K/V all-gather runs again inside the backward.
