@@ -2,7 +2,7 @@
 # on real processes (mpirun, the mpi backend) with each sequence split over cp ranks, against
 # their single-rank runs (losses, gradient norms and every rank's final parameters within 1e-5
 # relative, fp32); included after the parity, checkpoint, attention-mask and qwen2 files, whose
-# runner, references and helpers it uses.
+# runner, references and CMake functions it uses.
 
 # triax_cp_parity_case(<test name> CONFIG <yaml> REFERENCE <dir> FIXTURE <fixture> CP c
 #                      DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER
