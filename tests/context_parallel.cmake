@@ -49,6 +49,10 @@ triax_cp_parity_case(context_parallel.cp2_recompute_layer ${CP_LLAMA} CP 2 DP 1 
 triax_cp_parity_case(context_parallel.cp2_documents_window CONFIG ${PARITY_CONFIG}
                      REFERENCE ${DOC_MASKING_DIR}/reference FIXTURE doc_masking_reference
                      CP 2 DP 1 TP 1 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE ${DOC_MASKING_SETTINGS})
+# Validation: each cp rank's loss weighted as in training, summed over dp x cp (validation.cmake's reference).
+triax_cp_parity_case(context_parallel.validation_cp2 CONFIG ${PARITY_CONFIG} REFERENCE ${VALIDATION_DIR}/reference
+                     FIXTURE validation_reference CP 2 DP 1 TP 1 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE
+                     ${VALIDATION_KEYS} --set tokens.limit_val_batches=8)
 # qwen2: q/k/v biases and the z-loss (a mean over the counted tokens, weighted like the loss).
 triax_cp_parity_case(context_parallel.qwen2_cp2 CONFIG ${QWEN2_PARITY_CONFIG}
                      REFERENCE ${QWEN2_PARITY_DIR}/reference FIXTURE qwen2_parity_reference AUX_LOSSES
