@@ -60,6 +60,10 @@ triax_cp_parity_case(context_parallel.qwen2_cp2 CONFIG ${QWEN2_PARITY_CONFIG}
 # moe: the routers' balance and z losses from statistics summed over cp (and the attention as above).
 triax_cp_parity_case(context_parallel.moe_cp2 CONFIG ${MOE_CONFIG} REFERENCE ${MOE_DIR}/reference_main
                      FIXTURE moe_reference_main AUX_LOSSES CP 2 DP 1 TP 1 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)
+# ... with expert parallelism and ZeRO-1: expert gradients and shards over edp x cp.
+triax_cp_parity_case(context_parallel.moe_dp2_ep2_cp2_zero1 CONFIG ${MOE_CONFIG} REFERENCE ${MOE_DIR}/reference_main
+                     FIXTURE moe_reference_main AUX_LOSSES CP 2 DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE
+                     --set parallelism.expert_parallel_size=2)
 
 # Parameters are replicated over cp: a checkpoint saved at cp 2 resumes at cp 1 and at dp 2 x cp 2
 # with ZeRO-1, finishing as the uninterrupted single-rank run.
