@@ -9,6 +9,7 @@
 
 #include "multi_rank_environment.hpp"
 #include "triax/host.hpp"
+#include "triax/tensor_handle.hpp"
 
 namespace triax {
 namespace {
@@ -17,20 +18,22 @@ using testing::communicator;
 using testing::world_size;
 
 std::vector<MeshShape> meshes_of_this_world() {
-  if (world_size() == 2) return {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}};
-  if (world_size() == 4) return {{2, 1, 2}, {1, 2, 2}, {2, 2, 1}, {4, 1, 1, 2}};
+  if (world_size() == 2) return {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {1, 1, 1, 1, 2}};
+  if (world_size() == 4) return {{2, 1, 2}, {1, 2, 2}, {2, 2, 1}, {4, 1, 1, 2}, {2, 1, 1, 2, 2}, {1, 1, 2, 1, 2}};
   return {{world_size(), 1, 1}};
 }
 
 std::vector<triax_group> group_kinds(const MeshShape& shape) {
   std::vector<triax_group> kinds = {TRIAX_GROUP_WORLD, TRIAX_GROUP_TP, TRIAX_GROUP_PP, TRIAX_GROUP_DP, TRIAX_GROUP_MP};
   if (shape.ep > 1) kinds.insert(kinds.end(), {TRIAX_GROUP_EP, TRIAX_GROUP_EDP});
+  if (shape.cp > 1) kinds.insert(kinds.end(), {TRIAX_GROUP_CP, TRIAX_GROUP_DP_CP});
+  if (shape.cp > 1 && shape.ep > 1) kinds.push_back(TRIAX_GROUP_EDP_CP);
   return kinds;
 }
 
 std::string where(const MeshShape& shape, triax_group group, at::ScalarType dtype = at::kFloat) {
   return "mesh dp" + std::to_string(shape.dp) + " pp" + std::to_string(shape.pp) + " tp" + std::to_string(shape.tp) +
-         " ep" + std::to_string(shape.ep) + ", " + group_name(group) + " group, " + c10::toString(dtype);
+         " ep" + std::to_string(shape.ep) + " cp" + std::to_string(shape.cp) + ", " + group_name(group) + " group, " + c10::toString(dtype);
 }
 
 const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf,
@@ -306,6 +309,45 @@ std::string error_of(Body&& body) {
     return e.what();
   }
   return "";
+}
+
+// One ring step per round over every group kind (ring attention's pattern): each rank sends to
+// the next rank of its group and receives from the previous one, through the host table.
+TEST(MpiCommunicator, SendRecvPassesTensorsAroundTheRing) {
+  for (const MeshShape& shape : meshes_of_this_world()) {
+    MpiCommunicator& comm = communicator(shape);
+    HostServices services(comm);
+    const Host host(services.c_host());
+    for (triax_group group : group_kinds(shape)) {
+      const std::vector<int> members = comm.context().members(group);
+      const int n = static_cast<int>(members.size());
+      if (n < 2) continue;
+      const int me = comm.rank(group), next = (me + 1) % n, previous = (me + n - 1) % n;
+      for (at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kLong}) {
+        at::Tensor held = at::full({2, 3}, value_of(comm.context().world_rank()), at::dtype(dtype));
+        for (int round = 1; round < n; ++round) {  // after round k: the tensor of the k-th previous rank
+          at::Tensor received = at::zeros({2, 3}, at::dtype(dtype));
+          triax_pending* pending = nullptr;
+          triax_error error{};
+          ASSERT_EQ(services.c_host()->start_send_recv(services.c_host()->self, group, borrow_handle(held), next,
+                                                       borrow_handle(received), previous, &pending, &error),
+                    TRIAX_OK)
+              << error.message;
+          ASSERT_EQ(services.c_host()->finish(services.c_host()->self, pending, &error), TRIAX_OK) << error.message;
+          const int source = members[static_cast<size_t>((me + n - round) % n)];
+          EXPECT_TRUE(received.to(at::kDouble).eq(value_of(source)).all().item<bool>())
+              << where(shape, group, dtype) << ", round " << round << ": " << received;
+          held = received;
+        }
+      }
+    }
+  }
+  const MeshShape world{world_size(), 1, 1};
+  EXPECT_NE(error_of([&] {
+              communicator(world).start_send_recv(TRIAX_GROUP_DP, at::zeros({2}), communicator(world).rank(TRIAX_GROUP_DP),
+                                                  at::zeros({2}), 0);
+            }).find("send_recv: peer"),
+            std::string::npos);
 }
 
 TEST(MpiCommunicator, LocalMistakesAreClearErrorsWithoutCommunicating) {

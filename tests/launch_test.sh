@@ -5,7 +5,7 @@
 #     variables, partial launcher variables: exit 2 before any work, reported by every rank;
 #   - one rank killed mid-training: the other exits non-zero within the timeout, naming the step
 #     and the dead peer, and the launcher exits non-zero;
-#   - `triax inspect mesh` prints the rank table and the groups.
+#   - `triax inspect mesh` prints the rank table and the groups (with --ep and --cp too).
 #   launch_test.sh <triax executable> <source dir>
 set -uo pipefail
 TRIAX="$1"
@@ -108,6 +108,9 @@ expect 2 "must divide parallelism.dp" 1 -- "$TRIAX" inspect mesh --dp 3 --ep 2
 expect 0 "ep groups: [0 1] [2 3]" 1 -- "$TRIAX" inspect mesh --dp 4 --ep 2
 expect 0 "edp groups: [0 2] [1 3]" 1 -- "$TRIAX" inspect mesh --dp 4 --ep 2
 expect 0 "   3   3   0   0   1   1" 1 -- "$TRIAX" inspect mesh --dp 4 --ep 2
+# cp 2 next to tp 2, inside dp: cp rank 1 of tp rank 0 is world rank 2.
+expect 0 "cp groups: [0 2] [1 3] [4 6] [5 7]" 1 -- "$TRIAX" inspect mesh --dp 2 --tp 2 --cp 2
+expect 0 "rank = tp_rank + cp_rank*2 + pp_rank*4 + dp_rank*4" 1 -- "$TRIAX" inspect mesh --dp 2 --tp 2 --cp 2
 
 if ((failures)); then echo "$failures check(s) failed"; exit 1; fi
 echo "all launch checks passed"

@@ -12,7 +12,7 @@
 namespace triax::testing {
 namespace {
 
-using ShapeKey = std::tuple<int, int, int, int>;
+using ShapeKey = std::tuple<int, int, int, int, int>;
 
 std::map<ShapeKey, std::unique_ptr<MpiCommunicator>>& communicators() {
   static std::map<ShapeKey, std::unique_ptr<MpiCommunicator>> cache;
@@ -52,7 +52,7 @@ int world_size() {
 }
 
 MpiCommunicator& communicator(const MeshShape& shape) {
-  const ShapeKey key{shape.dp, shape.pp, shape.tp, shape.ep};
+  const ShapeKey key{shape.dp, shape.pp, shape.tp, shape.ep, shape.cp};
   auto& cache = communicators();
   auto found = cache.find(key);
   if (found == cache.end()) {

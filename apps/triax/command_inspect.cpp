@@ -1,4 +1,4 @@
-// `triax inspect mesh --dp D --tp T --pp P [--ep E]`: the rank table and every process group, as
+// `triax inspect mesh --dp D --tp T --pp P [--ep E] [--cp C]`: the rank table and every process group, as
 // ParallelContext computes them (no process is started). `triax inspect checkpoint PATH`: see
 // inspect_checkpoint.cpp.
 #include <boost/program_options.hpp>
@@ -15,13 +15,13 @@ int run_inspect_command(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "checkpoint")
     return inspect_checkpoint(std::vector<std::string>(args.begin() + 1, args.end()));
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
-    std::cout << "usage: triax inspect mesh --dp D --tp T --pp P [--ep E]   the rank table and every process group\n"
-                 "       triax inspect checkpoint PATH                      step, topology, tensors, checksums\n"
+    std::cout << "usage: triax inspect mesh --dp D --tp T --pp P [--ep E] [--cp C]   the rank table and every process group\n"
+                 "       triax inspect checkpoint PATH                               step, topology, tensors, checksums\n"
                  "`triax inspect mesh --help` lists the mesh options.\n";
     return kExitOk;
   }
   if (args.empty() || args[0] != "mesh") {
-    std::cerr << "triax inspect: expected a subject: triax inspect mesh --dp D --tp T --pp P [--ep E], or "
+    std::cerr << "triax inspect: expected a subject: triax inspect mesh --dp D --tp T --pp P [--ep E] [--cp C], or "
                  "triax inspect checkpoint PATH\n";
     return kExitInvalidConfig;
   }
@@ -31,7 +31,8 @@ int run_inspect_command(const std::vector<std::string>& args) {
                                                     "data-parallel size")(
       "tp", po::value<int>(&shape.tp)->default_value(1), "tensor-parallel size")(
       "pp", po::value<int>(&shape.pp)->default_value(1), "pipeline-parallel size")(
-      "ep", po::value<int>(&shape.ep)->default_value(1), "expert-parallel size (divides dp)");
+      "ep", po::value<int>(&shape.ep)->default_value(1), "expert-parallel size (divides dp)")(
+      "cp", po::value<int>(&shape.cp)->default_value(1), "context-parallel size (parallelism.context_parallel_size)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(std::vector<std::string>(args.begin() + 1, args.end())).options(options).run(),

@@ -158,7 +158,8 @@ int run_train_command(const std::vector<std::string>& args) {
                           world_size_variable(launch) + "=" + std::to_string(launch.world_size) +
                           "): start as many ranks as the config's mesh, or change parallelism");
       throw ConfigError(std::string(e.what()) + "; start the ranks with `triax launch -n " +
-                        std::to_string(config.parallelism.dp * config.parallelism.tp * config.parallelism.pp) +
+                        std::to_string(config.parallelism.dp * config.parallelism.tp * config.parallelism.pp *
+                                       config.parallelism.context_parallel_size) +
                         " -- triax train ...`, mpirun, srun or torchrun");
     }
     configure_threads();

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "triax/error.hpp"
+#include "triax/layers/context_parallel.hpp"
 #include "triax/layers/cross_entropy.hpp"
 #include "triax/layers/fused_linear_cross_entropy.hpp"
 #include "triax/layers/recompute.hpp"
@@ -26,6 +27,17 @@ std::shared_ptr<ColumnParallelLinear> tied_head(const at::Tensor& embedding_weig
   auto head = std::make_shared<ColumnParallelLinear>(options, tp);
   head->weight = embedding_weight;
   return head;
+}
+
+// With context parallelism: this rank's losses as its share of the cp group's mean
+// (triax/layers/context_parallel.hpp); z_loss is a mean over the counted tokens too.
+void weigh_context_parallel_losses(StageOutput& output, const StageInput& input, const Host& host) {
+  const ContextParallel cp = ContextParallel::of(host);
+  if (!cp.active() || !output.loss.defined()) return;
+  const at::Tensor weight =
+      context_parallel_loss_weight(input.label_mask, input.label_ids.numel(), cp, output.loss.device());
+  output.loss = output.loss * weight.to(output.loss.scalar_type());
+  for (auto& [name, loss] : output.aux_losses) loss = loss * weight.to(loss.scalar_type());
 }
 
 }  // namespace
@@ -135,8 +147,14 @@ at::Tensor CausalLm::stage_input(const StageInput& input, const at::Tensor& ids,
 
 at::Tensor CausalLm::run_layers(at::Tensor hidden, int64_t sequence_length, const at::Tensor& position_ids) {
   if (layers_.empty()) return hidden;
-  std::vector<at::Tensor> shared = layer_inputs(sequence_length, hidden.scalar_type());
-  if (layout_.attention.masks()) {
+  const ContextParallel cp = ContextParallel::of(context_.host);
+  // With context parallelism this rank's tokens sit anywhere in the whole sequence.
+  std::vector<at::Tensor> shared = layer_inputs(sequence_length * cp.size, hidden.scalar_type());
+  if (cp.active()) {
+    const MaskedAttention masked =
+        context_parallel_attention_inputs(layout_.attention, position_ids, sequence_length, cp, hidden.device());
+    for (const at::Tensor& tensor : masked.tensors()) shared.push_back(tensor);
+  } else if (layout_.attention.masks()) {
     // Logits without positions (evaluation, export checks): each row is one document.
     AttentionMasking masking = layout_.attention;
     masking.documents = masking.documents && position_ids.defined();
@@ -187,7 +205,9 @@ StageOutput CausalLm::forward(const StageInput& input) {
     output.hidden_out = hidden;
     return output;
   }
-  return head_output(hidden, input);
+  StageOutput output = head_output(hidden, input);
+  weigh_context_parallel_losses(output, input, context_.host);
+  return output;
 }
 
 StageOutput CausalLm::head_output(const at::Tensor& hidden, const StageInput& input) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <optional>
 
+#include "triax/error.hpp"
+#include "triax/layers/context_parallel.hpp"
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/key_value_cache.hpp"
 #include "triax/layers/rotary_qkv.hpp"
@@ -91,6 +93,15 @@ at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor&
   const at::Tensor blocks = project_blocks(x);
   const auto [q, k, v] = masked.position_ids.defined() ? positioned_qkv_at(blocks, cos, sin, masked.position_ids)
                                                        : positioned_qkv(blocks, cos, sin);
+  const ContextParallel cp = ContextParallel::of(tp_.host);
+  if (cp.active()) {  // this rank's queries over every cp rank's keys (triax/layers/context_parallel.hpp)
+    if (!masked.mask.defined())
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                  "parallelism.context_parallel_size: attention got no mask of where the gathered keys sit");
+    const auto [keys, values] = gather_keys_values(k, v, cp);
+    return output(at::scaled_dot_product_attention(q, keys, values, masked.mask, /*dropout_p=*/0.0,
+                                                   /*is_causal=*/false, scale_, /*enable_gqa=*/true));
+  }
   // Without a mask (nullopt, not an undefined tensor), the causal flag keeps
   // scaled_dot_product_attention's fastest kernels.
   const bool causal = !masked.mask.defined();

@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "triax/error.hpp"
+#include "triax/layers/context_parallel.hpp"
 #include "triax/layers/key_value_cache.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
 
@@ -14,6 +16,10 @@ MultiHeadAttention::MultiHeadAttention(int64_t hidden_size, int64_t heads, const
       local_heads_(tp_.shard_size(heads, "attention heads")),
       head_dim_(hidden_size / heads),
       scale_(1.0 / std::sqrt(static_cast<double>(head_dim_))) {
+  if (ContextParallel::of(context.host).active())
+    throw Error(TRIAX_ERROR_INVALID_CONFIG,
+                "parallelism.context_parallel_size: multi-head attention with learned positions (GPT-2's) does not "
+                "run over a cp group; set parallelism.context_parallel_size to 1");
   const LinearOptions linear = LinearOptions::of(hidden_size, hidden_size, context, /*bias=*/true);
   c_attn = register_module("c_attn", std::make_shared<ColumnParallelLinear>(linear.conv1d(3), tp_));
   c_proj = register_module("c_proj", std::make_shared<RowParallelLinear>(linear.conv1d(), tp_));

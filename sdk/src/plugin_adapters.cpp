@@ -180,9 +180,11 @@ void apply_gradient_groups(const triax_optimizer_context& context, std::vector<O
     return;  // a host before ABI 1.3: every gradient is averaged over dp
   for (size_t i = 0; i < params.size(); ++i) {
     const int32_t group = context.gradient_groups[i];
-    if (group != TRIAX_GROUP_DP && group != TRIAX_GROUP_EDP)
+    // With context parallelism (ABI 1.10) the host widens dp and edp by the cp ranks.
+    if (group != TRIAX_GROUP_DP && group != TRIAX_GROUP_EDP && group != TRIAX_GROUP_DP_CP &&
+        group != TRIAX_GROUP_EDP_CP)
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "parameter '" + params[i].name + "': gradient group " +
-                                                    std::to_string(group) + " is neither dp nor edp");
+                                                    std::to_string(group) + " is none of dp, edp, dp_cp, edp_cp");
     params[i].gradient_group = static_cast<triax_group>(group);
   }
 }

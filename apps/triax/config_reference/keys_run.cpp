@@ -96,8 +96,8 @@ Section section_parallelism() {
   Section s;
   s.path = "parallelism";
   s.heading = R"md(`parallelism` (optional))md";
-  s.outro = R"md(The launch must start exactly `dp·tp·pp` processes; otherwise the run stops with a
-configuration error naming the three keys and the world size. The whole section (with its
+  s.outro = R"md(The launch must start exactly `dp·tp·pp·context_parallel_size` processes; otherwise the run
+stops with a configuration error naming the keys and the world size. The whole section (with its
 defaults) is given to the engine plugin.)md";
   s.keys = {
       Key("dp", integer(1), "nanotron",
@@ -108,8 +108,11 @@ defaults) is given to the engine plugin.)md";
           R"md(tensor-parallel ranks (required in nanotron))md"),
       Key("expert_parallel_size", integer(1), "nanotron",
           R"md(expert parallelism of mixture-of-experts layers, inside dp: must divide `dp`)md"),
-      Key("context_parallel_size", integer(), "nanotron",
-          R"md(only `1` (triax does not implement context parallelism))md"),
+      Key("context_parallel_size", integer(1), "nanotron",
+          R"md(context parallelism: this many ranks hold slices of the same sequences (rank `i` holds chunks `i`
+          and `2·cp−1−i` of `2·cp`), so `tokens.sequence_length` must be a multiple of `2·cp`; attention
+          all-gathers K/V over them, the loss and the gradients are averaged over `dp·cp`. Models with
+          attention (llama, qwen2, moe); mamba refuses it. See docs/context_parallelism.md)md"),
       Key("pp_engine", string(), "nanotron",
           R"md(the engine plugin's name: `afab` (every forward, then every backward) or `1f1b` (at most `pp -
           pp_rank` micro-batches in flight; needs `batch_accumulation_per_replica >= pp - 1`), or

@@ -87,7 +87,7 @@ data::DataLoaderState data_from_yaml(ConfigReader reader) {
 
 std::string Topology::describe() const {
   return "dp=" + std::to_string(dp) + " tp=" + std::to_string(tp) + " pp=" + std::to_string(pp) +
-         " zero_stage=" + std::to_string(zero_stage);
+         " zero_stage=" + std::to_string(zero_stage) + (cp > 1 ? " cp=" + std::to_string(cp) : "");
 }
 
 YAML::Node CheckpointMetadata::to_yaml() const {
@@ -100,6 +100,7 @@ YAML::Node CheckpointMetadata::to_yaml() const {
   node["topology"]["tp"] = topology.tp;
   node["topology"]["pp"] = topology.pp;
   node["topology"]["zero_stage"] = topology.zero_stage;
+  if (topology.cp > 1) node["topology"]["cp"] = topology.cp;
   node["model"]["plugin"] = model_plugin;
   node["model"]["dtype"] = model_dtype;
   node["optimizer"]["plugin"] = optimizer_plugin;
@@ -131,6 +132,7 @@ CheckpointMetadata CheckpointMetadata::from_yaml(const YAML::Node& node, const s
     m.topology.tp = topology.required<int64_t>("tp");
     m.topology.pp = topology.required<int64_t>("pp");
     m.topology.zero_stage = topology.required<int64_t>("zero_stage");
+    m.topology.cp = topology.get<int64_t>("cp", 1);
     topology.finish();
     ConfigReader model = reader.section("model");
     m.model_plugin = model.required<std::string>("plugin");

@@ -198,7 +198,8 @@ ResumePoint TrainingCheckpoint::finish_resume() {
             " GB/s)");
 
   parts_.data->restore(m.data);
-  const Topology now{c.parallelism.dp, c.parallelism.tp, c.parallelism.pp, c.optimizer.zero_stage};
+  const Topology now{c.parallelism.dp, c.parallelism.tp, c.parallelism.pp, c.optimizer.zero_stage,
+                     c.parallelism.context_parallel_size};
   if (now == m.topology)
     restore_rng_states(reader, parts_.communicator->rank(TRIAX_GROUP_WORLD), parts_.device);
   else
@@ -239,7 +240,8 @@ void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSch
   CheckpointMetadata m;
   m.step = step;
   m.consumed_tokens = consumed_tokens;
-  m.topology = {c.parallelism.dp, c.parallelism.tp, c.parallelism.pp, c.optimizer.zero_stage};
+  m.topology = {c.parallelism.dp, c.parallelism.tp, c.parallelism.pp, c.optimizer.zero_stage,
+                c.parallelism.context_parallel_size};
   m.model_plugin = parts_.model_plugin;
   m.model_dtype = c.model.dtype;
   m.optimizer_plugin = parts_.optimizer->name();

@@ -46,7 +46,7 @@ void require_splits(const std::vector<int64_t>& splits, const at::Tensor& tensor
 }  // namespace
 
 void Communicator::require_group(triax_group group, const char* operation) const {
-  if (static_cast<int>(group) < TRIAX_GROUP_WORLD || static_cast<int>(group) > TRIAX_GROUP_EDP)
+  if (static_cast<int>(group) < TRIAX_GROUP_WORLD || static_cast<int>(group) > TRIAX_GROUP_EDP_CP)
     invalid(operation, "unknown process group " + std::to_string(static_cast<int>(group)));
 }
 
@@ -162,6 +162,18 @@ void Communicator::recv(triax_group group, const at::Tensor& tensor, int peer) {
   require_peer(group, peer, "recv");
   require_tensor(tensor, "recv", "tensor");
   run_recv(group, tensor, peer);
+}
+
+std::unique_ptr<PendingOperation> Communicator::start_send_recv(triax_group group, const at::Tensor& send,
+                                                                int send_peer, const at::Tensor& recv, int recv_peer) {
+  require_peer(group, send_peer, "send_recv");
+  require_peer(group, recv_peer, "send_recv");
+  require_tensor(send, "send_recv", "sent tensor");
+  require_tensor(recv, "send_recv", "received tensor");
+  if (send.scalar_type() != recv.scalar_type())
+    invalid("send_recv", "the sent tensor is " + std::string(c10::toString(send.scalar_type())) +
+                             ", the received one " + std::string(c10::toString(recv.scalar_type())));
+  return run_start_send_recv(group, send, send_peer, recv, recv_peer);
 }
 
 void Communicator::barrier(triax_group group) {

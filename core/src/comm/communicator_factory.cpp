@@ -41,12 +41,13 @@ std::unique_ptr<Communicator> connect_communicator(const TrainConfig& config, co
   shape.pp = static_cast<int>(p.pp);
   shape.tp = static_cast<int>(p.tp);
   shape.ep = static_cast<int>(p.expert_parallel_size);
+  shape.cp = static_cast<int>(p.context_parallel_size);
   CommunicatorOptions options;
   options.timeout_seconds = p.comm_timeout_seconds;
   const std::string chosen = resolve_backend(p.comm_backend, config.general.device, launch);
   if (chosen == "single-process") {
     if (shape.world_size() != 1)
-      throw ConfigError("parallelism: dp x tp x pp = " + std::to_string(shape.world_size()) +
+      throw ConfigError("parallelism: dp x tp x pp x context_parallel_size = " + std::to_string(shape.world_size()) +
                         " processes, but this one was started alone; start them with `triax launch -n " +
                         std::to_string(shape.world_size()) + " -- triax train ...`, mpirun, srun or torchrun");
     return std::make_unique<SingleProcessCommunicator>();

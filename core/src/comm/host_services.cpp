@@ -113,6 +113,14 @@ HostServices::HostServices(Communicator& communicator) : communicator_(communica
       hand_over(comm(self).start_reduce_scatter(group, view_handle(output), view_handle(input), op), pending);
     });
   };
+  host_.start_send_recv = [](void* self, triax_group group, triax_tensor* send, int32_t send_peer,
+                             triax_tensor* recv, int32_t recv_peer, triax_pending** pending, triax_error* error) {
+    return guarded(error, [&] {
+      require_slot(pending, "start_send_recv");
+      hand_over(comm(self).start_send_recv(group, view_handle(send), send_peer, view_handle(recv), recv_peer),
+                pending);
+    });
+  };
   host_.finish = [](void*, triax_pending* pending, triax_error* error) {
     return guarded(error, [&] {
       const std::unique_ptr<triax_pending> owned(pending);  // released even when the wait throws

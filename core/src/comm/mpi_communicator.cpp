@@ -64,7 +64,8 @@ MpiCommunicator::MpiCommunicator(const MeshShape& shape, const CommunicatorOptio
   shape.validate();
   if (shape.world_size() != size)
     throw ConfigError("parallelism: dp (" + std::to_string(shape.dp) + ") x tp (" + std::to_string(shape.tp) +
-                      ") x pp (" + std::to_string(shape.pp) + ") = " + std::to_string(shape.world_size()) +
+                      ") x pp (" + std::to_string(shape.pp) + ") x cp (" +
+                      std::to_string(shape.cp) + ") = " + std::to_string(shape.world_size()) +
                       ", but mpirun started " + std::to_string(size) + " processes (rank " + std::to_string(rank) +
                       ")");
   if (!(options.timeout_seconds > 0)) throw ConfigError("parallelism.comm_timeout_seconds: must be > 0");
@@ -333,6 +334,27 @@ void MpiCommunicator::run_recv(triax_group group, const at::Tensor& tensor, int 
                              " (the two ranks disagree on the tensor's size)");
   }
   write_back(tensor, buffer);
+}
+
+std::unique_ptr<PendingOperation> MpiCommunicator::run_start_send_recv(triax_group group, const at::Tensor& send,
+                                                                       int send_peer, const at::Tensor& recv,
+                                                                       int recv_peer) {
+  Impl& s = *impl_;
+  const MPI_Datatype type = transfer_type(send, "send_recv");
+  const at::Tensor source = separate_input(send, recv);
+  at::Tensor target = recv.contiguous();
+  const int send_count = element_count(source, "send_recv");
+  const int recv_count = element_count(target, "send_recv");
+  MPI_Comm comm = s.comm(group);
+  // Tag 1: kept apart from the blocking sends of the same group (tag 0).
+  return s.start(
+      group, "send_recv", {source, target},
+      [&](MPI_Request* requests) {
+        const int code = MPI_Irecv(target.data_ptr(), recv_count, type, recv_peer, 1, comm, &requests[1]);
+        if (code != MPI_SUCCESS) return code;
+        return MPI_Isend(source.data_ptr(), send_count, type, send_peer, 1, comm, &requests[0]);
+      },
+      [target, recv] { write_back(recv, target); });
 }
 
 void MpiCommunicator::run_barrier(triax_group group) {

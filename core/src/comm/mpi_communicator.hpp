@@ -62,6 +62,9 @@ class MpiCommunicator final : public Communicator {
   void run_send(triax_group group, const at::Tensor& tensor, int peer) override;
   void run_recv(triax_group group, const at::Tensor& tensor, int peer) override;
   void run_barrier(triax_group group) override;
+  // MPI_Isend and MPI_Irecv posted together, finished as one operation.
+  std::unique_ptr<PendingOperation> run_start_send_recv(triax_group group, const at::Tensor& send, int send_peer,
+                                                        const at::Tensor& recv, int recv_peer) override;
 
  private:
   std::unique_ptr<Impl> impl_;

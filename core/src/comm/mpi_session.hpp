@@ -21,7 +21,7 @@
 namespace triax {
 namespace mpi_detail {
 
-constexpr int kGroupKinds = TRIAX_GROUP_EDP + 1;
+constexpr int kGroupKinds = TRIAX_GROUP_EDP_CP + 1;
 
 std::string mpi_error_text(int code);
 std::string seconds_text(double seconds);
@@ -183,13 +183,14 @@ struct MpiCommunicator::Impl {
     wait(&request, 1, what, members, buffers);
   }
 
-  // Posts a collective and returns it in flight.
+  // Posts a collective and returns it in flight. `post` gets room for two requests.
   std::unique_ptr<PendingOperation> start(triax_group group, const char* operation, std::vector<at::Tensor> buffers,
                                           const std::function<int(MPI_Request*)>& post, std::function<void()> finish);
 };
 
-// A posted collective: `finish` (the fp32 copy-back, the average) runs once it completes. Until
-// then its buffers stay alive; dropped unfinished (after an error elsewhere), they are abandoned.
+// A posted collective (or a ring step's send and receive, two requests): `finish` (the fp32
+// copy-back, the average) runs once it completes. Until then its buffers stay alive; dropped
+// unfinished (after an error elsewhere), they are abandoned.
 class MpiPendingOperation final : public PendingOperation {
  public:
   MpiPendingOperation(MpiCommunicator::Impl& impl, std::string what, std::vector<int> suspects,
@@ -200,14 +201,16 @@ class MpiPendingOperation final : public PendingOperation {
         buffers_(std::move(buffers)),
         finish_(std::move(finish)) {}
   ~MpiPendingOperation() override {
-    if (request_ != MPI_REQUEST_NULL) mpi_detail::abandon(buffers_);
+    if (!done_ && (requests_[0] != MPI_REQUEST_NULL || requests_[1] != MPI_REQUEST_NULL))
+      mpi_detail::abandon(buffers_);
   }
-  MPI_Request* request() { return &request_; }
+  // Room for the requests it waits for: a collective posts one, a ring step two.
+  MPI_Request* request() { return requests_.data(); }
 
   void wait() override {
     if (done_) return;
     impl_.require_usable();
-    impl_.wait(&request_, 1, what_, suspects_, buffers_);
+    impl_.wait(requests_.data(), kRequests, what_, suspects_, buffers_);
     complete();
   }
 
@@ -215,7 +218,7 @@ class MpiPendingOperation final : public PendingOperation {
     if (done_) return true;
     impl_.require_usable();
     int done = 0;
-    const int code = MPI_Test(&request_, &done, MPI_STATUS_IGNORE);
+    const int code = MPI_Testall(kRequests, requests_.data(), &done, MPI_STATUSES_IGNORE);
     if (code != MPI_SUCCESS) {
       mpi_detail::abandon(buffers_);
       impl_.fail(what_, "failed in MPI (" + mpi_detail::mpi_error_text(code) + ")", suspects_);
@@ -225,8 +228,10 @@ class MpiPendingOperation final : public PendingOperation {
   }
 
  private:
+  static constexpr int kRequests = 2;  // MPI_Testall passes over null requests
+
   void complete() {
-    request_ = MPI_REQUEST_NULL;
+    requests_.fill(MPI_REQUEST_NULL);
     done_ = true;
     finish_();
   }
@@ -236,7 +241,7 @@ class MpiPendingOperation final : public PendingOperation {
   std::vector<int> suspects_;
   std::vector<at::Tensor> buffers_;
   std::function<void()> finish_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::array<MPI_Request, kRequests> requests_{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   bool done_ = false;
 };
 

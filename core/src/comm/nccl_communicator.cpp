@@ -48,7 +48,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const MeshShape&, const Com
 
 namespace {
 
-constexpr int kGroupKinds = TRIAX_GROUP_EDP + 1;
+constexpr int kGroupKinds = TRIAX_GROUP_EDP_CP + 1;
 
 c10d::ReduceOp reduce_op(triax_reduce_op op) {
   switch (op) {
@@ -200,6 +200,20 @@ class NcclCommunicator final : public Communicator {
     std::vector<at::Tensor> buffers{tensor.contiguous()};
     wait(pg(group).recv(buffers, peer, 0), "recv from", group, peer);
     if (!buffers[0].is_same(tensor)) tensor.copy_(buffers[0]);
+  }
+
+  // ncclSend and ncclRecv in one NCCL group (c10d's coalescing): posted one after the other, two
+  // neighbours that both send first would wait for each other's receive.
+  std::unique_ptr<PendingOperation> run_start_send_recv(triax_group group, const at::Tensor& send, int send_peer,
+                                                        const at::Tensor& recv, int recv_peer) override {
+    std::vector<at::Tensor> sent{send.is_alias_of(recv) ? send.clone() : send.contiguous()};
+    std::vector<at::Tensor> received{recv.contiguous()};
+    c10d::ProcessGroupNCCL& ring = pg(group);
+    ring.startCoalescing();
+    ring.send(sent, send_peer, 0);
+    ring.recv(received, recv_peer, 0);
+    auto work = ring.endCoalescing();
+    return std::make_unique<Pending>(*this, std::move(work), recv, received[0], "send_recv", group);
   }
 
   void run_barrier(triax_group group) override {

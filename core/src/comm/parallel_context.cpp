@@ -16,6 +16,7 @@ void MeshShape::validate() const {
   positive(pp, "pp");
   positive(tp, "tp");
   positive(ep, "expert_parallel_size");
+  positive(cp, "context_parallel_size");
   if (dp % ep != 0)
     throw ConfigError("parallelism.expert_parallel_size (" + std::to_string(ep) + ") must divide parallelism.dp (" +
                       std::to_string(dp) + ")");
@@ -31,44 +32,59 @@ ParallelContext::ParallelContext(MeshShape shape, int world_rank)
 }
 
 int ParallelContext::rank_of(const MeshShape& shape, const MeshCoordinates& at) {
-  return at.tp + at.pp * shape.tp + at.dp * shape.tp * shape.pp;
+  return at.tp + shape.tp * (at.cp + shape.cp * (at.pp + shape.pp * at.dp));
 }
 
 MeshCoordinates ParallelContext::coordinates_of(const MeshShape& shape, int world_rank) {
   MeshCoordinates at;
   at.tp = world_rank % shape.tp;
-  at.pp = (world_rank / shape.tp) % shape.pp;
-  at.dp = world_rank / (shape.tp * shape.pp);
+  at.cp = (world_rank / shape.tp) % shape.cp;
+  at.pp = (world_rank / (shape.tp * shape.cp)) % shape.pp;
+  at.dp = world_rank / (shape.tp * shape.cp * shape.pp);
   return at;
 }
 
 std::vector<int> ParallelContext::members_of(triax_group group, int world_rank) const {
   const MeshCoordinates at = coordinates_of(shape_, world_rank);
+  // The world rank at `at` with some coordinates changed.
+  auto rank_at = [&](int dp, int pp, int tp, int cp) { return rank_of(shape_, {dp, pp, tp, cp}); };
+  const int first_expert_peer = at.dp - at.dp % shape_.ep;  // this ep group's first dp rank
+  const int expert_shard = at.dp % shape_.ep;               // this rank's position in its ep group
   std::vector<int> ranks;
   switch (group) {
     case TRIAX_GROUP_WORLD:
       for (int r = 0; r < shape_.world_size(); ++r) ranks.push_back(r);
       break;
     case TRIAX_GROUP_TP:
-      for (int t = 0; t < shape_.tp; ++t) ranks.push_back(rank_of(shape_, {at.dp, at.pp, t}));
+      for (int t = 0; t < shape_.tp; ++t) ranks.push_back(rank_at(at.dp, at.pp, t, at.cp));
       break;
     case TRIAX_GROUP_PP:
-      for (int p = 0; p < shape_.pp; ++p) ranks.push_back(rank_of(shape_, {at.dp, p, at.tp}));
+      for (int p = 0; p < shape_.pp; ++p) ranks.push_back(rank_at(at.dp, p, at.tp, at.cp));
       break;
     case TRIAX_GROUP_DP:
-      for (int d = 0; d < shape_.dp; ++d) ranks.push_back(rank_of(shape_, {d, at.pp, at.tp}));
+      for (int d = 0; d < shape_.dp; ++d) ranks.push_back(rank_at(d, at.pp, at.tp, at.cp));
       break;
-    case TRIAX_GROUP_MP:  // one model replica: every (pp, tp) of this dp rank
+    case TRIAX_GROUP_MP:  // one model replica: every (pp, tp) of this (dp, cp) position
       for (int p = 0; p < shape_.pp; ++p)
-        for (int t = 0; t < shape_.tp; ++t) ranks.push_back(rank_of(shape_, {at.dp, p, t}));
+        for (int t = 0; t < shape_.tp; ++t) ranks.push_back(rank_at(at.dp, p, t, at.cp));
       break;
-    case TRIAX_GROUP_EP: {  // ep consecutive dp ranks holding different experts of the same layers
-      const int first = at.dp - at.dp % shape_.ep;
-      for (int d = first; d < first + shape_.ep; ++d) ranks.push_back(rank_of(shape_, {d, at.pp, at.tp}));
+    case TRIAX_GROUP_EP:  // ep consecutive dp ranks holding different experts of the same layers
+      for (int d = first_expert_peer; d < first_expert_peer + shape_.ep; ++d)
+        ranks.push_back(rank_at(d, at.pp, at.tp, at.cp));
       break;
-    }
     case TRIAX_GROUP_EDP:  // every ep-th dp rank: the replicas of the same expert shard
-      for (int d = at.dp % shape_.ep; d < shape_.dp; d += shape_.ep) ranks.push_back(rank_of(shape_, {d, at.pp, at.tp}));
+      for (int d = expert_shard; d < shape_.dp; d += shape_.ep) ranks.push_back(rank_at(d, at.pp, at.tp, at.cp));
+      break;
+    case TRIAX_GROUP_CP:
+      for (int c = 0; c < shape_.cp; ++c) ranks.push_back(rank_at(at.dp, at.pp, at.tp, c));
+      break;
+    case TRIAX_GROUP_DP_CP:  // dp-major: group rank = dp_rank * cp + cp_rank (ReplicaGroups relies on it)
+      for (int d = 0; d < shape_.dp; ++d)
+        for (int c = 0; c < shape_.cp; ++c) ranks.push_back(rank_at(d, at.pp, at.tp, c));
+      break;
+    case TRIAX_GROUP_EDP_CP:  // edp-major: group rank = edp_rank * cp + cp_rank
+      for (int d = expert_shard; d < shape_.dp; d += shape_.ep)
+        for (int c = 0; c < shape_.cp; ++c) ranks.push_back(rank_at(d, at.pp, at.tp, c));
       break;
     default:
       throw Error("unknown process group " + std::to_string(static_cast<int>(group)));
@@ -101,12 +117,12 @@ int ParallelContext::group_index(triax_group group) const {
 
 int ParallelContext::previous_pipeline_rank() const {
   if (is_first_pipeline_stage()) return -1;
-  return rank_of(shape_, {coordinates_.dp, coordinates_.pp - 1, coordinates_.tp});
+  return rank_of(shape_, {coordinates_.dp, coordinates_.pp - 1, coordinates_.tp, coordinates_.cp});
 }
 
 int ParallelContext::next_pipeline_rank() const {
   if (is_last_pipeline_stage()) return -1;
-  return rank_of(shape_, {coordinates_.dp, coordinates_.pp + 1, coordinates_.tp});
+  return rank_of(shape_, {coordinates_.dp, coordinates_.pp + 1, coordinates_.tp, coordinates_.cp});
 }
 
 const char* group_name(triax_group group) {
@@ -125,8 +141,21 @@ const char* group_name(triax_group group) {
       return "ep";
     case TRIAX_GROUP_EDP:
       return "edp";
+    case TRIAX_GROUP_CP:
+      return "cp";
+    case TRIAX_GROUP_DP_CP:
+      return "dp_cp";
+    case TRIAX_GROUP_EDP_CP:
+      return "edp_cp";
   }
   return "unknown";
+}
+
+triax_group with_context_parallel(triax_group gradient_group, int cp_size) {
+  if (cp_size <= 1) return gradient_group;
+  if (gradient_group == TRIAX_GROUP_DP) return TRIAX_GROUP_DP_CP;
+  if (gradient_group == TRIAX_GROUP_EDP) return TRIAX_GROUP_EDP_CP;
+  return gradient_group;
 }
 
 std::string format_ranks(const std::vector<int>& ranks) {
@@ -137,30 +166,38 @@ std::string format_ranks(const std::vector<int>& ranks) {
 
 std::string ParallelContext::describe(const MeshShape& shape) {
   std::ostringstream out;
+  const bool experts = shape.ep > 1, context = shape.cp > 1;
   out << "mesh dp=" << shape.dp << " pp=" << shape.pp << " tp=" << shape.tp;
-  if (shape.ep > 1) out << " ep=" << shape.ep;
-  out << ": " << shape.world_size() << " ranks, rank = tp_rank + pp_rank*" << shape.tp << " + dp_rank*"
-      << shape.tp * shape.pp << "\n\n";
-  const bool experts = shape.ep > 1;
-  out << (experts ? "rank  dp  pp  tp  ep edp  prev  next\n" : "rank  dp  pp  tp  prev  next\n");
+  if (context) out << " cp=" << shape.cp;
+  if (experts) out << " ep=" << shape.ep;
+  out << ": " << shape.world_size() << " ranks, rank = tp_rank";
+  if (context) out << " + cp_rank*" << shape.tp;
+  out << " + pp_rank*" << shape.tp * shape.cp << " + dp_rank*" << shape.tp * shape.cp * shape.pp << "\n\n";
+  out << "rank  dp  pp  tp" << (context ? "  cp" : "") << (experts ? "  ep edp" : "") << "  prev  next\n";
   for (int r = 0; r < shape.world_size(); ++r) {
-    ParallelContext context(shape, r);
-    const MeshCoordinates& at = context.coordinates();
+    ParallelContext mesh(shape, r);
+    const MeshCoordinates& at = mesh.coordinates();
     auto neighbour = [](int rank) { return rank < 0 ? std::string("-") : std::to_string(rank); };
     char line[96];
     std::snprintf(line, sizeof line, "%4d %3d %3d %3d", r, at.dp, at.pp, at.tp);
     out << line;
-    if (experts) {
-      std::snprintf(line, sizeof line, " %3d %3d", context.rank(TRIAX_GROUP_EP), context.rank(TRIAX_GROUP_EDP));
+    if (context) {
+      std::snprintf(line, sizeof line, " %3d", at.cp);
       out << line;
     }
-    std::snprintf(line, sizeof line, " %5s %5s\n", neighbour(context.previous_pipeline_rank()).c_str(),
-                  neighbour(context.next_pipeline_rank()).c_str());
+    if (experts) {
+      std::snprintf(line, sizeof line, " %3d %3d", mesh.rank(TRIAX_GROUP_EP), mesh.rank(TRIAX_GROUP_EDP));
+      out << line;
+    }
+    std::snprintf(line, sizeof line, " %5s %5s\n", neighbour(mesh.previous_pipeline_rank()).c_str(),
+                  neighbour(mesh.next_pipeline_rank()).c_str());
     out << line;
   }
   const ParallelContext first(shape, 0);
   std::vector<triax_group> kinds = {TRIAX_GROUP_TP, TRIAX_GROUP_PP, TRIAX_GROUP_DP, TRIAX_GROUP_MP};
+  if (context) kinds.insert(kinds.end(), {TRIAX_GROUP_CP, TRIAX_GROUP_DP_CP});
   if (experts) kinds.insert(kinds.end(), {TRIAX_GROUP_EP, TRIAX_GROUP_EDP});
+  if (experts && context) kinds.push_back(TRIAX_GROUP_EDP_CP);
   for (triax_group kind : kinds) {
     out << "\n" << group_name(kind) << " groups:";
     for (const auto& ranks : first.all_groups(kind)) out << " " << format_ranks(ranks);

@@ -1,4 +1,4 @@
-// parallelism: the mesh (dp, pp, tp, expert parallelism), the pipeline engine, tensor-parallel
+// parallelism: the mesh (dp, pp, tp, context and expert parallelism), the pipeline engine, tensor-parallel
 // mode, the communication backend. The whole section is handed to the engine plugin as read.
 #include <cctype>
 
@@ -25,13 +25,13 @@ ParallelismConfig read_parallelism(ConfigReader& root) {
   p.dp = int_or(r, "dp", p.dp, 1, kMaxRanks);
   p.pp = int_or(r, "pp", p.pp, 1, kMaxRanks);
   p.tp = int_or(r, "tp", p.tp, 1, kMaxRanks);
-  if (p.dp * p.pp * p.tp > kMaxRanks)
-    r.fail("dp", "dp x pp x tp = " + std::to_string(p.dp * p.pp * p.tp) + " processes, more than " +
-                     std::to_string(kMaxRanks) + " (dp " + std::to_string(p.dp) + ", pp " + std::to_string(p.pp) +
-                     ", tp " + std::to_string(p.tp) + ")");
   p.expert_parallel_size = int_or(r, "expert_parallel_size", p.expert_parallel_size, 1, kMaxRanks);
-  if (r.get<int64_t>("context_parallel_size", 1) != 1)
-    r.fail("context_parallel_size", "triax does not implement context parallelism; set it to 1");
+  p.context_parallel_size = int_or(r, "context_parallel_size", p.context_parallel_size, 1, kMaxRanks);
+  if (p.dp * p.pp * p.tp * p.context_parallel_size > kMaxRanks)
+    r.fail("dp", "dp x pp x tp x context_parallel_size = " +
+                     std::to_string(p.dp * p.pp * p.tp * p.context_parallel_size) + " processes, more than " +
+                     std::to_string(kMaxRanks) + " (dp " + std::to_string(p.dp) + ", pp " + std::to_string(p.pp) +
+                     ", tp " + std::to_string(p.tp) + ", cp " + std::to_string(p.context_parallel_size) + ")");
   p.pp_engine = nonempty_string_or(r, "pp_engine", p.pp_engine);
 
   // nanotron reads tp_mode case-insensitively (TensorParallelLinearMode[x.upper()]).

@@ -5,6 +5,8 @@
 // name, the key's full path and what was expected. Defaults, including the ones nanotron derives
 // from other values (lr_decay_steps, lr_decay_starting_step, min_decay_lr, the run name, the run
 // folder), are recorded into TrainConfig::resolved, the configuration exactly as the run uses it.
+#include <numeric>
+
 #include "config/config_sections.hpp"
 #include "triax/core/config.hpp"
 #include "triax/error.hpp"
@@ -29,6 +31,28 @@ void check_cuda_graphs(const TrainConfig& c) {
                       std::to_string(c.parallelism.tp) + " and " + std::to_string(c.parallelism.pp) +
                       "): a captured step cannot hold tensor-parallel collectives or pipeline sends; data "
                       "parallelism (dp) is fine");
+  if (c.parallelism.context_parallel_size > 1)
+    throw ConfigError(prefix(c.origin) + "general.cuda_graphs: needs parallelism.context_parallel_size = 1 (here " +
+                      std::to_string(c.parallelism.context_parallel_size) +
+                      "): a captured step cannot hold the attention's collectives over the cp group");
+}
+
+// Each cp rank holds two of 2 x cp equal chunks of every sequence (context_parallel_slice.hpp).
+void check_context_parallel(const TrainConfig& c) {
+  const int64_t cp = c.parallelism.context_parallel_size;
+  if (cp > 1 && c.tokens.sequence_length % (2 * cp) != 0)
+    throw ConfigError(prefix(c.origin) + "parallelism.context_parallel_size: " + std::to_string(cp) +
+                      " ranks cannot split tokens.sequence_length = " + std::to_string(c.tokens.sequence_length) +
+                      " into 2 x " + std::to_string(cp) + " equal chunks (each rank holds chunks i and " +
+                      std::to_string(2 * cp - 1) + " - i); use a sequence length that is a multiple of " +
+                      std::to_string(2 * cp));
+  const int64_t local = c.tokens.sequence_length / cp;
+  if (cp > 1 && c.parallelism.tp_mode == "REDUCE_SCATTER" && local % c.parallelism.tp != 0)
+    throw ConfigError(prefix(c.origin) + "parallelism.context_parallel_size: each of the " + std::to_string(cp) +
+                      " ranks holds " + std::to_string(local) + " tokens of a sequence, which tp_mode REDUCE_SCATTER " +
+                      "cannot split over parallelism.tp = " + std::to_string(c.parallelism.tp) +
+                      " ranks; tokens.sequence_length must be a multiple of " +
+                      std::to_string(2 * cp * c.parallelism.tp / std::gcd<int64_t>(2, c.parallelism.tp)));
 }
 
 }  // namespace
@@ -53,6 +77,7 @@ TrainConfig parse_train_config(const YAML::Node& document, const std::string& or
   reject_unless_null(root, "s3_upload", "uploading checkpoints to S3");
   root.finish();
   check_cuda_graphs(c);
+  check_context_parallel(c);
   c.resolved = YAML::Clone(root.resolved());
   return c;
 }
@@ -76,11 +101,16 @@ void validate_for_world(const TrainConfig& config, int world_size) {
   const ParallelismConfig& p = config.parallelism;
   if (world_size < 1)
     throw ConfigError(prefix(config.origin) + "the world size must be at least 1, got " + std::to_string(world_size));
-  if (p.dp * p.tp * p.pp != world_size)
+  const int64_t ranks = p.dp * p.tp * p.pp * p.context_parallel_size;
+  if (ranks != world_size)
     throw ConfigError(prefix(config.origin) + "parallelism.dp (" + std::to_string(p.dp) + ") x parallelism.tp (" +
-                      std::to_string(p.tp) + ") x parallelism.pp (" + std::to_string(p.pp) +
-                      ") = " + std::to_string(p.dp * p.tp * p.pp) + ", but the world size is " +
-                      std::to_string(world_size) + "; dp*tp*pp must equal the number of processes");
+                      std::to_string(p.tp) + ") x parallelism.pp (" + std::to_string(p.pp) + ")" +
+                      (p.context_parallel_size > 1
+                           ? " x parallelism.context_parallel_size (" + std::to_string(p.context_parallel_size) + ")"
+                           : std::string()) +
+                      " = " + std::to_string(ranks) + ", but the world size is " + std::to_string(world_size) +
+                      "; dp*tp*pp" + (p.context_parallel_size > 1 ? "*cp" : "") +
+                      " must equal the number of processes");
   if (p.dp % p.expert_parallel_size != 0)
     throw ConfigError(prefix(config.origin) + "parallelism.expert_parallel_size (" +
                       std::to_string(p.expert_parallel_size) + ") must divide parallelism.dp (" + std::to_string(p.dp) +

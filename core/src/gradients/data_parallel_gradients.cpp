@@ -57,9 +57,11 @@ DataParallelGradients::DataParallelGradients(const std::vector<NamedParameter>& 
                                                   " parameters");
   for (const NamedParameter& p : parameters_) {
     const triax_group group = p.spec.gradient_group;
-    if (group != TRIAX_GROUP_DP && group != TRIAX_GROUP_EDP)
+    if (group != TRIAX_GROUP_DP && group != TRIAX_GROUP_EDP && group != TRIAX_GROUP_DP_CP &&
+        group != TRIAX_GROUP_EDP_CP)
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "data-parallel gradients: parameter '" + p.name +
-                                                    "' has gradient group " + group_name(group) + ", not dp or edp");
+                                                    "' has gradient group " + group_name(group) +
+                                                    ", not dp, edp, dp_cp or edp_cp");
     shards_.push_back(zero_shard(p.tensor.numel(), groups_.rank(group), groups_.size(group)));
   }
   plan_buckets(bucket_cap_bytes_);
@@ -283,8 +285,8 @@ DataParallelGradients::InFlight DataParallelGradients::start_bucket(size_t b, co
 void DataParallelGradients::finish_bucket(InFlight& flight) {
   flight.operation->wait();
   const Bucket& bucket = buckets_[flight.bucket];
-  // Summed over the bucket's group, divided by dp (see the header: the mean for experts too).
-  const double mean = 1.0 / static_cast<double>(groups_.dp_size);
+  // Summed over the bucket's group, divided by dp x cp (see the header: the mean for experts too).
+  const double mean = 1.0 / static_cast<double>(groups_.replicas());
   if (sharding_ == TRIAX_GRADIENTS_DP_SHARDED) {
     bucket.shards.mul_(mean);
     return;
@@ -323,13 +325,16 @@ std::vector<std::vector<size_t>> DataParallelGradients::bucket_members() const {
 
 std::string DataParallelGradients::describe() const {
   std::ostringstream out;
-  if (sharding_ == TRIAX_GRADIENTS_WHOLE && groups_.dp_size == 1) return "gradients: dp = 1, no data-parallel reduction";
+  if (sharding_ == TRIAX_GRADIENTS_WHOLE && groups_.replicas() == 1)
+    return "gradients: dp = 1, no data-parallel reduction";
   int expert_buckets = 0;
-  for (const Bucket& bucket : buckets_) expert_buckets += bucket.group == TRIAX_GROUP_EDP ? 1 : 0;
+  for (const Bucket& bucket : buckets_)
+    expert_buckets += bucket.group == TRIAX_GROUP_EDP || bucket.group == TRIAX_GROUP_EDP_CP ? 1 : 0;
   out << "gradients: mean over dp = " << groups_.dp_size;
+  if (groups_.cp_size > 1) out << " x cp = " << groups_.cp_size;
   if (expert_buckets > 0)
-    out << " (experts: summed over edp = " << groups_.size(TRIAX_GROUP_EDP) << " in " << expert_buckets
-        << " bucket(s), divided by dp)";
+    out << " (experts: summed over edp = " << groups_.size(TRIAX_GROUP_EDP) << (groups_.cp_size > 1 ? " x cp" : "")
+        << " in " << expert_buckets << " bucket(s), divided by dp" << (groups_.cp_size > 1 ? " x cp)" : ")");
   out << ", "
       << (sharding_ == TRIAX_GRADIENTS_WHOLE ? "all-reduced" : "reduce-scattered into this rank's ZeRO shards")
       << " in " << buckets_.size() << " bucket(s) of at most " << bucket_cap_bytes_ / double(1 << 20) << " MiB"

@@ -7,7 +7,9 @@
 //   that each rank receives only its shard (triax/zero_partition.hpp, over that group) of every
 //   parameter's mean gradient.
 //
-// A parameter's gradient group (ParameterSpec::gradient_group) is dp, or edp for an expert shard.
+// A parameter's gradient group (ParameterSpec::gradient_group) is dp, or edp for an expert shard;
+// with context parallelism dp_cp or edp_cp (the cp ranks hold the same parameters, and each
+// computed its sequences' slice of the gradient), and dp below means dp x cp.
 // Either way the result is the sum over the group divided by dp: an expert's gradient arrives
 // already summed over its ep group (through the all-to-all's backward), so that makes it the mean
 // over every dp rank's contribution, as for dense parameters. The norm is all-reduced over the
@@ -119,7 +121,7 @@ class DataParallelGradients {
   };
 
   void plan_buckets(int64_t bucket_cap_bytes);
-  bool reduces() const { return sharding_ == TRIAX_GRADIENTS_DP_SHARDED || groups_.dp_size > 1; }
+  bool reduces() const { return sharding_ == TRIAX_GRADIENTS_DP_SHARDED || groups_.replicas() > 1; }
   InFlight start_bucket(size_t b, const std::vector<at::Tensor>& gradients, Communicator& communicator);
   void finish_bucket(InFlight& flight);
   void start_ready_buckets();

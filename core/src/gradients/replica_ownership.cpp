@@ -11,6 +11,8 @@ ReplicaGroups ReplicaGroups::of(const Communicator& communicator) {
   groups.dp_size = communicator.size(TRIAX_GROUP_DP);
   groups.ep_size = communicator.size(TRIAX_GROUP_EP);
   groups.tp_rank = communicator.rank(TRIAX_GROUP_TP);
+  groups.cp_rank = communicator.rank(TRIAX_GROUP_CP);
+  groups.cp_size = communicator.size(TRIAX_GROUP_CP);
   return groups;
 }
 
@@ -22,9 +24,13 @@ int ReplicaGroups::rank(triax_group group) const {
       return dp_rank % ep_size;
     case TRIAX_GROUP_EDP:
       return dp_rank / ep_size;
+    case TRIAX_GROUP_DP_CP:
+      return dp_rank * cp_size + cp_rank;
+    case TRIAX_GROUP_EDP_CP:
+      return dp_rank / ep_size * cp_size + cp_rank;
     default:
-      throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
-                  "replica groups: " + std::to_string(static_cast<int>(group)) + " is not dp, ep or edp");
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "replica groups: " + std::to_string(static_cast<int>(group)) +
+                                                    " is not dp, ep, edp, dp_cp or edp_cp");
   }
 }
 
@@ -36,9 +42,13 @@ int ReplicaGroups::size(triax_group group) const {
       return ep_size;
     case TRIAX_GROUP_EDP:
       return dp_size / ep_size;
+    case TRIAX_GROUP_DP_CP:
+      return dp_size * cp_size;
+    case TRIAX_GROUP_EDP_CP:
+      return dp_size / ep_size * cp_size;
     default:
-      throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
-                  "replica groups: " + std::to_string(static_cast<int>(group)) + " is not dp, ep or edp");
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "replica groups: " + std::to_string(static_cast<int>(group)) +
+                                                    " is not dp, ep, edp, dp_cp or edp_cp");
   }
 }
 

@@ -20,16 +20,20 @@ namespace triax {
 class Communicator;
 
 // This rank's place in the groups that decide ownership. Within dp, ep is fastest:
-// dp_rank = edp_rank * ep_size + ep_rank.
+// dp_rank = edp_rank * ep_size + ep_rank. With context parallelism the cp ranks hold the same
+// parameters too: dp_cp_rank = dp_rank * cp_size + cp_rank (edp_cp likewise).
 struct ReplicaGroups {
   int dp_rank = 0, dp_size = 1;
   int ep_size = 1;  // divides dp_size
   int tp_rank = 0;
+  int cp_rank = 0, cp_size = 1;
 
   static ReplicaGroups of(const Communicator& communicator);
-  // This rank's position in, and the size of, TRIAX_GROUP_DP, TRIAX_GROUP_EP or TRIAX_GROUP_EDP.
+  // This rank's position in, and the size of, TRIAX_GROUP_DP, EP, EDP, DP_CP or EDP_CP.
   int rank(triax_group group) const;
   int size(triax_group group) const;
+  // The ranks whose gradients are averaged: dp x cp.
+  int replicas() const { return dp_size * cp_size; }
 };
 
 class ReplicaOwnership {

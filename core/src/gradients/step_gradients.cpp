@@ -24,7 +24,7 @@ StepGradients::StepGradients(const std::vector<NamedParameter>& parameters, std:
                      ownership.counted_in_norm(parameters, optimizer.gradient_sharding() == TRIAX_GRADIENTS_DP_SHARDED)),
       communicator_(communicator),
       micro_batches_(options.micro_batches) {
-  if (ownership.groups().dp_size > 1 && communicator.has_asynchronous_collectives() && options.overlap_with_backward)
+  if (ownership.groups().replicas() > 1 && communicator.has_asynchronous_collectives() && options.overlap_with_backward)
     data_parallel_.overlap_with_backward([this](size_t k) { return accumulator_.final_gradient(k); },
                                          tied_->tied_parameters(), communicator);
   data_parallel_.set_parameter_chunks(std::move(chunk_of_parameter), chunk_count);

@@ -18,8 +18,8 @@ triax_model_context mesh_model_context(const Communicator& communicator) {
   context.ep_size = communicator.size(TRIAX_GROUP_EP);
   context.edp_rank = communicator.rank(TRIAX_GROUP_EDP);
   context.edp_size = communicator.size(TRIAX_GROUP_EDP);
-  context.cp_rank = 0;  // the mesh has no cp dimension yet
-  context.cp_size = 1;
+  context.cp_rank = communicator.rank(TRIAX_GROUP_CP);
+  context.cp_size = communicator.size(TRIAX_GROUP_CP);
   return context;
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "triax/aux_losses.hpp"
+#include "triax/core/comm/parallel_context.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/error.hpp"
 #include "triax/optimizer.hpp"
@@ -112,6 +113,8 @@ ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name,
                                                       std::to_string(info.gradient_group) + ", neither dp nor edp");
       parameter.spec.gradient_group = static_cast<triax_group>(info.gradient_group);
     }
+    // The cp ranks hold the same parameters: their gradients are averaged over them too.
+    parameter.spec.gradient_group = with_context_parallel(parameter.spec.gradient_group, context.cp_size);
     // Before ABI 1.5: the step's learning rate (lr_scale 1).
     if (info.struct_size >= offsetof(triax_parameter_info, lr_scale) + sizeof(info.lr_scale)) {
       if (!(info.lr_scale > 0.0) || !std::isfinite(info.lr_scale))

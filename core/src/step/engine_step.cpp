@@ -54,6 +54,8 @@ EngineInstance::Result EngineStep::run_engine(int64_t step, const at::Tensor& st
   feed.micro_batch_size = parts_.micro_batch_size;
   feed.device = parts_.device;
   feed.rank = parts_.rank;
+  feed.cp_rank = parts_.cp_rank;
+  feed.cp_size = parts_.cp_size;
   feed.step = step;
 
   parts_.gradients->begin_step();

@@ -30,6 +30,7 @@ struct EngineStepParts {
   std::string model_plugin;  // names for the error of a step that cannot be captured
   c10::Device device = c10::Device(c10::kCPU);
   int rank = 0;  // this rank in the world, for fault injection
+  int cp_rank = 0, cp_size = 1;  // which slices of the sequences this rank trains on
   int64_t micro_batch_size = 0;
   int64_t micro_batches = 0;
 };

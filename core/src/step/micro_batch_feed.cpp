@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "faults/fault_injection.hpp"
+#include "triax/layers/context_parallel_slice.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_handle.hpp"
 
@@ -33,6 +34,7 @@ triax_status MicroBatchFeed::next(void* self, int32_t index, triax_stage_io* io,
     io->label_ids = release_handle(tokens.narrow(1, 1, length));
     io->label_mask = nullptr;
     if (documents) pass_document_positions(rows.select(1, 1), length, io);
+    if (feed->cp_size > 1) feed->keep_context_parallel_slice(length, io);
     return TRIAX_OK;
   } catch (const std::exception& e) {
     std::snprintf(error->message, TRIAX_ERROR_MESSAGE_CAPACITY, "data: %s", e.what());
@@ -55,6 +57,24 @@ void MicroBatchFeed::pass_document_positions(const at::Tensor& positions, int64_
 
 at::Tensor MicroBatchFeed::document_label_mask(const at::Tensor& positions, int64_t length) {
   return positions.narrow(1, 1, length).ne(0);
+}
+
+void MicroBatchFeed::keep_context_parallel_slice(int64_t length, triax_stage_io* io) const {
+  if (io->struct_size < offsetof(triax_stage_io, position_ids) + sizeof(io->position_ids))
+    throw Error(
+        "parallelism.context_parallel_size needs an engine plugin built against ABI 1.9 or later (it passes "
+        "position_ids to every pipeline stage, which carry each token's place in the sequence); this one's "
+        "micro-batches have no room for them");
+  const ContextParallelSlice slice(length, cp_rank, cp_size);
+  if (io->position_ids == nullptr) {
+    const at::Tensor ids = view_handle(io->input_ids);
+    io->position_ids = release_handle(at::arange(length, ids.options()).expand_as(ids).contiguous());
+  }
+  for (triax_tensor** tensor : {&io->input_ids, &io->label_ids, &io->label_mask, &io->position_ids}) {
+    if (*tensor == nullptr) continue;
+    const at::Tensor whole = adopt_handle(*tensor);
+    *tensor = release_handle(slice.of(whole));
+  }
 }
 
 int64_t MicroBatchFeed::counted_tokens(int32_t index) const {

@@ -1,5 +1,6 @@
 // Feeds an engine (or the validation pass) micro-batches: consecutive rows of this rank's samples,
-// each row sequence_length + 1 tokens, cut into input ids and the next-token labels.
+// each row sequence_length + 1 tokens, cut into input ids and the next-token labels. With context
+// parallelism each cp rank gets its two chunks of every row (context_parallel_slice.hpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,11 +21,12 @@ struct MicroBatchFeed {
   int rank = 0;
   int64_t step = 0;
   bool inject_faults = true;  // a training step's forward fault points (off for validation)
+  int cp_rank = 0, cp_size = 1;  // this rank's place in the cp group
 
   // triax_micro_batch_source.next: micro-batch `index` into io (new references).
   static triax_status next(void* self, int32_t index, triax_stage_io* io, triax_error* error);
   // Targets that count in micro-batch `index`'s loss: all of them, or with document positions
-  // those that do not start the next document.
+  // those that do not start the next document; of the whole rows, every cp rank's slices.
   int64_t counted_tokens(int32_t index) const;
   // The fault points of a micro-batch's forward (injected by tests: fault_injection.hpp).
   static void forward_faults(int rank, int64_t step);
@@ -34,6 +36,8 @@ struct MicroBatchFeed {
   // As nanotron's collator: the inputs' positions, and no loss on the label that starts the next
   // document (the prediction made from a document's last token).
   static void pass_document_positions(const at::Tensor& positions, int64_t length, triax_stage_io* io);
+  // Keeps this cp rank's chunks of every tensor of io, and gives each token its position.
+  void keep_context_parallel_slice(int64_t length, triax_stage_io* io) const;
   static at::Tensor document_label_mask(const at::Tensor& positions, int64_t length);
 };
 

@@ -19,7 +19,10 @@ at::Tensor StepLosses::reduce(const EngineInstance::Result& result, Communicator
   parts.push_back(at::full({}, result.aux_loss.defined() ? 1.0 : 0.0, options));
   at::Tensor values = at::stack(parts);
   if (communicator.size(TRIAX_GROUP_PP) > 1) communicator.all_reduce(TRIAX_GROUP_PP, values, TRIAX_REDUCE_SUM);
-  if (communicator.size(TRIAX_GROUP_DP) > 1) communicator.all_reduce(TRIAX_GROUP_DP, values, TRIAX_REDUCE_AVG);
+  // Each cp rank's loss is its share of its sequences' mean, scaled so that the average over the
+  // cp group is that mean (triax/layers/context_parallel.hpp): averaged over dp x cp like gradients.
+  const triax_group replicas = communicator.size(TRIAX_GROUP_CP) > 1 ? TRIAX_GROUP_DP_CP : TRIAX_GROUP_DP;
+  if (communicator.size(replicas) > 1) communicator.all_reduce(replicas, values, TRIAX_REDUCE_AVG);
   return values;
 }
 

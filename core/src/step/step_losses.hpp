@@ -1,6 +1,6 @@
 // One step's losses as every rank logs them: the LM loss and the auxiliary losses by name, each
 // summed over the pipeline stages (a stage adds what its blocks compute) and averaged over the
-// data-parallel replicas, all in one collective per group.
+// data-parallel replicas (and the context-parallel ranks), all in one collective per group.
 #pragma once
 
 #include <ATen/core/Tensor.h>

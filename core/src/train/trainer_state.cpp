@@ -158,6 +158,8 @@ void TrainerState::make_step(std::unique_ptr<TiedGradients> tied) {
   parts.model_plugin = c.model.plugin;
   parts.device = device;
   parts.rank = communicator.rank(TRIAX_GROUP_WORLD);
+  parts.cp_rank = communicator.rank(TRIAX_GROUP_CP);
+  parts.cp_size = communicator.size(TRIAX_GROUP_CP);
   parts.micro_batch_size = c.tokens.micro_batch_size;
   parts.micro_batches = c.tokens.batch_accumulation_per_replica;
   engine_step = std::make_unique<EngineStep>(std::move(parts), c.general.cuda_graphs);

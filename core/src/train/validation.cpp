@@ -28,6 +28,8 @@ ValidationMetrics Validation::evaluate(int64_t step) {
   feed.micro_batch_size = s_.config.tokens.micro_batch_size;
   feed.device = s_.device;
   feed.rank = s_.communicator.rank(TRIAX_GROUP_WORLD);
+  feed.cp_rank = s_.communicator.rank(TRIAX_GROUP_CP);
+  feed.cp_size = s_.communicator.size(TRIAX_GROUP_CP);
   feed.step = step;
   feed.inject_faults = false;
 
@@ -53,13 +55,17 @@ ValidationMetrics Validation::evaluate(int64_t step) {
     totals[1] += counted;
   }
   if (s_.communicator.size(TRIAX_GROUP_PP) > 1) s_.communicator.all_reduce(TRIAX_GROUP_PP, totals, TRIAX_REDUCE_SUM);
-  if (s_.communicator.size(TRIAX_GROUP_DP) > 1) s_.communicator.all_reduce(TRIAX_GROUP_DP, totals, TRIAX_REDUCE_SUM);
+  // With context parallelism each cp rank's loss is scaled so that their mean is the sequences'
+  // mean (triax/layers/context_parallel.hpp): the sum over cp counts every token cp times.
+  const int cp = s_.communicator.size(TRIAX_GROUP_CP);
+  const triax_group replicas = cp > 1 ? TRIAX_GROUP_DP_CP : TRIAX_GROUP_DP;
+  if (s_.communicator.size(replicas) > 1) s_.communicator.all_reduce(replicas, totals, TRIAX_REDUCE_SUM);
   const at::Tensor host = totals.cpu();
 
   ValidationMetrics metrics;
   metrics.step = step;
   metrics.total_steps = s_.config.tokens.train_steps;
-  metrics.tokens = static_cast<int64_t>(host[1].item<double>());
+  metrics.tokens = static_cast<int64_t>(host[1].item<double>()) / cp;
   metrics.loss = host[0].item<double>() / host[1].item<double>();
   metrics.perplexity = std::exp(metrics.loss);
   metrics.micro_batches = micro_batches_;

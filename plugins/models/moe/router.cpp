@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "triax/layers/context_parallel.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
 
 namespace triax::moe {
@@ -30,10 +31,13 @@ RouterStatistics TopKRouter::statistics(const Routing& r) const {
   const at::Tensor prob_sums = r.probs.sum(0);
   const at::Tensor z_sum = at::logsumexp(r.logits, -1).pow(2).sum().reshape({1});
   const bool sharded = tp_.mode == TpMode::ReduceScatter && tp_.size > 1;
+  // Context parallelism: the micro-batch's other tokens are on the other cp ranks.
+  const ContextParallel cp = ContextParallel::of(tp_.host);
   // One collective for all of it: [counts (E), probability sums (E), z sum, tokens].
   at::Tensor totals = at::cat({counts, prob_sums.detach(), z_sum.detach(),
                                at::full({1}, static_cast<double>(r.logits.size(0)), counts.options())});
   if (sharded) tp_.host.all_reduce(TRIAX_GROUP_TP, totals);
+  if (cp.active()) cp.host.all_reduce(TRIAX_GROUP_CP, totals);
   const int64_t e = num_experts_;
   const at::Tensor all_counts = totals.narrow(0, 0, e), all_prob_sums = totals.narrow(0, e, e);
   const at::Tensor tokens = totals.narrow(0, 2 * e + 1, 1).reshape({});
@@ -43,7 +47,10 @@ RouterStatistics TopKRouter::statistics(const Routing& r) const {
   const double experts = static_cast<double>(e);
   at::Tensor own_balance = experts * (assignment_share * prob_sums).sum() / tokens;
   at::Tensor own_z = z_sum.reshape({}) / tokens;
-  if (sharded) {
+  if (sharded || cp.active()) {
+    // Gradients are averaged over cp (summed over tp): each cp rank's own term counts cp times.
+    own_balance = own_balance * cp.size;
+    own_z = own_z * cp.size;
     own_balance = own_balance + (experts * (assignment_share * all_prob_sums).sum() / tokens - own_balance).detach();
     own_z = own_z + (totals.narrow(0, 2 * e, 1).reshape({}) / tokens - own_z).detach();
   }

@@ -18,11 +18,12 @@ inline constexpr int64_t kFormatVersion = 1;
 struct Topology {
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t zero_stage = 0;
-  int64_t world_size() const { return dp * tp * pp; }
+  int64_t cp = 1;  // written only when > 1: checkpoints without context parallelism keep their form
+  int64_t world_size() const { return dp * tp * pp * cp; }
   bool operator==(const Topology& other) const {
-    return dp == other.dp && tp == other.tp && pp == other.pp && zero_stage == other.zero_stage;
+    return dp == other.dp && tp == other.tp && pp == other.pp && zero_stage == other.zero_stage && cp == other.cp;
   }
-  std::string describe() const;  // "dp=2 tp=2 pp=1 zero_stage=1"
+  std::string describe() const;  // "dp=2 tp=2 pp=1 zero_stage=1", " cp=2" appended when > 1
 };
 
 struct CheckpointMetadata {

@@ -77,6 +77,11 @@ class Communicator {
                                                      const at::Tensor& input);
   std::unique_ptr<PendingOperation> start_reduce_scatter(triax_group group, const at::Tensor& output,
                                                          const at::Tensor& input, triax_reduce_op op);
+  // One step of a ring: `send` goes to group rank send_peer while `recv` arrives from group rank
+  // recv_peer, both posted together so that neither waits for the other (the peers may be the
+  // same rank). Both tensors stay untouched until the operation is finished.
+  std::unique_ptr<PendingOperation> start_send_recv(triax_group group, const at::Tensor& send, int send_peer,
+                                                    const at::Tensor& recv, int recv_peer);
   // Returns once every operation issued so far has completed, throwing CommunicationError as a
   // blocking operation would when one got no answer within the timeout. The mpi backend's
   // operations have completed when they return; the nccl backend's only order the caller's CUDA
@@ -125,6 +130,9 @@ class Communicator {
     run_reduce_scatter(group, output, input, op);
     return std::make_unique<CompletedOperation>();
   }
+  virtual std::unique_ptr<PendingOperation> run_start_send_recv(triax_group group, const at::Tensor& send,
+                                                                int send_peer, const at::Tensor& recv,
+                                                                int recv_peer) = 0;
 
  private:
   void require_group(triax_group group, const char* operation) const;
@@ -154,6 +162,11 @@ class SingleProcessCommunicator final : public Communicator {
   void run_send(triax_group, const at::Tensor&, int) override {}
   void run_recv(triax_group, const at::Tensor&, int) override {}
   void run_barrier(triax_group) override {}
+  // Never called: the base's checks find no peer in a world of one.
+  std::unique_ptr<PendingOperation> run_start_send_recv(triax_group, const at::Tensor&, int, const at::Tensor&,
+                                                        int) override {
+    return std::make_unique<CompletedOperation>();
+  }
 };
 
 // The C host-services table (handed to every plugin) backed by a Communicator and the core's log.

@@ -1,8 +1,9 @@
-// The process mesh: world = dp x pp x tp (with expert parallelism inside dp), and every process
-// group a rank belongs to. Rank arithmetic puts tp fastest so that a tensor-parallel group sits
-// inside one node:
+// The process mesh: world = dp x pp x cp x tp (with expert parallelism inside dp), and every
+// process group a rank belongs to. Rank arithmetic puts tp fastest so that a tensor-parallel
+// group sits inside one node, and context parallelism next to it: its K/V traffic comes every
+// layer, forward and backward, more often than anything but tp's (docs/context_parallelism.md):
 //
-//     rank = tp_rank + pp_rank * TP + dp_rank * TP * PP
+//     rank = tp_rank + cp_rank * TP + pp_rank * TP * CP + dp_rank * TP * CP * PP
 //
 // Pure arithmetic, no communication: the communicators build their groups from it, and
 // `triax inspect mesh` prints it.
@@ -20,8 +21,9 @@ struct MeshShape {
   int pp = 1;
   int tp = 1;
   int ep = 1;  // expert-parallel size; divides dp
+  int cp = 1;  // context-parallel size: the ranks holding slices of the same sequences
 
-  int world_size() const { return dp * pp * tp; }
+  int world_size() const { return dp * pp * tp * cp; }
   // Throws ConfigError when a size is < 1 or ep does not divide dp.
   void validate() const;
 };
@@ -30,6 +32,7 @@ struct MeshCoordinates {
   int dp = 0;
   int pp = 0;
   int tp = 0;
+  int cp = 0;
 };
 
 class ParallelContext {
@@ -70,6 +73,11 @@ class ParallelContext {
   int world_rank_;
   MeshCoordinates coordinates_;
 };
+
+// The group a parameter's gradient is averaged over once the mesh has cp > 1: its model-declared
+// group (dp, or edp for an expert shard) widened by the cp ranks, which hold the same parameters
+// (DP_CP, EDP_CP). Unchanged at cp 1.
+triax_group with_context_parallel(triax_group gradient_group, int cp_size);
 
 // "tp", "pp", "dp", ... for messages.
 const char* group_name(triax_group group);
