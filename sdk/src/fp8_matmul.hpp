@@ -4,7 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "triax/fp8.hpp"
+#include "triax/fp8_options.hpp"
 #include "triax/layers/tensor_parallel.hpp"
 
 namespace triax::fp8 {

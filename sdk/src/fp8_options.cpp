@@ -1,9 +1,9 @@
-// The `fp8` config section (triax/fp8.hpp): read by the core to validate the config, and by the
+// The `fp8` config section (triax/fp8_options.hpp): read by the core to validate the config, and by the
 // SDK from the text the host passes to the model.
 #include <string>
 
 #include "triax/error.hpp"
-#include "triax/fp8.hpp"
+#include "triax/fp8_options.hpp"
 
 namespace triax {
 

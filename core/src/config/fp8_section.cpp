@@ -2,7 +2,7 @@
 // (Fp8Options, triax/fp8.hpp); the core validates it here, with its key paths, and hands it to the
 // model as text with its defaults filled in.
 #include "config/config_sections.hpp"
-#include "triax/fp8.hpp"
+#include "triax/fp8_options.hpp"
 
 namespace triax::config {
 
