@@ -41,7 +41,7 @@ void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& contex
   if (!context.fp8) return;
   fp8::require_fp8_device(context.device, "fp8");
   const Fp8Options& options = *context.fp8;
-  for (const auto& item : model.named_modules()) {
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     const std::string& name = item.key();
     bool chosen = false;
     for (const std::string& pattern : options.linears) chosen = chosen || fp8_pattern_matches(pattern, name);

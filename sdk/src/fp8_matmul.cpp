@@ -4,6 +4,8 @@
 
 #ifdef TRIAX_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
+
+#include "triax/kernels/cuda_launch.hpp"
 #endif
 
 #include <limits>
@@ -20,21 +22,42 @@ double largest_value(c10::ScalarType format) {
 // The smallest amax a scale is computed from: an all-zero tensor gets a finite scale.
 constexpr double kAmaxFloor = 1e-12;
 
+// data = fp8(t x multiplier), in one pass where the kernels apply (the multiplier stays on the
+// device), else through LibTorch: the product computed in fp32 and stored as fp8, one rounding
+// either way.
+at::Tensor scaled_to_fp8(const at::Tensor& t, const at::Tensor& multiplier, c10::ScalarType format) {
+  at::Tensor data = at::empty(t.sizes(), t.options().dtype(format));
+#ifdef TRIAX_WITH_CUDA
+  if (cuda_launch::kernels_apply({&t}) && t.is_contiguous()) {
+    const at::Tensor m = multiplier.contiguous();
+    const int64_t row_stride = m.size(0) > 1 ? 1 : 0, col_stride = m.size(1) > 1 ? 1 : 0;
+    cuda_launch::check(kernels::scale_to_fp8(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(),
+                                             m.data_ptr<float>(), row_stride, col_stride,
+                                             format == c10::ScalarType::Float8_e5m2, data.data_ptr(), t.size(0),
+                                             t.size(1), cuda_launch::stream_of(t)),
+                       "scale_to_fp8");
+    return data;
+  }
+#endif
+  at::mul_out(data, t, multiplier);
+  return data;
+}
+
 }  // namespace
 
 Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp) {
   if (t.dim() != 2) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "fp8 quantise: expected a matrix");
-  at::Tensor amax = scaling.amax_dim < 0 ? t.abs().amax({0, 1}, /*keepdim=*/true)
-                                         : t.abs().amax({scaling.amax_dim}, /*keepdim=*/true);
+  // max |t| in one reduction, in t's dtype (exact: it is one of t's values), then fp32.
+  const double inf = std::numeric_limits<double>::infinity();
+  at::Tensor amax = scaling.amax_dim < 0
+                        ? at::linalg_vector_norm(t, inf, at::IntArrayRef{0, 1}, /*keepdim=*/true)
+                        : at::linalg_vector_norm(t, inf, at::IntArrayRef{scaling.amax_dim}, /*keepdim=*/true);
   amax = amax.to(at::kFloat).contiguous();
   if (scaling.across_tp && tp.size > 1) tp.host.all_reduce(TRIAX_GROUP_TP, amax, TRIAX_REDUCE_MAX);
   amax.clamp_min_(kAmaxFloor);
   const double largest = largest_value(scaling.format);
-  // One rounding: the product is computed in fp32 (the scale is fp32) and stored as fp8. Scaled
-  // by largest / amax, no value exceeds the format's largest by more than fp32's rounding.
-  at::Tensor data = at::empty(t.sizes(), t.options().dtype(scaling.format));
-  at::mul_out(data, t, amax.reciprocal() * largest);
-  return {data, amax / largest};
+  // Scaled by largest / amax, no value exceeds the format's largest by more than fp32's rounding.
+  return {scaled_to_fp8(t, amax.reciprocal() * largest, scaling.format), amax / largest};
 }
 
 at::Tensor scaled_matmul(const Fp8Matrix& a, const Fp8Matrix& b, c10::ScalarType out_dtype, bool fast_accumulation) {
