@@ -5,8 +5,10 @@
 //   gx = gy W     gy [M,N], W [N,K]       gy e5m2, W e4m3      e4m3, gy per row [M,1], W per column [1,K]
 //   gW = gy^T x   gy^T [N,M], x [M,K]     gy e5m2, x e4m3      e4m3, gy per column [N,1], x per column [1,K]
 //
-// Tensorwise keeps the fp8 x and W of the forward for backward (a tensorwise scale does not
-// depend on the layout), so the layer's saved activation is half the size of the bf16 one.
+// cuBLASLt reads both operands of an fp8 product along the contraction: backward needs x, W and
+// gy transposed, which the scaling kernel writes from the same read (fp8_matmul.hpp, Layout).
+// Tensorwise keeps the transposed fp8 x and W of the forward for backward (a tensorwise scale does
+// not depend on the layout), so the layer's saved activation is half the size of the bf16 one.
 // Rowwise scales depend on the contraction, so it keeps x (as the bf16 layer does) and quantises
 // again in backward.
 #include "triax/layers/fp8_linear.hpp"
@@ -29,8 +31,7 @@ using torch::autograd::variable_list;
 constexpr c10::ScalarType kE4m3 = c10::ScalarType::Float8_e4m3fn;
 constexpr c10::ScalarType kE5m2 = c10::ScalarType::Float8_e5m2;
 
-// A matrix seen transposed: its data and scale both.
-Fp8Matrix transposed(const Fp8Matrix& m) { return {m.data.t(), m.scale.t()}; }
+using fp8::Layout;
 
 class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
  public:
@@ -43,18 +44,20 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     // spans the input features only.
     const bool weight_sharded = tensorwise ? plan.input_features_sharded || plan.output_features_sharded
                                            : plan.input_features_sharded;
-    const Fp8Matrix xq = fp8::quantise(x, {kE4m3, scale_dim, plan.input_features_sharded}, plan.tp);
-    const Fp8Matrix wq = fp8::quantise(weight, {kE4m3, scale_dim, weight_sharded}, plan.tp);
-    at::Tensor y = fp8::scaled_matmul(xq, transposed(wq), x.scalar_type(), /*fast_accumulation=*/true);
+    // Tensorwise backward reuses the forward's fp8 operands, transposed.
+    const Layout layout = tensorwise && (x.requires_grad() || weight.requires_grad()) ? Layout::Both : Layout::RowMajor;
+    const Fp8Matrix xq = fp8::quantise(x, {kE4m3, scale_dim, plan.input_features_sharded}, plan.tp, layout);
+    const Fp8Matrix wq = fp8::quantise(weight, {kE4m3, scale_dim, weight_sharded}, plan.tp, layout);
+    at::Tensor y = fp8::scaled_matmul(xq.data, xq.scale, wq.data.t(), wq.scale.t(), x.scalar_type(),
+                                      /*fast_accumulation=*/true);
 
     detail::save_tensor_parallel(ctx, plan.tp);
     ctx->saved_data["recipe"] = static_cast<int64_t>(plan.recipe);
-    ctx->saved_data["input_sharded"] = plan.input_features_sharded;
     ctx->saved_data["output_sharded"] = plan.output_features_sharded;
     ctx->saved_data["x_dtype"] = x.scalar_type();
     ctx->saved_data["weight_dtype"] = weight.scalar_type();
-    if (tensorwise)
-      ctx->save_for_backward({xq.data, xq.scale, wq.data, wq.scale});
+    if (layout == Layout::Both)
+      ctx->save_for_backward({xq.transposed, xq.scale, wq.transposed, wq.scale});
     else
       ctx->save_for_backward({x, weight});
     return y;
@@ -69,27 +72,30 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor grad_y = grads[0].contiguous();
 
-    Fp8Matrix gy_for_input, w_for_input, gy_for_weight, x_for_weight;
+    // grad_x = gy [M, N] W [N, K]; grad_weight = gy^T [N, M] x [M, K]: the operands by layout,
+    // [rows, contraction] row-major, each with its scale.
+    at::Tensor gy, gy_scale, w_t, w_scale, gy_t, gy_t_scale, x_t, x_scale;
     if (tensorwise) {
-      const Fp8Matrix gy = fp8::quantise(grad_y, {kE5m2, -1, output_sharded}, tp);
-      gy_for_input = gy_for_weight = gy;
-      x_for_weight = {saved[0], saved[1]};
-      w_for_input = {saved[2], saved[3]};
+      const Fp8Matrix g = fp8::quantise(grad_y, {kE5m2, -1, output_sharded}, tp, Layout::Both);
+      gy = g.data, gy_t = g.transposed, gy_scale = gy_t_scale = g.scale;
+      x_t = saved[0], x_scale = saved[1], w_t = saved[2], w_scale = saved[3];
     } else {
       const at::Tensor& x = saved[0];
       const at::Tensor& weight = saved[1];
-      gy_for_input = fp8::quantise(grad_y, {kE4m3, 1, output_sharded}, tp);
-      w_for_input = fp8::quantise(weight, {kE4m3, 0, output_sharded}, tp);
+      const Fp8Matrix g = fp8::quantise(grad_y, {kE4m3, 1, output_sharded}, tp);
+      const Fp8Matrix w = fp8::quantise(weight, {kE4m3, 0, output_sharded}, tp, Layout::Transposed);
       // The token dimension is never split over tp: these scales need no reduction.
-      gy_for_weight = fp8::quantise(grad_y, {kE4m3, 0, false}, tp);
-      x_for_weight = fp8::quantise(x, {kE4m3, 0, false}, tp);
+      const Fp8Matrix g_columns = fp8::quantise(grad_y, {kE4m3, 0, false}, tp, Layout::Transposed);
+      const Fp8Matrix x_columns = fp8::quantise(x, {kE4m3, 0, false}, tp, Layout::Transposed);
+      gy = g.data, gy_scale = g.scale, w_t = w.transposed, w_scale = w.scale;
+      gy_t = g_columns.transposed, gy_t_scale = g_columns.scale.t(), x_t = x_columns.transposed, x_scale = x_columns.scale;
     }
     at::Tensor grad_x, grad_weight;
     if (ctx->needs_input_grad(0))
-      grad_x = fp8::scaled_matmul(gy_for_input, w_for_input, x_dtype, /*fast_accumulation=*/false);
+      grad_x = fp8::scaled_matmul(gy, gy_scale, w_t.t(), w_scale, x_dtype, /*fast_accumulation=*/false);
     if (ctx->needs_input_grad(1))
-      grad_weight = fp8::scaled_matmul(transposed(fp8::pad_rows_to_16(gy_for_weight)),
-                                       fp8::pad_rows_to_16(x_for_weight), weight_dtype, /*fast_accumulation=*/false);
+      grad_weight = fp8::scaled_matmul(fp8::pad_columns_to_16(gy_t), gy_t_scale, fp8::pad_columns_to_16(x_t).t(),
+                                       x_scale, weight_dtype, /*fast_accumulation=*/false);
     return {grad_x, grad_weight, at::Tensor()};
   }
 };

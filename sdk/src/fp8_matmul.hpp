@@ -10,10 +10,12 @@
 namespace triax::fp8 {
 
 // An fp8 matrix and the fp32 scale that dequantises it: value = data x scale. The scale is
-// [1, 1] (tensorwise), [rows, 1] or [1, cols] (rowwise, along the other dimension).
+// [1, 1] (tensorwise), [rows, 1] or [1, cols] (rowwise, along the other dimension). `transposed`
+// holds data^T contiguous ([cols, rows]) when it was asked for; `data` may then be left undefined.
 struct Fp8Matrix {
   at::Tensor data;
   at::Tensor scale;
+  at::Tensor transposed;
 };
 
 // How one operand is scaled.
@@ -26,17 +28,24 @@ struct Scaling {
   bool across_tp = false;
 };
 
+// Which layouts of the fp8 matrix a caller needs (both come from one read where kernels apply).
+enum class Layout { RowMajor, Transposed, Both };
+
 // t [rows, cols] in any floating dtype -> its fp8 values and scale.
-Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp);
+Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp,
+                   Layout layout = Layout::RowMajor);
 
-// a [M, K] x b [K, N] -> [M, N] in `out_dtype`. b's data may be in either layout (the CUDA
-// path makes it column-major, as cuBLASLt needs); a's is made row-major. `fast_accumulation`:
-// cuBLASLt's faster, less exact fp8 accumulation (the forward product, as torchao uses it).
-at::Tensor scaled_matmul(const Fp8Matrix& a, const Fp8Matrix& b, c10::ScalarType out_dtype, bool fast_accumulation);
+// a [M, K] x b [K, N] with their dequantising scales -> [M, N] in `out_dtype`. cuBLASLt reads a
+// row-major and b column-major (both along K): operands given so cost nothing, others are copied.
+// `fast_accumulation`: cuBLASLt's faster, less exact fp8 accumulation (the forward product, as
+// torchao uses it).
+at::Tensor scaled_matmul(const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& b, const at::Tensor& b_scale,
+                         c10::ScalarType out_dtype, bool fast_accumulation);
 
-// A matrix with its rows padded by zero rows to a multiple of 16 (the contraction dimension of
-// grad_weight is the token count, which cuBLASLt's fp8 kernels need in multiples of 16).
-Fp8Matrix pad_rows_to_16(const Fp8Matrix& m);
+// [rows, M] with zero columns appended up to a multiple of 16: grad_weight's contraction
+// dimension is the token count, which cuBLASLt's fp8 kernels need in multiples of 16. The scales
+// of the matrices padded (per tensor, or per row of this [rows, M] view) hold for the zeros.
+at::Tensor pad_columns_to_16(const at::Tensor& fp8_rows);
 
 // Throws when `device` is a CUDA device without fp8 tensor cores (compute capability < 8.9);
 // `key` names the config key in the message.

@@ -18,6 +18,7 @@ if "$runner" compare --reference "$out/fp32" --candidate "$out/fp8_one_rank" --t
   echo "the fp8 run's losses equal the fp32 run's: fp8 did not take effect" >&2
   exit 1
 fi
+echo "fp8 against fp32 at one rank: $(grep -o 'worst relative difference [0-9.e-]*' "$out/fp32_against_fp8.txt")"
 "$mpiexec" -n "$ranks" --oversubscribe --bind-to none \
   "$runner" run --config "$config" --out "$out/fp8_parallel" --set "checkpoints.checkpoints_path=$out/fp8_parallel/run" \
   --set "fp8.recipe=$recipe" "$@"

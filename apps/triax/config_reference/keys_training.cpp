@@ -237,8 +237,8 @@ experts too. `docs/fp8.md`.)md";
           `rowwise`: one scale per row along each product's contraction dimension, every operand in
           e4m3)md"),
       Key("linears", list_of("patterns"), "triax",
-          R"md(default `["*"]`: every decoder linear. Patterns over the linears' module names, `*`
-          matching any run of characters (`model.layers.*.mlp.*`: the MLPs only); each chosen layer's
+          R"md(`["*"]`: every decoder linear. Patterns over the linears' module names, `*` matching
+          any run of characters (`model.layers.*.mlp.*`: the MLPs only); each chosen layer's
           dimensions on its tensor-parallel rank must be multiples of 16)md"),
   };
   return s;
