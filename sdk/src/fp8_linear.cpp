@@ -24,14 +24,12 @@ namespace triax {
 namespace {
 
 using fp8::Fp8Matrix;
-using fp8::Scaling;
+using fp8::Layout;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 constexpr c10::ScalarType kE4m3 = c10::ScalarType::Float8_e4m3fn;
 constexpr c10::ScalarType kE5m2 = c10::ScalarType::Float8_e5m2;
-
-using fp8::Layout;
 
 class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
  public:
