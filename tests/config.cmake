@@ -6,6 +6,7 @@
 set(TRIAX_CONFIG_LOADER_SOURCES
   $<TARGET_OBJECTS:triax_config>
   ${PROJECT_SOURCE_DIR}/sdk/src/config_reader.cpp
+  ${PROJECT_SOURCE_DIR}/sdk/src/fp8_options.cpp
   ${PROJECT_SOURCE_DIR}/sdk/src/located_yaml.cpp
   ${PROJECT_SOURCE_DIR}/sdk/src/yaml_text.cpp)
 add_executable(config_test

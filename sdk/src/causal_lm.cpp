@@ -114,8 +114,9 @@ void CausalLm::build(const std::function<std::shared_ptr<CausalLmLayer>(int64_t)
   if (tied) {
     head_ = tied_head(embedding_->weight, h, padded_vocab_size_, tp_);
   } else {
-    head_ = register_module(layout_.head, std::make_shared<ColumnParallelLinear>(
-                                              LinearOptions::of(h, padded_vocab_size_, context_), tp_));
+    LinearOptions head_options = LinearOptions::of(h, padded_vocab_size_, context_);
+    head_options.keeps_model_dtype = true;  // the logits stay out of fp8 (docs/fp8.md)
+    head_ = register_module(layout_.head, std::make_shared<ColumnParallelLinear>(head_options, tp_));
     head_->mark_padding("weight", {layout_.vocab_size, h});
   }
 }

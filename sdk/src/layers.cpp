@@ -37,7 +37,7 @@ int64_t TensorParallel::shard_size(int64_t total, const char* what) const {
 }
 
 ColumnParallelLinear::ColumnParallelLinear(const LinearOptions& o, const TensorParallel& tp)
-    : tp_(tp), input_major_(o.input_major) {
+    : tp_(tp), input_major_(o.input_major), keeps_model_dtype_(o.keeps_model_dtype) {
   require_group(tp, "ColumnParallelLinear");
   if (o.parts < 1) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "ColumnParallelLinear: parts must be at least 1");
   if (o.groups != 0) {
@@ -99,10 +99,15 @@ at::Tensor gather_column_parallel_input(const at::Tensor& x, const TensorParalle
 }
 
 at::Tensor ColumnParallelLinear::forward(const at::Tensor& x) {
+  if (fp8_) return forward_gathered(gather_column_parallel_input(x, tp_));  // no overlapped variant in fp8
   return column_parallel_linear(x, matrix(), bias.defined() ? bias.reshape({-1}) : at::Tensor(), tp_);
 }
 
 at::Tensor ColumnParallelLinear::forward_gathered(const at::Tensor& x) {
+  if (fp8_) {
+    const at::Tensor product = fp8_linear(x, matrix(), *fp8_);
+    return bias.defined() ? product + bias.reshape({-1}) : product;
+  }
   return at::linear(x, matrix(), bias.defined() ? bias.reshape({-1}) : at::Tensor());
 }
 
@@ -132,11 +137,13 @@ RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParalle
         ParameterSpec::replicated(at::zeros({o.out_features}), TRIAX_PARAM_NO_WEIGHT_DECAY, ParameterRole::Vector));
 }
 
-at::Tensor RowParallelLinear::forward(const at::Tensor& x) { return reduce(at::linear(x, matrix())); }
+at::Tensor RowParallelLinear::forward(const at::Tensor& x) {
+  return reduce(fp8_ ? fp8_linear(x, matrix(), *fp8_) : at::linear(x, matrix()));
+}
 
 at::Tensor RowParallelLinear::forward_activated(RecomputedActivation activation, const at::Tensor& x,
                                                 bool recompute) {
-  if (!recompute) return forward(apply_activation(activation, x));
+  if (!recompute || fp8_) return forward(apply_activation(activation, x));
   return reduce(linear_of_recomputed_activation(activation, x, matrix()));
 }
 

@@ -21,7 +21,10 @@ MultiHeadAttention::MultiHeadAttention(int64_t hidden_size, int64_t heads, const
                 "parallelism.context_parallel_size: multi-head attention with learned positions (GPT-2's) does not "
                 "run over a cp group; set parallelism.context_parallel_size to 1");
   const LinearOptions linear = LinearOptions::of(hidden_size, hidden_size, context, /*bias=*/true);
-  c_attn = register_module("c_attn", std::make_shared<ColumnParallelLinear>(linear.conv1d(3), tp_));
+  // c_attn's product runs in project(), outside the layer's forward: it stays out of fp8.
+  LinearOptions fused_qkv = linear.conv1d(3);
+  fused_qkv.keeps_model_dtype = true;
+  c_attn = register_module("c_attn", std::make_shared<ColumnParallelLinear>(fused_qkv, tp_));
   c_proj = register_module("c_proj", std::make_shared<RowParallelLinear>(linear.conv1d(), tp_));
 }
 

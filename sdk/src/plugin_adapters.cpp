@@ -240,6 +240,8 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
     context.edp_rank = context.dp_rank;
     context.edp_size = context.dp_size;
   }
+  if (c.struct_size >= offsetof(triax_model_context, fp8_yaml) + sizeof(c.fp8_yaml) && c.fp8_yaml != nullptr)
+    context.fp8 = std::make_shared<const Fp8Options>(Fp8Options::from_yaml(c.fp8_yaml));
   // A host before 1.3 gives one chunk: virtual stages are pipeline ranks.
   context.virtual_stage = context.pp_rank;
   context.virtual_stage_count = context.pp_size;

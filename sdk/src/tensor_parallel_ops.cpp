@@ -10,24 +10,21 @@
 #include <limits>
 #include <string>
 
+#include "saved_tensor_parallel.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/linear.hpp"
 
 namespace triax {
-namespace {
+namespace detail {
 
-using torch::autograd::AutogradContext;
-using torch::autograd::variable_list;
-
-// AutogradContext keeps non-tensor state as IValues: the host table travels as its address.
-void save_group(AutogradContext* ctx, const TensorParallel& tp) {
+void save_tensor_parallel(torch::autograd::AutogradContext* ctx, const TensorParallel& tp) {
   ctx->saved_data["host"] = static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(tp.host.c_host()));
   ctx->saved_data["rank"] = static_cast<int64_t>(tp.rank);
   ctx->saved_data["size"] = static_cast<int64_t>(tp.size);
   ctx->saved_data["mode"] = static_cast<int64_t>(tp.mode);
 }
 
-TensorParallel saved_group(AutogradContext* ctx) {
+TensorParallel saved_tensor_parallel(torch::autograd::AutogradContext* ctx) {
   TensorParallel tp;
   tp.host = Host(reinterpret_cast<const triax_host*>(static_cast<std::uintptr_t>(ctx->saved_data["host"].toInt())));
   tp.rank = static_cast<int>(ctx->saved_data["rank"].toInt());
@@ -35,6 +32,16 @@ TensorParallel saved_group(AutogradContext* ctx) {
   tp.mode = static_cast<TpMode>(ctx->saved_data["mode"].toInt());
   return tp;
 }
+
+}  // namespace detail
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+using detail::saved_tensor_parallel;
+using detail::save_tensor_parallel;
 
 at::Tensor all_reduce_sum(const at::Tensor& x, const TensorParallel& tp) {
   at::Tensor out = x.clone(at::MemoryFormat::Contiguous);  // the collective works in place
@@ -75,11 +82,11 @@ at::Tensor reduce_scatter_dim1(const at::Tensor& x, const TensorParallel& tp) {
 
 struct IdentityForwardAllReduceBackward : torch::autograd::Function<IdentityForwardAllReduceBackward> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const TensorParallel& tp) {
-    save_group(ctx, tp);
+    save_tensor_parallel(ctx, tp);
     return x;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {all_reduce_sum(grads[0], saved_group(ctx)), at::Tensor()};
+    return {all_reduce_sum(grads[0], saved_tensor_parallel(ctx)), at::Tensor()};
   }
 };
 
@@ -92,21 +99,21 @@ struct AllReduceForwardIdentityBackward : torch::autograd::Function<AllReduceFor
 
 struct AllGatherSequence : torch::autograd::Function<AllGatherSequence> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const TensorParallel& tp) {
-    save_group(ctx, tp);
+    save_tensor_parallel(ctx, tp);
     return gather_dim1(x, tp);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {reduce_scatter_dim1(grads[0], saved_group(ctx)), at::Tensor()};
+    return {reduce_scatter_dim1(grads[0], saved_tensor_parallel(ctx)), at::Tensor()};
   }
 };
 
 struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const TensorParallel& tp) {
-    save_group(ctx, tp);
+    save_tensor_parallel(ctx, tp);
     return reduce_scatter_dim1(x, tp);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {gather_dim1(grads[0], saved_group(ctx)), at::Tensor()};
+    return {gather_dim1(grads[0], saved_tensor_parallel(ctx)), at::Tensor()};
   }
 };
 
@@ -141,13 +148,13 @@ struct GatherThenProjectOverlapped : torch::autograd::Function<GatherThenProject
     project_into(out.narrow(0, 0, first), gathered.narrow(0, 0, first), matrix);
     const int64_t after = first + rows;
     project_into(out.narrow(0, after, shape[0] - after), gathered.narrow(0, after, shape[0] - after), matrix);
-    save_group(ctx, tp);
+    save_tensor_parallel(ctx, tp);
     ctx->save_for_backward({gathered, matrix});
     return out.transpose(0, 1).contiguous();
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const TensorParallel tp = saved_group(ctx);
+    const TensorParallel tp = saved_tensor_parallel(ctx);
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor &gathered = saved[0], &matrix = saved[1];
     const at::Tensor grad = grads[0].transpose(0, 1).contiguous();  // [s, b, out/tp]
@@ -168,13 +175,13 @@ struct GatherThenProjectOverlapped : torch::autograd::Function<GatherThenProject
 struct ProjectThenReduceOverlapped : torch::autograd::Function<ProjectThenReduceOverlapped> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& matrix,
                             const TensorParallel& tp) {
-    save_group(ctx, tp);
+    save_tensor_parallel(ctx, tp);
     ctx->save_for_backward({x, matrix});
     return at::matmul(x, matrix.t());
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const TensorParallel tp = saved_group(ctx);
+    const TensorParallel tp = saved_tensor_parallel(ctx);
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor &x = saved[0], &matrix = saved[1];
     const at::Tensor grad_rows = grads[0].reshape({-1, grads[0].size(-1)});

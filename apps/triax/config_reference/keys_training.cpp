@@ -1,5 +1,5 @@
 // The reference's training sections: optimizer and its schedule, data stages and token folders,
-// logging, profiler, plugins, and the nanotron sections accepted only as null.
+// logging, profiler, fp8, plugins, and the nanotron sections accepted only as null.
 // Notes are markdown; a line break inside one is a space in the table.
 #include "reference_tables.hpp"
 
@@ -220,6 +220,30 @@ Nsight Systems shows on the GPU timeline.)md";
   return s;
 }
 
+Section section_fp8() {
+  Section s;
+  s.path = "fp8";
+  s.heading = R"md(`fp8` (optional, **triax**))md";
+  s.origin_column = false;
+  s.intro = R"md(`null` or absent: no fp8. A mapping (`{}` for the defaults) trains the chosen column- and
+row-parallel linears in fp8: weights, activations and gradients are cast to fp8 with scales
+computed on the fly every step, the products run through `at::_scaled_mm` (GPUs of compute
+capability 8.9 or newer; the CPU emulates them), the parameters, master weights and optimizer are
+unchanged. The embedding, the output head and the MoE router stay in the model's dtype; MoE
+experts too. `docs/fp8.md`.)md";
+  s.keys = {
+      Key("recipe", choice({"tensorwise", "rowwise"}), "triax",
+          R"md(`tensorwise`: one scale per tensor, activations and weights in e4m3, gradients in e5m2;
+          `rowwise`: one scale per row along each product's contraction dimension, every operand in
+          e4m3)md"),
+      Key("linears", list_of("patterns"), "triax",
+          R"md(`["*"]`: every decoder linear. Patterns over the linears' module names, `*` matching
+          any run of characters (`model.layers.*.mlp.*`: the MLPs only); each chosen layer's
+          dimensions on its tensor-parallel rank must be multiples of 16)md"),
+  };
+  return s;
+}
+
 Section section_plugins() {
   Section s;
   s.path = "plugins";
@@ -251,7 +275,7 @@ value stops with `<key>: triax does not implement ...; set it to null`.)md";
 
 std::vector<Section> training_sections() {
   return {section_optimizer(), section_optimizer_learning_rate_scheduler(), section_data_stages(),
-          section_data_stages_data_dataset(), section_logging(), section_profiler(), section_plugins(),
+          section_data_stages_data_dataset(), section_logging(), section_profiler(), section_fp8(), section_plugins(),
           section_null_only()};
 }
 

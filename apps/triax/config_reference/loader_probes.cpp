@@ -22,6 +22,7 @@ optimizer:
 constexpr const char* kEverySection = R"(
 checkpoints: {checkpoints_path: probe_run}
 profiler: {profiler_export_path: probe_traces}
+fp8: {}
 data_stages:
   - {name: synthetic, start_training_step: 1, data: {}}
   - {name: folders, start_training_step: 5, data: {dataset: {dataset_folder: probe_tokens}}}

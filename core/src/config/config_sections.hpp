@@ -27,6 +27,7 @@ std::vector<DataStageConfig> read_data_stages(ConfigReader& root, const GeneralC
                                               const TokensConfig& tokens);
 LoggingConfig read_logging(ConfigReader& root);
 std::optional<ProfilerConfig> read_profiler(ConfigReader& root);
+std::optional<std::string> read_fp8(ConfigReader& root);  // the section as YAML text, defaults filled in
 PluginsConfig read_plugins(ConfigReader& root);
 
 // ---- shared checks -----------------------------------------------------------------------------

@@ -71,6 +71,7 @@ TrainConfig parse_train_config(const YAML::Node& document, const std::string& or
   c.data_stages = config::read_data_stages(root, c.general, c.tokens);
   c.logging = config::read_logging(root);
   c.profiler = config::read_profiler(root);
+  c.fp8_yaml = config::read_fp8(root);
   c.plugins = config::read_plugins(root);
   reject_unless_null(root, "metrics_logging", "nanotron's metrics_logging (triax writes its own metrics file)");
   reject_unless_null(root, "lighteval", "lighteval evaluation");

@@ -24,6 +24,8 @@
 
 namespace triax {
 
+struct Fp8Options;
+
 enum class TpMode { AllReduce = 0, ReduceScatter = 1 };
 
 struct ModelContext {
@@ -54,6 +56,8 @@ struct ModelContext {
   // parallelism.recompute_mlp_activation (ABI 1.7): the MLP's activation output is recomputed in
   // backward instead of kept (RowParallelLinear::forward_activated)
   bool recompute_mlp_activation = false;
+  // The config's fp8 section (ABI 1.10, triax/fp8_options.hpp), or null: the run trains without fp8.
+  std::shared_ptr<const Fp8Options> fp8;
   Host host;
 
   // vocab_size rounded up to a multiple of make_vocab_size_divisible_by x tp_size.

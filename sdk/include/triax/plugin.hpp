@@ -43,6 +43,7 @@
 #include "triax/config_reader.hpp"
 #include "triax/engine.hpp"
 #include "triax/error.hpp"
+#include "triax/fp8.hpp"
 #include "triax/hf_mapping.hpp"
 #include "triax/model.hpp"
 #include "triax/optimizer.hpp"
@@ -146,7 +147,9 @@ struct ModelAdapter {
     return guarded(error, [&] {
       ConfigReader config = ConfigReader::from_text(yaml, "model.model_config");
       auto holder = std::make_unique<ModelBox<M>>();
-      holder->model = M::create(config, ModelContext::from_c(*context));
+      const ModelContext model_context = ModelContext::from_c(*context);
+      holder->model = M::create(config, model_context);
+      convert_linears_to_fp8(*holder->model, model_context);
       holder->resolved = holder->model->resolved_config();
       holder->model->parameter_table();
       *out = reinterpret_cast<triax_model*>(holder.release());

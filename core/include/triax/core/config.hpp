@@ -182,6 +182,7 @@ struct TrainConfig {
   std::vector<DataStageConfig> data_stages;  // sorted by start_training_step; first starts at 1
   LoggingConfig logging;
   std::optional<ProfilerConfig> profiler;  // null or absent: no profiling
+  std::optional<std::string> fp8_yaml;     // the fp8 section (docs/fp8.md); absent: no fp8
   PluginsConfig plugins;
 
   std::string origin;   // the file it came from

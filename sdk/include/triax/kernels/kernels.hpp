@@ -17,6 +17,16 @@ namespace triax::kernels {
 // The element types of activations and weights the kernels read and write.
 enum class Dtype { Float32, BFloat16, Float16 };
 
+// ---- fp8 (fp8_cast.cu) -----------------------------------------------------------------------
+
+// out[r, c] = out_t[c, r] = fp8(x[r, c] * multiplier[r * multiplier_row_stride + c *
+// multiplier_col_stride]), e4m3 or (e5m2) e5m2, rounded to nearest even, saturating. x: [rows,
+// cols] row-major; out: [rows, cols] bytes, out_t: [cols, rows] bytes, either (not both) null;
+// the multiplier fp32 on the device (strides 0, 0: one for the whole tensor).
+cudaError_t scale_to_fp8(Dtype dtype, const void* x, const float* multiplier, int64_t multiplier_row_stride,
+                         int64_t multiplier_col_stride, bool e5m2, void* out, void* out_t, int64_t rows, int64_t cols,
+                         cudaStream_t stream);
+
 // ---- RMSNorm (rms_norm.cu) -------------------------------------------------------------------
 
 // y[r, :] = round(round(x[r, :] * rstd[r]) * weight), rstd[r] = 1 / sqrt(mean(x[r, :]^2) + eps):

@@ -21,10 +21,17 @@
 // features each keeps the blocks as its first dimension instead, [groups, out, in], and tp shards
 // whole blocks (grouped-query q/k/v: one block per key/value head, its query, key and value
 // heads); its output is [..., groups/tp x out], block by block.
+//
+// FP8 (triax/fp8.hpp): compute_in_fp8 switches a layer to fp8 products (triax/layers/fp8_linear.hpp);
+// until then, and always without an fp8 section, the layer computes as written here.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
+#include <string>
+
+#include "triax/layers/fp8_linear.hpp"
 #include "triax/layers/recomputed_activation.hpp"
 #include "triax/layers/tensor_parallel.hpp"
 #include "triax/parameter.hpp"
@@ -41,6 +48,7 @@ struct LinearOptions {
   bool input_major = false;  // the weight stored [in, out] (Conv1D) instead of [out, in]
   int64_t groups = 0;        // > 0: [groups, out_features, in], tp-sharded by whole groups (not with parts)
   int64_t widest_part = 0;   // groups: the widest of the maps each group joins (muP's fan_out per group)
+  bool keeps_model_dtype = false;  // never computes in fp8 (the output head)
 
   // A layer of the model being built: on its device, in its dtype.
   static LinearOptions of(int64_t in_features, int64_t out_features, const ModelContext& context, bool bias = false) {
@@ -69,6 +77,10 @@ class ColumnParallelLinear : public SpecifiedModule {
   at::Tensor forward(const at::Tensor& x);
   // x already through gather_column_parallel_input: [..., in] -> [..., out/tp].
   at::Tensor forward_gathered(const at::Tensor& x);
+  // From now on the products run in fp8. `name` (the module's) names the layer in the error
+  // raised when its dimensions on this rank are not multiples of 16, or it keeps the model's dtype.
+  void compute_in_fp8(Fp8Recipe recipe, const std::string& name);
+  bool keeps_model_dtype() const { return keeps_model_dtype_; }
   at::Tensor weight, bias;
 
  private:
@@ -77,6 +89,8 @@ class ColumnParallelLinear : public SpecifiedModule {
 
   TensorParallel tp_;
   bool input_major_ = false;
+  bool keeps_model_dtype_ = false;
+  std::optional<Fp8LinearPlan> fp8_;
 };
 
 class RowParallelLinear : public SpecifiedModule {
@@ -88,7 +102,10 @@ class RowParallelLinear : public SpecifiedModule {
   at::Tensor forward(const at::Tensor& x);
   // forward(apply_activation(activation, x)). With `recompute` the activation's output is not kept
   // for backward, which runs the activation again (triax/layers/recomputed_activation.hpp).
+  // In fp8 the activation's output is kept (as the fp8 product's input) even with `recompute`.
   at::Tensor forward_activated(RecomputedActivation activation, const at::Tensor& x, bool recompute);
+  // As ColumnParallelLinear::compute_in_fp8.
+  void compute_in_fp8(Fp8Recipe recipe, const std::string& name);
   at::Tensor weight, bias;
 
  private:
@@ -97,6 +114,7 @@ class RowParallelLinear : public SpecifiedModule {
 
   TensorParallel tp_;
   bool input_major_ = false;
+  std::optional<Fp8LinearPlan> fp8_;
 };
 
 }  // namespace triax

@@ -1,0 +1,57 @@
+// Switching the SDK's linears to fp8 (triax/fp8.hpp): each layer checks that its shard fits the
+// fp8 products, and convert_linears_to_fp8 picks the layers by their module names.
+#include <memory>
+#include <string>
+
+#include "fp8_matmul.hpp"
+#include "triax/error.hpp"
+#include "triax/fp8.hpp"
+#include "triax/layers/linear.hpp"
+#include "triax/model.hpp"
+
+namespace triax {
+namespace {
+
+// cuBLASLt's fp8 kernels need both dimensions of the weight in multiples of 16; so does the
+// emulation, which the CPU tests use to stand for the GPU.
+void require_fp8_shape(const at::Tensor& matrix, const std::string& name) {
+  const int64_t out = matrix.size(0), in = matrix.size(1);
+  if (out % 16 != 0 || in % 16 != 0)
+    throw Error(TRIAX_ERROR_INVALID_CONFIG,
+                "fp8.linears: layer '" + name + "' is [out " + std::to_string(out) + ", in " + std::to_string(in) +
+                    "] on this tensor-parallel rank; fp8 products need both dimensions in multiples of 16 "
+                    "(leave the layer out of fp8.linears, or train it without fp8)");
+}
+
+}  // namespace
+
+void ColumnParallelLinear::compute_in_fp8(Fp8Recipe recipe, const std::string& name) {
+  if (keeps_model_dtype_)
+    throw Error(TRIAX_ERROR_INVALID_CONFIG, "fp8.linears: layer '" + name + "' keeps the model's dtype");
+  require_fp8_shape(matrix(), name);
+  fp8_ = Fp8LinearPlan{recipe, tp_, /*input_features_sharded=*/false, /*output_features_sharded=*/tp_.size > 1};
+}
+
+void RowParallelLinear::compute_in_fp8(Fp8Recipe recipe, const std::string& name) {
+  require_fp8_shape(matrix(), name);
+  fp8_ = Fp8LinearPlan{recipe, tp_, /*input_features_sharded=*/tp_.size > 1, /*output_features_sharded=*/false};
+}
+
+void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& context) {
+  if (!context.fp8) return;
+  fp8::require_fp8_device(context.device, "fp8");
+  const Fp8Options& options = *context.fp8;
+  for (const auto& item : model.named_modules("", /*include_self=*/false)) {
+    const std::string& name = item.key();
+    bool chosen = false;
+    for (const std::string& pattern : options.linears) chosen = chosen || fp8_pattern_matches(pattern, name);
+    if (!chosen) continue;
+    if (auto column = std::dynamic_pointer_cast<ColumnParallelLinear>(item.value())) {
+      if (!column->keeps_model_dtype()) column->compute_in_fp8(options.recipe, name);
+    } else if (auto row = std::dynamic_pointer_cast<RowParallelLinear>(item.value())) {
+      row->compute_in_fp8(options.recipe, name);
+    }
+  }
+}
+
+}  // namespace triax

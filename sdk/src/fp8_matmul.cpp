@@ -1,0 +1,111 @@
+#include "fp8_matmul.hpp"
+
+#include <ATen/ATen.h>
+
+#ifdef TRIAX_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+
+#include "triax/kernels/cuda_launch.hpp"
+#endif
+
+#include <limits>
+
+#include "triax/error.hpp"
+
+namespace triax::fp8 {
+namespace {
+
+double largest_value(c10::ScalarType format) {
+  return format == c10::ScalarType::Float8_e5m2 ? 57344.0 : 448.0;
+}
+
+// The smallest amax a scale is computed from: an all-zero tensor gets a finite scale.
+constexpr double kAmaxFloor = 1e-12;
+
+// fp8(t x multiplier) in the layouts asked for: from one read where the kernels apply (the
+// multiplier stays on the device), else through LibTorch (the product computed in fp32 and stored
+// as fp8, then transposed): one rounding either way, to the same values.
+void scale_to_fp8(const at::Tensor& t, const at::Tensor& multiplier, c10::ScalarType format, Layout layout,
+                  Fp8Matrix& m) {
+  const bool row_major = layout != Layout::Transposed, transposed = layout != Layout::RowMajor;
+#ifdef TRIAX_WITH_CUDA
+  if (cuda_launch::kernels_apply({&t}) && t.is_contiguous()) {
+    const at::Tensor factor = multiplier.contiguous();
+    const int64_t rows = t.size(0), cols = t.size(1);
+    if (row_major) m.data = at::empty({rows, cols}, t.options().dtype(format));
+    if (transposed) m.transposed = at::empty({cols, rows}, t.options().dtype(format));
+    cuda_launch::check(kernels::scale_to_fp8(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(),
+                                             factor.data_ptr<float>(), factor.size(0) > 1 ? 1 : 0,
+                                             factor.size(1) > 1 ? 1 : 0, format == c10::ScalarType::Float8_e5m2,
+                                             row_major ? m.data.data_ptr() : nullptr,
+                                             transposed ? m.transposed.data_ptr() : nullptr, rows, cols,
+                                             cuda_launch::stream_of(t)),
+                       "scale_to_fp8");
+    return;
+  }
+#endif
+  m.data = at::empty(t.sizes(), t.options().dtype(format));
+  at::mul_out(m.data, t, multiplier);
+  if (transposed) m.transposed = m.data.t().contiguous();
+}
+
+}  // namespace
+
+Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp, Layout layout) {
+  if (t.dim() != 2) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "fp8 quantise: expected a matrix");
+  // max |t| in one reduction, in t's dtype (exact: it is one of t's values), then fp32.
+  const double inf = std::numeric_limits<double>::infinity();
+  at::Tensor amax = scaling.amax_dim < 0
+                        ? at::linalg_vector_norm(t, inf, at::IntArrayRef{0, 1}, /*keepdim=*/true)
+                        : at::linalg_vector_norm(t, inf, at::IntArrayRef{scaling.amax_dim}, /*keepdim=*/true);
+  amax = amax.to(at::kFloat).contiguous();
+  if (scaling.across_tp && tp.size > 1) tp.host.all_reduce(TRIAX_GROUP_TP, amax, TRIAX_REDUCE_MAX);
+  amax.clamp_min_(kAmaxFloor);
+  const double largest = largest_value(scaling.format);
+  Fp8Matrix m;
+  m.scale = amax / largest;
+  // Scaled by largest / amax, no value exceeds the format's largest by more than fp32's rounding.
+  scale_to_fp8(t, amax.reciprocal() * largest, scaling.format, layout, m);
+  return m;
+}
+
+at::Tensor scaled_matmul(const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& b, const at::Tensor& b_scale,
+                         c10::ScalarType out_dtype, bool fast_accumulation) {
+  if (!a.is_cuda()) {
+    // The CPU emulates: the same fp8 values and scales, the product in fp32.
+    return at::mm(a.to(at::kFloat) * a_scale, b.to(at::kFloat) * b_scale).to(out_dtype);
+  }
+  const at::Tensor lhs = a.contiguous();
+  const at::Tensor rhs = b.t().contiguous().t();  // column-major
+  const bool rowwise = a_scale.numel() > 1 || b_scale.numel() > 1;
+  // The rowwise kernels write bf16 only.
+  const c10::ScalarType product_dtype = rowwise ? at::kBFloat16 : out_dtype;
+  at::Tensor product = at::_scaled_mm(lhs, rhs, a_scale.contiguous(), b_scale.contiguous(), std::nullopt,
+                                      std::nullopt, product_dtype, fast_accumulation);
+  return product.scalar_type() == out_dtype ? product : product.to(out_dtype);
+}
+
+at::Tensor pad_columns_to_16(const at::Tensor& fp8_rows) {
+  const int64_t padding = (16 - fp8_rows.size(1) % 16) % 16;
+  if (padding == 0 || !fp8_rows.is_cuda()) return fp8_rows;
+  // Through bytes: a zero byte is +0 in both fp8 formats.
+  return at::constant_pad_nd(fp8_rows.view(at::kByte), {0, padding}, 0).view(fp8_rows.scalar_type());
+}
+
+void require_fp8_device(const c10::Device& device, const std::string& key) {
+  if (!device.is_cuda()) return;  // the CPU emulates
+#ifdef TRIAX_WITH_CUDA
+  const int index = device.has_index() ? device.index() : at::cuda::current_device();
+  const cudaDeviceProp* properties = at::cuda::getDeviceProperties(index);
+  const int capability = properties->major * 10 + properties->minor;
+  if (capability < 89)
+    throw Error(TRIAX_ERROR_INVALID_CONFIG,
+                key + ": fp8 training needs a GPU with fp8 tensor cores (compute capability 8.9 or newer); " +
+                    device.str() + " (" + properties->name + ") is " + std::to_string(properties->major) + "." +
+                    std::to_string(properties->minor));
+#else
+  throw Error(TRIAX_ERROR_INVALID_CONFIG, key + ": this build of triax has no CUDA support for " + device.str());
+#endif
+}
+
+}  // namespace triax::fp8

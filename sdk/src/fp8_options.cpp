@@ -1,0 +1,52 @@
+// The `fp8` config section (triax/fp8_options.hpp): read by the core to validate the config, and by the
+// SDK from the text the host passes to the model.
+#include <string>
+
+#include "triax/error.hpp"
+#include "triax/fp8_options.hpp"
+
+namespace triax {
+
+const char* fp8_recipe_name(Fp8Recipe recipe) { return recipe == Fp8Recipe::Rowwise ? "rowwise" : "tensorwise"; }
+
+Fp8Options Fp8Options::read(ConfigReader& section) {
+  Fp8Options options;
+  options.recipe = section.choice("recipe", {"tensorwise", "rowwise"}, std::string("tensorwise")) == "rowwise"
+                       ? Fp8Recipe::Rowwise
+                       : Fp8Recipe::Tensorwise;
+  options.linears = section.get<std::vector<std::string>>("linears", options.linears);
+  if (options.linears.empty())
+    section.fail("linears", "lists no pattern; leave the fp8 section out to train without fp8");
+  for (const std::string& pattern : options.linears)
+    if (pattern.empty()) section.fail("linears", "holds an empty pattern (\"*\" matches every decoder linear)");
+  section.finish();
+  return options;
+}
+
+Fp8Options Fp8Options::from_yaml(const std::string& text) {
+  ConfigReader section = ConfigReader::from_text(text, "fp8");
+  return read(section);
+}
+
+bool fp8_pattern_matches(const std::string& pattern, const std::string& name) {
+  // Greedy matching with backtracking to the last '*'.
+  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (p < pattern.size() && pattern[p] == name[n]) {
+      ++p;
+      ++n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+}  // namespace triax
