@@ -149,6 +149,7 @@ struct ModelAdapter {
       holder->model = M::create(config, ModelContext::from_c(*context));
       holder->resolved = holder->model->resolved_config();
       holder->model->parameter_table();
+      holder->model->prepare_parameters();
       *out = reinterpret_cast<triax_model*>(holder.release());
     });
   }
