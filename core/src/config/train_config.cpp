@@ -29,6 +29,11 @@ void check_cuda_graphs(const TrainConfig& c) {
                       std::to_string(c.parallelism.tp) + " and " + std::to_string(c.parallelism.pp) +
                       "): a captured step cannot hold tensor-parallel collectives or pipeline sends; data "
                       "parallelism (dp) is fine");
+  // ZeRO-3 gathers parameters over dp inside every block and repoints the modules at them.
+  if (c.optimizer.zero_stage == 3)
+    throw ConfigError(prefix(c.origin) +
+                      "general.cuda_graphs: not with optimizer.zero_stage 3 (each block all-gathers its parameters "
+                      "over dp mid-step into new tensors, which a replayed graph would not see)");
 }
 
 }  // namespace
