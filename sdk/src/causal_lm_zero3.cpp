@@ -20,8 +20,7 @@ struct CausalLm::Zero3Blocks {
   int embedding = -1, first_layer = -1, head = -1;  // positions in order
 
   std::shared_ptr<Zero3Unit> at(int position) const {
-    return position >= 0 && position < static_cast<int>(order.size()) ? order[static_cast<size_t>(position)]
-                                                                       : nullptr;
+    return position >= 0 && position < static_cast<int>(order.size()) ? order[static_cast<size_t>(position)] : nullptr;
   }
   std::vector<at::Tensor> run(int position, const RecomputedBlock& block, const std::vector<at::Tensor>& inputs) const {
     return zero3_run(at(position), block, inputs, at(position + 1), at(position - 1));
@@ -94,12 +93,13 @@ at::Tensor CausalLm::zero3_layers(const at::Tensor& hidden, const std::vector<at
     std::vector<at::Tensor> inputs{stream};
     inputs.insert(inputs.end(), shared.begin(), shared.end());
     stream = zero3_
-                 ->run(zero3_->first_layer + static_cast<int>(i),
-                       [layer](const std::vector<at::Tensor>& in) {
-                         return std::vector<at::Tensor>{
-                             layer->forward(in[0], std::vector<at::Tensor>(in.begin() + 1, in.end()))};
-                       },
-                       inputs)
+                 ->run(
+                     zero3_->first_layer + static_cast<int>(i),
+                     [layer](const std::vector<at::Tensor>& in) {
+                       return std::vector<at::Tensor>{
+                           layer->forward(in[0], std::vector<at::Tensor>(in.begin() + 1, in.end()))};
+                     },
+                     inputs)
                  .front();
   }
   return stream;

@@ -30,7 +30,8 @@ int64_t smallest_gap(const at::Tensor& offsets, int64_t k, int64_t d) {
   std::sort(values.begin(), values.end());
   int64_t gap = 0;
   for (size_t i = 1; i < values.size(); ++i)
-    if (values[i] != values[i - 1]) gap = gap == 0 ? values[i] - values[i - 1] : std::min(gap, values[i] - values[i - 1]);
+    if (values[i] != values[i - 1])
+      gap = gap == 0 ? values[i] - values[i - 1] : std::min(gap, values[i] - values[i - 1]);
   return gap;
 }
 

@@ -6,12 +6,12 @@
 // smallest gap between distinct offsets there, or the whole dimension where all agree.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
-
-#include <c10/core/Device.h>
 
 #include "gradients/replica_ownership.hpp"
 #include "triax/parameter.hpp"

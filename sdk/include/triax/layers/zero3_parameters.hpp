@@ -35,7 +35,7 @@ class Zero3Unit {
     int ranks = 1;               // of the group
     std::vector<int64_t> shape;  // the whole parameter's (tensor-parallel shard's) shape
     int64_t numel = 0;
-    ZeroShard range;             // this rank's elements of it, flattened
+    ZeroShard range;  // this rank's elements of it, flattened
   };
 
   Zero3Unit(std::vector<Member> members, Host host, int dp_size);
