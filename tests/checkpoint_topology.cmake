@@ -42,11 +42,18 @@ set(TOPOLOGY_DP4_ZERO1 --set parallelism.dp=4 --set optimizer.zero_stage=1
     --set tokens.batch_accumulation_per_replica=2)
 set(TOPOLOGY_PP4 --set parallelism.pp=4 --set parallelism.pp_engine=1f1b)
 set(TOPOLOGY_PP2_TP2 --set parallelism.pp=2 --set parallelism.tp=2)
+set(TOPOLOGY_DP2_ZERO3 --set parallelism.dp=2 --set optimizer.zero_stage=3
+    --set tokens.batch_accumulation_per_replica=4)
+set(TOPOLOGY_DP2_TP2_ZERO3 --set parallelism.dp=2 --set parallelism.tp=2 --set optimizer.zero_stage=3
+    --set tokens.batch_accumulation_per_replica=4)
+set(TOPOLOGY_DP4_ZERO3 --set parallelism.dp=4 --set optimizer.zero_stage=3
+    --set tokens.batch_accumulation_per_replica=2)
 
 triax_checkpoint_source(single RANKS 1 ${TOPOLOGY_111})
 triax_checkpoint_source(dp2_tp2_pp2_zero1 RANKS 8 ${TOPOLOGY_DP2_TP2_PP2_ZERO1})
 triax_checkpoint_source(tp2_dp2_zero1 RANKS 4 ${TOPOLOGY_TP2_DP2_ZERO1})
 triax_checkpoint_source(pp4 RANKS 4 ${TOPOLOGY_PP4})
+triax_checkpoint_source(dp2_tp2_zero3 RANKS 4 ${TOPOLOGY_DP2_TP2_ZERO3})
 
 # The same topology: bit for bit.
 triax_checkpoint_resume(same_dp2_tp2_pp2_zero1 SOURCE dp2_tp2_pp2_zero1 RANKS 8 EXACT ${TOPOLOGY_DP2_TP2_PP2_ZERO1})
@@ -56,6 +63,13 @@ triax_checkpoint_resume(dp2_tp2_pp2_to_single SOURCE dp2_tp2_pp2_zero1 RANKS 1 $
 triax_checkpoint_resume(single_to_dp2_tp2_pp2 SOURCE single RANKS 8 ${TOPOLOGY_DP2_TP2_PP2_ZERO1})
 triax_checkpoint_resume(tp2_dp2_zero1_to_dp4_zero1 SOURCE tp2_dp2_zero1 RANKS 4 ${TOPOLOGY_DP4_ZERO1})
 triax_checkpoint_resume(pp4_to_pp2_tp2 SOURCE pp4 RANKS 4 ${TOPOLOGY_PP2_TP2})
+# ZeRO-3 shards (parameters and optimizer state as element ranges of their tensor-parallel
+# shards), to and from every zero stage and another dp.
+triax_checkpoint_resume(same_dp2_tp2_zero3 SOURCE dp2_tp2_zero3 RANKS 4 EXACT ${TOPOLOGY_DP2_TP2_ZERO3})
+triax_checkpoint_resume(dp2_tp2_zero3_to_single SOURCE dp2_tp2_zero3 RANKS 1 ${TOPOLOGY_111})
+triax_checkpoint_resume(dp2_tp2_zero3_to_dp4_zero1 SOURCE dp2_tp2_zero3 RANKS 4 ${TOPOLOGY_DP4_ZERO1})
+triax_checkpoint_resume(single_to_dp4_zero3 SOURCE single RANKS 4 ${TOPOLOGY_DP4_ZERO3})
+triax_checkpoint_resume(tp2_dp2_zero1_to_dp2_zero3 SOURCE tp2_dp2_zero1 RANKS 2 ${TOPOLOGY_DP2_ZERO3})
 
 # A rank killed at each of the 11 points of a save (docs/reliability.md): `latest` names a complete
 # checkpoint, every folder under a final name passes `triax inspect`, and a new run resumes from

@@ -13,7 +13,7 @@ add_test(NAME mamba_parity.reference
 set_tests_properties(mamba_parity.reference PROPERTIES FIXTURES_SETUP mamba_parity_reference
                      LABELS "parity;mamba" ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
 
-# triax_mamba_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER
+# triax_mamba_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b ZERO 0|1|3 MODE ALL_REDUCE|REDUCE_SCATTER
 #                         [--set ...]...)
 function(triax_mamba_parity_case name)
   triax_config_parity_case(mamba_parity.${name} CONFIG ${MAMBA_PARITY_CONFIG} REFERENCE ${MAMBA_PARITY_DIR}/reference
@@ -25,6 +25,8 @@ triax_mamba_parity_case(tp2_sp               DP 1 TP 2 PP 1 ENGINE afab ZERO 0 M
 triax_mamba_parity_case(pp2_afab             DP 1 TP 1 PP 2 ENGINE afab ZERO 0 MODE ALL_REDUCE)
 triax_mamba_parity_case(pp2_1f1b             DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE)
 triax_mamba_parity_case(dp2_zero1            DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE)
+# ZeRO-3 (docs/zero3.md): the mixer's scan and convolution run again in each block's backward.
+triax_mamba_parity_case(dp2_zero3            DP 2 TP 1 PP 1 ENGINE afab ZERO 3 MODE ALL_REDUCE)
 triax_mamba_parity_case(dp2_tp2_pp2_sp_1f1b  DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER)
 # Per-layer recomputation with tp 2: the layer's collectives run again in backward (one rank:
 # mamba_test's MambaModel.RecomputationChangesNothing).

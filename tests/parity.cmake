@@ -1,6 +1,6 @@
 # The parity matrix: the tiny Llama of parity/tiny_llama_parity.yaml trained 10 steps in fp32 on
 # real processes (mpirun, the mpi backend) at many (dp, tp, pp) topologies, every pipeline
-# engine (interleaved_1f1b with 2 model chunks per rank), both ZeRO stages and both
+# engine (interleaved_1f1b with 2 model chunks per rank), the ZeRO stages 1 and 3 and both
 # tensor-parallel modes; each run's losses and final parameters must match the single-rank run's
 # within 1e-5 relative. The global batch is the same everywhere (batch_accumulation_per_replica
 # = 8 / dp). Every pair of features that can interact appears in at least one case.
@@ -8,7 +8,7 @@ add_executable(parity_runner ${CMAKE_CURRENT_LIST_DIR}/parity/parity_runner.cpp)
 target_link_libraries(parity_runner PRIVATE triax_core)
 target_compile_definitions(parity_runner PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(parity_runner triax_llama triax_afab triax_1f1b triax_interleaved_1f1b triax_adamw
-                 triax_zero1_adamw)
+                 triax_zero1_adamw triax_zero3_adamw)
 triax_use_pch(parity_runner)
 
 set(PARITY_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml)
@@ -28,13 +28,14 @@ add_test(NAME parity.reference_6_layers
 set_tests_properties(parity.reference_6_layers PROPERTIES FIXTURES_SETUP parity_reference_6_layers LABELS parity
                      ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
 
-# triax_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b|interleaved_1f1b ZERO 0|1
+# triax_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b|interleaved_1f1b ZERO 0|1|3
 #                   MODE ALL_REDUCE|REDUCE_SCATTER [CHUNKS c] [LAYERS 6] [PEAK_LIVE "<per world rank>"]
-#                   [OVERLAP])
+#                   [OVERLAP] [HELD_SHARE d])
 # CHUNKS: parallelism.pp_chunks_per_rank; LAYERS 6: the 6-layer model and its reference;
-# OVERLAP: parallelism.tp_linear_async_communication.
+# OVERLAP: parallelism.tp_linear_async_communication. HELD_SHARE d: every rank holds at most 1/d
+# (+10%) of the bytes the single-rank run holds once built (parameters and optimizer state).
 function(triax_parity_case name)
-  cmake_parse_arguments(ARG "OVERLAP" "DP;TP;PP;ENGINE;ZERO;MODE;CHUNKS;LAYERS;PEAK_LIVE" "" ${ARGN})
+  cmake_parse_arguments(ARG "OVERLAP" "DP;TP;PP;ENGINE;ZERO;MODE;CHUNKS;LAYERS;PEAK_LIVE;HELD_SHARE" "" ${ARGN})
   math(EXPR ranks "${ARG_DP} * ${ARG_TP} * ${ARG_PP}")
   math(EXPR accumulation "8 / ${ARG_DP}")
   set(reference reference)
@@ -57,7 +58,8 @@ function(triax_parity_case name)
                    --set optimizer.zero_stage=${ARG_ZERO}
                    --set tokens.batch_accumulation_per_replica=${accumulation} ${extra})
   set_tests_properties(parity.${name} PROPERTIES FIXTURES_REQUIRED parity_${reference} LABELS "parity;multi_rank"
-                       PROCESSORS ${ranks} TIMEOUT 300 ENVIRONMENT "PEAK_LIVE=${ARG_PEAK_LIVE}")
+                       PROCESSORS ${ranks} TIMEOUT 300
+                       ENVIRONMENT "PEAK_LIVE=${ARG_PEAK_LIVE};HELD_SHARE=${ARG_HELD_SHARE}")
 endfunction()
 
 # The same for another model or setting (mamba_parity.cmake, mup.cmake):
@@ -83,6 +85,14 @@ endfunction()
 triax_parity_case(dp2           DP 2 TP 1 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)
 triax_parity_case(dp2_zero1     DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE)
 triax_parity_case(dp4_zero1     DP 4 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE)
+# ZeRO-3: parameters sharded over dp, gathered around each block's forward and backward, gradients
+# reduce-scattered into the shards (docs/zero3.md); with tp, with pp (the tied embedding's shards
+# summed across stages) and with the data-parallel group split unevenly (dp 4: 4 does not divide
+# every parameter, so the last ranks' shards are short).
+triax_parity_case(dp2_zero3          DP 2 TP 1 PP 1 ENGINE afab ZERO 3 MODE ALL_REDUCE)
+triax_parity_case(dp4_zero3          DP 4 TP 1 PP 1 ENGINE afab ZERO 3 MODE ALL_REDUCE HELD_SHARE 4)
+triax_parity_case(dp2_tp2_sp_zero3   DP 2 TP 2 PP 1 ENGINE afab ZERO 3 MODE REDUCE_SCATTER)
+triax_parity_case(dp2_pp2_1f1b_zero3 DP 2 TP 1 PP 2 ENGINE 1f1b ZERO 3 MODE ALL_REDUCE)
 # Tensor parallel alone, both modes.
 triax_parity_case(tp2           DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)
 triax_parity_case(tp2_sp        DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE REDUCE_SCATTER)

@@ -187,7 +187,7 @@ TEST(PluginRegistry, RefusesMalformedDescriptors) {
 TEST(PluginRegistry, RefusesAnUnknownGradientSharding) {
   EXPECT_CONTAINS(refusal_of(broken_library("bad_sharding")),
                   "optimizer plugin 'broken_stub' declares gradient_sharding 7 (known: 0 = whole gradients, 1 = "
-                  "dp-sharded)");
+                  "dp-sharded, 2 = parameters sharded)");
 }
 
 // ABI 1.1 appended gradient_sharding to the optimizer table: a 1.0 library still loads, and its

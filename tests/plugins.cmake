@@ -80,3 +80,10 @@ set_tests_properties(out_of_tree_plugin PROPERTIES LABELS slow TIMEOUT 900)
 add_test(NAME plugins.capability_refusals
          COMMAND ${CMAKE_CURRENT_LIST_DIR}/capability_refusals_test.sh $<TARGET_FILE:triax> ${CMAKE_SOURCE_DIR})
 set_tests_properties(plugins.capability_refusals PROPERTIES LABELS "mup;plugins" TIMEOUT 60)
+
+# optimizer.zero_stage refused by name: stage 2, an optimizer without a ZeRO-3 variant, a ZeRO-3
+# optimizer at stage 0, and at stage 3 the moe model and a model plugin keeping its parameters whole.
+add_test(NAME plugins.zero3_refusals
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/zero3_refusals_test.sh $<TARGET_FILE:triax> ${CMAKE_SOURCE_DIR}
+                 ${TRIAX_TEST_PLUGINS_DIR})
+set_tests_properties(plugins.zero3_refusals PROPERTIES LABELS "plugins;zero3" TIMEOUT 60)

@@ -24,9 +24,12 @@ add_test(NAME qwen2_parity.reference_logs_z_loss
 set_tests_properties(qwen2_parity.reference_logs_z_loss PROPERTIES FIXTURES_REQUIRED qwen2_parity_reference
                      LABELS "parity;qwen2")
 
-# triax_qwen2_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b MODE ALL_REDUCE|REDUCE_SCATTER)
+# triax_qwen2_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b MODE ALL_REDUCE|REDUCE_SCATTER [ZERO 0|1|3])
 function(triax_qwen2_parity_case name)
-  cmake_parse_arguments(ARG "" "DP;TP;PP;ENGINE;MODE" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "DP;TP;PP;ENGINE;MODE;ZERO" "" ${ARGN})
+  if(NOT ARG_ZERO)
+    set(ARG_ZERO 0)
+  endif()
   math(EXPR ranks "${ARG_DP} * ${ARG_TP} * ${ARG_PP}")
   math(EXPR accumulation "8 / ${ARG_DP}")
   add_test(NAME qwen2_parity.${name}
@@ -34,13 +37,15 @@ function(triax_qwen2_parity_case name)
                    ${MPIEXEC_EXECUTABLE} ${QWEN2_PARITY_CONFIG} ${QWEN2_PARITY_DIR}/reference ${QWEN2_PARITY_DIR}/${name}
                    ${ranks} --set parallelism.dp=${ARG_DP} --set parallelism.tp=${ARG_TP} --set parallelism.pp=${ARG_PP}
                    --set parallelism.pp_engine=${ARG_ENGINE} --set parallelism.tp_mode=${ARG_MODE}
-                   --set tokens.batch_accumulation_per_replica=${accumulation})
+                   --set tokens.batch_accumulation_per_replica=${accumulation} --set optimizer.zero_stage=${ARG_ZERO})
   set_tests_properties(qwen2_parity.${name} PROPERTIES FIXTURES_REQUIRED qwen2_parity_reference
                        LABELS "parity;multi_rank;qwen2" PROCESSORS ${ranks} TIMEOUT 300)
 endfunction()
 triax_qwen2_parity_case(tp2                 DP 1 TP 2 PP 1 ENGINE afab MODE ALL_REDUCE)
 triax_qwen2_parity_case(pp2_1f1b            DP 1 TP 1 PP 2 ENGINE 1f1b MODE ALL_REDUCE)
 triax_qwen2_parity_case(dp2_tp2_pp2_sp_1f1b DP 2 TP 2 PP 2 ENGINE 1f1b MODE REDUCE_SCATTER)
+# ZeRO-3 (docs/zero3.md): the z-loss leaves the head's block as a second output.
+triax_qwen2_parity_case(dp2_zero3           DP 2 TP 1 PP 1 ENGINE afab MODE ALL_REDUCE ZERO 3)
 
 # Hugging Face: Qwen2ForCausalLM and SmolLM3ForCausalLM exported and imported, logits against transformers.
 triax_hf_logits_test(qwen2.hf_logits_match_transformers hf_qwen2_logits_test.py

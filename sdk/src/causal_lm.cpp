@@ -133,6 +133,7 @@ at::Tensor CausalLm::stage_input(const StageInput& input, const at::Tensor& ids,
   if (embeds_tokens_) {
     if (!ids.defined()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, layout_.model_name + ": the first stage needs input_ids");
     const TraceRange range("block embedding");
+    if (zero3_) return zero3_embedding(ids);
     const at::Tensor tokens = embedding_->forward(ids);
     if (!position_embedding_) return tokens;
     const auto options = at::TensorOptions().dtype(at::kLong).device(ids.device());
@@ -163,6 +164,7 @@ at::Tensor CausalLm::run_layers(at::Tensor hidden, int64_t sequence_length, cons
                            masking.documents ? position_ids.to(hidden.device()) : at::Tensor()};
     for (const at::Tensor& tensor : masked.tensors()) shared.push_back(tensor);
   }
+  if (zero3_) return zero3_layers(hidden, shared);
   int64_t layer_index = std::max(context_.first_block, 1) - 1;  // of the model, for profiler ranges
   int64_t stage_layer = 0;
   ResidualStream stream{hidden, at::Tensor()};
@@ -206,7 +208,7 @@ StageOutput CausalLm::forward(const StageInput& input) {
     output.hidden_out = hidden;
     return output;
   }
-  StageOutput output = head_output(hidden, input);
+  StageOutput output = zero3_ ? zero3_head_output(hidden, input) : head_output(hidden, input);
   weigh_context_parallel_losses(output, input, context_.host);
   return output;
 }

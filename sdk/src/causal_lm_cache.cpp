@@ -35,6 +35,8 @@ at::Tensor positions_of(const std::vector<int64_t>& starts, int64_t columns, con
 std::unique_ptr<InferenceCache> CausalLm::create_cache(int64_t max_tokens) {
   decode_graph_.reset();  // a new cache may take the address of one the graph recorded
   const std::string& name = layout_.model_name;
+  if (zero3_)
+    throw Error(TRIAX_ERROR_UNSUPPORTED, name + ": a model whose parameters are ZeRO-3 shards keeps no inference cache");
   if (max_tokens < 1)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 name + ": a cache holds at least one token, max_tokens is " + std::to_string(max_tokens));

@@ -5,10 +5,10 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <mutex>
 #include <string>
 #include <utility>
 
+#include "generator_states.hpp"
 #include "triax/error.hpp"
 
 namespace triax {
@@ -16,59 +16,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// The default random generators a block may draw from: the CPU's and those of the inputs'
-// devices. Their states are taken before the forward and put back for the re-run, so that a
-// block with dropout draws the same numbers twice.
-class GeneratorStates {
- public:
-  static GeneratorStates capture(const std::vector<at::Tensor>& inputs) {
-    GeneratorStates states;
-    states.add(c10::Device(c10::kCPU));
-    for (const at::Tensor& input : inputs)
-      if (input.defined() && !input.device().is_cpu()) states.add(input.device());
-    return states;
-  }
-
-  // The states of the same generators now.
-  GeneratorStates current() const {
-    GeneratorStates now;
-    for (const auto& [device, state] : states_) now.add(device);
-    return now;
-  }
-
-  void apply() const {
-    for (const auto& [device, state] : states_) {
-      at::Generator generator = at::globalContext().defaultGenerator(device);
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      generator.set_state(state);
-    }
-  }
-
- private:
-  void add(c10::Device device) {
-    for (const auto& [known, state] : states_)
-      if (known == device) return;
-    at::Generator generator = at::globalContext().defaultGenerator(device);
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    states_.emplace_back(device, generator.get_state());
-  }
-
-  std::vector<std::pair<c10::Device, at::Tensor>> states_;
-};
-
-// Sets captured generator states for its lifetime, then restores those it found: the re-run
-// draws the forward's numbers, and the generators go on afterwards as if it had not run.
-class ReplayedGenerators {
- public:
-  explicit ReplayedGenerators(const GeneratorStates& captured) : found_(captured.current()) { captured.apply(); }
-  ~ReplayedGenerators() { found_.apply(); }
-  ReplayedGenerators(const ReplayedGenerators&) = delete;
-  ReplayedGenerators& operator=(const ReplayedGenerators&) = delete;
-
- private:
-  GeneratorStates found_;
-};
 
 // What the backward needs besides the saved tensors. AutogradContext keeps non-tensor state as
 // IValues: a capsule is the IValue that holds an arbitrary C++ object.

@@ -3,8 +3,10 @@
 //   parity_runner run --config FILE --out DIR [--set KEY=VALUE]...
 //       trains (under mpirun for more than one rank) and writes DIR/losses.txt,
 //       DIR/grad_norms.txt and, when the run validates, DIR/val_losses.txt ("step loss" per
-//       validation) (rank 0); DIR/peak_live.rank<R>.txt and DIR/parameters.rank<R>.bin: every
-//       parameter shard this rank holds, with its global shape and offset, in float64.
+//       validation) (rank 0); DIR/peak_live.rank<R>.txt, DIR/held_bytes.rank<R>.txt (CPU bytes
+//       that building the run left allocated) and DIR/parameters.rank<R>.bin: every
+//       parameter shard this rank holds (a ZeRO-3 shard gathered into its tensor-parallel
+//       shard), with its global shape and offset, in float64.
 //   parity_runner compare --reference DIR --candidate DIR [--tolerance T] [--from-step K]
 //       [--losses-only 1]
 //       every step's loss and gradient norm within T relative (with --from-step, the candidate
@@ -29,6 +31,8 @@
 #include <utility>
 #include <vector>
 
+#include "../live_cpu_bytes.hpp"
+#include "checkpoint/zero3_pieces.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/comm/communicator_factory.hpp"
 #include "triax/core/config.hpp"
@@ -64,6 +68,34 @@ void write_shards(const std::vector<NamedParameter>& parameters, const fs::path&
               static_cast<std::streamsize>(data.numel() * sizeof(double)));
   }
   if (!out) throw Error("cannot write " + file.string());
+}
+
+// The parameters as the reference holds them: a ZeRO-3 shard is all-gathered over its group into
+// its whole box (the tensor-parallel shard), so that the comparison is the same for every stage.
+std::vector<NamedParameter> whole_parameters(const std::vector<NamedParameter>& parameters,
+                                             Communicator& communicator) {
+  const ReplicaGroups groups = ReplicaGroups::of(communicator);
+  const Zero3Layout layout = zero3_layout(parameters, communicator, groups, c10::Device(c10::kCPU));
+  std::vector<NamedParameter> wholes;
+  for (const NamedParameter& p : parameters) {
+    const Zero3Piece* piece = layout.find(p.name);
+    if (piece == nullptr) {
+      wholes.push_back(p);
+      continue;
+    }
+    const int ranks = groups.size(p.spec.gradient_group);
+    at::Tensor send = at::zeros({piece->range.chunk}, p.tensor.options().requires_grad(false));
+    send.narrow(0, 0, piece->range.length).copy_(p.tensor.detach());
+    at::Tensor gathered = at::empty({ranks * piece->range.chunk}, send.options());
+    if (ranks > 1)
+      communicator.all_gather(p.spec.gradient_group, gathered, send);
+    else
+      gathered.copy_(send);
+    NamedParameter box = whole_box(p, *piece, p.tensor.scalar_type());
+    box.tensor.view({-1}).copy_(gathered.narrow(0, 0, box.tensor.numel()));
+    wholes.push_back(std::move(box));
+  }
+  return wholes;
 }
 
 std::vector<Shard> read_shards(const fs::path& file) {
@@ -232,7 +264,16 @@ int run(const std::string& config_file, const fs::path& out, const std::vector<s
   std::vector<std::string> plugin_paths = config.plugins.paths;
   plugin_paths.push_back(TRIAX_TEST_PLUGIN_DIR);
   registry.scan_search_paths(plugin_paths);
-  Trainer trainer(std::move(config), registry, *communicator);
+  // What building the run leaves allocated on this rank (parameters, optimizer state, ...): the
+  // allocator's count, which a whole parameter kept alive by mistake would show.
+  auto held = std::make_shared<LiveCpuBytes>();
+  std::unique_ptr<Trainer> built;
+  {
+    c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, held);
+    built = std::make_unique<Trainer>(std::move(config), registry, *communicator);
+  }
+  std::ofstream(out / ("held_bytes.rank" + std::to_string(rank) + ".txt")) << held->live << "\n";
+  Trainer& trainer = *built;
   const TrainSummary summary = trainer.train();
 
   if (rank == 0) {
@@ -249,7 +290,8 @@ int run(const std::string& config_file, const fs::path& out, const std::vector<s
     }
   }
   std::ofstream(out / ("peak_live.rank" + std::to_string(rank) + ".txt")) << summary.peak_live_micro_batches << "\n";
-  write_shards(trainer.parameters(), out / ("parameters.rank" + std::to_string(rank) + ".bin"));
+  write_shards(whole_parameters(trainer.parameters(), *communicator),
+               out / ("parameters.rank" + std::to_string(rank) + ".bin"));
   communicator->barrier(TRIAX_GROUP_WORLD);
   return 0;
 }

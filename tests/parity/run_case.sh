@@ -24,3 +24,16 @@ if [[ -n "${PEAK_LIVE:-}" ]]; then
   done
   echo "micro-batches in flight per rank: $PEAK_LIVE (as expected)"
 fi
+# HELD_SHARE=D (ZeRO-3): what building the run left allocated on every rank (parameters, optimizer
+# state and the rest) is at most 1/D of the single-rank reference's, plus 10%.
+if [[ -n "${HELD_SHARE:-}" ]]; then
+  whole=$(cat "$reference/held_bytes.rank0.txt")
+  for file in "$out"/held_bytes.rank*.txt; do
+    held=$(cat "$file")
+    echo "$(basename "$file" .txt): $held bytes held, the single rank $whole (1/$HELD_SHARE: $((whole / HELD_SHARE)))"
+    if ((held * HELD_SHARE * 10 > whole * 11)); then
+      echo "$(basename "$file" .txt) holds more than 1/$HELD_SHARE of the single rank's bytes (+10%)" >&2
+      exit 1
+    fi
+  done
+fi

@@ -13,7 +13,8 @@ Section section_optimizer() {
   s.path = "optimizer";
   s.heading = R"md(`optimizer` (required))md";
   s.outro = R"md(The optimizer plugin is `lowercase(optimizer_factory.name)` for `zero_stage: 0` (`adamw`) and
-`zero<k>_` + that for stage *k* (`zero1_adamw`). The whole section, with its defaults, is given to
+`zero<k>_` + that for stage *k* (`zero1_adamw`, `zero3_adamw`); an optimizer without that variant is
+refused naming `optimizer.zero_stage`. The whole section, with its defaults, is given to
 the plugin. Configs of older nanotron versions that put `adam_eps`, `adam_beta1`, ... directly
 under `optimizer` are refused with a hint to move them into `optimizer_factory`.)md";
   s.keys = {
@@ -21,11 +22,15 @@ under `optimizer` are refused with a hint to move them into `optimizer_factory`.
           R"md(`name` chooses the optimizer (default `adamW`); the rest (`adam_beta1`, `adam_beta2`,
           `adam_eps`, `torch_adam_is_fused`, ...) is read strictly by the optimizer plugin)md")
           .read_later(),
-      Key("zero_stage", choice({"0", "1"}), "nanotron",
+      Key("zero_stage", choice({"0", "1", "3"}), "nanotron",
           R"md(ZeRO stage (required in nanotron). `0`: every dp rank holds the whole optimizer state and gets
           whole averaged gradients (all-reduce). `1`: the `zero1_adamw` plugin; each dp rank holds fp32
           masters and Adam moments for its 1/dp shard of every parameter, gets only that shard of the
-          averaged gradient (reduce-scatter) and all-gathers the parameters after its update)md"),
+          averaged gradient (reduce-scatter) and all-gathers the parameters after its update. `3`: the
+          `zero3_adamw` plugin; the parameters themselves are kept as 1/dp shards (experts: 1/edp),
+          all-gathered around each block's forward and backward and freed after, their gradients
+          reduce-scattered into the shards (`docs/zero3.md`); not with the moe model. Stage 2 has
+          no plugin)md"),
       Key("weight_decay", number_at_least(0), "nanotron",
           R"md(required in nanotron)md"),
       Key("weight_decay_exclude_named_params", list_of("strings"), "nanotron",

@@ -36,12 +36,12 @@ void reach(const char* point, int rank, int64_t step) {
 // A contiguous CPU copy of a tensor, for writing (GPU tensors come to the host here).
 at::Tensor host_copy(const at::Tensor& tensor) { return tensor.detach().to(at::kCPU).contiguous(); }
 
-void describe_piece(Hdf5File& file, const std::string& dataset, const ParameterSpec& spec, const at::Tensor& shard,
-                    int64_t element_begin, bool per_parameter, uint32_t crc) {
+void describe_piece(Hdf5File& file, const std::string& dataset, const ParameterSpec& spec,
+                    const std::vector<int64_t>& box_shape, int64_t element_begin, bool per_parameter, uint32_t crc) {
   file.set_integers(dataset, "global_shape", spec.global_shape);
   file.set_integers(dataset, "unpadded_shape", spec.meaningful_shape());
   file.set_integers(dataset, "box_offset", spec.shard_offset);
-  file.set_integers(dataset, "box_shape", shard.sizes().vec());
+  file.set_integers(dataset, "box_shape", box_shape);
   file.set_integers(dataset, "element_begin", {element_begin});
   file.set_integers(dataset, "per_parameter", {per_parameter ? 1 : 0});
   file.set_integers(dataset, "crc32", {static_cast<int64_t>(crc)});
@@ -86,7 +86,11 @@ int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, con
     const at::Tensor data = host_copy(p.tensor);
     const std::string dataset = parameter_dataset(p.name);
     file.write_tensor(dataset, data);
-    describe_piece(file, dataset, p.spec, data, 0, false, crc32_of(data));
+    const auto range = contents.element_ranges.find(p.name);
+    if (range != contents.element_ranges.end())
+      describe_piece(file, dataset, p.spec, range->second.box_shape, range->second.element_begin, false, crc32_of(data));
+    else
+      describe_piece(file, dataset, p.spec, data.sizes().vec(), 0, false, crc32_of(data));
     bytes += static_cast<int64_t>(data.nbytes());
     count_one();
   }
@@ -94,8 +98,11 @@ int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, con
     const at::Tensor data = host_copy(state.tensor);
     const std::string dataset = optimizer_dataset(state.parameter->name, state.name);
     file.write_tensor(dataset, data);
-    describe_piece(file, dataset, state.parameter->spec, state.parameter->tensor, state.element_offset,
-                   state.per_parameter, crc32_of(data));
+    const auto range = contents.element_ranges.find(state.parameter->name);
+    describe_piece(file, dataset, state.parameter->spec,
+                   range != contents.element_ranges.end() ? range->second.box_shape
+                                                          : state.parameter->tensor.sizes().vec(),
+                   state.element_offset, state.per_parameter, crc32_of(data));
     bytes += static_cast<int64_t>(data.nbytes());
     count_one();
   }

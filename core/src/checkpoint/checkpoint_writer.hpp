@@ -39,10 +39,18 @@ struct StateTensorToSave {
   bool per_parameter = false;
 };
 
+// A ZeRO-3 parameter's place: a range of the elements of a box (its tensor-parallel shard) that
+// the parameter's tensor does not have the shape of.
+struct ElementRange {
+  std::vector<int64_t> box_shape;
+  int64_t element_begin = 0;
+};
+
 struct RankContents {
   std::vector<const NamedParameter*> parameters;  // the shards this rank stores
-  std::vector<StateTensorToSave> optimizer_state;  // likewise
+  std::vector<StateTensorToSave> optimizer_state;  // likewise (element offsets within the box)
   std::map<std::string, at::Tensor> rng_states;    // "cpu", "cuda": generator states (uint8)
+  std::map<std::string, ElementRange> element_ranges;  // by parameter name: its ZeRO-3 shards' places
 };
 
 struct SaveResult {

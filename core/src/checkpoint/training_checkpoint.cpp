@@ -14,6 +14,7 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
 #include "checkpoint/checkpoint_writer.hpp"
+#include "checkpoint/zero3_pieces.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "gradients/replica_ownership.hpp"
@@ -92,11 +93,25 @@ void restore_rng_states(const CheckpointReader& reader, int rank, [[maybe_unused
 #endif
 }
 
+// Loads one parameter; a ZeRO-3 shard through its whole box (the store reassembles boxes).
+void load_parameter(const CheckpointReader& reader, const NamedParameter& p, const Zero3Layout& zero3) {
+  const Zero3Piece* piece = zero3.find(p.name);
+  if (piece == nullptr) {
+    reader.load_parameter(p);
+    return;
+  }
+  const NamedParameter box = whole_box(p, *piece, p.tensor.scalar_type());
+  reader.load_parameter(box);
+  at::NoGradGuard no_grad;
+  p.tensor.detach().copy_(box.tensor.reshape({-1}).narrow(0, piece->range.offset, piece->range.length));
+}
+
 }  // namespace
 
 void load_initial_weights(const std::string& path, const std::vector<NamedParameter>& parameters,
                           Communicator& communicator, const c10::Device& device, const PluginRegistry& registry,
                           const std::string& model_plugin) {
+  const Zero3Layout zero3 = zero3_layout(parameters, communicator, ReplicaGroups::of(communicator), device);
   if (interop::is_hf_folder(path)) {
     const HfModel model = read_hf_model(registry, path, model_plugin);
     std::set<std::string> used;
@@ -105,7 +120,14 @@ void load_initial_weights(const std::string& path, const std::vector<NamedParame
       if (it == model.parameters.end())
         throw CheckpointError("Hugging Face folder " + path + " has no tensor " + p.name +
                               " (a model of another shape, or tied where this one is not?)");
-      copy_shard_from_whole(p, it->second, "Hugging Face folder " + path);
+      if (const Zero3Piece* piece = zero3.find(p.name)) {
+        const NamedParameter box = whole_box(p, *piece, p.tensor.scalar_type());
+        copy_shard_from_whole(box, it->second, "Hugging Face folder " + path);
+        at::NoGradGuard no_grad;
+        p.tensor.detach().copy_(box.tensor.reshape({-1}).narrow(0, piece->range.offset, piece->range.length));
+      } else {
+        copy_shard_from_whole(p, it->second, "Hugging Face folder " + path);
+      }
       used.insert(p.name);
     }
     if (communicator.size(TRIAX_GROUP_PP) == 1)  // every rank holds every name: nothing may be left
@@ -121,7 +143,7 @@ void load_initial_weights(const std::string& path, const std::vector<NamedParame
   for (const NamedParameter& p : parameters) parameter_bytes += static_cast<int64_t>(p.tensor.nbytes());
   ProgressMeter progress("loading the weights of " + reader.folder().string(), parameter_bytes);
   for (const NamedParameter& p : parameters) {
-    reader.load_parameter(p);
+    load_parameter(reader, p, zero3);
     progress.advance(static_cast<int64_t>(p.tensor.nbytes()));
   }
   progress.finish();
@@ -130,7 +152,10 @@ void load_initial_weights(const std::string& path, const std::vector<NamedParame
             reader.folder().string());
 }
 
-TrainingCheckpoint::TrainingCheckpoint(TrainingParts parts) : parts_(std::move(parts)) {}
+TrainingCheckpoint::TrainingCheckpoint(TrainingParts parts)
+    : parts_(std::move(parts)),
+      zero3_(std::make_unique<const Zero3Layout>(
+          zero3_layout(*parts_.parameters, *parts_.communicator, parts_.ownership->groups(), parts_.device))) {}
 TrainingCheckpoint::~TrainingCheckpoint() = default;
 
 void TrainingCheckpoint::begin_resume() {
@@ -145,7 +170,7 @@ void TrainingCheckpoint::begin_resume() {
   for (const NamedParameter& p : *parts_.parameters) parameter_bytes += static_cast<int64_t>(p.tensor.nbytes());
   ProgressMeter progress("loading the weights of " + resume_from_->folder().string(), parameter_bytes);
   for (const NamedParameter& p : *parts_.parameters) {
-    resume_from_->load_parameter(p);
+    load_parameter(*resume_from_, p, *zero3_);
     loaded_bytes_ += static_cast<int64_t>(p.tensor.nbytes());
     progress.advance(static_cast<int64_t>(p.tensor.nbytes()));
   }
@@ -178,15 +203,19 @@ ResumePoint TrainingCheckpoint::finish_resume() {
   } else {
     const std::vector<NamedParameter>& params = *parts_.parameters;
     for (const OptimizerStateTensor& state : optimizer.state()) {
-      const NamedParameter& p = params.at(static_cast<size_t>(state.param_index));
+      const NamedParameter& live = params.at(static_cast<size_t>(state.param_index));
+      // A ZeRO-3 shard's state covers a range of its box: read as the box's, from the range's start.
+      const Zero3Piece* piece = zero3_->find(live.name);
+      const NamedParameter p = piece != nullptr ? whole_box(live, *piece, at::kFloat) : live;
+      const int64_t element_offset = state.element_offset + (piece != nullptr ? piece->range.offset : 0);
       if (state.name == "master" && !reader.has_state(p.name, "master")) {
         // Saved with fp32 parameters (their own masters): the stored parameter is the master.
         at::Tensor whole_shard = at::empty_like(p.tensor, at::TensorOptions().dtype(at::kFloat));
         reader.load_parameter({p.name, whole_shard, p.spec});
-        state.tensor.copy_(whole_shard.reshape({-1}).narrow(0, state.element_offset, state.tensor.numel()));
+        state.tensor.copy_(whole_shard.reshape({-1}).narrow(0, element_offset, state.tensor.numel()));
         continue;
       }
-      reader.load_state(p, state.name, state.tensor, state.element_offset, state.per_parameter);
+      reader.load_state(p, state.name, state.tensor, state.per_parameter ? 0 : element_offset, state.per_parameter);
       loaded_bytes_ += static_cast<int64_t>(state.tensor.nbytes());
     }
     optimizer.state_loaded();
@@ -220,20 +249,28 @@ void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSch
                               const std::string& resolved_config) {
   const TrainConfig& c = *parts_.config;
   Communicator& communicator = *parts_.communicator;
-  const bool sharded_optimizer = parts_.optimizer->gradient_sharding() == TRIAX_GRADIENTS_DP_SHARDED;
+  const bool sharded_optimizer = parts_.optimizer->gradient_sharding() != TRIAX_GRADIENTS_WHOLE;
 
   // One copy of everything, from the owner of its replicas (rank 0 of its dp or edp group, tp
   // rank 0, the lowest stage of a tie); ZeRO state from every rank of the group, each its piece.
   const ReplicaOwnership& owner = *parts_.ownership;
   RankContents contents;
-  for (const NamedParameter& p : *parts_.parameters)
-    if (owner.owns_copy(p.spec)) contents.parameters.push_back(&p);
+  for (const NamedParameter& p : *parts_.parameters) {
+    const Zero3Piece* piece = zero3_->find(p.name);
+    if (piece != nullptr) contents.element_ranges[p.name] = {piece->box_shape, piece->range.offset};
+    if (piece != nullptr && piece->range.length == 0) continue;  // the last ranks' shards may be empty
+    // A ZeRO-3 parameter is stored as ZeRO state is: every rank of its group its own piece.
+    if (piece != nullptr ? owner.owns_piece(p.spec) : owner.owns_copy(p.spec)) contents.parameters.push_back(&p);
+  }
   const bool has_state = parts_.optimizer->exposes_state();
   if (has_state)
     for (const OptimizerStateTensor& state : parts_.optimizer->state()) {
       const NamedParameter& p = parts_.parameters->at(static_cast<size_t>(state.param_index));
+      const Zero3Piece* piece = zero3_->find(p.name);
+      const int64_t element_offset =
+          state.element_offset + (piece != nullptr && !state.per_parameter ? piece->range.offset : 0);
       if (sharded_optimizer ? owner.owns_piece(p.spec) : owner.owns_copy(p.spec))
-        contents.optimizer_state.push_back({&p, state.name, state.tensor, state.element_offset, state.per_parameter});
+        contents.optimizer_state.push_back({&p, state.name, state.tensor, element_offset, state.per_parameter});
     }
   contents.rng_states = rng_states(parts_.device);
 

@@ -10,8 +10,10 @@
 namespace triax::config {
 namespace {
 
-// ZeRO stages with an optimizer plugin ("zero<k>_<name>"); widen when a plugin shards more.
-constexpr int64_t kMaxZeroStage = 1;
+// ZeRO stages with an optimizer plugin ("zero<k>_<name>"): 1 shards the optimizer state, 3 also
+// the parameters (and with them the gradients); stage 2 has no plugin of its own.
+constexpr int64_t kMaxZeroStage = 3;
+constexpr int64_t kUnimplementedZeroStage = 2;
 
 std::string lowercase(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -82,9 +84,8 @@ OptimizerConfig read_optimizer(ConfigReader& root, const TokensConfig& tokens) {
   OptimizerConfig o;
   o.factory_name = read_factory_name(r, o.factory_name);
   o.zero_stage = int_or(r, "zero_stage", o.zero_stage, 0);
-  if (o.zero_stage > kMaxZeroStage)
-    r.fail("zero_stage", "triax implements ZeRO stages 0 to " + std::to_string(kMaxZeroStage) + ", got " +
-                             std::to_string(o.zero_stage));
+  if (o.zero_stage > kMaxZeroStage || o.zero_stage == kUnimplementedZeroStage)
+    r.fail("zero_stage", "triax implements ZeRO stages 0, 1 and 3, got " + std::to_string(o.zero_stage));
   o.plugin = lowercase(o.factory_name);
   if (o.zero_stage > 0) o.plugin = "zero" + std::to_string(o.zero_stage) + "_" + o.plugin;
 

@@ -35,6 +35,11 @@ void check_cuda_graphs(const TrainConfig& c) {
     throw ConfigError(prefix(c.origin) + "general.cuda_graphs: needs parallelism.context_parallel_size = 1 (here " +
                       std::to_string(c.parallelism.context_parallel_size) +
                       "): a captured step cannot hold the attention's collectives over the cp group");
+  // ZeRO-3 gathers parameters over dp inside every block and repoints the modules at them.
+  if (c.optimizer.zero_stage == 3)
+    throw ConfigError(prefix(c.origin) +
+                      "general.cuda_graphs: not with optimizer.zero_stage 3 (each block all-gathers its parameters "
+                      "over dp mid-step into new tensors, which a replayed graph would not see)");
 }
 
 // Each cp rank holds two of 2 x cp equal chunks of every sequence (context_parallel_slice.hpp).
@@ -53,6 +58,10 @@ void check_context_parallel(const TrainConfig& c) {
                       "cannot split over parallelism.tp = " + std::to_string(c.parallelism.tp) +
                       " ranks; tokens.sequence_length must be a multiple of " +
                       std::to_string(2 * cp * c.parallelism.tp / std::gcd<int64_t>(2, c.parallelism.tp)));
+  if (cp > 1 && c.optimizer.zero_stage == 3)
+    throw ConfigError(prefix(c.origin) + "parallelism.context_parallel_size: " + std::to_string(cp) +
+                      " is not implemented with optimizer.zero_stage 3 (its shards span dp only, the gradients "
+                      "dp x cp); use zero_stage 1 with context parallelism");
 }
 
 }  // namespace

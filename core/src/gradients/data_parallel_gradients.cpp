@@ -40,7 +40,8 @@ DataParallelGradients::DataParallelGradients(const std::vector<NamedParameter>& 
       groups_(groups),
       bucket_cap_bytes_(bucket_cap_bytes),
       counted_in_norm_(std::move(counted_in_norm)) {
-  if (sharding_ != TRIAX_GRADIENTS_WHOLE && sharding_ != TRIAX_GRADIENTS_DP_SHARDED)
+  if (sharding_ != TRIAX_GRADIENTS_WHOLE && sharding_ != TRIAX_GRADIENTS_DP_SHARDED &&
+      sharding_ != TRIAX_GRADIENTS_PARAMETERS_SHARDED)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "data-parallel gradients: unknown gradient sharding " + std::to_string(sharding_));
   if (groups_.dp_size < 1 || groups_.dp_rank < 0 || groups_.dp_rank >= groups_.dp_size || groups_.ep_size < 1 ||
@@ -63,6 +64,18 @@ DataParallelGradients::DataParallelGradients(const std::vector<NamedParameter>& 
                                                     "' has gradient group " + group_name(group) +
                                                     ", not dp, edp, dp_cp or edp_cp");
     shards_.push_back(zero_shard(p.tensor.numel(), groups_.rank(group), groups_.size(group)));
+    if ((sharding_ == TRIAX_GRADIENTS_PARAMETERS_SHARDED) != ((p.spec.flags & TRIAX_PARAM_ZERO3_SHARD) != 0))
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                  "data-parallel gradients: parameter '" + p.name + "' is " +
+                      (sharding_ == TRIAX_GRADIENTS_PARAMETERS_SHARDED ? "not " : "") +
+                      "a ZeRO-3 shard, and the optimizer takes " +
+                      (sharding_ == TRIAX_GRADIENTS_PARAMETERS_SHARDED ? "only shards" : "no shards"));
+  }
+  // ZeRO-3: the model's blocks reduce-scatter the gradients into the shards during the backward.
+  if (sharding_ == TRIAX_GRADIENTS_PARAMETERS_SHARDED) {
+    for_optimizer_.assign(parameters_.size(), at::Tensor());
+    bucket_of_.assign(parameters_.size(), -1);
+    return;
   }
   plan_buckets(bucket_cap_bytes_);
 }
@@ -177,7 +190,7 @@ void DataParallelGradients::begin_step(int64_t micro_batches) {
   // The last step's whole gradients are no longer needed: holding them through this step's
   // backward would keep a second set alive (the whole model's bf16 gradients when they are
   // handed over as computed).
-  if (sharding_ == TRIAX_GRADIENTS_WHOLE) for_optimizer_.assign(parameters_.size(), at::Tensor());
+  if (sharding_ != TRIAX_GRADIENTS_DP_SHARDED) for_optimizer_.assign(parameters_.size(), at::Tensor());
 }
 
 void DataParallelGradients::after_backward(int chunk) {
@@ -232,7 +245,9 @@ void DataParallelGradients::reduce_over_data_parallel(const std::vector<at::Tens
                                                     "' is not the tensor whose reduction started in the backward");
   }
   at::NoGradGuard no_grad;
-  if (sharding_ == TRIAX_GRADIENTS_WHOLE) for_optimizer_ = gradients;  // low-precision ones: see finish_bucket
+  // Whole gradients are reduced in place (low-precision ones: see finish_bucket); ZeRO-3 shards'
+  // arrived reduced.
+  if (sharding_ != TRIAX_GRADIENTS_DP_SHARDED) for_optimizer_ = gradients;
   if (reduces()) {
     for (; next_bucket_ < buckets_.size(); ++next_bucket_)
       in_flight_.push_back(start_bucket(next_bucket_, gradients, communicator));
@@ -325,6 +340,9 @@ std::vector<std::vector<size_t>> DataParallelGradients::bucket_members() const {
 
 std::string DataParallelGradients::describe() const {
   std::ostringstream out;
+  if (sharding_ == TRIAX_GRADIENTS_PARAMETERS_SHARDED)
+    return "gradients: ZeRO-3, reduce-scattered over dp = " + std::to_string(groups_.dp_size) +
+           " into this rank's parameter shards by the model's blocks during each backward, divided by dp";
   if (sharding_ == TRIAX_GRADIENTS_WHOLE && groups_.replicas() == 1)
     return "gradients: dp = 1, no data-parallel reduction";
   int expert_buckets = 0;

@@ -6,6 +6,9 @@
 // - TRIAX_GRADIENTS_DP_SHARDED (ZeRO): each bucket is reduce-scattered over its gradient group so
 //   that each rank receives only its shard (triax/zero_partition.hpp, over that group) of every
 //   parameter's mean gradient.
+// - TRIAX_GRADIENTS_PARAMETERS_SHARDED (ZeRO-3): the parameters are the model's shards, whose
+//   gradients the model's blocks already reduce-scattered over the group and divided by dp during
+//   each backward: nothing is left to reduce here, only the norm.
 //
 // A parameter's gradient group (ParameterSpec::gradient_group) is dp, or edp for an expert shard;
 // with context parallelism dp_cp or edp_cp (the cp ranks hold the same parameters, and each
@@ -121,7 +124,9 @@ class DataParallelGradients {
   };
 
   void plan_buckets(int64_t bucket_cap_bytes);
-  bool reduces() const { return sharding_ == TRIAX_GRADIENTS_DP_SHARDED || groups_.replicas() > 1; }
+  bool reduces() const {
+    return sharding_ == TRIAX_GRADIENTS_DP_SHARDED || (sharding_ == TRIAX_GRADIENTS_WHOLE && groups_.replicas() > 1);
+  }
   InFlight start_bucket(size_t b, const std::vector<at::Tensor>& gradients, Communicator& communicator);
   void finish_bucket(InFlight& flight);
   void start_ready_buckets();

@@ -21,7 +21,7 @@ StepGradients::StepGradients(const std::vector<NamedParameter>& parameters, std:
     : tied_(std::move(tied)),
       accumulator_(parameters, options.accumulate_in_fp32, handoff_for(options, *tied_, optimizer)),
       data_parallel_(parameters, optimizer.gradient_sharding(), options.bucket_cap_bytes, ownership.groups(),
-                     ownership.counted_in_norm(parameters, optimizer.gradient_sharding() == TRIAX_GRADIENTS_DP_SHARDED)),
+                     ownership.counted_in_norm(parameters, optimizer.gradient_sharding() != TRIAX_GRADIENTS_WHOLE)),
       communicator_(communicator),
       micro_batches_(options.micro_batches) {
   if (ownership.groups().replicas() > 1 && communicator.has_asynchronous_collectives() && options.overlap_with_backward)

@@ -123,6 +123,15 @@ ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name,
                                                       std::to_string(info.lr_scale) + ", not a positive finite number");
       parameter.spec.lr_scale = info.lr_scale;
     }
+    // optimizer.zero_stage 3: the model must keep every parameter as its ZeRO-3 shard, and only then.
+    const bool zero3_stage = context.struct_size >= offsetof(triax_model_context, zero_stage) + sizeof(context.zero_stage) &&
+                             context.zero_stage == 3;
+    if (zero3_stage != ((parameter.spec.flags & TRIAX_PARAM_ZERO3_SHARD) != 0))
+      throw PluginError("optimizer.zero_stage: model plugin '" + name_ + "' " +
+                        (zero3_stage ? "keeps parameter " + parameter.name +
+                                           " whole at zero_stage 3 (it does not shard its parameters for ZeRO-3)"
+                                     : "hands parameter " + parameter.name + " over as a ZeRO-3 shard at zero_stage " +
+                                           std::to_string(context.zero_stage)));
     parameters_.push_back(std::move(parameter));
   }
 }

@@ -128,9 +128,10 @@ void check_vtable(const triax_plugin_descriptor& d) {
       require(v->step != nullptr, "step");
       require(v->state_bytes != nullptr, "state_bytes");
       const int32_t sharding = optimizer_gradient_sharding(*v);
-      if (sharding != TRIAX_GRADIENTS_WHOLE && sharding != TRIAX_GRADIENTS_DP_SHARDED)
+      if (sharding != TRIAX_GRADIENTS_WHOLE && sharding != TRIAX_GRADIENTS_DP_SHARDED &&
+          sharding != TRIAX_GRADIENTS_PARAMETERS_SHARDED)
         throw Refused{what + " declares gradient_sharding " + std::to_string(sharding) +
-                      " (known: 0 = whole gradients, 1 = dp-sharded)"};
+                      " (known: 0 = whole gradients, 1 = dp-sharded, 2 = parameters sharded)"};
       break;
     }
   }

@@ -13,7 +13,9 @@
 //     logits when asked, hidden_in / hidden_out at stage boundaries, sequence shards in
 //     REDUCE_SCATTER mode, activation recomputation per layer (parallelism.recompute_layer, the first
 //     parallelism.recompute_num_layers of the stage);
-//   - implements inference with a cache (triax/inference_cache.hpp) from the layers' caches.
+//   - implements inference with a cache (triax/inference_cache.hpp) from the layers' caches;
+//   - with optimizer.zero_stage 3, keeps the parameters as ZeRO-3 shards and runs the embedding,
+//     each layer and the head as blocks that gather theirs (causal_lm_zero3.cpp).
 // Parameter names follow the layout: <body>.<embedding>.weight, <body>.<layers>.<i>.*,
 // <body>.<norm>.*, <head>.weight (Hugging Face's "model.embed_tokens.weight", ... by default).
 #pragma once
@@ -104,6 +106,7 @@ class CausalLm : public Model {
 
   StageOutput forward(const StageInput& input) override;
   std::vector<std::string> aux_loss_names() const override;  // "z_loss" with the layout's z-loss
+  void prepare_parameters() override;  // ZeRO-3: the parameters become their shards
   std::unique_ptr<InferenceCache> create_cache(int64_t max_tokens) override;
   StageOutput forward_cached(const std::vector<InferenceCache*>& caches, const StageInput& input) override;
 
@@ -141,6 +144,11 @@ class CausalLm : public Model {
   // 0), or hidden_in on a later stage.
   at::Tensor stage_input(const StageInput& input, const at::Tensor& ids, const std::vector<int64_t>& starts = {}) const;
   StageOutput head_output(const at::Tensor& hidden, const StageInput& input);
+  // ZeRO-3 (causal_lm_zero3.cpp): the same three steps, each a block gathering its parameters.
+  struct Zero3Blocks;
+  at::Tensor zero3_embedding(const at::Tensor& ids) const;
+  at::Tensor zero3_layers(const at::Tensor& hidden, const std::vector<at::Tensor>& shared);
+  StageOutput zero3_head_output(const at::Tensor& hidden, const StageInput& input);
 
   CausalLmLayout layout_;
   ModelContext context_;
@@ -157,6 +165,7 @@ class CausalLm : public Model {
   CausalLmNorm norm_;                           // last stage
   std::shared_ptr<ColumnParallelLinear> head_;  // last stage; tied: computes with embedding_->weight
   std::shared_ptr<CachedDecodeGraph> decode_graph_;  // forward_cached's decoding steps, as a CUDA graph
+  std::shared_ptr<Zero3Blocks> zero3_;               // with zero_stage 3, after prepare_parameters()
 };
 
 }  // namespace triax

@@ -58,6 +58,9 @@ struct ModelContext {
   bool recompute_mlp_activation = false;
   // The config's fp8 section (ABI 1.10, triax/fp8_options.hpp), or null: the run trains without fp8.
   std::shared_ptr<const Fp8Options> fp8;
+  // optimizer.zero_stage (ABI 1.10): at 3 the parameters are kept as ZeRO-3 shards
+  // (triax/layers/zero3_parameters.hpp)
+  int zero_stage = 0;
   Host host;
 
   // vocab_size rounded up to a multiple of make_vocab_size_divisible_by x tp_size.
@@ -137,6 +140,10 @@ class Model : public torch::nn::Module {
   // This rank's parameters with their metadata (computed once, after construction); the
   // model's initialisation may set their lr_scale (spectral muP) before the host reads them.
   std::vector<NamedParameter>& parameter_table();
+  // Called once by the plugin adapter when create() has returned the initialised model, before
+  // the host reads its parameters: a model may replace them there (CausalLm by their ZeRO-3
+  // shards). Default: nothing.
+  virtual void prepare_parameters() {}
   // aux_loss_names(), computed once (what the C adapters hand out).
   const std::vector<std::string>& aux_loss_name_table();
 

@@ -152,6 +152,7 @@ struct ModelAdapter {
       convert_linears_to_fp8(*holder->model, model_context);
       holder->resolved = holder->model->resolved_config();
       holder->model->parameter_table();
+      holder->model->prepare_parameters();
       *out = reinterpret_cast<triax_model*>(holder.release());
     });
   }

@@ -21,6 +21,7 @@ namespace triax {
 class Communicator;
 class OptimizerInstance;
 class ReplicaOwnership;
+struct Zero3Layout;
 namespace data {
 class TrainingData;
 }
@@ -56,6 +57,7 @@ void load_initial_weights(const std::string& path, const std::vector<NamedParame
 
 class TrainingCheckpoint {
  public:
+  // Collective over the tp and ep groups (where ZeRO-3 shards lie).
   explicit TrainingCheckpoint(TrainingParts parts);
   ~TrainingCheckpoint();
 
@@ -75,6 +77,7 @@ class TrainingCheckpoint {
 
  private:
   TrainingParts parts_;
+  std::unique_ptr<const Zero3Layout> zero3_;  // where ZeRO-3 shards lie in their boxes
   std::unique_ptr<CheckpointReader> resume_from_;
   int64_t loaded_bytes_ = 0;  // into this rank's live tensors, for the logged throughput
   double load_seconds_ = 0.0;

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# optimizer.zero_stage through the command line: a stage without an optimizer plugin, an optimizer
+# without a ZeRO-3 variant, a ZeRO-3 optimizer at another stage and models that cannot keep their
+# parameters as ZeRO-3 shards (moe; a plugin not built on CausalLm) are refused before any step,
+# naming the key and the plugin.
+#   zero3_refusals_test.sh TRIAX SOURCE_DIR TEST_PLUGINS_DIR
+set -uo pipefail
+TRIAX=$1 SRC=$2 TEST_PLUGINS=$3
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export OMP_NUM_THREADS=1
+failures=0
+# expect STATUS TEXT CONFIG -- overrides...
+expect() {
+  local expected=$1 text=$2 config=$3
+  shift 4
+  local out status
+  out=$("$TRIAX" train --config "$SRC/configs/$config" --set "checkpoints.checkpoints_path=$WORK/run" "$@" 2>&1)
+  status=$?
+  if [[ $status -ne $expected || "$out" != *"$text"* || "$out" == *"step 1/"* ]]; then
+    echo "FAIL: $config $* exited $status (expected $expected) or does not say '$text':"
+    echo "$out" | tail -5
+    failures=$((failures + 1))
+  else
+    echo "ok: $config $* -> $(grep -m1 -F -- "$text" <<<"$out" | cut -c1-200)"
+  fi
+}
+expect 2 "optimizer.zero_stage: triax implements ZeRO stages 0, 1 and 3, got 2" tiny_llama.yaml -- \
+  --set optimizer.zero_stage=2
+expect 3 "optimizer.optimizer_factory.name with optimizer.zero_stage 3: unknown optimizer plugin 'zero3_abi_1_0_optimizer'" \
+  tiny_llama.yaml -- --set "plugins.paths=[$TEST_PLUGINS/abi_1_0]" \
+  --set "optimizer.optimizer_factory={name: abi_1_0_optimizer}" --set optimizer.zero_stage=3
+expect 3 "optimizer.zero_stage: 0 selects the optimizer plugin 'zero3_adamw', which takes ZeRO-3 parameter shards" \
+  tiny_llama.yaml -- --set "optimizer.optimizer_factory.name=zero3_adamw"
+expect 2 "optimizer.zero_stage: 3 is not supported by the moe model plugin" tiny_moe.yaml -- \
+  --set optimizer.zero_stage=3
+# A model plugin that keeps its parameters whole (the expert-parallel test model, not a CausalLm).
+expect 3 "optimizer.zero_stage: model plugin 'expert_toy' keeps parameter model.embed whole at zero_stage 3" \
+  ../tests/parity/expert_toy_parity.yaml -- --set "plugins.paths=[$TEST_PLUGINS/expert_toy]" \
+  --set optimizer.zero_stage=3
+exit $((failures > 0))
