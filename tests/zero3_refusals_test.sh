@@ -6,25 +6,7 @@
 #   zero3_refusals_test.sh TRIAX SOURCE_DIR TEST_PLUGINS_DIR
 set -uo pipefail
 TRIAX=$1 SRC=$2 TEST_PLUGINS=$3
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-export OMP_NUM_THREADS=1
-failures=0
-# expect STATUS TEXT CONFIG -- overrides...
-expect() {
-  local expected=$1 text=$2 config=$3
-  shift 4
-  local out status
-  out=$("$TRIAX" train --config "$SRC/configs/$config" --set "checkpoints.checkpoints_path=$WORK/run" "$@" 2>&1)
-  status=$?
-  if [[ $status -ne $expected || "$out" != *"$text"* || "$out" == *"step 1/"* ]]; then
-    echo "FAIL: $config $* exited $status (expected $expected) or does not say '$text':"
-    echo "$out" | tail -5
-    failures=$((failures + 1))
-  else
-    echo "ok: $config $* -> $(grep -m1 -F -- "$text" <<<"$out" | cut -c1-200)"
-  fi
-}
+source "$(dirname "$0")/refusal_expect.sh"
 expect 2 "optimizer.zero_stage: triax implements ZeRO stages 0, 1 and 3, got 2" tiny_llama.yaml -- \
   --set optimizer.zero_stage=2
 expect 3 "optimizer.optimizer_factory.name with optimizer.zero_stage 3: unknown optimizer plugin 'zero3_abi_1_0_optimizer'" \
