@@ -42,6 +42,10 @@ triax_cp_parity_case(context_parallel.cp2_pp2_interleaved ${CP_LLAMA} CP 2 DP 1 
                      ZERO 0 MODE ALL_REDUCE --set parallelism.pp_chunks_per_rank=2)
 triax_cp_parity_case(context_parallel.dp2_cp2_zero1 ${CP_LLAMA} CP 2 DP 2 TP 1 PP 1 ENGINE afab ZERO 1
                      MODE ALL_REDUCE)
+# ZeRO-3 shards over dp x cp: the cp ranks hold the same parameters.
+triax_cp_parity_case(context_parallel.cp2_zero3 ${CP_LLAMA} CP 2 DP 1 TP 1 PP 1 ENGINE afab ZERO 3 MODE ALL_REDUCE)
+triax_cp_parity_case(context_parallel.dp2_cp2_zero3 ${CP_LLAMA} CP 2 DP 2 TP 1 PP 1 ENGINE afab ZERO 3
+                     MODE ALL_REDUCE)
 # Whole layers recomputed in backward: the K/V all-gather runs again inside the backward.
 triax_cp_parity_case(context_parallel.cp2_recompute_layer ${CP_LLAMA} CP 2 DP 1 TP 1 PP 1 ENGINE afab ZERO 0
                      MODE ALL_REDUCE --set parallelism.recompute_layer=true)

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Context parallelism's bad input through the command line, each refused before step 1 with the
 # key's name (exit 2): a sequence length that 2 x cp chunks do not split (at --check already), and
-# a model without attention (mamba, naming the plugin) on the two ranks the mesh asks for, and
-# ZeRO-3, whose shards span dp only (at --check).
+# a model without attention (mamba, naming the plugin) on the two ranks the mesh asks for.
 #   context_parallel_refusals_test.sh TRIAX MPIEXEC SOURCE_DIR
 set -uo pipefail
 TRIAX=$1 MPIEXEC=$2 SRC=$3
@@ -27,9 +26,6 @@ expect() {
 }
 expect 2 "parallelism.context_parallel_size: 3 ranks cannot split tokens.sequence_length = 64 into 2 x 3 equal chunks" \
   -- "$TRIAX" train --check --config "$SRC/configs/tiny_llama.yaml" --set parallelism.context_parallel_size=3
-expect 2 "parallelism.context_parallel_size: 2 is not implemented with optimizer.zero_stage 3" \
-  -- "$TRIAX" train --check --config "$SRC/configs/tiny_llama.yaml" --set parallelism.context_parallel_size=2 \
-  --set optimizer.zero_stage=3
 expect 2 "the model plugin 'mamba' has no attention to split a sequence over" \
   -- "$MPIEXEC" -n 2 --oversubscribe --bind-to none "$TRIAX" train --config "$SRC/configs/tiny_mamba.yaml" \
   --set "checkpoints.checkpoints_path=$WORK/run" --set parallelism.context_parallel_size=2

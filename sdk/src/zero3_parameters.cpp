@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "triax/error.hpp"
+#include "triax/layers/context_parallel.hpp"
 #include "triax/model.hpp"
 
 namespace triax {
@@ -139,12 +140,18 @@ std::vector<at::Tensor> Zero3Unit::shards() const {
 }
 
 Zero3Parameters::Zero3Parameters(std::vector<NamedParameter>& table, const ModelContext& context)
-    : host_(context.host), dp_size_(context.dp_size) {
+    : host_(context.host), dp_size_(context.dp_size * ContextParallel::of(context.host).size) {
   at::NoGradGuard no_grad;
+  const ContextParallel cp = ContextParallel::of(context.host);
   for (NamedParameter& p : table) {
-    const triax_group group = p.spec.gradient_group;
-    const int rank = group == TRIAX_GROUP_EDP ? context.edp_rank : context.dp_rank;
-    const int size = group == TRIAX_GROUP_EDP ? context.edp_size : context.dp_size;
+    // The cp ranks hold the same parameters and each computes its slice of the gradient: the
+    // shards span dp x cp (edp x cp for experts), the groups the host averages gradients over.
+    const bool expert = p.spec.gradient_group == TRIAX_GROUP_EDP;
+    const triax_group group = !cp.active() ? p.spec.gradient_group
+                              : expert     ? TRIAX_GROUP_EDP_CP
+                                           : TRIAX_GROUP_DP_CP;
+    const int rank = cp.active() ? host_.rank(group) : expert ? context.edp_rank : context.dp_rank;
+    const int size = cp.active() ? host_.size(group) : expert ? context.edp_size : context.dp_size;
     if (!p.tensor.is_contiguous())
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                   "zero3: parameter '" + p.name + "' is not contiguous; its shard is a range of its elements");

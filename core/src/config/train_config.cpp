@@ -58,10 +58,6 @@ void check_context_parallel(const TrainConfig& c) {
                       "cannot split over parallelism.tp = " + std::to_string(c.parallelism.tp) +
                       " ranks; tokens.sequence_length must be a multiple of " +
                       std::to_string(2 * cp * c.parallelism.tp / std::gcd<int64_t>(2, c.parallelism.tp)));
-  if (cp > 1 && c.optimizer.zero_stage == 3)
-    throw ConfigError(prefix(c.origin) + "parallelism.context_parallel_size: " + std::to_string(cp) +
-                      " is not implemented with optimizer.zero_stage 3 (its shards span dp only, the gradients "
-                      "dp x cp); use zero_stage 1 with context parallelism");
 }
 
 }  // namespace
