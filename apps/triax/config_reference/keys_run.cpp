@@ -111,8 +111,8 @@ defaults) is given to the engine plugin.)md";
       Key("context_parallel_size", integer(1), "nanotron",
           R"md(context parallelism: this many ranks hold slices of the same sequences (rank `i` holds chunks `i`
           and `2·cp−1−i` of `2·cp`), so `tokens.sequence_length` must be a multiple of `2·cp`; attention
-          all-gathers K/V over them, the loss and the gradients are averaged over `dp·cp`. Models with
-          attention (llama, qwen2, moe); mamba refuses it. See docs/context_parallelism.md)md"),
+          all-gathers K/V over them, the loss and the gradients are averaged over `dp·cp`. A model plugin
+          without attention is refused, by name. See docs/context_parallelism.md)md"),
       Key("pp_engine", string(), "nanotron",
           R"md(the engine plugin's name: `afab` (every forward, then every backward) or `1f1b` (at most `pp -
           pp_rank` micro-batches in flight; needs `batch_accumulation_per_replica >= pp - 1`), or
@@ -177,7 +177,7 @@ Section section_model() {
       Key("plugin", string(), "triax",
           R"md(the model plugin's name (any loaded model plugin; `triax plugins` lists them). Left out: the
           plugin whose nanotron marker key is in `model_config` (a marker with the key it requires wins
-          over the same marker alone: `is_qwen2_config` with `moe_config` is moe's, without it qwen2's;
+          over the same marker alone, so one marker may serve two plugins told apart by a second key;
           none or several is an error listing every plugin and its marker), or, with `init_method.path` naming a Hugging Face folder, the
           plugin reading its config.json `architectures`)md")
           .with_default(R"md(chosen)md"),
@@ -185,7 +185,7 @@ Section section_model() {
           R"md(the architecture's hyper-parameters, read strictly by the model plugin (the shipped plugins'
           keys: the README's section on each). May be left out when `init_method.path` names a Hugging
           Face folder: the plugin translates its config.json, and the run folder's `config.yaml` shows
-          the result. Two of the attention decoders' keys (`llama`, `qwen2`, `moe`) concern the data too:
+          the result. Two keys of the decoders built on the SDK's attention concern the data too:
           `_use_doc_masking` (default `false`; attention stays inside each document of a sample,
           positions restart per document, the label starting the next document leaves the loss;
           needs a token dataset with `.ds.index` files in every stage, the synthetic stream has no
