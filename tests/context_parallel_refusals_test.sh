@@ -5,28 +5,11 @@
 #   context_parallel_refusals_test.sh TRIAX MPIEXEC SOURCE_DIR
 set -uo pipefail
 TRIAX=$1 MPIEXEC=$2 SRC=$3
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-export OMP_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-failures=0
-# expect STATUS TEXT -- command...
-expect() {
-  local expected=$1 text=$2
-  shift 3
-  local out status
-  out=$("$@" 2>&1)
-  status=$?
-  if [[ $status -ne $expected || "$out" != *"$text"* || "$out" == *"step 1/"* ]]; then
-    echo "FAIL: $* exited $status (expected $expected) or does not say '$text':"
-    echo "$out" | tail -5
-    failures=$((failures + 1))
-  else
-    echo "ok: exit $status: $(grep -m1 -F -- "$text" <<<"$out" | cut -c1-240)"
-  fi
-}
-expect 2 "parallelism.context_parallel_size: 3 ranks cannot split tokens.sequence_length = 64 into 2 x 3 equal chunks" \
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$(dirname "$0")/refusal_expect.sh"
+expect_command 2 "parallelism.context_parallel_size: 3 ranks cannot split tokens.sequence_length = 64 into 2 x 3 equal chunks" \
   -- "$TRIAX" train --check --config "$SRC/configs/tiny_llama.yaml" --set parallelism.context_parallel_size=3
-expect 2 "the model plugin 'mamba' has no attention to split a sequence over" \
+expect_command 2 "the model plugin 'mamba' has no attention to split a sequence over" \
   -- "$MPIEXEC" -n 2 --oversubscribe --bind-to none "$TRIAX" train --config "$SRC/configs/tiny_mamba.yaml" \
   --set "checkpoints.checkpoints_path=$WORK/run" --set parallelism.context_parallel_size=2
 exit $((failures > 0))
