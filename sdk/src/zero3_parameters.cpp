@@ -140,9 +140,10 @@ std::vector<at::Tensor> Zero3Unit::shards() const {
 }
 
 Zero3Parameters::Zero3Parameters(std::vector<NamedParameter>& table, const ModelContext& context)
-    : host_(context.host), dp_size_(context.dp_size * ContextParallel::of(context.host).size) {
+    : host_(context.host), dp_size_(context.dp_size) {
   at::NoGradGuard no_grad;
   const ContextParallel cp = ContextParallel::of(context.host);
+  dp_size_ *= cp.size;  // the gradients' mean spans dp x cp
   for (NamedParameter& p : table) {
     // The cp ranks hold the same parameters and each computes its slice of the gradient: the
     // shards span dp x cp (edp x cp for experts), the groups the host averages gradients over.
