@@ -21,8 +21,9 @@ target_link_libraries(recompute_test PRIVATE triax_llama_impl GTest::gtest_main)
 triax_use_pch(recompute_test)
 gtest_discover_tests(recompute_test)
 
-# ZeRO-3 blocks (triax/layers/zero3_layer.hpp) on one process.
-add_executable(zero3_layer_test ${CMAKE_CURRENT_LIST_DIR}/zero3_layer_test.cpp)
+# ZeRO-3 blocks (triax/layers/zero3_layer.hpp) and side outputs carried out of them and out of
+# recompute() (triax/layers/side_outputs.hpp), on one process.
+add_executable(zero3_layer_test ${CMAKE_CURRENT_LIST_DIR}/zero3_layer_test.cpp ${CMAKE_CURRENT_LIST_DIR}/side_outputs_test.cpp)
 target_link_libraries(zero3_layer_test PRIVATE triax_sdk GTest::gtest_main)
 triax_use_pch(zero3_layer_test)
 gtest_discover_tests(zero3_layer_test)

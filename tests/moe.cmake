@@ -69,6 +69,14 @@ triax_moe_case(dp2_ep2_pp2_afab REFERENCE main RANKS 4 ${DP2} --set parallelism.
 triax_moe_case(dp2_ep2_pp2_1f1b REFERENCE main RANKS 4 ${DP2} --set parallelism.pp=2 --set parallelism.pp_engine=1f1b)
 triax_moe_case(dp2_ep2_tp2_pp2 REFERENCE main RANKS 8 ${DP2} --set parallelism.tp=2 --set parallelism.pp=2
                --set parallelism.pp_engine=1f1b --set parallelism.tp_mode=REDUCE_SCATTER)
+# Layers run without autograd in their first forward and again in backward: the router's losses
+# leave each block as side outputs (triax/layers/side_outputs.hpp) and keep their gradient. ZeRO-3
+# shards the experts over edp and the rest over dp (docs/zero3.md).
+triax_moe_case(dp2_ep2_recompute REFERENCE main RANKS 2 ${DP2} --set parallelism.recompute_layer=true)
+triax_moe_case(dp4_ep2_zero3 REFERENCE main RANKS 4 --set parallelism.dp=4 --set parallelism.expert_parallel_size=2
+               --set tokens.batch_accumulation_per_replica=2 --set optimizer.zero_stage=3)
+triax_moe_case(dp2_ep2_pp2_1f1b_zero3 REFERENCE main RANKS 4 ${DP2} --set parallelism.pp=2
+               --set parallelism.pp_engine=1f1b --set optimizer.zero_stage=3)
 
 # Zero tokens: 2 tokens per micro-batch, top-1 of 8 experts over 4 ep ranks: at least two ranks
 # and six experts receive nothing in every MoE layer of every micro-batch. With so few tokens some
@@ -83,8 +91,8 @@ triax_moe_case(dp4_ep4_zero_tokens_allgather REFERENCE zero_tokens RANKS 4 ${ZER
                --set parallelism.expert_parallel_size=4 --set tokens.batch_accumulation_per_replica=2
                --set model.model_config.moe_config.token_dispatcher_type=allgather)
 
-# The (dp2, ep2) checkpoint of step 3 stores each expert shard once; resumed at (dp4, ep4) and at
-# (tp2, ep1), both end within 1e-5 of the uninterrupted single-rank run.
+# The (dp2, ep2) checkpoint of step 3 stores each expert shard once; resumed at (dp4, ep4), at
+# (tp2, ep1) and at (dp4, ep2) with ZeRO-3, each ends within 1e-5 of the uninterrupted single-rank run.
 add_test(NAME moe.checkpoint_stores_each_expert_once
          COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/check_moe_expert_shards.sh $<TARGET_FILE:triax>
                  ${MOE_DIR}/dp2_ep2/run/step_00000003)
@@ -102,6 +110,8 @@ endfunction()
 triax_moe_resume(dp4_ep4 RANKS 4 --set parallelism.dp=4 --set parallelism.expert_parallel_size=4
                  --set tokens.batch_accumulation_per_replica=2)
 triax_moe_resume(tp2_ep1 RANKS 2 --set parallelism.tp=2)
+triax_moe_resume(dp4_ep2_zero3 RANKS 4 --set parallelism.dp=4 --set parallelism.expert_parallel_size=2
+                 --set tokens.batch_accumulation_per_replica=2 --set optimizer.zero_stage=3)
 
 # Hugging Face: Mixtral and Qwen2-MoE exported and imported, logits against transformers; the
 # cached incremental logits equal the full forward's.

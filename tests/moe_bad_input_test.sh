@@ -34,7 +34,6 @@ expect 1 "$M.top_k: 5 is larger than num_experts (4)" -- --set $M.top_k=5
 expect 1 "$M.token_dispatcher_type: expected one of: alltoall, allgather; got 'ring'" -- --set $M.token_dispatcher_type=ring
 expect 1 "parallelism.expert_parallel_size (2) must divide parallelism.dp (1)" -- --set parallelism.expert_parallel_size=2
 expect 1 "$M.layers (line 41): layer 7 is outside" -- --set "$M.layers=[7]"
-expect 1 "parallelism.recompute_layer: not supported by the moe model plugin" -- --set parallelism.recompute_layer=true
 # 4 experts over 3 ep ranks.
 expect 3 "$M.num_experts: 4 is not divisible by parallelism.expert_parallel_size (3)" -- \
   --set parallelism.dp=3 --set parallelism.expert_parallel_size=3 --set tokens.batch_accumulation_per_replica=1

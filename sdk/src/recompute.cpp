@@ -10,6 +10,7 @@
 
 #include "generator_states.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/side_outputs.hpp"
 
 namespace triax {
 namespace {
@@ -102,10 +103,13 @@ std::vector<at::Tensor> recompute(const RecomputedBlock& block, const std::vecto
   for (size_t i = 0; i < parameters.size(); ++i)
     if (!parameters[i].defined())
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "recompute: parameter " + std::to_string(i) + " is undefined");
+  // Values the block's modules set beside its outputs (a router's losses) leave the function as
+  // outputs too, or they would have no graph (triax/layers/side_outputs.hpp).
+  const SideOutputCarrier side_outputs;
   auto record = c10::make_intrusive<BlockRecord>();
-  record->block = block;
+  record->block = side_outputs.wrap(block);
   record->input_count = inputs.size();
-  return RecomputeFunction::apply(at::TensorList(inputs), at::TensorList(parameters), record);
+  return side_outputs.deliver(RecomputeFunction::apply(at::TensorList(inputs), at::TensorList(parameters), record));
 }
 
 at::Tensor recompute(const std::function<at::Tensor(const std::vector<at::Tensor>& inputs)>& block,

@@ -11,6 +11,7 @@
 
 #include "generator_states.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/side_outputs.hpp"
 
 namespace triax {
 namespace {
@@ -134,18 +135,21 @@ std::vector<at::Tensor> zero3_run(const std::shared_ptr<Zero3Unit>& unit, const 
                                   const std::shared_ptr<Zero3Unit>& prefetch_forward,
                                   const std::shared_ptr<Zero3Unit>& prefetch_backward) {
   if (!unit || !block) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "zero3: no unit or no block to run");
+  // Values the block's modules set beside its outputs (a router's losses) leave the function as
+  // outputs too, or they would have no graph (triax/layers/side_outputs.hpp).
+  const SideOutputCarrier side_outputs;
   auto record = c10::make_intrusive<Zero3Record>();
   record->unit = unit;
   record->prefetch_forward = prefetch_forward;
   record->prefetch_backward = prefetch_backward;
-  record->block.block = block;
+  record->block.block = side_outputs.wrap(block);
   record->input_count = inputs.size();
   const std::vector<at::Tensor> shards = unit->shards();
   std::vector<at::Tensor> kept = Zero3Function::apply(at::TensorList(inputs), at::TensorList(shards), record);
   std::vector<at::Tensor> outputs;
   size_t next = 0;
   for (bool defined : record->block.defined) outputs.push_back(defined ? kept[next++] : at::Tensor());
-  return outputs;
+  return side_outputs.deliver(std::move(outputs));
 }
 
 }  // namespace triax

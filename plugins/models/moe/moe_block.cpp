@@ -1,7 +1,6 @@
 #include "moe_block.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 
 #include "triax/layers/tensor_parallel_ops.hpp"
 
@@ -36,7 +35,10 @@ at::Tensor MoeBlock::forward(const at::Tensor& x) {
   const int64_t hidden = x.size(-1);
   const at::Tensor tokens = x.reshape({-1, hidden});
   const Routing routing = gate->route(tokens);
-  if (is_training() && at::GradMode::is_enabled()) statistics_ = gate->statistics(routing);
+  if (is_training() && SideOutput::wanted()) {
+    const RouterStatistics s = gate->statistics(routing);
+    statistics_.set({s.balance, s.z_loss, s.load_min, s.load_max, s.load_cv});
+  }
 
   // One row per (token, slot): token t's slot j is row t * top_k + j.
   const int64_t n = tokens.size(0);
@@ -54,9 +56,10 @@ at::Tensor MoeBlock::forward(const at::Tensor& x) {
 }
 
 std::optional<RouterStatistics> MoeBlock::take_statistics() {
-  std::optional<RouterStatistics> out = std::move(statistics_);
-  statistics_.reset();
-  return out;
+  std::optional<std::vector<at::Tensor>> values = statistics_.take();
+  if (!values) return std::nullopt;
+  const std::vector<at::Tensor>& v = *values;
+  return RouterStatistics{v[0], v[1], v[2], v[3], v[4]};
 }
 
 }  // namespace triax::moe

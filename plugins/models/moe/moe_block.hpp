@@ -18,6 +18,7 @@
 #include "moe_config.hpp"
 #include "router.hpp"
 #include "token_dispatcher.hpp"
+#include "triax/layers/side_outputs.hpp"
 #include "triax/layers/swiglu_mlp.hpp"
 
 namespace triax::moe {
@@ -37,7 +38,8 @@ class MoeBlock : public torch::nn::Module {
   MoeBlock(const MoeConfig& config, const ModelContext& context);
 
   // x: [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode) -> the same shape.
-  // In training mode with autograd on, records the router statistics of this forward.
+  // In training mode, where they can reach a backward (side_outputs.hpp), records the router
+  // statistics of this forward.
   at::Tensor forward(const at::Tensor& x);
   // The statistics of the last recorded forward, handed over once.
   std::optional<RouterStatistics> take_statistics();
@@ -50,7 +52,7 @@ class MoeBlock : public torch::nn::Module {
  private:
   int64_t top_k_;
   TokenDispatcher dispatcher_;
-  std::optional<RouterStatistics> statistics_;
+  SideOutput statistics_;  // RouterStatistics' five tensors, in their order
 };
 
 }  // namespace triax::moe

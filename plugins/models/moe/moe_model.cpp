@@ -47,15 +47,6 @@ std::shared_ptr<MoeModel> MoeModel::create(ConfigReader& reader, const ModelCont
   MoeConfig config = MoeConfig::read(reader);
   check_parallel_split(reader, config, context);
   check_stage(reader, "num_hidden_layers", config.num_hidden_layers, context, "moe");
-  // Recomputation runs a layer's first forward without autograd: the router losses would lose
-  // their gradient there.
-  if (context.recompute_layer && config.moe_layer_count() > 0)
-    throw ConfigError("parallelism.recompute_layer: not supported by the moe model plugin (the router's auxiliary "
-                      "losses need the first forward's autograd graph); set false");
-  // ZeRO-3 runs every layer's first forward without autograd too (triax/layers/zero3_layer.hpp).
-  if (context.zero_stage == 3 && config.moe_layer_count() > 0)
-    throw ConfigError("optimizer.zero_stage: 3 is not supported by the moe model plugin (its layers run their first "
-                      "forward without autograd, and the router's auxiliary losses need that graph); use 0 or 1");
   ScaledInitMethod init =
       read_scaled_init_method(context.init_method, config.initializer_range, config.num_hidden_layers);
   auto model = std::make_shared<MoeModel>(config, context, to_yaml_text(reader.resolved()));
