@@ -27,9 +27,10 @@ constexpr double kAmaxFloor = 1e-12;
 // as fp8, then transposed): one rounding either way, to the same values.
 void scale_to_fp8(const at::Tensor& t, const at::Tensor& multiplier, c10::ScalarType format, Layout layout,
                   Fp8Matrix& m) {
-  const bool row_major = layout != Layout::Transposed, transposed = layout != Layout::RowMajor;
+  const bool transposed = layout != Layout::RowMajor;
 #ifdef TRIAX_WITH_CUDA
   if (cuda_launch::kernels_apply({&t}) && t.is_contiguous()) {
+    const bool row_major = layout != Layout::Transposed;
     const at::Tensor factor = multiplier.contiguous();
     const int64_t rows = t.size(0), cols = t.size(1);
     if (row_major) m.data = at::empty({rows, cols}, t.options().dtype(format));

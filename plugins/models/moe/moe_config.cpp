@@ -11,12 +11,6 @@ void require_not_negative(ConfigReader& reader, const char* key, double value) {
   if (!(value >= 0.0)) reader.fail(key, "must not be negative, got " + std::to_string(value));
 }
 
-// A key accepted only at the value that changes nothing here.
-void accept_only_default(ConfigReader& reader, const char* key, bool expected, const char* why) {
-  if (reader.get<bool>(key, expected) != expected)
-    reader.fail(key, std::string(expected ? "false" : "true") + " is not supported: " + why);
-}
-
 MoeSettings read_moe_settings(ConfigReader& r, int64_t intermediate_size, int64_t num_layers) {
   MoeSettings m;
   m.num_experts = r.get<int64_t>("num_experts", m.num_experts);
