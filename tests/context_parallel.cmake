@@ -68,6 +68,10 @@ triax_cp_parity_case(context_parallel.moe_cp2 CONFIG ${MOE_CONFIG} REFERENCE ${M
 triax_cp_parity_case(context_parallel.moe_dp2_ep2_cp2_zero1 CONFIG ${MOE_CONFIG} REFERENCE ${MOE_DIR}/reference_main
                      FIXTURE moe_reference_main AUX_LOSSES CP 2 DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE
                      --set parallelism.expert_parallel_size=2)
+# ... and with ZeRO-3: expert shards over edp x cp, the routers' losses carried out of each block.
+triax_cp_parity_case(context_parallel.moe_dp2_ep2_cp2_zero3 CONFIG ${MOE_CONFIG} REFERENCE ${MOE_DIR}/reference_main
+                     FIXTURE moe_reference_main AUX_LOSSES CP 2 DP 2 TP 1 PP 1 ENGINE afab ZERO 3 MODE ALL_REDUCE
+                     --set parallelism.expert_parallel_size=2)
 
 # Parameters are replicated over cp: a checkpoint saved at cp 2 resumes at cp 1 and at dp 2 x cp 2
 # with ZeRO-1, finishing as the uninterrupted single-rank run.
