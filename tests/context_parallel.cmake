@@ -73,6 +73,31 @@ triax_cp_parity_case(context_parallel.moe_dp2_ep2_cp2_zero3 CONFIG ${MOE_CONFIG}
                      FIXTURE moe_reference_main AUX_LOSSES CP 2 DP 2 TP 1 PP 1 ENGINE afab ZERO 3 MODE ALL_REDUCE
                      --set parallelism.expert_parallel_size=2)
 
+# Ring attention (parallelism.context_parallel_attention: ring): K/V blocks passed around the cp
+# ranks with start_send_recv, partial softmaxes merged, a ring backward; the same single-rank runs.
+set(RING --set parallelism.context_parallel_attention=ring)
+triax_cp_parity_case(context_parallel.ring_cp2 ${CP_LLAMA} CP 2 DP 1 TP 1 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE ${RING})
+triax_cp_parity_case(context_parallel.ring_cp4 ${CP_LLAMA} CP 4 DP 1 TP 1 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE ${RING})
+triax_cp_parity_case(context_parallel.ring_cp2_tp2_sp ${CP_LLAMA} CP 2 DP 1 TP 2 PP 1 ENGINE afab ZERO 0
+                     MODE REDUCE_SCATTER ${RING})
+triax_cp_parity_case(context_parallel.ring_cp2_pp2_1f1b ${CP_LLAMA} CP 2 DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0
+                     MODE ALL_REDUCE ${RING})
+triax_cp_parity_case(context_parallel.ring_dp2_cp2_zero1 ${CP_LLAMA} CP 2 DP 2 TP 1 PP 1 ENGINE afab ZERO 1
+                     MODE ALL_REDUCE ${RING})
+# Recomputation runs the ring's forward again inside the backward.
+triax_cp_parity_case(context_parallel.ring_cp2_recompute_layer ${CP_LLAMA} CP 2 DP 1 TP 1 PP 1 ENGINE afab ZERO 0
+                     MODE ALL_REDUCE --set parallelism.recompute_layer=true ${RING})
+# Each block's mask from the documents (positions gathered over cp) and the window.
+triax_cp_parity_case(context_parallel.ring_cp2_documents_window CONFIG ${PARITY_CONFIG}
+                     REFERENCE ${DOC_MASKING_DIR}/reference FIXTURE doc_masking_reference
+                     CP 2 DP 1 TP 1 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE ${DOC_MASKING_SETTINGS} ${RING})
+triax_cp_parity_case(context_parallel.ring_qwen2_cp2 CONFIG ${QWEN2_PARITY_CONFIG}
+                     REFERENCE ${QWEN2_PARITY_DIR}/reference FIXTURE qwen2_parity_reference AUX_LOSSES
+                     CP 2 DP 1 TP 1 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE ${RING})
+triax_cp_parity_case(context_parallel.ring_moe_cp2 CONFIG ${MOE_CONFIG} REFERENCE ${MOE_DIR}/reference_main
+                     FIXTURE moe_reference_main AUX_LOSSES CP 2 DP 1 TP 1 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE
+                     ${RING})
+
 # Parameters are replicated over cp: a checkpoint saved at cp 2 resumes at cp 1 and at dp 2 x cp 2
 # with ZeRO-1, finishing as the uninterrupted single-rank run.
 triax_checkpoint_source(cp2 RANKS 2 --set parallelism.context_parallel_size=2)
@@ -93,3 +118,10 @@ add_executable(context_parallel_slice_test ${CMAKE_CURRENT_LIST_DIR}/context_par
 target_link_libraries(context_parallel_slice_test PRIVATE triax_sdk GTest::gtest_main)
 triax_use_pch(context_parallel_slice_test)
 gtest_discover_tests(context_parallel_slice_test PROPERTIES LABELS context_parallel)
+
+# Ring attention without communication: its blocks, merged, against plain attention on the whole
+# sequence; the choice read from triax_model_context.
+add_executable(ring_attention_test ${CMAKE_CURRENT_LIST_DIR}/ring_attention_test.cpp)
+target_link_libraries(ring_attention_test PRIVATE triax_sdk GTest::gtest_main)
+triax_use_pch(ring_attention_test)
+gtest_discover_tests(ring_attention_test PROPERTIES LABELS context_parallel)

@@ -149,7 +149,7 @@ at::Tensor CausalLm::stage_input(const StageInput& input, const at::Tensor& ids,
 
 at::Tensor CausalLm::run_layers(at::Tensor hidden, int64_t sequence_length, const at::Tensor& position_ids) {
   if (layers_.empty()) return hidden;
-  const ContextParallel cp = ContextParallel::of(context_.host);
+  const ContextParallel cp = ContextParallel::of(context_);
   // With context parallelism this rank's tokens sit anywhere in the whole sequence.
   std::vector<at::Tensor> shared = layer_inputs(sequence_length * cp.size, hidden.scalar_type());
   if (cp.active()) {

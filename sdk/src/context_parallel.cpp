@@ -39,23 +39,49 @@ at::Tensor reduce_scatter_along(const at::Tensor& x, int64_t dim, const ContextP
 class GatherKeysValues : public torch::autograd::Function<GatherKeysValues> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& stacked, const ContextParallel& cp) {
-    // AutogradContext keeps non-tensor state as IValues: the host table travels as its address.
-    ctx->saved_data["host"] = static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(cp.host.c_host()));
-    ctx->saved_data["rank"] = static_cast<int64_t>(cp.rank);
-    ctx->saved_data["size"] = static_cast<int64_t>(cp.size);
+    save_context_parallel(ctx, cp);
     return gather_along(stacked, 3, cp);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    ContextParallel cp;
-    cp.host = Host(reinterpret_cast<const triax_host*>(static_cast<std::uintptr_t>(ctx->saved_data["host"].toInt())));
-    cp.rank = static_cast<int>(ctx->saved_data["rank"].toInt());
-    cp.size = static_cast<int>(ctx->saved_data["size"].toInt());
+    const ContextParallel cp = saved_context_parallel(ctx);
     return {reduce_scatter_along(grads[0], 3, cp), at::Tensor()};
   }
 };
 
+// Each token's document, [batch, sequence] in sequence order: documents start where the
+// in-document positions (positions: this rank's, [batch, local]) restart at 0 along the whole
+// sequence. keys: where the gathered tokens sit. Collective over cp.
+at::Tensor sequence_documents(const at::Tensor& positions, const at::Tensor& keys, const ContextParallel& cp) {
+  const at::Tensor gathered = gather_along(positions, 1, cp);  // [batch, sequence], keys' order
+  const at::Tensor in_order = at::empty_like(gathered).index_copy_(1, keys, gathered);
+  return (in_order == 0).cumsum(1);
+}
+
 }  // namespace
+
+void save_context_parallel(AutogradContext* ctx, const ContextParallel& cp) {
+  // AutogradContext keeps non-tensor state as IValues: the host table travels as its address.
+  ctx->saved_data["host"] = static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(cp.host.c_host()));
+  ctx->saved_data["rank"] = static_cast<int64_t>(cp.rank);
+  ctx->saved_data["size"] = static_cast<int64_t>(cp.size);
+  ctx->saved_data["ring"] = cp.ring;
+}
+
+ContextParallel saved_context_parallel(AutogradContext* ctx) {
+  ContextParallel cp;
+  cp.host = Host(reinterpret_cast<const triax_host*>(static_cast<std::uintptr_t>(ctx->saved_data["host"].toInt())));
+  cp.rank = static_cast<int>(ctx->saved_data["rank"].toInt());
+  cp.size = static_cast<int>(ctx->saved_data["size"].toInt());
+  cp.ring = ctx->saved_data["ring"].toBool();
+  return cp;
+}
+
+ContextParallel ContextParallel::of(const ModelContext& context) {
+  ContextParallel cp = of(context.host);
+  cp.ring = context.cp_ring_attention;
+  return cp;
+}
 
 ContextParallel ContextParallel::of(const Host& host) {
   ContextParallel cp;
@@ -78,14 +104,15 @@ MaskedAttention context_parallel_attention_inputs(const AttentionMasking& maskin
                     "] (each token's place in the sequence; the host passes them with every micro-batch)");
   const ContextParallelSlice slice(local_length * cp.size, cp.rank, cp.size);
   const at::Tensor queries = slice.token_indices(device), keys = slice.gathered_token_indices(device);
-  at::Tensor visible = causal_visibility(queries, keys, masking.sliding_window);  // [local, sequence]
   const at::Tensor positions = position_ids.to(device);
+  if (cp.ring) {  // ring_attention.hpp builds each block's mask itself: it needs only the documents
+    const at::Tensor documents =
+        masking.documents ? sequence_documents(positions, keys, cp) : at::empty({0}, positions.options());
+    return {documents, positions};
+  }
+  at::Tensor visible = causal_visibility(queries, keys, masking.sliding_window);  // [local, sequence]
   if (!masking.documents) return {visible, positions};
-  // Documents start where the in-document positions restart at 0, counted along the whole
-  // sequence: every rank's positions, put back in sequence order.
-  const at::Tensor gathered = gather_along(positions, 1, cp);  // [batch, sequence], keys' order
-  const at::Tensor in_order = at::empty_like(gathered).index_copy_(1, keys, gathered);
-  const at::Tensor document = (in_order == 0).cumsum(1);  // [batch, sequence]
+  const at::Tensor document = sequence_documents(positions, keys, cp);  // [batch, sequence]
   const at::Tensor same = document.index_select(1, queries).unsqueeze(2) == document.index_select(1, keys).unsqueeze(1);
   return {(same & visible).unsqueeze(1), positions};
 }

@@ -9,6 +9,7 @@
 #include "triax/layers/context_parallel.hpp"
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/key_value_cache.hpp"
+#include "triax/layers/ring_attention.hpp"
 #include "triax/layers/rotary_qkv.hpp"
 
 namespace triax {
@@ -54,7 +55,8 @@ GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const 
       scale_(1.0 / std::sqrt(static_cast<double>(head_dim_))),
       rotary_(shape.rotary),
       rope_interleaved_(shape.rope_interleaved),
-      sliding_window_(shape.sliding_window) {
+      sliding_window_(shape.sliding_window),
+      cp_ring_(context.cp_ring_attention) {
   const int64_t h = shape.hidden_size;
   LinearOptions qkv = LinearOptions::of(h, (group_ + 2) * head_dim_, context, shape.qkv_bias);
   qkv.groups = shape.kv_heads;           // QkvLayout: [kv_heads, (group + 2) x head_dim, hidden]
@@ -93,11 +95,13 @@ at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor&
   const at::Tensor blocks = project_blocks(x);
   const auto [q, k, v] = masked.position_ids.defined() ? positioned_qkv_at(blocks, cos, sin, masked.position_ids)
                                                        : positioned_qkv(blocks, cos, sin);
-  const ContextParallel cp = ContextParallel::of(tp_.host);
+  ContextParallel cp = ContextParallel::of(tp_.host);
+  cp.ring = cp_ring_;
   if (cp.active()) {  // this rank's queries over every cp rank's keys (triax/layers/context_parallel.hpp)
     if (!masked.mask.defined())
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                   "parallelism.context_parallel_size: attention got no mask of where the gathered keys sit");
+    if (cp.ring) return output(ring_attention(q, k, v, cp, scale_, ring_masking(masked, sliding_window_)));
     const auto [keys, values] = gather_keys_values(k, v, cp);
     return output(at::scaled_dot_product_attention(q, keys, values, masked.mask, /*dropout_p=*/0.0,
                                                    /*is_causal=*/false, scale_, /*enable_gqa=*/true));

@@ -80,6 +80,19 @@ PendingCollective Host::start_reduce_scatter(triax_group group, const at::Tensor
   return {host_, pending};
 }
 
+PendingCollective Host::start_send_recv(triax_group group, const at::Tensor& send, int send_peer,
+                                        const at::Tensor& recv, int recv_peer) const {
+  const triax_host& h = require(host_);
+  if (!TRIAX_HOST_PROVIDES(h, start_send_recv))
+    throw Error(TRIAX_ERROR_UNSUPPORTED, "triax_host.start_send_recv: this host predates ABI 1.10 (no ring steps)");
+  triax_error error{};
+  triax_pending* pending = nullptr;
+  check(h.start_send_recv(h.self, group, borrow_handle(send), send_peer, borrow_handle(recv), recv_peer, &pending,
+                          &error),
+        error);
+  return {host_, pending};
+}
+
 void Host::log(triax_log_level level, const std::string& message) const {
   if (host_ != nullptr && host_->log != nullptr) host_->log(host_->self, level, message.c_str());
 }

@@ -232,6 +232,8 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
     context.recompute_mlp_activation = c.recompute_mlp_activation != 0;
   if (c.struct_size >= offsetof(triax_model_context, zero_stage) + sizeof(c.zero_stage))
     context.zero_stage = c.zero_stage;
+  if (c.struct_size >= offsetof(triax_model_context, cp_ring_attention) + sizeof(c.cp_ring_attention))
+    context.cp_ring_attention = c.cp_ring_attention != 0;
   if (c.struct_size >= offsetof(triax_model_context, edp_size) + sizeof(c.edp_size) && c.ep_size > 0 &&
       c.edp_size > 0) {
     context.ep_rank = c.ep_rank;

@@ -113,6 +113,12 @@ defaults) is given to the engine plugin.)md";
           and `2·cp−1−i` of `2·cp`), so `tokens.sequence_length` must be a multiple of `2·cp`; attention
           all-gathers K/V over them, the loss and the gradients are averaged over `dp·cp`. A model plugin
           without attention is refused, by name. See docs/context_parallelism.md)md"),
+      Key("context_parallel_attention", choice({"all_gather", "ring"}), "triax",
+          R"md(how attention reaches the other cp ranks' keys, with `context_parallel_size > 1`: `all_gather`
+          gathers the whole K/V in one collective per layer (fewer, larger calls; the choice inside a
+          node); `ring` passes K/V blocks around the cp ranks, overlapping each transfer with one block's
+          attention and merging the partial softmaxes (one remote block held at a time and no
+          `[sequence/cp, sequence]` mask). Same results within rounding. See docs/context_parallelism.md)md"),
       Key("pp_engine", string(), "nanotron",
           R"md(the engine plugin's name: `afab` (every forward, then every backward) or `1f1b` (at most `pp -
           pp_rank` micro-batches in flight; needs `batch_accumulation_per_replica >= pp - 1`), or

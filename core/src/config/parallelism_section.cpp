@@ -32,6 +32,8 @@ ParallelismConfig read_parallelism(ConfigReader& root) {
                      std::to_string(p.dp * p.pp * p.tp * p.context_parallel_size) + " processes, more than " +
                      std::to_string(kMaxRanks) + " (dp " + std::to_string(p.dp) + ", pp " + std::to_string(p.pp) +
                      ", tp " + std::to_string(p.tp) + ", cp " + std::to_string(p.context_parallel_size) + ")");
+  p.context_parallel_attention =
+      r.choice("context_parallel_attention", {"all_gather", "ring"}, p.context_parallel_attention);
   p.pp_engine = nonempty_string_or(r, "pp_engine", p.pp_engine);
 
   // nanotron reads tp_mode case-insensitively (TensorParallelLinearMode[x.upper()]).

@@ -71,6 +71,7 @@ triax_model_context PluginContexts::model(const Communicator& communicator, cons
   context.tp_linear_async_communication = c.parallelism.tp_linear_async_communication && c.parallelism.tp > 1;
   context.recompute_mlp_activation = c.parallelism.recompute_mlp_activation ? 1 : 0;
   context.zero_stage = static_cast<int32_t>(c.optimizer.zero_stage);
+  context.cp_ring_attention = c.parallelism.context_parallel_attention == "ring" ? 1 : 0;
   context.fp8_yaml = c.fp8_yaml ? c.fp8_yaml->c_str() : nullptr;
   return context;
 }

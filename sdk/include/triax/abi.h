@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 10
+#define TRIAX_ABI_VERSION_MINOR 11
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -208,6 +208,10 @@ typedef struct triax_model_context {
   /* since 1.10: the config's `fp8` section as YAML (which linears compute in fp8 and how they are
    * scaled), or NULL when the run trains without fp8. */
   const char* fp8_yaml;
+  /* since 1.11: parallelism.context_parallel_attention, meaningful where cp_size > 1: 0 = the
+   * K/V all-gathered over TRIAX_GROUP_CP, 1 = ring attention (K/V blocks passed around the cp
+   * ring with start_send_recv while each block is attended, partial softmaxes merged) */
+  int32_t cp_ring_attention;
 } triax_model_context;
 
 /*

@@ -61,6 +61,10 @@ class Host {
   PendingCollective start_all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) const;
   PendingCollective start_reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
                                          triax_reduce_op op = TRIAX_REDUCE_SUM) const;
+  // One step of a ring (ABI 1.10): `send` to group rank send_peer and `recv` from recv_peer,
+  // posted together so that neither blocks the other. Throws on an older host.
+  PendingCollective start_send_recv(triax_group group, const at::Tensor& send, int send_peer, const at::Tensor& recv,
+                                    int recv_peer) const;
   void send(triax_group group, const at::Tensor& tensor, int peer) const;
   void recv(triax_group group, const at::Tensor& tensor, int peer) const;
   void barrier(triax_group group) const;

@@ -61,6 +61,9 @@ struct ModelContext {
   // optimizer.zero_stage (ABI 1.10): at 3 the parameters are kept as ZeRO-3 shards
   // (triax/layers/zero3_parameters.hpp)
   int zero_stage = 0;
+  // parallelism.context_parallel_attention: ring (ABI 1.11) instead of the K/V all-gather
+  // (triax/layers/ring_attention.hpp); meaningful with context parallelism only
+  bool cp_ring_attention = false;
   Host host;
 
   // vocab_size rounded up to a multiple of make_vocab_size_divisible_by x tp_size.

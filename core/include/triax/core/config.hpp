@@ -51,6 +51,8 @@ struct ParallelismConfig {
   int64_t expert_parallel_size = 1;
   // Ranks holding slices of the same sequences (context parallelism); 1: none.
   int64_t context_parallel_size = 1;
+  // triax: how attention reaches the other cp ranks' keys: all_gather | ring
+  std::string context_parallel_attention = "all_gather";
   std::string pp_engine = "afab";      // the engine plugin's name (nanotron's default)
   std::string tp_mode = "ALL_REDUCE";  // ALL_REDUCE | REDUCE_SCATTER
   bool tp_linear_async_communication = false;

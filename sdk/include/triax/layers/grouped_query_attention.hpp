@@ -102,6 +102,7 @@ class GroupedQueryAttention : public torch::nn::Module {
   double scale_;
   bool rotary_, rope_interleaved_;
   std::optional<int64_t> sliding_window_;
+  bool cp_ring_;  // with context parallelism: ring attention instead of the K/V all-gather
 };
 
 }  // namespace triax
