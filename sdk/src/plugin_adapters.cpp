@@ -244,6 +244,8 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
   }
   if (c.struct_size >= offsetof(triax_model_context, fp8_yaml) + sizeof(c.fp8_yaml) && c.fp8_yaml != nullptr)
     context.fp8 = std::make_shared<const Fp8Options>(Fp8Options::from_yaml(c.fp8_yaml));
+  if (c.struct_size >= offsetof(triax_model_context, recompute_moe_layers) + sizeof(c.recompute_moe_layers))
+    context.recompute_moe_layers = c.recompute_moe_layers != 0;
   // A host before 1.3 gives one chunk: virtual stages are pipeline ranks.
   context.virtual_stage = context.pp_rank;
   context.virtual_stage_count = context.pp_size;

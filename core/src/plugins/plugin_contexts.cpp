@@ -72,6 +72,7 @@ triax_model_context PluginContexts::model(const Communicator& communicator, cons
   context.recompute_mlp_activation = c.parallelism.recompute_mlp_activation ? 1 : 0;
   context.zero_stage = static_cast<int32_t>(c.optimizer.zero_stage);
   context.fp8_yaml = c.fp8_yaml ? c.fp8_yaml->c_str() : nullptr;
+  context.recompute_moe_layers = c.parallelism.moe_layer_recompute ? 1 : 0;
   return context;
 }
 

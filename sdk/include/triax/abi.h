@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 10
+#define TRIAX_ABI_VERSION_MINOR 11
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -208,6 +208,9 @@ typedef struct triax_model_context {
   /* since 1.10: the config's `fp8` section as YAML (which linears compute in fp8 and how they are
    * scaled), or NULL when the run trains without fp8. */
   const char* fp8_yaml;
+  /* since 1.11: parallelism.moe_layer_recompute: a model's mixture-of-experts blocks (router,
+   * dispatch, experts) keep only their input and run again in backward. Models without them ignore it. */
+  int32_t recompute_moe_layers;
 } triax_model_context;
 
 /*
