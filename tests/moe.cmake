@@ -73,6 +73,11 @@ triax_moe_case(dp2_ep2_tp2_pp2 REFERENCE main RANKS 8 ${DP2} --set parallelism.t
 # leave each block as side outputs (triax/layers/side_outputs.hpp) and keep their gradient. ZeRO-3
 # shards the experts over edp and the rest over dp (docs/zero3.md).
 triax_moe_case(dp2_ep2_recompute REFERENCE main RANKS 2 ${DP2} --set parallelism.recompute_layer=true)
+# moe_layer_recompute: only the MoE blocks; with tp 2 (sequence parallel), nested in recompute_layer.
+triax_moe_case(dp2_ep2_moe_layer_recompute REFERENCE main RANKS 2 ${DP2} --set parallelism.moe_layer_recompute=true)
+triax_moe_case(dp2_ep2_tp2_sp_both_recomputes REFERENCE main RANKS 4 ${DP2} --set parallelism.tp=2
+               --set parallelism.tp_mode=REDUCE_SCATTER --set parallelism.recompute_layer=true
+               --set parallelism.moe_layer_recompute=true)
 triax_moe_case(dp4_ep2_zero3 REFERENCE main RANKS 4 --set parallelism.dp=4 --set parallelism.expert_parallel_size=2
                --set tokens.batch_accumulation_per_replica=2 --set optimizer.zero_stage=3)
 triax_moe_case(dp2_ep2_pp2_1f1b_zero3 REFERENCE main RANKS 4 ${DP2} --set parallelism.pp=2

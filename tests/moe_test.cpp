@@ -111,6 +111,48 @@ TEST(MoeBlock, EqualsThePerTokenDefinition) {
   }
 }
 
+// parallelism.moe_layer_recompute: the block keeps only its input (one recompute node ends its
+// graph) and gives the same output, router losses and gradients as the block that keeps everything.
+TEST(MoeBlock, RecomputedEqualsTheKeptBlock) {
+  const MoeConfig config = block_config(/*shared=*/true, "alltoall");
+  ModelContext recomputing;
+  recomputing.recompute_moe_layers = true;
+  struct Run {
+    at::Tensor out, input_grad;
+    std::vector<at::Tensor> statistics, grads;
+    std::string node;
+  };
+  auto run = [&](const ModelContext& context) {
+    MoeBlock block(config, context);
+    randomize(block, 3);
+    at::manual_seed(4);
+    const at::Tensor x = at::randn({2, 5, 16}).requires_grad_();
+    Run r;
+    r.out = block.forward(x);
+    r.node = r.out.grad_fn()->name();
+    const std::optional<RouterStatistics> s = block.take_statistics();
+    EXPECT_TRUE(s.has_value());
+    if (!s) return r;
+    (r.out.pow(2).sum() + s->balance * 0.5 + s->z_loss * 0.1).backward();
+    r.statistics = {s->balance.detach(), s->z_loss.detach(), s->load_max.detach()};
+    r.input_grad = x.grad();
+    for (const at::Tensor& p : block.parameters()) r.grads.push_back(p.grad());
+    return r;
+  };
+  const Run kept = run(ModelContext{}), recomputed = run(recomputing);
+  EXPECT_EQ(kept.node.find("RecomputeFunction"), std::string::npos) << kept.node;
+  EXPECT_NE(recomputed.node.find("RecomputeFunction"), std::string::npos) << recomputed.node;
+  EXPECT_TRUE(at::equal(kept.out, recomputed.out));
+  for (size_t i = 0; i < kept.statistics.size(); ++i)
+    EXPECT_TRUE(at::allclose(kept.statistics[i], recomputed.statistics[i], 1e-6, 1e-7)) << "statistic " << i;
+  EXPECT_TRUE(at::allclose(kept.input_grad, recomputed.input_grad, 1e-5, 1e-6));
+  ASSERT_EQ(kept.grads.size(), recomputed.grads.size());
+  for (size_t i = 0; i < kept.grads.size(); ++i) {
+    ASSERT_TRUE(recomputed.grads[i].defined()) << "parameter " << i;
+    EXPECT_TRUE(at::allclose(kept.grads[i], recomputed.grads[i], 1e-5, 1e-6)) << "parameter " << i;
+  }
+}
+
 // A router whose scores all lean to expert 0: minimising the balance loss alone moves the load
 // toward the uniform share (max 2.0 at top-2 of 4 when every token picks expert 0).
 TEST(MoeRouter, BalanceLossPullsAnImbalancedRouterTowardUniform) {

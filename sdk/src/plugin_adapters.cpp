@@ -234,6 +234,8 @@ ModelContext ModelContext::from_c(const triax_model_context& c) {
     context.zero_stage = c.zero_stage;
   if (c.struct_size >= offsetof(triax_model_context, cp_ring_attention) + sizeof(c.cp_ring_attention))
     context.cp_ring_attention = c.cp_ring_attention != 0;
+  if (c.struct_size >= offsetof(triax_model_context, recompute_moe_layers) + sizeof(c.recompute_moe_layers))
+    context.recompute_moe_layers = c.recompute_moe_layers != 0;
   if (c.struct_size >= offsetof(triax_model_context, edp_size) + sizeof(c.edp_size) && c.ep_size > 0 &&
       c.edp_size > 0) {
     context.ep_rank = c.ep_rank;

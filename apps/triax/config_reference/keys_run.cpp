@@ -137,7 +137,11 @@ defaults) is given to the engine plugin.)md";
           collectives run again too). Same loss and gradients; less activation memory for about one more
           forward of the layers per step (MFU still counts model FLOPs only))md"),
       Key("moe_layer_recompute", boolean(), "nanotron",
-          R"md(the same for mixture-of-experts layers only; not acted on yet (the run logs a warning when `true`))md"),
+          R"md(recompute only the mixture-of-experts block of each MoE layer (router, token dispatch, experts
+          and shared expert; Megatron's key of the same name): it keeps only its input, and runs again
+          in backward, token exchange included. The router's losses keep their gradient
+          (`triax/layers/side_outputs.hpp`). Beside `recompute_layer` it nests inside the layer's
+          recomputation. Models without MoE layers ignore it)md"),
       Key("tp_recompute_allgather", boolean(), "nanotron",
           R"md(accepted, not acted on: sequence-parallel layers keep their gathered input for backward)md"),
       Key("comm_backend", choice({"auto", "mpi", "nccl"}), "triax",

@@ -73,6 +73,7 @@ triax_model_context PluginContexts::model(const Communicator& communicator, cons
   context.zero_stage = static_cast<int32_t>(c.optimizer.zero_stage);
   context.cp_ring_attention = c.parallelism.context_parallel_attention == "ring" ? 1 : 0;
   context.fp8_yaml = c.fp8_yaml ? c.fp8_yaml->c_str() : nullptr;
+  context.recompute_moe_layers = c.parallelism.moe_layer_recompute ? 1 : 0;
   return context;
 }
 

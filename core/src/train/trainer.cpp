@@ -16,11 +16,6 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   TrainerState& s = *state_;
   const TrainConfig& c = s.config;
   validate_for_world(c, communicator.size(TRIAX_GROUP_WORLD));
-  // nanotron keys this version reads but does not act on: say so rather than ignore them silently.
-  if (c.parallelism.moe_layer_recompute)
-    log::warning(
-        "parallelism.moe_layer_recompute: not implemented in this version; MoE layers keep their activations "
-        "(parallelism.recompute_layer recomputes every layer)");
   s.device = resolve_device(c.general.device);
   s.device_name = s.device.str();
 

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "triax/layers/recompute.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
 
 namespace triax::moe {
@@ -18,6 +19,7 @@ at::Tensor SharedExpertGate::forward(const at::Tensor& x) {
 
 MoeBlock::MoeBlock(const MoeConfig& c, const ModelContext& context)
     : top_k_(c.moe.top_k),
+      recomputed_(context.recompute_moe_layers),
       dispatcher_(TokenDispatcher::kind_of(c.moe.token_dispatcher_type), c.moe.num_experts, context) {
   // Registration order gives the Hugging Face parameter order.
   gate = register_module("gate", std::make_shared<TopKRouter>(c.hidden_size, c.moe.num_experts, c.moe.top_k,
@@ -32,6 +34,11 @@ MoeBlock::MoeBlock(const MoeConfig& c, const ModelContext& context)
 }
 
 at::Tensor MoeBlock::forward(const at::Tensor& x) {
+  if (!recomputed_ || !is_training()) return route_and_combine(x);
+  return recompute([this](const std::vector<at::Tensor>& in) { return route_and_combine(in[0]); }, {x}, parameters());
+}
+
+at::Tensor MoeBlock::route_and_combine(const at::Tensor& x) {
   const int64_t hidden = x.size(-1);
   const at::Tensor tokens = x.reshape({-1, hidden});
   const Routing routing = gate->route(tokens);

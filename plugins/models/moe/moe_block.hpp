@@ -39,7 +39,8 @@ class MoeBlock : public torch::nn::Module {
 
   // x: [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode) -> the same shape.
   // In training mode, where they can reach a backward (side_outputs.hpp), records the router
-  // statistics of this forward.
+  // statistics of this forward. With ModelContext::recompute_moe_layers, in training, the block
+  // keeps only x and runs again in backward (triax/layers/recompute.hpp).
   at::Tensor forward(const at::Tensor& x);
   // The statistics of the last recorded forward, handed over once.
   std::optional<RouterStatistics> take_statistics();
@@ -50,7 +51,10 @@ class MoeBlock : public torch::nn::Module {
   std::shared_ptr<SharedExpertGate> shared_expert_gate;  // with enable_shared_expert
 
  private:
+  at::Tensor route_and_combine(const at::Tensor& x);
+
   int64_t top_k_;
+  bool recomputed_;
   TokenDispatcher dispatcher_;
   SideOutput statistics_;  // RouterStatistics' five tensors, in their order
 };

@@ -212,6 +212,9 @@ typedef struct triax_model_context {
    * K/V all-gathered over TRIAX_GROUP_CP, 1 = ring attention (K/V blocks passed around the cp
    * ring with start_send_recv while each block is attended, partial softmaxes merged) */
   int32_t cp_ring_attention;
+  /* since 1.11: parallelism.moe_layer_recompute: a model's mixture-of-experts blocks (router,
+   * dispatch, experts) keep only their input and run again in backward. Models without them ignore it. */
+  int32_t recompute_moe_layers;
 } triax_model_context;
 
 /*

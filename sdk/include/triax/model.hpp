@@ -56,6 +56,8 @@ struct ModelContext {
   // parallelism.recompute_mlp_activation (ABI 1.7): the MLP's activation output is recomputed in
   // backward instead of kept (RowParallelLinear::forward_activated)
   bool recompute_mlp_activation = false;
+  // parallelism.moe_layer_recompute (ABI 1.11): mixture-of-experts blocks run through recompute()
+  bool recompute_moe_layers = false;
   // The config's fp8 section (ABI 1.10, triax/fp8_options.hpp), or null: the run trains without fp8.
   std::shared_ptr<const Fp8Options> fp8;
   // optimizer.zero_stage (ABI 1.10): at 3 the parameters are kept as ZeRO-3 shards
