@@ -34,7 +34,9 @@ struct AttentionMasking {
 // The extra inputs of one masked forward, beside a layer's own (rotary tables): the mask, and
 // with documents the in-document positions. Both undefined: plain causal attention.
 struct MaskedAttention {
-  at::Tensor mask;          // bool, true where a query may attend a key; see attention_mask()
+  // bool, true where a query may attend a key; see attention_mask(). Under ring attention the
+  // documents instead (context_parallel_attention_inputs in context_parallel.hpp says how).
+  at::Tensor mask;
   at::Tensor position_ids;  // [batch, seq] int64 in-document positions, or undefined
 
   // The tensors to append to a layer's shared inputs (CausalLm's layer inputs), and back from
