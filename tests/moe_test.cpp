@@ -3,6 +3,7 @@
 // imbalanced router toward uniform load, and the grouped GEMM against the per-expert loop on CPU.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/function.h>
 
 #include <iostream>
 
