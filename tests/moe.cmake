@@ -78,6 +78,11 @@ triax_moe_case(dp2_ep2_moe_layer_recompute REFERENCE main RANKS 2 ${DP2} --set p
 triax_moe_case(dp2_ep2_tp2_sp_both_recomputes REFERENCE main RANKS 4 ${DP2} --set parallelism.tp=2
                --set parallelism.tp_mode=REDUCE_SCATTER --set parallelism.recompute_layer=true
                --set parallelism.moe_layer_recompute=true)
+# ... and nested in a ZeRO-3 block, whose backward runs the layer (and so the MoE block's own
+# recomputation) with the gathered parameters.
+triax_moe_case(dp4_ep2_zero3_moe_layer_recompute REFERENCE main RANKS 4 --set parallelism.dp=4
+               --set parallelism.expert_parallel_size=2 --set tokens.batch_accumulation_per_replica=2
+               --set optimizer.zero_stage=3 --set parallelism.moe_layer_recompute=true)
 triax_moe_case(dp4_ep2_zero3 REFERENCE main RANKS 4 --set parallelism.dp=4 --set parallelism.expert_parallel_size=2
                --set tokens.batch_accumulation_per_replica=2 --set optimizer.zero_stage=3)
 triax_moe_case(dp2_ep2_pp2_1f1b_zero3 REFERENCE main RANKS 4 ${DP2} --set parallelism.pp=2
