@@ -6,26 +6,10 @@
 
 # triax_cp_parity_case(<test name> CONFIG <yaml> REFERENCE <dir> FIXTURE <fixture> CP c
 #                      DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER
-#                      [AUX_LOSSES] [--set ...]...)
-# AUX_LOSSES: also compare the named auxiliary losses of metrics.jsonl (moe_case.sh).
+#                      [AUX_LOSSES] [--set ...]...): triax_config_parity_case (parity.cmake) labelled
+# context_parallel.
 function(triax_cp_parity_case test)
-  cmake_parse_arguments(ARG "AUX_LOSSES" "CONFIG;REFERENCE;FIXTURE;CP;DP;TP;PP;ENGINE;ZERO;MODE" "" ${ARGN})
-  math(EXPR ranks "${ARG_DP} * ${ARG_TP} * ${ARG_PP} * ${ARG_CP}")
-  math(EXPR accumulation "8 / ${ARG_DP}")
-  get_filename_component(out ${ARG_REFERENCE}/../${test} ABSOLUTE)
-  set(runner ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/parity/run_case.sh)
-  if(ARG_AUX_LOSSES)
-    set(runner ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/parity/moe_case.sh ${TRIAX_TEST_PYTHON})
-  endif()
-  add_test(NAME ${test}
-           COMMAND ${runner} $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE} ${ARG_CONFIG} ${ARG_REFERENCE} ${out}
-                   ${ranks} --set parallelism.context_parallel_size=${ARG_CP}
-                   --set parallelism.dp=${ARG_DP} --set parallelism.tp=${ARG_TP} --set parallelism.pp=${ARG_PP}
-                   --set parallelism.pp_engine=${ARG_ENGINE} --set parallelism.tp_mode=${ARG_MODE}
-                   --set optimizer.zero_stage=${ARG_ZERO}
-                   --set tokens.batch_accumulation_per_replica=${accumulation} ${ARG_UNPARSED_ARGUMENTS})
-  set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED ${ARG_FIXTURE} LABELS "parity;multi_rank;context_parallel"
-                       PROCESSORS ${ranks} TIMEOUT 300)
+  triax_config_parity_case(${test} LABELS "parity;multi_rank;context_parallel" ${ARGN})
 endfunction()
 
 set(CP_LLAMA CONFIG ${PARITY_CONFIG} REFERENCE ${PARITY_DIR}/reference FIXTURE parity_reference)

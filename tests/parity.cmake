@@ -62,17 +62,30 @@ function(triax_parity_case name)
                        ENVIRONMENT "PEAK_LIVE=${ARG_PEAK_LIVE};HELD_SHARE=${ARG_HELD_SHARE}")
 endfunction()
 
-# The same for another model or setting (mamba_parity.cmake, mup.cmake):
+# The same for another model or setting (mamba_parity.cmake, mup.cmake, context_parallel.cmake):
 #   triax_config_parity_case(<test name> CONFIG <yaml> REFERENCE <dir> FIXTURE <fixture> LABELS <labels>
-#                            DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER [--set ...]...)
+#                            [CP c] DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER
+#                            [AUX_LOSSES] [--set ...]...)
+# CP: context_parallel_size (ranks = dp x tp x pp x cp). AUX_LOSSES: also compare the named
+# auxiliary losses of metrics.jsonl (moe_case.sh).
 function(triax_config_parity_case test)
-  cmake_parse_arguments(ARG "" "CONFIG;REFERENCE;FIXTURE;DP;TP;PP;ENGINE;ZERO;MODE" "LABELS" ${ARGN})
-  math(EXPR ranks "${ARG_DP} * ${ARG_TP} * ${ARG_PP}")
+  cmake_parse_arguments(ARG "AUX_LOSSES" "CONFIG;REFERENCE;FIXTURE;CP;DP;TP;PP;ENGINE;ZERO;MODE" "LABELS" ${ARGN})
+  set(cp 1)
+  set(cp_setting)
+  if(ARG_CP)
+    set(cp ${ARG_CP})
+    set(cp_setting --set parallelism.context_parallel_size=${ARG_CP})
+  endif()
+  math(EXPR ranks "${ARG_DP} * ${ARG_TP} * ${ARG_PP} * ${cp}")
   math(EXPR accumulation "8 / ${ARG_DP}")
   get_filename_component(out ${ARG_REFERENCE}/../${test} ABSOLUTE)
+  set(runner ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/parity/run_case.sh)
+  if(ARG_AUX_LOSSES)
+    set(runner ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/parity/moe_case.sh ${TRIAX_TEST_PYTHON})
+  endif()
   add_test(NAME ${test}
-           COMMAND ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/parity/run_case.sh $<TARGET_FILE:parity_runner>
-                   ${MPIEXEC_EXECUTABLE} ${ARG_CONFIG} ${ARG_REFERENCE} ${out} ${ranks}
+           COMMAND ${runner} $<TARGET_FILE:parity_runner>
+                   ${MPIEXEC_EXECUTABLE} ${ARG_CONFIG} ${ARG_REFERENCE} ${out} ${ranks} ${cp_setting}
                    --set parallelism.dp=${ARG_DP} --set parallelism.tp=${ARG_TP} --set parallelism.pp=${ARG_PP}
                    --set parallelism.pp_engine=${ARG_ENGINE} --set parallelism.tp_mode=${ARG_MODE}
                    --set optimizer.zero_stage=${ARG_ZERO}
