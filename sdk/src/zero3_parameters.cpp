@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "triax/error.hpp"
+#include "triax/gradient_groups.hpp"
 #include "triax/layers/context_parallel.hpp"
 #include "triax/model.hpp"
 
@@ -148,9 +149,7 @@ Zero3Parameters::Zero3Parameters(std::vector<NamedParameter>& table, const Model
     // The cp ranks hold the same parameters and each computes its slice of the gradient: the
     // shards span dp x cp (edp x cp for experts), the groups the host averages gradients over.
     const bool expert = p.spec.gradient_group == TRIAX_GROUP_EDP;
-    const triax_group group = !cp.active() ? p.spec.gradient_group
-                              : expert     ? TRIAX_GROUP_EDP_CP
-                                           : TRIAX_GROUP_DP_CP;
+    const triax_group group = with_context_parallel(p.spec.gradient_group, cp.size);
     const int rank = cp.active() ? host_.rank(group) : expert ? context.edp_rank : context.dp_rank;
     const int size = cp.active() ? host_.size(group) : expert ? context.edp_size : context.dp_size;
     if (!p.tensor.is_contiguous())

@@ -151,13 +151,6 @@ const char* group_name(triax_group group) {
   return "unknown";
 }
 
-triax_group with_context_parallel(triax_group gradient_group, int cp_size) {
-  if (cp_size <= 1) return gradient_group;
-  if (gradient_group == TRIAX_GROUP_DP) return TRIAX_GROUP_DP_CP;
-  if (gradient_group == TRIAX_GROUP_EDP) return TRIAX_GROUP_EDP_CP;
-  return gradient_group;
-}
-
 std::string format_ranks(const std::vector<int>& ranks) {
   std::string text = "[";
   for (size_t i = 0; i < ranks.size(); ++i) text += (i ? " " : "") + std::to_string(ranks[i]);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "triax/abi.h"
+#include "triax/gradient_groups.hpp"  // with_context_parallel
 
 namespace triax {
 
@@ -73,11 +74,6 @@ class ParallelContext {
   int world_rank_;
   MeshCoordinates coordinates_;
 };
-
-// The group a parameter's gradient is averaged over once the mesh has cp > 1: its model-declared
-// group (dp, or edp for an expert shard) widened by the cp ranks, which hold the same parameters
-// (DP_CP, EDP_CP). Unchanged at cp 1.
-triax_group with_context_parallel(triax_group gradient_group, int cp_size);
 
 // "tp", "pp", "dp", ... for messages.
 const char* group_name(triax_group group);
