@@ -13,6 +13,7 @@
 
 #include "error_of.hpp"
 #include "triax/error.hpp"
+#include "triax/glob_match.hpp"
 
 namespace fs = std::filesystem;
 using triax::HfTensorRule;
@@ -204,11 +205,11 @@ TEST_F(TensorMapTest, MalformedRulesAreRefusedNamingTheOwner) {
 }
 
 TEST(GlobMatch, StarMatchesAnyRun) {
-  EXPECT_TRUE(triax::interop::glob_match("model.layers.*.inv_freq", "model.layers.12.inv_freq"));
-  EXPECT_TRUE(triax::interop::glob_match("*", ""));
-  EXPECT_TRUE(triax::interop::glob_match("a*b*c", "aXbYbc"));
-  EXPECT_FALSE(triax::interop::glob_match("model.layers.*.inv_freq", "model.layers.1.weight"));
-  EXPECT_FALSE(triax::interop::glob_match("abc", "abcd"));
+  EXPECT_TRUE(triax::glob_match("model.layers.*.inv_freq", "model.layers.12.inv_freq"));
+  EXPECT_TRUE(triax::glob_match("*", ""));
+  EXPECT_TRUE(triax::glob_match("a*b*c", "aXbYbc"));
+  EXPECT_FALSE(triax::glob_match("model.layers.*.inv_freq", "model.layers.1.weight"));
+  EXPECT_FALSE(triax::glob_match("abc", "abcd"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "triax/error.hpp"
+#include "triax/glob_match.hpp"
 #include "triax/tensor_text.hpp"
 
 namespace triax::interop {
@@ -47,26 +48,6 @@ int64_t part_offset(const HfTensorRule& rule, size_t part) {
 }
 
 }  // namespace
-
-bool glob_match(const std::string& pattern, const std::string& text) {
-  size_t p = 0, t = 0, star = std::string::npos, resume = 0;
-  while (t < text.size()) {
-    if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      resume = t;
-    } else if (p < pattern.size() && pattern[p] == text[t]) {
-      ++p;
-      ++t;
-    } else if (star != std::string::npos) {
-      p = star + 1;
-      t = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
 
 TensorMap::TensorMap(std::vector<HfTensorRule> rules, std::string owner)
     : rules_(std::move(rules)), owner_(std::move(owner)) {

@@ -6,6 +6,7 @@
 #include "fp8_matmul.hpp"
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
+#include "triax/glob_match.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/model.hpp"
 
@@ -44,7 +45,7 @@ void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& contex
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     const std::string& name = item.key();
     bool chosen = false;
-    for (const std::string& pattern : options.linears) chosen = chosen || fp8_pattern_matches(pattern, name);
+    for (const std::string& pattern : options.linears) chosen = chosen || glob_match(pattern, name);
     if (!chosen) continue;
     if (auto column = std::dynamic_pointer_cast<ColumnParallelLinear>(item.value())) {
       if (!column->keeps_model_dtype()) column->compute_in_fp8(options.recipe, name);

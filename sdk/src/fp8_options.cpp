@@ -28,25 +28,4 @@ Fp8Options Fp8Options::from_yaml(const std::string& text) {
   return read(section);
 }
 
-bool fp8_pattern_matches(const std::string& pattern, const std::string& name) {
-  // Greedy matching with backtracking to the last '*'.
-  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
-  while (n < name.size()) {
-    if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      resume = n;
-    } else if (p < pattern.size() && pattern[p] == name[n]) {
-      ++p;
-      ++n;
-    } else if (star != std::string::npos) {
-      p = star + 1;
-      n = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
-
 }  // namespace triax

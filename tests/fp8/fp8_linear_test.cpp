@@ -12,6 +12,7 @@
 
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
+#include "triax/glob_match.hpp"
 #include "triax/layers/fp8_linear.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/model.hpp"
@@ -132,13 +133,13 @@ TEST(Fp8LinearCpu, TheSectionRefusesBadValuesNamingTheirKey) {
 }
 
 TEST(Fp8LinearCpu, PatternsMatchModuleNames) {
-  EXPECT_TRUE(triax::fp8_pattern_matches("*", "model.layers.0.mlp.down_proj"));
-  EXPECT_TRUE(triax::fp8_pattern_matches("*.mlp.*", "model.layers.0.mlp.down_proj"));
-  EXPECT_TRUE(triax::fp8_pattern_matches("model.layers.1*", "model.layers.11.self_attn.o_proj"));
-  EXPECT_FALSE(triax::fp8_pattern_matches("*.mlp.*", "model.layers.0.self_attn.o_proj"));
-  EXPECT_FALSE(triax::fp8_pattern_matches("model.layers.1.*", "model.layers.11.mlp.up"));
-  EXPECT_TRUE(triax::fp8_pattern_matches("*proj", "a.b_proj"));
-  EXPECT_FALSE(triax::fp8_pattern_matches("*proj", "a.proj.b"));
+  EXPECT_TRUE(triax::glob_match("*", "model.layers.0.mlp.down_proj"));
+  EXPECT_TRUE(triax::glob_match("*.mlp.*", "model.layers.0.mlp.down_proj"));
+  EXPECT_TRUE(triax::glob_match("model.layers.1*", "model.layers.11.self_attn.o_proj"));
+  EXPECT_FALSE(triax::glob_match("*.mlp.*", "model.layers.0.self_attn.o_proj"));
+  EXPECT_FALSE(triax::glob_match("model.layers.1.*", "model.layers.11.mlp.up"));
+  EXPECT_TRUE(triax::glob_match("*proj", "a.b_proj"));
+  EXPECT_FALSE(triax::glob_match("*proj", "a.proj.b"));
 }
 
 // A model of three linears, as a plugin builds one: which compute in fp8 after the conversion

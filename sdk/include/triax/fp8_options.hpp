@@ -29,7 +29,4 @@ struct Fp8Options {
   static Fp8Options from_yaml(const std::string& text);
 };
 
-// Whether `name` matches `pattern`, where '*' matches any run of characters.
-bool fp8_pattern_matches(const std::string& pattern, const std::string& name);
-
 }  // namespace triax

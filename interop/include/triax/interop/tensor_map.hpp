@@ -55,7 +55,4 @@ class TensorMap {
   std::string owner_;
 };
 
-// '*' matches any run of characters, everything else itself.
-bool glob_match(const std::string& pattern, const std::string& text);
-
 }  // namespace triax::interop

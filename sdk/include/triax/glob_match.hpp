@@ -1,0 +1,13 @@
+// Name patterns with '*' (which linears train in fp8, which Hugging Face tensors a mapping
+// ignores).
+#pragma once
+
+#include <string>
+
+namespace triax {
+
+// Whether `text` matches `pattern`, where '*' matches any run of characters and everything else
+// itself.
+bool glob_match(const std::string& pattern, const std::string& text);
+
+}  // namespace triax
