@@ -21,7 +21,7 @@
 #include "triax/generate/generation_model.hpp"
 #include "triax/generate/generator.hpp"
 #include "triax/generate/text_tokenizer.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "triax/error.hpp"
 
 namespace triax::cli {

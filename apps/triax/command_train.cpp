@@ -15,7 +15,7 @@
 #include "triax/core/comm/communicator_factory.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/comm/launch_environment.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "run_check.hpp"
 #include "triax/core/trainer.hpp"

@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 
 namespace triax::generation {
 namespace {

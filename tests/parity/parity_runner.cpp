@@ -36,7 +36,7 @@
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/comm/communicator_factory.hpp"
 #include "triax/core/config.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/error.hpp"

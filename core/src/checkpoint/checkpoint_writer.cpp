@@ -13,7 +13,7 @@
 #include "checkpoint/hdf5_file.hpp"
 #include "comm/world_reduce.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "triax/interop/durable_file.hpp"
 #include "faults/fault_injection.hpp"
 #include "faults/preemption.hpp"

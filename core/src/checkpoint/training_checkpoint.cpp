@@ -19,7 +19,7 @@
 #include "triax/core/comm/communicator.hpp"
 #include "gradients/replica_ownership.hpp"
 #include "data/training_data.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "report/progress.hpp"
 #include "triax/interop/hf_folder.hpp"

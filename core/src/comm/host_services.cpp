@@ -5,7 +5,7 @@
 #include <string>
 
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "triax/error.hpp"
 #include "triax/plugin.hpp"
 #include "triax/tensor_handle.hpp"

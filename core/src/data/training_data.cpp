@@ -9,7 +9,7 @@
 #include "data/batch_prefetcher.hpp"
 #include "triax/core/data/nanoset_config.hpp"
 #include "data/token_mixture.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "data/synthetic_data.hpp"
 #include "data/validation_samples.hpp"
 #include "triax/error.hpp"

@@ -4,7 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 
 namespace triax {
 namespace {

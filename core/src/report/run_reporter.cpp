@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "report/tensorboard/tensorboard_writer.hpp"  // declarations only: built with protobuf when found
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "report/progress.hpp"
 #include "triax/error.hpp"
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <set>
 
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

@@ -9,7 +9,7 @@
 #include "step/micro_batch_feed.hpp"
 #include "triax/cuda_step_graph.hpp"
 #include "faults/fault_injection.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

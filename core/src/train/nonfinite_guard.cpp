@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "checkpoint/checkpoint_folder.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

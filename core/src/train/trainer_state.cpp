@@ -7,7 +7,7 @@
 #include "gradients/weight_decay.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/core/device.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_choice.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/error.hpp"

@@ -9,7 +9,7 @@
 #include "faults/fault_injection.hpp"
 #include "train/trainer_state.hpp"
 #include "triax/core/device.hpp"
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 
 namespace triax {
 

@@ -1,5 +1,5 @@
 // The only translation unit that sees spdlog (and Debian's fmt); no LibTorch header here.
-#include "triax/core/log.hpp"
+#include "triax/report/log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
