@@ -4,6 +4,10 @@
 add_test(NAME ops_tensorboard_plot
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/tensorboard_test.sh $<TARGET_FILE:triax> ${PROJECT_SOURCE_DIR})
 set_tests_properties(ops_tensorboard_plot PROPERTIES TIMEOUT 240 ENVIRONMENT "OMP_NUM_THREADS=1" LABELS python)
+# tools/plot's loss title names the dotted validation line only for runs that validated.
+add_test(NAME ops_plot_title
+  COMMAND ${PROJECT_SOURCE_DIR}/.venv/bin/python ${CMAKE_CURRENT_LIST_DIR}/ops/plot_title_test.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(ops_plot_title PROPERTIES TIMEOUT 60 LABELS python)
 add_test(NAME ops_profiler_benchmark
   COMMAND ${CMAKE_CURRENT_LIST_DIR}/ops/profiler_test.sh $<TARGET_FILE:triax> ${PROJECT_SOURCE_DIR})
 set_tests_properties(ops_profiler_benchmark PROPERTIES TIMEOUT 240 ENVIRONMENT "OMP_NUM_THREADS=1")
