@@ -1,4 +1,4 @@
-#include "report/metrics.hpp"
+#include "triax/report/metrics.hpp"
 
 #include <sys/resource.h>
 

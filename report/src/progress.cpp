@@ -1,4 +1,4 @@
-#include "report/progress.hpp"
+#include "triax/report/progress.hpp"
 
 #include <cmath>
 #include <iomanip>

@@ -1,85 +1,36 @@
-#include "report/run_reporter.hpp"
+#include "triax/report/run_reporter.hpp"
 
-#include <ctime>
-#include <filesystem>
-#include <fstream>
+#include <algorithm>
 #include <iomanip>
 #include <sstream>
 
-#include "report/tensorboard/tensorboard_writer.hpp"  // declarations only: built with protobuf when found
-#include "triax/report/log.hpp"
-#include "report/progress.hpp"
+#include "tensorboard/tensorboard_writer.hpp"  // declarations only: built with protobuf when found
 #include "triax/error.hpp"
+#include "triax/report/progress.hpp"
 
 namespace triax {
-namespace {
 
-namespace fs = std::filesystem;
-
-// A CSV field, quoted when it holds a comma, a quote or a line break (RFC 4180).
-std::string csv_field(const std::string& text) {
-  if (text.find_first_of(",\"\n") == std::string::npos) return text;
-  std::string quoted = "\"";
-  for (const char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
-std::string number_text(double value) {
-  std::ostringstream out;
-  out << std::setprecision(6) << value;
-  return out.str();
-}
-
-std::string utc_timestamp() {
-  std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
-
-const char* const kCsvHeader =
-    "date,config,run,model,parameters,device,world_size,dp,tp,pp,expert_parallel_size,pp_engine,zero_stage,tp_mode,"
-    "sequence_length,micro_batch_size,batch_accumulation_per_replica,global_batch_tokens,train_steps,tokens_per_s,"
-    "tokens_per_s_per_device,model_tflops_per_device,mfu,peak_memory_bytes";
-
-// Opens the benchmark CSV for appending now, so that an unwritable path stops the run first.
-void check_benchmark_csv(const std::string& origin, const std::string& path) {
-  std::error_code ec;
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent, ec);
-  std::ofstream probe(path, std::ios::app);
-  if (ec || !probe)
-    throw ConfigError(origin + ": general.benchmark_csv_path: cannot append to '" + path + "'" +
-                      (ec ? ": " + ec.message() : std::string(" (is its folder writable?)")));
-}
-
-}  // namespace
-
-RunReporter::RunReporter(const TrainConfig& config, bool logging_rank, int64_t resumed_at)
-    : config_(config), logging_rank_(logging_rank) {
+RunReporter::RunReporter(RunReporterOptions options) : logging_rank_(options.logging_rank) {
   if (!logging_rank_) return;
-  const LoggingConfig& l = config.logging;
-  log::set_progress_mode(l.progress == "always"  ? log::ProgressMode::always
-                         : l.progress == "never" ? log::ProgressMode::never
-                                                 : log::ProgressMode::automatic);
-  metrics_file_ = std::make_unique<MetricsFile>((fs::path(config.run_dir()) / "metrics.jsonl").string(), resumed_at);
-  if (config.general.benchmark_csv_path) check_benchmark_csv(config.origin, *config.general.benchmark_csv_path);
-  if (!l.tensorboard) {
+  log::set_progress_mode(options.progress);
+  metrics_file_ = std::make_unique<MetricsFile>(options.metrics_path, options.resumed_at);
+  if (options.benchmark_csv_path) benchmark_csv_.emplace(*options.benchmark_csv_path, std::move(options.benchmark));
+  open_tensorboard(options.tensorboard);
+}
+
+RunReporter::~RunReporter() { log::end_progress(); }
+
+void RunReporter::open_tensorboard([[maybe_unused]] const std::optional<TensorBoardOptions>& options) {
+  if (!options) {
     tensorboard_note_ = "off (logging.tensorboard)";
     return;
   }
 #ifdef TRIAX_WITH_TENSORBOARD
-  const std::string key =
-      config.origin + ": " + (l.tensorboard_dir ? "logging.tensorboard_dir" : "checkpoints.checkpoints_path");
-  tensorboard_ = std::make_unique<TensorBoardWriter>(l.tensorboard_dir.value_or(config.run_dir()), key);
+  tensorboard_ = std::make_unique<TensorBoardWriter>(options->folder, options->key);
 #else
   tensorboard_note_ = "none: this build has no protobuf (install libprotobuf-dev and protobuf-compiler, reconfigure)";
 #endif
 }
-
-RunReporter::~RunReporter() { log::end_progress(); }
 
 std::vector<std::string> RunReporter::describe() const {
   if (!logging_rank_) return {"metrics: rank 0 only"};
@@ -88,8 +39,7 @@ std::vector<std::string> RunReporter::describe() const {
   if (tensorboard_) lines.push_back("TensorBoard events: " + tensorboard_->path());
 #endif
   if (!tensorboard_note_.empty()) lines.push_back("TensorBoard events: " + tensorboard_note_);
-  if (config_.general.benchmark_csv_path)
-    lines.push_back("benchmark: one row appended to " + *config_.general.benchmark_csv_path + " at the end");
+  if (benchmark_csv_) lines.push_back("benchmark: one row appended to " + benchmark_csv_->path() + " at the end");
   return lines;
 }
 
@@ -143,40 +93,27 @@ void RunReporter::logged(const StepMetrics& m) {
   peak_memory_bytes_ = std::max(peak_memory_bytes_, m.peak_memory_bytes);
 }
 
-void RunReporter::finish(const RunFacts& facts) {
-  if (!logging_rank_ || !config_.general.benchmark_csv_path || !last_) return;
-  const std::string& path = *config_.general.benchmark_csv_path;
+BenchmarkThroughput RunReporter::throughput(const RunFacts& facts) const {
   // Throughput after the first logged interval; a run logged once has only that one.
   const double seconds_per_step =
       measured_steps_ ? measured_seconds_ / static_cast<double>(measured_steps_) : first_->step_seconds;
-  const double tokens_per_s = static_cast<double>(facts.tokens_per_step) / seconds_per_step;
-  const double per_device = tokens_per_s / static_cast<double>(facts.world_size);
-  const double tflops = last_->tokens_per_second_per_device > 0
-                            ? last_->model_tflops_per_device / last_->tokens_per_second_per_device * per_device
-                            : 0.0;
+  BenchmarkThroughput t;
+  t.tokens_per_s = static_cast<double>(facts.tokens_per_step) / seconds_per_step;
+  t.tokens_per_s_per_device = t.tokens_per_s / static_cast<double>(facts.world_size);
+  t.model_tflops_per_device =
+      last_->tokens_per_second_per_device > 0
+          ? last_->model_tflops_per_device / last_->tokens_per_second_per_device * t.tokens_per_s_per_device
+          : 0.0;
   // MFU scales with the throughput: the last logged MFU at this run's mean throughput.
-  const bool has_mfu = last_->mfu.has_value() && last_->model_tflops_per_device > 0;
-  const double mfu = has_mfu ? last_->mfu.value() / last_->model_tflops_per_device * tflops : 0.0;
-  const ParallelismConfig& p = config_.parallelism;
-  const TokensConfig& t = config_.tokens;
-  std::ostringstream row;
-  row << utc_timestamp() << "," << csv_field(config_.origin) << "," << csv_field(config_.general.run) << ","
-      << csv_field(facts.model_plugin) << "," << facts.parameters << "," << csv_field(facts.device) << ","
-      << facts.world_size << "," << p.dp << "," << p.tp << "," << p.pp << "," << p.expert_parallel_size << ","
-      << csv_field(p.pp_engine) << "," << config_.optimizer.zero_stage << "," << p.tp_mode << "," << t.sequence_length
-      << "," << t.micro_batch_size << "," << t.batch_accumulation_per_replica << "," << facts.tokens_per_step << ","
-      << t.train_steps << "," << number_text(tokens_per_s) << "," << number_text(per_device) << ","
-      << number_text(tflops) << "," << (has_mfu ? number_text(mfu) : "") << "," << peak_memory_bytes_ << "\n";
-  std::error_code ec;
-  const bool fresh = !fs::exists(path, ec) || fs::file_size(path, ec) == 0;
-  std::ofstream out(path, std::ios::app);
-  if (fresh) out << kCsvHeader << "\n";
-  out << row.str();
-  out.flush();
-  if (!out)
-    log::warning("general.benchmark_csv_path: could not append to " + path + "; the row was: " + row.str());
-  else
-    log::info("benchmark: appended a row to " + path);
+  if (last_->mfu.has_value() && last_->model_tflops_per_device > 0)
+    t.mfu = last_->mfu.value() / last_->model_tflops_per_device * t.model_tflops_per_device;
+  t.peak_memory_bytes = peak_memory_bytes_;
+  return t;
+}
+
+void RunReporter::finish(const RunFacts& facts) {
+  if (!logging_rank_ || !benchmark_csv_ || !last_) return;
+  benchmark_csv_->append(facts, throughput(facts));
 }
 
 }  // namespace triax

@@ -11,7 +11,7 @@
 #include "checkpoint/checkpoint_folder.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "report/progress.hpp"
+#include "triax/report/progress.hpp"
 #include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/core/plugins/model_selection.hpp"
 #include "triax/interop/hf_folder.hpp"

@@ -21,7 +21,7 @@
 #include "data/training_data.hpp"
 #include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
-#include "report/progress.hpp"
+#include "triax/report/progress.hpp"
 #include "triax/interop/hf_folder.hpp"
 #include "triax/torch_version.hpp"
 

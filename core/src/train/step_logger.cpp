@@ -1,12 +1,12 @@
-#include "report/step_logger.hpp"
+#include "train/step_logger.hpp"
 
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
-#include "report/run_reporter.hpp"
 #include "step/step_losses.hpp"
 #include "train/nonfinite_guard.hpp"
+#include "triax/report/run_reporter.hpp"
 
 namespace triax {
 namespace {

@@ -13,9 +13,9 @@
 #include <chrono>
 #include <cstdint>
 
-#include "report/metrics.hpp"
 #include "step/device_mark.hpp"
 #include "step/step_read_back.hpp"
+#include "triax/report/metrics.hpp"
 
 namespace triax {
 

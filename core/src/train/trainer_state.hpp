@@ -12,7 +12,6 @@
 #include "data/training_data.hpp"
 #include "gradients/replica_ownership.hpp"
 #include "gradients/step_gradients.hpp"
-#include "report/metrics.hpp"
 #include "step/engine_step.hpp"
 #include "step/model_chunks.hpp"
 #include "step/pipeline_blocks.hpp"
@@ -22,6 +21,7 @@
 #include "triax/core/plugins/plugin_contexts.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/trainer.hpp"
+#include "triax/report/metrics.hpp"
 
 namespace triax {
 

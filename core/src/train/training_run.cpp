@@ -7,6 +7,7 @@
 
 #include "comm/world_reduce.hpp"
 #include "faults/fault_injection.hpp"
+#include "train/report_options.hpp"
 #include "train/trainer_state.hpp"
 #include "triax/core/device.hpp"
 #include "triax/report/log.hpp"
@@ -17,8 +18,8 @@ TrainingRun::TrainingRun(TrainerState& state)
     : s_(state),
       c_(state.config),
       resolved_config_(state.write_resolved_config()),
-      reporter_(c_, state.is_logging_rank(), state.resume.step),
-      profiler_(c_.profiler, c_.origin, state.communicator.rank(TRIAX_GROUP_WORLD), state.device.is_cuda()),
+      reporter_(run_reporter_options(c_, state.is_logging_rank(), state.resume.step)),
+      profiler_(profiler_options(c_), state.communicator.rank(TRIAX_GROUP_WORLD), state.device.is_cuda()),
       schedule_(state.resume.lr_scheduler),
       nonfinite_(c_),
       preemption_watch_(c_.general.preemption_signals),

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "faults/preemption.hpp"
-#include "report/run_reporter.hpp"
-#include "report/step_logger.hpp"
-#include "report/step_profiler.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/nonfinite_guard.hpp"
+#include "train/step_logger.hpp"
 #include "train/validation.hpp"
 #include "triax/core/trainer.hpp"
+#include "triax/report/run_reporter.hpp"
+#include "triax/report/step_profiler.hpp"
 
 namespace triax {
 

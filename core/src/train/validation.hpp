@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <string>
 
-#include "report/metrics.hpp"
 #include "triax/engine.hpp"
+#include "triax/report/metrics.hpp"
 
 namespace triax {
 

@@ -1,4 +1,4 @@
-#include "report/tensorboard/tensorboard_writer.hpp"
+#include "tensorboard/tensorboard_writer.hpp"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include "src/report/tensorboard/event.pb.h"  // generated from event.proto
+#include "src/tensorboard/event.pb.h"  // generated from event.proto
 #include "triax/error.hpp"
 
 namespace triax {

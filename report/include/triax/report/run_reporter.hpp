@@ -1,6 +1,6 @@
 // What the logging rank (world rank 0) reports of a run: the step log line, metrics.jsonl and
 // TensorBoard events for each logged step, the live progress line between log lines, and at the
-// end the benchmark CSV row of general.benchmark_csv_path (as nanotron's benchmark mode appends).
+// end the benchmark CSV row (as nanotron's benchmark mode appends).
 // Every output is opened before the first step: a folder or file that cannot be written stops
 // the run with a ConfigError naming the config key and the path, before any training work.
 #pragma once
@@ -9,28 +9,36 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "report/metrics.hpp"
-#include "triax/core/config.hpp"
+#include "triax/report/benchmark_csv.hpp"
+#include "triax/report/log.hpp"
+#include "triax/report/metrics.hpp"
 
 namespace triax {
 
 class TensorBoardWriter;
 
-// The facts of a run that the benchmark CSV records beside its throughput.
-struct RunFacts {
-  std::string model_plugin;
-  int64_t parameters = 0;
-  std::string device;
-  int64_t world_size = 1;
-  int64_t tokens_per_step = 0;
+// Where the event files go, when the run writes them.
+struct TensorBoardOptions {
+  std::string folder;
+  std::string key;  // the config file and key that chose the folder, named in errors
+};
+
+struct RunReporterOptions {
+  bool logging_rank = true;  // the other ranks report nothing
+  std::string metrics_path;  // metrics.jsonl
+  int64_t resumed_at = 0;    // the step a resumed run starts after (0 for a new run), see MetricsFile
+  log::ProgressMode progress = log::ProgressMode::automatic;
+  std::optional<TensorBoardOptions> tensorboard;  // empty: off (logging.tensorboard)
+  std::optional<std::string> benchmark_csv_path;
+  BenchmarkSetup benchmark;  // what the CSV row records, when there is one
 };
 
 class RunReporter {
  public:
-  // `resumed_at`: the step a resumed run starts after (0 for a new run), see MetricsFile.
-  RunReporter(const TrainConfig& config, bool logging_rank, int64_t resumed_at = 0);
+  explicit RunReporter(RunReporterOptions options);
   ~RunReporter();
 
   // Where the outputs go, for the start of the log.
@@ -45,11 +53,13 @@ class RunReporter {
   void finish(const RunFacts& facts);
 
  private:
-  const TrainConfig& config_;
+  void open_tensorboard(const std::optional<TensorBoardOptions>& options);
+  void write_scalars(int64_t step, const std::vector<std::pair<std::string, double>>& scalars);
+  BenchmarkThroughput throughput(const RunFacts& facts) const;
+
   bool logging_rank_;
   std::unique_ptr<MetricsFile> metrics_file_;
-  void write_scalars(int64_t step, const std::vector<std::pair<std::string, double>>& scalars);
-
+  std::optional<BenchmarkCsv> benchmark_csv_;
   std::unique_ptr<TensorBoardWriter> tensorboard_;
   std::string tensorboard_note_;  // why there are no events, when there are none
   // Throughput over the logged intervals after the first one (which holds the warm-up).

@@ -2,7 +2,7 @@
 // torch.profiler.schedule would choose: skip the first `skip_first` steps of this run, then
 // `repeat` cycles (0: until the end) of `wait` steps off, `warmup` steps profiled and
 // discarded, `active` steps recorded. At the end of each cycle's active steps every rank writes
-// <profiler_export_path>/rank<R>_steps<A>-<B>.pt.trace.json, a Chrome trace that TensorBoard's
+// <export_path>/rank<R>_steps<A>-<B>.pt.trace.json, a Chrome trace that TensorBoard's
 // profiler plugin, chrome://tracing and Perfetto open.
 #pragma once
 
@@ -10,15 +10,27 @@
 #include <optional>
 #include <string>
 
-#include "triax/core/config.hpp"
-
 namespace triax {
+
+// Which steps are traced and what a trace records.
+struct ProfilerOptions {
+  std::string export_path;  // folder of the traces (*.pt.trace.json)
+  std::string key;          // the config file and key that chose the folder, named in errors
+  int64_t wait = 1;
+  int64_t warmup = 1;
+  int64_t active = 1;
+  int64_t repeat = 1;  // cycles; 0: until the end of the run
+  int64_t skip_first = 3;
+  bool record_shapes = false;
+  bool profile_memory = false;
+  bool with_stack = true;
+};
 
 class StepProfiler {
  public:
   // Creates the export folder and checks that this rank can write there: ConfigError naming
-  // the config file and profiler.profiler_export_path before any training otherwise.
-  StepProfiler(const std::optional<ProfilerConfig>& config, const std::string& origin, int rank, bool cuda);
+  // options.key before any training otherwise. No options: no profiling.
+  StepProfiler(const std::optional<ProfilerOptions>& options, int rank, bool cuda);
   ~StepProfiler();
 
   void before_step(int64_t step);
@@ -34,7 +46,7 @@ class StepProfiler {
   Phase phase_of(int64_t index) const;  // index: steps of this run before this one
   void save(int64_t last_step);
 
-  std::optional<ProfilerConfig> config_;
+  std::optional<ProfilerOptions> options_;
   int rank_ = 0;
   bool cuda_ = false;
   int64_t index_ = 0;  // steps seen so far in this process
