@@ -305,7 +305,7 @@ struct FusedLinearCrossEntropy : torch::autograd::Function<FusedLinearCrossEntro
   }
 };
 
-void require(bool condition, const std::string& message) {
+void require_argument(bool condition, const std::string& message) {
   if (!condition) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "fused_linear_cross_entropy: " + message);
 }
 
@@ -316,25 +316,27 @@ namespace {
 variable_list fused_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels,
                          const at::Tensor& mask, int64_t vocab_start, int64_t vocab_size, const TensorParallel& tp,
                          int64_t chunk_tokens, bool with_logsumexp) {
-  require(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size && (tp.size == 1 || tp.host.valid()),
-          "tensor parallel rank " + std::to_string(tp.rank) + " of " + std::to_string(tp.size) +
-              " needs a valid group (and the host's communicator when tp > 1)");
-  require(hidden.dim() == 2, "hidden must be [tokens, hidden], got " + shape_text(hidden.sizes()));
-  require(weight.dim() == 2 && weight.size(1) == hidden.size(1),
-          "weight " + shape_text(weight.sizes()) +
-              " must be [vocab / tp, hidden] with hidden = " + std::to_string(hidden.size(1)));
-  require(weight.scalar_type() == hidden.scalar_type() && at::isFloatingType(hidden.scalar_type()),
-          std::string("hidden (") + c10::toString(hidden.scalar_type()) + ") and weight (" +
-              c10::toString(weight.scalar_type()) + ") must share one floating dtype");
-  require(labels.dim() == 1 && labels.size(0) == hidden.size(0),
-          "labels " + shape_text(labels.sizes()) + " must be [tokens] with tokens = " + std::to_string(hidden.size(0)));
-  require(!mask.defined() || mask.numel() == hidden.size(0),
-          "mask " + (mask.defined() ? shape_text(mask.sizes()) : std::string()) + " must hold one value per token (" +
-              std::to_string(hidden.size(0)) + ")");
-  require(vocab_size >= 1 && vocab_start >= 0, "vocab_size (" + std::to_string(vocab_size) +
-                                                   ") must be positive and vocab_start (" +
-                                                   std::to_string(vocab_start) + ") not negative");
-  require(chunk_tokens >= 0, "chunk_tokens must be 0 (automatic) or positive, got " + std::to_string(chunk_tokens));
+  require_argument(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size && (tp.size == 1 || tp.host.valid()),
+                   "tensor parallel rank " + std::to_string(tp.rank) + " of " + std::to_string(tp.size) +
+                       " needs a valid group (and the host's communicator when tp > 1)");
+  require_argument(hidden.dim() == 2, "hidden must be [tokens, hidden], got " + shape_text(hidden.sizes()));
+  require_argument(weight.dim() == 2 && weight.size(1) == hidden.size(1),
+                   "weight " + shape_text(weight.sizes()) +
+                       " must be [vocab / tp, hidden] with hidden = " + std::to_string(hidden.size(1)));
+  require_argument(weight.scalar_type() == hidden.scalar_type() && at::isFloatingType(hidden.scalar_type()),
+                   std::string("hidden (") + c10::toString(hidden.scalar_type()) + ") and weight (" +
+                       c10::toString(weight.scalar_type()) + ") must share one floating dtype");
+  require_argument(
+      labels.dim() == 1 && labels.size(0) == hidden.size(0),
+      "labels " + shape_text(labels.sizes()) + " must be [tokens] with tokens = " + std::to_string(hidden.size(0)));
+  require_argument(!mask.defined() || mask.numel() == hidden.size(0),
+                   "mask " + (mask.defined() ? shape_text(mask.sizes()) : std::string()) +
+                       " must hold one value per token (" + std::to_string(hidden.size(0)) + ")");
+  require_argument(vocab_size >= 1 && vocab_start >= 0, "vocab_size (" + std::to_string(vocab_size) +
+                                                            ") must be positive and vocab_start (" +
+                                                            std::to_string(vocab_start) + ") not negative");
+  require_argument(chunk_tokens >= 0,
+                   "chunk_tokens must be 0 (automatic) or positive, got " + std::to_string(chunk_tokens));
 
   const int64_t tokens = hidden.size(0);
   const at::TensorOptions score = hidden.options().dtype(at::promote_types(hidden.scalar_type(), at::kFloat));

@@ -8,10 +8,6 @@
 namespace triax {
 namespace {
 
-void check(triax_status status, const triax_error& error) {
-  if (status != TRIAX_OK) throw Error(status, error.message);
-}
-
 const triax_host& require(const triax_host* host) {
   if (host == nullptr) throw Error("no host services: this object was built outside a triax run");
   return *host;
@@ -39,7 +35,7 @@ void PendingCollective::wait() {
   triax_pending* pending = pending_;
   pending_ = nullptr;
   triax_error error{};
-  check(host_->finish(host_->self, pending, &error), error);
+  throw_if_failed(host_->finish(host_->self, pending, &error), error);
 }
 
 PendingCollective Host::start_all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) const {
@@ -50,7 +46,7 @@ PendingCollective Host::start_all_reduce(triax_group group, const at::Tensor& te
   }
   triax_error error{};
   triax_pending* pending = nullptr;
-  check(h.start_all_reduce(h.self, group, borrow_handle(tensor), op, &pending, &error), error);
+  throw_if_failed(h.start_all_reduce(h.self, group, borrow_handle(tensor), op, &pending, &error), error);
   return {host_, pending};
 }
 
@@ -62,7 +58,8 @@ PendingCollective Host::start_all_gather(triax_group group, const at::Tensor& ou
   }
   triax_error error{};
   triax_pending* pending = nullptr;
-  check(h.start_all_gather(h.self, group, borrow_handle(output), borrow_handle(input), &pending, &error), error);
+  throw_if_failed(h.start_all_gather(h.self, group, borrow_handle(output), borrow_handle(input), &pending, &error),
+                  error);
   return {host_, pending};
 }
 
@@ -75,8 +72,8 @@ PendingCollective Host::start_reduce_scatter(triax_group group, const at::Tensor
   }
   triax_error error{};
   triax_pending* pending = nullptr;
-  check(h.start_reduce_scatter(h.self, group, borrow_handle(output), borrow_handle(input), op, &pending, &error),
-        error);
+  throw_if_failed(
+      h.start_reduce_scatter(h.self, group, borrow_handle(output), borrow_handle(input), op, &pending, &error), error);
   return {host_, pending};
 }
 
@@ -87,9 +84,9 @@ PendingCollective Host::start_send_recv(triax_group group, const at::Tensor& sen
     throw Error(TRIAX_ERROR_UNSUPPORTED, "triax_host.start_send_recv: this host predates ABI 1.10 (no ring steps)");
   triax_error error{};
   triax_pending* pending = nullptr;
-  check(h.start_send_recv(h.self, group, borrow_handle(send), send_peer, borrow_handle(recv), recv_peer, &pending,
-                          &error),
-        error);
+  throw_if_failed(h.start_send_recv(h.self, group, borrow_handle(send), send_peer, borrow_handle(recv), recv_peer,
+                                    &pending, &error),
+                  error);
   return {host_, pending};
 }
 
@@ -104,32 +101,32 @@ int Host::size(triax_group group) const { return host_ == nullptr ? 1 : host_->g
 void Host::all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op) const {
   const triax_host& h = require(host_);
   triax_error error{};
-  check(h.all_reduce(h.self, group, borrow_handle(tensor), op, &error), error);
+  throw_if_failed(h.all_reduce(h.self, group, borrow_handle(tensor), op, &error), error);
 }
 
 void Host::all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input) const {
   const triax_host& h = require(host_);
   triax_error error{};
-  check(h.all_gather(h.self, group, borrow_handle(output), borrow_handle(input), &error), error);
+  throw_if_failed(h.all_gather(h.self, group, borrow_handle(output), borrow_handle(input), &error), error);
 }
 
 void Host::reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input,
                           triax_reduce_op op) const {
   const triax_host& h = require(host_);
   triax_error error{};
-  check(h.reduce_scatter(h.self, group, borrow_handle(output), borrow_handle(input), op, &error), error);
+  throw_if_failed(h.reduce_scatter(h.self, group, borrow_handle(output), borrow_handle(input), op, &error), error);
 }
 
 void Host::broadcast(triax_group group, const at::Tensor& tensor, int root) const {
   const triax_host& h = require(host_);
   triax_error error{};
-  check(h.broadcast(h.self, group, borrow_handle(tensor), root, &error), error);
+  throw_if_failed(h.broadcast(h.self, group, borrow_handle(tensor), root, &error), error);
 }
 
 void Host::all_to_all(triax_group group, const at::Tensor& output, const at::Tensor& input) const {
   const triax_host& h = require(host_);
   triax_error error{};
-  check(h.all_to_all(h.self, group, borrow_handle(output), borrow_handle(input), &error), error);
+  throw_if_failed(h.all_to_all(h.self, group, borrow_handle(output), borrow_handle(input), &error), error);
 }
 
 void Host::all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
@@ -143,27 +140,27 @@ void Host::all_to_all_v(triax_group group, const at::Tensor& output, const at::T
                                                   std::to_string(input_splits.size()) + " input splits for a group of " +
                                                   std::to_string(ranks));
   triax_error error{};
-  check(h.all_to_all_v(h.self, group, borrow_handle(output), borrow_handle(input), output_splits.data(),
-                       input_splits.data(), &error),
-        error);
+  throw_if_failed(h.all_to_all_v(h.self, group, borrow_handle(output), borrow_handle(input), output_splits.data(),
+                                 input_splits.data(), &error),
+                  error);
 }
 
 void Host::send(triax_group group, const at::Tensor& tensor, int peer) const {
   const triax_host& h = require(host_);
   triax_error error{};
-  check(h.send(h.self, group, borrow_handle(tensor), peer, &error), error);
+  throw_if_failed(h.send(h.self, group, borrow_handle(tensor), peer, &error), error);
 }
 
 void Host::recv(triax_group group, const at::Tensor& tensor, int peer) const {
   const triax_host& h = require(host_);
   triax_error error{};
-  check(h.recv(h.self, group, borrow_handle(tensor), peer, &error), error);
+  throw_if_failed(h.recv(h.self, group, borrow_handle(tensor), peer, &error), error);
 }
 
 void Host::barrier(triax_group group) const {
   const triax_host& h = require(host_);
   triax_error error{};
-  check(h.barrier(h.self, group, &error), error);
+  throw_if_failed(h.barrier(h.self, group, &error), error);
 }
 
 }  // namespace triax

@@ -8,17 +8,10 @@
 #include <cmath>
 
 #include "triax/config_reader.hpp"
+#include "triax/glob_match.hpp"
 #include "triax/spectral_mup.hpp"
 
 namespace triax {
-namespace {
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
 
 uint64_t parameter_seed(uint64_t seed, const std::string& name) {
   // FNV-1a over the name, mixed with the run seed (splitmix64 finaliser).

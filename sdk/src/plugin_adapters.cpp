@@ -13,10 +13,6 @@
 namespace triax {
 namespace {
 
-void check(triax_status status, const triax_error& error) {
-  if (status != TRIAX_OK) throw Error(status, error.message);
-}
-
 c10::ScalarType parse_dtype(const std::string& name) {
   if (name == "float32") return c10::kFloat;
   if (name == "bfloat16") return c10::kBFloat16;
@@ -363,7 +359,7 @@ StageOutput ModelRef::forward(const StageInput& input) const {
   io.want_logits = input.want_logits ? 1 : 0;
   io.position_ids = borrow_handle(input.position_ids);
   triax_error error{};
-  check(ref_.vtable->forward(ref_.model, &io, &error), error);
+  throw_if_failed(ref_.vtable->forward(ref_.model, &io, &error), error);
   StageOutput output{adopt_handle(io.hidden_out), adopt_handle(io.loss), adopt_handle(io.aux_loss),
                      adopt_handle(io.logits)};
   output.aux_losses = detail::named_aux_losses(io.aux_losses, detail::aux_loss_names_of(ref_));
@@ -395,7 +391,7 @@ StageInput StepRequest::micro_batch(int index) const {
   triax_stage_io io{};
   io.struct_size = sizeof(io);
   triax_error error{};
-  check(request_.batches.next(request_.batches.self, index, &io, &error), error);
+  throw_if_failed(request_.batches.next(request_.batches.self, index, &io, &error), error);
   // The source hands over new references.
   StageInput input{adopt_handle(io.input_ids), adopt_handle(io.label_ids), adopt_handle(io.label_mask),
                    adopt_handle(io.hidden_in)};
@@ -409,11 +405,11 @@ void StepRequest::after_backward(int chunk, int index) const {
                 "after_backward: chunk " + std::to_string(chunk) + " of " + std::to_string(chunk_count()));
   triax_error error{};
   if (chunk_hook_) {
-    check(request_.after_chunk_backward(request_.hooks_self, chunk, index, &error), error);
+    throw_if_failed(request_.after_chunk_backward(request_.hooks_self, chunk, index, &error), error);
   } else if (chunk_count() > 1) {
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "the host listed model chunks without after_chunk_backward");
   } else if (request_.after_backward != nullptr) {
-    check(request_.after_backward(request_.hooks_self, index, &error), error);
+    throw_if_failed(request_.after_backward(request_.hooks_self, index, &error), error);
   }
 }
 

@@ -5,16 +5,10 @@
 #include <string>
 
 #include "triax/error.hpp"
+#include "triax/glob_match.hpp"
 #include "triax/init.hpp"
 
 namespace triax {
-namespace {
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
 
 SpectralScale spectral_scale(ParameterRole role, int64_t fan_in, int64_t fan_out) {
   SpectralScale scale;

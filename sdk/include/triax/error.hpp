@@ -32,4 +32,10 @@ class PluginError : public Error {
   explicit PluginError(const std::string& message) : Error(TRIAX_ERROR_INVALID_ARGUMENT, message) {}
 };
 
+// Throws, as an Error with the same status and message, what a call across the plugin boundary
+// reported through its triax_error (both sides of the boundary call through C vtables).
+inline void throw_if_failed(triax_status status, const triax_error& error) {
+  if (status != TRIAX_OK) throw Error(status, error.message);
+}
+
 }  // namespace triax

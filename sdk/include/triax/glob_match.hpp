@@ -10,4 +10,7 @@ namespace triax {
 // itself.
 bool glob_match(const std::string& pattern, const std::string& text);
 
+// Whether `text` ends with `suffix` (a parameter name's last component: ".bias", ".weight").
+bool ends_with(const std::string& text, const std::string& suffix);
+
 }  // namespace triax
