@@ -10,10 +10,10 @@ SRC="$2"
 PYTHON="$3"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-# bench.sh runs `python3`, and the peer with the same interpreter: the one with torch.
-mkdir "$WORK/bin"
-ln -s "$PYTHON" "$WORK/bin/python3"
-export PATH="$WORK/bin:$PATH" PYTHONPATH="$SRC/tests/bench/stand_in_mamba_ssm"
+# bench.sh runs `python3`, and the peer with the same interpreter: the environment's, with torch
+# (its folder first on PATH; a link elsewhere would not find the environment).
+PYTHON_BIN="$(dirname "$PYTHON")"
+export PATH="$PYTHON_BIN:$PATH" PYTHONPATH="$SRC/tests/bench/stand_in_mamba_ssm"
 
 OUT="$WORK/out" "$SRC/tools/device/bench.sh" --family mamba --triax "$TRIAX" --single-process --warmup 1 \
   --work "$WORK/runs" --peer-args '--device cpu --steps 1 --warmup 1' \
