@@ -7,9 +7,12 @@ triax_use_pch(mamba_scan_test)
 gtest_discover_tests(mamba_scan_test TEST_FILTER "*Cpu.*" TEST_LIST mamba_scan_test_cpu)
 gtest_discover_tests(mamba_scan_test TEST_FILTER "*Cuda.*" TEST_LIST mamba_scan_test_cuda PROPERTIES LABELS gpu)
 
-# Time and achieved memory bandwidth of the kernels at Mamba-130m shapes (built, not run by ctest).
+# Time and achieved memory bandwidth of the kernels at Mamba-130m shapes, with --peer mamba-ssm's
+# selective_scan_fn on the same tensors (built, not run by ctest).
 if(TRIAX_CUDA)
-  add_executable(mamba_scan_bench ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_bench.cpp)
-  target_link_libraries(mamba_scan_bench PRIVATE triax_mamba_scan)
+  add_executable(mamba_scan_bench ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_bench.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_peer_times.cpp)
+  target_link_libraries(mamba_scan_bench PRIVATE triax_mamba_scan nlohmann_json::nlohmann_json)
+  target_compile_definitions(mamba_scan_bench PRIVATE
+    TRIAX_MAMBA_SCAN_PEER_SCRIPT="${PROJECT_SOURCE_DIR}/tools/device/mamba_scan_peer.py")
   triax_use_pch(mamba_scan_bench)
 endif()

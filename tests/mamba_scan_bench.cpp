@@ -1,8 +1,10 @@
 // The fused scan and conv1d kernels on one GPU at Mamba-130m shapes (d_inner 1536, n 16, seq
 // 2048, batch 8 unless given): each kernel's time and its achieved memory bandwidth, counted as
 // the bytes a pass must move (every input read once, every output written once) over the time,
-// as a fraction of the GPU's peak. Built with -DTRIAX_CUDA=ON, not run by ctest.
-//   mamba_scan_bench [batch channels length state]
+// as a fraction of the GPU's peak. With --peer, mamba-ssm's selective_scan_fn on the same tensors
+// beside it (tools/device/mamba_scan_peer.py; mamba-ssm installed by
+// tools/device/build_mamba_peer.sh). Built with -DTRIAX_CUDA=ON, not run by ctest.
+//   mamba_scan_bench [--peer] [batch channels length state]
 #include <ATen/ATen.h>
 #include <cuda_runtime_api.h>
 
@@ -11,7 +13,9 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "mamba_scan_peer_times.hpp"
 #include "scan_kernels.hpp"
 
 namespace {
@@ -69,7 +73,24 @@ void report(const char* name, double ms, double bytes, const Peak& peak) {
               100.0 * rate / peak.bytes_per_s);
 }
 
-void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t n, const Peak& peak) {
+struct ScanTimes {
+  double forward_ms, forward_training_ms, backward_ms;
+};
+
+// mamba-ssm's times on the same tensors, against triax's `ours`.
+void report_peer(const std::map<std::string, at::Tensor>& tensors, const ScanTimes& ours, double forward_bytes,
+                 double backward_bytes, const Peak& peak, const std::string& tag) {
+  const auto peer = triax::mamba::bench::time_peer_scan(TRIAX_MAMBA_SCAN_PEER_SCRIPT, tensors);
+  if (!peer) return;
+  report(("peer forward (" + peer->peer + ", no grad)" + tag).c_str(), peer->forward_ms, forward_bytes, peak);
+  report(("peer forward (training)" + tag).c_str(), peer->forward_training_ms, forward_bytes, peak);
+  report(("peer backward" + tag).c_str(), peer->backward_ms, backward_bytes, peak);
+  std::printf("  triax / peer time: forward %.2f, forward (training) %.2f, backward %.2f\n",
+              ours.forward_ms / peer->forward_ms, ours.forward_training_ms / peer->forward_training_ms,
+              ours.backward_ms / peer->backward_ms);
+}
+
+void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t n, const Peak& peak, bool peer) {
   const auto act = at::TensorOptions().device(at::kCUDA).dtype(type);
   const auto f32 = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
   const double es = static_cast<double>(c10::elementSize(type));
@@ -127,6 +148,10 @@ void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t 
       "  (checkpoints: %.1f MB written by the training forward, read by the backward; counted in the "
       "backward's bytes only)\n",
       checkpoint_bytes / 1e6);
+  if (peer)
+    report_peer({{"u", u}, {"delta", delta}, {"z", z}, {"B", B}, {"C", C}, {"A", A}, {"D", D}, {"delta_bias", bias},
+                 {"grad_y", grad_y}},
+                {inference, training, backward}, forward_bytes, backward_bytes, peak, tag);
 
   // Conv1d, width 4: x in, y out; backward x, grad_y in, grad_x out.
   at::Tensor w = at::randn({d, 4}, f32);
@@ -149,8 +174,11 @@ void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int64_t b = argc > 1 ? std::atoll(argv[1]) : 8, d = argc > 2 ? std::atoll(argv[2]) : 1536;
-  const int64_t l = argc > 3 ? std::atoll(argv[3]) : 2048, n = argc > 4 ? std::atoll(argv[4]) : 16;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const bool peer = !args.empty() && args.front() == "--peer";
+  if (peer) args.erase(args.begin());
+  auto arg = [&](size_t i, int64_t fallback) { return args.size() > i ? std::atoll(args[i].c_str()) : fallback; };
+  const int64_t b = arg(0, 8), d = arg(1, 1536), l = arg(2, 2048), n = arg(3, 16);
   if (!at::hasCUDA()) {
     std::fprintf(stderr, "mamba_scan_bench: no GPU\n");
     return 1;
@@ -164,7 +192,7 @@ int main(int argc, char** argv) {
   at::Tensor dst = at::empty_like(src);
   const double copy = time_ms([&] { dst.copy_(src); });
   report("device-to-device copy (1 GiB)", copy, 2.0 * src.numel() * 4, peak);
-  for (const c10::ScalarType type : {at::kBFloat16, at::kFloat}) bench_dtype(type, b, d, l, n, peak);
+  for (const c10::ScalarType type : {at::kBFloat16, at::kFloat}) bench_dtype(type, b, d, l, n, peak, peer);
   check(cudaDeviceSynchronize(), "synchronize");
   return 0;
 }

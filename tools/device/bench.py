@@ -3,8 +3,8 @@
 
 For each size (configs/bench/smollm-SIZE.yaml; with --family mamba configs/bench/mamba-SIZE.yaml)
 and each variant, runs `triax train` on that config, then the peer (`python3 PEER --model SIZE
---mbs MBS --seq SEQ --compile`; for Mamba tools/device/mamba_peer_bench.py, transformers'
-MambaForCausalLM) on the same shape once per size, and prints: size, variant, triax tokens/s, MFU, peak GiB, peer tokens/s,
+--mbs MBS --seq SEQ --compile`; for Mamba tools/device/mamba_ssm_peer.py, state-spaces' mamba-ssm
+with its CUDA kernels, without --compile) on the same shape once per size, and prints: size, variant, triax tokens/s, MFU, peak GiB, peer tokens/s,
 MFU, peak GiB, triax/peer. triax's numbers are the median over the steps after --warmup of its
 metrics.jsonl (tokens/s, MFU) and its last peak memory; the peer's are its JSON line. With --out
 (default $OUT), also writes bench.md, bench.json and every run's log there.
@@ -13,7 +13,7 @@ Standard library only: the GPU machine has no package registry.
 
   tools/device/bench.sh                                  # every size, triax as configured
   tools/device/bench.sh 360m --variant base --variant 'recompute parallelism.recompute_layer=true'
-  tools/device/bench.sh --family mamba 130m               # Mamba-130m against MambaForCausalLM
+  tools/device/bench.sh --family mamba 130m               # Mamba-130m against mamba-ssm's MambaLMHeadModel
 """
 import argparse
 import json
@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = {
     # sizes: the default set; extra_sizes: run only when named (3b: seq 4096, minutes per run).
     "llama": dict(sizes=["135m", "360m", "1.7b"], extra_sizes=["3b"], config="configs/bench/smollm-{size}.yaml",
-                  peer=str(ROOT / ".devdeps/peer_bench.py")),
+                  peer=str(ROOT / ".devdeps/peer_bench.py"), peer_args="--compile"),
     "mamba": dict(sizes=["130m", "370m", "1.4b"], extra_sizes=[], config="configs/bench/mamba-{size}.yaml",
-                  peer=str(ROOT / "tools/device/mamba_peer_bench.py")),
+                  peer=str(ROOT / "tools/device/mamba_ssm_peer.py"), peer_args=""),
 }
 GIB = 2**30
 
@@ -51,13 +51,14 @@ def parse_args(argv):
                    + ", ".join(FAMILIES["mamba"]["sizes"]) + " (default: the family's sizes not named 'extra')")
     p.add_argument("--family", default="llama", choices=sorted(FAMILIES),
                    help="llama: configs/bench/smollm-SIZE.yaml against .devdeps/peer_bench.py (default); "
-                        "mamba: configs/bench/mamba-SIZE.yaml against tools/device/mamba_peer_bench.py")
+                        "mamba: configs/bench/mamba-SIZE.yaml against tools/device/mamba_ssm_peer.py "
+                        "(mamba-ssm, built by tools/device/build_mamba_peer.sh)")
     p.add_argument("--triax", default=str(ROOT / "build-gpu/bin/triax"), help="triax executable")
     p.add_argument("--peer", default=None,
                    help="peer script, or 'none' to run triax only (default: the family's, see --family)")
-    p.add_argument("--peer-args", default="--compile",
+    p.add_argument("--peer-args", default=None,
                    help="peer flags besides --model/--mbs/--seq, as one word: --peer-args='--compile --steps 30' "
-                        "(default: --compile)")
+                        "(default: --compile for llama, none for mamba)")
     p.add_argument("--variant", action="append", default=[], metavar="'NAME [KEY=VALUE ...]'",
                    help="a triax run with these config overrides (repeatable; default: one run named 'triax' "
                         "without overrides), e.g. --variant 'recompute parallelism.recompute_layer=true'")
@@ -77,6 +78,8 @@ def parse_args(argv):
         a.sizes = list(family["sizes"])
     if a.peer is None:
         a.peer = family["peer"]
+    if a.peer_args is None:
+        a.peer_args = family["peer_args"]
     for size in a.sizes:
         config = config_path(a.family, size)
         if not config.is_file():
@@ -270,8 +273,8 @@ def markdown(rows, notes, a):
     lines += ["", f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {', '.join(devices) or 'unknown device'}"
               + (f", peer torch {', '.join(torch_versions)}" if torch_versions else "") + "."]
     lines.append(f"triax: median of steps after {a.warmup} warm-up steps (metrics.jsonl); peak memory: the "
-                 "caching allocator's peak over the run. Peer: `peer_bench.py "
-                 f"{a.peer_args}` (its warm-up excluded, peak after warm-up).")
+                 "caching allocator's peak over the run. Peer: `" + " ".join([Path(a.peer).name] + shlex.split(a.peer_args))
+                 + "` (its warm-up excluded, peak after warm-up).")
     lines.append("Variants: " + "; ".join(f"`{name}`: " + (" ".join(f"`{o}`" for o in ov) if ov else "as configured")
                                           for name, ov in a.variants)
                  + (". Every run: " + " ".join(f"`{s}`" for s in a.set) if a.set else "") + ".")

@@ -5,24 +5,29 @@
 #      (label `python`) or a long time (label `slow`);
 #   3. run the benchmark (tools/device/bench.sh) with the remaining arguments.
 #
-#   tools/device/gpu_check.sh [--no-build] [--no-tests] [--no-bench] [bench.sh arguments...]
+#   tools/device/gpu_check.sh [--no-build] [--no-tests] [--no-bench] [--mamba-peer=SOURCES]
+#                             [bench.sh arguments...]
 #
+# --mamba-peer=SOURCES builds the Mamba peer (tools/device/build_mamba_peer.sh SOURCES) in the
+# background from the start, beside triax's build, and waits for it before the benchmark.
 # Needs .devdeps/ carried along (docs/performance.md): the Debian packages the machine lacks with
 # an unpack.sh that extracts them and exports CMAKE_PREFIX_PATH / LD_LIBRARY_PATH, and the peer
-# script as .devdeps/peer_bench.py. Extra CMake flags: TRIAX_CMAKE_ARGS. With $OUT set,
+# script as .devdeps/peer_bench.py. Extra CMake flags: TRIAX_CMAKE_ARGS; ninja targets (default:
+# all): TRIAX_TARGETS. With $OUT set,
 # the build and test logs and the benchmark table are written there. Exit status: 0 when every
 # stage that ran passed.
 # shellcheck disable=SC2317  # the stage functions are called through `stage`
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
 
-build=1 tests=1 bench=1
+build=1 tests=1 bench=1 mamba_peer=""
 bench_args=()
 for arg in "$@"; do
   case "$arg" in
     --no-build) build=0 ;;
     --no-tests) tests=0 ;;
     --no-bench) bench=0 ;;
+    --mamba-peer=*) mamba_peer="${arg#--mamba-peer=}" ;;
     *) bench_args+=("$arg") ;;
   esac
 done
@@ -60,7 +65,8 @@ configure_and_build() {
   cmake -G Ninja -B build-gpu -DCMAKE_BUILD_TYPE=Release -DTRIAX_CUDA=ON "-DCMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH" \
     ${TRIAX_CMAKE_ARGS:-} \
     >"$logs/configure.log" 2>&1 || { tail -40 "$logs/configure.log"; return 1; }
-  ninja -C build-gpu -j"$(nproc)" >"$logs/build.log" 2>&1 || { grep -B2 -A20 -m3 'error' "$logs/build.log" | head -80; tail -20 "$logs/build.log"; return 1; }
+  # shellcheck disable=SC2086
+  ninja -C build-gpu -j"$(nproc)" ${TRIAX_TARGETS:-} >"$logs/build.log" 2>&1 || { grep -B2 -A20 -m3 'error' "$logs/build.log" | head -80; tail -20 "$logs/build.log"; return 1; }
   tail -1 "$logs/build.log"
 }
 
@@ -76,6 +82,16 @@ run_ctest() {  # run_ctest LOGNAME ctest-arguments...
   return "$result"
 }
 
+if [[ -n "$mamba_peer" ]]; then
+  tools/device/build_mamba_peer.sh "$mamba_peer" >"$logs/mamba-peer.log" 2>&1 &
+  mamba_peer_pid=$!
+fi
+wait_for_mamba_peer() {
+  wait "$mamba_peer_pid"
+  local result=$?
+  tail -4 "$logs/mamba-peer.log"
+  return "$result"
+}
 if ((build)); then
   stage "build (build-gpu, Release, TRIAX_CUDA=ON)" configure_and_build || { print_summary; exit 1; }
 fi
@@ -84,6 +100,7 @@ if ((tests)); then
   stage "ctest -L gpu" run_ctest ctest-gpu -L gpu --no-tests=ignore
   stage "ctest CPU suite (-LE 'gpu|python|slow')" run_ctest ctest-cpu -LE 'gpu|python|slow' -j"$(nproc)"
 fi
+[[ -n "$mamba_peer" ]] && stage "Mamba peer (tools/device/build_mamba_peer.sh $mamba_peer)" wait_for_mamba_peer
 if ((bench)); then
   [[ -f .devdeps/peer_bench.py ]] || echo "gpu_check: .devdeps/peer_bench.py is missing: the peer runs will fail"
   stage "benchmark" tools/device/bench.sh "${bench_args[@]}"

@@ -18,26 +18,13 @@ than --compile-timeout seconds, the run falls back to eager mode and the JSON sa
 ("compile": "failed: ..." and "peer": "hf-mamba").
 """
 import argparse
-import json
-import math
 import signal
 import time
 
 import torch
 
-# d_model, layers of state-spaces' checkpoints; every one: vocab 50280, d_state 16, d_conv 4, expand 2.
-MODELS = {"130m": (768, 24), "370m": (1024, 48), "1.4b": (2048, 48)}
-VOCAB, D_STATE, D_CONV, EXPAND = 50280, 16, 4, 2
-
-
-def train_flops_per_token(d_model, layers, seq):
-    """3x the forward's multiply-adds x 2: the projections, the conv, the scan, the lm_head."""
-    inner, rank = EXPAND * d_model, math.ceil(d_model / 16)
-    proj = d_model * 2 * inner + inner * (rank + 2 * D_STATE) + rank * inner + inner * d_model
-    conv = inner * D_CONV
-    scan = 3 * inner * D_STATE  # decay-times-state, input, output contraction per position
-    forward = 2 * layers * (proj + conv + scan) + 2 * d_model * VOCAB
-    return 3 * forward
+from mamba_peer_common import (D_CONV, D_STATE, EXPAND, MODELS, VOCAB, print_result, timed_result,
+                               train_step)
 
 
 class CompileTimeout(Exception):
@@ -55,6 +42,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--peak", type=float, default=989e12, help="bf16 dense peak FLOP/s for the MFU (H100/H200)")
     a = ap.parse_args()
+    a.device = "cuda"
     from transformers import MambaConfig, MambaForCausalLM
 
     d_model, layers = MODELS[a.model]
@@ -76,14 +64,7 @@ def main():
         compile_note = "ok"
 
     def step(forward):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = forward(input_ids=inp).logits
-        loss = torch.nn.functional.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt.view(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
+        return train_step(torch, forward, model, opt, inp, tgt, "cuda")
 
     def on_alarm(signum, frame):
         raise CompileTimeout()
@@ -113,24 +94,11 @@ def main():
             step(fwd)
         torch.cuda.synchronize()
     warm_s = time.time() - t0
-    torch.cuda.reset_peak_memory_stats()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(a.steps):
-        loss = step(fwd)
-    e.record()
-    torch.cuda.synchronize()
-    ms = s.elapsed_time(e) / a.steps
-    tps = a.mbs * a.seq / (ms / 1e3)
-    fpt = train_flops_per_token(d_model, layers, a.seq)
     compiled = a.compile and compile_note == "ok"
-    res = dict(peer="hf-mamba" + ("+compile" if compiled else ""), model=a.model, params=nparams, mbs=a.mbs,
-               seq=a.seq, step_ms=round(ms, 2), tokens_per_s=round(tps), mfu_989=round(tps * fpt / a.peak, 4),
-               tflops=round(tps * fpt / 1e12, 1), peak_mem_gib=round(torch.cuda.max_memory_allocated() / 2**30, 2),
-               warmup_s=round(warm_s, 1), loss=round(loss.item(), 3), torch=torch.__version__)
+    res = timed_result(torch, lambda: step(fwd), a, "hf-mamba" + ("+compile" if compiled else ""), nparams, warm_s)
     if compile_note:
         res["compile"] = compile_note
-    print(json.dumps(res), flush=True)
+    print_result(res)
 
 
 if __name__ == "__main__":

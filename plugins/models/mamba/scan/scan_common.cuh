@@ -1,6 +1,6 @@
-// Device pieces shared by the scan's forward and backward kernels: the thread layout (four
-// threads per channel, each holding S of the n states in registers), the fast exponential and
-// softplus, and the staging of one piece of the sequence into shared memory.
+// Device pieces shared by the scan's forward and backward kernels: the thread layout (G threads
+// per channel, each holding S of the n states in registers), the fast exponential and softplus,
+// and the staging of one piece of the sequence into shared memory.
 #pragma once
 
 #include <type_traits>
@@ -13,8 +13,6 @@ namespace triax::mamba::kernels {
 using triax::kernels::from_float;
 using triax::kernels::to_float;
 
-// Threads per channel: lanes 4c..4c+3 of a warp share channel c, lane 4c+g holds states g*S..g*S+S-1.
-constexpr int kGroups = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
 // 2^x in one MUFU instruction (relative error about 2^-22); the scan needs one per state and position.
@@ -37,10 +35,11 @@ __device__ __forceinline__ float softplus(float x) {
 // Its derivative, the logistic function (1 above the threshold).
 __device__ __forceinline__ float softplus_slope(float x) { return x > 20.f ? 1.f : 1.f / (1.f + __expf(-x)); }
 
-// Sum over the four lanes of one channel; every one of them gets it.
+// Sum over the G lanes of one channel (lanes Gc..Gc+G-1 of a warp); every one of them gets it.
+template <int G>
 __device__ __forceinline__ float channel_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  v += __shfl_xor_sync(0xffffffffu, v, 2);
+#pragma unroll
+  for (int mask = 1; mask < G; mask <<= 1) v += __shfl_xor_sync(0xffffffffu, v, mask);
   return v;
 }
 
@@ -61,7 +60,7 @@ __device__ __forceinline__ int keep_half_summed(float (&v)[V], int half, int mas
 
 // Reduce-scatter over the G lanes of a channel (lane bits 0 .. log2(G) - 1): afterwards
 // v[0 .. V/G) hold the sums over the G lanes of the values first .. first + V/G of v; returns first.
-template <int G = kGroups, int V>
+template <int G, int V>
 __device__ __forceinline__ int sum_over_channel_lanes(float (&v)[V], int g) {
   static_assert(G == 4 || G == 8, "four or eight lanes per channel");
   static_assert(V % G == 0, "whole shares");
@@ -165,7 +164,8 @@ struct PieceRegisters {
   }
 };
 
-// The S values at row + g*S, e.g. the padded states g*S..g*S+S-1 of a B or C tile (16-byte loads when S % 4 == 0).
+// The S values at row + g*S, e.g. the padded states g*S..g*S+S-1 of a B or C tile (16-byte
+// loads when S % 4 == 0, 8-byte ones when S is 2).
 template <int S>
 __device__ __forceinline__ void load_states(const float* row, int g, float (&out)[S]) {
   if constexpr (S % 4 == 0) {
@@ -174,22 +174,50 @@ __device__ __forceinline__ void load_states(const float* row, int g, float (&out
       const float4 v = *reinterpret_cast<const float4*>(row + g * S + j);
       out[j] = v.x, out[j + 1] = v.y, out[j + 2] = v.z, out[j + 3] = v.w;
     }
+  } else if constexpr (S == 2) {
+    const float2 v = *reinterpret_cast<const float2*>(row + g * S);
+    out[0] = v.x, out[1] = v.y;
   } else {
 #pragma unroll
     for (int j = 0; j < S; ++j) out[j] = row[g * S + j];
   }
 }
 
-// Stores S values at row + g*S (16-byte stores when S % 4 == 0).
+// Stores S values at row + g*S (16-byte stores when S % 4 == 0, 8-byte ones when S is 2).
 template <int S>
 __device__ __forceinline__ void store_states(float* row, int g, const float (&v)[S]) {
   if constexpr (S % 4 == 0) {
 #pragma unroll
     for (int j = 0; j < S; j += 4)
       *reinterpret_cast<float4*>(row + g * S + j) = make_float4(v[j], v[j + 1], v[j + 2], v[j + 3]);
+  } else if constexpr (S == 2) {
+    *reinterpret_cast<float2*>(row + g * S) = make_float2(v[0], v[1]);
   } else {
 #pragma unroll
     for (int j = 0; j < S; ++j) row[g * S + j] = v[j];
+  }
+}
+
+// Advances this lane's S states h through positions first .. first + H - 1 of a staged piece
+// (`in`: StageTiles) and leaves C_t . h_t of its states in part[t - first]; keep(t, h) sees
+// every state h_t (the backward stores them). One exp2 per state and position.
+template <int H, int S, typename Tiles, typename Keep>
+__device__ __forceinline__ void scan_positions(const Tiles& in, int first, int c, int g, const float (&A2)[S],
+                                               float (&h)[S], float (&part)[H], Keep&& keep) {
+#pragma unroll
+  for (int t = 0; t < H; ++t) {
+    const float dt = in.dt[c][first + t], dt_u = in.dt_u[c][first + t];
+    float Bt[S], Ct[S];
+    load_states(in.B[first + t], g, Bt);
+    load_states(in.C[first + t], g, Ct);
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < S; ++j) {
+      h[j] = fast_exp2(dt * A2[j]) * h[j] + dt_u * Bt[j];
+      acc += Ct[j] * h[j];
+    }
+    keep(first + t, h);
+    part[t] = acc;
   }
 }
 
@@ -206,13 +234,17 @@ cudaError_t dispatch_scan_dtype(Dtype dtype, F&& f) {
   }
 }
 
-// Calls f(std::integral_constant<int, S>{}) with the states per thread for n states (n <= kMaxState).
+// Calls f(integral_constant<G>, integral_constant<S>) with the lanes per channel G and the
+// states per lane S for n states (n <= kMaxState). Eight lanes a channel where n allows: the scan
+// has only batch x channels x G threads of work, and at Mamba-130m's shapes four per channel
+// leave too few warps per scheduler to hide the exponential's and the recurrence's latency.
 template <typename F>
-cudaError_t dispatch_states(int64_t n, F&& f) {
-  if (n <= 4) return f(std::integral_constant<int, 1>{});
-  if (n <= 8) return f(std::integral_constant<int, 2>{});
-  if (n <= 16) return f(std::integral_constant<int, 4>{});
-  if (n <= 32) return f(std::integral_constant<int, 8>{});
+cudaError_t dispatch_layout(int64_t n, F&& f) {
+  using std::integral_constant;
+  if (n <= 4) return f(integral_constant<int, 4>{}, integral_constant<int, 1>{});
+  if (n <= 8) return f(integral_constant<int, 8>{}, integral_constant<int, 1>{});
+  if (n <= 16) return f(integral_constant<int, 8>{}, integral_constant<int, 2>{});
+  if (n <= 32) return f(integral_constant<int, 8>{}, integral_constant<int, 4>{});
   return cudaErrorInvalidValue;
 }
 

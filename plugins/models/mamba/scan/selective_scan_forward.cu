@@ -5,10 +5,7 @@
 // leave in coalesced rows. The next piece's inputs are loaded into registers meanwhile. The
 // state never touches global memory except for the checkpoints the backward pass asks for
 // (every kCheckpointInterval positions) and the last state.
-//
-// Eight threads per channel (two states each at n = 16) rather than the backward's four: the
-// scan has only batch x channels x G threads of work, and at Mamba-130m's shapes four per channel
-// leave three warps per scheduler, too few to hide the exponential's and the recurrence's latency.
+// Eight threads per channel at n = 16, two states each (dispatch_layout).
 #include "scan_common.cuh"
 
 namespace triax::mamba::kernels {
@@ -23,17 +20,6 @@ struct ForwardTiles {
   StageTiles<kChannels, kPiece, NS> in;
   float y[kChannels][kPiece + 1];  // C . h summed over the states
 };
-
-// Lanes per channel G and states per lane S for n states.
-template <typename F>
-cudaError_t dispatch_forward_layout(int64_t n, F&& f) {
-  using std::integral_constant;
-  if (n <= 4) return f(integral_constant<int, 4>{}, integral_constant<int, 1>{});
-  if (n <= 8) return f(integral_constant<int, 8>{}, integral_constant<int, 1>{});
-  if (n <= 16) return f(integral_constant<int, 8>{}, integral_constant<int, 2>{});
-  if (n <= 32) return f(integral_constant<int, 8>{}, integral_constant<int, 4>{});
-  return cudaErrorInvalidValue;
-}
 
 template <typename T, int G, int S>
 __global__ void __launch_bounds__(kChannels * G, 3)
@@ -88,20 +74,7 @@ __global__ void __launch_bounds__(kChannels * G, 3)
 #pragma unroll
     for (int half = 0; half < kPiece; half += kHalf) {
       float y_part[kHalf];
-#pragma unroll
-      for (int t = 0; t < kHalf; ++t) {
-        const float dt = tiles.in.dt[c][half + t], dt_u = tiles.in.dt_u[c][half + t];
-        float Bt[S], Ct[S];
-        load_states(tiles.in.B[half + t], g, Bt);
-        load_states(tiles.in.C[half + t], g, Ct);
-        float acc = 0.f;
-#pragma unroll
-        for (int j = 0; j < S; ++j) {
-          h[j] = fast_exp2(dt * A2[j]) * h[j] + dt_u * Bt[j];
-          acc += Ct[j] * h[j];
-        }
-        y_part[t] = acc;
-      }
+      scan_positions(tiles.in, half, c, g, A2, h, y_part, [](int, const float(&)[S]) {});
       // Sum over the channel's G lanes: each keeps kHalf / G of the positions.
       const int first = half + sum_over_channel_lanes<G>(y_part, g);
 #pragma unroll
@@ -136,7 +109,7 @@ cudaError_t selective_scan_forward(const ScanOperands& in, const float* initial_
   if (in.batch == 0 || in.channels == 0 || in.length == 0) return cudaSuccess;
   return dispatch_scan_dtype(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return dispatch_forward_layout(in.state, [&](auto lanes, auto states) {
+    return dispatch_layout(in.state, [&](auto lanes, auto states) {
       constexpr int G = decltype(lanes)::value, S = decltype(states)::value;
       auto kernel = scan_forward_kernel<T, G, S>;
       const size_t shared = sizeof(ForwardTiles<S * G>);

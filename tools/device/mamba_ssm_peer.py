@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Peer baseline for the Mamba benchmarks: the training step of state-spaces' mamba-ssm.
+
+What a Mamba user runs: `MambaLMHeadModel` (Mamba-1 layers, RMSNorm, the residual in fp32, the
+fused add + norm, tied embeddings, vocab 50280) with mamba-ssm's and causal-conv1d's CUDA
+kernels, on the shape of configs/bench/mamba-SIZE.yaml; random tokens, bf16 autocast over fp32
+weights, fused AdamW, gradient clipping at 1.0. Prints one JSON line: tokens/s, an MFU
+estimate, peak memory (the fields tools/device/bench.py reads). tools/device/build_mamba_peer.sh
+builds and installs the two packages on the GPU machine.
+
+  python3 mamba_ssm_peer.py --model 130m|370m|1.4b [--mbs 8] [--seq 2048] [--steps 10] [--warmup 3]
+
+--device cpu runs the same loop on the CPU (a stand-in mamba_ssm package in the tests).
+"""
+import argparse
+import time
+
+import torch
+
+from mamba_peer_common import (D_CONV, D_STATE, EXPAND, MODELS, VOCAB, print_result, timed_result,
+                               train_step)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="130m", choices=sorted(MODELS))
+    ap.add_argument("--mbs", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=2048)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--peak", type=float, default=989e12, help="bf16 dense peak FLOP/s for the MFU (H100/H200)")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    return ap.parse_args(argv)
+
+
+def build_model(a):
+    from mamba_ssm.models.config_mamba import MambaConfig
+    from mamba_ssm.models.mixer_seq_simple import MambaLMHeadModel
+
+    d_model, layers = MODELS[a.model]
+    config = MambaConfig(d_model=d_model, d_intermediate=0, n_layer=layers, vocab_size=VOCAB,
+                         ssm_cfg=dict(layer="Mamba1", d_state=D_STATE, d_conv=D_CONV, expand=EXPAND),
+                         rms_norm=True, residual_in_fp32=True, fused_add_norm=True, pad_vocab_size_multiple=8,
+                         tie_embeddings=True)
+    return MambaLMHeadModel(config, device=a.device, dtype=torch.float32)
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    torch.manual_seed(0)
+    model = build_model(a)
+    params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.01, fused=True)
+    x = torch.randint(0, VOCAB, (a.mbs, a.seq + 1), device=a.device)
+    inp, tgt = x[:, :-1].contiguous(), x[:, 1:].contiguous()
+
+    def step():
+        return train_step(torch, model, model, opt, inp, tgt, a.device)
+
+    t0 = time.time()
+    for _ in range(a.warmup):
+        step()
+    if a.device == "cuda":
+        torch.cuda.synchronize()
+    print_result(timed_result(torch, step, a, "mamba-ssm", params, time.time() - t0))
+
+
+if __name__ == "__main__":
+    main()
