@@ -1,6 +1,7 @@
 # Token datasets: unit tests, datatrove compatibility, training on tokenized text, and the loader
 # benchmark (built, not run by ctest: `build/bin/data_loader_bench`).
-add_executable(data_test token_files_test.cpp training_data_test.cpp validation_data_test.cpp document_positions_test.cpp)
+add_executable(data_test token_files_test.cpp training_data_test.cpp validation_data_test.cpp document_positions_test.cpp
+  data_sources_test.cpp $<TARGET_OBJECTS:triax_config_reference>)
 target_link_libraries(data_test PRIVATE triax_core GTest::gtest_main)
 triax_use_pch(data_test)
 gtest_discover_tests(data_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -10,10 +10,8 @@ StageSources open_token_folder_source(const SourceRequest& request);
 
 const std::vector<RegisteredSource>& registered_sources() {
   static const std::vector<RegisteredSource> sources = {
-      {kSyntheticSource, open_synthetic_source,
-       "triax's seeded Markov token stream (`dataset: null`); validates on samples of its own stream"},
-      {kTokenFoldersSource, open_token_folder_source,
-       "token folders in nanotron's Nanoset schema (`dataset`), mixed by weight"},
+      {kSyntheticSource, open_synthetic_source},
+      {kTokenFoldersSource, open_token_folder_source},
   };
   return sources;
 }
@@ -34,7 +32,8 @@ void check_source_name(const TrainConfig& config, size_t stage) {
   const std::string& name = config.data_stages[stage].data.source;
   if (find_source(name)) return;
   std::string known;
-  for (const RegisteredSource& source : registered_sources()) known += (known.empty() ? "" : ", ") + std::string(source.name);
+  for (const RegisteredSource& source : registered_sources())
+    known += (known.empty() ? "" : ", ") + std::string(source.name);
   throw ConfigError(config.origin + ": data_stages." + std::to_string(stage) + ".data.source: unknown data source '" +
                     name + "'; the known sources are " + known);
 }

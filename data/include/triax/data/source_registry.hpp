@@ -31,12 +31,11 @@ struct SourceRequest {
 using SourceFactory = StageSources (*)(const SourceRequest&);
 
 struct RegisteredSource {
-  const char* name;
+  const char* name;  // data_stages[].data.source; the config reference describes each
   SourceFactory open;
-  const char* summary;  // one line for the config reference
 };
 
-// Every source, in the order the config reference lists them.
+// Every source.
 const std::vector<RegisteredSource>& registered_sources();
 // The sources of the stage the request names (ConfigError for an unknown source).
 StageSources open_stage_sources(const SourceRequest& request);
