@@ -102,7 +102,7 @@ Section section_data_stages() {
       Key("data.source", string(), "triax",
           R"md(the data source that gives the stage's samples (`docs/data-format.md`): `synthetic`, triax's seeded
           Markov token stream (`dataset` must be null); `token_folders`, the token folders of `dataset` mixed by
-          weight. Another name is refused when the data is opened, naming the known sources)md")
+          weight. Another name is refused before any work (`triax train --check` too), naming the known sources)md")
           .with_default(R"md(`synthetic` if `dataset` is null, else `token_folders`)md"),
       Key("data.seed", integer(0), "nanotron",
           ""),
