@@ -45,6 +45,11 @@ expect 2 "--config" -- train
 expect 2 "is a folder" -- train --config "$WORK"
 printf 'general: {project: x\ntokens: [1,\n' > "$WORK/broken.yaml"
 expect 2 "broken.yaml: not valid YAML" -- train --config "$WORK/broken.yaml"
+# A data source no stage can name: the key and the known sources, from the run and from --check.
+known="data_stages.0.data.source: unknown data source 'parquet'; the known sources are synthetic, token_folders"
+expect 2 "tiny_llama.yaml: $known" -- train --config "$CONFIG" --set data_stages.0.data.source=parquet \
+  --set "checkpoints.checkpoints_path=$RUN"
+expect 2 "$known" -- train --check --config "$CONFIG" --set data_stages.0.data.source=parquet
 touch "$WORK/a_file"
 expect 2 "checkpoints.checkpoints_path: cannot create the run folder" -- train --config "$CONFIG" --set "checkpoints.checkpoints_path=$WORK/a_file/run"
 

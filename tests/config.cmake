@@ -1,10 +1,10 @@
-# Unit tests of the configuration loader (core/src/config/). Built from the loader's objects
-# alone (the config reader of the SDK included), so that it needs neither the rest of
+# Unit tests of the configuration loader (core/src/config/). Linked with the loader's library
+# alone (triax_config, and the config reader of the SDK), so that it needs neither the rest of
 # libtriax_core nor LibTorch: each test process starts in milliseconds under ctest.
 # Included from tests/CMakeLists.txt.
-# The loader and the SDK's config reader, for tests that link nothing else (faults.cmake too).
+# The SDK's config reader beside triax_config, for tests that link nothing else (faults.cmake too):
+# the loader's calls into the SDK without LibTorch.
 set(TRIAX_CONFIG_LOADER_SOURCES
-  $<TARGET_OBJECTS:triax_config>
   ${PROJECT_SOURCE_DIR}/sdk/src/config_reader.cpp
   ${PROJECT_SOURCE_DIR}/sdk/src/fp8_options.cpp
   ${PROJECT_SOURCE_DIR}/sdk/src/located_yaml.cpp
@@ -18,7 +18,7 @@ add_executable(config_test
 target_include_directories(config_test PRIVATE
   ${PROJECT_SOURCE_DIR}/core/include
   ${PROJECT_SOURCE_DIR}/sdk/include)
-target_link_libraries(config_test PRIVATE yaml-cpp GTest::gtest_main)
+target_link_libraries(config_test PRIVATE triax_config GTest::gtest_main)
 target_compile_definitions(config_test PRIVATE TRIAX_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data"
   TRIAX_CONFIGS_DIR="${PROJECT_SOURCE_DIR}/configs")
 gtest_discover_tests(config_test)
@@ -27,7 +27,7 @@ gtest_discover_tests(config_test)
 add_executable(config_reference_test ${CMAKE_CURRENT_LIST_DIR}/config_reference_test.cpp ${TRIAX_CONFIG_LOADER_SOURCES}
   $<TARGET_OBJECTS:triax_config_reference>)
 target_include_directories(config_reference_test PRIVATE ${PROJECT_SOURCE_DIR}/core/include ${PROJECT_SOURCE_DIR}/sdk/include)
-target_link_libraries(config_reference_test PRIVATE yaml-cpp GTest::gtest_main)
+target_link_libraries(config_reference_test PRIVATE triax_config GTest::gtest_main)
 gtest_discover_tests(config_reference_test)
 add_test(NAME config_reference.docs_current
          COMMAND ${CMAKE_CURRENT_LIST_DIR}/config_reference_check_test.sh $<TARGET_FILE:triax>

@@ -242,6 +242,27 @@ data_stages:
   EXPECT_EQ(c.resolved["data_stages"][1]["name"].as<std::string>(), "anneal");
 }
 
+// data.source is triax's: nanotron configs name none and get the source their dataset implies,
+// shown in the resolved config; a named source is kept as given (checked when the data opens).
+TEST(Config, DataStageSourcesDefaultFromTheirDataset) {
+  TrainConfig defaulted = parse_minimal_with({});
+  EXPECT_EQ(defaulted.data_stages[0].data.source, "synthetic");
+  EXPECT_EQ(defaulted.resolved["data_stages"][0]["data"]["source"].as<std::string>(), "synthetic");
+
+  TrainConfig c = parse(std::string(kMinimalText) + R"(
+data_stages:
+- {name: stable, start_training_step: 1, data: {dataset: null}}
+- {name: folders, start_training_step: 5, data: {dataset: {dataset_folder: a}}}
+- {name: named, start_training_step: 9, data: {source: my_stream, dataset: null}}
+)");
+  ASSERT_EQ(c.data_stages.size(), 3u);
+  EXPECT_EQ(c.data_stages[0].data.source, "synthetic");
+  EXPECT_EQ(c.data_stages[1].data.source, "token_folders");
+  EXPECT_EQ(c.data_stages[2].data.source, "my_stream");
+  EXPECT_EQ(c.resolved["data_stages"][1]["data"]["source"].as<std::string>(), "token_folders");
+  EXPECT_EQ(c.resolved["data_stages"][2]["data"]["source"].as<std::string>(), "my_stream");
+}
+
 TEST(Config, NamesAndSpellingsAreNormalised) {
   TrainConfig c =
       parse_minimal_with({"model.dtype=torch.float32", "parallelism.tp_mode=reduce_scatter", "parallelism.tp=2",

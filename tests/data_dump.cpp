@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/token_folder.hpp"
+#include "triax/data/token_folder.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 4 && !(argc == 5 && std::string(argv[4]) == "positions")) {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "triax/core/config.hpp"
-#include "data/training_data.hpp"
+#include "triax/data/training_data.hpp"
 
 namespace fs = std::filesystem;
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "data/token_folder.hpp"
-#include "data/training_data.hpp"
+#include "triax/data/token_folder.hpp"
+#include "triax/data/training_data.hpp"
 #include "data_test_support.hpp"
 #include "triax/core/config.hpp"
 #include "triax/error.hpp"

@@ -19,7 +19,7 @@ add_executable(config_fuzz_loader_test
   ${TRIAX_CONFIG_LOADER_SOURCES})
 target_include_directories(config_fuzz_loader_test PRIVATE
   ${PROJECT_SOURCE_DIR}/core/include ${PROJECT_SOURCE_DIR}/sdk/include)
-target_link_libraries(config_fuzz_loader_test PRIVATE yaml-cpp GTest::gtest_main)
+target_link_libraries(config_fuzz_loader_test PRIVATE triax_config GTest::gtest_main)
 target_compile_definitions(config_fuzz_loader_test PRIVATE TRIAX_CONFIGS_DIR="${PROJECT_SOURCE_DIR}/configs")
 gtest_discover_tests(config_fuzz_loader_test PROPERTIES TIMEOUT 300 LABELS faults)
 

@@ -8,11 +8,11 @@
 #include <set>
 
 #include "data_test_support.hpp"
-#include "data/mixture_schedule.hpp"
-#include "triax/core/data/nanoset_config.hpp"
-#include "data/sample_permutation.hpp"
-#include "data/token_file.hpp"
-#include "data/token_folder.hpp"
+#include "triax/data/mixture_schedule.hpp"
+#include "triax/core/nanoset_config.hpp"
+#include "triax/data/sample_permutation.hpp"
+#include "triax/data/token_file.hpp"
+#include "triax/data/token_folder.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {

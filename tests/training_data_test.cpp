@@ -1,6 +1,6 @@
 // A run's data: rows hold the samples the mixture names, epochs, data-parallel slices, stages,
 // the checkpointable position, bad input, and prefetching.
-#include "data/training_data.hpp"
+#include "triax/data/training_data.hpp"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 
 #include "training_data_test_support.hpp"
 #include "triax/core/config.hpp"
-#include "data/batch_prefetcher.hpp"
+#include "triax/data/batch_prefetcher.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <string>
 
-#include "data/training_data.hpp"
+#include "triax/data/training_data.hpp"
 #include "data_test_support.hpp"
 #include "triax/core/config.hpp"
 

@@ -18,7 +18,7 @@
 #include "train/lr_schedule.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
-#include "data/synthetic_data.hpp"
+#include "triax/data/synthetic_data.hpp"
 #include "triax/core/trainer.hpp"
 #include "gradients/weight_decay.hpp"
 #include "triax/error.hpp"

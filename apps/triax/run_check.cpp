@@ -4,12 +4,14 @@
 #include "triax/core/plugins/plugin_choice.hpp"
 #include "triax/core/plugins/plugin_contexts.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
+#include "triax/data/source_registry.hpp"
 #include "triax/error.hpp"
 
 namespace triax {
 void check_run(TrainConfig& config, const PluginRegistry& registry) {
   const PluginChoice plugins = choose_plugins(config, registry);
   const TrainConfig& c = config;
+  data::check_source_names(c);  // the data itself is opened by the run
   // The engine and the optimizer read their sections when made; as pipeline rank 0 and data
   // rank 0 of the config's mesh, the optimizer over no parameters.
   SingleProcessCommunicator communicator;

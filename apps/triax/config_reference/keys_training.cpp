@@ -99,6 +99,11 @@ Section section_data_stages() {
           (below), read strictly by the data loader. A Hugging Face spec (`hf_dataset_or_datasets`) is
           refused with a pointer to `tools/tokenize`)md")
           .read_later(),
+      Key("data.source", string(), "triax",
+          R"md(the data source that gives the stage's samples (`docs/data-format.md`): `synthetic`, triax's seeded
+          Markov token stream (`dataset` must be null); `token_folders`, the token folders of `dataset` mixed by
+          weight. Another name is refused before any work (`triax train --check` too), naming the known sources)md")
+          .with_default(R"md(`synthetic` if `dataset` is null, else `token_folders`)md"),
       Key("data.seed", integer(0), "nanotron",
           ""),
       Key("data.validation", mapping().or_null(), "triax",
@@ -127,7 +132,7 @@ Section section_data_stages_data_dataset() {
   s.intro = R"md(nanotron's `NanosetDatasetsArgs` keys; `docs/data-format.md` describes the files, the mixture
 and its exact guarantee, and the checks made before training.)md";
   s.outro = R"md(Stages are sorted by `start_training_step`. If `data_stages` is absent or `null`, there is one
-stage: `{name: default, start_training_step: 1, data: {dataset: null, seed: <general.seed>,
+stage: `{name: default, start_training_step: 1, data: {dataset: null, source: synthetic, seed: <general.seed>,
 num_loading_workers: 1}}`.)md";
   s.keys = {
       Key("dataset_folder", string_or_list(), "nanotron",

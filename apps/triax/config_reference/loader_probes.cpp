@@ -4,7 +4,7 @@
 
 #include "reference_tables.hpp"
 #include "triax/core/config.hpp"
-#include "triax/core/data/nanoset_config.hpp"
+#include "triax/core/nanoset_config.hpp"
 #include "triax/error.hpp"
 
 namespace triax::config_reference {

@@ -18,7 +18,7 @@
 #include "triax/core/checkpoint/hf_conversion.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "gradients/replica_ownership.hpp"
-#include "data/training_data.hpp"
+#include "triax/data/training_data.hpp"
 #include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/report/progress.hpp"

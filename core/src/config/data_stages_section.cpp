@@ -1,5 +1,6 @@
 // data_stages: the training data per stage (a Hugging Face or nanoset dataset spec, or null for
-// the synthetic stream), sorted by start step; without the section, one synthetic stage.
+// the synthetic stream, and the data source that reads it), sorted by start step; without the
+// section, one synthetic stage.
 #include <algorithm>
 #include <map>
 
@@ -15,11 +16,13 @@ std::vector<DataStageConfig> default_stage(ConfigReader& root, const GeneralConf
   DataStageConfig stage;
   stage.name = "default";
   stage.start_training_step = 1;
+  stage.data.source = kSyntheticSource;
   stage.data.dataset = YAML::Node(YAML::NodeType::Null);
   stage.data.seed = general.seed;
 
   YAML::Node data(YAML::NodeType::Map);
   data["dataset"] = YAML::Node(YAML::NodeType::Null);
+  data["source"] = stage.data.source;  // where a read stage's default lands: after the keys given
   data["seed"] = stage.data.seed;
   data["num_loading_workers"] = stage.data.num_loading_workers;
   data["validation"] = YAML::Node(YAML::NodeType::Null);
@@ -85,6 +88,10 @@ DataStageConfig read_stage(ConfigReader& r, const TokensConfig& tokens) {
            "expected a mapping (a Hugging Face dataset spec with hf_dataset_or_datasets, or a nanoset "
            "spec with dataset_folder) or null for the synthetic stream");
   stage.data.dataset = dataset.IsDefined() ? YAML::Clone(dataset) : YAML::Node(YAML::NodeType::Null);
+  // A triax key: nanotron configs name no source, and get the one their dataset implies.
+  stage.data.source =
+      d.get<std::string>("source", stage.data.dataset.IsNull() ? kSyntheticSource : kTokenFoldersSource);
+  if (stage.data.source.empty()) d.fail("source", "must not be empty");
   stage.data.seed = int_or(d, "seed", stage.data.seed, 0, INT64_MAX);
   stage.data.num_loading_workers = int_or(d, "num_loading_workers", stage.data.num_loading_workers, 0);
   stage.data.validation = read_validation(d, stage.data.dataset.IsNull(), tokens);

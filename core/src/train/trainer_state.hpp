@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/training_data.hpp"
+#include "triax/data/training_data.hpp"
 #include "gradients/replica_ownership.hpp"
 #include "gradients/step_gradients.hpp"
 #include "step/engine_step.hpp"

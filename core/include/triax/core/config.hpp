@@ -130,7 +130,15 @@ struct ValidationDataConfig {
   bool given() const { return held_out_fraction || (dataset.IsDefined() && !dataset.IsNull()); }
 };
 
+// The data sources a stage names by default (data.source); triax/data/source_registry.hpp lists
+// every source.
+inline constexpr const char* kSyntheticSource = "synthetic";          // dataset: null
+inline constexpr const char* kTokenFoldersSource = "token_folders";  // a nanoset dataset section
+
 struct DataConfig {
+  // data.source: the source of the stage's samples; absent, synthetic for a null dataset and
+  // token_folders for a dataset section. Checked against the sources when the data is opened.
+  std::string source;
   YAML::Node dataset;  // null: the built-in synthetic stream
   int64_t seed = 42;
   int64_t num_loading_workers = 1;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "triax/core/config.hpp"
-#include "triax/core/data/data_state.hpp"
+#include "triax/data/data_state.hpp"
 
 namespace triax::checkpoint {
 

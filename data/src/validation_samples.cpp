@@ -1,9 +1,9 @@
-#include "data/validation_samples.hpp"
+#include "triax/data/validation_samples.hpp"
 
 #include <algorithm>
 
-#include "data/token_mixture.hpp"
-#include "data/tokenizer_identity.hpp"
+#include "triax/data/token_mixture.hpp"
+#include "triax/data/tokenizer_identity.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {

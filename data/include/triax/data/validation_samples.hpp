@@ -12,9 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "data/held_out_split.hpp"
-#include "data/sample_permutation.hpp"
-#include "data/token_folder.hpp"
+#include "triax/data/held_out_split.hpp"
+#include "triax/data/sample_permutation.hpp"
+#include "triax/data/token_folder.hpp"
 
 namespace triax::data {
 

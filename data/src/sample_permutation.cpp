@@ -1,4 +1,4 @@
-#include "data/sample_permutation.hpp"
+#include "triax/data/sample_permutation.hpp"
 
 #include "triax/error.hpp"
 

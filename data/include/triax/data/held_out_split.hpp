@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "data/sample_permutation.hpp"
+#include "triax/data/sample_permutation.hpp"
 
 namespace triax::data {
 

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "data/held_out_split.hpp"
-#include "data/mixture_schedule.hpp"
-#include "triax/core/data/nanoset_config.hpp"
-#include "data/token_folder.hpp"
+#include "triax/data/held_out_split.hpp"
+#include "triax/data/mixture_schedule.hpp"
+#include "triax/core/nanoset_config.hpp"
+#include "triax/data/token_folder.hpp"
 
 namespace triax::data {
 

@@ -1,4 +1,4 @@
-#include "data/token_file.hpp"
+#include "triax/data/token_file.hpp"
 
 #include <algorithm>
 #include <cstring>

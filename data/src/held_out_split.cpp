@@ -1,4 +1,4 @@
-#include "data/held_out_split.hpp"
+#include "triax/data/held_out_split.hpp"
 
 #include <algorithm>
 #include <cmath>

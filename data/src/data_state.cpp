@@ -1,4 +1,4 @@
-#include "triax/core/data/data_state.hpp"
+#include "triax/data/data_state.hpp"
 
 namespace triax::data {
 

@@ -1,4 +1,4 @@
-#include "triax/core/data/nanoset_config.hpp"
+#include "triax/core/nanoset_config.hpp"
 
 #include <filesystem>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/token_file.hpp"
+#include "triax/data/token_file.hpp"
 
 namespace triax::data {
 

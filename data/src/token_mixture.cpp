@@ -1,8 +1,8 @@
-#include "data/token_mixture.hpp"
+#include "triax/data/token_mixture.hpp"
 
-#include "data/tokenizer_identity.hpp"
-#include "data/validation_samples.hpp"
-#include "data/sample_permutation.hpp"
+#include "triax/data/tokenizer_identity.hpp"
+#include "triax/data/validation_samples.hpp"
+#include "triax/data/sample_permutation.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {

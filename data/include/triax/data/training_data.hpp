@@ -1,5 +1,5 @@
-// The data of a whole run: its data stages (each the synthetic stream or a token mixture), the
-// global sample numbering, background prefetching, consumption logs and the checkpointable
+// The data of a whole run: its data stages (each reading the data source it names, see
+// source_registry.hpp), the global sample numbering, background prefetching, consumption logs and the checkpointable
 // position.
 //
 // Samples are numbered globally over the run: step s (from 1) uses samples
@@ -18,27 +18,12 @@
 #include <vector>
 
 #include "triax/core/config.hpp"
-#include "triax/core/data/data_state.hpp"
+#include "triax/data/batch_layout.hpp"
+#include "triax/data/data_state.hpp"
 
 namespace triax::data {
 
 class BatchPrefetcher;
-class TokenMixture;
-class ValidationSamples;
-struct MixtureOptions;
-
-struct BatchLayout {
-  int64_t sequence_length = 0;
-  int64_t micro_batch_size = 0;
-  int64_t micro_batches = 1;  // batch_accumulation_per_replica
-  int64_t dp_rank = 0;
-  int64_t dp_size = 1;
-  // model.model_config._use_doc_masking: each sample carries its tokens' document positions.
-  bool document_positions = false;
-
-  int64_t samples_per_step() const { return micro_batch_size * micro_batches * dp_size; }
-  int64_t rank_samples_per_step() const { return micro_batch_size * micro_batches; }
-};
 
 class TrainingData {
  public:
@@ -84,7 +69,7 @@ class TrainingData {
  private:
   struct Stage;
   void fill(int64_t first, int64_t count, int64_t* out);
-  void open_validation(Stage& stage, size_t index, const TrainConfig& config, const MixtureOptions& options);
+  void check_validation_size(const Stage& stage, size_t index, const TrainConfig& config) const;
   at::Tensor empty_batch(int64_t rows) const;
   StagePosition stage_position(size_t stage, int64_t completed_steps);
 

@@ -1,4 +1,4 @@
-#include "data/batch_prefetcher.hpp"
+#include "triax/data/batch_prefetcher.hpp"
 
 #include <chrono>
 

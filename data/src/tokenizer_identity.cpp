@@ -1,4 +1,4 @@
-#include "data/tokenizer_identity.hpp"
+#include "triax/data/tokenizer_identity.hpp"
 
 #include <filesystem>
 #include <fstream>

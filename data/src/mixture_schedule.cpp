@@ -1,4 +1,4 @@
-#include "data/mixture_schedule.hpp"
+#include "triax/data/mixture_schedule.hpp"
 
 #include <algorithm>
 #include <cmath>

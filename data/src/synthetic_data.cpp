@@ -1,4 +1,4 @@
-#include "data/synthetic_data.hpp"
+#include "triax/data/synthetic_data.hpp"
 
 #include <ATen/ATen.h>
 

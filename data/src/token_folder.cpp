@@ -1,4 +1,4 @@
-#include "data/token_folder.hpp"
+#include "triax/data/token_folder.hpp"
 
 #include <algorithm>
 #include <filesystem>
