@@ -1,11 +1,11 @@
 // Rendezvous variables of torchrun, mpirun and srun, and the backend choice they lead to.
-#include "triax/core/comm/launch_environment.hpp"
+#include "triax/comm/launch_environment.hpp"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "triax/core/comm/communicator_factory.hpp"
+#include "triax/comm/communicator_factory.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

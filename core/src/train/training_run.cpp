@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "comm/world_reduce.hpp"
-#include "faults/fault_injection.hpp"
 #include "train/trainer_state.hpp"
 #include "triax/core/device.hpp"
 #include "triax/core/log.hpp"
+#include "triax/faults/fault_injection.hpp"
 
 namespace triax {
 

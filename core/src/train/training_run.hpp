@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "faults/preemption.hpp"
 #include "report/run_reporter.hpp"
 #include "report/step_logger.hpp"
 #include "report/step_profiler.hpp"
@@ -18,6 +17,7 @@
 #include "train/nonfinite_guard.hpp"
 #include "train/validation.hpp"
 #include "triax/core/trainer.hpp"
+#include "triax/faults/preemption.hpp"
 
 namespace triax {
 
