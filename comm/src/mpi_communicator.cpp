@@ -1,7 +1,7 @@
 // The `mpi` backend. Each group kind of the mesh gets its own MPI communicator (MPI_Comm_split of
 // the world with the group's index as colour and the rank within the group as key, so MPI's
 // ranks are the group ranks of ParallelContext::members). Every operation is posted
-// non-blocking and polled until a deadline (comm/mpi_session.hpp); MPI errors are returned, not
+// non-blocking and polled until a deadline (mpi_session.hpp); MPI errors are returned, not
 // fatal, so that a dead peer becomes a CommunicationError with the heartbeat's explanation.
 #include "mpi_communicator.hpp"
 
