@@ -18,7 +18,8 @@ bool uses_cuda(const std::string& device) {
 std::string accepted_names() {
   const std::vector<CommBackend>& backends = registered_backends();
   std::string names = "auto";
-  for (size_t i = 0; i < backends.size(); ++i) names += (i + 1 == backends.size() ? " or " : ", ") + std::string(backends[i].name);
+  for (size_t i = 0; i < backends.size(); ++i)
+    names += (i + 1 == backends.size() ? " or " : ", ") + std::string(backends[i].name);
   return names;
 }
 
@@ -31,8 +32,8 @@ const CommBackend& backend_named(const std::string& name) {
 const CommBackend& backend_for_device(bool cuda) {
   for (const CommBackend& backend : registered_backends())
     if (backend.moves_cuda_tensors == cuda) return backend;
-  throw ConfigError(std::string("parallelism.comm_backend: this build has no backend for ") +
-                    (cuda ? "CUDA" : "CPU") + " tensors");
+  throw ConfigError(std::string("parallelism.comm_backend: this build has no backend for ") + (cuda ? "CUDA" : "CPU") +
+                    " tensors");
 }
 
 // The backend that serves this launch, or nullptr for the single-process communicator.
@@ -45,8 +46,7 @@ const CommBackend* choose_backend(const std::string& name, const BackendRequest&
   return &chosen;
 }
 
-const CommBackend* choose_backend(const std::string& name, const std::string& device,
-                                  const LaunchEnvironment& launch) {
+const CommBackend* choose_backend(const std::string& name, const std::string& device, const LaunchEnvironment& launch) {
   BackendRequest request;
   request.device = device;
   request.cuda = uses_cuda(device);
