@@ -1,11 +1,12 @@
 // Rendezvous variables of torchrun, mpirun and srun, and the backend choice they lead to.
-#include "triax/core/comm/launch_environment.hpp"
+#include "triax/comm/launch_environment.hpp"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
-#include "triax/core/comm/communicator_factory.hpp"
+#include "triax/comm/communicator_factory.hpp"
+#include "triax/core/config.hpp"
 #include "triax/error.hpp"
 
 namespace triax {
@@ -93,6 +94,67 @@ TEST(CommunicatorFactory, ChoosesTheBackendFromDeviceAndLauncher) {
   EXPECT_THROW(resolve_backend("mpi", "cpu", torchrun), ConfigError);
   EXPECT_THROW(resolve_backend("nccl", "cpu", mpirun), ConfigError);
   EXPECT_THROW(resolve_backend("mpi", "cuda", mpirun), ConfigError);
+}
+
+std::string backend_refusal(const std::string& backend, const std::string& device, const LaunchEnvironment& launch) {
+  try {
+    resolve_backend(backend, device, launch);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The registry's refusals: the accepted names come from the registered backends, each check
+// from its backend, auto's choice is checked like a named one.
+TEST(CommunicatorFactory, RefusalsNameTheBackendsAndWhatToUseInstead) {
+  const LaunchEnvironment mpirun = read({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  const LaunchEnvironment torchrun = read({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(backend_refusal("gloo", "cpu", mpirun),
+            "parallelism.comm_backend: unknown backend 'gloo' (expected auto, mpi or nccl)");
+  EXPECT_EQ(backend_refusal("mpi", "cuda", mpirun),
+            "parallelism.comm_backend: mpi moves CPU tensors, but general.device is cuda (use nccl or auto)");
+  EXPECT_EQ(backend_refusal("nccl", "cpu", mpirun),
+            "parallelism.comm_backend: nccl needs general.device cuda, got cpu (use mpi or auto)");
+  const std::string from_torchrun =
+      "the mpi backend needs processes started by mpirun or srun, but these come from torchrun";
+  EXPECT_NE(backend_refusal("mpi", "cpu", torchrun).find(from_torchrun), std::string::npos);
+  EXPECT_NE(backend_refusal("auto", "cpu", torchrun).find(from_torchrun), std::string::npos);
+}
+
+TEST(CommunicatorFactory, SettingsComeFromTheParallelismSectionAndTheDevice) {
+  TrainConfig config;
+  config.general.device = "cpu";
+  config.parallelism.dp = 4;
+  config.parallelism.pp = 2;
+  config.parallelism.tp = 3;
+  config.parallelism.expert_parallel_size = 2;
+  config.parallelism.context_parallel_size = 5;
+  config.parallelism.comm_backend = "mpi";
+  config.parallelism.comm_timeout_seconds = 12.5;
+  const CommSettings settings = comm_settings(config);
+  EXPECT_EQ(settings.backend, "mpi");
+  EXPECT_EQ(settings.device, "cpu");
+  EXPECT_EQ(settings.shape.dp, 4);
+  EXPECT_EQ(settings.shape.pp, 2);
+  EXPECT_EQ(settings.shape.tp, 3);
+  EXPECT_EQ(settings.shape.ep, 2);
+  EXPECT_EQ(settings.shape.cp, 5);
+  EXPECT_EQ(settings.timeout_seconds, 12.5);
+}
+
+TEST(CommunicatorFactory, OneProcessStartedAloneRefusesALargerMesh) {
+  CommSettings settings;
+  settings.device = "cpu";
+  settings.shape.dp = 2;
+  try {
+    connect_communicator(settings, read({}));
+    FAIL() << "a mesh of 2 connected in a process started alone";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("= 2 processes, but this one was started alone"), std::string::npos);
+  }
+  settings.shape.dp = 1;
+  EXPECT_STREQ(connect_communicator(settings, read({}))->backend_name(), "single-process");
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 include_guard(GLOBAL)
 
 add_library(triax_multi_rank_main STATIC ${CMAKE_CURRENT_LIST_DIR}/multi_rank_main.cpp)
-target_link_libraries(triax_multi_rank_main PUBLIC triax_core GTest::gtest MPI::MPI_C)
+target_link_libraries(triax_multi_rank_main PUBLIC triax_comm GTest::gtest MPI::MPI_C)
 target_include_directories(triax_multi_rank_main PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 # C only: Open MPI's deprecated C++ bindings would need libmpi_cxx.
 target_compile_definitions(triax_multi_rank_main PUBLIC OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)

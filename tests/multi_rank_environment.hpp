@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "comm/mpi_communicator.hpp"
+#include "mpi_communicator.hpp"
 
 namespace triax::testing {
 

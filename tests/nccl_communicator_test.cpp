@@ -15,8 +15,8 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include "comm/nccl_communicator.hpp"
-#include "triax/core/comm/launch_environment.hpp"
+#include "nccl_communicator.hpp"
+#include "triax/comm/launch_environment.hpp"
 #include "triax/core/comm/parallel_context.hpp"
 #include "triax/layers/linear.hpp"
 

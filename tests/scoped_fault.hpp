@@ -1,4 +1,4 @@
-// TRIAX_FAULT (core/src/faults/fault_injection.hpp) set for the lifetime of the object, in tests
+// TRIAX_FAULT (faults/include/triax/faults/fault_injection.hpp) set for the lifetime of the object, in tests
 // that inject faults into runs in their own process.
 #pragma once
 

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "faults/fault_injection.hpp"
 #include "scoped_fault.hpp"
 #include "step/device_mark.hpp"
 #include "training_test_support.hpp"
+#include "triax/faults/fault_injection.hpp"
 
 namespace triax {
 namespace {

@@ -14,9 +14,9 @@
 #include "commands.hpp"
 #include "generation_output.hpp"
 #include "launch_status.hpp"
+#include "triax/comm/communicator_factory.hpp"
+#include "triax/comm/launch_environment.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/comm/communicator_factory.hpp"
-#include "triax/core/comm/launch_environment.hpp"
 #include "triax/core/device.hpp"
 #include "triax/generate/generation_model.hpp"
 #include "triax/generate/generator.hpp"
@@ -173,14 +173,14 @@ int generate(const GenerateFlags& flags) {
                       std::to_string(launch.world_size) + " were started (start " + std::to_string(tp) +
                       " with `triax launch -n " + std::to_string(tp) + " -- triax generate ...`)");
   const std::string device_name = flags.device.empty() ? spec.device : flags.device;
-  TrainConfig mesh;
-  mesh.parallelism.tp = tp;
-  mesh.general.device = device_name;
+  CommSettings mesh;
+  mesh.shape.tp = tp;
+  mesh.device = device_name;
   if (const char* timeout = std::getenv(kCommTimeoutVariable); timeout && *timeout)
-    mesh.parallelism.comm_timeout_seconds = std::atof(timeout);
+    mesh.timeout_seconds = std::atof(timeout);
   c10::Device device(c10::kCPU);
   try {
-    device = resolve_device(device_name);
+    device = resolve_device(device_name, launch.local_rank);
   } catch (const ConfigError& e) {
     if (flags.device.empty()) throw;
     throw ConfigError(std::string("--device ") + flags.device + ": " + e.what());

@@ -11,13 +11,13 @@
 
 #include "commands.hpp"
 #include "launch_status.hpp"
+#include "run_check.hpp"
+#include "triax/comm/communicator_factory.hpp"
+#include "triax/comm/launch_environment.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/comm/communicator_factory.hpp"
 #include "triax/core/config.hpp"
-#include "triax/core/comm/launch_environment.hpp"
 #include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
-#include "run_check.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/error.hpp"
 
@@ -168,7 +168,7 @@ int run_train_command(const std::vector<std::string>& args) {
     for (const auto& refusal : registry.refusals())
       log::warning("plugin library refused: " + refusal.library_path + ": " + refusal.reason);
 
-    communicator = connect_communicator(config, launch);
+    communicator = connect_communicator(comm_settings(config), launch);
     if (launch.world_size > 1)
       log::info(std::string("communication: ") + communicator->backend_name() + " backend, " +
                 std::to_string(launch.world_size) + " ranks started by " + launch.launcher_name() + ", timeout " +

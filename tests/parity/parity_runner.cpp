@@ -33,8 +33,8 @@
 
 #include "../live_cpu_bytes.hpp"
 #include "checkpoint/zero3_pieces.hpp"
+#include "triax/comm/communicator_factory.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/comm/communicator_factory.hpp"
 #include "triax/core/config.hpp"
 #include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
@@ -255,7 +255,7 @@ int run(const std::string& config_file, const fs::path& out, const std::vector<s
   at::set_num_threads(1);
   TrainConfig config = load_train_config(config_file, overrides);
   // mpi under mpirun, the single-process communicator for the reference run.
-  std::unique_ptr<Communicator> communicator = connect_communicator(config, LaunchEnvironment::from_process());
+  std::unique_ptr<Communicator> communicator = connect_communicator(comm_settings(config), LaunchEnvironment::from_process());
   const int rank = communicator->rank(TRIAX_GROUP_WORLD);
   log::configure(rank, communicator->size(TRIAX_GROUP_WORLD), log::Level::warning, log::Level::warning);
   fs::create_directories(out);

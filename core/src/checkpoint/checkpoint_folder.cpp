@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint_error.hpp"
+#include "triax/faults/fault_injection.hpp"
 #include "triax/interop/durable_file.hpp"
-#include "faults/fault_injection.hpp"
 
 namespace triax::checkpoint {
 namespace {

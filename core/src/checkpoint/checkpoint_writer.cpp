@@ -6,17 +6,17 @@
 #include <cerrno>
 #include <system_error>
 
-#include "triax/config_reader.hpp"
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
 #include "checkpoint/checksum.hpp"
 #include "checkpoint/hdf5_file.hpp"
 #include "comm/world_reduce.hpp"
+#include "triax/config_reader.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/report/log.hpp"
+#include "triax/faults/fault_injection.hpp"
+#include "triax/faults/preemption.hpp"
 #include "triax/interop/durable_file.hpp"
-#include "faults/fault_injection.hpp"
-#include "faults/preemption.hpp"
 
 namespace triax::checkpoint {
 namespace {

@@ -1,9 +1,30 @@
 #include "gradients/replica_ownership.hpp"
 
 #include "triax/core/comm/communicator.hpp"
+#include "triax/core/comm/parallel_context.hpp"
 #include "triax/error.hpp"
 
 namespace triax {
+namespace {
+
+// The replicas of this rank's (pp, tp) position as a mesh of their own, dp x cp with ep inside
+// dp, so that the ranks and sizes of the replica groups come from ParallelContext's arithmetic.
+ParallelContext replica_mesh(const ReplicaGroups& groups, triax_group group) {
+  if (group != TRIAX_GROUP_DP && group != TRIAX_GROUP_EP && group != TRIAX_GROUP_EDP && group != TRIAX_GROUP_DP_CP &&
+      group != TRIAX_GROUP_EDP_CP)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "replica groups: " + std::to_string(static_cast<int>(group)) +
+                                                  " is not dp, ep, edp, dp_cp or edp_cp");
+  MeshShape shape;
+  shape.dp = groups.dp_size;
+  shape.ep = groups.ep_size;
+  shape.cp = groups.cp_size;
+  MeshCoordinates at;
+  at.dp = groups.dp_rank;
+  at.cp = groups.cp_rank;
+  return ParallelContext(shape, ParallelContext::rank_of(shape, at));
+}
+
+}  // namespace
 
 ReplicaGroups ReplicaGroups::of(const Communicator& communicator) {
   ReplicaGroups groups;
@@ -16,41 +37,9 @@ ReplicaGroups ReplicaGroups::of(const Communicator& communicator) {
   return groups;
 }
 
-int ReplicaGroups::rank(triax_group group) const {
-  switch (group) {
-    case TRIAX_GROUP_DP:
-      return dp_rank;
-    case TRIAX_GROUP_EP:
-      return dp_rank % ep_size;
-    case TRIAX_GROUP_EDP:
-      return dp_rank / ep_size;
-    case TRIAX_GROUP_DP_CP:
-      return dp_rank * cp_size + cp_rank;
-    case TRIAX_GROUP_EDP_CP:
-      return dp_rank / ep_size * cp_size + cp_rank;
-    default:
-      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "replica groups: " + std::to_string(static_cast<int>(group)) +
-                                                    " is not dp, ep, edp, dp_cp or edp_cp");
-  }
-}
+int ReplicaGroups::rank(triax_group group) const { return replica_mesh(*this, group).rank(group); }
 
-int ReplicaGroups::size(triax_group group) const {
-  switch (group) {
-    case TRIAX_GROUP_DP:
-      return dp_size;
-    case TRIAX_GROUP_EP:
-      return ep_size;
-    case TRIAX_GROUP_EDP:
-      return dp_size / ep_size;
-    case TRIAX_GROUP_DP_CP:
-      return dp_size * cp_size;
-    case TRIAX_GROUP_EDP_CP:
-      return dp_size / ep_size * cp_size;
-    default:
-      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "replica groups: " + std::to_string(static_cast<int>(group)) +
-                                                    " is not dp, ep, edp, dp_cp or edp_cp");
-  }
-}
+int ReplicaGroups::size(triax_group group) const { return replica_mesh(*this, group).size(group); }
 
 ReplicaOwnership::ReplicaOwnership(ReplicaGroups groups, std::function<bool(const std::string&)> lowest_tied_holder)
     : groups_(groups), lowest_tied_holder_(std::move(lowest_tied_holder)) {

@@ -29,7 +29,8 @@ struct ReplicaGroups {
   int cp_rank = 0, cp_size = 1;
 
   static ReplicaGroups of(const Communicator& communicator);
-  // This rank's position in, and the size of, TRIAX_GROUP_DP, EP, EDP, DP_CP or EDP_CP.
+  // This rank's position in, and the size of, TRIAX_GROUP_DP, EP, EDP, DP_CP or EDP_CP:
+  // ParallelContext's answers on the mesh of the replicas (dp x cp, ep inside dp).
   int rank(triax_group group) const;
   int size(triax_group group) const;
   // The ranks whose gradients are averaged: dp x cp.

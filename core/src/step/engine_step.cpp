@@ -7,10 +7,10 @@
 #include <sstream>
 
 #include "step/micro_batch_feed.hpp"
-#include "triax/cuda_step_graph.hpp"
-#include "faults/fault_injection.hpp"
 #include "triax/report/log.hpp"
+#include "triax/cuda_step_graph.hpp"
 #include "triax/error.hpp"
+#include "triax/faults/fault_injection.hpp"
 
 namespace triax {
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <thread>
 
-#include "faults/fault_injection.hpp"
-#include "triax/layers/context_parallel_slice.hpp"
 #include "triax/error.hpp"
+#include "triax/faults/fault_injection.hpp"
+#include "triax/layers/context_parallel_slice.hpp"
 #include "triax/tensor_handle.hpp"
 
 namespace triax {

@@ -7,23 +7,22 @@
 
 #include <algorithm>
 
-#include "triax/core/comm/launch_environment.hpp"
 #include "triax/error.hpp"
 
 namespace triax {
 
-c10::Device resolve_device(const std::string& requested) {
+c10::Device resolve_device(const std::string& requested, int gpu_index) {
   if (requested == "cpu") return c10::Device(c10::kCPU);
 #ifdef TRIAX_WITH_CUDA
-  // One GPU per local rank of a multi-process launch (torchrun's LOCAL_RANK, Open MPI's, Slurm's).
   if (requested == "cuda" || (requested == "auto" && at::hasCUDA()))
-    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(LaunchEnvironment::from_process().local_rank %
-                                                                 std::max<int64_t>(1, at::cuda::device_count())));
+    return c10::Device(c10::kCUDA,
+                       static_cast<c10::DeviceIndex>(gpu_index % std::max<int64_t>(1, at::cuda::device_count())));
 #else
   if (requested == "cuda")
     throw ConfigError(
         "general.device: 'cuda' requested, but this triax build has no CUDA support "
         "(configure with -DTRIAX_CUDA=ON)");
+  (void)gpu_index;
 #endif
   return c10::Device(c10::kCPU);
 }

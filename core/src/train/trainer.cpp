@@ -15,7 +15,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   TrainerState& s = *state_;
   const TrainConfig& c = s.config;
   validate_for_world(c, communicator.size(TRIAX_GROUP_WORLD));
-  s.device = resolve_device(c.general.device);
+  s.device = resolve_device(c.general.device, communicator.gpu_index());
   s.device_name = s.device.str();
 
   // Plugins named by the config, each refused with the file, the key and the available names if

@@ -6,11 +6,11 @@
 #include <cmath>
 
 #include "comm/world_reduce.hpp"
-#include "faults/fault_injection.hpp"
 #include "train/report_options.hpp"
 #include "train/trainer_state.hpp"
 #include "triax/core/device.hpp"
 #include "triax/report/log.hpp"
+#include "triax/faults/fault_injection.hpp"
 
 namespace triax {
 

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "faults/preemption.hpp"
 #include "train/lr_schedule.hpp"
 #include "train/nonfinite_guard.hpp"
 #include "train/step_logger.hpp"
 #include "train/validation.hpp"
 #include "triax/core/trainer.hpp"
+#include "triax/faults/preemption.hpp"
 #include "triax/report/run_reporter.hpp"
 #include "triax/report/step_profiler.hpp"
 

@@ -7,9 +7,10 @@
 
 namespace triax {
 
-// "cpu", "cuda" (one GPU per local rank of a multi-process launch) or "auto" (the GPU when there
-// is one). "cuda" in a build without CUDA is a ConfigError naming general.device.
-c10::Device resolve_device(const std::string& requested);
+// "cpu", "cuda" or "auto" (the GPU when there is one). On CUDA, the GPU of index `gpu_index`
+// (the launcher's local rank: one GPU per process of a host) modulo the GPUs present. "cuda" in a
+// build without CUDA is a ConfigError naming general.device.
+c10::Device resolve_device(const std::string& requested, int gpu_index);
 
 // "cpu", or the GPU's product name ("NVIDIA H200"), which also selects the MFU peak.
 std::string device_display_name(const c10::Device& device);

@@ -56,6 +56,9 @@ class Communicator {
   virtual const char* backend_name() const = 0;
   virtual int rank(triax_group group) const = 0;
   virtual int size(triax_group group) const = 0;
+  // The GPU this rank drives, as an index among its host's (the nccl backend's: the launcher's
+  // local rank); 0 for a process started alone and for the backends that move CPU tensors.
+  virtual int gpu_index() const { return 0; }
   void all_reduce(triax_group group, const at::Tensor& tensor, triax_reduce_op op);
   void all_gather(triax_group group, const at::Tensor& output, const at::Tensor& input);
   void reduce_scatter(triax_group group, const at::Tensor& output, const at::Tensor& input, triax_reduce_op op);

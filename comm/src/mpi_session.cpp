@@ -1,4 +1,4 @@
-#include "comm/mpi_session.hpp"
+#include "mpi_session.hpp"
 
 #include <ATen/ATen.h>
 

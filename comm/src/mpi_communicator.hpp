@@ -38,7 +38,7 @@ class MpiCommunicator final : public Communicator {
   bool failed() const override;
   void report_failure(const std::string& message) override;
 
-  struct Impl;  // the MPI state (comm/mpi_session.hpp; its pending operations use it)
+  struct Impl;  // the MPI state (mpi_session.hpp; its pending operations use it)
 
  protected:
   void require_device(const at::Tensor& tensor, const char* operation, const char* role) const override;

@@ -1,9 +1,9 @@
 // The `mpi` backend. Each group kind of the mesh gets its own MPI communicator (MPI_Comm_split of
 // the world with the group's index as colour and the rank within the group as key, so MPI's
 // ranks are the group ranks of ParallelContext::members). Every operation is posted
-// non-blocking and polled until a deadline (comm/mpi_session.hpp); MPI errors are returned, not
+// non-blocking and polled until a deadline (mpi_session.hpp); MPI errors are returned, not
 // fatal, so that a dead peer becomes a CommunicationError with the heartbeat's explanation.
-#include "comm/mpi_communicator.hpp"
+#include "mpi_communicator.hpp"
 
 #include <ATen/ATen.h>
 #include <mpi.h>
@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "comm/mpi_session.hpp"
+#include "mpi_session.hpp"
 
 namespace triax {
 namespace {
@@ -40,6 +40,49 @@ std::string store_address() {
   char name[HOST_NAME_MAX + 1] = {};
   if (gethostname(name, sizeof name) != 0) return "127.0.0.1";
   return name;
+}
+
+// One MPI communicator per group kind, its ranks in ParallelContext::members order.
+void split_groups(MpiCommunicator::Impl& s, int rank) {
+  for (int kind = 0; kind < kGroupKinds; ++kind) {
+    const auto group = static_cast<triax_group>(kind);
+    MPI_Comm comm = MPI_COMM_NULL;
+    const int code = MPI_Comm_split(MPI_COMM_WORLD, s.context.group_index(group), s.context.rank(group), &comm);
+    if (code != MPI_SUCCESS)
+      throw CommunicationError("rank " + std::to_string(rank) + ": splitting the " + group_name(group) +
+                               " groups failed: " + mpi_error_text(code));
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    s.comms[kind] = comm;
+  }
+}
+
+// Rank 0 hosts the liveness store on a free port and tells everyone where it is; the others join it.
+void start_heartbeat(MpiCommunicator::Impl& s, const CommunicatorOptions& options, int rank, int size) {
+  Heartbeat::Options beat;
+  beat.interval_seconds = options.heartbeat_interval_seconds;
+  beat.connect_timeout_seconds = options.timeout_seconds;
+  at::Tensor address_buffer = at::zeros({256}, at::kChar);  // tensors: kept alive if abandoned
+  at::Tensor port_buffer = at::zeros({1}, at::kInt);
+  char* address = static_cast<char*>(address_buffer.data_ptr());
+  int* port = port_buffer.data_ptr<int>();
+  if (rank == 0) {
+    const std::string host = store_address();
+    std::strncpy(address, host.c_str(), 255);
+    s.heartbeat = Heartbeat::host(host, 0, size, beat);
+    *port = s.heartbeat->port();
+  }
+  std::array<MPI_Request, 2> announce{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  s.post_or_fail(MPI_Ibcast(address, 256, MPI_CHAR, 0, MPI_COMM_WORLD, &announce[0]), "announcing the liveness store",
+                 {0});
+  s.post_or_fail(MPI_Ibcast(port, 1, MPI_INT, 0, MPI_COMM_WORLD, &announce[1]), "announcing the liveness store", {0});
+  s.wait(announce.data(), 2, "waiting for rank 0 to announce its liveness store", {0}, {address_buffer, port_buffer});
+  if (rank == 0) return;
+  try {
+    s.heartbeat = Heartbeat::join(address, static_cast<uint16_t>(*port), rank, size, beat);
+  } catch (const Error& e) {
+    s.failed = true;
+    throw CommunicationError(std::string(e.what()) + " (rank 0 is dead or hung)");
+  }
 }
 
 }  // namespace
@@ -78,44 +121,8 @@ MpiCommunicator::MpiCommunicator(const MeshShape& shape, const CommunicatorOptio
   s.post_or_fail(MPI_Ibarrier(MPI_COMM_WORLD, &request), "start-up barrier", everyone);
   s.wait(&request, 1, "start-up barrier of all " + std::to_string(size) + " ranks", everyone, {});
 
-  for (int kind = 0; kind < kGroupKinds; ++kind) {
-    const auto group = static_cast<triax_group>(kind);
-    MPI_Comm comm = MPI_COMM_NULL;
-    const int code = MPI_Comm_split(MPI_COMM_WORLD, s.context.group_index(group), s.context.rank(group), &comm);
-    if (code != MPI_SUCCESS)
-      throw CommunicationError("rank " + std::to_string(rank) + ": splitting the " + group_name(group) +
-                               " groups failed: " + mpi_error_text(code));
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-    s.comms[kind] = comm;
-  }
-
-  // Rank 0 hosts the liveness store on a free port and tells everyone where it is.
-  Heartbeat::Options beat;
-  beat.interval_seconds = options.heartbeat_interval_seconds;
-  beat.connect_timeout_seconds = options.timeout_seconds;
-  at::Tensor address_buffer = at::zeros({256}, at::kChar);  // tensors: kept alive if abandoned
-  at::Tensor port_buffer = at::zeros({1}, at::kInt);
-  char* address = static_cast<char*>(address_buffer.data_ptr());
-  int* port = port_buffer.data_ptr<int>();
-  if (rank == 0) {
-    const std::string host = store_address();
-    std::strncpy(address, host.c_str(), 255);
-    s.heartbeat = Heartbeat::host(host, 0, size, beat);
-    *port = s.heartbeat->port();
-  }
-  std::array<MPI_Request, 2> announce{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-  s.post_or_fail(MPI_Ibcast(address, 256, MPI_CHAR, 0, MPI_COMM_WORLD, &announce[0]), "announcing the liveness store",
-                 {0});
-  s.post_or_fail(MPI_Ibcast(port, 1, MPI_INT, 0, MPI_COMM_WORLD, &announce[1]), "announcing the liveness store", {0});
-  s.wait(announce.data(), 2, "waiting for rank 0 to announce its liveness store", {0}, {address_buffer, port_buffer});
-  if (rank != 0) {
-    try {
-      s.heartbeat = Heartbeat::join(address, static_cast<uint16_t>(*port), rank, size, beat);
-    } catch (const Error& e) {
-      s.failed = true;
-      throw CommunicationError(std::string(e.what()) + " (rank 0 is dead or hung)");
-    }
-  }
+  split_groups(s, rank);
+  start_heartbeat(s, options, rank, size);
   // Nobody starts work (and may fail and leave) before everyone reached rank 0's store.
   request = MPI_REQUEST_NULL;
   s.post_or_fail(MPI_Ibarrier(MPI_COMM_WORLD, &request), "liveness store barrier", everyone);

@@ -1,4 +1,4 @@
-#include "faults/preemption.hpp"
+#include "triax/faults/preemption.hpp"
 
 #include <atomic>
 #include <csignal>

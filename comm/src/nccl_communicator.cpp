@@ -10,7 +10,7 @@
 // waits for all of them, at most the timeout, and throws a CommunicationError naming the
 // operation and the peers' state, as a blocking wait would. ProcessGroupNCCL's own watchdog, at
 // twice the timeout, ends the process on a collective nobody settles.
-#include "comm/nccl_communicator.hpp"
+#include "nccl_communicator.hpp"
 
 #include "triax/error.hpp"
 
@@ -30,7 +30,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "comm/heartbeat.hpp"
+#include "heartbeat.hpp"
 #endif
 
 namespace triax {
@@ -120,6 +120,8 @@ class NcclCommunicator final : public Communicator {
     step_ = step;
     heartbeat_->set_step(step);
   }
+
+  int gpu_index() const override { return device_.index(); }
 
   // The base class has checked the arguments (Communicator::all_reduce, ...).
  protected:

@@ -1,7 +1,7 @@
 // Heartbeats through c10d's TCPStore: key "triax/heartbeat/<rank>" holds "<step> <unix ms>".
 // The ages compare the writer's clock with the reader's: exact on one node, and across nodes as
 // good as their clock synchronisation (NTP keeps it far below the staleness threshold of seconds).
-#include "comm/heartbeat.hpp"
+#include "heartbeat.hpp"
 
 #include <algorithm>
 #include <atomic>

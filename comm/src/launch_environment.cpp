@@ -1,4 +1,4 @@
-#include "triax/core/comm/launch_environment.hpp"
+#include "triax/comm/launch_environment.hpp"
 
 #include <cstdlib>
 #include <optional>

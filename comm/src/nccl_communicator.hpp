@@ -5,8 +5,8 @@
 
 #include <memory>
 
+#include "triax/comm/launch_environment.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/comm/launch_environment.hpp"
 #include "triax/core/comm/parallel_context.hpp"
 
 namespace triax {

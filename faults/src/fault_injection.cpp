@@ -1,5 +1,5 @@
 // TRIAX_FAULT, read afresh whenever its value changes (tests set it between runs in one process).
-#include "faults/fault_injection.hpp"
+#include "triax/faults/fault_injection.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// The MPI state behind an MpiCommunicator (private to core/src/comm): the group communicators,
+// The MPI state behind an MpiCommunicator (private to comm/src): the group communicators,
 // polling of posted requests against the deadline, sends running in the background, collectives
 // in flight, and the mapping of tensors and reduce ops onto MPI.
 #pragma once
@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm/heartbeat.hpp"
-#include "comm/mpi_communicator.hpp"
+#include "heartbeat.hpp"
+#include "mpi_communicator.hpp"
 
 namespace triax {
 namespace mpi_detail {
