@@ -101,10 +101,9 @@ void check_profile_folder(const std::string& trace) {
     throw ConfigError("--profile " + trace + ": the folder " + folder.string() + " does not exist");
 }
 
-generation::GenerationModelSpec model_spec(PluginRegistry& registry, const GenerateOptions& flags) {
+generation::GenerationModelSpec model_spec(const PluginRegistry& registry, const GenerateOptions& flags) {
   if (flags.config.empty()) return generation::spec_from_folder(registry, flags.model);
-  std::vector<std::string> overrides = flags.sets;
-  return generation::spec_from_config(registry, load_train_config(flags.config, overrides));
+  return generation::spec_from_config(registry, load_train_config(flags.config, flags.sets));
 }
 
 // The prompts as token ids, and the tokenizer: needed for text prompts, used to show ids as text
