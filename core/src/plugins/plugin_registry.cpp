@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <exception>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -79,6 +80,11 @@ void require(bool present, const std::string& what, const char* member) {
   if (!present) throw Refused{what + " has no '" + member + "' function in its vtable"};
 }
 
+// Each member: whether the table has it, and its name.
+void require_all(std::initializer_list<std::pair<bool, const char*>> members, const std::string& what) {
+  for (const auto& [present, member] : members) require(present, what, member);
+}
+
 void require_size(size_t size, size_t minimum, const std::string& what) {
   if (size < minimum)
     throw Refused{what + " has a vtable of " + std::to_string(size) + " bytes, smaller than the " +
@@ -97,30 +103,32 @@ void check_hf_table(const triax_model_hf_vtable& hf, const std::string& what) {
 }
 
 void check_model_table(const triax_model_vtable& v, const std::string& what) {
-  require(v.create != nullptr, what, "create");
-  require(v.destroy != nullptr, what, "destroy");
-  require(v.forward != nullptr, what, "forward");
-  require(v.describe_blocks != nullptr, what, "describe_blocks");
-  require(v.parameter_count != nullptr, what, "parameter_count");
-  require(v.parameter_info != nullptr, what, "parameter_info");
-  require(v.flops_per_token != nullptr, what, "flops_per_token");
-  require(v.total_parameters != nullptr, what, "total_parameters");
-  require(v.set_training != nullptr, what, "set_training");
-  require(v.resolved_config != nullptr, what, "resolved_config");
+  require_all({{v.create != nullptr, "create"},
+               {v.destroy != nullptr, "destroy"},
+               {v.forward != nullptr, "forward"},
+               {v.describe_blocks != nullptr, "describe_blocks"},
+               {v.parameter_count != nullptr, "parameter_count"},
+               {v.parameter_info != nullptr, "parameter_info"},
+               {v.flops_per_token != nullptr, "flops_per_token"},
+               {v.total_parameters != nullptr, "total_parameters"},
+               {v.set_training != nullptr, "set_training"},
+               {v.resolved_config != nullptr, "resolved_config"}},
+              what);
   if (const triax_model_hf_vtable* hf = model_plugin_extras(v).hf) check_hf_table(*hf, what);
 }
 
 void check_engine_table(const triax_engine_vtable& v, const std::string& what) {
-  require(v.create != nullptr, what, "create");
-  require(v.destroy != nullptr, what, "destroy");
-  require(v.train_step != nullptr, what, "train_step");
+  require_all(
+      {{v.create != nullptr, "create"}, {v.destroy != nullptr, "destroy"}, {v.train_step != nullptr, "train_step"}},
+      what);
 }
 
 void check_optimizer_table(const triax_optimizer_vtable& v, const std::string& what) {
-  require(v.create != nullptr, what, "create");
-  require(v.destroy != nullptr, what, "destroy");
-  require(v.step != nullptr, what, "step");
-  require(v.state_bytes != nullptr, what, "state_bytes");
+  require_all({{v.create != nullptr, "create"},
+               {v.destroy != nullptr, "destroy"},
+               {v.step != nullptr, "step"},
+               {v.state_bytes != nullptr, "state_bytes"}},
+              what);
   const int32_t sharding = optimizer_gradient_sharding(v);
   if (sharding != TRIAX_GRADIENTS_WHOLE && sharding != TRIAX_GRADIENTS_DP_SHARDED &&
       sharding != TRIAX_GRADIENTS_PARAMETERS_SHARDED)
