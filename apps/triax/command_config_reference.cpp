@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "parsed_options.hpp"
 #include "config_reference/config_reference.hpp"
+#include "parsed_options.hpp"
 
 namespace triax::cli {
 namespace {

@@ -37,7 +37,7 @@ struct ConvertOptions {
 };
 
 po::options_description convert_option_table(std::string& to, std::string& from, std::string& dtype,
-                                              int64_t& max_shard_bytes, std::vector<std::string>& paths) {
+                                             int64_t& max_shard_bytes, std::vector<std::string>& paths) {
   po::options_description options("triax convert options");
   options.add_options()("help,h", "show this help")("to", po::value<std::string>(&to),
                                                     "export a triax checkpoint: --to hf CHECKPOINT OUT")(
@@ -112,8 +112,8 @@ void write_triax_checkpoint(const PluginRegistry& registry, const ConvertOptions
   const std::filesystem::path tokenizer = std::filesystem::path(options.input) / "tokenizer.json";
   const bool has_tokenizer = std::filesystem::is_regular_file(tokenizer);
   if (has_tokenizer) copy_tokenizer(tokenizer.string(), options.output);
-  std::cout << "wrote the triax checkpoint " << step << "; train from it with model.init_method.path: "
-            << options.output << "\n";
+  std::cout << "wrote the triax checkpoint " << step
+            << "; train from it with model.init_method.path: " << options.output << "\n";
   if (has_tokenizer) std::cout << "with the tokenizer " << tokenizer.string() << "\n";
 }
 

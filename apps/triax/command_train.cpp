@@ -239,8 +239,6 @@ int run_train(const TrainOptions& options) {
 
 }  // namespace
 
-int run_train_command(const std::vector<std::string>& args) {
-  return run_parsed(parse_train_options(args), run_train);
-}
+int run_train_command(const std::vector<std::string>& args) { return run_parsed(parse_train_options(args), run_train); }
 
 }  // namespace triax::cli

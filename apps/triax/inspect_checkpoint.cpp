@@ -92,6 +92,8 @@ int inspect_folder(const CheckpointInspection& inspection) {
 
 }  // namespace
 
-int inspect_checkpoint(const std::vector<std::string>& args) { return run_parsed(parse_inspection(args), inspect_folder); }
+int inspect_checkpoint(const std::vector<std::string>& args) {
+  return run_parsed(parse_inspection(args), inspect_folder);
+}
 
 }  // namespace triax::cli

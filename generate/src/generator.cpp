@@ -166,8 +166,8 @@ class GenerationLoop {
     for (int64_t step = 0; !all_finished(); ++step) {
       profiler.before_step(step);
       if (options_.use_cache) {
-        next = advance(model_.forward_cached(every_cache, next, {}, options_.cuda_graphs).logits, every_row)
-                   .view({-1, 1});
+        next =
+            advance(model_.forward_cached(every_cache, next, {}, options_.cuda_graphs).logits, every_row).view({-1, 1});
       } else {
         const std::vector<int64_t> running = running_rows();
         advance(uncached_logits(running), running);

@@ -184,9 +184,9 @@ void CheckpointWriter::complete_folder(const CheckpointMetadata& metadata, const
     }
   }
   if (!all_ranks_agree(failure.empty()))
-    throw CheckpointError(failure.empty() ? "checkpoint of step " + std::to_string(metadata.step) +
-                                                ": rank 0 could not complete it"
-                                          : failure);
+    throw CheckpointError(failure.empty()
+                              ? "checkpoint of step " + std::to_string(metadata.step) + ": rank 0 could not complete it"
+                              : failure);
 }
 
 // Rank 0, once every rank's file is durable: completes the folder and makes it visible.

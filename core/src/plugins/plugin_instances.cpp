@@ -118,8 +118,9 @@ double lr_scale_of(const triax_parameter_info& info, const std::string& plugin, 
 
 // optimizer.zero_stage 3: the model must keep every parameter as its ZeRO-3 shard, and only then.
 void check_zero3_shard(const NamedParameter& parameter, const std::string& plugin, const triax_model_context& context) {
-  const bool zero3_stage = context.struct_size >= offsetof(triax_model_context, zero_stage) + sizeof(context.zero_stage) &&
-                           context.zero_stage == 3;
+  const bool zero3_stage =
+      context.struct_size >= offsetof(triax_model_context, zero_stage) + sizeof(context.zero_stage) &&
+      context.zero_stage == 3;
   if (zero3_stage != ((parameter.spec.flags & TRIAX_PARAM_ZERO3_SHARD) != 0))
     throw PluginError("optimizer.zero_stage: model plugin '" + plugin + "' " +
                       (zero3_stage ? "keeps parameter " + parameter.name +

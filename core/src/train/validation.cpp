@@ -23,8 +23,8 @@ bool Validation::due(int64_t step) const {
 
 ValidationMetrics Validation::evaluate(int64_t step) {
   const auto start = std::chrono::steady_clock::now();
-  MicroBatchRequest batches(s_.micro_batch_place(), *s_.model, s_.data->validation_samples(step, micro_batches_),
-                            step, micro_batches_);
+  MicroBatchRequest batches(s_.micro_batch_place(), *s_.model, s_.data->validation_samples(step, micro_batches_), step,
+                            micro_batches_);
   batches.feed().inject_faults = false;  // the fault points are a training step's
   const MicroBatchFeed& feed = batches.feed();
   // An error stops the run, so the mode needs no restoring on that path.
