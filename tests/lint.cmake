@@ -6,3 +6,7 @@ add_test(NAME lint_function_lengths
           --exclude core/src/comm --exclude core/src/data --exclude core/src/report
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(lint_function_lengths PROPERTIES TIMEOUT 60 LABELS lint)
+# The checker itself, on hand-made C++: function bodies against initializers, literals and lambdas.
+add_test(NAME lint_function_lengths_checker
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/lint/function_lengths_test.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(lint_function_lengths_checker PROPERTIES TIMEOUT 60 LABELS lint)
