@@ -56,7 +56,7 @@ pid_t spawn_with_pipes(const std::vector<std::string>& argv, int to_child[2], in
 
 // Writes `input` to in_fd while draining out_fd and err_fd into `result`, until both are closed:
 // neither side can block the other. Closes the three.
-void exchange(int in_fd, int out_fd, int err_fd, const std::string& input, ProcessOutput& result) {
+void feed_and_collect(int in_fd, int out_fd, int err_fd, const std::string& input, ProcessOutput& result) {
   size_t written = 0;
   if (input.empty()) {
     close(in_fd);
@@ -104,7 +104,7 @@ ProcessOutput run_process(const std::vector<std::string>& argv, const std::strin
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ignore, &previous);
   ProcessOutput result;
-  exchange(to_child[1], from_child[0], errors[0], input, result);
+  feed_and_collect(to_child[1], from_child[0], errors[0], input, result);
   sigaction(SIGPIPE, &previous, nullptr);
   while (waitpid(pid, &result.status, 0) < 0 && errno == EINTR) {
   }
