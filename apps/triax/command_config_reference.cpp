@@ -5,12 +5,14 @@
 #include <exception>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "config_reference/config_reference.hpp"
+#include "parsed_options.hpp"
 
 namespace triax::cli {
 namespace {
@@ -51,9 +53,12 @@ int check(const std::string& file) {
   return status;
 }
 
-}  // namespace
+// `triax config-reference`'s options: print the reference, or check a file against it.
+struct ConfigReferenceOptions {
+  std::optional<std::string> check_file;
+};
 
-int run_config_reference_command(const std::vector<std::string>& args) {
+Parsed<ConfigReferenceOptions> parse_config_reference_options(const std::vector<std::string>& args) {
   po::options_description options(
       "triax config-reference [--check FILE]\n\n"
       "Prints the configuration reference (docs/config-reference.md) of this triax:\n"
@@ -68,20 +73,32 @@ int run_config_reference_command(const std::vector<std::string>& args) {
     po::notify(vm);
   } catch (const po::error& e) {
     std::cerr << "triax config-reference: " << e.what() << "\n\n" << options << '\n';
-    return kExitInvalidConfig;
+    return Parsed<ConfigReferenceOptions>::leave(kExitInvalidConfig);
   }
   if (vm.count("help") != 0) {
     std::cout << options << '\n';
-    return kExitOk;
+    return Parsed<ConfigReferenceOptions>::leave(kExitOk);
   }
+  ConfigReferenceOptions parsed;
+  if (vm.count("check") != 0) parsed.check_file = file;
+  return parsed;
+}
+
+int print_or_check(const ConfigReferenceOptions& options) {
   try {
-    if (vm.count("check") != 0) return check(file);
+    if (options.check_file) return check(*options.check_file);
     std::cout << config_reference::render_markdown(config_reference::reference());
   } catch (const std::exception& e) {
     std::cerr << "triax config-reference: " << e.what() << '\n';
     return kExitFailure;
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int run_config_reference_command(const std::vector<std::string>& args) {
+  return run_parsed(parse_config_reference_options(args), print_or_check);
 }
 
 }  // namespace triax::cli

@@ -5,41 +5,29 @@
 // Under `triax launch -n N` (or mpirun, torchrun) the model runs tensor parallel over the N ranks.
 #include <c10/util/Exception.h>
 
-#include <boost/program_options.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "commands.hpp"
+#include "generate_options.hpp"
 #include "generation_output.hpp"
 #include "launch_status.hpp"
 #include "triax/comm/communicator_factory.hpp"
 #include "triax/comm/launch_environment.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/device.hpp"
+#include "triax/error.hpp"
 #include "triax/generate/generation_model.hpp"
 #include "triax/generate/generator.hpp"
 #include "triax/generate/text_tokenizer.hpp"
 #include "triax/report/log.hpp"
-#include "triax/error.hpp"
 
 namespace triax::cli {
-namespace po = boost::program_options;
-
 namespace {
-
-struct GenerateFlags {
-  std::string model, config, tokenizer, device, dtype, output;
-  std::vector<std::string> sets, prompts, prompt_ids, plugin_paths;
-  std::vector<int64_t> eos;
-  bool ignore_eos = false, no_cache = false;
-  std::string cuda_graphs = "auto";
-  int64_t repeat = 1;
-  int64_t warmup = 0;
-  int tp = 0;
-  generation::GenerationOptions options;
-};
 
 // "1,2,3" or "1 2 3" -> ids; anything else names the flag.
 std::vector<int64_t> parse_ids(const std::string& text) {
@@ -78,7 +66,7 @@ std::string joined(const std::vector<std::string>& items) {
 
 // The end-of-text ids, and where they come from: the flags, ids the model's files state, the
 // tokenizer's end-of-text token, or the model_config's (a plugin default the data may not use).
-std::vector<int64_t> choose_eos(const GenerateFlags& flags, const generation::GenerationModelSpec& spec,
+std::vector<int64_t> choose_eos(const GenerateOptions& flags, const generation::GenerationModelSpec& spec,
                                 const generation::TextTokenizer::Encoded* tokenizer, std::string& origin) {
   if (flags.ignore_eos) {
     origin = "--ignore-eos: none";
@@ -108,200 +96,183 @@ bool use_cuda_graphs(const std::string& mode, const c10::Device& device, int tp)
   return true;
 }
 
-int generate(const GenerateFlags& flags) {
-  const LaunchEnvironment launch = LaunchEnvironment::from_process();
-  log::configure(launch.rank, launch.world_size, log::Level::info, log::Level::warning);
-  configure_threads();
+void check_profile_folder(const std::string& trace) {
+  if (trace.empty()) return;
+  const std::filesystem::path folder = std::filesystem::absolute(trace).parent_path();
+  if (!std::filesystem::is_directory(folder))
+    throw ConfigError("--profile " + trace + ": the folder " + folder.string() + " does not exist");
+}
+
+generation::GenerationModelSpec model_spec(const PluginRegistry& registry, const GenerateOptions& flags) {
+  if (flags.config.empty()) return generation::spec_from_folder(registry, flags.model);
+  return generation::spec_from_config(registry, load_train_config(flags.config, flags.sets));
+}
+
+// The prompts as token ids, and the tokenizer: needed for text prompts, used to show ids as text
+// when there is one.
+struct PromptBatch {
+  std::optional<std::string> tokenizer_path;
+  std::optional<generation::TextTokenizer> tokenizer;
+  std::optional<generation::TextTokenizer::Encoded> encoded;
+  std::vector<std::vector<int64_t>> ids;  // the prompts, --repeat times over
+};
+
+PromptBatch read_prompts(const GenerateOptions& flags, const generation::GenerationModelSpec& spec) {
   const bool text_prompts = !flags.prompts.empty();
-  if (const std::string& trace = flags.options.profile_path; !trace.empty()) {
-    const std::filesystem::path folder = std::filesystem::absolute(trace).parent_path();
-    if (!std::filesystem::is_directory(folder))
-      throw ConfigError("--profile " + trace + ": the folder " + folder.string() + " does not exist");
-  }
-
-  PluginRegistry registry;
-  registry.scan_search_paths(flags.plugin_paths);
-  generation::GenerationModelSpec spec;
-  if (!flags.config.empty()) {
-    std::vector<std::string> overrides = flags.sets;
-    spec = generation::spec_from_config(registry, load_train_config(flags.config, overrides));
-  } else {
-    spec = generation::spec_from_folder(registry, flags.model);
-  }
-
-  // The tokenizer: needed for text prompts, used to show ids as text when there is one.
-  std::optional<std::string> tokenizer_path =
+  PromptBatch batch;
+  batch.tokenizer_path =
       flags.tokenizer.empty() ? generation::find_tokenizer(spec) : std::optional<std::string>(flags.tokenizer);
-  if (text_prompts && !tokenizer_path)
+  if (text_prompts && !batch.tokenizer_path)
     throw ConfigError("--prompt gives text, but " + spec.origin + " comes with no tokenizer.json (looked for " +
                       joined(spec.tokenizer_candidates) +
                       "): give the tokenizer with --tokenizer FILE, or the prompt as token ids with --prompt-ids");
-  std::optional<generation::TextTokenizer> tokenizer;
-  std::optional<generation::TextTokenizer::Encoded> encoded;
-  if (tokenizer_path) {
-    tokenizer.emplace(*tokenizer_path);
-    encoded = tokenizer->encode(flags.prompts);
+  if (batch.tokenizer_path) {
+    batch.tokenizer.emplace(*batch.tokenizer_path);
+    batch.encoded = batch.tokenizer->encode(flags.prompts);
   }
   std::vector<std::vector<int64_t>> prompts;
   if (text_prompts)
-    prompts = encoded->ids;
+    prompts = batch.encoded->ids;
   else
     for (const std::string& ids : flags.prompt_ids) prompts.push_back(parse_ids(ids));
   for (size_t i = 0; i < prompts.size(); ++i)
     if (prompts[i].empty())
-      throw ConfigError("--prompt '" + flags.prompts[i] + "': the tokenizer " + *tokenizer_path + " gives no token");
-  {
-    std::vector<std::vector<int64_t>> repeated;
-    for (int64_t r = 0; r < flags.repeat; ++r) repeated.insert(repeated.end(), prompts.begin(), prompts.end());
-    prompts = std::move(repeated);
-  }
+      throw ConfigError("--prompt '" + flags.prompts[i] + "': the tokenizer " + *batch.tokenizer_path +
+                        " gives no token");
+  for (int64_t r = 0; r < flags.repeat; ++r) batch.ids.insert(batch.ids.end(), prompts.begin(), prompts.end());
+  return batch;
+}
 
-  generation::GenerationOptions options = flags.options;
+// What a generation works with, gathered step by step before the model is made.
+struct GenerationSetup {
+  generation::GenerationModelSpec spec;
+  PromptBatch prompts;
+  generation::GenerationOptions options;
+  std::string eos_origin;
+  int tp = 1;
+  c10::Device device = c10::Device(c10::kCPU);
+};
+
+// The decoding options but cuda_graphs, which waits for the device.
+void choose_decoding(const GenerateOptions& flags, const PluginRegistry& registry, GenerationSetup& setup) {
+  const generation::GenerationModelSpec& spec = setup.spec;
+  generation::GenerationOptions& options = setup.options;
+  options = flags.decoding;
   options.use_cache = !flags.no_cache;
   const triax_model_vtable& vtable = registry.model(spec.plugin);
   options.vocab_size = ModelInstance::vocab_size(vtable, spec.plugin, spec.model_config_yaml);
+  const auto& encoded = setup.prompts.encoded;
   if (encoded && encoded->vocab_size > options.vocab_size)
-    log::warning("the tokenizer " + *tokenizer_path + " has " + std::to_string(encoded->vocab_size) +
+    log::warning("the tokenizer " + *setup.prompts.tokenizer_path + " has " + std::to_string(encoded->vocab_size) +
                  " tokens, the model " + std::to_string(options.vocab_size));
-  std::string eos_origin;
-  options.eos = choose_eos(flags, spec, encoded ? &*encoded : nullptr, eos_origin);
+  options.eos = choose_eos(flags, spec, encoded ? &*encoded : nullptr, setup.eos_origin);
+}
 
-  // The mesh: tensor parallel over every rank of the launch.
+// The mesh: tensor parallel over every rank of the launch.
+int tensor_parallel_size(const GenerateOptions& flags, const LaunchEnvironment& launch) {
   const int tp = flags.tp > 0 ? flags.tp : launch.world_size;
   if (tp != launch.world_size)
     throw ConfigError("--tp " + std::to_string(tp) + ": generation runs tensor parallel over every process, but " +
                       std::to_string(launch.world_size) + " were started (start " + std::to_string(tp) +
                       " with `triax launch -n " + std::to_string(tp) + " -- triax generate ...`)");
-  const std::string device_name = flags.device.empty() ? spec.device : flags.device;
-  CommSettings mesh;
-  mesh.shape.tp = tp;
-  mesh.device = device_name;
-  if (const char* timeout = std::getenv(kCommTimeoutVariable); timeout && *timeout)
-    mesh.timeout_seconds = std::atof(timeout);
-  c10::Device device(c10::kCPU);
+  return tp;
+}
+
+std::string device_name(const GenerateOptions& flags, const generation::GenerationModelSpec& spec) {
+  return flags.device.empty() ? spec.device : flags.device;
+}
+
+c10::Device generation_device(const GenerateOptions& flags, const generation::GenerationModelSpec& spec,
+                              int gpu_index) {
   try {
-    device = resolve_device(device_name, launch.local_rank);
+    return resolve_device(device_name(flags, spec), gpu_index);
   } catch (const ConfigError& e) {
     if (flags.device.empty()) throw;
     throw ConfigError(std::string("--device ") + flags.device + ": " + e.what());
   }
-  options.cuda_graphs = use_cuda_graphs(flags.cuda_graphs, device, tp);
-  std::unique_ptr<Communicator> communicator = connect_communicator(mesh, launch);
+}
+
+CommSettings generation_mesh(const GenerateOptions& flags, const GenerationSetup& setup) {
+  CommSettings mesh;
+  mesh.shape.tp = setup.tp;
+  mesh.device = device_name(flags, setup.spec);
+  if (const char* timeout = std::getenv(kCommTimeoutVariable); timeout && *timeout)
+    mesh.timeout_seconds = std::atof(timeout);
+  return mesh;
+}
+
+std::string model_line(const GenerationSetup& setup, const ModelInstance& model, const std::string& dtype) {
+  const generation::GenerationOptions& options = setup.options;
+  const auto& tokenizer = setup.prompts.tokenizer;
+  return "model " + setup.spec.plugin + " from " + setup.spec.origin + ": " + std::to_string(model.total_parameters()) +
+         " parameters, " + dtype + " on " + device_display_name(setup.device) +
+         (setup.tp > 1 ? ", tp " + std::to_string(setup.tp) : "") + "; " +
+         (options.sampling.greedy() ? std::string("greedy") : "sampling") + ", at most " +
+         std::to_string(options.max_new_tokens) + " new tokens, stops at " +
+         (options.eos.empty() ? std::string("no token") : "token " + joined(options.eos)) + " (" + setup.eos_origin +
+         ")" + (tokenizer ? "; tokenizer " + tokenizer->path() : "") +
+         (options.cuda_graphs ? "; decoding steps as CUDA graphs" : "");
+}
+
+// On the logging rank: the sequences on stdout (and --output), the throughput on stderr.
+void show(const GenerateOptions& flags, const PromptBatch& prompts, GenerationReport& report) {
+  if (prompts.tokenizer) {
+    std::vector<std::vector<int64_t>> new_ids;
+    for (const auto& s : report.result.sequences) new_ids.push_back(s.tokens);
+    report.new_texts = prompts.tokenizer->decode(new_ids);
+    const bool as_given = !flags.prompts.empty() && flags.repeat == 1;
+    report.prompt_texts = as_given ? flags.prompts : prompts.tokenizer->decode(prompts.ids);
+  }
+  print_generations(std::cout, report);
+  if (!flags.output.empty()) write_generations_jsonl(flags.output, report);
+  std::cerr << "triax generate: " << throughput_line(report.result.stats, prompts.ids.size()) << "\n";
+}
+
+void generate_and_show(const GenerateOptions& flags, const GenerationSetup& setup, ModelInstance& model,
+                       Communicator& communicator, int rank) {
+  if (flags.warmup < 0) throw ConfigError("--warmup: expected 0 or more runs, got " + std::to_string(flags.warmup));
+  const std::vector<std::vector<int64_t>>& prompts = setup.prompts.ids;
+  generation::GenerationOptions unprofiled = setup.options;
+  unprofiled.profile_path.clear();
+  for (int64_t run = 0; run < flags.warmup; ++run)
+    generation::generate(model, communicator, setup.device, prompts, unprofiled);
+  GenerationReport report;
+  report.result = generation::generate(model, communicator, setup.device, prompts, setup.options);
+  report.prompts = prompts;
+  if (rank == 0) show(flags, setup.prompts, report);
+}
+
+int generate(const GenerateOptions& flags) {
+  const LaunchEnvironment launch = LaunchEnvironment::from_process();
+  log::configure(launch.rank, launch.world_size, log::Level::info, log::Level::warning);
+  configure_threads();
+  check_profile_folder(flags.decoding.profile_path);
+  PluginRegistry registry;
+  registry.scan_search_paths(flags.plugin_paths);
+  GenerationSetup setup;
+  setup.spec = model_spec(registry, flags);
+  setup.prompts = read_prompts(flags, setup.spec);
+  choose_decoding(flags, registry, setup);
+  setup.tp = tensor_parallel_size(flags, launch);
+  setup.device = generation_device(flags, setup.spec, launch.local_rank);
+  setup.options.cuda_graphs = use_cuda_graphs(flags.cuda_graphs, setup.device, setup.tp);
+  std::unique_ptr<Communicator> communicator = connect_communicator(generation_mesh(flags, setup), launch);
   HostServices host(*communicator);
 
-  const std::string dtype = flags.dtype.empty() ? spec.dtype : flags.dtype;
+  const std::string dtype = flags.dtype.empty() ? setup.spec.dtype : flags.dtype;
   std::unique_ptr<ModelInstance> model =
-      generation::create_generation_model(registry, spec, *communicator, host, device, dtype);
-  log::info("model " + spec.plugin + " from " + spec.origin + ": " + std::to_string(model->total_parameters()) +
-            " parameters, " + dtype + " on " + device_display_name(device) +
-            (tp > 1 ? ", tp " + std::to_string(tp) : "") + "; " +
-            (options.sampling.greedy() ? std::string("greedy") : "sampling") + ", at most " +
-            std::to_string(options.max_new_tokens) + " new tokens, stops at " +
-            (options.eos.empty() ? std::string("no token") : "token " + joined(options.eos)) + " (" + eos_origin + ")" +
-            (tokenizer ? "; tokenizer " + tokenizer->path() : "") +
-            (options.cuda_graphs ? "; decoding steps as CUDA graphs" : ""));
-
-  if (flags.warmup < 0) throw ConfigError("--warmup: expected 0 or more runs, got " + std::to_string(flags.warmup));
-  generation::GenerationOptions unprofiled = options;
-  unprofiled.profile_path.clear();
-  for (int64_t run = 0; run < flags.warmup; ++run) generation::generate(*model, *communicator, device, prompts, unprofiled);
-  GenerationReport report;
-  report.result = generation::generate(*model, *communicator, device, prompts, options);
-  report.prompts = prompts;
-  if (launch.rank == 0) {
-    if (tokenizer) {
-      std::vector<std::vector<int64_t>> new_ids;
-      for (const auto& s : report.result.sequences) new_ids.push_back(s.tokens);
-      report.new_texts = tokenizer->decode(new_ids);
-      report.prompt_texts = text_prompts && flags.repeat == 1 ? flags.prompts : tokenizer->decode(prompts);
-    }
-    print_generations(std::cout, report);
-    if (!flags.output.empty()) write_generations_jsonl(flags.output, report);
-    std::cerr << "triax generate: " << throughput_line(report.result.stats, prompts.size()) << "\n";
-  }
+      generation::create_generation_model(registry, setup.spec, *communicator, host, setup.device, dtype);
+  log::info(model_line(setup, *model, dtype));
+  generate_and_show(flags, setup, *model, *communicator, launch.rank);
   model.reset();
   communicator->barrier(TRIAX_GROUP_WORLD);
   return kExitOk;
 }
 
-}  // namespace
-
-int run_generate_command(const std::vector<std::string>& args) {
-  GenerateFlags f;
-  po::options_description options("triax generate options");
-  options.add_options()("help,h", "show this help")("model", po::value<std::string>(&f.model),
-                                                    "a triax checkpoint (run or step folder) or a Hugging Face folder")(
-      "config,c", po::value<std::string>(&f.config),
-      "instead of MODEL: a training config's model (init_method.path weights, else its own initialisation)")(
-      "set", po::value<std::vector<std::string>>(&f.sets)->composing(), "with --config: override a config value")(
-      "prompt,p", po::value<std::vector<std::string>>(&f.prompts)->composing(),
-      "a prompt as text, through the model's tokenizer.json (repeatable: a batch)")(
-      "prompt-ids", po::value<std::vector<std::string>>(&f.prompt_ids)->composing(),
-      "a prompt as token ids, \"1,2,3\" (repeatable: a batch)")("tokenizer", po::value<std::string>(&f.tokenizer),
-                                                                "tokenizer.json to use (default: the model's)")(
-      "max-new-tokens,n", po::value<int64_t>(&f.options.max_new_tokens)->default_value(32),
-      "new tokens per prompt, at most")("temperature,t",
-                                        po::value<double>(&f.options.sampling.temperature)->default_value(0.0),
-                                        "0: greedy; above 0: sample at this temperature")(
-      "greedy", po::bool_switch(), "the most likely token every time (the default; the same as --temperature 0)")(
-      "top-k", po::value<int64_t>(&f.options.sampling.top_k)->default_value(0),
-      "sample among the k likeliest (0: all)")("top-p",
-                                               po::value<double>(&f.options.sampling.top_p)->default_value(1.0),
-                                               "sample within the nucleus of this probability (1: all)")(
-      "seed", po::value<uint64_t>(&f.options.seed)->default_value(42), "sampling seed")(
-      "eos-id", po::value<std::vector<int64_t>>(&f.eos)->composing(),
-      "stop a sequence at this token (repeatable; default: the model's or tokenizer's end-of-text token)")(
-      "ignore-eos", po::bool_switch(&f.ignore_eos), "never stop before --max-new-tokens")(
-      "warmup", po::value<int64_t>(&f.warmup)->default_value(0),
-      "generate this many times first, unmeasured and unprinted (benchmarks)")(
-      "repeat", po::value<int64_t>(&f.repeat)->default_value(1),
-      "the batch is the prompts this many times (benchmarks)")(
-      "tp", po::value<int>(&f.tp)->default_value(0), "tensor-parallel size (default: every process of the launch)")(
-      "device", po::value<std::string>(&f.device), "cpu, cuda or auto (default: auto, or the config's general.device)")(
-      "dtype", po::value<std::string>(&f.dtype), "float32, bfloat16, float16 (default: the weights' dtype)")(
-      "no-cache", po::bool_switch(&f.no_cache), "recompute the whole sequence for every token (a slow reference)")(
-      "output,o", po::value<std::string>(&f.output), "also write the sequences as JSON lines to this file")(
-      "cuda-graphs", po::value<std::string>(&f.cuda_graphs)->default_value("auto"),
-      "auto (on for CUDA at tp 1), on or off: each decoding step as one CUDA graph")(
-      "profile", po::value<std::string>(&f.options.profile_path),
-      "write a Chrome trace (host and GPU) of 8 decoding steps, after the first 3, to this file")(
-      "plugin-path", po::value<std::vector<std::string>>(&f.plugin_paths)->composing(),
-      "extra folder searched for plugins");
-  po::positional_options_description positional;
-  positional.add("model", 1);
-  po::variables_map vm;
+// Runs the options, turning each kind of error into its message and exit status.
+int run_generate(const GenerateOptions& flags) {
   try {
-    po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "triax generate: " << e.what() << " (see triax generate --help)\n";
-    return kExitInvalidConfig;
-  }
-  if (vm.count("help")) {
-    std::cout << "usage: triax generate MODEL (--prompt TEXT | --prompt-ids IDS)... [options]\n"
-                 "       triax generate --config FILE [--set KEY=VALUE]... (--prompt TEXT | --prompt-ids IDS)...\n"
-              << options;
-    return kExitOk;
-  }
-  std::string usage;
-  if (f.model.empty() == f.config.empty())
-    usage = "give the model as MODEL (a checkpoint or Hugging Face folder) or --config FILE, one of them";
-  else if (f.prompts.empty() == f.prompt_ids.empty())
-    usage = "give the prompts as --prompt TEXT or as --prompt-ids IDS (one kind, repeatable)";
-  else if (!f.sets.empty() && f.config.empty())
-    usage = "--set needs --config";
-  else if (vm["greedy"].as<bool>() && f.options.sampling.temperature != 0.0)
-    usage = "--greedy contradicts --temperature " + std::to_string(f.options.sampling.temperature);
-  else if (f.repeat < 1)
-    usage = "--repeat: expected at least 1, got " + std::to_string(f.repeat);
-  else if (f.ignore_eos && !f.eos.empty())
-    usage = "--ignore-eos contradicts --eos-id";
-  if (!usage.empty()) {
-    std::cerr << "triax generate: " << usage << " (see triax generate --help)\n";
-    return kExitInvalidConfig;
-  }
-  try {
-    return generate(f);
+    return generate(flags);
   } catch (const CommunicationError& e) {
     std::cerr << "triax generate: communication failed: " << e.what() << "\n";
     exit_now(kExitCommunication);
@@ -322,6 +293,12 @@ int run_generate_command(const std::vector<std::string>& args) {
     std::cerr << "triax generate: " << e.what() << "\n";
     return kExitFailure;
   }
+}
+
+}  // namespace
+
+int run_generate_command(const std::vector<std::string>& args) {
+  return run_parsed(parse_generate_options(args), run_generate);
 }
 
 }  // namespace triax::cli

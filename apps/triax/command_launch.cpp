@@ -21,11 +21,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "commands.hpp"
 #include "launch_status.hpp"
+#include "parsed_options.hpp"
 
 namespace triax::cli {
 namespace {
@@ -195,12 +197,21 @@ int run_and_wait(const std::vector<std::string>& argv) {
   return kExitFailure;
 }
 
-}  // namespace
-
-int run_launch_command(const std::vector<std::string>& args) {
+// The options of `triax launch`, as given.
+struct LaunchOptions {
   int ranks = 0;
-  double comm_timeout = 0;
+  double comm_timeout = 0;  // seconds; 0: the config's
   std::vector<std::string> command;
+};
+
+Parsed<LaunchOptions> launch_usage_error(const std::string& problem) {
+  std::cerr << "triax launch: " << problem << "\n";
+  print_launch_usage(std::cerr);
+  return Parsed<LaunchOptions>::leave(kExitInvalidConfig);
+}
+
+Parsed<LaunchOptions> parse_launch_options(const std::vector<std::string>& args) {
+  LaunchOptions parsed;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
     auto value = [&](const char* name) -> std::string {
@@ -209,53 +220,57 @@ int run_launch_command(const std::vector<std::string>& args) {
     };
     try {
       if (arg == "--") {
-        command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+        parsed.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
         break;
       } else if (arg == "-h" || arg == "--help") {
         print_launch_usage(std::cout);
-        return kExitOk;
+        return Parsed<LaunchOptions>::leave(kExitOk);
       } else if (arg == "-n" || arg == "--nproc") {
-        ranks = std::stoi(value("-n"));
+        parsed.ranks = std::stoi(value("-n"));
       } else if (arg == "--comm-timeout") {
-        comm_timeout = std::stod(value("--comm-timeout"));
-        if (!(comm_timeout > 0)) throw std::invalid_argument("--comm-timeout must be > 0 seconds");
+        parsed.comm_timeout = std::stod(value("--comm-timeout"));
+        if (!(parsed.comm_timeout > 0)) throw std::invalid_argument("--comm-timeout must be > 0 seconds");
       } else {
         throw std::invalid_argument("unknown option '" + arg + "' (the command goes after --)");
       }
     } catch (const std::exception& e) {
-      std::cerr << "triax launch: " << e.what() << "\n";
-      print_launch_usage(std::cerr);
-      return kExitInvalidConfig;
+      return launch_usage_error(e.what());
     }
   }
-  if (ranks < 1 || command.empty()) {
-    std::cerr << "triax launch: " << (ranks < 1 ? "-n N (N >= 1) is required" : "no command after --") << "\n";
-    print_launch_usage(std::cerr);
-    return kExitInvalidConfig;
-  }
+  if (parsed.ranks < 1) return launch_usage_error("-n N (N >= 1) is required");
+  if (parsed.command.empty()) return launch_usage_error("no command after --");
+  return parsed;
+}
 
+// A fresh folder under TMPDIR for the ranks' exit statuses, or nothing (said on stderr).
+std::optional<std::string> make_status_folder() {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/triax-launch-XXXXXX";
   std::vector<char> folder_name(pattern.begin(), pattern.end());
   folder_name.push_back('\0');
   if (mkdtemp(folder_name.data()) == nullptr) {
     std::cerr << "triax launch: cannot create a status folder from " << pattern << ": " << std::strerror(errno) << "\n";
-    return kExitFailure;
+    return std::nullopt;
   }
-  const std::string status_folder = folder_name.data();
+  return std::string(folder_name.data());
+}
 
+// What every rank finds in its environment; mpirun passes the variables on (-x).
+void set_rank_environment(const LaunchOptions& options, const std::string& status_folder) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const char* threads = std::getenv("OMP_NUM_THREADS");
   const std::string omp_threads =
-      threads && *threads ? threads : std::to_string(std::max(1u, cores / static_cast<unsigned>(ranks)));
+      threads && *threads ? threads : std::to_string(std::max(1u, cores / static_cast<unsigned>(options.ranks)));
   setenv("MASTER_ADDR", "127.0.0.1", 1);
   setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
   setenv("TRIAX_RUN_DATE", run_date().c_str(), 1);
   setenv("OMP_NUM_THREADS", omp_threads.c_str(), 1);
   setenv(kStatusFolderVariable, status_folder.c_str(), 1);
-  if (comm_timeout > 0) setenv(kCommTimeoutVariable, std::to_string(comm_timeout).c_str(), 1);
+  if (options.comm_timeout > 0) setenv(kCommTimeoutVariable, std::to_string(options.comm_timeout).c_str(), 1);
+}
 
-  std::vector<std::string> argv = {mpirun_program(), "-n", std::to_string(ranks), "--oversubscribe",
+std::vector<std::string> mpirun_command_line(const LaunchOptions& options) {
+  std::vector<std::string> argv = {mpirun_program(), "-n", std::to_string(options.ranks), "--oversubscribe",
                                    "--enable-recovery"};
   if (geteuid() == 0) argv.push_back("--allow-run-as-root");
   for (const char* name :
@@ -264,12 +279,14 @@ int run_launch_command(const std::vector<std::string>& args) {
       argv.push_back("-x");
       argv.push_back(name);
     }
-  argv.insert(argv.end(), command.begin(), command.end());
-  const int mpirun_status = run_and_wait(argv);
+  argv.insert(argv.end(), options.command.begin(), options.command.end());
+  return argv;
+}
 
-  // Each rank's own word; silence means it was killed or crashed. The launcher's status is the
-  // cause's, whatever the timing: a rank's own failure (1 for a killed one) comes before the 4 of
-  // the ranks that only saw a peer fail, the lowest rank first among several.
+// The launcher's status from each rank's own word; silence means it was killed or crashed. The
+// status is the cause's, whatever the timing: a rank's own failure (1 for a killed one) comes
+// before the 4 of the ranks that only saw a peer fail, the lowest rank first among several.
+int launch_status(int ranks, const std::string& status_folder, int mpirun_status) {
   int cause = kExitOk, consequence = kExitOk;
   bool any_status = false;
   std::vector<int> killed;
@@ -287,8 +304,6 @@ int run_launch_command(const std::vector<std::string>& args) {
     int& slot = status == kExitCommunication ? consequence : cause;
     if (slot == kExitOk) slot = status;
   }
-  std::error_code ignored;
-  fs::remove_all(status_folder, ignored);
   if (!any_status) {
     // Not a triax command (or none of them got far): mpirun's status is all there is.
     if (mpirun_status != kExitOk)
@@ -299,6 +314,23 @@ int run_launch_command(const std::vector<std::string>& args) {
   if (cause != kExitOk) return cause;
   if (consequence != kExitOk) return consequence;
   return mpirun_status;
+}
+
+int run_launch(const LaunchOptions& options) {
+  const std::optional<std::string> status_folder = make_status_folder();
+  if (!status_folder) return kExitFailure;
+  set_rank_environment(options, *status_folder);
+  const int mpirun_status = run_and_wait(mpirun_command_line(options));
+  const int status = launch_status(options.ranks, *status_folder, mpirun_status);
+  std::error_code ignored;
+  fs::remove_all(*status_folder, ignored);
+  return status;
+}
+
+}  // namespace
+
+int run_launch_command(const std::vector<std::string>& args) {
+  return run_parsed(parse_launch_options(args), run_launch);
 }
 
 }  // namespace triax::cli

@@ -11,15 +11,16 @@
 
 #include "commands.hpp"
 #include "launch_status.hpp"
+#include "parsed_options.hpp"
 #include "run_check.hpp"
 #include "triax/comm/communicator_factory.hpp"
 #include "triax/comm/launch_environment.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/config.hpp"
-#include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/error.hpp"
+#include "triax/report/log.hpp"
 
 namespace triax::cli {
 namespace po = boost::program_options;
@@ -85,9 +86,16 @@ int leave_after(const std::exception& error, Communicator* communicator) {
   exit_now(status);
 }
 
-}  // namespace
+// The options of `triax train`, as given.
+struct TrainOptions {
+  std::string config_file;
+  std::vector<std::string> sets;          // --set KEY=VALUE, in order
+  std::vector<std::string> plugin_paths;  // --plugin-path, after the config's plugins.paths
+  bool print_run_folder = false;
+  bool check = false;
+};
 
-int run_train_command(const std::vector<std::string>& args) {
+po::options_description train_option_table() {
   po::options_description options("triax train options");
   options.add_options()("help,h", "show this help")("config,c", po::value<std::string>(),
                                                     "YAML config file (nanotron schema + triax keys)")(
@@ -97,6 +105,15 @@ int run_train_command(const std::vector<std::string>& args) {
       "plugin-path", po::value<std::vector<std::string>>()->composing(), "extra folder searched for plugins")(
       "print-run-folder", "print the run folder the config names (checkpoints.checkpoints_path) and exit")(
       "check", "check the config and the plugins' sections, as a run does before any work, and exit");
+  return options;
+}
+
+std::vector<std::string> strings_of(const po::variables_map& vm, const char* name) {
+  return vm.count(name) ? vm[name].as<std::vector<std::string>>() : std::vector<std::string>{};
+}
+
+Parsed<TrainOptions> parse_train_options(const std::vector<std::string>& args) {
+  const po::options_description options = train_option_table();
   po::variables_map vm;
   try {
     po::positional_options_description positional;  // `triax train FILE` means `--config FILE`
@@ -105,81 +122,113 @@ int run_train_command(const std::vector<std::string>& args) {
     po::notify(vm);
   } catch (const po::error& e) {
     std::cerr << "triax train: " << e.what() << "\n" << options;
-    return kExitInvalidConfig;
+    return Parsed<TrainOptions>::leave(kExitInvalidConfig);
   }
   if (vm.count("help")) {
     std::cout << options;
-    return kExitOk;
+    return Parsed<TrainOptions>::leave(kExitOk);
   }
   if (vm.count("config") && vm.count("config-file")) {
     std::cerr << "triax train: give the config once, with --config or --config-file\n";
-    return kExitInvalidConfig;
+    return Parsed<TrainOptions>::leave(kExitInvalidConfig);
   }
   if (!vm.count("config") && !vm.count("config-file")) {
     std::cerr << "triax train: --config FILE is required\n" << options;
-    return kExitInvalidConfig;
+    return Parsed<TrainOptions>::leave(kExitInvalidConfig);
   }
-  const std::string config_file = vm[vm.count("config") ? "config" : "config-file"].as<std::string>();
+  TrainOptions parsed;
+  parsed.config_file = vm[vm.count("config") ? "config" : "config-file"].as<std::string>();
+  parsed.sets = strings_of(vm, "set");
+  parsed.plugin_paths = strings_of(vm, "plugin-path");
+  parsed.print_run_folder = vm.count("print-run-folder") > 0;
+  parsed.check = vm.count("check") > 0;
+  return parsed;
+}
+
+// `triax launch --comm-timeout S` passes its timeout down; an explicit --set still wins.
+std::vector<std::string> config_overrides(const TrainOptions& options) {
+  std::vector<std::string> overrides;
+  if (const char* timeout = std::getenv(kCommTimeoutVariable); timeout && *timeout)
+    overrides.push_back(std::string("parallelism.comm_timeout_seconds=") + timeout);
+  overrides.insert(overrides.end(), options.sets.begin(), options.sets.end());
+  return overrides;
+}
+
+// --check: the config and the plugins' sections, as a run checks them before any work.
+int check_only(const TrainOptions& options, TrainConfig& config, PluginRegistry& registry,
+               const std::vector<std::string>& plugin_paths) {
+  registry.scan_search_paths(plugin_paths);
+  check_run(config, registry);
+  std::cout << options.config_file << ": the configuration is valid (model " << config.model.plugin << ", engine "
+            << config.parallelism.pp_engine << ", optimizer " << config.optimizer.plugin << ")\n";
+  return kExitOk;
+}
+
+// Every rank checks the mesh against the launch before any work, so a mismatch is reported by
+// all of them and none waits for the others.
+void check_world(const TrainConfig& config, const LaunchEnvironment& launch) {
+  try {
+    validate_for_world(config, launch.world_size);
+  } catch (const ConfigError& e) {
+    if (launch.launcher != LaunchEnvironment::Launcher::none)
+      throw ConfigError(std::string(e.what()) + "; the world size comes from " + launch.launcher_name() + " (" +
+                        world_size_variable(launch) + "=" + std::to_string(launch.world_size) +
+                        "): start as many ranks as the config's mesh, or change parallelism");
+    throw ConfigError(std::string(e.what()) + "; start the ranks with `triax launch -n " +
+                      std::to_string(config.parallelism.dp * config.parallelism.tp * config.parallelism.pp *
+                                     config.parallelism.context_parallel_size) +
+                      " -- triax train ...`, mpirun, srun or torchrun");
+  }
+}
+
+// This rank's process before any work: the launcher's refusal, the log, the mesh, the threads.
+void prepare_rank(const TrainConfig& config, const LaunchEnvironment& launch) {
+  refuse_torchrun_without_gpu(config, launch);
+  log::configure(launch.rank, launch.world_size, log::parse_level(config.logging.log_level),
+                 log::parse_level(config.logging.log_level_replica));
+  check_world(config, launch);
+  configure_threads();
+}
+
+void scan_plugins(PluginRegistry& registry, const std::vector<std::string>& plugin_paths) {
+  registry.scan_search_paths(plugin_paths);
+  for (const auto& refusal : registry.refusals())
+    log::warning("plugin library refused: " + refusal.library_path + ": " + refusal.reason);
+}
+
+void log_connection(const TrainConfig& config, const LaunchEnvironment& launch, const Communicator& communicator) {
+  if (launch.world_size > 1)
+    log::info(std::string("communication: ") + communicator.backend_name() + " backend, " +
+              std::to_string(launch.world_size) + " ranks started by " + launch.launcher_name() + ", timeout " +
+              seconds_text(config.parallelism.comm_timeout_seconds));
+}
+
+void train(TrainConfig config, PluginRegistry& registry, Communicator& communicator, const LaunchEnvironment& launch) {
+  Trainer trainer(std::move(config), registry, communicator);
+  const TrainSummary summary = trainer.train();
+  if (!summary.preempted_by.empty() && launch.rank == 0)
+    std::cout << "triax train: preempted by " << summary.preempted_by
+              << ": every rank stopped at a step boundary and saved a checkpoint; exiting 0\n";
+}
+
+int run_train(const TrainOptions& options) {
   std::unique_ptr<Communicator> communicator;
   try {
-    std::vector<std::string> overrides;
-    // `triax launch --comm-timeout S` passes its timeout down; an explicit --set still wins.
-    if (const char* timeout = std::getenv(kCommTimeoutVariable); timeout && *timeout)
-      overrides.push_back(std::string("parallelism.comm_timeout_seconds=") + timeout);
-    if (vm.count("set"))
-      for (const auto& item : vm["set"].as<std::vector<std::string>>()) overrides.push_back(item);
-    TrainConfig config = load_train_config(config_file, overrides);
-    if (vm.count("print-run-folder")) {
+    TrainConfig config = load_train_config(options.config_file, config_overrides(options));
+    if (options.print_run_folder) {
       std::cout << config.run_dir() << "\n";
       return kExitOk;
     }
     PluginRegistry registry;
-    std::vector<std::string> paths = config.plugins.paths;
-    if (vm.count("plugin-path"))
-      for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>()) paths.push_back(p);
-    if (vm.count("check")) {
-      registry.scan_search_paths(paths);
-      check_run(config, registry);
-      std::cout << config_file << ": the configuration is valid (model " << config.model.plugin << ", engine "
-                << config.parallelism.pp_engine << ", optimizer " << config.optimizer.plugin << ")\n";
-      return kExitOk;
-    }
+    std::vector<std::string> plugin_paths = config.plugins.paths;
+    plugin_paths.insert(plugin_paths.end(), options.plugin_paths.begin(), options.plugin_paths.end());
+    if (options.check) return check_only(options, config, registry, plugin_paths);
     const LaunchEnvironment launch = LaunchEnvironment::from_process();
-    refuse_torchrun_without_gpu(config, launch);
-    log::configure(launch.rank, launch.world_size, log::parse_level(config.logging.log_level),
-                   log::parse_level(config.logging.log_level_replica));
-    // Every rank checks the mesh against the launch before any work, so a mismatch is reported by
-    // all of them and none waits for the others.
-    try {
-      validate_for_world(config, launch.world_size);
-    } catch (const ConfigError& e) {
-      if (launch.launcher != LaunchEnvironment::Launcher::none)
-        throw ConfigError(std::string(e.what()) + "; the world size comes from " + launch.launcher_name() + " (" +
-                          world_size_variable(launch) + "=" + std::to_string(launch.world_size) +
-                          "): start as many ranks as the config's mesh, or change parallelism");
-      throw ConfigError(std::string(e.what()) + "; start the ranks with `triax launch -n " +
-                        std::to_string(config.parallelism.dp * config.parallelism.tp * config.parallelism.pp *
-                                       config.parallelism.context_parallel_size) +
-                        " -- triax train ...`, mpirun, srun or torchrun");
-    }
-    configure_threads();
-
-    registry.scan_search_paths(paths);
-    for (const auto& refusal : registry.refusals())
-      log::warning("plugin library refused: " + refusal.library_path + ": " + refusal.reason);
-
+    prepare_rank(config, launch);
+    scan_plugins(registry, plugin_paths);
     communicator = connect_communicator(comm_settings(config), launch);
-    if (launch.world_size > 1)
-      log::info(std::string("communication: ") + communicator->backend_name() + " backend, " +
-                std::to_string(launch.world_size) + " ranks started by " + launch.launcher_name() + ", timeout " +
-                seconds_text(config.parallelism.comm_timeout_seconds));
-    {
-      Trainer trainer(std::move(config), registry, *communicator);
-      const TrainSummary summary = trainer.train();
-      if (!summary.preempted_by.empty() && launch.rank == 0)
-        std::cout << "triax train: preempted by " << summary.preempted_by
-                  << ": every rank stopped at a step boundary and saved a checkpoint; exiting 0\n";
-    }
+    log_connection(config, launch, *communicator);
+    train(std::move(config), registry, *communicator, launch);
     // A run succeeds only when every rank finished: a rank that died late fails the others here.
     communicator->barrier(TRIAX_GROUP_WORLD);
     return kExitOk;
@@ -187,5 +236,9 @@ int run_train_command(const std::vector<std::string>& args) {
     return leave_after(e, communicator.get());
   }
 }
+
+}  // namespace
+
+int run_train_command(const std::vector<std::string>& args) { return run_parsed(parse_train_options(args), run_train); }
 
 }  // namespace triax::cli

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <utility>
 
 #include "decode_profiler.hpp"
 #include "triax/core/comm/communicator.hpp"
@@ -105,120 +106,165 @@ ModelCache create_cache(ModelInstance& model, size_t index, int64_t prompt_lengt
   }
 }
 
+// One call of generate(): the prompts' caches, the sequences so far, and the steps over them.
+class GenerationLoop {
+ public:
+  GenerationLoop(ModelInstance& model, Communicator& communicator, const c10::Device& device,
+                 const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& options)
+      : model_(model),
+        communicator_(communicator),
+        device_(device),
+        prompts_(prompts),
+        options_(options),
+        streams_(options.seed, static_cast<int64_t>(prompts.size())),
+        agree_over_tp_(communicator.size(TRIAX_GROUP_TP) > 1) {
+    // Every prompt's cache first: a prompt too long is refused before any work.
+    caches_.reserve(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i)
+      caches_.push_back(create_cache(model, i, static_cast<int64_t>(prompts[i].size()), options.max_new_tokens));
+    if (!options.use_cache) caches_.clear();
+    result_.sequences.resize(prompts.size());
+  }
+
+  // Prefill: prompts of equal length share a forward.
+  void prefill() {
+    const auto start = Clock::now();
+    std::map<size_t, std::vector<int64_t>> by_length;
+    for (size_t i = 0; i < rows(); ++i) {
+      by_length[prompts_[i].size()].push_back(static_cast<int64_t>(i));
+      result_.stats.prompt_tokens += static_cast<int64_t>(prompts_[i].size());
+    }
+    for (const auto& [length, row_ids] : by_length) {
+      if (!options_.use_cache) {
+        advance(uncached_logits(row_ids), row_ids);
+        continue;
+      }
+      std::vector<const std::vector<int64_t>*> group;
+      std::vector<ModelCache*> group_caches;
+      for (int64_t row : row_ids) {
+        group.push_back(&prompts_[static_cast<size_t>(row)]);
+        group_caches.push_back(&caches_[static_cast<size_t>(row)]);
+      }
+      advance(model_.forward_cached(group_caches, ids_tensor(group, device_)).logits, row_ids);
+    }
+    result_.stats.prefill_seconds = seconds_since(start);
+  }
+
+  // Decode. With the cache, every row runs every step, a finished one too (its tokens are
+  // dropped): the batch keeps its shape, so the caches of the rows stay one batch in the model,
+  // and a step's input is the last step's choice, never leaving the device.
+  void decode() {
+    const auto start = Clock::now();
+    DecodeProfiler profiler(options_.profile_path, device_, options_.profile_steps);
+    std::vector<int64_t> every_row;
+    std::vector<ModelCache*> every_cache;
+    for (size_t i = 0; i < rows(); ++i) {
+      every_row.push_back(static_cast<int64_t>(i));
+      if (options_.use_cache) every_cache.push_back(&caches_[i]);
+    }
+    at::Tensor next = last_tokens();
+    for (int64_t step = 0; !all_finished(); ++step) {
+      profiler.before_step(step);
+      if (options_.use_cache) {
+        next =
+            advance(model_.forward_cached(every_cache, next, {}, options_.cuda_graphs).logits, every_row).view({-1, 1});
+      } else {
+        const std::vector<int64_t> running = running_rows();
+        advance(uncached_logits(running), running);
+      }
+      profiler.after_step(step);
+    }
+    profiler.finish();
+    result_.stats.decode_seconds = seconds_since(start);
+    for (const GeneratedSequence& s : result_.sequences)
+      result_.stats.new_tokens += static_cast<int64_t>(s.tokens.size());
+  }
+
+  GenerationResult& result() { return result_; }
+
+ private:
+  size_t rows() const { return prompts_.size(); }
+
+  bool finished(size_t row) const {
+    const GeneratedSequence& s = result_.sequences[row];
+    return s.stopped_at_eos || static_cast<int64_t>(s.tokens.size()) >= options_.max_new_tokens;
+  }
+  bool all_finished() const {
+    for (size_t i = 0; i < rows(); ++i)
+      if (!finished(i)) return false;
+    return true;
+  }
+  std::vector<int64_t> running_rows() const {
+    std::vector<int64_t> running;
+    for (size_t i = 0; i < rows(); ++i)
+      if (!finished(i)) running.push_back(static_cast<int64_t>(i));
+    return running;
+  }
+
+  // Chooses the next token of `row_ids` from their logits on the device, reads the choice back
+  // (the one host synchronisation of a step) and appends it to the rows not yet finished.
+  // Returns the choice, still on the device: the next step's input.
+  at::Tensor advance(const at::Tensor& shard_logits, const std::vector<int64_t>& row_ids) {
+    const at::Tensor logits = whole_vocabulary(shard_logits, communicator_, options_.vocab_size);
+    std::vector<double> uniforms;
+    if (!options_.sampling.greedy()) uniforms = streams_.next(row_ids);
+    at::Tensor chosen = choose_tokens(logits, options_.sampling, uniforms).to(at::kLong).contiguous();
+    if (agree_over_tp_) communicator_.broadcast(TRIAX_GROUP_TP, chosen, 0);
+    const at::Tensor host = chosen.cpu();
+    for (size_t k = 0; k < row_ids.size(); ++k) {
+      if (finished(static_cast<size_t>(row_ids[k]))) continue;
+      GeneratedSequence& sequence = result_.sequences[static_cast<size_t>(row_ids[k])];
+      const int64_t token = host.data_ptr<int64_t>()[k];
+      sequence.tokens.push_back(token);
+      sequence.stopped_at_eos = std::find(options_.eos.begin(), options_.eos.end(), token) != options_.eos.end();
+    }
+    return chosen;
+  }
+
+  // The whole sequence so far of each row (its prompt and its new tokens) through the uncached
+  // forward: the last position's logits.
+  at::Tensor uncached_logits(const std::vector<int64_t>& row_ids) {
+    std::vector<at::Tensor> logits;
+    for (int64_t row : row_ids) {
+      std::vector<int64_t> sequence = prompts_[static_cast<size_t>(row)];
+      const auto& tokens = result_.sequences[static_cast<size_t>(row)].tokens;
+      sequence.insert(sequence.end(), tokens.begin(), tokens.end());
+      const at::Tensor full = full_forward_logits(model_, ids_tensor({&sequence}, device_));
+      logits.push_back(full.narrow(1, full.size(1) - 1, 1));
+    }
+    return at::cat(logits, 0);
+  }
+
+  // Each row's latest token, [rows, 1] on the device: the first decoding step's input.
+  at::Tensor last_tokens() const {
+    std::vector<std::vector<int64_t>> last;
+    for (const GeneratedSequence& s : result_.sequences) last.push_back({s.tokens.back()});
+    std::vector<const std::vector<int64_t>*> last_rows;
+    for (const auto& tokens : last) last_rows.push_back(&tokens);
+    return ids_tensor(last_rows, device_);
+  }
+
+  ModelInstance& model_;
+  Communicator& communicator_;
+  const c10::Device device_;
+  const std::vector<std::vector<int64_t>>& prompts_;
+  const GenerationOptions& options_;
+  std::vector<ModelCache> caches_;
+  GenerationResult result_;
+  SamplingStreams streams_;
+  const bool agree_over_tp_;
+};
+
 }  // namespace
 
 GenerationResult generate(ModelInstance& model, Communicator& communicator, const c10::Device& device,
                           const std::vector<std::vector<int64_t>>& prompts, const GenerationOptions& options) {
   check_prompts(prompts, options);
   at::NoGradGuard no_grad;
-  const size_t rows = prompts.size();
-  // Every prompt's cache first: a prompt too long is refused before any work.
-  std::vector<ModelCache> caches;
-  caches.reserve(rows);
-  for (size_t i = 0; i < rows; ++i)
-    caches.push_back(create_cache(model, i, static_cast<int64_t>(prompts[i].size()), options.max_new_tokens));
-  if (!options.use_cache) caches.clear();
-
-  GenerationResult result;
-  result.sequences.resize(rows);
-  SamplingStreams streams(options.seed, static_cast<int64_t>(rows));
-  const bool agree_over_tp = communicator.size(TRIAX_GROUP_TP) > 1;
-  auto finished = [&](size_t row) {
-    const GeneratedSequence& s = result.sequences[row];
-    return s.stopped_at_eos || static_cast<int64_t>(s.tokens.size()) >= options.max_new_tokens;
-  };
-
-  // Chooses the next token of `row_ids` from their logits on the device, reads the choice back
-  // (the one host synchronisation of a step) and appends it to the rows not yet finished.
-  // Returns the choice, still on the device: the next step's input.
-  auto advance = [&](const at::Tensor& shard_logits, const std::vector<int64_t>& row_ids) {
-    const at::Tensor logits = whole_vocabulary(shard_logits, communicator, options.vocab_size);
-    std::vector<double> uniforms;
-    if (!options.sampling.greedy()) uniforms = streams.next(row_ids);
-    at::Tensor chosen = choose_tokens(logits, options.sampling, uniforms).to(at::kLong).contiguous();
-    if (agree_over_tp) communicator.broadcast(TRIAX_GROUP_TP, chosen, 0);
-    const at::Tensor host = chosen.cpu();
-    for (size_t k = 0; k < row_ids.size(); ++k) {
-      if (finished(static_cast<size_t>(row_ids[k]))) continue;
-      GeneratedSequence& sequence = result.sequences[static_cast<size_t>(row_ids[k])];
-      const int64_t token = host.data_ptr<int64_t>()[k];
-      sequence.tokens.push_back(token);
-      sequence.stopped_at_eos = std::find(options.eos.begin(), options.eos.end(), token) != options.eos.end();
-    }
-    return chosen;
-  };
-  // The whole sequence so far of a row: its prompt and its new tokens.
-  auto uncached_logits = [&](const std::vector<int64_t>& row_ids) {
-    std::vector<at::Tensor> logits;
-    for (int64_t row : row_ids) {
-      std::vector<int64_t> sequence = prompts[static_cast<size_t>(row)];
-      const auto& tokens = result.sequences[static_cast<size_t>(row)].tokens;
-      sequence.insert(sequence.end(), tokens.begin(), tokens.end());
-      const at::Tensor full = full_forward_logits(model, ids_tensor({&sequence}, device));
-      logits.push_back(full.narrow(1, full.size(1) - 1, 1));
-    }
-    return at::cat(logits, 0);
-  };
-  auto all_finished = [&] {
-    for (size_t i = 0; i < rows; ++i)
-      if (!finished(i)) return false;
-    return true;
-  };
-
-  // Prefill: prompts of equal length share a forward.
-  auto start = Clock::now();
-  std::map<size_t, std::vector<int64_t>> by_length;
-  for (size_t i = 0; i < rows; ++i) {
-    by_length[prompts[i].size()].push_back(static_cast<int64_t>(i));
-    result.stats.prompt_tokens += static_cast<int64_t>(prompts[i].size());
-  }
-  for (const auto& [length, row_ids] : by_length) {
-    if (!options.use_cache) {
-      advance(uncached_logits(row_ids), row_ids);
-      continue;
-    }
-    std::vector<const std::vector<int64_t>*> group;
-    std::vector<ModelCache*> group_caches;
-    for (int64_t row : row_ids) {
-      group.push_back(&prompts[static_cast<size_t>(row)]);
-      group_caches.push_back(&caches[static_cast<size_t>(row)]);
-    }
-    advance(model.forward_cached(group_caches, ids_tensor(group, device)).logits, row_ids);
-  }
-  result.stats.prefill_seconds = seconds_since(start);
-
-  // Decode. With the cache, every row runs every step, a finished one too (its tokens are
-  // dropped): the batch keeps its shape, so the caches of the rows stay one batch in the model,
-  // and a step's input is the last step's choice, never leaving the device.
-  start = Clock::now();
-  DecodeProfiler profiler(options.profile_path, device, options.profile_steps);
-  std::vector<int64_t> every_row;
-  std::vector<ModelCache*> every_cache;
-  for (size_t i = 0; i < rows; ++i) {
-    every_row.push_back(static_cast<int64_t>(i));
-    if (options.use_cache) every_cache.push_back(&caches[i]);
-  }
-  std::vector<std::vector<int64_t>> last_tokens;
-  for (const GeneratedSequence& s : result.sequences) last_tokens.push_back({s.tokens.back()});
-  std::vector<const std::vector<int64_t>*> last_rows;
-  for (const auto& tokens : last_tokens) last_rows.push_back(&tokens);
-  at::Tensor next = ids_tensor(last_rows, device);
-  for (int64_t step = 0; !all_finished(); ++step) {
-    profiler.before_step(step);
-    if (options.use_cache) {
-      next = advance(model.forward_cached(every_cache, next, {}, options.cuda_graphs).logits, every_row).view({-1, 1});
-    } else {
-      std::vector<int64_t> running;
-      for (size_t i = 0; i < rows; ++i)
-        if (!finished(i)) running.push_back(static_cast<int64_t>(i));
-      advance(uncached_logits(running), running);
-    }
-    profiler.after_step(step);
-  }
-  profiler.finish();
-  result.stats.decode_seconds = seconds_since(start);
-  for (const GeneratedSequence& s : result.sequences) result.stats.new_tokens += static_cast<int64_t>(s.tokens.size());
-  return result;
+  GenerationLoop loop(model, communicator, device, prompts, options);
+  loop.prefill();
+  loop.decode();
+  return std::move(loop.result());
 }
 
 }  // namespace triax::generation

@@ -27,13 +27,9 @@ struct ProcessOutput {
   int status = 0;
 };
 
-// Starts `argv` with `input` on its stdin and collects stdout and stderr until it exits. Spawned
-// at once (no fork of a process that ran LibTorch's thread pool); both pipes are drained while
-// the input is written, so neither side can block the other.
-ProcessOutput run_process(const std::vector<std::string>& argv, const std::string& input) {
-  int to_child[2], from_child[2], errors[2];
-  if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0 || pipe2(errors, O_CLOEXEC) != 0)
-    throw Error(std::string("cannot create pipes for the tokenizer: ") + std::strerror(errno));
+// Starts `argv` with the pipes' child ends as its stdin, stdout and stderr, and closes those ends
+// here. Spawned at once: no fork of a process that ran LibTorch's thread pool.
+pid_t spawn_with_pipes(const std::vector<std::string>& argv, int to_child[2], int from_child[2], int errors[2]) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
@@ -55,19 +51,17 @@ ProcessOutput run_process(const std::vector<std::string>& argv, const std::strin
     throw Error("cannot start the tokenizer's Python '" + argv[0] + "': " + std::strerror(spawned) +
                 " (run tools/setup.sh, or set TRIAX_PYTHON)");
   }
-  // A child that exits before reading its input must not kill this process with SIGPIPE.
-  struct sigaction ignore {
-  }, previous{};
-  ignore.sa_handler = SIG_IGN;
-  sigaction(SIGPIPE, &ignore, &previous);
-  ProcessOutput result;
+  return pid;
+}
+
+// Writes `input` to in_fd while draining out_fd and err_fd into `result`, until both are closed:
+// neither side can block the other. Closes the three.
+void feed_and_collect(int in_fd, int out_fd, int err_fd, const std::string& input, ProcessOutput& result) {
   size_t written = 0;
-  int in_fd = to_child[1];
   if (input.empty()) {
     close(in_fd);
     in_fd = -1;
   }
-  int out_fd = from_child[0], err_fd = errors[0];
   char buffer[65536];
   while (out_fd >= 0 || err_fd >= 0) {
     pollfd fds[3] = {{in_fd, POLLOUT, 0}, {out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
@@ -96,6 +90,21 @@ ProcessOutput run_process(const std::vector<std::string>& argv, const std::strin
     }
   }
   if (in_fd >= 0) close(in_fd);
+}
+
+// Starts `argv` with `input` on its stdin and collects stdout and stderr until it exits.
+ProcessOutput run_process(const std::vector<std::string>& argv, const std::string& input) {
+  int to_child[2], from_child[2], errors[2];
+  if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0 || pipe2(errors, O_CLOEXEC) != 0)
+    throw Error(std::string("cannot create pipes for the tokenizer: ") + std::strerror(errno));
+  const pid_t pid = spawn_with_pipes(argv, to_child, from_child, errors);
+  // A child that exits before reading its input must not kill this process with SIGPIPE.
+  struct sigaction ignore {
+  }, previous{};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &previous);
+  ProcessOutput result;
+  feed_and_collect(to_child[1], from_child[0], errors[0], input, result);
   sigaction(SIGPIPE, &previous, nullptr);
   while (waitpid(pid, &result.status, 0) < 0 && errno == EINTR) {
   }

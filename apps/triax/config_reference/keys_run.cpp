@@ -92,14 +92,9 @@ Section section_checkpoints() {
   return s;
 }
 
-Section section_parallelism() {
-  Section s;
-  s.path = "parallelism";
-  s.heading = R"md(`parallelism` (optional))md";
-  s.outro = R"md(The launch must start exactly `dp·tp·pp·context_parallel_size` processes; otherwise the run
-stops with a configuration error naming the keys and the world size. The whole section (with its
-defaults) is given to the engine plugin.)md";
-  s.keys = {
+// The mesh: the parallel sizes and how context-parallel attention reaches its peers.
+std::vector<Key> parallelism_mesh_keys() {
+  return {
       Key("dp", integer(1), "nanotron",
           R"md(data-parallel replicas (required in nanotron))md"),
       Key("pp", integer(1), "nanotron",
@@ -119,6 +114,12 @@ defaults) is given to the engine plugin.)md";
           node); `ring` passes K/V blocks around the cp ranks, overlapping each transfer with one block's
           attention and merging the partial softmaxes (one remote block held at a time and no
           `[sequence/cp, sequence]` mask). Same results within rounding. See docs/context_parallelism.md)md"),
+  };
+}
+
+// How the mesh runs a step: the engine, tensor-parallel mode, recomputation, communication.
+std::vector<Key> parallelism_schedule_keys() {
+  return {
       Key("pp_engine", string(), "nanotron",
           R"md(the engine plugin's name: `afab` (every forward, then every backward) or `1f1b` (at most `pp -
           pp_rank` micro-batches in flight; needs `batch_accumulation_per_replica >= pp - 1`), or
@@ -149,6 +150,12 @@ defaults) is given to the engine plugin.)md";
       Key("comm_timeout_seconds", number_above(0), "triax",
           R"md(a collective or transfer waiting this long on a silent peer fails every rank with a message
           naming the step and the peer)md"),
+  };
+}
+
+// Finer choices: pipeline chunks and blocks, partial and selective recomputation.
+std::vector<Key> parallelism_placement_keys() {
+  return {
       Key("pp_chunks_per_rank", integer(1), "triax",
           R"md(model chunks per pipeline rank for `pp_engine: interleaved_1f1b` (Megatron's interleaved 1F1B):
           the blocks are cut into `pp × pp_chunks_per_rank` virtual stages, chunk `c` of rank `r` holding
@@ -176,6 +183,18 @@ defaults) is given to the engine plugin.)md";
           must declare support (`TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION`, ABI 1.7); one that does not is
           refused by name before the first step)md"),
   };
+}
+
+Section section_parallelism() {
+  Section s;
+  s.path = "parallelism";
+  s.heading = R"md(`parallelism` (optional))md";
+  s.outro = R"md(The launch must start exactly `dp·tp·pp·context_parallel_size` processes; otherwise the run
+stops with a configuration error naming the keys and the world size. The whole section (with its
+defaults) is given to the engine plugin.)md";
+  s.keys = parallelism_mesh_keys();
+  for (const std::vector<Key>& group : {parallelism_schedule_keys(), parallelism_placement_keys()})
+    s.keys.insert(s.keys.end(), group.begin(), group.end());
   return s;
 }
 

@@ -124,15 +124,22 @@ bool CheckpointWriter::all_ranks_agree(bool ok) {
 SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const RankContents& contents,
                                   const std::string& resolved_config) {
   const auto start = Clock::now();
-  const int rank = communicator_.rank(TRIAX_GROUP_WORLD);
   const int64_t step = metadata.step;
   const std::filesystem::path partial = root_ / partial_folder_name(step);
-  const std::filesystem::path final_folder = root_ / step_folder_name(step);
-  reach("save_start", rank, step);
+  reach("save_start", communicator_.rank(TRIAX_GROUP_WORLD), step);
+  prepare_partial_folder(partial, step);
+  SaveResult result;
+  result.bytes_written = write_own_file(partial, contents, step);
+  complete_folder(metadata, partial, resolved_config);
+  result.folder = root_ / step_folder_name(step);
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
 
+void CheckpointWriter::prepare_partial_folder(const std::filesystem::path& partial, int64_t step) {
   // Rank 0 prepares an empty .partial folder (a crashed save may have left one).
   std::string failure;
-  if (rank == 0) {
+  if (communicator_.rank(TRIAX_GROUP_WORLD) == 0) {
     try {
       std::error_code ec;
       std::filesystem::remove_all(partial, ec);
@@ -145,11 +152,16 @@ SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const Rank
   if (!all_ranks_agree(failure.empty()))
     throw CheckpointError("checkpoint of step " + std::to_string(step) + ": rank 0 could not prepare " +
                           partial.string() + (failure.empty() ? "" : ": " + failure));
+}
 
-  SaveResult result;
+int64_t CheckpointWriter::write_own_file(const std::filesystem::path& partial, const RankContents& contents,
+                                         int64_t step) {
+  const int rank = communicator_.rank(TRIAX_GROUP_WORLD);
+  std::string failure;
+  int64_t bytes = 0;
   try {
     reach("before_rank_file", rank, step);
-    result.bytes_written = write_rank_file(partial / rank_file_name(rank), contents, step);
+    bytes = write_rank_file(partial / rank_file_name(rank), contents, step);
   } catch (const std::exception& e) {
     failure = e.what();
   }
@@ -158,46 +170,61 @@ SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const Rank
     throw CheckpointError("checkpoint of step " + std::to_string(step) + " failed; the previous checkpoint stays " +
                           "latest" + (failure.empty() ? " (another rank could not write its file)" : ": " + failure));
   fault::kill_if_armed("after_agreement", rank, step);
+  return bytes;
+}
 
-  // Every file is durable: rank 0 completes the folder and makes it visible.
-  if (rank == 0) {
+void CheckpointWriter::complete_folder(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
+                                       const std::string& resolved_config) {
+  std::string failure;
+  if (communicator_.rank(TRIAX_GROUP_WORLD) == 0) {
     try {
-      for (const std::string& name : metadata.files)
-        if (!std::filesystem::exists(partial / name))
-          throw CheckpointError("checkpoint of step " + std::to_string(step) + ": " + (partial / name).string() +
-                                " is missing although its rank reported success (is " + root_.string() +
-                                " a folder every rank shares?)");
-      write_file_durably(partial / kConfigFile,
-                         "# the configuration of the run that saved this checkpoint\n" + resolved_config);
-      write_file_durably(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
-      reach("before_rename", rank, step);
-      std::error_code ec;
-      // Saving a step that exists (a run resumed from an older step): the new one replaces it.
-      const std::filesystem::path replaced = root_ / ("." + step_folder_name(step) + ".replaced");
-      if (std::filesystem::exists(final_folder)) {
-        std::filesystem::remove_all(replaced, ec);
-        std::filesystem::rename(final_folder, replaced, ec);
-        if (ec) throw CheckpointError("cannot move the older " + final_folder.string() + " aside: " + ec.message());
-      }
-      rename_durably(partial, final_folder);
-      fault::kill_if_armed("after_rename", rank, step);
-      point_latest(root_, final_folder);
-      fault::kill_if_armed("after_latest", rank, step);
-      std::filesystem::remove_all(replaced, ec);
-      for (const auto& removed : prune_checkpoints(root_, keep_last_, step))
-        log::info("checkpoint: removed " + removed.string() + " (checkpoints.keep_last = " +
-                  std::to_string(keep_last_) + ")");
-      fault::kill_if_armed("after_prune", rank, step);
+      publish(metadata, partial, resolved_config);
     } catch (const std::exception& e) {
       failure = e.what();
     }
   }
   if (!all_ranks_agree(failure.empty()))
-    throw CheckpointError(failure.empty() ? "checkpoint of step " + std::to_string(step) + ": rank 0 could not complete it"
-                                          : failure);
-  result.folder = final_folder;
-  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return result;
+    throw CheckpointError(failure.empty()
+                              ? "checkpoint of step " + std::to_string(metadata.step) + ": rank 0 could not complete it"
+                              : failure);
+}
+
+// Rank 0, once every rank's file is durable: completes the folder and makes it visible.
+void CheckpointWriter::publish(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
+                               const std::string& resolved_config) const {
+  const int64_t step = metadata.step;
+  for (const std::string& name : metadata.files)
+    if (!std::filesystem::exists(partial / name))
+      throw CheckpointError("checkpoint of step " + std::to_string(step) + ": " + (partial / name).string() +
+                            " is missing although its rank reported success (is " + root_.string() +
+                            " a folder every rank shares?)");
+  write_file_durably(partial / kConfigFile,
+                     "# the configuration of the run that saved this checkpoint\n" + resolved_config);
+  write_file_durably(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
+  reach("before_rename", 0, step);
+  move_into_place(partial, step);
+  for (const auto& removed : prune_checkpoints(root_, keep_last_, step))
+    log::info("checkpoint: removed " + removed.string() + " (checkpoints.keep_last = " + std::to_string(keep_last_) +
+              ")");
+  fault::kill_if_armed("after_prune", 0, step);
+}
+
+// The complete .partial folder becomes the step's folder and `latest` names it.
+void CheckpointWriter::move_into_place(const std::filesystem::path& partial, int64_t step) const {
+  const std::filesystem::path final_folder = root_ / step_folder_name(step);
+  std::error_code ec;
+  // Saving a step that exists (a run resumed from an older step): the new one replaces it.
+  const std::filesystem::path replaced = root_ / ("." + step_folder_name(step) + ".replaced");
+  if (std::filesystem::exists(final_folder)) {
+    std::filesystem::remove_all(replaced, ec);
+    std::filesystem::rename(final_folder, replaced, ec);
+    if (ec) throw CheckpointError("cannot move the older " + final_folder.string() + " aside: " + ec.message());
+  }
+  rename_durably(partial, final_folder);
+  fault::kill_if_armed("after_rename", 0, step);
+  point_latest(root_, final_folder);
+  fault::kill_if_armed("after_latest", 0, step);
+  std::filesystem::remove_all(replaced, ec);
 }
 
 }  // namespace triax::checkpoint

@@ -69,6 +69,16 @@ class CheckpointWriter {
                   const std::string& resolved_config);
 
  private:
+  // The save's phases; each ends with every rank's agreement, and a failure throws on every rank.
+  void prepare_partial_folder(const std::filesystem::path& partial, int64_t step);
+  int64_t write_own_file(const std::filesystem::path& partial, const RankContents& contents, int64_t step);
+  void complete_folder(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
+                       const std::string& resolved_config);
+  // Rank 0's part of complete_folder.
+  void publish(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
+               const std::string& resolved_config) const;
+  void move_into_place(const std::filesystem::path& partial, int64_t step) const;
+
   int64_t write_rank_file(const std::filesystem::path& file, const RankContents& contents, int64_t step) const;
   // True on every rank when `ok` is true on every rank.
   bool all_ranks_agree(bool ok);

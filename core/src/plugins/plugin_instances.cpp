@@ -70,19 +70,90 @@ std::string ModelInstance::flops_formula(const triax_model_vtable& vtable) {
   return formula != nullptr ? formula : "the model plugin's training count";
 }
 
-ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name, const std::string& config_yaml,
-                             const triax_model_context& context)
-    : vtable_(vtable), name_(std::move(name)) {
+namespace {
+
+// Refuses a context that asks the model for what its table does not declare.
+void refuse_undeclared_capabilities(const triax_model_vtable& vtable, const std::string& name,
+                                    const triax_model_context& context) {
   if (asks_for_mup(context.init_method_yaml) &&
-      (model_plugin_extras(vtable_).capabilities & TRIAX_MODEL_SPECTRAL_MUP) == 0)
-    throw PluginError("model.init_method.use_mup: model plugin '" + name_ +
+      (model_plugin_extras(vtable).capabilities & TRIAX_MODEL_SPECTRAL_MUP) == 0)
+    throw PluginError("model.init_method.use_mup: model plugin '" + name +
                       "' does not support spectral muP (its table declares no TRIAX_MODEL_SPECTRAL_MUP, ABI 1.5); "
                       "leave use_mup out to initialise it its own way");
   if (context.recompute_mlp_activation != 0 &&
-      (model_plugin_extras(vtable_).capabilities & TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION) == 0)
-    throw PluginError("parallelism.recompute_mlp_activation: model plugin '" + name_ +
+      (model_plugin_extras(vtable).capabilities & TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION) == 0)
+    throw PluginError("parallelism.recompute_mlp_activation: model plugin '" + name +
                       "' does not support it (its table declares no TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION, ABI 1.7); "
                       "set it to false, or use parallelism.recompute_layer");
+}
+
+// Whether a plugin's parameter info is recent enough to hold the member that ends at `end`.
+bool info_covers(const triax_parameter_info& info, size_t end) { return info.struct_size >= end; }
+
+// The group the parameter's gradients are averaged over: dp before ABI 1.3 or when 0, and the cp
+// ranks too, which hold the same parameters.
+triax_group gradient_group_of(const triax_parameter_info& info, const std::string& plugin, const std::string& name,
+                              int cp_size) {
+  triax_group group = TRIAX_GROUP_DP;
+  if (info_covers(info, offsetof(triax_parameter_info, gradient_group) + sizeof(info.gradient_group)) &&
+      info.gradient_group != 0) {
+    if (info.gradient_group != TRIAX_GROUP_DP && info.gradient_group != TRIAX_GROUP_EDP)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "model plugin '" + plugin + "': parameter " + name +
+                                                    " declares gradient group " + std::to_string(info.gradient_group) +
+                                                    ", neither dp nor edp");
+    group = static_cast<triax_group>(info.gradient_group);
+  }
+  return with_context_parallel(group, cp_size);
+}
+
+// The parameter's learning-rate scale: 1 (the step's rate) before ABI 1.5.
+double lr_scale_of(const triax_parameter_info& info, const std::string& plugin, const std::string& name) {
+  if (!info_covers(info, offsetof(triax_parameter_info, lr_scale) + sizeof(info.lr_scale))) return 1.0;
+  if (!(info.lr_scale > 0.0) || !std::isfinite(info.lr_scale))
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "model plugin '" + plugin + "': parameter " + name +
+                                                  " declares learning-rate scale " + std::to_string(info.lr_scale) +
+                                                  ", not a positive finite number");
+  return info.lr_scale;
+}
+
+// optimizer.zero_stage 3: the model must keep every parameter as its ZeRO-3 shard, and only then.
+void check_zero3_shard(const NamedParameter& parameter, const std::string& plugin, const triax_model_context& context) {
+  const bool zero3_stage =
+      context.struct_size >= offsetof(triax_model_context, zero_stage) + sizeof(context.zero_stage) &&
+      context.zero_stage == 3;
+  if (zero3_stage != ((parameter.spec.flags & TRIAX_PARAM_ZERO3_SHARD) != 0))
+    throw PluginError("optimizer.zero_stage: model plugin '" + plugin + "' " +
+                      (zero3_stage ? "keeps parameter " + parameter.name +
+                                         " whole at zero_stage 3 (it does not shard its parameters for ZeRO-3)"
+                                   : "hands parameter " + parameter.name + " over as a ZeRO-3 shard at zero_stage " +
+                                         std::to_string(context.zero_stage)));
+}
+
+NamedParameter parameter_of(const triax_parameter_info& info, const std::string& plugin,
+                            const triax_model_context& context) {
+  NamedParameter parameter;
+  parameter.name = info.name;
+  parameter.tensor = adopt_handle(info.tensor);
+  parameter.spec.global_shape.assign(info.global_shape, info.global_shape + info.ndim);
+  parameter.spec.shard_offset.assign(info.shard_offset, info.shard_offset + info.ndim);
+  parameter.spec.flags = info.flags;
+  if (info.tied_key != nullptr) parameter.spec.tied_key = info.tied_key;
+  // A plugin before ABI 1.2 leaves unpadded_shape zero: no padding.
+  if (info_covers(info, offsetof(triax_parameter_info, unpadded_shape) + sizeof(info.unpadded_shape)) &&
+      std::any_of(info.unpadded_shape, info.unpadded_shape + info.ndim, [](int64_t d) { return d != 0; }))
+    parameter.spec.unpadded_shape.assign(info.unpadded_shape, info.unpadded_shape + info.ndim);
+  parameter.spec.gradient_group = gradient_group_of(info, plugin, parameter.name, context.cp_size);
+  parameter.spec.lr_scale = lr_scale_of(info, plugin, parameter.name);
+  check_zero3_shard(parameter, plugin, context);
+  return parameter;
+}
+
+}  // namespace
+
+ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name, const std::string& config_yaml,
+                             const triax_model_context& context)
+    : vtable_(vtable), name_(std::move(name)) {
+  refuse_undeclared_capabilities(vtable_, name_, context);
   triax_error error{};
   triax_status status = vtable_.create(config_yaml.c_str(), &context, &handle_, &error);
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");
@@ -93,46 +164,7 @@ ModelInstance::ModelInstance(const triax_model_vtable& vtable, std::string name,
     info.struct_size = sizeof(info);
     status = vtable_.parameter_info(handle_, i, &info, &error);
     if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");
-    NamedParameter parameter;
-    parameter.name = info.name;
-    parameter.tensor = adopt_handle(info.tensor);
-    parameter.spec.global_shape.assign(info.global_shape, info.global_shape + info.ndim);
-    parameter.spec.shard_offset.assign(info.shard_offset, info.shard_offset + info.ndim);
-    parameter.spec.flags = info.flags;
-    if (info.tied_key != nullptr) parameter.spec.tied_key = info.tied_key;
-    // A plugin before ABI 1.2 leaves unpadded_shape zero: no padding.
-    if (info.struct_size >= offsetof(triax_parameter_info, unpadded_shape) + sizeof(info.unpadded_shape) &&
-        std::any_of(info.unpadded_shape, info.unpadded_shape + info.ndim, [](int64_t d) { return d != 0; }))
-      parameter.spec.unpadded_shape.assign(info.unpadded_shape, info.unpadded_shape + info.ndim);
-    // Before ABI 1.3, or 0: averaged over dp.
-    if (info.struct_size >= offsetof(triax_parameter_info, gradient_group) + sizeof(info.gradient_group) &&
-        info.gradient_group != 0) {
-      if (info.gradient_group != TRIAX_GROUP_DP && info.gradient_group != TRIAX_GROUP_EDP)
-        throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "model plugin '" + name_ + "': parameter " + parameter.name +
-                                                      " declares gradient group " +
-                                                      std::to_string(info.gradient_group) + ", neither dp nor edp");
-      parameter.spec.gradient_group = static_cast<triax_group>(info.gradient_group);
-    }
-    // The cp ranks hold the same parameters: their gradients are averaged over them too.
-    parameter.spec.gradient_group = with_context_parallel(parameter.spec.gradient_group, context.cp_size);
-    // Before ABI 1.5: the step's learning rate (lr_scale 1).
-    if (info.struct_size >= offsetof(triax_parameter_info, lr_scale) + sizeof(info.lr_scale)) {
-      if (!(info.lr_scale > 0.0) || !std::isfinite(info.lr_scale))
-        throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "model plugin '" + name_ + "': parameter " + parameter.name +
-                                                      " declares learning-rate scale " +
-                                                      std::to_string(info.lr_scale) + ", not a positive finite number");
-      parameter.spec.lr_scale = info.lr_scale;
-    }
-    // optimizer.zero_stage 3: the model must keep every parameter as its ZeRO-3 shard, and only then.
-    const bool zero3_stage = context.struct_size >= offsetof(triax_model_context, zero_stage) + sizeof(context.zero_stage) &&
-                             context.zero_stage == 3;
-    if (zero3_stage != ((parameter.spec.flags & TRIAX_PARAM_ZERO3_SHARD) != 0))
-      throw PluginError("optimizer.zero_stage: model plugin '" + name_ + "' " +
-                        (zero3_stage ? "keeps parameter " + parameter.name +
-                                           " whole at zero_stage 3 (it does not shard its parameters for ZeRO-3)"
-                                     : "hands parameter " + parameter.name + " over as a ZeRO-3 shard at zero_stage " +
-                                           std::to_string(context.zero_stage)));
-    parameters_.push_back(std::move(parameter));
+    parameters_.push_back(parameter_of(info, name_, context));
   }
 }
 

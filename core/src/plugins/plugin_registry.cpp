@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <exception>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -74,67 +75,155 @@ std::string dlopen_failure(const boost::system::error_code& ec) {
   return ec.message();
 }
 
+// Refuses a table without a function the host calls; `what` names the plugin.
+void require(bool present, const std::string& what, const char* member) {
+  if (!present) throw Refused{what + " has no '" + member + "' function in its vtable"};
+}
+
+// Each member: whether the table has it, and its name.
+void require_all(std::initializer_list<std::pair<bool, const char*>> members, const std::string& what) {
+  for (const auto& [present, member] : members) require(present, what, member);
+}
+
+void require_size(size_t size, size_t minimum, const std::string& what) {
+  if (size < minimum)
+    throw Refused{what + " has a vtable of " + std::to_string(size) + " bytes, smaller than the " +
+                  std::to_string(minimum) + " bytes of ABI " + std::to_string(TRIAX_ABI_VERSION_MAJOR) + ".0"};
+}
+
+void check_hf_table(const triax_model_hf_vtable& hf, const std::string& what) {
+  if (hf.struct_size < sizeof(triax_model_hf_vtable))
+    throw Refused{what + " has a Hugging Face table of " + std::to_string(hf.struct_size) +
+                  " bytes, smaller than ABI 1.3's"};
+  require(hf.architecture_count > 0 && hf.architectures != nullptr, what, "hf.architectures");
+  for (int32_t i = 0; i < hf.architecture_count; ++i) require(hf.architectures[i] != nullptr, what, "hf.architectures");
+  require(hf.config_from_hf != nullptr, what, "hf.config_from_hf");
+  require(hf.config_to_hf != nullptr, what, "hf.config_to_hf");
+  require(hf.tensor_map != nullptr, what, "hf.tensor_map");
+}
+
+void check_model_table(const triax_model_vtable& v, const std::string& what) {
+  require_all({{v.create != nullptr, "create"},
+               {v.destroy != nullptr, "destroy"},
+               {v.forward != nullptr, "forward"},
+               {v.describe_blocks != nullptr, "describe_blocks"},
+               {v.parameter_count != nullptr, "parameter_count"},
+               {v.parameter_info != nullptr, "parameter_info"},
+               {v.flops_per_token != nullptr, "flops_per_token"},
+               {v.total_parameters != nullptr, "total_parameters"},
+               {v.set_training != nullptr, "set_training"},
+               {v.resolved_config != nullptr, "resolved_config"}},
+              what);
+  if (const triax_model_hf_vtable* hf = model_plugin_extras(v).hf) check_hf_table(*hf, what);
+}
+
+void check_engine_table(const triax_engine_vtable& v, const std::string& what) {
+  require_all(
+      {{v.create != nullptr, "create"}, {v.destroy != nullptr, "destroy"}, {v.train_step != nullptr, "train_step"}},
+      what);
+}
+
+void check_optimizer_table(const triax_optimizer_vtable& v, const std::string& what) {
+  require_all({{v.create != nullptr, "create"},
+               {v.destroy != nullptr, "destroy"},
+               {v.step != nullptr, "step"},
+               {v.state_bytes != nullptr, "state_bytes"}},
+              what);
+  const int32_t sharding = optimizer_gradient_sharding(v);
+  if (sharding != TRIAX_GRADIENTS_WHOLE && sharding != TRIAX_GRADIENTS_DP_SHARDED &&
+      sharding != TRIAX_GRADIENTS_PARAMETERS_SHARDED)
+    throw Refused{what + " declares gradient_sharding " + std::to_string(sharding) +
+                  " (known: 0 = whole gradients, 1 = dp-sharded, 2 = parameters sharded)"};
+}
+
 void check_vtable(const triax_plugin_descriptor& d) {
   const std::string what = std::string(plugin_kind_name(d.kind)) + " plugin '" + d.name + "'";
   const size_t size = *static_cast<const size_t*>(d.vtable);  // every table starts with its size
-  auto require = [&](bool present, const char* member) {
-    if (!present) throw Refused{what + " has no '" + member + "' function in its vtable"};
-  };
-  auto require_size = [&](size_t minimum) {
-    if (size < minimum)
-      throw Refused{what + " has a vtable of " + std::to_string(size) + " bytes, smaller than the " +
-                    std::to_string(minimum) + " bytes of ABI " + std::to_string(TRIAX_ABI_VERSION_MAJOR) + ".0"};
-  };
   switch (d.kind) {
-    case TRIAX_PLUGIN_MODEL: {
-      require_size(kModelVtableMinSize);
-      const auto* v = static_cast<const triax_model_vtable*>(d.vtable);
-      require(v->create != nullptr, "create");
-      require(v->destroy != nullptr, "destroy");
-      require(v->forward != nullptr, "forward");
-      require(v->describe_blocks != nullptr, "describe_blocks");
-      require(v->parameter_count != nullptr, "parameter_count");
-      require(v->parameter_info != nullptr, "parameter_info");
-      require(v->flops_per_token != nullptr, "flops_per_token");
-      require(v->total_parameters != nullptr, "total_parameters");
-      require(v->set_training != nullptr, "set_training");
-      require(v->resolved_config != nullptr, "resolved_config");
-      if (const triax_model_hf_vtable* hf = model_plugin_extras(*v).hf) {
-        if (hf->struct_size < sizeof(triax_model_hf_vtable))
-          throw Refused{what + " has a Hugging Face table of " + std::to_string(hf->struct_size) +
-                        " bytes, smaller than ABI 1.3's"};
-        require(hf->architecture_count > 0 && hf->architectures != nullptr, "hf.architectures");
-        for (int32_t i = 0; i < hf->architecture_count; ++i)
-          require(hf->architectures[i] != nullptr, "hf.architectures");
-        require(hf->config_from_hf != nullptr, "hf.config_from_hf");
-        require(hf->config_to_hf != nullptr, "hf.config_to_hf");
-        require(hf->tensor_map != nullptr, "hf.tensor_map");
-      }
+    case TRIAX_PLUGIN_MODEL:
+      require_size(size, kModelVtableMinSize, what);
+      check_model_table(*static_cast<const triax_model_vtable*>(d.vtable), what);
       break;
-    }
-    case TRIAX_PLUGIN_ENGINE: {
-      require_size(kEngineVtableMinSize);
-      const auto* v = static_cast<const triax_engine_vtable*>(d.vtable);
-      require(v->create != nullptr, "create");
-      require(v->destroy != nullptr, "destroy");
-      require(v->train_step != nullptr, "train_step");
+    case TRIAX_PLUGIN_ENGINE:
+      require_size(size, kEngineVtableMinSize, what);
+      check_engine_table(*static_cast<const triax_engine_vtable*>(d.vtable), what);
       break;
-    }
-    case TRIAX_PLUGIN_OPTIMIZER: {
-      require_size(kOptimizerVtableMinSize);
-      const auto* v = static_cast<const triax_optimizer_vtable*>(d.vtable);
-      require(v->create != nullptr, "create");
-      require(v->destroy != nullptr, "destroy");
-      require(v->step != nullptr, "step");
-      require(v->state_bytes != nullptr, "state_bytes");
-      const int32_t sharding = optimizer_gradient_sharding(*v);
-      if (sharding != TRIAX_GRADIENTS_WHOLE && sharding != TRIAX_GRADIENTS_DP_SHARDED &&
-          sharding != TRIAX_GRADIENTS_PARAMETERS_SHARDED)
-        throw Refused{what + " declares gradient_sharding " + std::to_string(sharding) +
-                      " (known: 0 = whole gradients, 1 = dp-sharded, 2 = parameters sharded)"};
+    case TRIAX_PLUGIN_OPTIMIZER:
+      require_size(size, kOptimizerVtableMinSize, what);
+      check_optimizer_table(*static_cast<const triax_optimizer_vtable*>(d.vtable), what);
       break;
-    }
   }
+}
+
+// RTLD_NOW: a library with an unresolved symbol is refused here, with dlopen's message, rather
+// than failing in the middle of a run. RTLD_LOCAL: plugins do not see each other's symbols;
+// everything they share crosses the C ABI. RTLD_NODELETE: a plugin stays mapped until the process
+// ends, whatever the registry's lifetime: tensors and autograd state it created may outlive the
+// registry, and unloading code they point into is never safe.
+boost::dll::shared_library open_library(const std::string& library_path) {
+  boost::system::error_code ec;
+  const auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  boost::dll::shared_library library(fs::path(library_path), ec, mode);
+  if (ec) throw Refused{"not a loadable shared library: " + dlopen_failure(ec)};
+  if (!library.has(TRIAX_PLUGIN_ENTRY_SYMBOL))
+    throw Refused{"no entry symbol '" TRIAX_PLUGIN_ENTRY_SYMBOL
+                  "' (a plugin library declares its plugins with TRIAX_PLUGIN_LIBRARY(...))"};
+  return library;
+}
+
+const triax_plugin_manifest* manifest_of(const boost::dll::shared_library& library) {
+  auto entry = library.get<const triax_plugin_manifest*()>(TRIAX_PLUGIN_ENTRY_SYMBOL);
+  const triax_plugin_manifest* manifest = entry();
+  if (manifest == nullptr) throw Refused{"its entry symbol '" TRIAX_PLUGIN_ENTRY_SYMBOL "' returned no manifest"};
+  return manifest;
+}
+
+// The library must be built for this ABI, LibTorch and C++ ABI, with a well-formed plugin list.
+void check_manifest(const triax_plugin_manifest& manifest) {
+  if (manifest.abi_major != TRIAX_ABI_VERSION_MAJOR)
+    throw Refused{"built for plugin ABI " + std::to_string(manifest.abi_major) + "." +
+                  std::to_string(manifest.abi_minor) + ", but this triax uses ABI " +
+                  std::to_string(TRIAX_ABI_VERSION_MAJOR) + "." + std::to_string(TRIAX_ABI_VERSION_MINOR) +
+                  " (the major versions must match): rebuild the plugin against this triax SDK"};
+  const std::string torch_version = manifest.torch_version != nullptr ? manifest.torch_version : "";
+  if (torch_version != kCoreTorchVersion)
+    throw Refused{"built against LibTorch " + (torch_version.empty() ? std::string("(unknown)") : torch_version) +
+                  ", but this triax uses LibTorch " + kCoreTorchVersion +
+                  ": tensors cross the plugin boundary, so both must use the same LibTorch"};
+  if (manifest.cxx11_abi != kCoreCxx11Abi)
+    throw Refused{"built with _GLIBCXX_USE_CXX11_ABI=" + std::to_string(manifest.cxx11_abi) +
+                  ", but this triax uses _GLIBCXX_USE_CXX11_ABI=" + std::to_string(kCoreCxx11Abi)};
+  if (manifest.plugin_count < 0 || (manifest.plugin_count > 0 && manifest.plugins == nullptr))
+    throw Refused{"its manifest has a malformed plugin list (count " + std::to_string(manifest.plugin_count) + ")"};
+}
+
+// Plugin `index` of a library's manifest, checked.
+PluginRecord record_of(const triax_plugin_descriptor& d, int32_t index, const std::string& library_path) {
+  const std::string where = "plugin #" + std::to_string(index);
+  if (d.kind != TRIAX_PLUGIN_MODEL && d.kind != TRIAX_PLUGIN_ENGINE && d.kind != TRIAX_PLUGIN_OPTIMIZER)
+    throw Refused{where + " has an unknown kind (" + std::to_string(static_cast<int>(d.kind)) +
+                  "; known: 1 = model, 2 = engine, 3 = optimizer)"};
+  if (d.name == nullptr || *d.name == '\0') throw Refused{where + " (" + plugin_kind_name(d.kind) + ") has no name"};
+  if (d.vtable == nullptr)
+    throw Refused{std::string(plugin_kind_name(d.kind)) + " plugin '" + d.name + "' has no vtable"};
+  check_vtable(d);
+  return PluginRecord{
+      d.kind,       d.name,  d.version != nullptr ? d.version : "", d.description != nullptr ? d.description : "",
+      library_path, d.vtable};
+}
+
+// Plugin names are unique per kind: within the library (`earlier` of its plugins) and among the
+// plugins of the libraries loaded before.
+void refuse_duplicate(const PluginRecord& record, const std::vector<PluginRecord>& earlier,
+                      const std::vector<PluginRecord>& registered) {
+  const std::string kind = plugin_kind_name(record.kind);
+  for (const PluginRecord& other : earlier)
+    if (other.kind == record.kind && other.name == record.name)
+      throw Refused{"it declares " + kind + " plugin '" + record.name + "' twice"};
+  for (const PluginRecord& other : registered)
+    if (other.kind == record.kind && other.name == record.name)
+      throw Refused{kind + " plugin '" + record.name + "' is already provided by " + other.library_path + "; " +
+                    record.library_path + " declares it again (plugin names must be unique per kind)"};
 }
 
 }  // namespace
@@ -237,70 +326,18 @@ bool PluginRegistry::try_load(const std::string& library_path, std::string& reas
   try {
     // Loaded already, under this spelling: nothing to do (a folder may be listed twice).
     if (libraries_->find_path(library_path) != nullptr) return true;
-
-    // RTLD_NOW: a library with an unresolved symbol is refused here, with dlopen's message,
-    // rather than failing in the middle of a run. RTLD_LOCAL: plugins do not see each other's
-    // symbols; everything they share crosses the C ABI. RTLD_NODELETE: a plugin stays mapped
-    // until the process ends, whatever the registry's lifetime: tensors and autograd state it
-    // created may outlive the registry, and unloading code they point into is never safe.
-    boost::system::error_code ec;
-    const auto mode = static_cast<boost::dll::load_mode::type>(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    boost::dll::shared_library library(fs::path(library_path), ec, mode);
-    if (ec) throw Refused{"not a loadable shared library: " + dlopen_failure(ec)};
-
-    if (!library.has(TRIAX_PLUGIN_ENTRY_SYMBOL))
-      throw Refused{"no entry symbol '" TRIAX_PLUGIN_ENTRY_SYMBOL
-                    "' (a plugin library declares its plugins with TRIAX_PLUGIN_LIBRARY(...))"};
-    auto entry = library.get<const triax_plugin_manifest*()>(TRIAX_PLUGIN_ENTRY_SYMBOL);
-    const triax_plugin_manifest* manifest = entry();
-    if (manifest == nullptr) throw Refused{"its entry symbol '" TRIAX_PLUGIN_ENTRY_SYMBOL "' returned no manifest"};
-
+    boost::dll::shared_library library = open_library(library_path);
+    const triax_plugin_manifest* manifest = manifest_of(library);
     // The same library reached through another path (a hard link, a copy dlopen shares).
     if (libraries_->find_manifest(manifest) != nullptr) return true;
-
-    if (manifest->abi_major != TRIAX_ABI_VERSION_MAJOR)
-      throw Refused{"built for plugin ABI " + std::to_string(manifest->abi_major) + "." +
-                    std::to_string(manifest->abi_minor) + ", but this triax uses ABI " +
-                    std::to_string(TRIAX_ABI_VERSION_MAJOR) + "." + std::to_string(TRIAX_ABI_VERSION_MINOR) +
-                    " (the major versions must match): rebuild the plugin against this triax SDK"};
-    const std::string torch_version = manifest->torch_version != nullptr ? manifest->torch_version : "";
-    if (torch_version != kCoreTorchVersion)
-      throw Refused{"built against LibTorch " + (torch_version.empty() ? std::string("(unknown)") : torch_version) +
-                    ", but this triax uses LibTorch " + kCoreTorchVersion +
-                    ": tensors cross the plugin boundary, so both must use the same LibTorch"};
-    if (manifest->cxx11_abi != kCoreCxx11Abi)
-      throw Refused{"built with _GLIBCXX_USE_CXX11_ABI=" + std::to_string(manifest->cxx11_abi) +
-                    ", but this triax uses _GLIBCXX_USE_CXX11_ABI=" + std::to_string(kCoreCxx11Abi)};
-    if (manifest->plugin_count < 0 || (manifest->plugin_count > 0 && manifest->plugins == nullptr))
-      throw Refused{"its manifest has a malformed plugin list (count " + std::to_string(manifest->plugin_count) + ")"};
+    check_manifest(*manifest);
 
     std::vector<PluginRecord> records;
     for (int32_t i = 0; i < manifest->plugin_count; ++i) {
-      const triax_plugin_descriptor& d = manifest->plugins[i];
-      const std::string where = "plugin #" + std::to_string(i);
-      if (d.kind != TRIAX_PLUGIN_MODEL && d.kind != TRIAX_PLUGIN_ENGINE && d.kind != TRIAX_PLUGIN_OPTIMIZER)
-        throw Refused{where + " has an unknown kind (" + std::to_string(static_cast<int>(d.kind)) +
-                      "; known: 1 = model, 2 = engine, 3 = optimizer)"};
-      if (d.name == nullptr || *d.name == '\0')
-        throw Refused{where + " (" + plugin_kind_name(d.kind) + ") has no name"};
-      if (d.vtable == nullptr)
-        throw Refused{std::string(plugin_kind_name(d.kind)) + " plugin '" + d.name + "' has no vtable"};
-      check_vtable(d);
-
-      PluginRecord record{
-          d.kind,       d.name,  d.version != nullptr ? d.version : "", d.description != nullptr ? d.description : "",
-          library_path, d.vtable};
-      for (const PluginRecord& other : records)
-        if (other.kind == record.kind && other.name == record.name)
-          throw Refused{"it declares " + std::string(plugin_kind_name(d.kind)) + " plugin '" + record.name + "' twice"};
-      for (const PluginRecord& other : plugins_)
-        if (other.kind == record.kind && other.name == record.name)
-          throw Refused{std::string(plugin_kind_name(d.kind)) + " plugin '" + record.name +
-                        "' is already provided by " + other.library_path + "; " + library_path +
-                        " declares it again (plugin names must be unique per kind)"};
+      PluginRecord record = record_of(manifest->plugins[i], i, library_path);
+      refuse_duplicate(record, records, plugins_);
       records.push_back(std::move(record));
     }
-
     libraries_->loaded.push_back({library_path, manifest, std::move(library)});
     plugins_.insert(plugins_.end(), records.begin(), records.end());
     return true;

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "step/micro_batch_feed.hpp"
+#include "step/micro_batch_request.hpp"
 #include "triax/report/log.hpp"
 #include "triax/cuda_step_graph.hpp"
 #include "triax/error.hpp"
@@ -26,10 +26,10 @@ std::string gibibytes(int64_t bytes) {
 
 EngineStep::EngineStep(EngineStepParts parts, bool cuda_graphs) : parts_(std::move(parts)) {
   if (!cuda_graphs) return;
-  if (!parts_.device.is_cuda())
+  if (!parts_.place.device.is_cuda())
     throw ConfigError("general.cuda_graphs: CUDA graphs need a CUDA device, and this run is on " +
-                      parts_.device.str() + " (general.device: auto found no GPU)");
-  graph_ = std::make_unique<CudaStepGraph>(parts_.device);  // refused by a build without CUDA
+                      parts_.place.device.str() + " (general.device: auto found no GPU)");
+  graph_ = std::make_unique<CudaStepGraph>(parts_.place.device);  // refused by a build without CUDA
 }
 
 EngineStep::~EngineStep() = default;
@@ -38,7 +38,7 @@ EngineStep::~EngineStep() = default;
 triax_status EngineStep::fold_chunk(void* self, int32_t chunk, int32_t, triax_error* error) {
   try {
     auto& step = *static_cast<EngineStep*>(self);
-    fault::kill_if_armed("backward", step.parts_.rank, step.step_);
+    fault::kill_if_armed("backward", step.parts_.place.rank, step.step_);
     const auto [first, end] = step.parts_.model->parameter_range(chunk);
     step.parts_.gradients->after_backward(chunk, first, end);
     return TRIAX_OK;
@@ -49,23 +49,9 @@ triax_status EngineStep::fold_chunk(void* self, int32_t chunk, int32_t, triax_er
 }
 
 EngineInstance::Result EngineStep::run_engine(int64_t step, const at::Tensor& step_samples) {
-  MicroBatchFeed feed;
-  feed.samples = step_samples;
-  feed.micro_batch_size = parts_.micro_batch_size;
-  feed.device = parts_.device;
-  feed.rank = parts_.rank;
-  feed.cp_rank = parts_.cp_rank;
-  feed.cp_size = parts_.cp_size;
-  feed.step = step;
-
+  MicroBatchRequest batches(parts_.place, *parts_.model, step_samples, step, parts_.micro_batches);
   parts_.gradients->begin_step();
-  triax_step_request request{};
-  request.struct_size = sizeof(request);
-  request.model = parts_.model->refs().front();
-  request.model_count = parts_.model->chunk_count();
-  request.models = parts_.model->refs().data();
-  request.micro_batches = static_cast<int32_t>(parts_.micro_batches);
-  request.batches = {&feed, &MicroBatchFeed::next};
+  triax_step_request& request = batches.request();
   request.hooks_self = this;
   request.after_chunk_backward = fold_chunk;
   request.after_backward = [](void* self, int32_t index, triax_error* error) {
@@ -75,7 +61,7 @@ EngineInstance::Result EngineStep::run_engine(int64_t step, const at::Tensor& st
 }
 
 EngineInstance::Result EngineStep::capture(int64_t step, const at::Tensor& step_samples) {
-  graph_input_ = step_samples.to(parts_.device);
+  graph_input_ = step_samples.to(parts_.place.device);
   try {
     graph_->capture([&] {
       graph_result_ = run_engine(step, graph_input_);
@@ -103,8 +89,8 @@ EngineInstance::Result EngineStep::run(int64_t step, const at::Tensor& step_samp
   if (!graph_ || run_index == 0) return run_engine(step, step_samples);
   if (!graph_->captured()) return capture(step, step_samples);
   // The host code of the captured step does not run again: its fault points are checked here.
-  MicroBatchFeed::forward_faults(parts_.rank, step);
-  fault::kill_if_armed("backward", parts_.rank, step);
+  MicroBatchFeed::forward_faults(parts_.place.rank, step);
+  fault::kill_if_armed("backward", parts_.place.rank, step);
   if (step_samples.sizes() != graph_input_.sizes())
     throw Error("general.cuda_graphs: step " + std::to_string(step) + "'s samples have another shape than the " +
                 "captured step's; a graph replays one shape");

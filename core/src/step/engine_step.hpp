@@ -16,6 +16,7 @@
 #include <string>
 
 #include "gradients/step_gradients.hpp"
+#include "step/micro_batch_request.hpp"
 #include "step/model_chunks.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 
@@ -28,10 +29,7 @@ struct EngineStepParts {
   ModelChunks* model = nullptr;
   StepGradients* gradients = nullptr;
   std::string model_plugin;  // names for the error of a step that cannot be captured
-  c10::Device device = c10::Device(c10::kCPU);
-  int rank = 0;  // this rank in the world, for fault injection
-  int cp_rank = 0, cp_size = 1;  // which slices of the sequences this rank trains on
-  int64_t micro_batch_size = 0;
+  MicroBatchPlace place;
   int64_t micro_batches = 0;
 };
 

@@ -156,11 +156,7 @@ void TrainerState::make_step(std::unique_ptr<TiedGradients> tied) {
   parts.model = model.get();
   parts.gradients = gradients.get();
   parts.model_plugin = c.model.plugin;
-  parts.device = device;
-  parts.rank = communicator.rank(TRIAX_GROUP_WORLD);
-  parts.cp_rank = communicator.rank(TRIAX_GROUP_CP);
-  parts.cp_size = communicator.size(TRIAX_GROUP_CP);
-  parts.micro_batch_size = c.tokens.micro_batch_size;
+  parts.place = micro_batch_place();
   parts.micro_batches = c.tokens.batch_accumulation_per_replica;
   engine_step = std::make_unique<EngineStep>(std::move(parts), c.general.cuda_graphs);
 }
@@ -171,6 +167,16 @@ void TrainerState::create_run_folder() const {
   if (ec)
     throw ConfigError(config.origin + ": checkpoints.checkpoints_path: cannot create the run folder '" +
                       config.run_dir() + "': " + ec.message());
+}
+
+MicroBatchPlace TrainerState::micro_batch_place() const {
+  MicroBatchPlace place;
+  place.device = device;
+  place.rank = communicator.rank(TRIAX_GROUP_WORLD);
+  place.cp_rank = communicator.rank(TRIAX_GROUP_CP);
+  place.cp_size = communicator.size(TRIAX_GROUP_CP);
+  place.micro_batch_size = config.tokens.micro_batch_size;
+  return place;
 }
 
 int64_t TrainerState::tokens_per_step() const {

@@ -13,6 +13,7 @@
 #include "gradients/replica_ownership.hpp"
 #include "gradients/step_gradients.hpp"
 #include "step/engine_step.hpp"
+#include "step/micro_batch_request.hpp"
 #include "step/model_chunks.hpp"
 #include "step/pipeline_blocks.hpp"
 #include "step/step_losses.hpp"
@@ -64,6 +65,8 @@ struct TrainerState {
   // The run's facts, for the loop.
   bool is_logging_rank() const { return communicator.rank(TRIAX_GROUP_WORLD) == 0; }
   int64_t tokens_per_step() const;
+  // Where this rank's micro-batches go, for the step and the validation pass.
+  MicroBatchPlace micro_batch_place() const;
   // The resolved configuration (every default filled in, the model plugin's own too), written to
   // the run folder by the logging rank; its text is what checkpoints store.
   std::string write_resolved_config() const;

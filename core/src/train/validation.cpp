@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "step/micro_batch_feed.hpp"
+#include "step/micro_batch_request.hpp"
 #include "train/trainer_state.hpp"
 #include "triax/pipeline_evaluation.hpp"
 
@@ -23,26 +23,13 @@ bool Validation::due(int64_t step) const {
 
 ValidationMetrics Validation::evaluate(int64_t step) {
   const auto start = std::chrono::steady_clock::now();
-  MicroBatchFeed feed;
-  feed.samples = s_.data->validation_samples(step, micro_batches_);
-  feed.micro_batch_size = s_.config.tokens.micro_batch_size;
-  feed.device = s_.device;
-  feed.rank = s_.communicator.rank(TRIAX_GROUP_WORLD);
-  feed.cp_rank = s_.communicator.rank(TRIAX_GROUP_CP);
-  feed.cp_size = s_.communicator.size(TRIAX_GROUP_CP);
-  feed.step = step;
-  feed.inject_faults = false;
-
-  triax_step_request request{};
-  request.struct_size = sizeof(request);
-  request.model = s_.model->refs().front();
-  request.model_count = s_.model->chunk_count();
-  request.models = s_.model->refs().data();
-  request.micro_batches = static_cast<int32_t>(micro_batches_);
-  request.batches = {&feed, &MicroBatchFeed::next};
+  MicroBatchRequest batches(s_.micro_batch_place(), *s_.model, s_.data->validation_samples(step, micro_batches_), step,
+                            micro_batches_);
+  batches.feed().inject_faults = false;  // the fault points are a training step's
+  const MicroBatchFeed& feed = batches.feed();
   // An error stops the run, so the mode needs no restoring on that path.
   s_.model->set_training(false);
-  const std::vector<at::Tensor> losses = evaluate_pipeline(pipeline_, StepRequest(request));
+  const std::vector<at::Tensor> losses = evaluate_pipeline(pipeline_, StepRequest(batches.request()));
   s_.model->set_training(true);
 
   // [sum of loss x counted tokens, counted tokens] of this rank's micro-batches; the last
