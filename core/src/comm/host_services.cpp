@@ -5,9 +5,9 @@
 #include <string>
 
 #include "triax/core/comm/communicator.hpp"
-#include "triax/report/log.hpp"
 #include "triax/error.hpp"
 #include "triax/plugin.hpp"
+#include "triax/report/log.hpp"
 #include "triax/tensor_handle.hpp"
 
 // What triax_pending stands for: a started collective, owned by the plugin until it calls finish.
@@ -48,41 +48,37 @@ void host_log(void*, triax_log_level level, const char* message) {
   }
 }
 
-}  // namespace
-
-HostServices::HostServices(Communicator& communicator) : communicator_(communicator) {
-  host_.struct_size = sizeof(triax_host);
-  host_.self = &communicator_;
-  host_.log = host_log;
-  host_.group_rank = [](void* self, triax_group group) -> int32_t { return comm(self).rank(group); };
-  host_.group_size = [](void* self, triax_group group) -> int32_t { return comm(self).size(group); };
-  host_.all_reduce = [](void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op, triax_error* error) {
+// The table's blocking operations: each returns once the communicator's operation completed.
+void fill_blocking_operations(triax_host& host) {
+  host.group_rank = [](void* self, triax_group group) -> int32_t { return comm(self).rank(group); };
+  host.group_size = [](void* self, triax_group group) -> int32_t { return comm(self).size(group); };
+  host.all_reduce = [](void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op, triax_error* error) {
     return guarded(error, [&] { comm(self).all_reduce(group, view_handle(tensor), op); });
   };
-  host_.all_gather = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_error* error) {
+  host.all_gather = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_error* error) {
     return guarded(error, [&] { comm(self).all_gather(group, view_handle(output), view_handle(input)); });
   };
-  host_.reduce_scatter = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
-                            triax_reduce_op op, triax_error* error) {
+  host.reduce_scatter = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_reduce_op op,
+                           triax_error* error) {
     return guarded(error, [&] { comm(self).reduce_scatter(group, view_handle(output), view_handle(input), op); });
   };
-  host_.broadcast = [](void* self, triax_group group, triax_tensor* tensor, int32_t root, triax_error* error) {
+  host.broadcast = [](void* self, triax_group group, triax_tensor* tensor, int32_t root, triax_error* error) {
     return guarded(error, [&] { comm(self).broadcast(group, view_handle(tensor), root); });
   };
-  host_.all_to_all = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_error* error) {
+  host.all_to_all = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input, triax_error* error) {
     return guarded(error, [&] { comm(self).all_to_all(group, view_handle(output), view_handle(input)); });
   };
-  host_.send = [](void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error) {
+  host.send = [](void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error) {
     return guarded(error, [&] { comm(self).send(group, view_handle(tensor), peer); });
   };
-  host_.recv = [](void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error) {
+  host.recv = [](void* self, triax_group group, triax_tensor* tensor, int32_t peer, triax_error* error) {
     return guarded(error, [&] { comm(self).recv(group, view_handle(tensor), peer); });
   };
-  host_.barrier = [](void* self, triax_group group, triax_error* error) {
+  host.barrier = [](void* self, triax_group group, triax_error* error) {
     return guarded(error, [&] { comm(self).barrier(group); });
   };
-  host_.all_to_all_v = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
-                          const int64_t* output_splits, const int64_t* input_splits, triax_error* error) {
+  host.all_to_all_v = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                         const int64_t* output_splits, const int64_t* input_splits, triax_error* error) {
     return guarded(error, [&] {
       const auto ranks = static_cast<size_t>(comm(self).size(group));
       if (output_splits == nullptr || input_splits == nullptr)
@@ -92,42 +88,55 @@ HostServices::HostServices(Communicator& communicator) : communicator_(communica
                               std::vector<int64_t>(input_splits, input_splits + ranks));
     });
   };
-  host_.start_all_reduce = [](void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op,
-                              triax_pending** pending, triax_error* error) {
+}
+
+// The table's started operations: each hands back a pending operation that finish() waits for.
+void fill_started_operations(triax_host& host) {
+  host.start_all_reduce = [](void* self, triax_group group, triax_tensor* tensor, triax_reduce_op op,
+                             triax_pending** pending, triax_error* error) {
     return guarded(error, [&] {
       require_slot(pending, "start_all_reduce");
       hand_over(comm(self).start_all_reduce(group, view_handle(tensor), op), pending);
     });
   };
-  host_.start_all_gather = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
-                              triax_pending** pending, triax_error* error) {
+  host.start_all_gather = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                             triax_pending** pending, triax_error* error) {
     return guarded(error, [&] {
       require_slot(pending, "start_all_gather");
       hand_over(comm(self).start_all_gather(group, view_handle(output), view_handle(input)), pending);
     });
   };
-  host_.start_reduce_scatter = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
-                                  triax_reduce_op op, triax_pending** pending, triax_error* error) {
+  host.start_reduce_scatter = [](void* self, triax_group group, triax_tensor* output, triax_tensor* input,
+                                 triax_reduce_op op, triax_pending** pending, triax_error* error) {
     return guarded(error, [&] {
       require_slot(pending, "start_reduce_scatter");
       hand_over(comm(self).start_reduce_scatter(group, view_handle(output), view_handle(input), op), pending);
     });
   };
-  host_.start_send_recv = [](void* self, triax_group group, triax_tensor* send, int32_t send_peer,
-                             triax_tensor* recv, int32_t recv_peer, triax_pending** pending, triax_error* error) {
+  host.start_send_recv = [](void* self, triax_group group, triax_tensor* send, int32_t send_peer, triax_tensor* recv,
+                            int32_t recv_peer, triax_pending** pending, triax_error* error) {
     return guarded(error, [&] {
       require_slot(pending, "start_send_recv");
-      hand_over(comm(self).start_send_recv(group, view_handle(send), send_peer, view_handle(recv), recv_peer),
-                pending);
+      hand_over(comm(self).start_send_recv(group, view_handle(send), send_peer, view_handle(recv), recv_peer), pending);
     });
   };
-  host_.finish = [](void*, triax_pending* pending, triax_error* error) {
+  host.finish = [](void*, triax_pending* pending, triax_error* error) {
     return guarded(error, [&] {
       const std::unique_ptr<triax_pending> owned(pending);  // released even when the wait throws
       if (!owned) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "finish: no pending operation");
       owned->operation->wait();
     });
   };
+}
+
+}  // namespace
+
+HostServices::HostServices(Communicator& communicator) : communicator_(communicator) {
+  host_.struct_size = sizeof(triax_host);
+  host_.self = &communicator_;
+  host_.log = host_log;
+  fill_blocking_operations(host_);
+  fill_started_operations(host_);
 }
 
 }  // namespace triax
