@@ -13,15 +13,18 @@
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
-#include "checkpoint/checksum.hpp"
-#include "checkpoint/hdf5_file.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
+#include "triax/interop/checksum.hpp"
+#include "triax/interop/hdf5_file.hpp"
 
 namespace triax::checkpoint {
 namespace {
+
+using interop::crc32_of;
+using interop::Hdf5File;
 
 namespace fs = std::filesystem;
 

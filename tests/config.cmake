@@ -8,6 +8,7 @@ set(TRIAX_CONFIG_LOADER_SOURCES
   ${PROJECT_SOURCE_DIR}/sdk/src/config_reader.cpp
   ${PROJECT_SOURCE_DIR}/sdk/src/fp8_options.cpp
   ${PROJECT_SOURCE_DIR}/sdk/src/located_yaml.cpp
+  ${PROJECT_SOURCE_DIR}/sdk/src/located_yaml_writer.cpp
   ${PROJECT_SOURCE_DIR}/sdk/src/yaml_text.cpp)
 add_executable(config_test
   ${CMAKE_CURRENT_LIST_DIR}/config_loading_test.cpp

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "config_test_support.hpp"
-#include "config/located_yaml_writer.hpp"
+#include "triax/located_yaml.hpp"
 
 namespace triax {
 namespace {

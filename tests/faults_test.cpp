@@ -17,7 +17,7 @@
 #include "scoped_fault.hpp"
 #include "test_plugin_registry.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
-#include "checkpoint/hdf5_file.hpp"
+#include "triax/interop/hdf5_file.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/config.hpp"
 #include "triax/core/trainer.hpp"
@@ -26,7 +26,7 @@ namespace triax {
 namespace {
 
 namespace fs = std::filesystem;
-using checkpoint::Hdf5File;
+using interop::Hdf5File;
 using checkpoint::step_folder_name;
 
 fs::path fresh_dir(const std::string& name) {

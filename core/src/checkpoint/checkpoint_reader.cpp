@@ -7,12 +7,15 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
-#include "checkpoint/checksum.hpp"
-#include "checkpoint/hdf5_file.hpp"
 #include "triax/tensor_text.hpp"
+#include "triax/interop/checksum.hpp"
+#include "triax/interop/hdf5_file.hpp"
 
 namespace triax::checkpoint {
 namespace {
+
+using interop::crc32_of;
+using interop::Hdf5File;
 
 int64_t product(const std::vector<int64_t>& shape) {
   int64_t n = 1;

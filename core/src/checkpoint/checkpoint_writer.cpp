@@ -8,8 +8,6 @@
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
-#include "checkpoint/checksum.hpp"
-#include "checkpoint/hdf5_file.hpp"
 #include "comm/world_reduce.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/core/comm/communicator.hpp"
@@ -17,9 +15,14 @@
 #include "triax/faults/fault_injection.hpp"
 #include "triax/faults/preemption.hpp"
 #include "triax/interop/durable_file.hpp"
+#include "triax/interop/checksum.hpp"
+#include "triax/interop/hdf5_file.hpp"
 
 namespace triax::checkpoint {
 namespace {
+
+using interop::crc32_of;
+using interop::Hdf5File;
 
 using Clock = std::chrono::steady_clock;
 

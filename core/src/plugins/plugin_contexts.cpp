@@ -1,6 +1,6 @@
 #include "triax/core/plugins/plugin_contexts.hpp"
 
-#include "config/located_yaml_writer.hpp"
+#include "triax/located_yaml.hpp"
 #include "triax/core/comm/communicator.hpp"
 
 namespace triax {

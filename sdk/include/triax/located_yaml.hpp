@@ -3,12 +3,13 @@
 // value on the line it had in the file (blank lines pad the gaps; collections written in flow
 // style stay in flow style) and names the file in a tag on the document. This is the format's
 // plugin side, which ConfigReader reads, so that a plugin's error names the file and the line as
-// the host's own errors do; the host's writer is core's config/located_yaml_writer.
+// the host's own errors do, and the host's side, which writes it (to_located_yaml_text).
 #pragma once
 
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <vector>
 
 namespace triax {
 
@@ -28,5 +29,11 @@ bool located_unplaced(const YAML::Node& node);
 
 // A copy of `node` without those marks, for a resolved configuration people read.
 YAML::Node without_located_tags(const YAML::Node& node);
+
+// The host's side: `node` as parsed from `origin` (its marks intact; values without a mark, set by
+// --set or filled in by the host, go on the next free line) re-emitted as located YAML. Top-level
+// keys in `skip` are left out.
+std::string to_located_yaml_text(const YAML::Node& node, const std::string& origin,
+                                 const std::vector<std::string>& skip = {});
 
 }  // namespace triax

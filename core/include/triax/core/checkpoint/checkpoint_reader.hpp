@@ -21,9 +21,11 @@
 #include "triax/core/checkpoint/checkpoint_metadata.hpp"
 #include "triax/parameter.hpp"
 
-namespace triax::checkpoint {
-
+namespace triax::interop {
 class Hdf5File;
+}  // namespace triax::interop
+
+namespace triax::checkpoint {
 
 // One stored dataset that holds part of a tensor.
 struct StoredPiece {
@@ -91,7 +93,7 @@ class CheckpointReader {
 
   std::filesystem::path folder_;
   CheckpointMetadata metadata_;
-  std::vector<std::unique_ptr<Hdf5File>> files_;
+  std::vector<std::unique_ptr<interop::Hdf5File>> files_;
   std::map<std::string, std::vector<StoredPiece>> model_pieces_;
   std::map<std::pair<std::string, std::string>, std::vector<StoredPiece>> state_pieces_;
 };

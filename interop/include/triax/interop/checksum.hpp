@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-namespace triax::checkpoint {
+namespace triax::interop {
 
 uint32_t crc32_of(const at::Tensor& contiguous_cpu_tensor);
 
-}  // namespace triax::checkpoint
+}  // namespace triax::interop

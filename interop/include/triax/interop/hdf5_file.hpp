@@ -1,6 +1,7 @@
 // One HDF5 file of a checkpoint, through HDF5's C API: tensors as datasets (bf16 and fp16 as named
 // HDF5 float types, so h5dump shows their values), small attributes (integer arrays, strings),
-// and groups created on demand. Every failure is a CheckpointError naming the file and the object.
+// and groups created on demand: the files of triax's checkpoints. Every failure is an Error
+// naming the file and the object.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace triax::checkpoint {
+namespace triax::interop {
 
 class Hdf5File {
  public:
@@ -56,4 +57,4 @@ class Hdf5File {
   int64_t handle_ = -1;  // hid_t
 };
 
-}  // namespace triax::checkpoint
+}  // namespace triax::interop

@@ -1,4 +1,4 @@
-#include "checkpoint/hdf5_file.hpp"
+#include "triax/interop/hdf5_file.hpp"
 
 #include <ATen/ATen.h>
 #include <hdf5.h>
@@ -8,10 +8,10 @@
 #include <cstring>
 #include <mutex>
 
-#include "checkpoint/checkpoint_error.hpp"
+#include "triax/error.hpp"
 #include "triax/tensor_text.hpp"
 
-namespace triax::checkpoint {
+namespace triax::interop {
 namespace {
 
 static_assert(sizeof(hid_t) == sizeof(int64_t), "hid_t is stored as int64_t");
@@ -80,17 +80,17 @@ Hdf5File Hdf5File::create(const std::string& path) {
   // in the file's structure (not only in a tensor, which crc32 covers) is an error on open.
   H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18);
   hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get());
-  if (file < 0) throw CheckpointError("cannot create the checkpoint file " + path);
+  if (file < 0) throw Error(TRIAX_ERROR_RUNTIME, "cannot create the checkpoint file " + path);
   return Hdf5File(path, file);
 }
 
 Hdf5File Hdf5File::open_read(const std::string& path) {
   silence_hdf5_errors();
-  if (::access(path.c_str(), R_OK) != 0) throw CheckpointError("checkpoint file " + path + " is missing or unreadable");
+  if (::access(path.c_str(), R_OK) != 0) throw Error(TRIAX_ERROR_RUNTIME, "checkpoint file " + path + " is missing or unreadable");
   if (H5Fis_hdf5(path.c_str()) <= 0)
-    throw CheckpointError("checkpoint file " + path + " is not an HDF5 file (truncated or overwritten?)");
+    throw Error(TRIAX_ERROR_RUNTIME, "checkpoint file " + path + " is not an HDF5 file (truncated or overwritten?)");
   hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (file < 0) throw CheckpointError("cannot open the checkpoint file " + path + " (truncated or corrupt?)");
+  if (file < 0) throw Error(TRIAX_ERROR_RUNTIME, "cannot open the checkpoint file " + path + " (truncated or corrupt?)");
   return Hdf5File(path, file);
 }
 
@@ -106,7 +106,7 @@ Hdf5File::Hdf5File(Hdf5File&& other) noexcept : path_(std::move(other.path_)), h
 static std::string system_reason() { return errno != 0 ? std::strerror(errno) : "disk full?"; }
 
 void Hdf5File::fail(const std::string& object, const std::string& what) const {
-  throw CheckpointError("checkpoint file " + path_ + (object.empty() ? "" : ", " + object) + ": " + what);
+  throw Error(TRIAX_ERROR_RUNTIME, "checkpoint file " + path_ + (object.empty() ? "" : ", " + object) + ": " + what);
 }
 
 void Hdf5File::ensure_groups(const std::string& object) {
@@ -245,4 +245,4 @@ void Hdf5File::close() {
   if (closed < 0) fail("", "closing the file failed: " + system_reason());
 }
 
-}  // namespace triax::checkpoint
+}  // namespace triax::interop

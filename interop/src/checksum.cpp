@@ -1,10 +1,10 @@
-#include "checkpoint/checksum.hpp"
+#include "triax/interop/checksum.hpp"
 
 #include <zlib.h>
 
 #include <algorithm>
 
-namespace triax::checkpoint {
+namespace triax::interop {
 
 uint32_t crc32_of(const at::Tensor& tensor) {
   const auto* bytes = static_cast<const unsigned char*>(tensor.data_ptr());
@@ -19,4 +19,4 @@ uint32_t crc32_of(const at::Tensor& tensor) {
   return static_cast<uint32_t>(crc);
 }
 
-}  // namespace triax::checkpoint
+}  // namespace triax::interop

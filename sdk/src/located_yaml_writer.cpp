@@ -1,5 +1,5 @@
-#include "config/located_yaml_writer.hpp"
-
+// The host's side of located YAML: a config section re-emitted for a plugin with every value on
+// the line it had in the file and the file named in the document's tag.
 #include <algorithm>
 
 #include "triax/located_yaml.hpp"
