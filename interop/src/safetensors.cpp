@@ -33,7 +33,7 @@ constexpr DtypeName kDtypes[] = {
     {"I32", at::kInt},    {"I16", at::kShort}, {"I8", at::kChar},  {"U8", at::kByte},       {"BOOL", at::kBool},
 };
 
-bool dtype_from_name(const std::string& name, at::ScalarType& out) {
+bool safetensors_dtype_from_name(const std::string& name, at::ScalarType& out) {
   for (const DtypeName& d : kDtypes) {
     if (name == d.name) {
       out = d.dtype;
@@ -194,7 +194,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
 
     Entry entry;
     const Json& dtype = value["dtype"];
-    if (!dtype.is_string() || !dtype_from_name(dtype.get<std::string>(), entry.dtype))
+    if (!dtype.is_string() || !safetensors_dtype_from_name(dtype.get<std::string>(), entry.dtype))
       tensor_fail("unsupported dtype " + dtype.dump() + " (supported: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL)");
     const Json& shape = value["shape"];
     if (!shape.is_array()) tensor_fail("shape is not a list: " + shape.dump());
