@@ -8,3 +8,11 @@ set_tests_properties(lint_function_lengths PROPERTIES TIMEOUT 60 LABELS lint)
 add_test(NAME lint_function_lengths_checker
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/lint/function_lengths_test.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(lint_function_lengths_checker PROPERTIES TIMEOUT 60 LABELS lint)
+# No include points up the layers: the core's folders in their order, nothing of the core below it
+# but the config (tools/layering.py; docs/architecture.md draws the layers).
+add_test(NAME lint_layering
+  COMMAND python3 ${PROJECT_SOURCE_DIR}/tools/layering.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(lint_layering PROPERTIES TIMEOUT 60 LABELS lint)
+add_test(NAME lint_layering_checker
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/lint/layering_test.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(lint_layering_checker PROPERTIES TIMEOUT 60 LABELS lint)

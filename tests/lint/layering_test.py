@@ -1,0 +1,42 @@
+"""tools/layering.py on a small tree: an include up the core's folders, one from a library below
+the core, and the allowed ones."""
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+TOOL = pathlib.Path(sys.argv[1]) / "tools" / "layering.py"
+
+
+def write(root, path, text):
+    file = root / path
+    file.parent.mkdir(parents=True, exist_ok=True)
+    file.write_text(text)
+
+
+def run(root):
+    done = subprocess.run([sys.executable, str(TOOL), str(root)], capture_output=True, text=True)
+    return done.returncode, done.stdout
+
+
+with tempfile.TemporaryDirectory() as folder:
+    root = pathlib.Path(folder)
+    write(root, "core/src/train/loop.cpp", '#include "step/engine_step.hpp"\n#include "triax/core/config.hpp"\n')
+    write(root, "core/src/step/engine_step.hpp", '#include "gradients/step_gradients.hpp"\n')
+    write(root, "data/src/source.cpp", '#include "triax/core/config.hpp"\n')
+    status, out = run(root)
+    assert status == 0 and out == "", (status, out)
+
+    write(root, "core/src/step/engine_step.cpp", '#include "train/step_logger.hpp"\n')
+    write(root, "core/include/triax/core/comm/communicator.hpp", '#include "triax/core/trainer.hpp"\n')
+    write(root, "report/src/metrics.cpp", '#include "triax/core/plugins/plugin_registry.hpp"\n')
+    write(root, "core/src/train/run.cpp", '#include "triax/comm/launch_environment.hpp"\n')
+    status, out = run(root)
+    lines = out.splitlines()
+    assert status == 1, (status, out)
+    assert len(lines) == 4, out
+    assert any("core/src/step/engine_step.cpp:1:" in l and "core/step may not include core/train" in l for l in lines), out
+    assert any("communicator.hpp:1:" in l and "core/comm may not include core/train" in l for l in lines), out
+    assert any("report/src/metrics.cpp:1:" in l and "report/ sits below the core" in l for l in lines), out
+    assert any("core/src/train/run.cpp:1:" in l and "comm/" in l for l in lines), out
+print("layering checker: 2 trees checked")

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Lists the includes that point up the layers (docs/architecture.md, "who depends on whom").
+
+Inside the core, a folder of core/src may include only its own folder and those before it in
+CORE_ORDER; a public header under core/include/triax/core/ counts as its folder's. The libraries
+below the core (data, report, faults) include nothing of it but the config. Exit status 1 when
+anything points up, with one line per include: file, line, the include, and why.
+"""
+import argparse
+import pathlib
+import re
+import sys
+
+CORE_ORDER = ["config", "comm", "plugins", "gradients", "checkpoint", "step", "train"]
+# The core's public headers that stand outside a folder, and the folder they belong to.
+CORE_TOP_HEADERS = {"config.hpp": "config", "nanoset_config.hpp": "config", "device.hpp": "train",
+                    "trainer.hpp": "train"}
+BELOW_CORE = ["data", "report", "faults"]
+ALLOWED_FROM_BELOW = {"triax/core/config.hpp", "triax/core/nanoset_config.hpp"}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def core_folder_of_include(include):
+    """The core folder an include names, or None for anything outside the core."""
+    public = re.match(r"triax/core/(\w+)/", include)
+    if public:
+        return public.group(1)
+    top = re.match(r"triax/core/(\w+\.hpp)$", include)
+    if top:
+        return CORE_TOP_HEADERS.get(top.group(1))
+    private = re.match(r"(\w+)/\w+\.hpp$", include)
+    if private and private.group(1) in CORE_ORDER:
+        return private.group(1)
+    return None
+
+
+def core_folder_of_file(root, path):
+    parts = path.relative_to(root / "core").parts
+    if parts[0] == "src":
+        return parts[1]
+    inner = parts[3:]  # include/triax/core/...
+    return inner[0] if len(inner) > 1 else CORE_TOP_HEADERS.get(inner[0])
+
+
+def includes(path):
+    text = path.read_text(errors="replace")
+    for match in INCLUDE.finditer(text):
+        yield text.count("\n", 0, match.start()) + 1, match.group(1)
+
+
+def sources(folder):
+    return sorted(p for p in folder.rglob("*") if p.suffix in (".cpp", ".hpp"))
+
+
+def upward_includes(root):
+    found = []
+    for path in sources(root / "core"):
+        mine = core_folder_of_file(root, path)
+        for line, include in includes(path):
+            theirs = core_folder_of_include(include)
+            if mine in CORE_ORDER and theirs in CORE_ORDER and CORE_ORDER.index(theirs) > CORE_ORDER.index(mine):
+                found.append((path, line, include, f"core/{mine} may not include core/{theirs}"))
+            elif include.startswith("triax/comm/"):
+                found.append((path, line, include, "the core may not include comm/, which sits above it"))
+    for library in BELOW_CORE:
+        for path in sources(root / library):
+            for line, include in includes(path):
+                if include.startswith("triax/core/") and include not in ALLOWED_FROM_BELOW:
+                    found.append((path, line, include, f"{library}/ sits below the core"))
+    return found
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("root", nargs="?", default=".", help="the source tree (default: .)")
+    root = pathlib.Path(parser.parse_args().root)
+    found = upward_includes(root)
+    for path, line, include, why in found:
+        print(f"{path.relative_to(root)}:{line}: #include \"{include}\": {why}")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
