@@ -6,8 +6,10 @@ CPU (its slow path without mamba-ssm: the reference), fp32, max |logit differenc
 2. import: a MambaForCausalLM made by transformers (tied and untied, one with in/out_proj biases)
    -> `triax convert --from hf` -> triax gives transformers' logits; the same straight from the
    Hugging Face folder through model.init_method.path's loader;
-3. refusals: a Mamba-2 folder and a config.json whose intermediate_size is not expand x
-   hidden_size, each naming config.json and the key.
+3. refusals: a Mamba-1 folder labelled Mamba2ForCausalLM (the mamba2 plugin reads that
+   architecture and refuses its config.json: heads of Mamba2Config's default size do not fill the
+   mixer) and a config.json whose intermediate_size is not expand x hidden_size, each naming
+   config.json and the key.
 
 usage: hf_mamba_logits_test.py TRIAX TRIAX_LOGITS CONFIG WORK_DIR
 """
@@ -86,6 +88,7 @@ shutil.copytree(made_dir, mamba2)
 cfg = dict(cfg, architectures=["Mamba2ForCausalLM"], model_type="mamba2", intermediate_size=64)
 with open(os.path.join(mamba2, "config.json"), "w") as f:
     json.dump(cfg, f)
+# Read by the mamba2 plugin, whose refusal names config.json and the architecture.
 refused("a Mamba-2 folder", convert_from(mamba2), "config.json", "Mamba2ForCausalLM")
 # model.plugin: mamba with the folder as the weights and the model_config: the plugin's own refusal.
 refused("a Mamba-2 folder given to the mamba plugin",

@@ -89,14 +89,14 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
     const std::string layer = "backbone.layers." + std::to_string(i) + ".";
     const std::string mixer = layer + "mixer.";
     add(layer + "norm.weight", {h});
+    add(mixer + "dt_bias", {heads});
+    add(mixer + "A_log", {heads});
+    add(mixer + "D", {heads});
     add(mixer + "conv1d.weight", {c.conv_dim(), 1, c.conv_kernel});
     if (c.use_conv_bias) add(mixer + "conv1d.bias", {c.conv_dim()});
     add(mixer + "in_proj.weight", {c.projection_size(), h});
     if (c.use_bias) add(mixer + "in_proj.bias", {c.projection_size()});
-    add(mixer + "dt_bias", {heads});
-    add(mixer + "A_log", {heads});
     add(mixer + "norm.weight", {d});
-    add(mixer + "D", {heads});
     add(mixer + "out_proj.weight", {h, d});
     if (c.use_bias) add(mixer + "out_proj.bias", {h});
   }

@@ -13,18 +13,18 @@ Mamba2Mixer::Mamba2Mixer(const Mamba2Config& config, const ModelContext& context
     : ChannelShards(context.device, context.dtype, TensorParallel::of(context)), config_(config) {
   const int64_t h = config.hidden_size, d = config.d_inner(), heads = config.num_heads;
   auto shards = [&] { return std::make_shared<mamba::ChannelShards>(context.device, context.dtype, tp()); };
-  // Registration order: Hugging Face's parameter order.
+  // Registration order: Hugging Face's parameter order (the mixer's own, then its modules').
+  dt_bias = add("dt_bias", {heads}, 0, TRIAX_PARAM_NO_WEIGHT_DECAY);
+  A_log = add("A_log", {heads}, 0, TRIAX_PARAM_NO_WEIGHT_DECAY);
+  D = add("D", {heads}, 0, TRIAX_PARAM_NO_WEIGHT_DECAY);
   conv1d = register_module("conv1d", shards());
   conv_weight_ = conv1d->add("weight", {config.conv_dim(), 1, config.conv_kernel}, 0);
   if (config.use_conv_bias) conv_bias_ = conv1d->add("bias", {config.conv_dim()}, 0);
   in_proj = register_module("in_proj", std::make_shared<ColumnParallelLinear>(
                                            LinearOptions::of(h, config.projection_size(), context, config.use_bias),
                                            tp()));
-  dt_bias = add("dt_bias", {heads}, 0, TRIAX_PARAM_NO_WEIGHT_DECAY);
-  A_log = add("A_log", {heads}, 0, TRIAX_PARAM_NO_WEIGHT_DECAY);
   norm = register_module("norm", shards());
   norm_weight_ = norm->add("weight", {d}, 0);
-  D = add("D", {heads}, 0, TRIAX_PARAM_NO_WEIGHT_DECAY);
   out_proj = register_module("out_proj", std::make_shared<RowParallelLinear>(
                                              LinearOptions::of(d, h, context, config.use_bias), tp()));
 }

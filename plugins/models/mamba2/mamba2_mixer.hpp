@@ -6,9 +6,9 @@
 //   out = out_proj(y).
 // Parameters (Hugging Face's names, shapes and order; H heads of P channels, G groups, state N,
 // d = H P, conv_dim = d + 2 G N):
-//   conv1d.weight [conv_dim, 1, conv_kernel]  conv1d.bias [conv_dim] (use_conv_bias)
-//   in_proj.weight [d + conv_dim + H, hidden] (.bias with use_bias; rows z, x, B, C, dt)
-//   dt_bias [H]  A_log [H]  norm.weight [d]  D [H]  out_proj.weight [hidden, d] (.bias with use_bias)
+//   dt_bias [H]  A_log [H]  D [H]  conv1d.weight [conv_dim, 1, conv_kernel]  conv1d.bias [conv_dim]
+//   (use_conv_bias)  in_proj.weight [d + conv_dim + H, hidden] (.bias with use_bias; rows z, x, B,
+//   C, dt)  norm.weight [d]  out_proj.weight [hidden, d] (.bias with use_bias)
 // One rank holds the whole mixer: in_proj's rows, in Hugging Face's order, are no tensor-parallel
 // slice (the model refuses tp > 1).
 #pragma once

@@ -3,7 +3,7 @@
 // Parameter names are Hugging Face's:
 //   backbone.embeddings.weight
 //   backbone.layers.{i}.norm.weight
-//   backbone.layers.{i}.mixer.{conv1d.*, in_proj.*, dt_bias, A_log, norm.weight, D, out_proj.*}
+//   backbone.layers.{i}.mixer.{dt_bias, A_log, D, conv1d.*, in_proj.*, norm.weight, out_proj.*}
 //   backbone.norm_f.weight
 //   lm_head.weight                      (untied embeddings only)
 #pragma once
