@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "causal_lm_checks.hpp"
 #include "error_of.hpp"
 #include "mamba2_test_support.hpp"
 #include "triax/error.hpp"
@@ -28,14 +29,14 @@ void expect_refusal(const std::string& yaml, const std::string& key, const std::
 }
 
 TEST(Mamba2Config, ReadsHuggingFaceKeysWithDefaults) {
-  ConfigReader reader = ConfigReader::from_text("is_mamba2_config: true\nhidden_size: 64\nnum_heads: 2\n",
+  ConfigReader reader = ConfigReader::from_text("is_mamba2_config: true\nhidden_size: 64\nnum_heads: 16\nhead_dim: 8\n",
                                                 "model.model_config");
   const Mamba2Config c = Mamba2Config::read(reader);
   EXPECT_EQ(c.d_inner(), 128);
   EXPECT_EQ(c.n_groups, 8);
   EXPECT_EQ(c.chunk_size, 256);
   EXPECT_EQ(c.conv_dim(), 128 + 2 * 8 * 128);
-  EXPECT_EQ(c.projection_size(), 128 + c.conv_dim() + 2);
+  EXPECT_EQ(c.projection_size(), 128 + c.conv_dim() + 16);
   EXPECT_EQ(reader.resolved()["state_size"].as<int>(), 128);
   EXPECT_TRUE(reader.resolved()["time_step_limit"].IsNull());
   EXPECT_FALSE(std::isfinite(c.time_step_limit_high));
@@ -73,13 +74,7 @@ TEST(Mamba2HfMapping, TensorMapCoversTheParameterTableAndConfigRoundTrips) {
                                                                   "time_step_limit: [0.01, 2.0]\npad_token_id: 3\n")}) {
     auto model = build(yaml);
     const triax::HfMapping mapping = Mamba2Model::hf_mapping();
-    ConfigReader reader = ConfigReader::from_text(yaml, "model.model_config");
-    std::map<std::string, std::vector<int64_t>> rules;
-    for (const triax::HfTensorRule& rule : mapping.tensor_map(reader))
-      if (rule.kind != TRIAX_HF_IGNORE && !rule.optional) rules[rule.triax_name] = rule.shape;
-    std::map<std::string, std::vector<int64_t>> parameters;
-    for (const auto& p : model->parameter_table()) parameters[p.name] = p.spec.meaningful_shape();
-    EXPECT_EQ(rules, parameters) << yaml;
+    triax::test::expect_tensor_map_covers_parameters(mapping, yaml, *model);
 
     ConfigReader to = ConfigReader::from_text(yaml, "model.model_config");
     const std::string json = mapping.config_to_hf(to, "float32");

@@ -7,6 +7,7 @@
 
 #include "error_of.hpp"
 #include "mamba2_ssd_reference.hpp"
+#include "model_reference_support.hpp"
 #include "ssd.hpp"
 
 namespace {
@@ -14,9 +15,7 @@ namespace {
 using triax::mamba2::SsdInputs;
 using triax::mamba2::ssd_chunked;
 
-double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
+using triax::test::max_abs_diff;
 
 // batch 2, length 13, 4 heads of 3 channels in 2 groups, state 5; steps of realistic size.
 SsdInputs random_inputs(uint64_t seed, bool with_initial_state) {

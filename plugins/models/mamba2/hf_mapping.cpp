@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "mamba2_model.hpp"
+#include "ssm_backbone.hpp"
 
 namespace triax::mamba2 {
 namespace {
@@ -79,30 +80,23 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
 
 std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
   const Mamba2Config c = Mamba2Config::read(model_config);
-  const int64_t h = c.hidden_size, d = c.d_inner(), heads = c.num_heads, v = c.vocab_size;
-  std::vector<HfTensorRule> rules;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
-    rules.push_back(HfTensorRule::rename(name, std::move(shape)));
-  };
-  add("backbone.embeddings.weight", {v, h});
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string layer = "backbone.layers." + std::to_string(i) + ".";
-    const std::string mixer = layer + "mixer.";
-    add(layer + "norm.weight", {h});
-    add(mixer + "dt_bias", {heads});
-    add(mixer + "A_log", {heads});
-    add(mixer + "D", {heads});
-    add(mixer + "conv1d.weight", {c.conv_dim(), 1, c.conv_kernel});
-    if (c.use_conv_bias) add(mixer + "conv1d.bias", {c.conv_dim()});
-    add(mixer + "in_proj.weight", {c.projection_size(), h});
-    if (c.use_bias) add(mixer + "in_proj.bias", {c.projection_size()});
-    add(mixer + "norm.weight", {d});
-    add(mixer + "out_proj.weight", {h, d});
-    if (c.use_bias) add(mixer + "out_proj.bias", {h});
-  }
-  add("backbone.norm_f.weight", {h});
-  add_hf_head_rules(rules, "backbone.embeddings.weight", {v, h}, c.tie_word_embeddings);
-  return rules;
+  const int64_t h = c.hidden_size, d = c.d_inner(), heads = c.num_heads;
+  return mamba::ssm_backbone_rules(c.vocab_size, h, c.num_hidden_layers, c.tie_word_embeddings,
+                                   [&](std::vector<HfTensorRule>& rules, const std::string& mixer) {
+                                     auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+                                       rules.push_back(HfTensorRule::rename(mixer + name, std::move(shape)));
+                                     };
+                                     add("dt_bias", {heads});
+                                     add("A_log", {heads});
+                                     add("D", {heads});
+                                     add("conv1d.weight", {c.conv_dim(), 1, c.conv_kernel});
+                                     if (c.use_conv_bias) add("conv1d.bias", {c.conv_dim()});
+                                     add("in_proj.weight", {c.projection_size(), h});
+                                     if (c.use_bias) add("in_proj.bias", {c.projection_size()});
+                                     add("norm.weight", {d});
+                                     add("out_proj.weight", {h, d});
+                                     if (c.use_bias) add("out_proj.bias", {h});
+                                   });
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "pytorch_default_init.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/error.hpp"
 #include "triax/init.hpp"
@@ -12,15 +13,8 @@
 namespace triax::mamba2 {
 namespace {
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// PyTorch's default for Linear and Conv1d weights: kaiming_uniform(a = sqrt(5)) = U(+-1 / sqrt(fan_in)).
-void init_default_uniform(const NamedParameter& p, int64_t fan_in, double scale, uint64_t seed) {
-  const double bound = scale / std::sqrt(static_cast<double>(fan_in));
-  init_uniform(p, -bound, bound, seed);
-}
+using mamba::ends_with;
+using mamba::init_default_uniform;
 
 void init_dt_bias(const NamedParameter& p, const Mamba2Config& c, uint64_t seed) {
   const double log_min = std::log(c.time_step_min), log_max = std::log(c.time_step_max);

@@ -6,9 +6,9 @@
 
 #include "mamba2_block.hpp"
 #include "mamba2_init.hpp"
+#include "ssm_backbone.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/context_parallel.hpp"
-#include "triax/layers/norm.hpp"
 
 namespace triax::mamba2 {
 namespace {
@@ -33,20 +33,6 @@ void check_topology(ConfigReader& reader, const Mamba2Config& config, const Mode
                     "state is not passed between cp ranks); set parallelism.context_parallel_size to 1");
 }
 
-CausalLmLayout layout_of(const Mamba2Config& config) {
-  CausalLmLayout layout;
-  layout.model_name = "mamba2";
-  layout.vocab_size = config.vocab_size;
-  layout.hidden_size = config.hidden_size;
-  layout.num_layers = config.num_hidden_layers;
-  layout.tie_word_embeddings = config.tie_word_embeddings;
-  layout.max_positions = 0;  // no positional tables: any length
-  layout.body = "backbone";
-  layout.embedding = "embeddings";
-  layout.norm = "norm_f";
-  return layout;
-}
-
 }  // namespace
 
 std::vector<double> Mamba2Model::block_costs(ConfigReader& reader, int64_t sequence_length) {
@@ -64,16 +50,13 @@ std::shared_ptr<Mamba2Model> Mamba2Model::create(ConfigReader& reader, const Mod
 }
 
 Mamba2Model::Mamba2Model(const Mamba2Config& config, const ModelContext& context, std::string resolved_yaml)
-    : CausalLm(layout_of(config), context), config_(config), resolved_yaml_(std::move(resolved_yaml)) {
+    : CausalLm(mamba::ssm_backbone_layout("mamba2", config.vocab_size, config.hidden_size, config.num_hidden_layers,
+                                          config.tie_word_embeddings),
+               context),
+      config_(config),
+      resolved_yaml_(std::move(resolved_yaml)) {
   build([&](int64_t) { return std::make_shared<Mamba2Block>(config, context); },
-        [&] {
-          auto norm = std::make_shared<RMSNorm>(config.hidden_size, config.layer_norm_epsilon, context.device,
-                                                context.dtype, TensorParallel::of(context));
-          RMSNorm* raw = norm.get();
-          const c10::ScalarType dtype = context.dtype;
-          // The residual stream may be fp32 (residual_in_fp32): the head computes in the model's dtype.
-          return CausalLmNorm{norm, [raw, dtype](const at::Tensor& x) { return raw->forward(x).to(dtype); }};
-        });
+        [&] { return mamba::ssm_final_norm(config.hidden_size, config.layer_norm_epsilon, context); });
 }
 
 double Mamba2Model::flops_per_token(int64_t sequence_length) const {

@@ -1,0 +1,29 @@
+// What the model plugins' reference computations in the tests share: parameters as fp64 tensors
+// by name, an RMSNorm in plain ops, and the largest elementwise difference.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+
+#include "triax/causal_lm.hpp"
+
+namespace triax::test {
+
+inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
+  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
+}
+
+// This rank's parameters, detached, in fp64, by name.
+inline std::map<std::string, at::Tensor> parameters_of(CausalLm& model) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& p : model.parameter_table()) out[p.name] = p.tensor.detach().to(at::kDouble);
+  return out;
+}
+
+inline at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return x * at::rsqrt(x.pow(2).mean(-1, true) + eps) * weight;
+}
+
+}  // namespace triax::test
