@@ -1,5 +1,6 @@
 // Checks every causal LM plugin's unit tests repeat: per-layer recomputation changes neither the
-// loss nor any gradient, and the Hugging Face tensor map names every parameter with its whole shape.
+// loss nor any gradient, logits equal a reference's, and the Hugging Face tensor map names every
+// parameter with its whole shape.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -40,6 +41,13 @@ inline void expect_recomputation_changes_nothing(const std::function<std::shared
   EXPECT_NEAR(losses[0], losses[1], 1e-6);
   for (const auto& [name, g] : grads[0])
     EXPECT_LT((g.to(at::kDouble) - grads[1].at(name).to(at::kDouble)).abs().max().item<double>(), 1e-6) << name;
+}
+
+// `logits` equal `expected` (1e-4), which is not trivially small.
+inline void expect_logits_match(const at::Tensor& logits, const at::Tensor& expected, const std::string& what) {
+  ASSERT_EQ(logits.sizes(), expected.sizes()) << what;
+  EXPECT_LT((logits.to(at::kDouble) - expected.to(at::kDouble)).abs().max().item<double>(), 1e-4) << what;
+  EXPECT_GT(expected.abs().max().item<double>(), 0.1) << what;
 }
 
 // The non-optional rules of `mapping`'s tensor map for `model_config_yaml` are exactly `model`'s

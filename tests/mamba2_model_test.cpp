@@ -47,19 +47,9 @@ TEST(Mamba2Model, LogitsMatchTheReference) {
                                 "expand: 3\nstate_size: 3\nn_groups: 3\nconv_kernel: 4\nchunk_size: 3\n"
                                 "use_bias: true\nuse_conv_bias: false\n"}) {
     auto model = build(yaml);
-    at::NoGradGuard no_grad;
-    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(3);
-    for (const auto& p : model->parameter_table())  // biases initialised to 0 must still count
-      if (p.name.find("proj.bias") != std::string::npos) p.tensor.normal_(0.0, 0.3, generator);
+    triax::test::randomize_parameters(*model, {"proj.bias"}, 3);
     const at::Tensor ids = tokens(2, 11, 5);
-    triax::StageInput input;
-    input.input_ids = ids;
-    input.want_logits = true;
-    const at::Tensor logits = model->forward(input).logits;
-    const at::Tensor expected = reference_logits(*model, ids);
-    ASSERT_EQ(logits.sizes(), expected.sizes()) << yaml;
-    EXPECT_LT(max_abs_diff(logits, expected), 1e-4) << yaml;
-    EXPECT_GT(expected.abs().max().item<double>(), 0.1) << yaml;  // not trivially small
+    triax::test::expect_logits_match(triax::test::logits_of(*model, ids), reference_logits(*model, ids), yaml);
   }
 }
 
@@ -70,12 +60,7 @@ TEST(Mamba2Model, ChunkSizeChangesNothing) {
   for (const char* chunk : {"1", "4", "5", "64"}) {
     std::string yaml = tiny_yaml(true);
     yaml.replace(yaml.find("chunk_size: 4"), 13, std::string("chunk_size: ") + chunk);
-    auto model = build(yaml);
-    at::NoGradGuard no_grad;
-    triax::StageInput input;
-    input.input_ids = ids;
-    input.want_logits = true;
-    logits.push_back(model->forward(input).logits);
+    logits.push_back(triax::test::logits_of(*build(yaml), ids));
   }
   for (size_t i = 1; i < logits.size(); ++i) EXPECT_LT(max_abs_diff(logits[i], logits[0]), 1e-5) << i;
 }

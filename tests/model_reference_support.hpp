@@ -3,9 +3,11 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "triax/causal_lm.hpp"
 
@@ -20,6 +22,28 @@ inline std::map<std::string, at::Tensor> parameters_of(CausalLm& model) {
   std::map<std::string, at::Tensor> out;
   for (const auto& p : model.parameter_table()) out[p.name] = p.tensor.detach().to(at::kDouble);
   return out;
+}
+
+// The logits [batch, seq, vocab] of a model holding every block, without autograd.
+inline at::Tensor logits_of(CausalLm& model, const at::Tensor& ids) {
+  at::NoGradGuard no_grad;
+  StageInput input;
+  input.input_ids = ids;
+  input.want_logits = true;
+  return model.forward(input).logits;
+}
+
+// Parameters whose names hold one of `name_parts` redrawn from N(0, 0.3), in table order from one
+// generator seeded `seed`: biases initialised to 0 must still count in a comparison.
+inline void randomize_parameters(CausalLm& model, const std::vector<std::string>& name_parts, uint64_t seed) {
+  at::NoGradGuard no_grad;
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  for (const auto& p : model.parameter_table())
+    for (const std::string& part : name_parts)
+      if (p.name.find(part) != std::string::npos) {
+        p.tensor.normal_(0.0, 0.3, generator);
+        break;
+      }
 }
 
 inline at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {

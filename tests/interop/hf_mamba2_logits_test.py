@@ -27,23 +27,15 @@ run, compare, refused = check.run, check.compare, check.refused
 
 # vocab 100; 2 layers of 32 channels: 8 heads of 8 in 2 groups, state 8, chunks of 5.
 M = "model.model_config."
-MODEL = ["--set", M + "vocab_size=100", "--set", M + "hidden_size=32", "--set", M + "num_hidden_layers=2",
-         "--set", M + "num_heads=8", "--set", M + "head_dim=8", "--set", M + "state_size=8",
-         "--set", M + "chunk_size=5", "--set", "model.dtype=float32",
-         "--set", "model.init_method.initializer_range=0.3", "--set", "tokens.sequence_length=16",
-         "--set", "tokens.micro_batch_size=2", "--set", "tokens.batch_accumulation_per_replica=1"]
+MODEL = [M + "vocab_size=100", M + "hidden_size=32", M + "num_hidden_layers=2", M + "num_heads=8", M + "head_dim=8",
+         M + "state_size=8", M + "chunk_size=5", "model.dtype=float32", "model.init_method.initializer_range=0.3",
+         "tokens.sequence_length=16", "tokens.micro_batch_size=2", "tokens.batch_accumulation_per_replica=1"]
 
 for tied in (True, False):
     name = "tied" if tied else "untied"
     # 1. triax -> Hugging Face
-    run_dir = os.path.join(work, f"run_{name}")
-    run(triax, "train", config, *MODEL, "--set", f"{M}tie_word_embeddings={str(tied).lower()}",
-        "--set", "tokens.train_steps=10", "--set", "checkpoints.checkpoint_interval=10",
-        "--set", f"checkpoints.checkpoints_path={run_dir}")
-    hf_dir = os.path.join(work, f"exported_{name}")
-    run(triax, "convert", "--to", "hf", run_dir, hf_dir, "--dtype", "float32")
-    with open(os.path.join(hf_dir, "config.json")) as f:
-        exported = json.load(f)
+    run_dir, hf_dir, exported = check.train_and_export(triax, config, MODEL + [f"{M}tie_word_embeddings={str(tied).lower()}"],
+                                                       name)
     assert exported["architectures"] == ["Mamba2ForCausalLM"] and exported["n_groups"] == 2, exported
     assert exported["chunk_size"] == 5 and exported["tie_word_embeddings"] == tied, exported
     model = Mamba2ForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32).eval()

@@ -28,22 +28,15 @@ check = HfCheck(triax_logits, work, [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77,
 run, compare, refused = check.run, check.compare, check.refused
 
 # vocab 100 padded to 104 by pad_vocab_size_multiple 8; 2 layers of 32 channels.
-MODEL = ["--set", "model.model_config.vocab_size=100", "--set", "model.model_config.d_model=32",
-         "--set", "model.model_config.num_hidden_layers=2", "--set", "model.dtype=float32",
-         "--set", "model.init_method.initializer_range=0.3", "--set", "tokens.sequence_length=16",
-         "--set", "tokens.micro_batch_size=2", "--set", "tokens.batch_accumulation_per_replica=1"]
+MODEL = ["model.model_config.vocab_size=100", "model.model_config.d_model=32", "model.model_config.num_hidden_layers=2",
+         "model.dtype=float32", "model.init_method.initializer_range=0.3", "tokens.sequence_length=16",
+         "tokens.micro_batch_size=2", "tokens.batch_accumulation_per_replica=1"]
 
 for tied in (True, False):
     name = "tied" if tied else "untied"
     # 1. triax -> Hugging Face
-    run_dir = os.path.join(work, f"run_{name}")
-    run(triax, "train", config, *MODEL, "--set", f"model.model_config.tie_word_embeddings={str(tied).lower()}",
-        "--set", "tokens.train_steps=10", "--set", "checkpoints.checkpoint_interval=10",
-        "--set", f"checkpoints.checkpoints_path={run_dir}")
-    hf_dir = os.path.join(work, f"exported_{name}")
-    run(triax, "convert", "--to", "hf", run_dir, hf_dir, "--dtype", "float32")
-    with open(os.path.join(hf_dir, "config.json")) as f:
-        exported = json.load(f)
+    run_dir, hf_dir, exported = check.train_and_export(
+        triax, config, MODEL + [f"model.model_config.tie_word_embeddings={str(tied).lower()}"], name)
     assert exported["architectures"] == ["MambaForCausalLM"] and exported["vocab_size"] == 104, exported
     assert exported["intermediate_size"] == 64 and exported["tie_word_embeddings"] == tied, exported
     model = MambaForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32).eval()
