@@ -1,4 +1,4 @@
-// Helpers of the generation-cache tests (inference_cache_test, mamba_cache_test): the logits of a
+// Helpers of the generation-cache tests (inference_cache_test, mamba*_cache_test): the logits of a
 // full forward and those computed through one InferenceCache per row, for any model plugin's
 // model class that has forward, create_cache and forward_cached.
 #pragma once

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "cache_test_support.hpp"
 #include "causal_lm_checks.hpp"
 #include "mamba2_test_support.hpp"
 
@@ -49,7 +50,7 @@ TEST(Mamba2Model, LogitsMatchTheReference) {
     auto model = build(yaml);
     triax::test::randomize_parameters(*model, {"proj.bias"}, 3);
     const at::Tensor ids = tokens(2, 11, 5);
-    triax::test::expect_logits_match(triax::test::logits_of(*model, ids), reference_logits(*model, ids), yaml);
+    triax::test::expect_logits_match(cache_test::full_logits(*model, ids), reference_logits(*model, ids), yaml);
   }
 }
 
@@ -60,7 +61,7 @@ TEST(Mamba2Model, ChunkSizeChangesNothing) {
   for (const char* chunk : {"1", "4", "5", "64"}) {
     std::string yaml = tiny_yaml(true);
     yaml.replace(yaml.find("chunk_size: 4"), 13, std::string("chunk_size: ") + chunk);
-    logits.push_back(triax::test::logits_of(*build(yaml), ids));
+    logits.push_back(cache_test::full_logits(*build(yaml), ids));
   }
   for (size_t i = 1; i < logits.size(); ++i) EXPECT_LT(max_abs_diff(logits[i], logits[0]), 1e-5) << i;
 }

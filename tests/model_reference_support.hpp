@@ -24,15 +24,6 @@ inline std::map<std::string, at::Tensor> parameters_of(CausalLm& model) {
   return out;
 }
 
-// The logits [batch, seq, vocab] of a model holding every block, without autograd.
-inline at::Tensor logits_of(CausalLm& model, const at::Tensor& ids) {
-  at::NoGradGuard no_grad;
-  StageInput input;
-  input.input_ids = ids;
-  input.want_logits = true;
-  return model.forward(input).logits;
-}
-
 // Parameters whose names hold one of `name_parts` redrawn from N(0, 0.3), in table order from one
 // generator seeded `seed`: biases initialised to 0 must still count in a comparison.
 inline void randomize_parameters(CausalLm& model, const std::vector<std::string>& name_parts, uint64_t seed) {

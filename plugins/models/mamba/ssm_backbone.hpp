@@ -1,7 +1,7 @@
 // What Hugging Face's Mamba and Mamba-2 language models share around their mixers: the module
 // names (backbone.{embeddings, layers.N.{norm, mixer}, norm_f}, lm_head), a final RMSNorm whose
-// output returns to the model's dtype (the residual stream may be fp32), and the tensor rules of
-// everything but the mixer.
+// output returns to the model's dtype (the residual stream may be fp32), the tensor rules of
+// everything but the mixer, and the lookup of the mixers' generation caches.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "triax/causal_lm.hpp"
+#include "triax/error.hpp"
 #include "triax/hf_mapping.hpp"
 #include "triax/layers/norm.hpp"
 #include "triax/model.hpp"
@@ -58,6 +59,18 @@ inline std::vector<HfTensorRule> ssm_backbone_rules(
   rules.push_back(HfTensorRule::rename("backbone.norm_f.weight", {h}));
   add_hf_head_rules(rules, "backbone.embeddings.weight", {vocab_size, h}, tie_word_embeddings);
   return rules;
+}
+
+// This layer's cache of each row of `step`, as the model's own cache type.
+template <class Cache>
+std::vector<Cache*> caches_of(const CachedStep& step, const std::string& model_name) {
+  std::vector<Cache*> out;
+  for (LayerCache* row : step.rows) {
+    auto* cache = dynamic_cast<Cache*>(row);
+    if (cache == nullptr) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, model_name + ": a layer cache of another model");
+    out.push_back(cache);
+  }
+  return out;
 }
 
 }  // namespace triax::mamba

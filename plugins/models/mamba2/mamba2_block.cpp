@@ -11,9 +11,16 @@ Mamba2Block::Mamba2Block(const Mamba2Config& config, const ModelContext& context
   mixer = register_module("mixer", std::make_shared<Mamba2Mixer>(config, context));
 }
 
+at::Tensor Mamba2Block::residual_of(const at::Tensor& x) const { return residual_in_fp32_ ? x.to(at::kFloat) : x; }
+
 at::Tensor Mamba2Block::forward(const at::Tensor& x, const std::vector<at::Tensor>&) {
-  const at::Tensor residual = residual_in_fp32_ ? x.to(at::kFloat) : x;
-  return residual + mixer->forward(norm->forward(x.to(dtype_)));
+  return residual_of(x) + mixer->forward(norm->forward(x.to(dtype_)));
+}
+
+std::unique_ptr<LayerCache> Mamba2Block::create_cache(int64_t) { return std::make_unique<Mamba2LayerCache>(); }
+
+at::Tensor Mamba2Block::forward_cached(const at::Tensor& x, const std::vector<at::Tensor>&, const CachedStep& step) {
+  return residual_of(x) + mixer->forward_cached(norm->forward(x.to(dtype_)), step);
 }
 
 }  // namespace triax::mamba2

@@ -1,6 +1,7 @@
 // One Mamba-2 layer (one pipeline block), Hugging Face's Mamba2Block:
 //   out = residual + mixer(norm(x in the model's dtype)), residual = x (in fp32 with
 //   residual_in_fp32, which then also crosses pipeline stages in fp32).
+// Generation: the mixer's conv and SSM states per sequence (Mamba2LayerCache).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -22,11 +23,16 @@ class Mamba2Block : public CausalLmLayer {
 
   // x: [batch, seq, hidden_size]; no shared inputs.
   at::Tensor forward(const at::Tensor& x, const std::vector<at::Tensor>& shared) override;
+  std::unique_ptr<LayerCache> create_cache(int64_t capacity) override;
+  at::Tensor forward_cached(const at::Tensor& x, const std::vector<at::Tensor>& shared,
+                            const CachedStep& step) override;
 
   std::shared_ptr<RMSNorm> norm;
   std::shared_ptr<Mamba2Mixer> mixer;
 
  private:
+  at::Tensor residual_of(const at::Tensor& x) const;
+
   bool residual_in_fp32_;
   c10::ScalarType dtype_;
 };

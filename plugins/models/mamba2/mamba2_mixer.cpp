@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "selective_scan.hpp"
+#include "ssm_backbone.hpp"
 #include "ssd.hpp"
 
 namespace triax::mamba2 {
@@ -47,25 +48,66 @@ at::Tensor Mamba2Mixer::gated_norm(const at::Tensor& y, const at::Tensor& z) con
   return normed.reshape(shape) * norm_weight_.to(y.scalar_type());
 }
 
-at::Tensor Mamba2Mixer::forward(const at::Tensor& hidden) {
-  const int64_t b = hidden.size(0), s = hidden.size(1);
-  const int64_t d = config_.d_inner(), heads = config_.num_heads, groups = config_.n_groups;
-  const int64_t n = config_.state_size;
+Mamba2Mixer::Projected Mamba2Mixer::project(const at::Tensor& hidden) {
+  const int64_t d = config_.d_inner();
   const at::Tensor projected = in_proj->forward(hidden);  // [b, s, d + conv_dim + heads]
-  const at::Tensor z = projected.narrow(2, 0, d);
-  const at::Tensor xbc_in = projected.narrow(2, d, config_.conv_dim()).transpose(1, 2).contiguous();
-  const at::Tensor xbc = mamba::causal_conv1d(xbc_in, conv_weight_.squeeze(1), conv_bias_, /*silu=*/true)
-                             .transpose(1, 2);  // [b, s, conv_dim]
-  const at::Tensor x = xbc.narrow(2, 0, d).reshape({b, s, heads, config_.head_dim});
+  return {projected.narrow(2, 0, d), projected.narrow(2, d, config_.conv_dim()).transpose(1, 2).contiguous(),
+          projected.narrow(2, d + config_.conv_dim(), config_.num_heads)};
+}
+
+std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, const at::Tensor& convolved,
+                                                   const at::Tensor& initial_state, c10::ScalarType dtype) {
+  const int64_t b = convolved.size(0), s = convolved.size(1);
+  const int64_t d = config_.d_inner(), groups = config_.n_groups, n = config_.state_size;
+  const at::Tensor x = convolved.narrow(2, 0, d).reshape({b, s, config_.num_heads, config_.head_dim});
   SsdInputs inputs;
   inputs.x = x;
-  inputs.dt = time_step(projected.narrow(2, d + config_.conv_dim(), heads));
+  inputs.dt = time_step(projected.dt);
   inputs.A = -at::exp(A_log.to(inputs.dt.scalar_type()));
-  inputs.B = xbc.narrow(2, d, groups * n).reshape({b, s, groups, n});
-  inputs.C = xbc.narrow(2, d + groups * n, groups * n).reshape({b, s, groups, n});
-  const at::Tensor scanned = ssd_chunked(inputs, config_.chunk_size).y;  // fp32 (fp64 for fp64)
-  const at::Tensor y = scanned + D.to(scanned.scalar_type()).unsqueeze(-1) * x.to(scanned.scalar_type());
-  return out_proj->forward(gated_norm(y.reshape({b, s, d}), z).to(hidden.scalar_type()));
+  inputs.B = convolved.narrow(2, d, groups * n).reshape({b, s, groups, n});
+  inputs.C = convolved.narrow(2, d + groups * n, groups * n).reshape({b, s, groups, n});
+  inputs.initial_state = initial_state;
+  const SsdOutputs scanned = ssd_chunked(inputs, config_.chunk_size);  // fp32 (fp64 for fp64)
+  const c10::ScalarType type = scanned.y.scalar_type();
+  const at::Tensor y = scanned.y + D.to(type).unsqueeze(-1) * x.to(type);
+  return {gated_norm(y.reshape({b, s, d}), projected.z).to(dtype), scanned.final_state};
+}
+
+at::Tensor Mamba2Mixer::forward(const at::Tensor& hidden) {
+  const Projected projected = project(hidden);
+  const at::Tensor convolved = mamba::causal_conv1d(projected.conv_input, conv_weight_.squeeze(1), conv_bias_,
+                                                    /*silu=*/true)
+                                   .transpose(1, 2);  // [b, s, conv_dim]
+  return out_proj->forward(mix(projected, convolved, at::Tensor(), hidden.scalar_type()).first);
+}
+
+at::Tensor Mamba2Mixer::forward_cached(const at::Tensor& hidden, const CachedStep& step) {
+  const std::vector<Mamba2LayerCache*> rows = mamba::caches_of<Mamba2LayerCache>(step, "mamba2");
+  const int64_t padded = hidden.size(1), keep = step.keep, taps = config_.conv_kernel;
+  const Projected projected = project(hidden.narrow(1, 0, keep));
+  // The convolution continues each row's last conv_kernel - 1 inputs (zeros before the first token).
+  std::vector<at::Tensor> previous, states;
+  for (Mamba2LayerCache* cache : rows) {
+    previous.push_back(cache->conv_state.defined() ? cache->conv_state
+                                                   : at::zeros({config_.conv_dim(), taps - 1}, hidden.options()));
+    states.push_back(cache->ssm_state.defined()
+                         ? cache->ssm_state
+                         : at::zeros({config_.num_heads, config_.head_dim, config_.state_size},
+                                     hidden.options().dtype(at::kFloat)));
+  }
+  const at::Tensor extended = at::cat({at::stack(previous), projected.conv_input}, 2);  // [rows, conv_dim, taps - 1 + keep]
+  const at::Tensor convolved = mamba::causal_conv1d(extended, conv_weight_.squeeze(1), conv_bias_, true)
+                                   .narrow(2, taps - 1, keep)
+                                   .transpose(1, 2);
+  auto [mixed, state] = mix(projected, convolved, at::stack(states), hidden.scalar_type());
+  const at::Tensor last_inputs = extended.narrow(2, keep, taps - 1);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i]->conv_state = last_inputs[static_cast<int64_t>(i)].clone();
+    rows[i]->ssm_state = state[static_cast<int64_t>(i)].to(at::kFloat).clone();
+  }
+  if (padded > keep)
+    mixed = at::cat({mixed, at::zeros({mixed.size(0), padded - keep, mixed.size(2)}, mixed.options())}, 1);
+  return out_proj->forward(mixed);
 }
 
 }  // namespace triax::mamba2
