@@ -1,10 +1,12 @@
-// Helpers of the generation-cache tests (inference_cache_test, mamba_cache_test): the logits of a
+// Helpers of the generation-cache tests (inference_cache_test, mamba*_cache_test): the logits of a
 // full forward and those computed through one InferenceCache per row, for any model plugin's
 // model class that has forward, create_cache and forward_cached.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -42,6 +44,22 @@ at::Tensor cached_logits(Model& model, const std::vector<triax::InferenceCache*>
   triax::StageInput input;
   input.input_ids = ids;
   return model.forward_cached(caches, input).logits;
+}
+
+// A state that depends on the tokens seen, not on positions (the Mamba models'): rows a and b
+// [1, length] cached up to a_prompt and b_prompt tokens on their own, then continued together by
+// `step` tokens each, give the logits of their own full forwards (1e-5).
+template <class Model>
+void expect_rows_of_different_lengths_share_a_forward(Model& model, const at::Tensor& a, int64_t a_prompt,
+                                                      const at::Tensor& b, int64_t b_prompt, int64_t step) {
+  const at::Tensor expected_a = full_logits(model, a), expected_b = full_logits(model, b);
+  auto caches = make_caches(model, 2, std::max(a.size(1), b.size(1)));
+  cached_logits(model, {caches[0].get()}, a.narrow(1, 0, a_prompt));
+  cached_logits(model, {caches[1].get()}, b.narrow(1, 0, b_prompt));
+  const at::Tensor ids = at::cat({a.narrow(1, a_prompt, step), b.narrow(1, b_prompt, step)}, 0);
+  const at::Tensor logits = cached_logits(model, pointers(caches), ids);
+  EXPECT_LT((logits[0] - expected_a[0].narrow(0, a_prompt, step)).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((logits[1] - expected_b[0].narrow(0, b_prompt, step)).abs().max().item<double>(), 1e-5);
 }
 
 }  // namespace cache_test

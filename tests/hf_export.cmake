@@ -21,8 +21,15 @@ endfunction()
 triax_hf_logits_test(hf_logits_match_transformers hf_logits_test.py
                      tiny_llama.yaml hf_logits "python;checkpoint")
 
-# The same for the mamba plugin (MambaForCausalLM), with its refusals of a Mamba-2 folder and of a
-# mismatched intermediate_size (tests/interop/hf_mamba_logits_test.py).
-add_dependencies(triax_logits triax_mamba)
+# The same for the mamba plugin (MambaForCausalLM), with the refusals of a Mamba-2 folder (by the
+# mamba2 plugin, and by the mamba plugin when named) and of a mismatched intermediate_size
+# (tests/interop/hf_mamba_logits_test.py).
+add_dependencies(triax_logits triax_mamba triax_mamba2)
 triax_hf_logits_test(hf_mamba_logits_match_transformers hf_mamba_logits_test.py
                      tiny_mamba.yaml hf_mamba_logits "python;checkpoint;mamba")
+
+# The same for the mamba2 plugin (Mamba2ForCausalLM), with its refusals of groups that do not
+# divide the heads, heads that do not fill the mixer and chunk_size 0
+# (tests/interop/hf_mamba2_logits_test.py).
+triax_hf_logits_test(hf_mamba2_logits_match_transformers hf_mamba2_logits_test.py
+                     tiny_mamba2.yaml hf_mamba2_logits "python;checkpoint;mamba2")

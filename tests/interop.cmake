@@ -59,7 +59,7 @@ set_tests_properties(hf_cli PROPERTIES TIMEOUT 300 LABELS checkpoint ENVIRONMENT
 # `triax convert` there and back for every model plugin with a Hugging Face mapping (the list in
 # the script): triax -> HF -> triax and HF -> triax -> HF (from triax's export and from a folder
 # transformers wrote) give the same tensors bit for bit.
-add_dependencies(interop_tool triax_mamba triax_moe)
+add_dependencies(interop_tool triax_mamba triax_mamba2 triax_moe)
 add_test(NAME hf_convert_round_trips
   COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/interop/convert_round_trip_test.py $<TARGET_FILE:triax>
           $<TARGET_FILE:interop_tool> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/convert_round_trips)

@@ -32,16 +32,8 @@ TEST(MambaCache, PromptThenOneTokenAtATimeEqualsTheFullForward) {
 // The state depends on the tokens seen, not on positions: rows of different lengths share a forward.
 TEST(MambaCache, RowsOfDifferentLengthsInOneBatch) {
   auto model = build(tiny_yaml(false));
-  const at::Tensor a = tokens(1, 9, 12), b = tokens(1, 13, 13);
-  const at::Tensor expected_a = full_logits(*model, a), expected_b = full_logits(*model, b);
-  auto caches = make_caches(*model, 2, 16);
-  cached_logits(*model, {caches[0].get()}, a.narrow(1, 0, 6));
-  cached_logits(*model, {caches[1].get()}, b.narrow(1, 0, 10));
-  // Both rows continue together with three tokens each (a: 6..8, b: 10..12), after a one-token step.
-  const at::Tensor step = at::cat({a.narrow(1, 6, 3), b.narrow(1, 10, 3)}, 0);
-  const at::Tensor logits = cached_logits(*model, pointers(caches), step);
-  EXPECT_LT(max_abs_diff(logits[0], expected_a[0].narrow(0, 6, 3)), 1e-5);
-  EXPECT_LT(max_abs_diff(logits[1], expected_b[0].narrow(0, 10, 3)), 1e-5);
+  // a: 6 tokens, then 6..8 with b's 10..12 after b's first 10.
+  expect_rows_of_different_lengths_share_a_forward(*model, tokens(1, 9, 12), 6, tokens(1, 13, 13), 10, 3);
 }
 
 TEST(MambaCache, PipelineStagesJoinedByHiddenOut) {

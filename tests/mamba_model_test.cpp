@@ -7,6 +7,8 @@
 
 #include <cmath>
 
+#include "cache_test_support.hpp"
+#include "causal_lm_checks.hpp"
 #include "error_of.hpp"
 #include "mamba_test_support.hpp"
 #include "triax/error.hpp"
@@ -98,47 +100,21 @@ TEST(MambaModel, LogitsMatchTheReference) {
                                   "d_model: 16\nnum_hidden_layers: 2\nvocab_size: 32\n"
                                   "ssm_cfg: {d_state: 3, d_conv: 4, expand: 3, dt_rank: 2, bias: true}\n"}) {
     auto model = build(yaml);
-    at::NoGradGuard no_grad;
-    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(3);
-    for (const auto& p : model->parameter_table())  // biases initialised to 0 must still count
-      if (p.name.find("in_proj.bias") != std::string::npos || p.name.find("out_proj.bias") != std::string::npos)
-        p.tensor.normal_(0.0, 0.3, generator);
+    triax::test::randomize_parameters(*model, {"in_proj.bias", "out_proj.bias"}, 3);
     const at::Tensor ids = tokens(2, 11, 5);
-    triax::StageInput input;
-    input.input_ids = ids;
-    input.want_logits = true;
-    const at::Tensor logits = model->forward(input).logits;
-    const at::Tensor expected = reference_logits(*model, ids);
-    ASSERT_EQ(logits.sizes(), expected.sizes()) << yaml;
-    EXPECT_LT(max_abs_diff(logits, expected), 1e-4) << yaml;
-    EXPECT_GT(expected.abs().max().item<double>(), 0.1) << yaml;  // not trivially small
+    triax::test::expect_logits_match(cache_test::full_logits(*model, ids), reference_logits(*model, ids), yaml);
   }
 }
 
 // Loss and every gradient with per-layer recomputation equal those without.
 TEST(MambaModel, RecomputationChangesNothing) {
-  at::Tensor ids = tokens(2, 9, 8), labels = tokens(2, 9, 9);
-  std::vector<std::map<std::string, at::Tensor>> grads;
-  std::vector<double> losses;
-  for (bool recompute : {false, true}) {
-    ModelContext context = make_context();
-    context.recompute_layer = recompute;
-    auto model = build(tiny_yaml(false), context);
-    triax::StageInput input;
-    input.input_ids = ids;
-    input.label_ids = labels;
-    const at::Tensor loss = model->forward(input).loss;
-    loss.backward();
-    losses.push_back(loss.item<double>());
-    std::map<std::string, at::Tensor> g;
-    for (const auto& p : model->parameter_table()) {
-      ASSERT_TRUE(p.tensor.grad().defined()) << p.name;
-      g[p.name] = p.tensor.grad().clone();
-    }
-    grads.push_back(g);
-  }
-  EXPECT_NEAR(losses[0], losses[1], 1e-6);
-  for (const auto& [name, g] : grads[0]) EXPECT_LT(max_abs_diff(g, grads[1].at(name)), 1e-6) << name;
+  triax::test::expect_recomputation_changes_nothing(
+      [](bool recompute) {
+        ModelContext context = make_context();
+        context.recompute_layer = recompute;
+        return build(tiny_yaml(false), context);
+      },
+      tokens(2, 9, 8), tokens(2, 9, 9));
 }
 
 // The tensor map names every parameter with its whole shape; config.json round-trips.
@@ -148,13 +124,7 @@ TEST(MambaHfMapping, TensorMapCoversTheParameterTableAndConfigRoundTrips) {
                                   "ssm_cfg: {d_state: 4, d_conv: 3, bias: true, conv_bias: false}\n"}) {
     auto model = build(yaml);
     const triax::HfMapping mapping = MambaModel::hf_mapping();
-    ConfigReader reader = ConfigReader::from_text(yaml, "model.model_config");
-    std::map<std::string, std::vector<int64_t>> rules;
-    for (const triax::HfTensorRule& rule : mapping.tensor_map(reader))
-      if (rule.kind != TRIAX_HF_IGNORE && !rule.optional) rules[rule.triax_name] = rule.shape;
-    std::map<std::string, std::vector<int64_t>> parameters;
-    for (const auto& p : model->parameter_table()) parameters[p.name] = p.spec.meaningful_shape();
-    EXPECT_EQ(rules, parameters) << yaml;
+    triax::test::expect_tensor_map_covers_parameters(mapping, yaml, *model);
 
     ConfigReader to = ConfigReader::from_text(yaml, "model.model_config");
     const std::string json = mapping.config_to_hf(to, "float32");

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "mamba_model.hpp"
+#include "model_reference_support.hpp"
 #include "triax/config_reader.hpp"
 
 namespace mamba_test {
@@ -48,19 +49,9 @@ inline at::Tensor tokens(int64_t rows, int64_t length, uint64_t seed) {
   return at::randint(30, {rows, length}, generator, at::kLong);
 }
 
-inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
-  return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
-}
-
-inline std::map<std::string, at::Tensor> parameters_of(MambaModel& model) {
-  std::map<std::string, at::Tensor> out;
-  for (const auto& p : model.parameter_table()) out[p.name] = p.tensor.detach().to(at::kDouble);
-  return out;
-}
-
-inline at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
-  return x * at::rsqrt(x.pow(2).mean(-1, true) + eps) * weight;
-}
+using triax::test::max_abs_diff;
+using triax::test::parameters_of;
+using triax::test::rms_norm;
 
 // Logits [batch, seq, vocab] of MambaForCausalLM for `ids`, from the model's parameters.
 inline at::Tensor reference_logits(MambaModel& model, const at::Tensor& ids) {

@@ -32,6 +32,8 @@ MODELS = [
     ("llama", "configs/tiny_llama.yaml", [], lambda: T.LlamaForCausalLM(T.LlamaConfig(**ATTENTION))),
     ("mamba", "configs/tiny_mamba.yaml", [],
      lambda: T.MambaForCausalLM(T.MambaConfig(**SMALL, state_size=8, expand=2))),
+    ("mamba2", "configs/tiny_mamba2.yaml", [],
+     lambda: T.Mamba2ForCausalLM(T.Mamba2Config(**SMALL, num_heads=8, head_dim=8, n_groups=2, state_size=8))),
     ("moe", "configs/tiny_moe.yaml", [],
      lambda: T.MixtralForCausalLM(T.MixtralConfig(**ATTENTION, num_local_experts=4, num_experts_per_tok=2))),
     # The qwen2 plugin's two architectures: Qwen2 (q/k/v biases) and SmolLM3 (NoPE layers).

@@ -3,9 +3,11 @@ triax's and transformers' logits on the same tokens, their comparison, expected 
 the report at the end (exit status 1 when anything failed).
 
     check = HfCheck(triax_logits_path, work_dir, tokens)
+    run_dir, hf_dir, exported = check.train_and_export(triax, config, ["model.dtype=float32"], "tied")
     check.compare("export", check.triax_logits(run_dir), check.hf_logits(model))
     check.finish()
 """
+import json
 import os
 import shutil
 import subprocess
@@ -32,6 +34,17 @@ class HfCheck:
         if (result.returncode != 0) != expect_failure:
             raise SystemExit(f"{' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
         return result.stdout + result.stderr
+
+    def train_and_export(self, triax, config, settings, name):
+        """Trains `config` 10 steps with the --set `settings` into run_NAME, exports the checkpoint
+        to exported_NAME as float32. Returns the run folder, the exported folder and its config.json."""
+        run_dir = os.path.join(self.work, f"run_{name}")
+        self.run(triax, "train", config, *[arg for s in settings for arg in ("--set", s)], "--set", "tokens.train_steps=10",
+                 "--set", "checkpoints.checkpoint_interval=10", "--set", f"checkpoints.checkpoints_path={run_dir}")
+        hf_dir = os.path.join(self.work, f"exported_{name}")
+        self.run(triax, "convert", "--to", "hf", run_dir, hf_dir, "--dtype", "float32")
+        with open(os.path.join(hf_dir, "config.json")) as f:
+            return run_dir, hf_dir, json.load(f)
 
     def triax_logits(self, weights):
         """triax's logits [tokens, vocabulary] for a checkpoint or Hugging Face folder (tests/interop/triax_logits.cpp)."""

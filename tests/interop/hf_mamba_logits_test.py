@@ -6,8 +6,10 @@ CPU (its slow path without mamba-ssm: the reference), fp32, max |logit differenc
 2. import: a MambaForCausalLM made by transformers (tied and untied, one with in/out_proj biases)
    -> `triax convert --from hf` -> triax gives transformers' logits; the same straight from the
    Hugging Face folder through model.init_method.path's loader;
-3. refusals: a Mamba-2 folder and a config.json whose intermediate_size is not expand x
-   hidden_size, each naming config.json and the key.
+3. refusals: a Mamba-1 folder labelled Mamba2ForCausalLM (the mamba2 plugin reads that
+   architecture and refuses its config.json: heads of Mamba2Config's default size do not fill the
+   mixer) and a config.json whose intermediate_size is not expand x hidden_size, each naming
+   config.json and the key.
 
 usage: hf_mamba_logits_test.py TRIAX TRIAX_LOGITS CONFIG WORK_DIR
 """
@@ -26,22 +28,15 @@ check = HfCheck(triax_logits, work, [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77,
 run, compare, refused = check.run, check.compare, check.refused
 
 # vocab 100 padded to 104 by pad_vocab_size_multiple 8; 2 layers of 32 channels.
-MODEL = ["--set", "model.model_config.vocab_size=100", "--set", "model.model_config.d_model=32",
-         "--set", "model.model_config.num_hidden_layers=2", "--set", "model.dtype=float32",
-         "--set", "model.init_method.initializer_range=0.3", "--set", "tokens.sequence_length=16",
-         "--set", "tokens.micro_batch_size=2", "--set", "tokens.batch_accumulation_per_replica=1"]
+MODEL = ["model.model_config.vocab_size=100", "model.model_config.d_model=32", "model.model_config.num_hidden_layers=2",
+         "model.dtype=float32", "model.init_method.initializer_range=0.3", "tokens.sequence_length=16",
+         "tokens.micro_batch_size=2", "tokens.batch_accumulation_per_replica=1"]
 
 for tied in (True, False):
     name = "tied" if tied else "untied"
     # 1. triax -> Hugging Face
-    run_dir = os.path.join(work, f"run_{name}")
-    run(triax, "train", config, *MODEL, "--set", f"model.model_config.tie_word_embeddings={str(tied).lower()}",
-        "--set", "tokens.train_steps=10", "--set", "checkpoints.checkpoint_interval=10",
-        "--set", f"checkpoints.checkpoints_path={run_dir}")
-    hf_dir = os.path.join(work, f"exported_{name}")
-    run(triax, "convert", "--to", "hf", run_dir, hf_dir, "--dtype", "float32")
-    with open(os.path.join(hf_dir, "config.json")) as f:
-        exported = json.load(f)
+    run_dir, hf_dir, exported = check.train_and_export(
+        triax, config, MODEL + [f"model.model_config.tie_word_embeddings={str(tied).lower()}"], name)
     assert exported["architectures"] == ["MambaForCausalLM"] and exported["vocab_size"] == 104, exported
     assert exported["intermediate_size"] == 64 and exported["tie_word_embeddings"] == tied, exported
     model = MambaForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32).eval()
@@ -86,6 +81,7 @@ shutil.copytree(made_dir, mamba2)
 cfg = dict(cfg, architectures=["Mamba2ForCausalLM"], model_type="mamba2", intermediate_size=64)
 with open(os.path.join(mamba2, "config.json"), "w") as f:
     json.dump(cfg, f)
+# Read by the mamba2 plugin, whose refusal names config.json and the architecture.
 refused("a Mamba-2 folder", convert_from(mamba2), "config.json", "Mamba2ForCausalLM")
 # model.plugin: mamba with the folder as the weights and the model_config: the plugin's own refusal.
 refused("a Mamba-2 folder given to the mamba plugin",

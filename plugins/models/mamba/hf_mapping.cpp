@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mamba_model.hpp"
+#include "ssm_backbone.hpp"
 
 namespace triax::mamba {
 namespace {
@@ -94,31 +95,24 @@ HfTensorRule flattened(const std::string& name, std::vector<int64_t> shape) {
 
 std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
   const MambaConfig c = MambaConfig::read(model_config);
-  const int64_t h = c.d_model, d = c.d_inner(), n = c.ssm.d_state, r = c.dt_rank(), v = c.model_vocab_size();
-  std::vector<HfTensorRule> rules;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
-    rules.push_back(HfTensorRule::rename(name, std::move(shape)));
-  };
-  add("backbone.embeddings.weight", {v, h});
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string layer = "backbone.layers." + std::to_string(i) + ".";
-    const std::string mixer = layer + "mixer.";
-    add(layer + "norm.weight", {h});
-    add(mixer + "A_log", {d, n});
-    add(mixer + "D", {d});
-    add(mixer + "conv1d.weight", {d, 1, c.ssm.d_conv});
-    if (c.ssm.conv_bias) add(mixer + "conv1d.bias", {d});
-    rules.push_back(flattened(mixer + "in_proj.weight", {2, d, h}));
-    if (c.ssm.bias) rules.push_back(flattened(mixer + "in_proj.bias", {2, d}));
-    add(mixer + "x_proj.weight", {r + 2 * n, d});
-    add(mixer + "dt_proj.weight", {d, r});
-    add(mixer + "dt_proj.bias", {d});
-    add(mixer + "out_proj.weight", {h, d});
-    if (c.ssm.bias) add(mixer + "out_proj.bias", {h});
-  }
-  add("backbone.norm_f.weight", {h});
-  add_hf_head_rules(rules, "backbone.embeddings.weight", {v, h}, c.tie_word_embeddings);
-  return rules;
+  const int64_t h = c.d_model, d = c.d_inner(), n = c.ssm.d_state, r = c.dt_rank();
+  return ssm_backbone_rules(c.model_vocab_size(), h, c.num_hidden_layers, c.tie_word_embeddings,
+                            [&](std::vector<HfTensorRule>& rules, const std::string& mixer) {
+                              auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+                                rules.push_back(HfTensorRule::rename(mixer + name, std::move(shape)));
+                              };
+                              add("A_log", {d, n});
+                              add("D", {d});
+                              add("conv1d.weight", {d, 1, c.ssm.d_conv});
+                              if (c.ssm.conv_bias) add("conv1d.bias", {d});
+                              rules.push_back(flattened(mixer + "in_proj.weight", {2, d, h}));
+                              if (c.ssm.bias) rules.push_back(flattened(mixer + "in_proj.bias", {2, d}));
+                              add("x_proj.weight", {r + 2 * n, d});
+                              add("dt_proj.weight", {d, r});
+                              add("dt_proj.bias", {d});
+                              add("out_proj.weight", {h, d});
+                              if (c.ssm.bias) add("out_proj.bias", {h});
+                            });
 }
 
 }  // namespace

@@ -4,24 +4,12 @@
 
 #include <cmath>
 
+#include "pytorch_default_init.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/error.hpp"
 #include "triax/init.hpp"
 
 namespace triax::mamba {
-namespace {
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// PyTorch's default for Linear and Conv1d weights: kaiming_uniform(a = sqrt(5)) = U(+-1 / sqrt(fan_in)).
-void init_default_uniform(const NamedParameter& p, int64_t fan_in, double scale, uint64_t seed) {
-  const double bound = scale / std::sqrt(static_cast<double>(fan_in));
-  init_uniform(p, -bound, bound, seed);
-}
-
-}  // namespace
 
 MambaInit MambaInit::read(const YAML::Node& init_method) {
   ConfigReader reader(init_method.IsDefined() && !init_method.IsNull() ? init_method

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "ssm_backbone.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
 
@@ -13,16 +14,6 @@ namespace {
 at::Tensor sum_over_channels(const at::Tensor& partial, const TensorParallel& tp) {
   if (tp.size == 1) return partial;
   return identity_forward_all_reduce_backward(all_reduce_forward_identity_backward(partial, tp), tp);
-}
-
-std::vector<MambaLayerCache*> caches_of(const CachedStep& step) {
-  std::vector<MambaLayerCache*> out;
-  for (LayerCache* row : step.rows) {
-    auto* cache = dynamic_cast<MambaLayerCache*>(row);
-    if (cache == nullptr) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "mamba: a layer cache of another model");
-    out.push_back(cache);
-  }
-  return out;
 }
 
 }  // namespace
@@ -85,7 +76,7 @@ at::Tensor MambaMixer::forward(const at::Tensor& hidden) {
 }
 
 at::Tensor MambaMixer::forward_cached(const at::Tensor& hidden, const CachedStep& step) {
-  const std::vector<MambaLayerCache*> rows = caches_of(step);
+  const std::vector<MambaLayerCache*> rows = caches_of<MambaLayerCache>(step, "mamba");
   const at::Tensor gathered = gather_column_parallel_input(hidden, tp());  // [rows, padded, h]
   const int64_t padded = gathered.size(1), keep = step.keep, taps = config_.ssm.d_conv;
   auto [x, z] = project_in(gathered.narrow(1, 0, keep));

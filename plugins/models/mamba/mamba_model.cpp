@@ -6,9 +6,9 @@
 
 #include "mamba_block.hpp"
 #include "mamba_init.hpp"
+#include "ssm_backbone.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/context_parallel.hpp"
-#include "triax/layers/norm.hpp"
 
 namespace triax::mamba {
 namespace {
@@ -25,20 +25,6 @@ void check_tensor_parallel_split(ConfigReader& reader, const MambaConfig& config
                                   " rounded up to pad_vocab_size_multiple " +
                                   std::to_string(config.pad_vocab_size_multiple) +
                                   ") is not divisible by the tensor parallel size " + std::to_string(tp_size));
-}
-
-CausalLmLayout layout_of(const MambaConfig& config) {
-  CausalLmLayout layout;
-  layout.model_name = "mamba";
-  layout.vocab_size = config.model_vocab_size();
-  layout.hidden_size = config.d_model;
-  layout.num_layers = config.num_hidden_layers;
-  layout.tie_word_embeddings = config.tie_word_embeddings;
-  layout.max_positions = 0;  // no positional tables: any length
-  layout.body = "backbone";
-  layout.embedding = "embeddings";
-  layout.norm = "norm_f";
-  return layout;
 }
 
 }  // namespace
@@ -64,16 +50,13 @@ std::shared_ptr<MambaModel> MambaModel::create(ConfigReader& reader, const Model
 }
 
 MambaModel::MambaModel(const MambaConfig& config, const ModelContext& context, std::string resolved_yaml)
-    : CausalLm(layout_of(config), context), config_(config), resolved_yaml_(std::move(resolved_yaml)) {
+    : CausalLm(ssm_backbone_layout("mamba", config.model_vocab_size(), config.d_model, config.num_hidden_layers,
+                                   config.tie_word_embeddings),
+               context),
+      config_(config),
+      resolved_yaml_(std::move(resolved_yaml)) {
   build([&](int64_t) { return std::make_shared<MambaBlock>(config, context); },
-        [&] {
-          auto norm = std::make_shared<RMSNorm>(config.d_model, config.rms_norm_eps, context.device, context.dtype,
-                                                TensorParallel::of(context));
-          RMSNorm* raw = norm.get();
-          const c10::ScalarType dtype = context.dtype;
-          // The residual stream may be fp32 (residual_in_fp32): the head computes in the model's dtype.
-          return CausalLmNorm{norm, [raw, dtype](const at::Tensor& x) { return raw->forward(x).to(dtype); }};
-        });
+        [&] { return ssm_final_norm(config.d_model, config.rms_norm_eps, context); });
 }
 
 double MambaModel::flops_per_token(int64_t) const {

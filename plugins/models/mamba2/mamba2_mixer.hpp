@@ -1,0 +1,70 @@
+// The Mamba-2 mixer of one layer, as Hugging Face's Mamba2Mixer computes it:
+//   (z, xBC, dt) = in_proj(h);  (x, B, C) = SiLU(conv1d(xBC)) (causal, depthwise, conv_kernel taps);
+//   dt = clamp(softplus(dt + dt_bias), time_step_limit);  A = -exp(A_log) (one scalar per head);
+//   y = SSD(x, dt, A, B, C) + D x (ssd.hpp, chunk_size positions per chunk; B and C per group);
+//   y = norm(y * SiLU(z)) (an RMSNorm over each group's channels, then norm.weight);
+//   out = out_proj(y).
+// Parameters (Hugging Face's names, shapes and order; H heads of P channels, G groups, state N,
+// d = H P, conv_dim = d + 2 G N):
+//   dt_bias [H]  A_log [H]  D [H]  conv1d.weight [conv_dim, 1, conv_kernel]  conv1d.bias [conv_dim]
+//   (use_conv_bias)  in_proj.weight [d + conv_dim + H, hidden] (.bias with use_bias; rows z, x, B,
+//   C, dt)  norm.weight [d]  out_proj.weight [hidden, d] (.bias with use_bias)
+// One rank holds the whole mixer: in_proj's rows, in Hugging Face's order, are no tensor-parallel
+// slice (the model refuses tp > 1).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <utility>
+
+#include "channel_shards.hpp"
+#include "mamba2_config.hpp"
+#include "triax/causal_lm.hpp"
+#include "triax/layers/linear.hpp"
+#include "triax/model.hpp"
+
+namespace triax::mamba2 {
+
+// What one sequence keeps of one layer between cached forwards: the last conv_kernel - 1 inputs of
+// the convolution (x, B and C) and the scan's state.
+struct Mamba2LayerCache : LayerCache {
+  at::Tensor conv_state;  // [conv_dim, conv_kernel - 1], the activations' dtype; undefined: zeros
+  at::Tensor ssm_state;   // [num_heads, head_dim, state_size] fp32; undefined: zeros
+};
+
+class Mamba2Mixer : public mamba::ChannelShards {
+ public:
+  Mamba2Mixer(const Mamba2Config& config, const ModelContext& context);
+
+  // hidden: the normed activations between blocks, [b, s, hidden_size] -> the same shape.
+  at::Tensor forward(const at::Tensor& hidden);
+  // Inference: the new tokens of each row of `step` continue the row's Mamba2LayerCache; the first
+  // step.keep of them enter it (the rest is padding, whose outputs are out_proj of zeros).
+  at::Tensor forward_cached(const at::Tensor& hidden, const CachedStep& step);
+
+  std::shared_ptr<mamba::ChannelShards> conv1d, norm;
+  std::shared_ptr<ColumnParallelLinear> in_proj;
+  std::shared_ptr<RowParallelLinear> out_proj;
+  at::Tensor dt_bias, A_log, D;
+
+ private:
+  // in_proj's outputs: z [b, s, d], the convolution's input [b, conv_dim, s] (contiguous), dt [b, s, H].
+  struct Projected {
+    at::Tensor z, conv_input, dt;
+  };
+  Projected project(const at::Tensor& hidden);
+  // From the convolution's output [b, s, conv_dim]: out_proj's input [b, s, d] in `dtype` and the
+  // scan's final state, starting from `initial_state` (undefined: zeros).
+  std::pair<at::Tensor, at::Tensor> mix(const Projected& projected, const at::Tensor& convolved,
+                                        const at::Tensor& initial_state, c10::ScalarType dtype);
+  // The scan's step per position and head: softplus(dt + dt_bias), clamped to time_step_limit.
+  at::Tensor time_step(const at::Tensor& dt) const;
+  // y * SiLU(z), normalised over each group's channels, times norm.weight (fp32 in, fp32 out).
+  at::Tensor gated_norm(const at::Tensor& y, const at::Tensor& z) const;
+
+  Mamba2Config config_;
+  at::Tensor conv_weight_, conv_bias_, norm_weight_;
+};
+
+}  // namespace triax::mamba2

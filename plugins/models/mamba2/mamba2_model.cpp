@@ -1,0 +1,81 @@
+#include "mamba2_model.hpp"
+
+#include <ATen/ATen.h>
+
+#include <numeric>
+
+#include "mamba2_block.hpp"
+#include "mamba2_init.hpp"
+#include "ssm_backbone.hpp"
+#include "triax/error.hpp"
+#include "triax/layers/context_parallel.hpp"
+
+namespace triax::mamba2 {
+namespace {
+
+// What the mixer cannot split. The group check comes first: it is what tensor parallelism by
+// groups of heads would need, and names the key to change.
+void check_topology(ConfigReader& reader, const Mamba2Config& config, const ModelContext& context) {
+  if (config.n_groups % context.tp_size != 0)
+    reader.fail("n_groups", std::to_string(config.n_groups) +
+                                " groups are not divisible by the tensor parallel size " +
+                                std::to_string(context.tp_size) + " (a rank would hold part of a group of heads)");
+  if (context.tp_size > 1)
+    throw Error(TRIAX_ERROR_INVALID_CONFIG,
+                "parallelism.tp is " + std::to_string(context.tp_size) +
+                    ", but the model plugin 'mamba2' runs its mixers whole on each rank (in_proj keeps Hugging "
+                    "Face's row order, z, x, B, C, dt, of which no tensor-parallel slice is one block); set "
+                    "parallelism.tp to 1");
+  if (const ContextParallel cp = ContextParallel::of(context.host); cp.active())
+    throw Error(TRIAX_ERROR_INVALID_CONFIG,
+                "parallelism.context_parallel_size is " + std::to_string(cp.size) +
+                    ", but the model plugin 'mamba2' has no attention to split a sequence over (its scan's "
+                    "state is not passed between cp ranks); set parallelism.context_parallel_size to 1");
+}
+
+}  // namespace
+
+std::vector<double> Mamba2Model::block_costs(ConfigReader& reader, int64_t sequence_length) {
+  return mamba2_block_costs(Mamba2Config::read(reader), sequence_length);
+}
+
+std::shared_ptr<Mamba2Model> Mamba2Model::create(ConfigReader& reader, const ModelContext& context) {
+  const Mamba2Config config = Mamba2Config::read(reader);
+  check_topology(reader, config, context);
+  check_stage(reader, "num_hidden_layers", config.num_hidden_layers, context, "mamba2");
+  const Mamba2Init init = Mamba2Init::read(context.init_method);  // before allocating: a bad key fails fast
+  auto model = std::make_shared<Mamba2Model>(config, context, to_yaml_text(reader.resolved()));
+  init_mamba2(model->parameter_table(), config, init, context.seed);
+  return model;
+}
+
+Mamba2Model::Mamba2Model(const Mamba2Config& config, const ModelContext& context, std::string resolved_yaml)
+    : CausalLm(mamba::ssm_backbone_layout("mamba2", config.vocab_size, config.hidden_size, config.num_hidden_layers,
+                                          config.tie_word_embeddings),
+               context),
+      config_(config),
+      resolved_yaml_(std::move(resolved_yaml)) {
+  build([&](int64_t) { return std::make_shared<Mamba2Block>(config, context); },
+        [&] { return mamba::ssm_final_norm(config.hidden_size, config.layer_norm_epsilon, context); });
+}
+
+double Mamba2Model::flops_per_token(int64_t sequence_length) const {
+  const std::vector<double> costs = mamba2_block_costs(config_, sequence_length);
+  return 3.0 * std::accumulate(costs.begin(), costs.end(), 0.0);
+}
+
+int64_t Mamba2Model::total_parameters() const {
+  const Mamba2Config& c = config_;
+  const int64_t h = c.hidden_size, d = c.d_inner();
+  int64_t layer = h                                                         // norm
+                  + c.conv_dim() * c.conv_kernel + (c.use_conv_bias ? c.conv_dim() : 0)  // conv1d
+                  + c.projection_size() * h                                 // in_proj
+                  + 3 * c.num_heads                                         // dt_bias, A_log, D
+                  + d                                                       // the gated norm
+                  + h * d;                                                  // out_proj
+  if (c.use_bias) layer += c.projection_size() + h;
+  const int64_t embedding = padded_vocab_size() * h;
+  return embedding + c.num_hidden_layers * layer + h + (c.tie_word_embeddings ? 0 : embedding);
+}
+
+}  // namespace triax::mamba2

@@ -1,0 +1,35 @@
+// Mamba-2's state-space dual (SSD) scan, chunked: the sequence is cut into chunks of chunk_size
+// positions; within a chunk the output is a masked, decayed "attention" C.B over the chunk's
+// positions, across chunks a small recurrence passes each chunk's final state on. Every step is a
+// batched matrix product or an elementwise op (LibTorch ops, differentiable by autograd), so the
+// work is chunk-sized GEMMs instead of a loop over the tokens.
+//
+// Shapes: batch b, length l, heads H of head_dim P, groups G (H divisible by G; head h reads the
+// B and C of group h / (H / G)), state N.
+//   x [b, l, H, P], dt [b, l, H] (the step after softplus and limits), A [H] (negative),
+//   B and C [b, l, G, N], initial_state [b, H, P, N] or undefined (zeros).
+// The recurrence it computes, per head:  S_t = exp(dt_t A) S_{t-1} + dt_t x_t B_t^T,  y_t = S_t C_t.
+// The D skip and the gate are the mixer's.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace triax::mamba2 {
+
+struct SsdInputs {
+  at::Tensor x, dt, A, B, C;
+  at::Tensor initial_state;  // optional
+};
+
+struct SsdOutputs {
+  at::Tensor y;            // [b, l, H, P]
+  at::Tensor final_state;  // [b, H, P, N], the state after the last position
+};
+
+// Arithmetic in fp32 (fp64 for fp64 inputs); outputs in that type. chunk_size > 0; the length
+// need not be a multiple of it.
+SsdOutputs ssd_chunked(const SsdInputs& inputs, int64_t chunk_size);
+
+}  // namespace triax::mamba2

@@ -1,0 +1,43 @@
+# The mamba2 model plugin's unit tests (included from tests/CMakeLists.txt): the chunked SSD
+# against the sequential scan (fp64, gradients), config and bad input, initialisation, logits
+# against an independent reference, recomputation, and the Hugging Face mapping. They link the
+# model code directly (triax_mamba2_impl).
+add_executable(mamba2_test ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_config_test.cpp
+                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_model_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_cache_test.cpp)
+target_link_libraries(mamba2_test PRIVATE triax_mamba2_impl GTest::gtest_main)
+triax_use_pch(mamba2_test)
+gtest_discover_tests(mamba2_test PROPERTIES LABELS mamba2)
+
+# The demo config trains with the triax command and its loss falls (tests/mamba2_training_test.py).
+add_test(NAME mamba2_demo_trains
+         COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/mamba2_training_test.py $<TARGET_FILE:triax>
+                 ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/mamba2_demo)
+set_tests_properties(mamba2_demo_trains PROPERTIES LABELS "python;mamba2" TIMEOUT 300 ENVIRONMENT "OMP_NUM_THREADS=1")
+
+# The Mamba-2 parity matrix (after parity.cmake, whose parity_runner and run_case.sh it uses): the
+# tiny Mamba-2 of parity/tiny_mamba2_parity.yaml trained 10 steps in fp32 on real processes
+# (mpirun) at pp 2 with both engines (the fp32 residual crossing the stage boundary), with
+# per-layer recomputation, and at dp 2 with ZeRO-1 and ZeRO-3; losses, gradient norms and final
+# parameters within 1e-5 relative of the single-rank run's. The plugin refuses tp > 1.
+add_dependencies(parity_runner triax_mamba2)
+set(MAMBA2_PARITY_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_mamba2_parity.yaml)
+set(MAMBA2_PARITY_DIR ${CMAKE_CURRENT_BINARY_DIR}/mamba2_parity)
+add_test(NAME mamba2_parity.reference
+         COMMAND parity_runner run --config ${MAMBA2_PARITY_CONFIG} --out ${MAMBA2_PARITY_DIR}/reference
+                 --set checkpoints.checkpoints_path=${MAMBA2_PARITY_DIR}/reference/run)
+set_tests_properties(mamba2_parity.reference PROPERTIES FIXTURES_SETUP mamba2_parity_reference
+                     LABELS "parity;mamba2" ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+
+function(triax_mamba2_parity_case name)
+  triax_config_parity_case(mamba2_parity.${name} CONFIG ${MAMBA2_PARITY_CONFIG} REFERENCE ${MAMBA2_PARITY_DIR}/reference
+                           FIXTURE mamba2_parity_reference LABELS parity multi_rank mamba2 ${ARGN})
+endfunction()
+
+triax_mamba2_parity_case(pp2_afab       DP 1 TP 1 PP 2 ENGINE afab ZERO 0 MODE ALL_REDUCE)
+triax_mamba2_parity_case(pp2_1f1b       DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE)
+triax_mamba2_parity_case(pp2_recompute  DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE
+                         --set parallelism.recompute_layer=true)
+triax_mamba2_parity_case(dp2_zero1      DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE)
+# ZeRO-3 (docs/zero3.md): the mixer's scan and convolution run again in each block's backward.
+triax_mamba2_parity_case(dp2_zero3      DP 2 TP 1 PP 1 ENGINE afab ZERO 3 MODE ALL_REDUCE)
+triax_mamba2_parity_case(dp2_pp2_1f1b   DP 2 TP 1 PP 2 ENGINE 1f1b ZERO 1 MODE ALL_REDUCE)

@@ -1,0 +1,99 @@
+// Shared by the mamba2 plugin's unit tests: the tiny model they build and an independent
+// reference of Hugging Face's Mamba2ForCausalLM computation, written with plain ATen ops in double
+// precision around the sequential SSD scan (mamba2_ssd_reference.hpp).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "mamba2_model.hpp"
+#include "mamba2_ssd_reference.hpp"
+#include "model_reference_support.hpp"
+#include "triax/config_reader.hpp"
+
+namespace mamba2_test {
+
+using triax::ConfigReader;
+using triax::ModelContext;
+using triax::mamba2::Mamba2Model;
+
+// hidden 16, 2 layers, 8 heads of 4 channels in 2 groups, state 4, conv 3, chunks of 4; vocab 30.
+inline std::string tiny_yaml(bool tied, const std::string& extra = "") {
+  return "hidden_size: 16\nnum_hidden_layers: 2\nvocab_size: 30\nnum_heads: 8\nhead_dim: 4\nstate_size: 4\n"
+         "n_groups: 2\nconv_kernel: 3\nchunk_size: 4\ntie_word_embeddings: " +
+         std::string(tied ? "true" : "false") + "\n" + extra;
+}
+
+inline ModelContext make_context(int first_block = 0, int last_block = 4) {
+  ModelContext context;
+  context.first_block = first_block;
+  context.last_block = last_block;
+  context.seed = 1234;
+  context.init_method = YAML::Load("{initializer_range: 0.5}");  // large enough that every token matters
+  return context;
+}
+
+inline std::shared_ptr<Mamba2Model> build(const std::string& yaml, const ModelContext& context = make_context()) {
+  ConfigReader reader = ConfigReader::from_text(yaml, "model.model_config");
+  return Mamba2Model::create(reader, context);
+}
+
+inline at::Tensor tokens(int64_t rows, int64_t length, uint64_t seed) {
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randint(30, {rows, length}, generator, at::kLong);
+}
+
+using triax::test::max_abs_diff;
+using triax::test::parameters_of;
+using triax::test::rms_norm;
+
+// One mixer of the reference: `h` [b, s, hidden] normed -> [b, s, hidden].
+inline at::Tensor reference_mixer(std::map<std::string, at::Tensor>& p, const std::string& m,
+                                  const triax::mamba2::Mamba2Config& c, const at::Tensor& h) {
+  const int64_t b = h.size(0), s = h.size(1), d = c.d_inner(), gn = c.n_groups * c.state_size;
+  const int64_t conv_dim = c.conv_dim(), k = c.conv_kernel;
+  at::Tensor projected = at::matmul(h, p.at(m + "in_proj.weight").t());
+  if (p.count(m + "in_proj.bias")) projected = projected + p.at(m + "in_proj.bias");
+  const at::Tensor z = projected.narrow(2, 0, d), xbc = projected.narrow(2, d, conv_dim);
+  const at::Tensor dt = projected.narrow(2, d + conv_dim, c.num_heads);
+  // Causal depthwise convolution: output t reads inputs t - k + 1 .. t (zeros before the start).
+  const at::Tensor w = p.at(m + "conv1d.weight").squeeze(1);  // [conv_dim, k]
+  at::Tensor conv = p.count(m + "conv1d.bias") ? p.at(m + "conv1d.bias").expand({b, s, conv_dim}).clone()
+                                               : at::zeros({b, s, conv_dim}, h.options());
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t shift = k - 1 - j;
+    if (shift < s) conv.narrow(1, shift, s - shift).add_(xbc.narrow(1, 0, s - shift) * w.select(1, j));
+  }
+  conv = at::silu(conv);
+  const at::Tensor x = conv.narrow(2, 0, d).reshape({b, s, c.num_heads, c.head_dim});
+  const at::Tensor B = conv.narrow(2, d, gn).reshape({b, s, c.n_groups, c.state_size});
+  const at::Tensor C = conv.narrow(2, d + gn, gn).reshape({b, s, c.n_groups, c.state_size});
+  const at::Tensor step = at::softplus(dt + p.at(m + "dt_bias")).clamp(c.time_step_limit_low, c.time_step_limit_high);
+  at::Tensor y = sequential_ssd(x, step, -at::exp(p.at(m + "A_log")), B, C).first;
+  y = (y + p.at(m + "D").unsqueeze(-1) * x).reshape({b, s, d}) * at::silu(z);
+  const at::Tensor grouped = y.reshape({b, s, c.n_groups, -1});
+  y = (grouped * at::rsqrt(grouped.pow(2).mean(-1, true) + c.layer_norm_epsilon)).reshape({b, s, d});
+  at::Tensor out = at::matmul(y * p.at(m + "norm.weight"), p.at(m + "out_proj.weight").t());
+  return p.count(m + "out_proj.bias") ? out + p.at(m + "out_proj.bias") : out;
+}
+
+// Logits [batch, seq, vocab] of Mamba2ForCausalLM for `ids`, from the model's parameters.
+inline at::Tensor reference_logits(Mamba2Model& model, const at::Tensor& ids) {
+  std::map<std::string, at::Tensor> p = parameters_of(model);
+  const auto& c = model.config();
+  const int64_t batch = ids.size(0), seq = ids.size(1);
+  at::Tensor x = p.at("backbone.embeddings.weight").index_select(0, ids.reshape({-1})).reshape({batch, seq, -1});
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const std::string prefix = "backbone.layers." + std::to_string(layer) + ".";
+    x = x + reference_mixer(p, prefix + "mixer.", c, rms_norm(x, p.at(prefix + "norm.weight"), c.layer_norm_epsilon));
+  }
+  x = rms_norm(x, p.at("backbone.norm_f.weight"), c.layer_norm_epsilon);
+  const at::Tensor head = p.count("lm_head.weight") ? p.at("lm_head.weight") : p.at("backbone.embeddings.weight");
+  return at::matmul(x, head.t());
+}
+
+}  // namespace mamba2_test
