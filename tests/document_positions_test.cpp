@@ -52,7 +52,7 @@ data_stages: [{name: s, start_training_step: 1, data: {seed: 3, dataset: )" +
   return parse_train_config(YAML::Load(yaml), "run.yaml");
 }
 
-BatchLayout layout(bool positions) {
+BatchLayout layout_with_positions(bool positions) {
   BatchLayout out{kSequence, 2, 3, 0, 1};
   out.document_positions = positions;
   return out;
@@ -72,8 +72,8 @@ TEST(DocumentPositions, StepSamplesCarryThemBesideTheTokensAndResumeExactly) {
   TempFolder dir;
   write_token_file(dir / "docs" / "part.ds", iota_tokens(2000), 2, varied_document_ends(2000));
   const TrainConfig config = run_config("{dataset_folder: " + (dir / "docs").string() + "}");
-  TrainingData with(config, 40000, layout(true));
-  TrainingData without(config, 40000, layout(false));
+  TrainingData with(config, 40000, layout_with_positions(true));
+  TrainingData without(config, 40000, layout_with_positions(false));
   std::vector<at::Tensor> batches;
   for (int64_t step = 1; step <= 12; ++step) {
     const at::Tensor batch = with.step_samples(step);
@@ -91,7 +91,7 @@ TEST(DocumentPositions, StepSamplesCarryThemBesideTheTokensAndResumeExactly) {
     }
     batches.push_back(batch);
   }
-  TrainingData resumed(config, 40000, layout(true));
+  TrainingData resumed(config, 40000, layout_with_positions(true));
   resumed.restore(with.state(5));
   for (int64_t step = 6; step <= 12; ++step)
     EXPECT_TRUE(at::equal(resumed.step_samples(step), batches[static_cast<size_t>(step - 1)])) << "step " << step;
@@ -99,7 +99,7 @@ TEST(DocumentPositions, StepSamplesCarryThemBesideTheTokensAndResumeExactly) {
 
 TEST(DocumentPositions, TheSyntheticStreamIsRefusedNamingTheKey) {
   const TrainConfig config = run_config("null");
-  const std::string message = error_of([&] { TrainingData data(config, 40000, layout(true)); });
+  const std::string message = error_of([&] { TrainingData data(config, 40000, layout_with_positions(true)); });
   EXPECT_NE(message.find("run.yaml: model.model_config._use_doc_masking: true needs documents"), std::string::npos)
       << message;
   EXPECT_NE(message.find("data_stages.0.data.dataset is null"), std::string::npos) << message;
@@ -110,10 +110,10 @@ TEST(DocumentPositions, AFileWithoutItsIndexIsRefusedNamingIt) {
   write_token_file(dir / "docs" / "part.ds", iota_tokens(200), 2);
   fs::remove(dir / "docs" / "part.ds.index");
   const TrainConfig config = run_config("{dataset_folder: " + (dir / "docs").string() + "}");
-  const std::string message = error_of([&] { TrainingData data(config, 40000, layout(true)); });
+  const std::string message = error_of([&] { TrainingData data(config, 40000, layout_with_positions(true)); });
   EXPECT_NE(message.find("part.ds.index: missing: document masking needs"), std::string::npos) << message;
   EXPECT_NE(message.find("data_stages.0.data.dataset.dataset_folder"), std::string::npos) << message;
-  EXPECT_NO_THROW(TrainingData(config, 40000, layout(false)));
+  EXPECT_NO_THROW(TrainingData(config, 40000, layout_with_positions(false)));
 }
 
 }  // namespace
