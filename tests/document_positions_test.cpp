@@ -41,7 +41,7 @@ TEST(DocumentPositions, RestartAfterEachDocumentEndInsideTheSample) {
   }
 }
 
-TrainConfig run_config(const std::string& dataset, int64_t train_steps = 12) {
+TrainConfig documents_run_config(const std::string& dataset, int64_t train_steps = 12) {
   const std::string yaml = R"(
 model: {model_config: {vocab_size: 40000, _use_doc_masking: true}, init_method: {std: 0.02}}
 tokens: {sequence_length: 9, micro_batch_size: 2, batch_accumulation_per_replica: 3, train_steps: )" +
@@ -71,7 +71,7 @@ std::vector<uint64_t> varied_document_ends(uint64_t tokens) {
 TEST(DocumentPositions, StepSamplesCarryThemBesideTheTokensAndResumeExactly) {
   TempFolder dir;
   write_token_file(dir / "docs" / "part.ds", iota_tokens(2000), 2, varied_document_ends(2000));
-  const TrainConfig config = run_config("{dataset_folder: " + (dir / "docs").string() + "}");
+  const TrainConfig config = documents_run_config("{dataset_folder: " + (dir / "docs").string() + "}");
   TrainingData with(config, 40000, layout_with_positions(true));
   TrainingData without(config, 40000, layout_with_positions(false));
   std::vector<at::Tensor> batches;
@@ -98,7 +98,7 @@ TEST(DocumentPositions, StepSamplesCarryThemBesideTheTokensAndResumeExactly) {
 }
 
 TEST(DocumentPositions, TheSyntheticStreamIsRefusedNamingTheKey) {
-  const TrainConfig config = run_config("null");
+  const TrainConfig config = documents_run_config("null");
   const std::string message = error_of([&] { TrainingData data(config, 40000, layout_with_positions(true)); });
   EXPECT_NE(message.find("run.yaml: model.model_config._use_doc_masking: true needs documents"), std::string::npos)
       << message;
@@ -109,7 +109,7 @@ TEST(DocumentPositions, AFileWithoutItsIndexIsRefusedNamingIt) {
   TempFolder dir;
   write_token_file(dir / "docs" / "part.ds", iota_tokens(200), 2);
   fs::remove(dir / "docs" / "part.ds.index");
-  const TrainConfig config = run_config("{dataset_folder: " + (dir / "docs").string() + "}");
+  const TrainConfig config = documents_run_config("{dataset_folder: " + (dir / "docs").string() + "}");
   const std::string message = error_of([&] { TrainingData data(config, 40000, layout_with_positions(true)); });
   EXPECT_NE(message.find("part.ds.index: missing: document masking needs"), std::string::npos) << message;
   EXPECT_NE(message.find("data_stages.0.data.dataset.dataset_folder"), std::string::npos) << message;
