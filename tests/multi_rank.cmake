@@ -1,10 +1,13 @@
 # Multi-rank tests: real processes started by mpirun, talking through the real backend.
 #
-#   triax_add_multi_rank_test(NAME <name> RANKS <k> COMMAND <executable> [ARGS <arg>...] [TIMEOUT <s>])
+#   triax_add_multi_rank_test(NAME <name> RANKS <k> COMMAND <executable> [ARGS <arg>...] [TIMEOUT <s>]
+#                             [PROCESSORS <n>])
 #
 # registers a ctest that runs `mpirun -n k --oversubscribe <executable> <args>` with Open MPI's
 # run-as-root permission and one intra-op thread per rank; ctest kills it after TIMEOUT seconds
-# (default 120). A gtest executable for it links triax_multi_rank_main (see
+# (default 120). PROCESSORS (default k) is the number of cores the test keeps busy, which ctest
+# reserves for it: a test whose ranks mostly wait (timeouts, process starts) names fewer, so that
+# other tests run beside it. A gtest executable for it links triax_multi_rank_main (see
 # multi_rank_environment.hpp), which initialises MPI and lets only rank 0 print the test log
 # (every rank prints its own failures).
 include_guard(GLOBAL)
@@ -16,18 +19,21 @@ target_include_directories(triax_multi_rank_main PUBLIC ${CMAKE_CURRENT_LIST_DIR
 target_compile_definitions(triax_multi_rank_main PUBLIC OMPI_SKIP_MPICXX=1 MPICH_SKIP_MPICXX=1)
 
 function(triax_add_multi_rank_test)
-  cmake_parse_arguments(ARG "" "NAME;RANKS;TIMEOUT" "COMMAND;ARGS" ${ARGN})
+  cmake_parse_arguments(ARG "" "NAME;RANKS;TIMEOUT;PROCESSORS" "COMMAND;ARGS" ${ARGN})
   if(NOT ARG_NAME OR NOT ARG_RANKS OR NOT ARG_COMMAND)
     message(FATAL_ERROR "triax_add_multi_rank_test needs NAME, RANKS and COMMAND")
   endif()
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
+  if(NOT ARG_PROCESSORS)
+    set(ARG_PROCESSORS ${ARG_RANKS})
+  endif()
   add_test(NAME ${ARG_NAME}
            COMMAND ${MPIEXEC_EXECUTABLE} -n ${ARG_RANKS} --oversubscribe ${ARG_COMMAND} ${ARG_ARGS})
   set_tests_properties(${ARG_NAME} PROPERTIES
     TIMEOUT ${ARG_TIMEOUT}
-    PROCESSORS ${ARG_RANKS}
+    PROCESSORS ${ARG_PROCESSORS}
     LABELS multi_rank
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
 endfunction()

@@ -33,7 +33,9 @@ def main():
     import mamba_ssm
     from mamba_ssm.ops.selective_scan_interface import selective_scan_fn
 
-    t = {k: v.cuda() for k, v in torch.load(a.tensors).items()}
+    # Written by mamba_scan_bench in the same run through LibTorch's pickler, whose type tags the
+    # weights-only loader refuses.
+    t = {k: v.cuda() for k, v in torch.load(a.tensors, weights_only=False).items()}
     names = ["u", "delta", "A", "B", "C", "D", "z", "delta_bias"]
 
     def scan(inputs):
