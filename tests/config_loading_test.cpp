@@ -101,26 +101,26 @@ TEST(Config, NanotronProfilerSectionAndBenchmarkCsvLoad) {
               "record_shapes: true, profile_memory: true, with_stack: false, export_chrome_trace: true}",
               "general.benchmark_csv_path=bench.csv"});
   ASSERT_TRUE(c.profiler.has_value());
-  EXPECT_EQ(c.profiler->profiler_export_path, "./tb_logs");
-  EXPECT_EQ(c.profiler->wait, 2);
-  EXPECT_EQ(c.profiler->warmup, 1);
-  EXPECT_EQ(c.profiler->active, 3);
-  EXPECT_EQ(c.profiler->repeat, 2);
-  EXPECT_EQ(c.profiler->skip_first, 4);
-  EXPECT_TRUE(c.profiler->record_shapes);
-  EXPECT_TRUE(c.profiler->profile_memory);
-  EXPECT_FALSE(c.profiler->with_stack);
+  EXPECT_EQ(c.profiler->options.export_path, "./tb_logs");
+  EXPECT_EQ(c.profiler->options.wait, 2);
+  EXPECT_EQ(c.profiler->options.warmup, 1);
+  EXPECT_EQ(c.profiler->options.active, 3);
+  EXPECT_EQ(c.profiler->options.repeat, 2);
+  EXPECT_EQ(c.profiler->options.skip_first, 4);
+  EXPECT_TRUE(c.profiler->options.record_shapes);
+  EXPECT_TRUE(c.profiler->options.profile_memory);
+  EXPECT_FALSE(c.profiler->options.with_stack);
   EXPECT_EQ(c.general.benchmark_csv_path.value_or(""), "bench.csv");
   // nanotron's defaults for the keys left out.
   TrainConfig d = load_train_config(kTiny, {"profiler={profiler_export_path: tb}"});
   ASSERT_TRUE(d.profiler.has_value());
-  EXPECT_EQ(d.profiler->wait, 1);
-  EXPECT_EQ(d.profiler->warmup, 1);
-  EXPECT_EQ(d.profiler->active, 1);
-  EXPECT_EQ(d.profiler->repeat, 1);
-  EXPECT_EQ(d.profiler->skip_first, 3);
-  EXPECT_FALSE(d.profiler->record_shapes);
-  EXPECT_TRUE(d.profiler->with_stack);
+  EXPECT_EQ(d.profiler->options.wait, 1);
+  EXPECT_EQ(d.profiler->options.warmup, 1);
+  EXPECT_EQ(d.profiler->options.active, 1);
+  EXPECT_EQ(d.profiler->options.repeat, 1);
+  EXPECT_EQ(d.profiler->options.skip_first, 3);
+  EXPECT_FALSE(d.profiler->options.record_shapes);
+  EXPECT_TRUE(d.profiler->options.with_stack);
   EXPECT_EQ(d.resolved["profiler"]["skip_first"].as<int>(), 3);
   EXPECT_FALSE(load_train_config(kTiny).profiler.has_value());
 }

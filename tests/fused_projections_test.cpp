@@ -72,7 +72,11 @@ constexpr int64_t kBatch = 2, kSeq = 8;
 // hidden 32, 8 query heads of 4 over 4 kv heads (2 per group), biases on q, k and v: at tp 2 each
 // rank holds 2 groups, at tp 4 one.
 TEST_P(FusedProjectionsTest, QkvProjectionEqualsSeparateQKAndV) {
-  const triax::AttentionShape shape{32, 8, 4, /*qkv_bias=*/true};
+  triax::AttentionShape shape;
+  shape.hidden_size = 32;
+  shape.heads = 8;
+  shape.kv_heads = 4;
+  shape.qkv_bias = true;
   const int64_t d = 4, q_out = 32, kv_out = 16;
   const triax::QkvLayout layout = triax::QkvLayout::of(shape);
   for (c10::ScalarType dtype : kDtypes) {

@@ -85,6 +85,14 @@ at::Tensor token_ids(int micro_batch) {
   return at::arange(6, at::kLong).add(7 * micro_batch).remainder(11).view({2, 3});
 }
 
+// Micro-batch i as the whole model takes it: its tokens, as labels too.
+StageInput micro_batch_input(int micro_batch) {
+  StageInput input;
+  input.input_ids = token_ids(micro_batch);
+  input.label_ids = token_ids(micro_batch);
+  return input;
+}
+
 struct Feed {
   static triax_status next(void*, int32_t index, triax_stage_io* io, triax_error*) {
     io->input_ids = release_handle(token_ids(index));
@@ -130,7 +138,7 @@ TEST(InterleavedPipeline, TwoChunksPerRankMatchTheWholeModel) {
   ModelInstance whole(toy_vtable(), "toy", "{}", toy_context(0, 1, 0, kBlocks, 0, 1, host.c_host()));
   at::Tensor reference_loss = at::zeros({}, at::kFloat);
   for (int i = 0; i < kMicroBatches; ++i) {
-    StageOutput out = ModelRef(whole.ref()).forward({token_ids(i), token_ids(i), at::Tensor(), at::Tensor()});
+    StageOutput out = ModelRef(whole.ref()).forward(micro_batch_input(i));
     (out.loss / kMicroBatches).backward();
     reference_loss += out.loss.detach() / kMicroBatches;
   }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `triax launch`, rendezvous and the no-hang guarantee, end to end with real processes:
 #   - two data-parallel ranks train and the launcher exits 0;
+#   - a command other than triax: the launcher exits with its failing rank's status (mpirun
+#     --enable-recovery returns 0 whatever its ranks returned), 1 for a rank killed by a signal;
 #   - a mesh that does not match the launch, an unknown backend, the mpi backend under torchrun's
 #     variables, partial launcher variables: exit 2 before any work, reported by every rank;
 #   - one rank killed mid-training: the other exits non-zero within the timeout, naming the step
@@ -60,6 +62,13 @@ expect 2 "torchrun starts GPU ranks (nccl); on CPU start them with \`triax launc
   "$TRIAX" "${TRAIN[@]}" --set parallelism.dp=2 --set parallelism.comm_backend=mpi
 expect 2 "RANK is set but WORLD_SIZE is not" 1 -- env RANK=1 "$TRIAX" "${TRAIN[@]}"
 expect 2 "-n N (N >= 1) is required" 1 -- "$TRIAX" launch -- "$TRIAX" version
+
+# Commands that are not triax: each rank's own exit status counts, and a killed rank fails the launch.
+expect 0 "rank done" 2 -- "$TRIAX" launch -n 2 -- sh -c 'echo rank done'
+expect 1 "rank 0 exited with status 1" 1 -- "$TRIAX" launch -n 2 -- false
+expect 3 "rank 1 exited with status 3" 1 -- "$TRIAX" launch -n 2 -- sh -c 'exit $((OMPI_COMM_WORLD_RANK * 3))'
+expect 1 "rank 1 left no exit status (killed or crashed)" 1 -- \
+  "$TRIAX" launch -n 2 -- sh -c 'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then kill -9 $$; fi'
 
 # One rank killed mid-training: the survivor names the step and the peer within the timeout.
 TIMEOUT=4

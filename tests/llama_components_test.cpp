@@ -172,7 +172,12 @@ TEST(LlamaComponents, QkvLayoutGroupsHeadsByKeyValueHead) {
 // An MHA shape, a GQA shape with several query heads per group, and one with a single kv head.
 TEST(LlamaComponents, FusedQkvEqualsSeparateProjections) {
   for (const auto& [heads, kv_heads] : std::vector<std::pair<int64_t, int64_t>>{{4, 4}, {6, 2}, {4, 1}}) {
-    const AttentionShape shape{24, heads, kv_heads, /*qkv_bias=*/true, /*output_bias=*/true};
+    AttentionShape shape;
+    shape.hidden_size = 24;
+    shape.heads = heads;
+    shape.kv_heads = kv_heads;
+    shape.qkv_bias = true;
+    shape.output_bias = true;
     const int64_t d = 24 / heads, q_out = heads * d, kv_out = kv_heads * d;
     triax::GroupedQueryAttention attention(shape, make_context(1, at::kDouble));
     const at::Tensor wq = normal({q_out, 24}, 0.3, 31), wk = normal({kv_out, 24}, 0.3, 32);

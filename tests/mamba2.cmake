@@ -19,18 +19,11 @@ set_tests_properties(mamba2_demo_trains PROPERTIES LABELS "python;mamba2" TIMEOU
 # (mpirun) at pp 2 with both engines (the fp32 residual crossing the stage boundary), with
 # per-layer recomputation, and at dp 2 with ZeRO-1 and ZeRO-3; losses, gradient norms and final
 # parameters within 1e-5 relative of the single-rank run's. The plugin refuses tp > 1.
-add_dependencies(parity_runner triax_mamba2)
 set(MAMBA2_PARITY_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_mamba2_parity.yaml)
-set(MAMBA2_PARITY_DIR ${CMAKE_CURRENT_BINARY_DIR}/mamba2_parity)
-add_test(NAME mamba2_parity.reference
-         COMMAND parity_runner run --config ${MAMBA2_PARITY_CONFIG} --out ${MAMBA2_PARITY_DIR}/reference
-                 --set checkpoints.checkpoints_path=${MAMBA2_PARITY_DIR}/reference/run)
-set_tests_properties(mamba2_parity.reference PROPERTIES FIXTURES_SETUP mamba2_parity_reference
-                     LABELS "parity;mamba2" ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+triax_model_parity_reference(mamba2_parity PLUGIN triax_mamba2 CONFIG ${MAMBA2_PARITY_CONFIG} LABEL mamba2)
 
 function(triax_mamba2_parity_case name)
-  triax_config_parity_case(mamba2_parity.${name} CONFIG ${MAMBA2_PARITY_CONFIG} REFERENCE ${MAMBA2_PARITY_DIR}/reference
-                           FIXTURE mamba2_parity_reference LABELS parity multi_rank mamba2 ${ARGN})
+  triax_model_parity_case(mamba2_parity ${name} CONFIG ${MAMBA2_PARITY_CONFIG} LABEL mamba2 ${ARGN})
 endfunction()
 
 triax_mamba2_parity_case(pp2_afab       DP 1 TP 1 PP 2 ENGINE afab ZERO 0 MODE ALL_REDUCE)

@@ -3,21 +3,13 @@
 # (mpirun) at tp 2 in both tp modes, pp 2 with both engines (the fp32 residual crossing the stage
 # boundary), dp 2 with ZeRO-1, tp 2 x pp 2 x dp 2, and tp 2 with per-layer recomputation; losses, gradient norms and final parameters within 1e-5 relative of the
 # single-rank run's, as the Llama matrix.
-add_dependencies(parity_runner triax_mamba)
 set(MAMBA_PARITY_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_mamba_parity.yaml)
-set(MAMBA_PARITY_DIR ${CMAKE_CURRENT_BINARY_DIR}/mamba_parity)
-
-add_test(NAME mamba_parity.reference
-         COMMAND parity_runner run --config ${MAMBA_PARITY_CONFIG} --out ${MAMBA_PARITY_DIR}/reference
-                 --set checkpoints.checkpoints_path=${MAMBA_PARITY_DIR}/reference/run)
-set_tests_properties(mamba_parity.reference PROPERTIES FIXTURES_SETUP mamba_parity_reference
-                     LABELS "parity;mamba" ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+triax_model_parity_reference(mamba_parity PLUGIN triax_mamba CONFIG ${MAMBA_PARITY_CONFIG} LABEL mamba)
 
 # triax_mamba_parity_case(<name> DP d TP t PP p ENGINE afab|1f1b ZERO 0|1|3 MODE ALL_REDUCE|REDUCE_SCATTER
 #                         [--set ...]...)
 function(triax_mamba_parity_case name)
-  triax_config_parity_case(mamba_parity.${name} CONFIG ${MAMBA_PARITY_CONFIG} REFERENCE ${MAMBA_PARITY_DIR}/reference
-                           FIXTURE mamba_parity_reference LABELS parity multi_rank mamba ${ARGN})
+  triax_model_parity_case(mamba_parity ${name} CONFIG ${MAMBA_PARITY_CONFIG} LABEL mamba ${ARGN})
 endfunction()
 
 triax_mamba_parity_case(tp2                  DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)

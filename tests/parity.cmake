@@ -62,7 +62,7 @@ function(triax_parity_case name)
                        ENVIRONMENT "PEAK_LIVE=${ARG_PEAK_LIVE};HELD_SHARE=${ARG_HELD_SHARE}")
 endfunction()
 
-# The same for another model or setting (mamba_parity.cmake, mup.cmake, context_parallel.cmake):
+# The same for another model or setting (through triax_model_parity_case below, mup.cmake, context_parallel.cmake):
 #   triax_config_parity_case(<test name> CONFIG <yaml> REFERENCE <dir> FIXTURE <fixture> LABELS <labels>
 #                            [CP c] DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER
 #                            [AUX_LOSSES] [--set ...]...)
@@ -92,6 +92,30 @@ function(triax_config_parity_case test)
                    --set tokens.batch_accumulation_per_replica=${accumulation} ${ARG_UNPARSED_ARGUMENTS})
   set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED ${ARG_FIXTURE} LABELS "${ARG_LABELS}"
                        PROCESSORS ${ranks} TIMEOUT 300)
+endfunction()
+
+# Another model's matrix (mamba_parity.cmake, mamba2.cmake): its plugin built for parity_runner and
+# its single-rank run of CONFIG, <prefix>.reference (fixture <prefix>_reference, in <prefix>/reference
+# of this build folder), labelled parity and LABEL; then its cases against that run, through
+# triax_config_parity_case, labelled parity, multi_rank and LABEL:
+#   triax_model_parity_reference(<prefix> PLUGIN <target> CONFIG <yaml> LABEL <label>)
+#   triax_model_parity_case(<prefix> <name> CONFIG <yaml> LABEL <label> DP d TP t PP p ENGINE e ZERO z MODE m
+#                           [--set ...]...)
+function(triax_model_parity_reference prefix)
+  cmake_parse_arguments(ARG "" "PLUGIN;CONFIG;LABEL" "" ${ARGN})
+  add_dependencies(parity_runner ${ARG_PLUGIN})
+  set(reference ${CMAKE_CURRENT_BINARY_DIR}/${prefix}/reference)
+  add_test(NAME ${prefix}.reference
+           COMMAND parity_runner run --config ${ARG_CONFIG} --out ${reference}
+                   --set checkpoints.checkpoints_path=${reference}/run)
+  set_tests_properties(${prefix}.reference PROPERTIES FIXTURES_SETUP ${prefix}_reference
+                       LABELS "parity;${ARG_LABEL}" ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+endfunction()
+
+function(triax_model_parity_case prefix name)
+  cmake_parse_arguments(ARG "" "CONFIG;LABEL" "" ${ARGN})
+  triax_config_parity_case(${prefix}.${name} CONFIG ${ARG_CONFIG} REFERENCE ${CMAKE_CURRENT_BINARY_DIR}/${prefix}/reference
+                           FIXTURE ${prefix}_reference LABELS parity multi_rank ${ARG_LABEL} ${ARG_UNPARSED_ARGUMENTS})
 endfunction()
 
 # Data parallel alone, with and without ZeRO-1.

@@ -118,7 +118,12 @@ at::Tensor reference_attention(const at::Tensor& x, triax::GroupedQueryAttention
 
 TEST(Qwen2, GptjPairsAndNopeLayersMatchAttentionWrittenOut) {
   for (const bool rotary : {true, false}) {
-    triax::AttentionShape shape{32, 4, 2, /*qkv_bias=*/true, /*output_bias=*/false};
+    triax::AttentionShape shape;
+    shape.hidden_size = 32;
+    shape.heads = 4;
+    shape.kv_heads = 2;
+    shape.qkv_bias = true;
+    shape.output_bias = false;
     shape.rotary = rotary;
     shape.rope_interleaved = true;
     triax::GroupedQueryAttention attention(shape, make_context(1, at::kDouble));

@@ -2,10 +2,12 @@
 //
 // mpirun runs with --enable-recovery, so that when one rank dies the others stay alive long
 // enough to detect it and say which peer and step (by default mpirun would kill them at once,
-// silently). Because mpirun then may return 0 although a rank failed, each triax rank records its
-// exit status in a folder given through TRIAX_LAUNCH_STATUS_DIR, and a rank that left none was
-// killed. The launcher never runs LibTorch code: it forks and execs at once (libgomp is not fork
-// safe). SIGTERM and SIGUSR1 reach every rank (preemption, docs/reliability.md).
+// silently). Because mpirun then returns 0 although a rank failed, each rank's exit status goes
+// into a folder given through TRIAX_LAUNCH_STATUS_DIR: a triax rank writes its own, and mpirun
+// starts every rank through triax-launch-rank (launched_rank.cpp), which writes it for any other
+// command; a rank that left none was killed. The launcher never runs LibTorch code: it
+// forks and execs at once (libgomp is not fork safe). SIGTERM and SIGUSR1 reach every rank
+// (preemption, docs/reliability.md).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -82,7 +84,8 @@ void forward_signal(int signal_number) {
 }
 void remember_signal(int signal_number) { g_preemption_signal = signal_number; }
 
-// The processes whose parent is `parent` (the ranks are mpirun's children on this machine).
+// The processes whose parent is `parent` (mpirun's children on this machine: each rank's
+// triax-launch-rank, which forwards the signal to its rank).
 std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> children;
   std::error_code ec;
@@ -269,7 +272,8 @@ void set_rank_environment(const LaunchOptions& options, const std::string& statu
   if (options.comm_timeout > 0) setenv(kCommTimeoutVariable, std::to_string(options.comm_timeout).c_str(), 1);
 }
 
-std::vector<std::string> mpirun_command_line(const LaunchOptions& options) {
+// mpirun's command line: each rank is `<launch_rank> COMMAND...`.
+std::vector<std::string> mpirun_command_line(const LaunchOptions& options, const std::string& launch_rank) {
   std::vector<std::string> argv = {mpirun_program(), "-n", std::to_string(options.ranks), "--oversubscribe",
                                    "--enable-recovery"};
   if (geteuid() == 0) argv.push_back("--allow-run-as-root");
@@ -279,6 +283,7 @@ std::vector<std::string> mpirun_command_line(const LaunchOptions& options) {
       argv.push_back("-x");
       argv.push_back(name);
     }
+  argv.push_back(launch_rank);
   argv.insert(argv.end(), options.command.begin(), options.command.end());
   return argv;
 }
@@ -316,11 +321,23 @@ int launch_status(int ranks, const std::string& status_folder, int mpirun_status
   return mpirun_status;
 }
 
+// triax-launch-rank, beside this executable, or nothing (said on stderr).
+std::optional<std::string> launch_rank_program() {
+  std::error_code ec;
+  const fs::path program = fs::read_symlink("/proc/self/exe", ec).parent_path() / kLaunchRankProgram;
+  if (!ec && fs::exists(program, ec)) return program.string();
+  std::cerr << "triax launch: cannot find " << kLaunchRankProgram << " beside the triax executable ("
+            << (ec ? ec.message() : program.string() + " is missing") << ")\n";
+  return std::nullopt;
+}
+
 int run_launch(const LaunchOptions& options) {
+  const std::optional<std::string> launch_rank = launch_rank_program();
+  if (!launch_rank) return kExitFailure;
   const std::optional<std::string> status_folder = make_status_folder();
   if (!status_folder) return kExitFailure;
   set_rank_environment(options, *status_folder);
-  const int mpirun_status = run_and_wait(mpirun_command_line(options));
+  const int mpirun_status = run_and_wait(mpirun_command_line(options, *launch_rank));
   const int status = launch_status(options.ranks, *status_folder, mpirun_status);
   std::error_code ignored;
   fs::remove_all(*status_folder, ignored);

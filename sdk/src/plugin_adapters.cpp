@@ -76,8 +76,12 @@ int32_t checked_boundary_count(int32_t count) {
 }  // namespace
 
 StageInput stage_input_from_c(const triax_stage_io& io) {
-  StageInput input{view_handle(io.input_ids), view_handle(io.label_ids), view_handle(io.label_mask),
-                   view_handle(io.hidden_in), io_has_logits(io) && io.want_logits != 0};
+  StageInput input;
+  input.input_ids = view_handle(io.input_ids);
+  input.label_ids = view_handle(io.label_ids);
+  input.label_mask = view_handle(io.label_mask);
+  input.hidden_in = view_handle(io.hidden_in);
+  input.want_logits = io_has_logits(io) && io.want_logits != 0;
   if (io_has_boundary_lists(io))
     for (int32_t i = 0; i < checked_boundary_count(io.boundary_in_count); ++i)
       input.boundary_in.push_back(view_handle(io.boundary_in[i]));
@@ -360,8 +364,11 @@ StageOutput ModelRef::forward(const StageInput& input) const {
   io.position_ids = borrow_handle(input.position_ids);
   triax_error error{};
   throw_if_failed(ref_.vtable->forward(ref_.model, &io, &error), error);
-  StageOutput output{adopt_handle(io.hidden_out), adopt_handle(io.loss), adopt_handle(io.aux_loss),
-                     adopt_handle(io.logits)};
+  StageOutput output;
+  output.hidden_out = adopt_handle(io.hidden_out);
+  output.loss = adopt_handle(io.loss);
+  output.aux_loss = adopt_handle(io.aux_loss);
+  output.logits = adopt_handle(io.logits);
   output.aux_losses = detail::named_aux_losses(io.aux_losses, detail::aux_loss_names_of(ref_));
   // The first tensor in either spelling, the others after it.
   const int32_t count = detail::checked_boundary_count(io.boundary_out_count);
@@ -393,8 +400,11 @@ StageInput StepRequest::micro_batch(int index) const {
   triax_error error{};
   throw_if_failed(request_.batches.next(request_.batches.self, index, &io, &error), error);
   // The source hands over new references.
-  StageInput input{adopt_handle(io.input_ids), adopt_handle(io.label_ids), adopt_handle(io.label_mask),
-                   adopt_handle(io.hidden_in)};
+  StageInput input;
+  input.input_ids = adopt_handle(io.input_ids);
+  input.label_ids = adopt_handle(io.label_ids);
+  input.label_mask = adopt_handle(io.label_mask);
+  input.hidden_in = adopt_handle(io.hidden_in);
   input.position_ids = adopt_handle(io.position_ids);
   return input;
 }

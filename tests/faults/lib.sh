@@ -36,7 +36,8 @@ first_process() {
   done
   return 1
 }
-# rank_pid JOB_PID RANK: the process of that world rank.
+# rank_pid JOB_PID RANK: the process of that world rank (the triax-launch-rank around it, which
+# passes it the signals sent here and takes it along when killed).
 rank_pid() { first_process "$1" environ "OMPI_COMM_WORLD_RANK=$2"; }
 # launcher_pid JOB_PID: the `triax launch` process of a background job.
 launcher_pid() { first_process "$1" cmdline launch; }

@@ -81,6 +81,15 @@ void render_section(const Section& section, std::ostringstream& out) {
   if (!section.outro.empty()) out << section.outro << "\n\n";
 }
 
+// A value of `kind`, every other field at its default; `min` and `min_exclusive`: the bound.
+ValueType value_type(Kind kind, std::optional<double> min = std::nullopt, bool min_exclusive = false) {
+  ValueType t;
+  t.kind = kind;
+  t.min = min;
+  t.min_exclusive = min_exclusive;
+  return t;
+}
+
 }  // namespace
 
 std::string ValueType::text() const {
@@ -115,16 +124,24 @@ std::string ValueType::text() const {
   return nullable ? t + " or null" : t;
 }
 
-ValueType integer(std::optional<double> min) { return {Kind::Int, min}; }
-ValueType number_above(double bound) { return {Kind::Number, bound, true}; }
-ValueType number_at_least(double bound) { return {Kind::Number, bound, false}; }
-ValueType boolean() { return {Kind::Bool}; }
-ValueType string() { return {Kind::String}; }
-ValueType choice(std::vector<std::string> choices) { return {Kind::Choice, std::nullopt, false, std::move(choices)}; }
-ValueType list_of(std::string element) { return {Kind::List, std::nullopt, false, {}, std::move(element)}; }
-ValueType mapping() { return {Kind::Mapping}; }
-ValueType string_or_list() { return {Kind::StringOrList}; }
-ValueType null_only() { return {Kind::Null}; }
+ValueType integer(std::optional<double> min) { return value_type(Kind::Int, min); }
+ValueType number_above(double bound) { return value_type(Kind::Number, bound, true); }
+ValueType number_at_least(double bound) { return value_type(Kind::Number, bound, false); }
+ValueType boolean() { return value_type(Kind::Bool); }
+ValueType string() { return value_type(Kind::String); }
+ValueType choice(std::vector<std::string> choices) {
+  ValueType t = value_type(Kind::Choice);
+  t.choices = std::move(choices);
+  return t;
+}
+ValueType list_of(std::string element) {
+  ValueType t = value_type(Kind::List);
+  t.element = std::move(element);
+  return t;
+}
+ValueType mapping() { return value_type(Kind::Mapping); }
+ValueType string_or_list() { return value_type(Kind::StringOrList); }
+ValueType null_only() { return value_type(Kind::Null); }
 
 std::string render_markdown(const Reference& reference) {
   std::ostringstream out;

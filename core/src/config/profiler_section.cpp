@@ -8,16 +8,17 @@ std::optional<ProfilerConfig> read_profiler(ConfigReader& root) {
   if (!section) return std::nullopt;  // null, as nanotron writes it: no profiling
   ConfigReader& r = *section;
   ProfilerConfig p;
-  p.profiler_export_path = r.required<std::string>("profiler_export_path");
-  if (p.profiler_export_path.empty()) r.fail("profiler_export_path", "must name a folder for the traces");
-  p.wait = int_or(r, "wait", p.wait, 0);
-  p.warmup = int_or(r, "warmup", p.warmup, 0);
-  p.active = int_or(r, "active", p.active, 1);
-  p.repeat = int_or(r, "repeat", p.repeat, 0);
-  p.skip_first = int_or(r, "skip_first", p.skip_first, 0);
-  p.record_shapes = r.get<bool>("record_shapes", p.record_shapes);
-  p.profile_memory = r.get<bool>("profile_memory", p.profile_memory);
-  p.with_stack = r.get<bool>("with_stack", p.with_stack);
+  ProfilerOptions& o = p.options;
+  o.export_path = r.required<std::string>("profiler_export_path");
+  if (o.export_path.empty()) r.fail("profiler_export_path", "must name a folder for the traces");
+  o.wait = int_or(r, "wait", o.wait, 0);
+  o.warmup = int_or(r, "warmup", o.warmup, 0);
+  o.active = int_or(r, "active", o.active, 1);
+  o.repeat = int_or(r, "repeat", o.repeat, 0);
+  o.skip_first = int_or(r, "skip_first", o.skip_first, 0);
+  o.record_shapes = r.get<bool>("record_shapes", o.record_shapes);
+  o.profile_memory = r.get<bool>("profile_memory", o.profile_memory);
+  o.with_stack = r.get<bool>("with_stack", o.with_stack);
   p.export_chrome_trace = r.get<bool>("export_chrome_trace", p.export_chrome_trace);
   r.finish();
   return p;

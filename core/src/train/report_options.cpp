@@ -51,18 +51,8 @@ RunReporterOptions run_reporter_options(const TrainConfig& config, bool logging_
 
 std::optional<ProfilerOptions> profiler_options(const TrainConfig& config) {
   if (!config.profiler) return std::nullopt;
-  const ProfilerConfig& c = *config.profiler;
-  ProfilerOptions options;
-  options.export_path = c.profiler_export_path;
+  ProfilerOptions options = config.profiler->options;
   options.key = config.origin + ": profiler.profiler_export_path";
-  options.wait = c.wait;
-  options.warmup = c.warmup;
-  options.active = c.active;
-  options.repeat = c.repeat;
-  options.skip_first = c.skip_first;
-  options.record_shapes = c.record_shapes;
-  options.profile_memory = c.profile_memory;
-  options.with_stack = c.with_stack;
   return options;
 }
 

@@ -14,22 +14,16 @@
 #include <vector>
 
 #include "mamba_config.hpp"
+#include "ssm_init.hpp"
 #include "triax/parameter.hpp"
 
 namespace triax::mamba {
 
-// model.init_method: initializer_range, rescale_prenorm_residual, n_residuals_per_layer (nanotron's
-// MambaInit), or path (weights the host loads over this initialisation).
-struct MambaInit {
-  double initializer_range = 0.02;
-  bool rescale_prenorm_residual = true;
-  int64_t n_residuals_per_layer = 1;
+// model.init_method as nanotron's MambaInit reads it (SsmInit): rescale_prenorm_residual true
+// unless given, n_residuals_per_layer a key. Strict: ConfigError naming model.init_method.<key>.
+SsmInit read_mamba_init(const YAML::Node& init_method);
 
-  // Strict: ConfigError naming model.init_method.<key>.
-  static MambaInit read(const YAML::Node& init_method);
-};
-
-void init_mamba(const std::vector<NamedParameter>& parameters, const MambaConfig& config, const MambaInit& init,
+void init_mamba(const std::vector<NamedParameter>& parameters, const MambaConfig& config, const SsmInit& init,
                 uint64_t seed);
 
 }  // namespace triax::mamba

@@ -4,14 +4,17 @@
 
 #include <numeric>
 
-#include "mamba_block.hpp"
 #include "mamba_init.hpp"
+#include "mamba_mixer.hpp"
 #include "ssm_backbone.hpp"
+#include "ssm_block.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/context_parallel.hpp"
 
 namespace triax::mamba {
 namespace {
+
+using MambaBlock = SsmBlock<MambaMixer, MambaLayerCache>;
 
 void check_tensor_parallel_split(ConfigReader& reader, const MambaConfig& config, int tp_size) {
   if (config.d_inner() % tp_size != 0)
@@ -43,7 +46,7 @@ std::shared_ptr<MambaModel> MambaModel::create(ConfigReader& reader, const Model
                     "state is not passed between cp ranks); set parallelism.context_parallel_size to 1");
   check_tensor_parallel_split(reader, config, context.tp_size);
   check_stage(reader, "num_hidden_layers", config.num_hidden_layers, context, "mamba");
-  const MambaInit init = MambaInit::read(context.init_method);  // before allocating: a bad key fails fast
+  const SsmInit init = read_mamba_init(context.init_method);  // before allocating: a bad key fails fast
   auto model = std::make_shared<MambaModel>(config, context, to_yaml_text(reader.resolved()));
   init_mamba(model->parameter_table(), config, init, context.seed);
   return model;
@@ -55,7 +58,8 @@ MambaModel::MambaModel(const MambaConfig& config, const ModelContext& context, s
                context),
       config_(config),
       resolved_yaml_(std::move(resolved_yaml)) {
-  build([&](int64_t) { return std::make_shared<MambaBlock>(config, context); },
+  const SsmBlockNorm block{config.d_model, config.rms_norm_eps, config.residual_in_fp32};
+  build([&](int64_t) { return std::make_shared<MambaBlock>(block, config, context); },
         [&] { return ssm_final_norm(config.d_model, config.rms_norm_eps, context); });
 }
 

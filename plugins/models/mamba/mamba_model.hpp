@@ -1,5 +1,6 @@
 // The Mamba-1 model (Hugging Face MambaForCausalLM) as a triax model plugin: a causal LM
-// (triax/causal_lm.hpp) of MambaBlock layers and a final RMSNorm, no attention and no positions.
+// (triax/causal_lm.hpp) of SsmBlock layers (ssm_block.hpp) around MambaMixer and a final RMSNorm,
+// no attention and no positions.
 // Parameter names are Hugging Face's (see mamba_mixer.hpp for the one shape that differs):
 //   backbone.embeddings.weight
 //   backbone.layers.{i}.norm.weight

@@ -13,21 +13,17 @@
 #include <vector>
 
 #include "mamba2_config.hpp"
+#include "ssm_init.hpp"
 #include "triax/parameter.hpp"
 
 namespace triax::mamba2 {
 
-// model.init_method: initializer_range, rescale_prenorm_residual, or path (weights the host loads
-// over this initialisation).
-struct Mamba2Init {
-  double initializer_range = 0.02;
-  bool rescale_prenorm_residual = false;
+// model.init_method as Hugging Face's Mamba2Config has it (mamba::SsmInit): initializer_range and
+// rescale_prenorm_residual (false unless given), no n_residuals_per_layer. Strict: ConfigError
+// naming model.init_method.<key>.
+mamba::SsmInit read_mamba2_init(const YAML::Node& init_method);
 
-  // Strict: ConfigError naming model.init_method.<key>.
-  static Mamba2Init read(const YAML::Node& init_method);
-};
-
-void init_mamba2(const std::vector<NamedParameter>& parameters, const Mamba2Config& config, const Mamba2Init& init,
-                 uint64_t seed);
+void init_mamba2(const std::vector<NamedParameter>& parameters, const Mamba2Config& config,
+                 const mamba::SsmInit& init, uint64_t seed);
 
 }  // namespace triax::mamba2

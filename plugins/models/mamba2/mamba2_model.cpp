@@ -4,14 +4,17 @@
 
 #include <numeric>
 
-#include "mamba2_block.hpp"
 #include "mamba2_init.hpp"
+#include "mamba2_mixer.hpp"
 #include "ssm_backbone.hpp"
+#include "ssm_block.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/context_parallel.hpp"
 
 namespace triax::mamba2 {
 namespace {
+
+using Mamba2Block = mamba::SsmBlock<Mamba2Mixer, Mamba2LayerCache>;
 
 // What the mixer cannot split. The group check comes first: it is what tensor parallelism by
 // groups of heads would need, and names the key to change.
@@ -43,7 +46,7 @@ std::shared_ptr<Mamba2Model> Mamba2Model::create(ConfigReader& reader, const Mod
   const Mamba2Config config = Mamba2Config::read(reader);
   check_topology(reader, config, context);
   check_stage(reader, "num_hidden_layers", config.num_hidden_layers, context, "mamba2");
-  const Mamba2Init init = Mamba2Init::read(context.init_method);  // before allocating: a bad key fails fast
+  const mamba::SsmInit init = read_mamba2_init(context.init_method);  // before allocating: a bad key fails fast
   auto model = std::make_shared<Mamba2Model>(config, context, to_yaml_text(reader.resolved()));
   init_mamba2(model->parameter_table(), config, init, context.seed);
   return model;
@@ -55,7 +58,8 @@ Mamba2Model::Mamba2Model(const Mamba2Config& config, const ModelContext& context
                context),
       config_(config),
       resolved_yaml_(std::move(resolved_yaml)) {
-  build([&](int64_t) { return std::make_shared<Mamba2Block>(config, context); },
+  const mamba::SsmBlockNorm block{config.hidden_size, config.layer_norm_epsilon, config.residual_in_fp32};
+  build([&](int64_t) { return std::make_shared<Mamba2Block>(block, config, context); },
         [&] { return mamba::ssm_final_norm(config.hidden_size, config.layer_norm_epsilon, context); });
 }
 

@@ -1,5 +1,6 @@
 // The Mamba-2 model (Hugging Face Mamba2ForCausalLM) as a triax model plugin: a causal LM
-// (triax/causal_lm.hpp) of Mamba2Block layers and a final RMSNorm, no attention and no positions.
+// (triax/causal_lm.hpp) of SsmBlock layers (mamba/ssm_block.hpp) around Mamba2Mixer and a final
+// RMSNorm, no attention and no positions.
 // Parameter names are Hugging Face's:
 //   backbone.embeddings.weight
 //   backbone.layers.{i}.norm.weight

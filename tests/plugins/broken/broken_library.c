@@ -44,7 +44,12 @@ static int64_t stub_state_bytes(triax_optimizer* optimizer) {
 
 /* unused in the variant without an entry symbol */
 static const triax_optimizer_vtable stub_vtable __attribute__((unused)) = {
-    sizeof(triax_optimizer_vtable), stub_create, stub_destroy, stub_step, stub_state_bytes, GRADIENT_SHARDING};
+    .struct_size = sizeof(triax_optimizer_vtable),
+    .create = stub_create,
+    .destroy = stub_destroy,
+    .step = stub_step,
+    .state_bytes = stub_state_bytes,
+    .gradient_sharding = GRADIENT_SHARDING}; /* no checkpointing, no step_scaled: NULL */
 
 #if defined(BROKEN_WRONG_ABI)
 #define ABI_MAJOR (TRIAX_ABI_VERSION_MAJOR + 1)

@@ -53,17 +53,20 @@ static const char* resolved_config(triax_model* model) {
   return "";
 }
 
-#define BASE_MEMBERS                                                                                                 \
-  describe_blocks, create, destroy, forward, parameter_count, parameter_info, flops_per_token, total_parameters, \
-      set_training, resolved_config
+/* Every member not named is NULL (0): no vocabulary, no Hugging Face mapping, no cache. */
+#define BASE_MEMBERS                                                                                          \
+  .describe_blocks = describe_blocks, .create = create, .destroy = destroy, .forward = forward,              \
+  .parameter_count = parameter_count, .parameter_info = parameter_info, .flops_per_token = flops_per_token, \
+  .total_parameters = total_parameters, .set_training = set_training, .resolved_config = resolved_config
 
-static const triax_model_vtable marker_a = {sizeof(triax_model_vtable), BASE_MEMBERS, "is_a_config", NULL,
-                                            "a formula", NULL, NULL, NULL, NULL, NULL, NULL, NULL};
-static const triax_model_vtable marker_b = {sizeof(triax_model_vtable), BASE_MEMBERS, "is_b_config",
-                                            "b_extra_config", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+static const triax_model_vtable marker_a = {.struct_size = sizeof(triax_model_vtable), BASE_MEMBERS,
+                                            .nanotron_marker = "is_a_config", .flops_formula = "a formula"};
+static const triax_model_vtable marker_b = {.struct_size = sizeof(triax_model_vtable), BASE_MEMBERS,
+                                            .nanotron_marker = "is_b_config",
+                                            .nanotron_marker_requires = "b_extra_config"};
 /* ABI 1.2: the table ends before nanotron_marker; what follows must never be read. */
-static const triax_model_vtable abi_1_2 = {offsetof(triax_model_vtable, nanotron_marker), BASE_MEMBERS,
-                                           "never_read_marker", NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+static const triax_model_vtable abi_1_2 = {.struct_size = offsetof(triax_model_vtable, nanotron_marker), BASE_MEMBERS,
+                                           .nanotron_marker = "never_read_marker"};
 
 static const triax_plugin_descriptor descriptors[] = {
     {TRIAX_PLUGIN_MODEL, "marker_a", "1.0.0", "declares is_a_config", &marker_a},

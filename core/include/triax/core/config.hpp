@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "triax/report/profiler_options.hpp"
+
 namespace triax {
 
 struct GeneralConfig {
@@ -165,15 +167,9 @@ struct LoggingConfig {
 // nanotron's profiler section: a LibTorch profiler trace of chosen steps, as
 // torch.profiler.schedule counts them (skip_first, then repeat x (wait, warmup, active)).
 struct ProfilerConfig {
-  std::string profiler_export_path;  // folder of the traces (*.pt.trace.json)
-  int64_t wait = 1;
-  int64_t warmup = 1;
-  int64_t active = 1;
-  int64_t repeat = 1;  // cycles; 0: until the end of the run
-  int64_t skip_first = 3;
-  bool record_shapes = false;
-  bool profile_memory = false;
-  bool with_stack = true;
+  // The keys, as the step profiler takes them: profiler_export_path is options.export_path;
+  // options.key is filled in by whoever hands them over (it names the config file).
+  ProfilerOptions options;
   bool export_chrome_trace = false;  // the trace is a Chrome trace either way
 };
 
