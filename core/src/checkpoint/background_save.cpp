@@ -25,7 +25,8 @@ void BackgroundSave::write() {
   try {
     snapshot_.wait_until_copied();
     rank_file_ = writer_.write_own_file(partial_, contents_, metadata_.step);
-  } catch (const std::exception& e) {  // write_own_file reports its own failures; this is the copies'
+    if (rank_file_.failure.empty()) writer_.write_folder_files(metadata_, partial_, resolved_config_);
+  } catch (const std::exception& e) {  // write_own_file reports its own failures; these are the others'
     rank_file_.failure = e.what();
   }
   // The write's duration includes waiting for the device-to-host copies.
@@ -34,9 +35,11 @@ void BackgroundSave::write() {
 }
 
 SaveResult BackgroundSave::finish() {
-  const auto start = std::chrono::steady_clock::now();
+  const auto waiting = std::chrono::steady_clock::now();
   if (thread_.joinable()) thread_.join();
-  writer_.conclude(metadata_, partial_, rank_file_, resolved_config_);
+  const auto start = std::chrono::steady_clock::now();
+  waited_seconds_ = std::chrono::duration<double>(start - waiting).count();
+  writer_.conclude(metadata_, partial_, rank_file_, std::nullopt);
   SaveResult result;
   result.folder = partial_.parent_path() / step_folder_name(metadata_.step);
   result.bytes_written = rank_file_.bytes;

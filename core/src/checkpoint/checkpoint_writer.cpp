@@ -147,7 +147,7 @@ std::filesystem::path CheckpointWriter::begin(int64_t step) {
 }
 
 void CheckpointWriter::conclude(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
-                                const RankFileWrite& written, const std::string& resolved_config) {
+                                const RankFileWrite& written, const std::optional<std::string>& resolved_config) {
   agree_files_written(written, metadata.step);
   complete_folder(metadata, partial, resolved_config);
 }
@@ -196,7 +196,7 @@ void CheckpointWriter::agree_files_written(const RankFileWrite& written, int64_t
 }
 
 void CheckpointWriter::complete_folder(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
-                                       const std::string& resolved_config) {
+                                       const std::optional<std::string>& resolved_config) {
   std::string failure;
   if (communicator_.rank(TRIAX_GROUP_WORLD) == 0) {
     try {
@@ -213,22 +213,28 @@ void CheckpointWriter::complete_folder(const CheckpointMetadata& metadata, const
 
 // Rank 0, once every rank's file is durable: completes the folder and makes it visible.
 void CheckpointWriter::publish(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
-                               const std::string& resolved_config) const {
+                               const std::optional<std::string>& resolved_config) const {
   const int64_t step = metadata.step;
   for (const std::string& name : metadata.files)
     if (!std::filesystem::exists(partial / name))
       throw CheckpointError("checkpoint of step " + std::to_string(step) + ": " + (partial / name).string() +
                             " is missing although its rank reported success (is " + root_.string() +
                             " a folder every rank shares?)");
-  write_file_durably(partial / kConfigFile,
-                     "# the configuration of the run that saved this checkpoint\n" + resolved_config);
-  write_file_durably(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
+  if (resolved_config) write_folder_files(metadata, partial, *resolved_config);
   reach("before_rename", 0, step);
   move_into_place(partial, step);
   for (const auto& removed : prune_checkpoints(root_, keep_last_, step))
     log::info("checkpoint: removed " + removed.string() + " (checkpoints.keep_last = " + std::to_string(keep_last_) +
               ")");
   fault::kill_if_armed("after_prune", 0, step);
+}
+
+void CheckpointWriter::write_folder_files(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
+                                          const std::string& resolved_config) const {
+  if (communicator_.rank(TRIAX_GROUP_WORLD) != 0) return;
+  write_file_durably(partial / kConfigFile,
+                     "# the configuration of the run that saved this checkpoint\n" + resolved_config);
+  write_file_durably(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
 }
 
 // The complete .partial folder becomes the step's folder and `latest` names it.

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,20 +83,25 @@ class CheckpointWriter {
   // This rank's file only; never throws (the failure is in the result).
   RankFileWrite write_own_file(const std::filesystem::path& partial, const RankContents& contents,
                                int64_t step) const;
+  // Rank 0 (nothing elsewhere): config.yaml and metadata.yaml into the .partial folder (a background save writes
+  // them with its rank file, so that the commit at the step boundary is short).
+  void write_folder_files(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
+                          const std::string& resolved_config) const;
   // Collective: the ranks agree every file is durable, then rank 0 commits the folder and moves
   // `latest`. Throws CheckpointError on every rank when any rank's write failed, with its message.
+  // `resolved_config`: rank 0 writes the folder's files first; nullopt when it has written them.
   void conclude(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
-                const RankFileWrite& written, const std::string& resolved_config);
+                const RankFileWrite& written, const std::optional<std::string>& resolved_config);
 
  private:
   // The save's phases; each ends with every rank's agreement, and a failure throws on every rank.
   void prepare_partial_folder(const std::filesystem::path& partial, int64_t step);
   void agree_files_written(const RankFileWrite& written, int64_t step);
   void complete_folder(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
-                       const std::string& resolved_config);
+                       const std::optional<std::string>& resolved_config);
   // Rank 0's part of complete_folder.
   void publish(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
-               const std::string& resolved_config) const;
+               const std::optional<std::string>& resolved_config) const;
   void move_into_place(const std::filesystem::path& partial, int64_t step) const;
 
   int64_t write_rank_file(const std::filesystem::path& file, const RankContents& contents, int64_t step) const;

@@ -344,8 +344,9 @@ void TrainingCheckpoint::wait_for_save() {
             "; its file written in the background in " + std::to_string(file.seconds) + " s (" +
             std::to_string(gigabytes) + " GB from this rank, " +
             std::to_string(file.seconds > 0 ? gigabytes / file.seconds : 0.0) + " GB/s); the training stalled " +
-            std::to_string(snapshot_seconds_ + result.seconds) + " s (" + std::to_string(snapshot_seconds_) +
-            " s to copy, " + std::to_string(result.seconds) + " s to commit)");
+            std::to_string(snapshot_seconds_ + save->waited_seconds() + result.seconds) + " s (" +
+            std::to_string(snapshot_seconds_) + " s to copy, " + std::to_string(save->waited_seconds()) +
+            " s waiting for the write, " + std::to_string(result.seconds) + " s to commit)");
 }
 
 }  // namespace triax::checkpoint
