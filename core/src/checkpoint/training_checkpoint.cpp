@@ -297,11 +297,11 @@ CheckpointMetadata TrainingCheckpoint::metadata_of(int64_t step, int64_t consume
 
 void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSchedulerConfig& lr_scheduler,
                               const std::string& resolved_config) {
-  const auto start = std::chrono::steady_clock::now();
   const CheckpointsConfig& c = parts_.config->checkpoints;
   CheckpointWriter writer(c.checkpoints_path, c.keep_last, *parts_.communicator);
   if (c.async_save) {
-    wait_for_save();  // at most one save in flight: its buffers are the next one's
+    wait_for_save();  // at most one save in flight: its buffers are the next one's (its own log line)
+    const auto start = std::chrono::steady_clock::now();
     start_background_save(std::move(writer), metadata_of(step, consumed_tokens, lr_scheduler), resolved_config);
     snapshot_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     log::info("checkpoint: step " + std::to_string(step) + " copied into host memory in " +
