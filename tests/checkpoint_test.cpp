@@ -284,11 +284,13 @@ TEST(HostSnapshot, CopiesTheValuesOfTheMomentIntoReusedBuffers) {
   EXPECT_TRUE(at::equal(first.parameters.front()->tensor, at::arange(6, at::kFloat).reshape({2, 3})));
   EXPECT_TRUE(at::equal(first.optimizer_state.front().tensor, at::full({2, 3}, 7.0f)));
   EXPECT_EQ(first.optimizer_state.front().parameter->name, "w");
-  EXPECT_EQ(snapshot.buffer_bytes(), 2 * 6 * 4);
+  const int64_t bytes = snapshot.buffer_bytes();  // the two copies' 48 bytes, each on its own cache line
+  EXPECT_GE(bytes, 2 * 6 * 4);
+  EXPECT_LE(bytes, 2 * 64);
   RankContents second = snapshot.take(live);
   EXPECT_EQ(second.parameters.front()->tensor.data_ptr(), buffer);  // the same host memory, no new allocation
   EXPECT_TRUE(at::equal(second.parameters.front()->tensor, weight.tensor));
-  EXPECT_EQ(snapshot.buffer_bytes(), 2 * 6 * 4);
+  EXPECT_EQ(snapshot.buffer_bytes(), bytes);
 }
 
 TEST(CheckpointInit, InitMethodPathStartsANewRunFromTheStoredWeights) {

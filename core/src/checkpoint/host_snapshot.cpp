@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <optional>
 #ifdef TRIAX_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -28,15 +29,44 @@ HostSnapshot::HostSnapshot(c10::Device device) : device_(device) {
 }
 HostSnapshot::~HostSnapshot() = default;
 
-at::Tensor HostSnapshot::copy_into_buffer(const std::string& key, const at::Tensor& source) {
-  at::Tensor& buffer = buffers_[key];
-  if (!buffer.defined() || buffer.sizes() != source.sizes() || buffer.scalar_type() != source.scalar_type())
-    buffer = at::empty(source.sizes(), at::TensorOptions().dtype(source.scalar_type()).pinned_memory(fence_ != nullptr));
-  buffer.copy_(source.detach(), /*non_blocking=*/fence_ != nullptr);
-  return buffer;
+namespace {
+
+constexpr int64_t kAlignment = 64;  // every copy starts on a cache line
+int64_t aligned(int64_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+}  // namespace
+
+int64_t HostSnapshot::bytes_needed(const RankContents& live) {
+  int64_t total = 0;
+  for (const NamedParameter* p : live.parameters) total += aligned(static_cast<int64_t>(p->tensor.nbytes()));
+  for (const StateTensorToSave& state : live.optimizer_state) total += aligned(static_cast<int64_t>(state.tensor.nbytes()));
+  return total;
+}
+
+void HostSnapshot::reserve(int64_t bytes) {
+  if (buffer_bytes() >= bytes) return;
+  arena_ = at::Tensor();  // the old allocation goes first
+#ifdef TRIAX_WITH_CUDA
+  if (fence_) {
+    void* memory = nullptr;
+    C10_CUDA_CHECK(cudaHostAlloc(&memory, static_cast<size_t>(bytes), cudaHostAllocDefault));
+    arena_ = at::from_blob(memory, {bytes}, [](void* pinned) { cudaFreeHost(pinned); },
+                           at::TensorOptions().dtype(at::kByte));
+    return;
+  }
+#endif
+  arena_ = at::empty({bytes}, at::TensorOptions().dtype(at::kByte));
+}
+
+at::Tensor HostSnapshot::copy_at(int64_t offset, const at::Tensor& source) {
+  const int64_t bytes = static_cast<int64_t>(source.nbytes());
+  at::Tensor copy = arena_.narrow(0, offset, bytes).view(source.scalar_type()).view(source.sizes());
+  copy.copy_(source.detach(), /*non_blocking=*/fence_ != nullptr);
+  return copy;
 }
 
 RankContents HostSnapshot::take(const RankContents& live) {
+  reserve(bytes_needed(live));
 #ifdef TRIAX_WITH_CUDA
   std::optional<c10::cuda::CUDAStreamGuard> on_side_stream;
   if (fence_) {
@@ -48,11 +78,17 @@ RankContents HostSnapshot::take(const RankContents& live) {
   }
 #endif
   parameters_.clear();
+  int64_t offset = 0;
+  auto next_copy = [&](const at::Tensor& source) {
+    at::Tensor copy = copy_at(offset, source);
+    offset += aligned(static_cast<int64_t>(source.nbytes()));
+    return copy;
+  };
   std::map<const NamedParameter*, const NamedParameter*> copy_of;
   auto snapshot_of = [&](const NamedParameter* p, bool with_values) {
     const NamedParameter*& copy = copy_of[p];
     if (copy == nullptr) {  // a parameter whose state alone is saved needs only its shape
-      at::Tensor values = with_values ? copy_into_buffer(parameter_dataset(p->name), p->tensor)
+      at::Tensor values = with_values ? next_copy(p->tensor)
                                       : at::empty(p->tensor.sizes(), at::TensorOptions().device(at::kMeta));
       copy = &parameters_.emplace_back(NamedParameter{p->name, values, p->spec});
     }
@@ -63,7 +99,7 @@ RankContents HostSnapshot::take(const RankContents& live) {
   for (const StateTensorToSave& state : live.optimizer_state) {
     StateTensorToSave saved = state;
     saved.parameter = snapshot_of(state.parameter, false);
-    saved.tensor = copy_into_buffer(optimizer_dataset(state.parameter->name, state.name), state.tensor);
+    saved.tensor = next_copy(state.tensor);
     copy.optimizer_state.push_back(std::move(saved));
   }
   copy.rng_states = live.rng_states;  // already host copies, made for this save
@@ -84,12 +120,6 @@ void HostSnapshot::wait_until_copied() {
 #ifdef TRIAX_WITH_CUDA
   if (fence_) fence_->copied.synchronize();
 #endif
-}
-
-int64_t HostSnapshot::buffer_bytes() const {
-  int64_t bytes = 0;
-  for (const auto& [key, buffer] : buffers_) bytes += static_cast<int64_t>(buffer.nbytes());
-  return bytes;
 }
 
 }  // namespace triax::checkpoint

@@ -241,6 +241,14 @@ ResumePoint TrainingCheckpoint::finish_resume() {
   return point;
 }
 
+void TrainingCheckpoint::prepare_background_saves() {
+  if (!parts_.config->checkpoints.async_save) return;
+  snapshot_ = std::make_unique<HostSnapshot>(parts_.device);
+  snapshot_->prepare(rank_contents());
+  log::info("checkpoints.async_save: " + std::to_string(static_cast<double>(snapshot_->buffer_bytes()) / 1e9) +
+            " GB of host memory for the copies of this rank's pieces" + (parts_.device.is_cuda() ? " (pinned)" : ""));
+}
+
 bool TrainingCheckpoint::due(int64_t step) const {
   const CheckpointsConfig& c = parts_.config->checkpoints;
   if (step == 0) return c.save_initial_state;
@@ -318,7 +326,7 @@ void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSch
 
 void TrainingCheckpoint::start_background_save(CheckpointWriter writer, CheckpointMetadata metadata,
                                                const std::string& resolved_config) {
-  if (!snapshot_) snapshot_ = std::make_unique<HostSnapshot>(parts_.device);
+  if (!snapshot_) snapshot_ = std::make_unique<HostSnapshot>(parts_.device);  // without prepare_background_saves
   const std::filesystem::path partial = writer.begin(metadata.step);
   RankContents copy = snapshot_->take(rank_contents());
   in_flight_ = std::make_unique<BackgroundSave>(std::move(writer), std::move(metadata), partial, *snapshot_,

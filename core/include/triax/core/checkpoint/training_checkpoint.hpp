@@ -74,6 +74,10 @@ class TrainingCheckpoint {
   // Returns where to continue (step 0 and the config's schedule when not resuming).
   ResumePoint finish_resume();
 
+  // checkpoints.async_save: allocates the host memory of the saves' copies now, before the steps.
+  // Call after the optimizer exists.
+  void prepare_background_saves();
+
   // Whether step `step` (1-based; 0 = before training) is saved under the config's rules.
   bool due(int64_t step) const;
   // Saves after `step` steps. Collective over the world. With checkpoints.async_save it returns
