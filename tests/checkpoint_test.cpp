@@ -12,6 +12,7 @@
 #include "triax/config_reader.hpp"
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
+#include "checkpoint/host_snapshot.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/config.hpp"
@@ -237,6 +238,59 @@ TEST(CheckpointResume, KeepLastRemovesOlderSteps) {
   for (const auto& [step, folder] : list_checkpoints(dir)) kept.push_back(step);
   EXPECT_EQ(kept, (std::vector<int64_t>{6, 8}));
   EXPECT_EQ(resolve_checkpoint(dir.string()), dir / step_folder_name(8));
+}
+
+TEST(CheckpointResume, AsyncSaveContinuesBitForBit) {
+  RunOptions options;
+  options.dtype = "bfloat16";
+  options.optimizer = "foreach";
+  options.extra = "  async_save: true\n";
+  expect_bit_identical_continuation(options, "async");
+}
+
+// A save written in the background holds what a synchronous save of the same step holds, and the
+// run trains exactly as it does without it (the copies finish before the optimizer changes them).
+TEST(CheckpointResume, AsyncSaveStoresWhatASynchronousSaveStores) {
+  const fs::path sync_dir = fresh_dir("sync_save"), async_dir = fresh_dir("async_save");
+  RunOptions options;
+  options.interval = 2;
+  Finished sync_run = train(tiny_config(sync_dir, options));
+  options.extra = "  async_save: true\n";
+  Finished async_run = train(tiny_config(async_dir, options));
+  EXPECT_EQ(async_run.summary.losses, sync_run.summary.losses);
+  for (int64_t step : {2, 4, 6}) {
+    CheckpointReader sync_saved((sync_dir / step_folder_name(step)).string());
+    CheckpointReader async_saved((async_dir / step_folder_name(step)).string());
+    for (const auto& [name, tensor] : sync_run.parameters) {
+      EXPECT_TRUE(at::equal(async_saved.whole_parameter(name), sync_saved.whole_parameter(name))) << name;
+      EXPECT_TRUE(async_saved.has_state(name, "exp_avg")) << name;
+    }
+    for (const auto& check : async_saved.verify()) EXPECT_EQ(check.problem, "") << check.dataset;
+  }
+  EXPECT_EQ(resolve_checkpoint(async_dir.string()), async_dir / step_folder_name(6));
+}
+
+TEST(HostSnapshot, CopiesTheValuesOfTheMomentIntoReusedBuffers) {
+  HostSnapshot snapshot(c10::Device(c10::kCPU));
+  const at::Tensor values = at::arange(6, at::kFloat).reshape({2, 3});
+  const NamedParameter weight{"w", values, ParameterSpec::replicated(values)};
+  RankContents live;
+  live.parameters.push_back(&weight);
+  live.optimizer_state.push_back({&weight, "exp_avg", at::full({2, 3}, 7.0f), 0, false});
+  RankContents first = snapshot.take(live);
+  const void* buffer = first.parameters.front()->tensor.data_ptr();
+  weight.tensor.add_(1);  // training goes on
+  snapshot.wait_until_copied();
+  EXPECT_TRUE(at::equal(first.parameters.front()->tensor, at::arange(6, at::kFloat).reshape({2, 3})));
+  EXPECT_TRUE(at::equal(first.optimizer_state.front().tensor, at::full({2, 3}, 7.0f)));
+  EXPECT_EQ(first.optimizer_state.front().parameter->name, "w");
+  const int64_t bytes = snapshot.buffer_bytes();  // the two copies' 48 bytes, each on its own cache line
+  EXPECT_GE(bytes, 2 * 6 * 4);
+  EXPECT_LE(bytes, 2 * 64);
+  RankContents second = snapshot.take(live);
+  EXPECT_EQ(second.parameters.front()->tensor.data_ptr(), buffer);  // the same host memory, no new allocation
+  EXPECT_TRUE(at::equal(second.parameters.front()->tensor, weight.tensor));
+  EXPECT_EQ(snapshot.buffer_bytes(), bytes);
 }
 
 TEST(CheckpointInit, InitMethodPathStartsANewRunFromTheStoredWeights) {

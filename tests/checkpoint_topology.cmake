@@ -55,6 +55,15 @@ triax_checkpoint_source(tp2_dp2_zero1 RANKS 4 ${TOPOLOGY_TP2_DP2_ZERO1})
 triax_checkpoint_source(pp4 RANKS 4 ${TOPOLOGY_PP4})
 triax_checkpoint_source(dp2_tp2_zero3 RANKS 4 ${TOPOLOGY_DP2_TP2_ZERO3})
 
+# Saved in the background (checkpoints.async_save): the source matches the reference, the same
+# topology continues bit for bit and another one within tolerance.
+set(TOPOLOGY_DP2_PP2 --set parallelism.dp=2 --set parallelism.pp=2 --set parallelism.pp_engine=1f1b
+    --set tokens.batch_accumulation_per_replica=4)
+triax_checkpoint_source(dp2_pp2_async RANKS 4 ${TOPOLOGY_DP2_PP2} --set checkpoints.async_save=true)
+triax_checkpoint_resume(same_dp2_pp2_async SOURCE dp2_pp2_async RANKS 4 EXACT ${TOPOLOGY_DP2_PP2}
+                        --set checkpoints.async_save=true)
+triax_checkpoint_resume(dp2_pp2_async_to_single SOURCE dp2_pp2_async RANKS 1 ${TOPOLOGY_111})
+
 # The same topology: bit for bit.
 triax_checkpoint_resume(same_dp2_tp2_pp2_zero1 SOURCE dp2_tp2_pp2_zero1 RANKS 8 EXACT ${TOPOLOGY_DP2_TP2_PP2_ZERO1})
 triax_checkpoint_resume(same_single SOURCE single RANKS 1 EXACT ${TOPOLOGY_111})
@@ -73,13 +82,17 @@ triax_checkpoint_resume(tp2_dp2_zero1_to_dp2_zero3 SOURCE tp2_dp2_zero1 RANKS 2 
 
 # A rank killed at each of the 11 points of a save (docs/reliability.md): `latest` names a complete
 # checkpoint, every folder under a final name passes `triax inspect`, and a new run resumes from
-# it bit for bit. Two tests: the rank files, then rank 0's commit and keep_last pruning.
-foreach(part rank_files commit)
+# it bit for bit. Three tests: the rank files, then rank 0's commit and keep_last pruning, then the
+# points of a save written in the background (its thread's, then the step boundary's commit).
+foreach(part rank_files commit async)
   if(part STREQUAL rank_files)
     set(points save_start:1 before_rank_file:0 mid_rank_file:1 before_rank_commit:0 after_rank_file:1
         after_agreement:0 after_agreement:1)
-  else()
+  elseif(part STREQUAL commit)
     set(points before_rename:0 after_rename:0 after_latest:0 mid_prune:0 after_prune:0)
+  else()
+    set(points save_start:1 before_rank_file:0 mid_rank_file:1 before_rank_commit:0 after_rank_file:1
+        after_agreement:1 before_rename:0 after_latest:0 --set checkpoints.async_save=true)
   endif()
   add_test(NAME checkpoint.crash_safety.${part}
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint/crash_test.sh $<TARGET_FILE:parity_runner>
@@ -89,3 +102,10 @@ foreach(part rank_files commit)
   set_tests_properties(checkpoint.crash_safety.${part} PROPERTIES LABELS "checkpoint;multi_rank;faults"
                        PROCESSORS 1 TIMEOUT 600)
 endforeach()
+
+# Background saves overlap training at dp=2 x pp=2 on CPU ranks: the log's stall below the write's
+# time for every save (the ranks mostly sleep in the slowed writes, so one core is reserved).
+add_test(NAME checkpoint.async_overlap
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint/async_overlap_test.sh $<TARGET_FILE:triax> ${PARITY_CONFIG}
+                 ${CHECKPOINT_DIR}/async_overlap)
+set_tests_properties(checkpoint.async_overlap PROPERTIES LABELS "checkpoint;multi_rank" PROCESSORS 1 TIMEOUT 300)

@@ -31,11 +31,17 @@ triax_fault_test(preemption.signals PROCESSORS 1 TIMEOUT 300
 triax_fault_test(preemption.pp_and_second_signal PROCESSORS 1 TIMEOUT 300
                  COMMAND ${FAULTS_SCRIPTS}/preemption_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG}
                          ${FAULTS_DIR}/preemption_pp pp2_sigusr1 second_signal)
+triax_fault_test(preemption.async_write_in_flight PROCESSORS 1 TIMEOUT 300
+                 COMMAND ${FAULTS_SCRIPTS}/preemption_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG}
+                         ${FAULTS_DIR}/preemption_async async_write_in_flight)
 triax_fault_test(error_propagation PROCESSORS 1 TIMEOUT 300
                  COMMAND ${FAULTS_SCRIPTS}/error_propagation_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG}
                          ${FAULTS_DIR}/error_propagation)
 triax_fault_test(disk_full PROCESSORS 1 TIMEOUT 300
                  COMMAND ${FAULTS_SCRIPTS}/disk_full_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG} ${FAULTS_DIR}/disk_full)
+triax_fault_test(disk_full_async PROCESSORS 1 TIMEOUT 300
+                 COMMAND ${FAULTS_SCRIPTS}/disk_full_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG}
+                         ${FAULTS_DIR}/disk_full_async --set checkpoints.async_save=true)
 # 20 SIGKILL trials in all: 5 per point, topologies, victims and steps drawn from each seed.
 set(seed 1)
 foreach(point forward backward optimizer_step mid_rank_file)

@@ -4,18 +4,28 @@
 # (the previous one until `latest` moved) and never a part of a checkpoint under a final name;
 # a new run then resumes from the checkpoints folder and finishes with the uninterrupted run's
 # losses, bit for bit (same topology).
-#   crash_test.sh RUNNER MPIEXEC TRIAX CONFIG OUT_DIR [POINT:RANK...]
+#   crash_test.sh RUNNER MPIEXEC TRIAX CONFIG OUT_DIR [POINT:RANK...] [--set KEY=VALUE]...
+# (the settings apply to every run: checkpoints.async_save=true kills the background save's points)
 set -euo pipefail
 runner=$1 mpiexec=$2 triax=$3 config=$4 out=$5
 rm -rf "$out"
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
 shift 5
-faults=("$@")
 # keep_last 1: the save of step 4 prunes step 2 once `latest` names step 4.
 settings=(--set parallelism.dp=2 --set optimizer.zero_stage=1 --set tokens.batch_accumulation_per_replica=4
           --set tokens.train_steps=6 --set checkpoints.checkpoint_interval=2 --set checkpoints.keep_last=1
           --set parallelism.comm_timeout_seconds=3)
+faults=()
+while (($#)); do
+  if [[ $1 == --set ]]; then
+    settings+=("$1" "$2")
+    shift 2
+  else
+    faults+=("$1")
+    shift
+  fi
+done
 fail() { echo "FAILED: $*" >&2; exit 1; }
 run() {  # run DIR [more --set]...: two ranks training into DIR/run
   local dir=$1

@@ -5,9 +5,11 @@
 # bit. Once with ENOSPC injected into rank 1's file (TRIAX_FAULT=disk_full), once on a real tmpfs
 # mounted by the test just large enough for one checkpoint; exits 77 (skipped) after the first
 # part when mounting is not allowed here.
-#   disk_full_test.sh TRIAX CONFIG OUT_DIR
+#   disk_full_test.sh TRIAX CONFIG OUT_DIR [--set KEY=VALUE]...  (checkpoints.async_save=true: the
+#   disk fills during the background write, and the run stops at the next step boundary)
 set -uo pipefail
 triax=$1 config=$2 out=$3
+shift 3
 source "$(dirname "$0")/lib.sh"
 MOUNTED=""
 cleanup() { [[ -n "$MOUNTED" ]] && umount "$MOUNTED"; }
@@ -17,7 +19,7 @@ rm -rf "$out"
 mkdir -p "$out"
 settings=(--set parallelism.dp=2 --set tokens.batch_accumulation_per_replica=4 --set tokens.train_steps=6
           --set checkpoints.checkpoint_interval=2 --set parallelism.comm_timeout_seconds=20
-          --set logging.tensorboard=false)
+          --set logging.tensorboard=false "$@")
 train() {  # train RUN_FOLDER [--set ...]...
   local folder=$1
   shift

@@ -5,8 +5,11 @@
 #     bit for bit;
 #   - SIGUSR1 to rank 0 of a pp=2 (1f1b) run, with general.preemption_signals: [SIGUSR1]: the same;
 #   - SIGTERM to `triax launch` itself (tp=2), which hands it to every rank: the same;
-#   - a second signal before that save completes aborts it: the previous checkpoint stays latest.
-#   preemption_test.sh TRIAX CONFIG OUT_DIR CASE... (CASE: dp2_sigterm pp2_sigusr1 tp2_launcher_sigterm second_signal)
+#   - a second signal before that save completes aborts it: the previous checkpoint stays latest;
+#   - SIGTERM to rank 1 of a dp=2 run saving in the background (checkpoints.async_save) while the
+#     save of step 4 is still being written (slow_write: 1 s): the stop waits for it, saves, exits 0.
+#   preemption_test.sh TRIAX CONFIG OUT_DIR CASE... (CASE: dp2_sigterm pp2_sigusr1 tp2_launcher_sigterm
+#                      second_signal async_write_in_flight)
 set -uo pipefail
 triax=$1 config=$2 out=$3
 shift 3
@@ -70,6 +73,16 @@ preempt() {
 [[ $cases == *" pp2_sigusr1 "* ]] && preempt pp2_sigusr1 USR1 0 --set parallelism.pp=2 --set parallelism.pp_engine=1f1b \
   --set 'general.preemption_signals=[SIGUSR1]'
 [[ $cases == *" tp2_launcher_sigterm "* ]] && preempt tp2_launcher_sigterm TERM launcher --set parallelism.tp=2
+if [[ $cases == *" async_write_in_flight "* ]]; then
+  TRIAX_FAULT=slow_write:*:4 preempt async_write_in_flight TERM 1 --set parallelism.dp=2 \
+    --set tokens.batch_accumulation_per_replica=4 --set checkpoints.async_save=true
+  log=$(cat "$out/async_write_in_flight.log")
+  # The signal came while step 4's file was written: its save completed before the stop's own.
+  grep -q "checkpoint: step 4 saved to .*written in the background" <<<"$log" ||
+    fail "async_write_in_flight: the save in flight did not complete. Output: $log"
+  "$triax" inspect checkpoint "$out/async_write_in_flight/step_00000004" >/dev/null 2>&1 ||
+    fail "async_write_in_flight: step 4 does not pass triax inspect"
+fi
 [[ $cases == *" second_signal "* ]] || finish
 
 # A second signal before the save completes: aborted, latest stays the last periodic checkpoint

@@ -88,6 +88,10 @@ Section section_checkpoints() {
       Key("keep_last", integer(0), "triax",
           R"md(keep only the newest N complete checkpoints (never removing the one `latest` names); `0` keeps
           all)md"),
+      Key("async_save", boolean(), "triax",
+          R"md(each rank copies what it saves into host buffers (pinned, reused; one checkpoint's bytes of the
+          rank) and training goes on while a thread writes the files; same format and crash safety, at most
+          one save in flight. See docs/reliability.md, "Asynchronous saves")md"),
   };
   return s;
 }

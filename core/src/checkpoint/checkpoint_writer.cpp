@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cerrno>
 #include <system_error>
+#include <thread>
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
@@ -76,6 +77,7 @@ int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, con
   size_t written = 0;
   auto halfway = [&] {
     reach("mid_rank_file", rank, step);
+    if (fault::armed("slow_write", rank, step)) std::this_thread::sleep_for(fault::kSlowWriteDelay);
     if (fault::armed("disk_full", rank, step))
       throw std::system_error(ENOSPC, std::generic_category(),
                               "writing " + durable.temporary_path().string() + " (TRIAX_FAULT=disk_full)");
@@ -127,16 +129,27 @@ bool CheckpointWriter::all_ranks_agree(bool ok) {
 SaveResult CheckpointWriter::save(const CheckpointMetadata& metadata, const RankContents& contents,
                                   const std::string& resolved_config) {
   const auto start = Clock::now();
-  const int64_t step = metadata.step;
+  const std::filesystem::path partial = begin(metadata.step);
+  const RankFileWrite written = write_own_file(partial, contents, metadata.step);
+  conclude(metadata, partial, written, resolved_config);
+  SaveResult result;
+  result.bytes_written = written.bytes;
+  result.folder = root_ / step_folder_name(metadata.step);
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+std::filesystem::path CheckpointWriter::begin(int64_t step) {
   const std::filesystem::path partial = root_ / partial_folder_name(step);
   reach("save_start", communicator_.rank(TRIAX_GROUP_WORLD), step);
   prepare_partial_folder(partial, step);
-  SaveResult result;
-  result.bytes_written = write_own_file(partial, contents, step);
+  return partial;
+}
+
+void CheckpointWriter::conclude(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
+                                const RankFileWrite& written, const std::optional<std::string>& resolved_config) {
+  agree_files_written(written, metadata.step);
   complete_folder(metadata, partial, resolved_config);
-  result.folder = root_ / step_folder_name(step);
-  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return result;
 }
 
 void CheckpointWriter::prepare_partial_folder(const std::filesystem::path& partial, int64_t step) {
@@ -157,27 +170,33 @@ void CheckpointWriter::prepare_partial_folder(const std::filesystem::path& parti
                           partial.string() + (failure.empty() ? "" : ": " + failure));
 }
 
-int64_t CheckpointWriter::write_own_file(const std::filesystem::path& partial, const RankContents& contents,
-                                         int64_t step) {
+RankFileWrite CheckpointWriter::write_own_file(const std::filesystem::path& partial, const RankContents& contents,
+                                               int64_t step) const {
+  const auto start = Clock::now();
   const int rank = communicator_.rank(TRIAX_GROUP_WORLD);
-  std::string failure;
-  int64_t bytes = 0;
+  RankFileWrite written;
   try {
     reach("before_rank_file", rank, step);
-    bytes = write_rank_file(partial / rank_file_name(rank), contents, step);
+    written.bytes = write_rank_file(partial / rank_file_name(rank), contents, step);
   } catch (const std::exception& e) {
-    failure = e.what();
+    written.failure = e.what();
   }
+  written.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return written;
+}
+
+void CheckpointWriter::agree_files_written(const RankFileWrite& written, int64_t step) {
+  const int rank = communicator_.rank(TRIAX_GROUP_WORLD);
   fault::kill_if_armed("after_rank_file", rank, step);
-  if (!all_ranks_agree(failure.empty()))
+  if (!all_ranks_agree(written.failure.empty()))
     throw CheckpointError("checkpoint of step " + std::to_string(step) + " failed; the previous checkpoint stays " +
-                          "latest" + (failure.empty() ? " (another rank could not write its file)" : ": " + failure));
+                          "latest" +
+                          (written.failure.empty() ? " (another rank could not write its file)" : ": " + written.failure));
   fault::kill_if_armed("after_agreement", rank, step);
-  return bytes;
 }
 
 void CheckpointWriter::complete_folder(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
-                                       const std::string& resolved_config) {
+                                       const std::optional<std::string>& resolved_config) {
   std::string failure;
   if (communicator_.rank(TRIAX_GROUP_WORLD) == 0) {
     try {
@@ -194,22 +213,28 @@ void CheckpointWriter::complete_folder(const CheckpointMetadata& metadata, const
 
 // Rank 0, once every rank's file is durable: completes the folder and makes it visible.
 void CheckpointWriter::publish(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
-                               const std::string& resolved_config) const {
+                               const std::optional<std::string>& resolved_config) const {
   const int64_t step = metadata.step;
   for (const std::string& name : metadata.files)
     if (!std::filesystem::exists(partial / name))
       throw CheckpointError("checkpoint of step " + std::to_string(step) + ": " + (partial / name).string() +
                             " is missing although its rank reported success (is " + root_.string() +
                             " a folder every rank shares?)");
-  write_file_durably(partial / kConfigFile,
-                     "# the configuration of the run that saved this checkpoint\n" + resolved_config);
-  write_file_durably(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
+  if (resolved_config) write_folder_files(metadata, partial, *resolved_config);
   reach("before_rename", 0, step);
   move_into_place(partial, step);
   for (const auto& removed : prune_checkpoints(root_, keep_last_, step))
     log::info("checkpoint: removed " + removed.string() + " (checkpoints.keep_last = " + std::to_string(keep_last_) +
               ")");
   fault::kill_if_armed("after_prune", 0, step);
+}
+
+void CheckpointWriter::write_folder_files(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
+                                          const std::string& resolved_config) const {
+  if (communicator_.rank(TRIAX_GROUP_WORLD) != 0) return;
+  write_file_durably(partial / kConfigFile,
+                     "# the configuration of the run that saved this checkpoint\n" + resolved_config);
+  write_file_durably(partial / kMetadataFile, to_yaml_text(metadata.to_yaml()));
 }
 
 // The complete .partial folder becomes the step's folder and `latest` names it.

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,14 @@ struct SaveResult {
   double seconds = 0.0;       // whole save, agreement included
 };
 
+// How writing this rank's own file went: no collective is involved, so a background thread may
+// do it while the ranks train on.
+struct RankFileWrite {
+  int64_t bytes = 0;
+  std::string failure;  // empty when the file is durable; else the error, naming the file
+  double seconds = 0.0;
+};
+
 class CheckpointWriter {
  public:
   // `root`: the checkpoints folder; `keep_last` > 0 removes older complete steps after a save.
@@ -68,15 +77,31 @@ class CheckpointWriter {
   SaveResult save(const CheckpointMetadata& metadata, const RankContents& contents,
                   const std::string& resolved_config);
 
+  // save() in its three phases, for a save whose rank files are written in the background.
+  // Collective: the step's empty .partial folder, which begin returns.
+  std::filesystem::path begin(int64_t step);
+  // This rank's file only; never throws (the failure is in the result).
+  RankFileWrite write_own_file(const std::filesystem::path& partial, const RankContents& contents,
+                               int64_t step) const;
+  // Rank 0 (nothing elsewhere): config.yaml and metadata.yaml into the .partial folder (a background save writes
+  // them with its rank file, so that the commit at the step boundary is short).
+  void write_folder_files(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
+                          const std::string& resolved_config) const;
+  // Collective: the ranks agree every file is durable, then rank 0 commits the folder and moves
+  // `latest`. Throws CheckpointError on every rank when any rank's write failed, with its message.
+  // `resolved_config`: rank 0 writes the folder's files first; nullopt when it has written them.
+  void conclude(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
+                const RankFileWrite& written, const std::optional<std::string>& resolved_config);
+
  private:
   // The save's phases; each ends with every rank's agreement, and a failure throws on every rank.
   void prepare_partial_folder(const std::filesystem::path& partial, int64_t step);
-  int64_t write_own_file(const std::filesystem::path& partial, const RankContents& contents, int64_t step);
+  void agree_files_written(const RankFileWrite& written, int64_t step);
   void complete_folder(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
-                       const std::string& resolved_config);
+                       const std::optional<std::string>& resolved_config);
   // Rank 0's part of complete_folder.
   void publish(const CheckpointMetadata& metadata, const std::filesystem::path& partial,
-               const std::string& resolved_config) const;
+               const std::optional<std::string>& resolved_config) const;
   void move_into_place(const std::filesystem::path& partial, int64_t step) const;
 
   int64_t write_rank_file(const std::filesystem::path& file, const RankContents& contents, int64_t step) const;

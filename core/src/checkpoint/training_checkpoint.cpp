@@ -11,10 +11,13 @@
 #include <ctime>
 #include <set>
 
+#include "checkpoint/background_save.hpp"
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
 #include "checkpoint/checkpoint_writer.hpp"
+#include "checkpoint/host_snapshot.hpp"
 #include "checkpoint/zero3_pieces.hpp"
+#include "comm/world_reduce.hpp"
 #include "triax/core/checkpoint/hf_conversion.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "gradients/replica_ownership.hpp"
@@ -238,6 +241,14 @@ ResumePoint TrainingCheckpoint::finish_resume() {
   return point;
 }
 
+void TrainingCheckpoint::prepare_background_saves() {
+  if (!parts_.config->checkpoints.async_save) return;
+  snapshot_ = std::make_unique<HostSnapshot>(parts_.device);
+  snapshot_->prepare(rank_contents());
+  log::info("checkpoints.async_save: " + std::to_string(static_cast<double>(snapshot_->buffer_bytes()) / 1e9) +
+            " GB of host memory for the copies of this rank's pieces" + (parts_.device.is_cuda() ? " (pinned)" : ""));
+}
+
 bool TrainingCheckpoint::due(int64_t step) const {
   const CheckpointsConfig& c = parts_.config->checkpoints;
   if (step == 0) return c.save_initial_state;
@@ -245,12 +256,8 @@ bool TrainingCheckpoint::due(int64_t step) const {
   return step == parts_.config->tokens.train_steps && (c.checkpoint_interval > 0 || c.save_final_state);
 }
 
-void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSchedulerConfig& lr_scheduler,
-                              const std::string& resolved_config) {
-  const TrainConfig& c = *parts_.config;
-  Communicator& communicator = *parts_.communicator;
+RankContents TrainingCheckpoint::rank_contents() const {
   const bool sharded_optimizer = parts_.optimizer->gradient_sharding() != TRIAX_GRADIENTS_WHOLE;
-
   // One copy of everything, from the owner of its replicas (rank 0 of its dp or edp group, tp
   // rank 0, the lowest stage of a tie); ZeRO state from every rank of the group, each its piece.
   const ReplicaOwnership& owner = *parts_.ownership;
@@ -262,8 +269,7 @@ void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSch
     // A ZeRO-3 parameter is stored as ZeRO state is: every rank of its group its own piece.
     if (piece != nullptr ? owner.owns_piece(p.spec) : owner.owns_copy(p.spec)) contents.parameters.push_back(&p);
   }
-  const bool has_state = parts_.optimizer->exposes_state();
-  if (has_state)
+  if (parts_.optimizer->exposes_state())
     for (const OptimizerStateTensor& state : parts_.optimizer->state()) {
       const NamedParameter& p = parts_.parameters->at(static_cast<size_t>(state.param_index));
       const Zero3Piece* piece = zero3_->find(p.name);
@@ -273,7 +279,12 @@ void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSch
         contents.optimizer_state.push_back({&p, state.name, state.tensor, element_offset, state.per_parameter});
     }
   contents.rng_states = rng_states(parts_.device);
+  return contents;
+}
 
+CheckpointMetadata TrainingCheckpoint::metadata_of(int64_t step, int64_t consumed_tokens,
+                                                   const LrSchedulerConfig& lr_scheduler) const {
+  const TrainConfig& c = *parts_.config;
   CheckpointMetadata m;
   m.step = step;
   m.consumed_tokens = consumed_tokens;
@@ -282,20 +293,68 @@ void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSch
   m.model_plugin = parts_.model_plugin;
   m.model_dtype = c.model.dtype;
   m.optimizer_plugin = parts_.optimizer->name();
-  m.has_optimizer_state = has_state;
+  m.has_optimizer_state = parts_.optimizer->exposes_state();
   m.triax_version = TRIAX_VERSION;
   m.torch_version = TRIAX_TORCH_VERSION_STRING;
   m.saved_at = utc_now();
   m.lr_scheduler = lr_scheduler;
   m.data = parts_.data->state(step);
-  for (int r = 0; r < communicator.size(TRIAX_GROUP_WORLD); ++r) m.files.push_back(rank_file_name(r));
+  for (int r = 0; r < parts_.communicator->size(TRIAX_GROUP_WORLD); ++r) m.files.push_back(rank_file_name(r));
+  return m;
+}
 
-  CheckpointWriter writer(c.checkpoints.checkpoints_path, c.checkpoints.keep_last, communicator);
-  const SaveResult result = writer.save(m, contents, resolved_config);
+void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSchedulerConfig& lr_scheduler,
+                              const std::string& resolved_config) {
+  const CheckpointsConfig& c = parts_.config->checkpoints;
+  CheckpointWriter writer(c.checkpoints_path, c.keep_last, *parts_.communicator);
+  if (c.async_save) {
+    wait_for_save();  // at most one save in flight: its buffers are the next one's (its own log line)
+    const auto start = std::chrono::steady_clock::now();
+    start_background_save(std::move(writer), metadata_of(step, consumed_tokens, lr_scheduler), resolved_config);
+    snapshot_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    log::info("checkpoint: step " + std::to_string(step) + " copied into host memory in " +
+              std::to_string(snapshot_seconds_) + " s (" + std::to_string(static_cast<double>(snapshot_->buffer_bytes()) / 1e9) +
+              " GB of host buffers, reused from save to save); its files are written in the background");
+    return;
+  }
+  const SaveResult result = writer.save(metadata_of(step, consumed_tokens, lr_scheduler), rank_contents(), resolved_config);
   const double gigabytes = static_cast<double>(result.bytes_written) / 1e9;
   log::info("checkpoint: step " + std::to_string(step) + " saved to " + result.folder.string() + " in " +
             std::to_string(result.seconds) + " s (" + std::to_string(gigabytes) + " GB from this rank, " +
             std::to_string(result.seconds > 0 ? gigabytes / result.seconds : 0.0) + " GB/s)");
+}
+
+void TrainingCheckpoint::start_background_save(CheckpointWriter writer, CheckpointMetadata metadata,
+                                               const std::string& resolved_config) {
+  if (!snapshot_) snapshot_ = std::make_unique<HostSnapshot>(parts_.device);  // without prepare_background_saves
+  const std::filesystem::path partial = writer.begin(metadata.step);
+  RankContents copy = snapshot_->take(rank_contents());
+  in_flight_ = std::make_unique<BackgroundSave>(std::move(writer), std::move(metadata), partial, *snapshot_,
+                                                std::move(copy), resolved_config);
+}
+
+void TrainingCheckpoint::before_optimizer_step() {
+  if (in_flight_) snapshot_->before_optimizer_step();
+}
+
+void TrainingCheckpoint::complete_if_written() {
+  if (!in_flight_) return;
+  if (world_reduce(*parts_.communicator, in_flight_->written() ? 1 : 0, TRIAX_REDUCE_MIN) == 1) wait_for_save();
+}
+
+void TrainingCheckpoint::wait_for_save() {
+  if (!in_flight_) return;
+  const std::unique_ptr<BackgroundSave> save = std::move(in_flight_);  // finished or failed, never again
+  const SaveResult result = save->finish();
+  const RankFileWrite& file = save->rank_file();
+  const double gigabytes = static_cast<double>(file.bytes) / 1e9;
+  log::info("checkpoint: step " + std::to_string(save->step()) + " saved to " + result.folder.string() +
+            "; its file written in the background in " + std::to_string(file.seconds) + " s (" +
+            std::to_string(gigabytes) + " GB from this rank, " +
+            std::to_string(file.seconds > 0 ? gigabytes / file.seconds : 0.0) + " GB/s); the training stalled " +
+            std::to_string(snapshot_seconds_ + save->waited_seconds() + result.seconds) + " s (" +
+            std::to_string(snapshot_seconds_) + " s to copy, " + std::to_string(save->waited_seconds()) +
+            " s waiting for the write, " + std::to_string(result.seconds) + " s to commit)");
 }
 
 }  // namespace triax::checkpoint

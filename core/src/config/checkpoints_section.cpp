@@ -23,6 +23,7 @@ CheckpointsConfig read_checkpoints(ConfigReader& root, const std::string& run) {
   c.checkpoints_path_is_shared_file_system =
       r.get<bool>("checkpoints_path_is_shared_file_system", c.checkpoints_path_is_shared_file_system);
   c.keep_last = int_or(r, "keep_last", c.keep_last, 0);
+  c.async_save = r.get<bool>("async_save", c.async_save);
   r.finish();
   return c;
 }

@@ -31,6 +31,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   s.make_optimizer(*plugins.optimizer);
   s.checkpoint->set_optimizer(s.optimizer.get());
   s.resume = s.checkpoint->finish_resume();
+  s.checkpoint->prepare_background_saves();
   s.make_step(std::move(tied));
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
   s.create_run_folder();

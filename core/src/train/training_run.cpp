@@ -50,6 +50,7 @@ TrainSummary TrainingRun::run() {
     validate(step);
     if (save_or_stop(step, values)) break;
   }
+  s_.checkpoint->wait_for_save();
   finish();
   return summary_;
 }
@@ -65,6 +66,7 @@ TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_ra
   const at::Tensor losses = s_.step_losses->reduce(result, s_.communicator, s_.device);  // LM loss, aux losses
   if (fault::armed("nan_loss", rank, step)) losses[0].fill_(NAN);
   fault::kill_if_armed("optimizer_step", rank, step);
+  s_.checkpoint->before_optimizer_step();  // a save's copies read the parameters this step changes
   if (nonfinite_.admit(step, losses[0], clipping.norm))
     s_.optimizer->step(s_.gradients->for_optimizer(), learning_rate, clipping.coefficient);  // clipped by the optimizer
   // The step's collectives have completed, or a CommunicationError names the silent peer. The
@@ -106,6 +108,7 @@ void TrainingRun::validate(int64_t step) {
 }
 
 bool TrainingRun::save_or_stop(int64_t step, const StepValues& values) {
+  s_.checkpoint->complete_if_written();  // a background save becomes latest at the first boundary after its writes
   const bool due = s_.checkpoint->due(step);
   // Every rank stops at the same step when any of them got a preemption signal.
   const int stop_signal = c_.general.preemption_signals.empty()
@@ -118,6 +121,7 @@ bool TrainingRun::save_or_stop(int64_t step, const StepValues& values) {
   s_.checkpoint->save(step, summary_.consumed_tokens, s_.resume.lr_scheduler, resolved_config_);
   logger_->restart_interval(step);  // the save's time is not a step's
   if (stop_signal == 0) return false;
+  s_.checkpoint->wait_for_save();
   summary_.preempted_by = preemption::signal_name(stop_signal);
   log::warning("preempted by " + summary_.preempted_by + ": stopped after step " + std::to_string(step) +
                " with a checkpoint in " + c_.checkpoints.checkpoints_path +

@@ -44,6 +44,7 @@ struct CheckpointsConfig {
   bool load_optimizer = true;
   bool checkpoints_path_is_shared_file_system = false;
   int64_t keep_last = 0;  // triax: keep only the newest N complete checkpoints; 0 keeps all
+  bool async_save = false;  // triax: copy to host memory, write in the background (docs/reliability.md)
 };
 
 struct ParallelismConfig {

@@ -29,6 +29,11 @@ class TrainingData;
 
 namespace triax::checkpoint {
 
+class BackgroundSave;
+class CheckpointWriter;
+class HostSnapshot;
+struct RankContents;
+
 // Where a resumed run continues.
 struct ResumePoint {
   int64_t step = 0;             // steps already done
@@ -69,16 +74,35 @@ class TrainingCheckpoint {
   // Returns where to continue (step 0 and the config's schedule when not resuming).
   ResumePoint finish_resume();
 
+  // checkpoints.async_save: allocates the host memory of the saves' copies now, before the steps.
+  // Call after the optimizer exists.
+  void prepare_background_saves();
+
   // Whether step `step` (1-based; 0 = before training) is saved under the config's rules.
   bool due(int64_t step) const;
-  // Saves after `step` steps. Collective over the world.
+  // Saves after `step` steps. Collective over the world. With checkpoints.async_save it returns
+  // once this rank's pieces are copied to host memory, after waiting for the save in flight.
   void save(int64_t step, int64_t consumed_tokens, const LrSchedulerConfig& lr_scheduler,
             const std::string& resolved_config);
+  // checkpoints.async_save: the device's next optimizer step waits for the save's copies.
+  void before_optimizer_step();
+  // Collective while a save is in flight: commits it when every rank has written its file.
+  void complete_if_written();
+  // Collective: commits the save in flight, waiting for it (end of run, preemption). Throws
+  // CheckpointError when a rank's write failed.
+  void wait_for_save();
 
  private:
+  RankContents rank_contents() const;  // what this rank stores, pointing at the live tensors
+  CheckpointMetadata metadata_of(int64_t step, int64_t consumed_tokens, const LrSchedulerConfig& lr_scheduler) const;
+  void start_background_save(CheckpointWriter writer, CheckpointMetadata metadata, const std::string& resolved_config);
+
   TrainingParts parts_;
   std::unique_ptr<const Zero3Layout> zero3_;  // where ZeRO-3 shards lie in their boxes
   std::unique_ptr<CheckpointReader> resume_from_;
+  std::unique_ptr<HostSnapshot> snapshot_;        // checkpoints.async_save: created by the first save
+  std::unique_ptr<BackgroundSave> in_flight_;     // at most one
+  double snapshot_seconds_ = 0.0;                 // the stall of the save in flight's step
   int64_t loaded_bytes_ = 0;  // into this rank's live tensors, for the logged throughput
   double load_seconds_ = 0.0;
 };
