@@ -28,6 +28,10 @@ stop_daemons() {
 trap stop_daemons EXIT
 HOST="$(hostname -s)"
 CTLD_PORT=$((20000 + RANDOM % 20000))
+# Job ids drawn anew each run: the pmix plugin keeps a folder per job step under /tmp
+# (spmix_appdir_<uid>_<job>.<step>), and one left by a run killed midway would make the same
+# step of this run fail to launch.
+FIRST_JOB_ID=$((1000 + RANDOM % 1000000))
 SLURMD_PORT=$((CTLD_PORT + 1))
 
 mkdir -p "$WORK/munge" "$WORK/state" "$WORK/spool"
@@ -41,6 +45,7 @@ munged --force --key-file="$WORK/munge/munge.key" --socket="$WORK/munge/munge.so
 export SLURM_CONF="$WORK/slurm.conf"
 cat >"$SLURM_CONF" <<CONF
 ClusterName=triaxtest
+FirstJobId=$FIRST_JOB_ID
 SlurmctldHost=$HOST(127.0.0.1)
 SlurmUser=root
 AuthType=auth/munge
