@@ -17,7 +17,7 @@ using namespace mamba2_test;
 TEST(Mamba2Cache, PromptThenFewTokensAtATimeEqualsTheFullForward) {
   for (bool tied : {true, false}) {
     auto model = build(tiny_yaml(tied, "time_step_limit: [0.01, 0.8]\n"));  // chunks of 4
-    const at::Tensor ids = tokens(2, 14, 11);
+    const at::Tensor ids = random_tokens(2, 14, 11);
     const at::Tensor expected = full_logits(*model, ids);
     auto caches = make_caches(*model, 2, 14);
     std::vector<at::Tensor> pieces{cached_logits(*model, pointers(caches), ids.narrow(1, 0, 6))};
@@ -32,7 +32,7 @@ TEST(Mamba2Cache, PromptThenFewTokensAtATimeEqualsTheFullForward) {
 TEST(Mamba2Cache, RowsOfDifferentLengthsInOneBatch) {
   auto model = build(tiny_yaml(false));
   // a: 6 tokens, then 6..8 with b's 10..12 after b's first 10.
-  expect_rows_of_different_lengths_share_a_forward(*model, tokens(1, 9, 12), 6, tokens(1, 13, 13), 10, 3);
+  expect_rows_of_different_lengths_share_a_forward(*model, random_tokens(1, 9, 12), 6, random_tokens(1, 13, 13), 10, 3);
 }
 
 }  // namespace

@@ -56,7 +56,7 @@ TEST(Mamba2Config, RefusesBadInputNamingTheKey) {
 }
 
 TEST(Mamba2Model, RefusesTensorParallelNamingTheGroupsOrTheTopology) {
-  ModelContext context = make_context();
+  ModelContext context = tiny_model_context();
   context.tp_size = 4;
   const std::string groups = error_of([&] { build(tiny_yaml(false), context); });
   EXPECT_NE(groups.find("model.model_config.n_groups"), std::string::npos) << groups;

@@ -49,14 +49,14 @@ TEST(Mamba2Model, LogitsMatchTheReference) {
                                 "use_bias: true\nuse_conv_bias: false\n"}) {
     auto model = build(yaml);
     triax::test::randomize_parameters(*model, {"proj.bias"}, 3);
-    const at::Tensor ids = tokens(2, 11, 5);
+    const at::Tensor ids = random_tokens(2, 11, 5);
     triax::test::expect_logits_match(cache_test::full_logits(*model, ids), reference_logits(*model, ids), yaml);
   }
 }
 
 // The chunk size changes how the scan is computed, not what.
 TEST(Mamba2Model, ChunkSizeChangesNothing) {
-  const at::Tensor ids = tokens(2, 13, 6);
+  const at::Tensor ids = random_tokens(2, 13, 6);
   std::vector<at::Tensor> logits;
   for (const char* chunk : {"1", "4", "5", "64"}) {
     std::string yaml = tiny_yaml(true);
@@ -70,11 +70,11 @@ TEST(Mamba2Model, ChunkSizeChangesNothing) {
 TEST(Mamba2Model, RecomputationChangesNothing) {
   triax::test::expect_recomputation_changes_nothing(
       [](bool recompute) {
-        ModelContext context = make_context();
+        ModelContext context = tiny_model_context();
         context.recompute_layer = recompute;
         return build(tiny_yaml(false), context);
       },
-      tokens(2, 9, 8), tokens(2, 9, 9));
+      random_tokens(2, 9, 8), random_tokens(2, 9, 9));
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ using namespace mamba_test;
 TEST(MambaCache, PromptThenOneTokenAtATimeEqualsTheFullForward) {
   for (bool tied : {true, false}) {
     auto model = build(tiny_yaml(tied));
-    const at::Tensor ids = tokens(2, 12, 11);
+    const at::Tensor ids = random_tokens(2, 12, 11);
     const at::Tensor expected = full_logits(*model, ids);
     auto caches = make_caches(*model, 2, 12);
     std::vector<at::Tensor> pieces{cached_logits(*model, pointers(caches), ids.narrow(1, 0, 5))};
@@ -33,16 +33,16 @@ TEST(MambaCache, PromptThenOneTokenAtATimeEqualsTheFullForward) {
 TEST(MambaCache, RowsOfDifferentLengthsInOneBatch) {
   auto model = build(tiny_yaml(false));
   // a: 6 tokens, then 6..8 with b's 10..12 after b's first 10.
-  expect_rows_of_different_lengths_share_a_forward(*model, tokens(1, 9, 12), 6, tokens(1, 13, 13), 10, 3);
+  expect_rows_of_different_lengths_share_a_forward(*model, random_tokens(1, 9, 12), 6, random_tokens(1, 13, 13), 10, 3);
 }
 
 TEST(MambaCache, PipelineStagesJoinedByHiddenOut) {
   for (bool fp32_residual : {true, false}) {
     const std::string yaml = tiny_yaml(true, fp32_residual ? "" : "residual_in_fp32: false\n");
     auto whole = build(yaml);
-    auto first = build(yaml, make_context(0, 2, 0, 2));   // embedding + layer 0
-    auto second = build(yaml, make_context(2, 4, 1, 2));  // layer 1 + head (tied: its own embedding copy)
-    const at::Tensor ids = tokens(2, 9, 21);
+    auto first = build(yaml, tiny_model_context(0, 2, 0, 2));   // embedding + layer 0
+    auto second = build(yaml, tiny_model_context(2, 4, 1, 2));  // layer 1 + head (tied: its own embedding copy)
+    const at::Tensor ids = random_tokens(2, 9, 21);
     const at::Tensor expected = full_logits(*whole, ids);
     auto caches0 = make_caches(*first, 2, 9), caches1 = make_caches(*second, 2, 9);
     std::vector<at::Tensor> pieces;

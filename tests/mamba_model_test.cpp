@@ -56,7 +56,7 @@ TEST(MambaConfig, RefusesBadKeysWithTheirPath) {
 }
 
 TEST(MambaModel, RefusesASplitThatDoesNotDivideByTp) {
-  ModelContext context = make_context();
+  ModelContext context = tiny_model_context();
   context.tp_size = 2;
   const std::string channels =
       error_of([&] { build("d_model: 15\nnum_hidden_layers: 2\nssm_cfg: {expand: 1}\nvocab_size: 32\n", context); });
@@ -101,7 +101,7 @@ TEST(MambaModel, LogitsMatchTheReference) {
                                   "ssm_cfg: {d_state: 3, d_conv: 4, expand: 3, dt_rank: 2, bias: true}\n"}) {
     auto model = build(yaml);
     triax::test::randomize_parameters(*model, {"in_proj.bias", "out_proj.bias"}, 3);
-    const at::Tensor ids = tokens(2, 11, 5);
+    const at::Tensor ids = random_tokens(2, 11, 5);
     triax::test::expect_logits_match(cache_test::full_logits(*model, ids), reference_logits(*model, ids), yaml);
   }
 }
@@ -110,11 +110,11 @@ TEST(MambaModel, LogitsMatchTheReference) {
 TEST(MambaModel, RecomputationChangesNothing) {
   triax::test::expect_recomputation_changes_nothing(
       [](bool recompute) {
-        ModelContext context = make_context();
+        ModelContext context = tiny_model_context();
         context.recompute_layer = recompute;
         return build(tiny_yaml(false), context);
       },
-      tokens(2, 9, 8), tokens(2, 9, 9));
+      random_tokens(2, 9, 8), random_tokens(2, 9, 9));
 }
 
 // The tensor map names every parameter with its whole shape; config.json round-trips.

@@ -28,25 +28,13 @@ inline std::string tiny_yaml(bool tied, const std::string& extra = "") {
          std::string(tied ? "true" : "false") + "\n" + extra;
 }
 
-inline ModelContext make_context(int first_block = 0, int last_block = 4, int pp_rank = 0, int pp_size = 1) {
-  ModelContext context;
-  context.first_block = first_block;
-  context.last_block = last_block;
-  context.pp_rank = pp_rank;
-  context.pp_size = pp_size;
-  context.seed = 1234;
-  context.init_method = YAML::Load("{initializer_range: 0.5}");  // large enough that every token matters
-  return context;
-}
+using triax::test::random_tokens;
+using triax::test::tiny_model_context;
 
-inline std::shared_ptr<MambaModel> build(const std::string& yaml, const ModelContext& context = make_context()) {
+inline std::shared_ptr<MambaModel> build(const std::string& yaml,
+                                          const ModelContext& context = tiny_model_context()) {
   ConfigReader reader = ConfigReader::from_text(yaml, "model.model_config");
   return MambaModel::create(reader, context);
-}
-
-inline at::Tensor tokens(int64_t rows, int64_t length, uint64_t seed) {
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return at::randint(30, {rows, length}, generator, at::kLong);
 }
 
 using triax::test::max_abs_diff;

@@ -9,9 +9,31 @@
 #include <string>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
 #include "triax/causal_lm.hpp"
+#include "triax/model.hpp"
 
 namespace triax::test {
+
+// The context a tiny test model is built in: blocks [first_block, last_block) on stage pp_rank of
+// pp_size, a fixed seed, and weights large enough (initializer_range 0.5) that every token matters.
+inline ModelContext tiny_model_context(int first_block = 0, int last_block = 4, int pp_rank = 0, int pp_size = 1) {
+  ModelContext context;
+  context.first_block = first_block;
+  context.last_block = last_block;
+  context.pp_rank = pp_rank;
+  context.pp_size = pp_size;
+  context.seed = 1234;
+  context.init_method = YAML::Load("{initializer_range: 0.5}");
+  return context;
+}
+
+// Token ids below `vocab`, [rows, length], drawn from `seed`.
+inline at::Tensor random_tokens(int64_t rows, int64_t length, uint64_t seed, int64_t vocab = 30) {
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randint(vocab, {rows, length}, generator, at::kLong);
+}
 
 inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
