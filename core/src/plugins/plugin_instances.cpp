@@ -355,6 +355,15 @@ void OptimizerInstance::state_loaded() {
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "optimizer plugin '" + name_ + "'");
 }
 
+std::optional<std::string> OptimizerInstance::resolved_config() const {
+  if (vtable_.struct_size < offsetof(triax_optimizer_vtable, resolved_config) + sizeof(vtable_.resolved_config) ||
+      vtable_.resolved_config == nullptr)
+    return std::nullopt;
+  const char* text = vtable_.resolved_config(handle_);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  return std::string(text);
+}
+
 triax_gradient_sharding OptimizerInstance::gradient_sharding() const {
   return static_cast<triax_gradient_sharding>(optimizer_gradient_sharding(vtable_));
 }

@@ -254,6 +254,8 @@ std::vector<OptimizerParam> optimizer_params_from_c(const triax_optimizer_param*
 void apply_gradient_groups(const triax_optimizer_context& context, std::vector<OptimizerParam>& params);
 // Each parameter's lr_scale from context.lr_scales (ABI 1.5; 1 without it).
 void apply_lr_scales(const triax_optimizer_context& context, std::vector<OptimizerParam>& params);
+// Each parameter's global shape and shard offset from context.layouts (ABI 1.12; none without it).
+void apply_layouts(const triax_optimizer_context& context, std::vector<OptimizerParam>& params);
 
 // Whether engine class E asks for model chunks (`int model_chunks() const`).
 template <class E, class = void>
@@ -309,6 +311,7 @@ struct OptimizerAdapter {
       std::vector<OptimizerParam> list = optimizer_params_from_c(params, count);
       apply_gradient_groups(*context, list);
       apply_lr_scales(*context, list);
+      apply_layouts(*context, list);
       std::unique_ptr<Optimizer> optimizer = O::create(OptimizerContext::from_c(*context), std::move(list));
       *out = reinterpret_cast<triax_optimizer*>(optimizer.release());
     });
@@ -353,6 +356,15 @@ struct OptimizerAdapter {
   static triax_status state_loaded(triax_optimizer* handle, triax_error* error) {
     return guarded(error, [&] { reinterpret_cast<Optimizer*>(handle)->state_loaded(); });
   }
+  // NULL tells the host to keep the section as given (also when the plugin failed to say).
+  static const char* resolved_config(triax_optimizer* handle) {
+    try {
+      const std::string& text = reinterpret_cast<Optimizer*>(handle)->resolved_config_text();
+      return text.empty() ? nullptr : text.c_str();
+    } catch (...) {
+      return nullptr;
+    }
+  }
   static const triax_optimizer_vtable* vtable() {
     static const triax_optimizer_vtable table = {sizeof(triax_optimizer_vtable),
                                                  create,
@@ -363,7 +375,8 @@ struct OptimizerAdapter {
                                                  state_count,
                                                  state_entry,
                                                  state_loaded,
-                                                 step_scaled};
+                                                 step_scaled,
+                                                 resolved_config};
     return &table;
   }
 };

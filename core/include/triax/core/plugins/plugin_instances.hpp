@@ -5,6 +5,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -146,6 +147,8 @@ class OptimizerInstance {
   std::vector<OptimizerStateTensor> state() const;
   // Tells the plugin that loaded values were copied into its state tensors.
   void state_loaded();
+  // optimizer_factory with every default filled in (ABI 1.12), or nullopt: the section as given.
+  std::optional<std::string> resolved_config() const;
 
  private:
   const triax_optimizer_vtable& vtable_;
