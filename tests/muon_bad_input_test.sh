@@ -9,7 +9,7 @@ trap 'rm -rf "$WORK"' EXIT
 CONFIG="$SRC/configs/tiny_llama.yaml"
 F=optimizer.optimizer_factory
 failures=0
-# expect TEXT -- overrides...
+# expect TEXT -- overrides... (every message names the key: checked once more below)
 expect() {
   local text=$1
   shift 2
@@ -24,9 +24,9 @@ expect() {
     echo "ok: $* -> $(grep -m1 -F -- "$text" <<<"$out" | cut -c1-200)"
   fi
 }
-expect "$F.muon_named_params: '.*norm' names parameter model.layers.0.input_layernorm.weight of shape [64], which Muon cannot orthogonalise: 1-D, not a matrix" \
+expect "'.*norm' names parameter model.layers.0.input_layernorm.weight of shape [64], which Muon cannot orthogonalise: 1-D, not a matrix" \
   -- --set "$F.muon_named_params=['.*norm']"
-expect "$F.muon_named_params: 'model.embed_tokens' names parameter model.embed_tokens.weight of shape [256, 64], which Muon cannot orthogonalise: its matrix of 256 x 64 elements exceeds max_muon_matrix_elements (10000)" \
+expect "'model.embed_tokens' names parameter model.embed_tokens.weight of shape [256, 64], which Muon cannot orthogonalise: its matrix of 256 x 64 elements exceeds max_muon_matrix_elements (10000)" \
   -- --set "$F.muon_named_params=[model.embed_tokens]" --set $F.max_muon_matrix_elements=10000
 expect "$F.ns_coefficients: expected one of: quintic, cubic" -- --set $F.ns_coefficients=polar_express
 expect "$F.momentum: expected a value in [0, 1), got -0.9" -- --set $F.momentum=-0.9
