@@ -11,6 +11,12 @@ target_link_libraries(muon_test PRIVATE triax_muon_update GTest::gtest_main)
 triax_use_pch(muon_test)
 gtest_discover_tests(muon_test PROPERTIES LABELS muon ENVIRONMENT "OMP_NUM_THREADS=1")
 
+# QK-clip on the SDK's attention: the factors bring exactly the heads above the threshold to it.
+add_executable(qk_clip_test ${CMAKE_CURRENT_LIST_DIR}/qk_clip_test.cpp)
+target_link_libraries(qk_clip_test PRIVATE triax_sdk GTest::gtest_main)
+triax_use_pch(qk_clip_test)
+gtest_discover_tests(qk_clip_test PROPERTIES LABELS muon ENVIRONMENT "OMP_NUM_THREADS=1")
+
 add_test(NAME muon.bad_input COMMAND ${CMAKE_CURRENT_LIST_DIR}/muon_bad_input_test.sh $<TARGET_FILE:triax>
                                      ${CMAKE_SOURCE_DIR})
 set_tests_properties(muon.bad_input PROPERTIES LABELS muon TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
@@ -36,6 +42,28 @@ triax_muon_parity_case(tp2                  DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MO
 triax_muon_parity_case(tp2_sp               DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE REDUCE_SCATTER)
 triax_muon_parity_case(pp2_1f1b             DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE)
 triax_muon_parity_case(dp2_tp2_pp2_sp_1f1b_zero1 DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER)
+
+# QK-clip at a threshold the tiny model's logits pass from step 2 on: the largest logit of each
+# head taken over dp, heads split over tp, layers over pp.
+set(MUON_QK_CLIP_DIR ${CMAKE_CURRENT_BINARY_DIR}/muon_qk_clip_parity)
+set(QK_CLIP --set optimizer.optimizer_factory.qk_clip_threshold=0.2)
+add_test(NAME muon_qk_clip.reference
+         COMMAND parity_runner run --config ${PARITY_CONFIG} --out ${MUON_QK_CLIP_DIR}/reference
+                 --set checkpoints.checkpoints_path=${MUON_QK_CLIP_DIR}/reference/run ${MUON} ${QK_CLIP})
+set_tests_properties(muon_qk_clip.reference PROPERTIES FIXTURES_SETUP muon_qk_clip_reference LABELS "muon;parity"
+                     ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+function(triax_muon_qk_clip_case name)
+  triax_config_parity_case(muon_qk_clip.${name} CONFIG ${PARITY_CONFIG} REFERENCE ${MUON_QK_CLIP_DIR}/reference
+                           FIXTURE muon_qk_clip_reference LABELS muon parity multi_rank ${ARGN} ${MUON} ${QK_CLIP})
+endfunction()
+triax_muon_qk_clip_case(dp2_zero1 DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE)
+triax_muon_qk_clip_case(tp2       DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)
+triax_muon_qk_clip_case(dp2_tp2_pp2_sp_1f1b_zero1 DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER)
+# The clip engages: the run departs from the one without it.
+add_test(NAME muon_qk_clip.changes_the_run
+         COMMAND ${CMAKE_COMMAND} -E compare_files ${MUON_DIR}/reference/losses.txt ${MUON_QK_CLIP_DIR}/reference/losses.txt)
+set_tests_properties(muon_qk_clip.changes_the_run PROPERTIES WILL_FAIL TRUE LABELS muon
+                     FIXTURES_REQUIRED "muon_parity_reference;muon_qk_clip_reference")
 
 # The MoE model: experts orthogonalised one matrix per expert, each expert shard's ZeRO-1 ranges
 # over edp; the router and the head take AdamW.

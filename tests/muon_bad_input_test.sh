@@ -30,6 +30,14 @@ expect "'model.embed_tokens' names parameter model.embed_tokens.weight of shape 
   -- --set "$F.muon_named_params=[model.embed_tokens]" --set $F.max_muon_matrix_elements=10000
 expect "$F.ns_coefficients: expected one of: quintic, cubic" -- --set $F.ns_coefficients=polar_express
 expect "$F.momentum: expected a value in [0, 1), got -0.9" -- --set $F.momentum=-0.9
+# QK-clip needs a model that reports its attention logits: Mamba has none.
+out=$("$TRIAX" train --config "$SRC/configs/tiny_mamba.yaml" --set "checkpoints.checkpoints_path=$WORK/run" \
+  --set $F.name=muon --set $F.qk_clip_threshold=50 2>&1)
+status=$?
+if [[ $status -ne 2 || "$out" != *"$F.qk_clip_threshold: QK-clip needs the attention logits of model plugin 'mamba'"* ]]; then
+  echo "FAIL: QK-clip on mamba exited $status: $out"
+  failures=$((failures + 1))
+fi
 # ZeRO-3 has no muon form: no such plugin (exit 3), naming the stage.
 out=$("$TRIAX" train --config "$CONFIG" --set "checkpoints.checkpoints_path=$WORK/run" --set $F.name=muon \
   --set optimizer.zero_stage=3 2>&1)

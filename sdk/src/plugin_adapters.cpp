@@ -176,6 +176,25 @@ std::vector<OptimizerParam> optimizer_params_from_c(const triax_optimizer_param*
   return out;
 }
 
+void qk_clip_factors_to_c(const std::vector<std::pair<int64_t, at::Tensor>>& factors, int64_t* indices,
+                          triax_tensor** out, int32_t capacity, int32_t* count) {
+  if (static_cast<int64_t>(factors.size()) > capacity)
+    throw Error("the model has QK-clip factors for " + std::to_string(factors.size()) + " parameters; the host takes " +
+                std::to_string(capacity));
+  for (size_t k = 0; k < factors.size(); ++k) {
+    indices[k] = factors[k].first;
+    out[k] = release_handle(factors[k].second);
+  }
+  *count = static_cast<int32_t>(factors.size());
+}
+
+std::vector<std::pair<int64_t, at::Tensor>> parameter_factors_from_c(const int64_t* indices,
+                                                                      triax_tensor* const* factors, int64_t count) {
+  std::vector<std::pair<int64_t, at::Tensor>> out;
+  for (int64_t k = 0; k < count; ++k) out.emplace_back(indices[k], view_handle(factors[k]));
+  return out;
+}
+
 void apply_gradient_groups(const triax_optimizer_context& context, std::vector<OptimizerParam>& params) {
   if (context.struct_size < offsetof(triax_optimizer_context, gradient_groups) + sizeof(context.gradient_groups) ||
       context.gradient_groups == nullptr)
@@ -298,6 +317,10 @@ const std::vector<OptimizerState>& Optimizer::state_table() {
     state_table_ready_ = true;
   }
   return state_table_;
+}
+
+void Optimizer::scale_parameters(const std::vector<std::pair<int64_t, at::Tensor>>&) {
+  throw Error(TRIAX_ERROR_UNSUPPORTED, "this optimizer cannot scale its parameters (QK-clip)");
 }
 
 const std::string& Optimizer::resolved_config_text() {

@@ -153,6 +153,8 @@ void TrainerState::make_optimizer(const triax_optimizer_vtable& optimizer_vtable
   });
   log::info("optimizer " + c.optimizer.plugin + ": " + std::to_string(params.size()) + " parameter tensors, " +
             std::to_string(excluded) + " excluded from weight decay");
+  qk_clip = std::make_unique<QkClip>(*model, *optimizer, c.model.plugin, c.origin);
+  if (qk_clip->enabled()) log::info(qk_clip->describe());
 }
 
 // The gradient path and the engine step that feeds it.

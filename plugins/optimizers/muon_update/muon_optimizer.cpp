@@ -111,6 +111,20 @@ std::vector<OptimizerState> MuonOptimizer::state() {
   return out;
 }
 
+void MuonOptimizer::scale_parameters(const std::vector<std::pair<int64_t, at::Tensor>>& factors) {
+  at::NoGradGuard no_grad;
+  for (const auto& [index, factor] : factors) {
+    if (index < 0 || index >= static_cast<int64_t>(pieces_.size()))
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, plugin_ + ": a factor for parameter " + std::to_string(index) +
+                                                    " of " + std::to_string(pieces_.size()));
+    const ParameterShard& piece = pieces_[static_cast<size_t>(index)];
+    const at::Tensor whole = factor.to(at::kFloat).expand(piece.param.sizes());
+    // An fp32 parameter is its own master: scaling it scales the master.
+    if (piece.own_master) piece.master.mul_(whole.reshape({-1}).narrow(0, piece.range.offset, piece.range.length));
+    piece.param.detach().mul_(whole);
+  }
+}
+
 void MuonOptimizer::state_loaded() {
   adamw_.state_loaded();
   muon_->round_masters();

@@ -35,6 +35,10 @@ class MuonOptimizer : public Optimizer {
   void state_loaded() override;
   int64_t state_bytes() const override;
   std::string resolved_config() const override { return settings_.resolved_yaml(); }
+  // QK-clip (MuonClip): the threshold of optimizer_factory.qk_clip_threshold, and the host's
+  // factors applied to parameters and masters alike.
+  double qk_clip_threshold() const override { return settings_.qk_clip_threshold.value_or(0.0); }
+  void scale_parameters(const std::vector<std::pair<int64_t, at::Tensor>>& factors) override;
 
  private:
   struct Entry {

@@ -98,6 +98,14 @@ typedef struct triax_optimizer_vtable {
   /* optimizer_factory with every default filled in, as YAML (valid until destroy; NULL or empty:
    * the section as given): the run folder's config.yaml shows it. */
   const char* (*resolved_config)(triax_optimizer* optimizer);
+  /* QK-clip: the optimizer's threshold on attention logits, or 0 when off (NULL: off). When on, the
+   * host has the model track its attention logits and after every step hands the model's factors
+   * (triax_model_vtable.qk_clip_factors) to scale_parameters. */
+  double (*qk_clip_threshold)(triax_optimizer* optimizer);
+  /* Multiplies parameter indices[k] (numbered as at create) by factors[k] (borrowed, broadcastable
+   * to the whole parameter), and with it whatever the optimizer keeps of its values (masters). */
+  triax_status (*scale_parameters)(triax_optimizer* optimizer, const int64_t* indices, triax_tensor* const* factors,
+                                   int64_t count, triax_error* error);
 } triax_optimizer_vtable;
 
 #endif /* TRIAX_ABI_OPTIMIZER_H */

@@ -17,6 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "triax/abi.h"
@@ -85,6 +86,11 @@ class Optimizer {
   // optimizer_factory with every default filled in, as YAML (ABI 1.12), for the run folder's
   // config.yaml; empty: the section as given.
   virtual std::string resolved_config() const { return {}; }
+  // QK-clip (ABI 1.12): the threshold on attention logits, or 0 when off.
+  virtual double qk_clip_threshold() const { return 0.0; }
+  // Multiplies each parameter (its index at creation) by its factor, broadcastable to the whole
+  // parameter, and with it what the optimizer keeps of it (masters). Default: refused.
+  virtual void scale_parameters(const std::vector<std::pair<int64_t, at::Tensor>>& factors);
 
   // state(), computed once (what the C adapters enumerate).
   const std::vector<OptimizerState>& state_table();

@@ -85,6 +85,12 @@ void stage_output_to_c(StageOutput output, triax_stage_io* io);
 // Moves output.aux_losses into io->aux_losses (a host before ABI 1.3 gets their sum as aux_loss).
 void stage_aux_losses_to_c(StageOutput& output, const std::vector<std::string>& names, triax_stage_io* io);
 void fill_optimizer_state(const OptimizerState& state, triax_optimizer_state* out);
+// A model's QK-clip factors into the C arrays (new references), refused beyond capacity.
+void qk_clip_factors_to_c(const std::vector<std::pair<int64_t, at::Tensor>>& factors, int64_t* indices,
+                          triax_tensor** out, int32_t capacity, int32_t* count);
+// The C arrays of scale_parameters as (index, factor) pairs (borrowed views).
+std::vector<std::pair<int64_t, at::Tensor>> parameter_factors_from_c(const int64_t* indices,
+                                                                      triax_tensor* const* factors, int64_t count);
 // A model's inference cache as the opaque handle that crosses the ABI, and back.
 triax_cache* cache_to_c(std::unique_ptr<InferenceCache> cache);
 InferenceCache* cache_from_c(triax_cache* cache);
@@ -203,6 +209,15 @@ struct ModelAdapter {
       stage_output_to_c(box(handle)->model->forward_cached(caches_from_c(caches, count), stage_input_from_c(*io)), io);
     });
   }
+  static triax_status track_attention_logits(triax_model* handle, int32_t enable, triax_error* error) {
+    return guarded(error, [&] { box(handle)->model->track_attention_logits(enable != 0); });
+  }
+  static triax_status qk_clip_factors(triax_model* handle, double threshold, int64_t* indices, triax_tensor** factors,
+                                      int32_t capacity, int32_t* count, triax_error* error) {
+    return guarded(error, [&] {
+      qk_clip_factors_to_c(box(handle)->model->qk_clip_factors(threshold), indices, factors, capacity, count);
+    });
+  }
   static triax_status vocab_size(const char* yaml, int64_t* out, triax_error* error) {
     return guarded(error, [&] {
       ConfigReader config = ConfigReader::from_text(yaml, "model.model_config");
@@ -237,6 +252,8 @@ struct ModelAdapter {
     table.aux_loss_names = aux_loss_names;
     if constexpr (SupportsMup<M>::value) table.capabilities |= TRIAX_MODEL_SPECTRAL_MUP;
     if constexpr (RecomputesMlpActivation<M>::value) table.capabilities |= TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION;
+    table.track_attention_logits = track_attention_logits;
+    table.qk_clip_factors = qk_clip_factors;
     return table;
   }
   static const triax_model_vtable* vtable() {
@@ -356,6 +373,15 @@ struct OptimizerAdapter {
   static triax_status state_loaded(triax_optimizer* handle, triax_error* error) {
     return guarded(error, [&] { reinterpret_cast<Optimizer*>(handle)->state_loaded(); });
   }
+  static double qk_clip_threshold(triax_optimizer* handle) {
+    return reinterpret_cast<Optimizer*>(handle)->qk_clip_threshold();
+  }
+  static triax_status scale_parameters(triax_optimizer* handle, const int64_t* indices, triax_tensor* const* factors,
+                                       int64_t count, triax_error* error) {
+    return guarded(error, [&] {
+      reinterpret_cast<Optimizer*>(handle)->scale_parameters(parameter_factors_from_c(indices, factors, count));
+    });
+  }
   // NULL tells the host to keep the section as given (also when the plugin failed to say).
   static const char* resolved_config(triax_optimizer* handle) {
     try {
@@ -376,7 +402,9 @@ struct OptimizerAdapter {
                                                  state_entry,
                                                  state_loaded,
                                                  step_scaled,
-                                                 resolved_config};
+                                                 resolved_config,
+                                                 qk_clip_threshold,
+                                                 scale_parameters};
     return &table;
   }
 };
