@@ -24,11 +24,8 @@ add_dependencies(parity_runner triax_muon triax_zero1_muon)
 
 set(MUON_DIR ${CMAKE_CURRENT_BINARY_DIR}/muon_parity)
 set(MUON --set optimizer.optimizer_factory.name=muon)
-add_test(NAME muon_parity.reference
-         COMMAND parity_runner run --config ${PARITY_CONFIG} --out ${MUON_DIR}/reference
-                 --set checkpoints.checkpoints_path=${MUON_DIR}/reference/run ${MUON})
-set_tests_properties(muon_parity.reference PROPERTIES FIXTURES_SETUP muon_parity_reference LABELS "muon;parity"
-                     ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+triax_config_parity_reference(muon_parity.reference LABELS muon parity CONFIG ${PARITY_CONFIG}
+                              OUT ${MUON_DIR}/reference FIXTURE muon_parity_reference ${MUON})
 
 function(triax_muon_parity_case name)
   triax_config_parity_case(muon_parity.${name} CONFIG ${PARITY_CONFIG} REFERENCE ${MUON_DIR}/reference
@@ -47,11 +44,8 @@ triax_muon_parity_case(dp2_tp2_pp2_sp_1f1b_zero1 DP 2 TP 2 PP 2 ENGINE 1f1b ZERO
 # head taken over dp, heads split over tp, layers over pp.
 set(MUON_QK_CLIP_DIR ${CMAKE_CURRENT_BINARY_DIR}/muon_qk_clip_parity)
 set(QK_CLIP --set optimizer.optimizer_factory.qk_clip_threshold=0.2)
-add_test(NAME muon_qk_clip.reference
-         COMMAND parity_runner run --config ${PARITY_CONFIG} --out ${MUON_QK_CLIP_DIR}/reference
-                 --set checkpoints.checkpoints_path=${MUON_QK_CLIP_DIR}/reference/run ${MUON} ${QK_CLIP})
-set_tests_properties(muon_qk_clip.reference PROPERTIES FIXTURES_SETUP muon_qk_clip_reference LABELS "muon;parity"
-                     ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+triax_config_parity_reference(muon_qk_clip.reference LABELS muon parity CONFIG ${PARITY_CONFIG}
+                              OUT ${MUON_QK_CLIP_DIR}/reference FIXTURE muon_qk_clip_reference ${MUON} ${QK_CLIP})
 function(triax_muon_qk_clip_case name)
   triax_config_parity_case(muon_qk_clip.${name} CONFIG ${PARITY_CONFIG} REFERENCE ${MUON_QK_CLIP_DIR}/reference
                            FIXTURE muon_qk_clip_reference LABELS muon parity multi_rank ${ARGN} ${MUON} ${QK_CLIP})
@@ -68,11 +62,8 @@ set_tests_properties(muon_qk_clip.changes_the_run PROPERTIES WILL_FAIL TRUE LABE
 # The MoE model: experts orthogonalised one matrix per expert, each expert shard's ZeRO-1 ranges
 # over edp; the router and the head take AdamW.
 set(MUON_MOE_DIR ${CMAKE_CURRENT_BINARY_DIR}/muon_moe_parity)
-add_test(NAME muon_moe.reference
-         COMMAND parity_runner run --config ${MOE_CONFIG} --out ${MUON_MOE_DIR}/reference
-                 --set checkpoints.checkpoints_path=${MUON_MOE_DIR}/reference/run ${MUON})
-set_tests_properties(muon_moe.reference PROPERTIES FIXTURES_SETUP muon_moe_reference LABELS "muon;parity;moe"
-                     ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+triax_config_parity_reference(muon_moe.reference LABELS muon parity moe CONFIG ${MOE_CONFIG}
+                              OUT ${MUON_MOE_DIR}/reference FIXTURE muon_moe_reference ${MUON})
 function(triax_muon_moe_case name)
   triax_config_parity_case(muon_moe.${name} CONFIG ${MOE_CONFIG} REFERENCE ${MUON_MOE_DIR}/reference
                            FIXTURE muon_moe_reference LABELS muon parity multi_rank moe AUX_LOSSES ${ARGN} ${MUON})
@@ -86,43 +77,21 @@ triax_muon_moe_case(dp2_ep2_tp2_sp_zero1 DP 2 TP 2 PP 1 ENGINE afab ZERO 1 MODE 
 
 # Checkpoints: single-rank and dp 2 x tp 2 x pp 2 (ZeRO-1) runs save at step 5; the same topology
 # continues bit for bit, the others within 1e-5 of the uninterrupted single-rank run.
-function(triax_muon_checkpoint_source name)
-  cmake_parse_arguments(ARG "" "RANKS" "" ${ARGN})
-  add_test(NAME muon_checkpoint.source.${name}
-           COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/run_case.sh $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE}
-                   ${PARITY_CONFIG} ${MUON_DIR}/reference ${MUON_DIR}/source_${name} ${ARG_RANKS}
-                   --set checkpoints.checkpoint_interval=5 ${MUON} ${ARG_UNPARSED_ARGUMENTS})
-  set_tests_properties(muon_checkpoint.source.${name} PROPERTIES FIXTURES_REQUIRED muon_parity_reference
-                       FIXTURES_SETUP muon_checkpoint_source_${name} LABELS "muon;checkpoint;multi_rank"
-                       PROCESSORS ${ARG_RANKS} TIMEOUT 300)
-endfunction()
-function(triax_muon_checkpoint_resume name)
-  cmake_parse_arguments(ARG "EXACT" "SOURCE;RANKS" "" ${ARGN})
-  add_test(NAME muon_checkpoint.resume.${name}
-           COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint/resume_case.sh $<TARGET_FILE:parity_runner>
-                   ${MPIEXEC_EXECUTABLE} ${PARITY_CONFIG} ${MUON_DIR}/reference ${MUON_DIR}/source_${ARG_SOURCE}
-                   ${MUON_DIR}/resume_${name} ${ARG_RANKS} 5 ${MUON} ${ARG_UNPARSED_ARGUMENTS})
-  set(exact 0)
-  if(ARG_EXACT)
-    set(exact 1)
-  endif()
-  set_tests_properties(muon_checkpoint.resume.${name} PROPERTIES
-                       FIXTURES_REQUIRED "muon_parity_reference;muon_checkpoint_source_${ARG_SOURCE}"
-                       LABELS "muon;checkpoint;multi_rank" PROCESSORS ${ARG_RANKS} TIMEOUT 300
-                       ENVIRONMENT "EXACT=${exact}")
-endfunction()
+set(MUON_CHECKPOINT PREFIX muon_checkpoint DIR ${MUON_DIR}/checkpoint REFERENCE ${MUON_DIR}/reference
+    FIXTURE muon_parity_reference LABEL muon ${MUON})
 set(MUON_SINGLE --set parallelism.dp=1 --set parallelism.tp=1 --set parallelism.pp=1
     --set tokens.batch_accumulation_per_replica=8)
 set(MUON_DP2_TP2_PP2_ZERO1 --set parallelism.dp=2 --set parallelism.tp=2 --set parallelism.pp=2
     --set optimizer.zero_stage=1 --set parallelism.pp_engine=1f1b --set tokens.batch_accumulation_per_replica=4)
-triax_muon_checkpoint_source(single RANKS 1 ${MUON_SINGLE})
-triax_muon_checkpoint_source(dp2_tp2_pp2_zero1 RANKS 8 ${MUON_DP2_TP2_PP2_ZERO1})
-triax_muon_checkpoint_resume(same_single SOURCE single RANKS 1 EXACT ${MUON_SINGLE})
-triax_muon_checkpoint_resume(same_dp2_tp2_pp2_zero1 SOURCE dp2_tp2_pp2_zero1 RANKS 8 EXACT ${MUON_DP2_TP2_PP2_ZERO1})
-triax_muon_checkpoint_resume(dp2_tp2_pp2_zero1_to_single SOURCE dp2_tp2_pp2_zero1 RANKS 1 ${MUON_SINGLE})
-triax_muon_checkpoint_resume(single_to_dp2_tp2_pp2_zero1 SOURCE single RANKS 8 ${MUON_DP2_TP2_PP2_ZERO1})
-triax_muon_checkpoint_resume(single_to_tp2_dp2_zero1 SOURCE single RANKS 4 --set parallelism.dp=2
-                             --set parallelism.tp=2 --set optimizer.zero_stage=1 --set tokens.batch_accumulation_per_replica=4)
+triax_checkpoint_source(single RANKS 1 ${MUON_CHECKPOINT} ${MUON_SINGLE})
+triax_checkpoint_source(dp2_tp2_pp2_zero1 RANKS 8 ${MUON_CHECKPOINT} ${MUON_DP2_TP2_PP2_ZERO1})
+triax_checkpoint_resume(same_single SOURCE single RANKS 1 EXACT ${MUON_CHECKPOINT} ${MUON_SINGLE})
+triax_checkpoint_resume(same_dp2_tp2_pp2_zero1 SOURCE dp2_tp2_pp2_zero1 RANKS 8 EXACT ${MUON_CHECKPOINT}
+                        ${MUON_DP2_TP2_PP2_ZERO1})
+triax_checkpoint_resume(dp2_tp2_pp2_zero1_to_single SOURCE dp2_tp2_pp2_zero1 RANKS 1 ${MUON_CHECKPOINT} ${MUON_SINGLE})
+triax_checkpoint_resume(single_to_dp2_tp2_pp2_zero1 SOURCE single RANKS 8 ${MUON_CHECKPOINT} ${MUON_DP2_TP2_PP2_ZERO1})
+triax_checkpoint_resume(single_to_tp2_dp2_zero1 SOURCE single RANKS 4 ${MUON_CHECKPOINT} --set parallelism.dp=2
+                        --set parallelism.tp=2 --set optimizer.zero_stage=1 --set tokens.batch_accumulation_per_replica=4)
 
 # Quality on real text: Muon at its documented default learning rate reaches AdamW's final loss in
 # fewer steps (measured: step 186 of 300, 0.62; 23 s). tools/tokenize needs the .venv's tokenizers.

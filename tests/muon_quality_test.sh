@@ -11,8 +11,7 @@ SRC="$2"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-"$SRC/.venv/bin/python" "$SRC/tools/tokenize" --tokenizer bpe:512 --max-tokens-per-file 50000 \
-  --output "$WORK/licenses" /usr/share/common-licenses 2>/dev/null
+source "$(dirname "$0")/data/licence_tokens.sh"
 train() {
   local name=$1
   shift

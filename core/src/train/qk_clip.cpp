@@ -6,16 +6,16 @@
 
 namespace triax {
 
-QkClip::QkClip(ModelChunks& model, OptimizerInstance& optimizer, const std::string& model_plugin,
-               const std::string& origin)
+QkClip::QkClip(ModelChunks& model, OptimizerInstance& optimizer, const std::string& origin)
     : model_(model), optimizer_(optimizer), threshold_(optimizer.qk_clip_threshold()) {
   if (!enabled()) return;
   try {
     model_.track_attention_logits(true);
   } catch (const Error& e) {
     if (e.status() != TRIAX_ERROR_UNSUPPORTED) throw;
-    throw ConfigError((origin.empty() ? "" : origin + ": ") + "optimizer.optimizer_factory.qk_clip_threshold: QK-clip " +
-                      "needs the attention logits of model plugin '" + model_plugin + "': " + e.what());
+    throw ConfigError((origin.empty() ? "" : origin + ": ") +
+                      "optimizer.optimizer_factory.qk_clip_threshold: QK-clip needs the model's attention logits: " +
+                      e.what());
   }
 }
 

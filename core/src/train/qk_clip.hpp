@@ -15,7 +15,7 @@ class QkClip {
  public:
   // Off unless the optimizer asks; a model that cannot report its logits is then a ConfigError
   // naming the key and the model plugin (`origin`: the config file).
-  QkClip(ModelChunks& model, OptimizerInstance& optimizer, const std::string& model_plugin, const std::string& origin);
+  QkClip(ModelChunks& model, OptimizerInstance& optimizer, const std::string& origin);
 
   bool enabled() const { return threshold_ > 0.0; }
   // After an optimizer step, on every rank.

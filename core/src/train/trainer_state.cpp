@@ -153,7 +153,7 @@ void TrainerState::make_optimizer(const triax_optimizer_vtable& optimizer_vtable
   });
   log::info("optimizer " + c.optimizer.plugin + ": " + std::to_string(params.size()) + " parameter tensors, " +
             std::to_string(excluded) + " excluded from weight decay");
-  qk_clip = std::make_unique<QkClip>(*model, *optimizer, c.model.plugin, c.origin);
+  qk_clip = std::make_unique<QkClip>(*model, *optimizer, c.origin);
   if (qk_clip->enabled()) log::info(qk_clip->describe());
 }
 

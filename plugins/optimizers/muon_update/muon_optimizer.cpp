@@ -8,17 +8,6 @@
 namespace triax::plugins {
 namespace {
 
-MuonOptions muon_options(const MuonSettings& s, bool dp_sharded) {
-  MuonOptions o;
-  o.momentum = s.momentum;
-  o.nesterov = s.nesterov;
-  o.ns_steps = s.ns_steps;
-  o.coefficients = s.coefficients;
-  o.update_rms = s.update_rms;
-  o.dp_sharded = dp_sharded;
-  return o;
-}
-
 MuonTarget muon_target(const OptimizerParam& param, const ParameterShard& piece, const Host& host) {
   const int tp_rank = host.valid() ? host.rank(TRIAX_GROUP_TP) : 0;
   const int tp_size = host.valid() ? host.size(TRIAX_GROUP_TP) : 1;
@@ -54,7 +43,7 @@ MuonOptimizer::MuonOptimizer(const OptimizerContext& context, const std::vector<
   }
   auto group_rank = [this](triax_group group) { return zero1_ ? zero1_->group_rank(group) : 0; };
   auto group_size = [this](triax_group group) { return zero1_ ? zero1_->group_size(group) : 1; };
-  muon_ = std::make_unique<MuonUpdate>(muon_options(settings_, dp_sharded), context.host, group_rank, group_size);
+  muon_ = std::make_unique<MuonUpdate>(settings_.update, dp_sharded, context.host, group_rank, group_size);
   for (size_t i = 0; i < params.size(); ++i) {
     const ParameterShard& piece = pieces_[i];
     Entry entry;

@@ -40,11 +40,11 @@ MuonSettings MuonSettings::read(const YAML::Node& optimizer_section) {
   ConfigReader& factory = *s.factory_;
   factory.required<std::string>("name");
   s.adamw = AdamWSettings::read_keys(factory);
-  s.momentum = factory.get<double>("momentum", s.momentum);
-  s.nesterov = factory.get<bool>("nesterov", s.nesterov);
-  s.ns_steps = factory.get<int64_t>("ns_steps", s.ns_steps);
-  s.coefficients = *find_newton_schulz_coefficients(factory.choice("ns_coefficients", {"quintic", "cubic"}, "quintic"));
-  s.update_rms = factory.get<double>("update_rms", s.update_rms);
+  s.update.momentum = factory.get<double>("momentum", s.update.momentum);
+  s.update.nesterov = factory.get<bool>("nesterov", s.update.nesterov);
+  s.update.ns_steps = factory.get<int64_t>("ns_steps", s.update.ns_steps);
+  s.update.coefficients = *find_newton_schulz_coefficients(factory.choice("ns_coefficients", {"quintic", "cubic"}, "quintic"));
+  s.update.update_rms = factory.get<double>("update_rms", s.update.update_rms);
   s.qk_clip_threshold = factory.optional<double>("qk_clip_threshold");
   if (!s.qk_clip_threshold) factory.resolved()["qk_clip_threshold"] = YAML::Node(YAML::NodeType::Null);
   s.muon_named_params = factory.get<std::vector<std::string>>("muon_named_params", {});
@@ -53,10 +53,10 @@ MuonSettings MuonSettings::read(const YAML::Node& optimizer_section) {
   factory.finish();
 
   s.adamw.check(factory);
-  if (s.momentum < 0 || s.momentum >= 1)
-    factory.fail("momentum", "expected a value in [0, 1), got " + number_text(s.momentum));
-  if (s.ns_steps < 1 || s.ns_steps > 100) factory.fail("ns_steps", "expected 1 to 100 steps, got " + std::to_string(s.ns_steps));
-  if (!(s.update_rms > 0)) factory.fail("update_rms", "expected a positive number, got " + number_text(s.update_rms));
+  if (s.update.momentum < 0 || s.update.momentum >= 1)
+    factory.fail("momentum", "expected a value in [0, 1), got " + number_text(s.update.momentum));
+  if (s.update.ns_steps < 1 || s.update.ns_steps > 100) factory.fail("ns_steps", "expected 1 to 100 steps, got " + std::to_string(s.update.ns_steps));
+  if (!(s.update.update_rms > 0)) factory.fail("update_rms", "expected a positive number, got " + number_text(s.update.update_rms));
   if (s.qk_clip_threshold && !(*s.qk_clip_threshold > 0))
     factory.fail("qk_clip_threshold", "expected a positive number (or null: no clipping), got " +
                                           number_text(*s.qk_clip_threshold));

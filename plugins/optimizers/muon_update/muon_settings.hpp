@@ -15,15 +15,20 @@
 
 namespace triax::plugins {
 
-struct MuonSettings {
-  AdamWSettings adamw;  // adam_beta1, adam_beta2, adam_eps, torch_adam_is_fused
+// The Muon update's own hyper-parameters.
+struct MuonOptions {
   double momentum = 0.95;
   bool nesterov = true;
   int64_t ns_steps = 5;
-  NewtonSchulzCoefficients coefficients = *find_newton_schulz_coefficients("quintic");
+  NewtonSchulzCoefficients coefficients{"quintic", 3.4445, -4.7750, 2.0315};
   // The RMS of an update: the orthogonalised A x B matrix (RMS 1/sqrt(max(A, B))) is scaled by
   // update_rms * sqrt(max(A, B)), Moonlight's match of AdamW's typical update RMS.
   double update_rms = 0.2;
+};
+
+struct MuonSettings {
+  AdamWSettings adamw;  // adam_beta1, adam_beta2, adam_eps, torch_adam_is_fused
+  MuonOptions update;
   // MuonClip: attention logits above it have their query and key rows scaled down; unset: off.
   std::optional<double> qk_clip_threshold;
   // Regular expressions (matched from the name's start, as weight_decay_exclude_named_params):

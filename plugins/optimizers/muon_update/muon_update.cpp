@@ -30,6 +30,16 @@ at::Tensor split_shards(const at::Tensor& whole, const MuonTarget& t, int tp_siz
   return at::cat(shards);
 }
 
+// values[items[k]] through one exchange, to the owners or back; the other values pass as they are.
+std::vector<at::Tensor> exchanged(const OwnerExchange& exchange, const std::vector<size_t>& items,
+                                  std::vector<at::Tensor> values, bool to_owners) {
+  std::vector<at::Tensor> in;
+  for (size_t i : items) in.push_back(values[i]);
+  const std::vector<at::Tensor> out = to_owners ? exchange.gather(in) : exchange.scatter(in);
+  for (size_t k = 0; k < items.size(); ++k) values[items[k]] = out[k];
+  return values;
+}
+
 }  // namespace
 
 int64_t tensor_parallel_split(const OptimizerParam& param, int tp_rank, int tp_size) {
@@ -62,9 +72,13 @@ int64_t tensor_parallel_split(const OptimizerParam& param, int tp_rank, int tp_s
   return split;
 }
 
-MuonUpdate::MuonUpdate(MuonOptions options, Host host, std::function<int(triax_group)> group_rank,
+MuonUpdate::MuonUpdate(MuonOptions options, bool dp_sharded, Host host, std::function<int(triax_group)> group_rank,
                        std::function<int(triax_group)> group_size)
-    : options_(options), host_(host), group_rank_(std::move(group_rank)), group_size_(std::move(group_size)) {
+    : options_(options),
+      dp_sharded_(dp_sharded),
+      host_(host),
+      group_rank_(std::move(group_rank)),
+      group_size_(std::move(group_size)) {
   tp_rank_ = host_.valid() ? host_.rank(TRIAX_GROUP_TP) : 0;
   tp_size_ = host_.valid() ? host_.size(TRIAX_GROUP_TP) : 1;
 }
@@ -83,7 +97,7 @@ void MuonUpdate::plan() {
   compute_ = targets_.front().master.is_cuda() ? at::kBFloat16 : at::kFloat;
   const at::TensorOptions options = targets_.front().master.options().dtype(compute_);
   dp_owned_.assign(targets_.size(), true);
-  if (options_.dp_sharded) {
+  if (dp_sharded_) {
     std::map<triax_group, std::vector<size_t>> by_group;
     for (size_t i = 0; i < targets_.size(); ++i) by_group[targets_[i].group].push_back(i);
     for (const auto& [group, slots] : by_group) {
@@ -99,7 +113,7 @@ void MuonUpdate::plan() {
       }
       OwnerExchange exchange(host_, group, group_rank_(group), balanced_owners(sizes, ranks), std::move(pieces), options);
       for (size_t k = 0; k < slots.size(); ++k) dp_owned_[slots[k]] = exchange.owns(k);
-      dp_exchanges_.emplace(group, std::make_pair(slots, std::move(exchange)));
+      dp_exchanges_.emplace(group, std::make_pair(std::move(exchange), slots));
     }
   }
   std::vector<int64_t> sizes;
@@ -146,22 +160,13 @@ std::vector<at::Tensor> MuonUpdate::momentum_updates(const std::vector<at::Tenso
 }
 
 std::vector<at::Tensor> MuonUpdate::gather_wholes(const std::vector<at::Tensor>& pieces) const {
-  std::vector<at::Tensor> shards = pieces;  // each target's flattened tp shard where dp-owned
-  for (const auto& [group, entry] : dp_exchanges_) {
-    const auto& [slots, exchange] = entry;
-    std::vector<at::Tensor> mine;
-    for (size_t i : slots) mine.push_back(pieces[i]);
-    const std::vector<at::Tensor> owned = exchange.gather(mine);
-    for (size_t k = 0; k < slots.size(); ++k) shards[slots[k]] = owned[k];
-  }
-  std::vector<at::Tensor> tp_mine;
-  for (size_t i : tp_items_) tp_mine.push_back(shards[i]);
-  const std::vector<at::Tensor> joined = tp_exchange_->gather(tp_mine);
+  std::vector<at::Tensor> shards = pieces;  // then each target's flattened tp shard where dp-owned
+  for (const auto& [group, entry] : dp_exchanges_) shards = exchanged(entry.first, entry.second, shards, true);
+  const std::vector<at::Tensor> joined = exchanged(*tp_exchange_, tp_items_, shards, true);
   std::vector<at::Tensor> wholes(targets_.size());
   for (size_t i = 0; i < targets_.size(); ++i)
-    if (computed_[i] && targets_[i].split_dim < 0) wholes[i] = shards[i];
-  for (size_t k = 0; k < tp_items_.size(); ++k)
-    if (joined[k].defined()) wholes[tp_items_[k]] = join_shards(joined[k], targets_[tp_items_[k]], tp_size_);
+    if (computed_[i])
+      wholes[i] = targets_[i].split_dim < 0 ? shards[i] : join_shards(joined[i], targets_[i], tp_size_);
   return wholes;
 }
 
@@ -186,21 +191,13 @@ std::vector<at::Tensor> MuonUpdate::orthogonalise_wholes(const std::vector<at::T
 }
 
 std::vector<at::Tensor> MuonUpdate::scatter_wholes(const std::vector<at::Tensor>& results) const {
-  std::vector<at::Tensor> shards = results;
-  std::vector<at::Tensor> tp_owned;
-  for (size_t i : tp_items_)
-    tp_owned.push_back(results[i].defined() ? split_shards(results[i], targets_[i], tp_size_) : at::Tensor());
-  const std::vector<at::Tensor> tp_mine = tp_exchange_->scatter(tp_owned);
-  for (size_t k = 0; k < tp_items_.size(); ++k) shards[tp_items_[k]] = tp_mine[k];
-  std::vector<at::Tensor> pieces = shards;
-  for (const auto& [group, entry] : dp_exchanges_) {
-    const auto& [slots, exchange] = entry;
-    std::vector<at::Tensor> owned;
-    for (size_t i : slots) owned.push_back(shards[i]);
-    const std::vector<at::Tensor> mine = exchange.scatter(owned);
-    for (size_t k = 0; k < slots.size(); ++k) pieces[slots[k]] = mine[k];
-  }
-  return pieces;
+  std::vector<at::Tensor> shards(results.size());
+  for (size_t i = 0; i < results.size(); ++i)
+    shards[i] = results[i].defined() && targets_[i].split_dim >= 0 ? split_shards(results[i], targets_[i], tp_size_)
+                                                                    : results[i];
+  shards = exchanged(*tp_exchange_, tp_items_, shards, false);
+  for (const auto& [group, entry] : dp_exchanges_) shards = exchanged(entry.first, entry.second, shards, false);
+  return shards;
 }
 
 void MuonUpdate::apply(const std::vector<at::Tensor>& orthogonalised, double learning_rate) {

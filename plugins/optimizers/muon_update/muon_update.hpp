@@ -50,19 +50,11 @@ struct MuonTarget {
 // dimension at most, cut into equal shards in tp rank order; expert shards held whole per expert.
 int64_t tensor_parallel_split(const OptimizerParam& param, int tp_rank, int tp_size);
 
-struct MuonOptions {
-  double momentum = 0.95;
-  bool nesterov = true;
-  int64_t ns_steps = 5;
-  NewtonSchulzCoefficients coefficients{"quintic", 3.4445, -4.7750, 2.0315};
-  double update_rms = 0.2;
-  bool dp_sharded = false;  // ZeRO-1: targets hold ranges of their tp shards over their group
-};
-
 class MuonUpdate {
  public:
-  // `group_rank` / `group_size` answer for the gradient groups (ZeRO-1).
-  MuonUpdate(MuonOptions options, Host host, std::function<int(triax_group)> group_rank,
+  // `dp_sharded` (ZeRO-1): targets hold ranges of their tp shards over their gradient group, for
+  // which `group_rank` / `group_size` answer.
+  MuonUpdate(MuonOptions options, bool dp_sharded, Host host, std::function<int(triax_group)> group_rank,
              std::function<int(triax_group)> group_size);
 
   // Registers a target; its gradient is step()'s grads[slot], slot the returned index.
@@ -91,14 +83,15 @@ class MuonUpdate {
   void apply(const std::vector<at::Tensor>& orthogonalised, double learning_rate);
 
   MuonOptions options_;
+  bool dp_sharded_ = false;
   Host host_;
   std::function<int(triax_group)> group_rank_, group_size_;
   int tp_rank_ = 0, tp_size_ = 1;
   at::ScalarType compute_ = at::kFloat;  // of the orthogonalisation and the exchanges
   std::vector<MuonTarget> targets_;
   std::vector<at::Tensor> momenta_;
-  // ZeRO-1: per gradient group, its targets (in slot order) and their exchange.
-  std::map<triax_group, std::pair<std::vector<size_t>, OwnerExchange>> dp_exchanges_;
+  // ZeRO-1: per gradient group, its exchange and its targets (in slot order).
+  std::map<triax_group, std::pair<OwnerExchange, std::vector<size_t>>> dp_exchanges_;
   std::vector<bool> dp_owned_;  // per target: its tp shard is put together here
   // The split targets whose tp shard is put together here, and their exchange over tp.
   std::vector<size_t> tp_items_;

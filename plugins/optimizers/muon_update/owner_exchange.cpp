@@ -56,6 +56,17 @@ int64_t OwnerExchange::piece_offset(size_t item, int rank) const {
   return std::accumulate(pieces_[item].begin(), pieces_[item].begin() + rank, int64_t{0});
 }
 
+std::pair<std::vector<int64_t>, std::vector<int64_t>> OwnerExchange::to_owner_splits() const {
+  const auto me = static_cast<size_t>(rank_);
+  std::vector<int64_t> send(static_cast<size_t>(ranks_), 0), receive(static_cast<size_t>(ranks_), 0);
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    send[static_cast<size_t>(owners_[i])] += pieces_[i][me];
+    if (owns(i))
+      for (size_t r = 0; r < receive.size(); ++r) receive[r] += pieces_[i][r];
+  }
+  return {send, receive};
+}
+
 at::Tensor OwnerExchange::exchange(const std::vector<at::Tensor>& parts, const std::vector<int64_t>& send_splits,
                                    const std::vector<int64_t>& receive_splits) const {
   const at::Tensor send = parts.empty() ? at::empty({0}, options_) : at::cat(parts);
@@ -71,26 +82,20 @@ std::vector<at::Tensor> OwnerExchange::gather(const std::vector<at::Tensor>& min
       if (owns(i)) owned[i] = mine[i].reshape({-1});
     return owned;
   }
-  const auto me = static_cast<size_t>(rank_);
+  const auto [send_splits, receive_splits] = to_owner_splits();
   std::vector<at::Tensor> parts;
-  std::vector<int64_t> send_splits(static_cast<size_t>(ranks_), 0), receive_splits(static_cast<size_t>(ranks_), 0);
-  for (size_t i = 0; i < owners_.size(); ++i) {
-    send_splits[static_cast<size_t>(owners_[i])] += pieces_[i][me];
-    if (owns(i))
-      for (size_t source = 0; source < receive_splits.size(); ++source) receive_splits[source] += pieces_[i][source];
-  }
   for (int destination = 0; destination < ranks_; ++destination)  // rank-major, items in order
     for (size_t i = 0; i < owners_.size(); ++i)
       if (owners_[i] == destination) parts.push_back(mine[i].reshape({-1}).to(options_));
   const at::Tensor received = exchange(parts, send_splits, receive_splits);
   // Per source rank, its pieces of the items owned here, in item order.
   std::vector<std::vector<at::Tensor>> pieces(owners_.size());
-  int64_t at = 0;
+  int64_t offset = 0;
   for (size_t source = 0; source < receive_splits.size(); ++source)
     for (size_t i = 0; i < owners_.size(); ++i)
       if (owns(i)) {
-        pieces[i].push_back(received.narrow(0, at, pieces_[i][source]));
-        at += pieces_[i][source];
+        pieces[i].push_back(received.narrow(0, offset, pieces_[i][source]));
+        offset += pieces_[i][source];
       }
   for (size_t i = 0; i < owners_.size(); ++i)
     if (owns(i)) owned[i] = at::cat(pieces[i]);
@@ -105,14 +110,8 @@ std::vector<at::Tensor> OwnerExchange::scatter(const std::vector<at::Tensor>& ow
     return mine;
   }
   const auto me = static_cast<size_t>(rank_);
+  const auto [receive_splits, send_splits] = to_owner_splits();  // the way back
   std::vector<at::Tensor> parts;
-  std::vector<int64_t> send_splits(static_cast<size_t>(ranks_), 0), receive_splits(static_cast<size_t>(ranks_), 0);
-  for (size_t i = 0; i < owners_.size(); ++i) {
-    receive_splits[static_cast<size_t>(owners_[i])] += pieces_[i][me];
-    if (owns(i))
-      for (size_t destination = 0; destination < send_splits.size(); ++destination)
-        send_splits[destination] += pieces_[i][destination];
-  }
   for (int destination = 0; destination < ranks_; ++destination)
     for (size_t i = 0; i < owners_.size(); ++i)
       if (owns(i))
@@ -120,12 +119,12 @@ std::vector<at::Tensor> OwnerExchange::scatter(const std::vector<at::Tensor>& ow
                             .to(options_));
   const at::Tensor received = exchange(parts, send_splits, receive_splits);
   // Per owner rank, this rank's pieces of its items, in item order.
-  int64_t at = 0;
+  int64_t offset = 0;
   for (int source = 0; source < ranks_; ++source)
     for (size_t i = 0; i < owners_.size(); ++i)
       if (owners_[i] == source) {
-        mine[i] = received.narrow(0, at, pieces_[i][me]);
-        at += pieces_[i][me];
+        mine[i] = received.narrow(0, offset, pieces_[i][me]);
+        offset += pieces_[i][me];
       }
   return mine;
 }

@@ -7,6 +7,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "triax/host.hpp"
@@ -43,6 +44,9 @@ class OwnerExchange {
   bool moves_anything() const;
   // Where group rank r's piece starts within item i's concatenation.
   int64_t piece_offset(size_t item, int rank) const;
+  // Per rank of the group: the elements this rank sends it and receives from it when the pieces
+  // go to their owners (the way back swaps the two).
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> to_owner_splits() const;
 
   Host host_;
   triax_group group_;
