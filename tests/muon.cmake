@@ -1,11 +1,12 @@
 # The muon optimizer plugins (plugins/optimizers/muon*): unit tests (the Newton–Schulz iteration,
-# which parameters take Muon, owners, the update on one rank), refusals through the command line,
-# and whole runs against the single-rank Muon run: the parity matrix's tiny Llama at dp 2 (ZeRO-0
-# and ZeRO-1), tp 2 in both modes, pp 2 and dp 2 x tp 2 x pp 2 with ZeRO-1, the MoE model at ep 2
-# (its experts orthogonalised per expert); losses, gradient norms and final parameters within
-# 1e-5. Checkpoints resume bit for bit at the same topology and within 1e-5 at others, between
-# muon and zero1_muon. A quality check on real text: Muon reaches AdamW's final loss in fewer
-# steps. Label: muon (the runs also carry parity / checkpoint / multi_rank).
+# which parameters take Muon, owners, the update on one rank, QK-clip on the SDK's attention),
+# refusals through the command line, and whole runs against the single-rank Muon run: the parity
+# matrix's tiny Llama at dp 2 (ZeRO-0 and ZeRO-1), tp 2 in both modes, pp 2, dp 2 x tp 2 x pp 2
+# and dp 2 x cp 2 with ZeRO-1, with QK-clip, and the MoE model at ep 2 (its experts orthogonalised
+# per expert); losses, gradient norms and final parameters within 1e-5. Checkpoints resume bit
+# for bit at the same topology and within 1e-5 at others, between muon and zero1_muon. A quality
+# check on real text: Muon reaches AdamW's final loss in fewer steps. Label: muon (the runs also
+# carry parity / checkpoint / multi_rank).
 add_executable(muon_test ${CMAKE_CURRENT_LIST_DIR}/muon_test.cpp ${CMAKE_CURRENT_LIST_DIR}/muon_selection_test.cpp)
 target_link_libraries(muon_test PRIVATE triax_muon_update GTest::gtest_main)
 triax_use_pch(muon_test)
@@ -39,6 +40,8 @@ triax_muon_parity_case(tp2                  DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MO
 triax_muon_parity_case(tp2_sp               DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE REDUCE_SCATTER)
 triax_muon_parity_case(pp2_1f1b             DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE)
 triax_muon_parity_case(dp2_tp2_pp2_sp_1f1b_zero1 DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER)
+# Context parallelism: the ZeRO-1 ranges, and so the owners, span dp x cp.
+triax_muon_parity_case(dp2_cp2_zero1        CP 2 DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE)
 
 # QK-clip at a threshold the tiny model's logits pass from step 2 on: the largest logit of each
 # head taken over dp, heads split over tp, layers over pp.
