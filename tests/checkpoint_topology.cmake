@@ -4,32 +4,53 @@
 # the same topology must continue bit for bit. Reuses the parity runner and its reference.
 set(CHECKPOINT_DIR ${CMAKE_CURRENT_BINARY_DIR}/checkpoint)
 
-# triax_checkpoint_source(<name> RANKS n [--set ...]...): a parity run that also saves every 5 steps.
+# Optional, for another optimizer or model (muon.cmake): PREFIX of the test and fixture names
+# (default checkpoint), DIR of the runs (default CHECKPOINT_DIR), REFERENCE run and its FIXTURE
+# (default the parity matrix's), an extra LABEL.
+macro(triax_checkpoint_defaults)
+  if(NOT ARG_PREFIX)
+    set(ARG_PREFIX checkpoint)
+  endif()
+  if(NOT ARG_DIR)
+    set(ARG_DIR ${CHECKPOINT_DIR})
+  endif()
+  if(NOT ARG_REFERENCE)
+    set(ARG_REFERENCE ${PARITY_DIR}/reference)
+    set(ARG_FIXTURE parity_reference)
+  endif()
+  set(labels checkpoint multi_rank ${ARG_LABEL})
+endmacro()
+
+# triax_checkpoint_source(<name> RANKS n [PREFIX p DIR d REFERENCE r FIXTURE f LABEL l] [--set ...]...):
+# a parity run that also saves every 5 steps.
 function(triax_checkpoint_source name)
-  cmake_parse_arguments(ARG "" "RANKS" "" ${ARGN})
-  add_test(NAME checkpoint.source.${name}
+  cmake_parse_arguments(ARG "" "RANKS;PREFIX;DIR;REFERENCE;FIXTURE;LABEL" "" ${ARGN})
+  triax_checkpoint_defaults()
+  add_test(NAME ${ARG_PREFIX}.source.${name}
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/run_case.sh $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE}
-                   ${PARITY_CONFIG} ${PARITY_DIR}/reference ${CHECKPOINT_DIR}/${name} ${ARG_RANKS}
+                   ${PARITY_CONFIG} ${ARG_REFERENCE} ${ARG_DIR}/${name} ${ARG_RANKS}
                    --set checkpoints.checkpoint_interval=5 ${ARG_UNPARSED_ARGUMENTS})
-  set_tests_properties(checkpoint.source.${name} PROPERTIES FIXTURES_REQUIRED parity_reference
-                       FIXTURES_SETUP checkpoint_source_${name} LABELS "checkpoint;multi_rank"
+  set_tests_properties(${ARG_PREFIX}.source.${name} PROPERTIES FIXTURES_REQUIRED ${ARG_FIXTURE}
+                       FIXTURES_SETUP ${ARG_PREFIX}_source_${name} LABELS "${labels}"
                        PROCESSORS ${ARG_RANKS} TIMEOUT 300)
 endfunction()
 
-# triax_checkpoint_resume(<name> SOURCE s RANKS n [EXACT] [--set ...]...)
+# triax_checkpoint_resume(<name> SOURCE s RANKS n [EXACT] [PREFIX ...as above] [--set ...]...)
 function(triax_checkpoint_resume name)
-  cmake_parse_arguments(ARG "EXACT" "SOURCE;RANKS" "" ${ARGN})
-  add_test(NAME checkpoint.resume.${name}
+  cmake_parse_arguments(ARG "EXACT" "SOURCE;RANKS;PREFIX;DIR;REFERENCE;FIXTURE;LABEL" "" ${ARGN})
+  triax_checkpoint_defaults()
+  add_test(NAME ${ARG_PREFIX}.resume.${name}
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint/resume_case.sh $<TARGET_FILE:parity_runner>
-                   ${MPIEXEC_EXECUTABLE} ${PARITY_CONFIG} ${PARITY_DIR}/reference ${CHECKPOINT_DIR}/${ARG_SOURCE}
-                   ${CHECKPOINT_DIR}/resume_${name} ${ARG_RANKS} 5 ${ARG_UNPARSED_ARGUMENTS})
+                   ${MPIEXEC_EXECUTABLE} ${PARITY_CONFIG} ${ARG_REFERENCE} ${ARG_DIR}/${ARG_SOURCE}
+                   ${ARG_DIR}/resume_${name} ${ARG_RANKS} 5 ${ARG_UNPARSED_ARGUMENTS})
   set(exact 0)
   if(ARG_EXACT)
     set(exact 1)
   endif()
-  set_tests_properties(checkpoint.resume.${name} PROPERTIES
-                       FIXTURES_REQUIRED "parity_reference;checkpoint_source_${ARG_SOURCE}"
-                       LABELS "checkpoint;multi_rank" PROCESSORS ${ARG_RANKS} TIMEOUT 300 ENVIRONMENT "EXACT=${exact}")
+  set_tests_properties(${ARG_PREFIX}.resume.${name} PROPERTIES
+                       FIXTURES_REQUIRED "${ARG_FIXTURE};${ARG_PREFIX}_source_${ARG_SOURCE}"
+                       LABELS "${labels}" PROCESSORS ${ARG_RANKS} TIMEOUT 300
+                       ENVIRONMENT "EXACT=${exact}")
 endfunction()
 
 set(TOPOLOGY_111 --set parallelism.dp=1 --set parallelism.tp=1 --set parallelism.pp=1

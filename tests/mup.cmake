@@ -23,11 +23,8 @@ gtest_discover_tests(mup_test DISCOVERY_TIMEOUT 60 PROPERTIES LABELS mup ENVIRON
 # final parameters within 1e-5 relative of the single-rank muP run.
 set(MUP_PARITY_DIR ${CMAKE_CURRENT_BINARY_DIR}/mup_parity)
 set(MUP_SETTINGS --set "model.init_method={use_mup: true}" --set model.model_config.tie_word_embeddings=false)
-add_test(NAME mup_parity.reference
-         COMMAND parity_runner run --config ${PARITY_CONFIG} --out ${MUP_PARITY_DIR}/reference
-                 --set checkpoints.checkpoints_path=${MUP_PARITY_DIR}/reference/run ${MUP_SETTINGS})
-set_tests_properties(mup_parity.reference PROPERTIES FIXTURES_SETUP mup_parity_reference LABELS "mup;parity"
-                     ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+triax_config_parity_reference(mup_parity.reference LABELS mup parity CONFIG ${PARITY_CONFIG}
+                              OUT ${MUP_PARITY_DIR}/reference FIXTURE mup_parity_reference ${MUP_SETTINGS})
 
 function(triax_mup_parity_case name)
   triax_config_parity_case(mup_parity.${name} CONFIG ${PARITY_CONFIG} REFERENCE ${MUP_PARITY_DIR}/reference

@@ -62,6 +62,19 @@ function(triax_parity_case name)
                        ENVIRONMENT "PEAK_LIVE=${ARG_PEAK_LIVE};HELD_SHARE=${ARG_HELD_SHARE}")
 endfunction()
 
+# A single-rank reference run of another config or setting, as the fixture <fixture>:
+#   triax_config_parity_reference(<test name> LABELS <labels> CONFIG <yaml> OUT <dir> FIXTURE <fixture>
+#                                 [--set ...]...)
+# (the labels first: a keyword ends their list, the overrides follow the last one)
+function(triax_config_parity_reference test)
+  cmake_parse_arguments(ARG "" "CONFIG;OUT;FIXTURE" "LABELS" ${ARGN})
+  add_test(NAME ${test}
+           COMMAND parity_runner run --config ${ARG_CONFIG} --out ${ARG_OUT}
+                   --set checkpoints.checkpoints_path=${ARG_OUT}/run ${ARG_UNPARSED_ARGUMENTS})
+  set_tests_properties(${test} PROPERTIES FIXTURES_SETUP ${ARG_FIXTURE} LABELS "${ARG_LABELS}"
+                       ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 120)
+endfunction()
+
 # The same for another model or setting (through triax_model_parity_case below, mup.cmake, context_parallel.cmake):
 #   triax_config_parity_case(<test name> CONFIG <yaml> REFERENCE <dir> FIXTURE <fixture> LABELS <labels>
 #                            [CP c] DP d TP t PP p ENGINE afab|1f1b ZERO 0|1 MODE ALL_REDUCE|REDUCE_SCATTER

@@ -95,6 +95,7 @@ at::Tensor GroupedQueryAttention::forward(const at::Tensor& x, const at::Tensor&
   const at::Tensor blocks = project_blocks(x);
   const auto [q, k, v] = masked.position_ids.defined() ? positioned_qkv_at(blocks, cos, sin, masked.position_ids)
                                                        : positioned_qkv(blocks, cos, sin);
+  if (logit_maxima_.defined() && is_training()) keep_logit_maxima(q, k, masked);
   ContextParallel cp = ContextParallel::of(tp_.host);
   cp.ring = cp_ring_;
   if (cp.active()) {  // this rank's queries over every cp rank's keys (triax/layers/context_parallel.hpp)

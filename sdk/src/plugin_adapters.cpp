@@ -169,8 +169,33 @@ void step_result_to_c(StepResult result, triax_step_result* out) {
 std::vector<OptimizerParam> optimizer_params_from_c(const triax_optimizer_param* params, int64_t count) {
   std::vector<OptimizerParam> out;
   out.reserve(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i)
-    out.push_back({params[i].name, view_handle(params[i].param), params[i].weight_decay, params[i].flags});
+  for (int64_t i = 0; i < count; ++i) {
+    OptimizerParam param;
+    param.name = params[i].name;
+    param.param = view_handle(params[i].param);
+    param.weight_decay = params[i].weight_decay;
+    param.flags = params[i].flags;
+    out.push_back(std::move(param));
+  }
+  return out;
+}
+
+void qk_clip_factors_to_c(const std::vector<std::pair<int64_t, at::Tensor>>& factors, int64_t* indices,
+                          triax_tensor** out, int32_t capacity, int32_t* count) {
+  if (static_cast<int64_t>(factors.size()) > capacity)
+    throw Error("the model has QK-clip factors for " + std::to_string(factors.size()) + " parameters; the host takes " +
+                std::to_string(capacity));
+  for (size_t k = 0; k < factors.size(); ++k) {
+    indices[k] = factors[k].first;
+    out[k] = release_handle(factors[k].second);
+  }
+  *count = static_cast<int32_t>(factors.size());
+}
+
+std::vector<std::pair<int64_t, at::Tensor>> parameter_factors_from_c(const int64_t* indices,
+                                                                      triax_tensor* const* factors, int64_t count) {
+  std::vector<std::pair<int64_t, at::Tensor>> out;
+  for (int64_t k = 0; k < count; ++k) out.emplace_back(indices[k], view_handle(factors[k]));
   return out;
 }
 
@@ -199,6 +224,20 @@ void apply_lr_scales(const triax_optimizer_context& context, std::vector<Optimiz
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "parameter '" + params[i].name + "': learning-rate scale " +
                                                     std::to_string(scale) + " is not a positive finite number");
     params[i].lr_scale = scale;
+  }
+}
+
+void apply_layouts(const triax_optimizer_context& context, std::vector<OptimizerParam>& params) {
+  if (context.struct_size < offsetof(triax_optimizer_context, layouts) + sizeof(context.layouts) ||
+      context.layouts == nullptr)
+    return;  // a host before ABI 1.12: every tensor is taken as whole
+  for (size_t i = 0; i < params.size(); ++i) {
+    const triax_parameter_layout& layout = context.layouts[i];
+    if (layout.ndim < 0 || layout.ndim > TRIAX_MAX_TENSOR_DIMS)
+      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "parameter '" + params[i].name + "': layout of " +
+                                                    std::to_string(layout.ndim) + " dimensions");
+    params[i].global_shape.assign(layout.global_shape, layout.global_shape + layout.ndim);
+    params[i].shard_offset.assign(layout.shard_offset, layout.shard_offset + layout.ndim);
   }
 }
 
@@ -282,6 +321,18 @@ const std::vector<OptimizerState>& Optimizer::state_table() {
     state_table_ready_ = true;
   }
   return state_table_;
+}
+
+void Optimizer::scale_parameters(const std::vector<std::pair<int64_t, at::Tensor>>&) {
+  throw Error(TRIAX_ERROR_UNSUPPORTED, "this optimizer cannot scale its parameters (QK-clip)");
+}
+
+const std::string& Optimizer::resolved_config_text() {
+  if (!resolved_config_ready_) {
+    resolved_config_text_ = resolved_config();
+    resolved_config_ready_ = true;
+  }
+  return resolved_config_text_;
 }
 
 const std::vector<std::string>& Model::aux_loss_name_table() {

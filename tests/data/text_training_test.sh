@@ -9,8 +9,7 @@ SRC="$2"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-"$SRC/.venv/bin/python" "$SRC/tools/tokenize" --tokenizer bpe:512 --max-tokens-per-file 50000 \
-  --output "$WORK/licenses" /usr/share/common-licenses 2>/dev/null
+source "$(dirname "$0")/licence_tokens.sh"
 ls "$WORK"/licenses/tokens_0000{0,1,2}.ds >/dev/null
 
 "$TRIAX" train --config "$SRC/configs/tiny_llama_text.yaml" --set tokens.train_steps=40 \

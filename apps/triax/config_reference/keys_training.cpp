@@ -12,21 +12,25 @@ Section section_optimizer() {
   Section s;
   s.path = "optimizer";
   s.heading = R"md(`optimizer` (required))md";
-  s.outro = R"md(The optimizer plugin is `lowercase(optimizer_factory.name)` for `zero_stage: 0` (`adamw`) and
-`zero<k>_` + that for stage *k* (`zero1_adamw`, `zero3_adamw`); an optimizer without that variant is
-refused naming `optimizer.zero_stage`. The whole section, with its defaults, is given to
-the plugin. Configs of older nanotron versions that put `adam_eps`, `adam_beta1`, ... directly
+  s.outro = R"md(The optimizer plugin is `lowercase(optimizer_factory.name)` for `zero_stage: 0` (`adamw`, `muon`)
+and `zero<k>_` + that for stage *k* (`zero1_adamw`, `zero3_adamw`, `zero1_muon`); an optimizer without
+that variant is refused naming `optimizer.zero_stage`. The whole section, with its defaults, is given to
+the plugin; `docs/optimizers.md` lists each optimizer's `optimizer_factory` keys. Configs of older nanotron versions that put `adam_eps`, `adam_beta1`, ... directly
 under `optimizer` are refused with a hint to move them into `optimizer_factory`.)md";
   s.keys = {
       Key("optimizer_factory", mapping(), "nanotron",
-          R"md(`name` chooses the optimizer (default `adamW`); the rest (`adam_beta1`, `adam_beta2`,
-          `adam_eps`, `torch_adam_is_fused`, ...) is read strictly by the optimizer plugin)md")
+          R"md(`name` chooses the optimizer (default `adamW`; `muon`: Muon for the hidden matrices, AdamW for
+          the rest); the rest (`adam_beta1`, `adam_beta2`, `adam_eps`, `torch_adam_is_fused`; with muon also
+          `momentum`, `nesterov`, `ns_steps`, `ns_coefficients`, `update_rms`, `qk_clip_threshold`,
+          `muon_named_params`, `adamw_named_params`, `max_muon_matrix_elements`: `docs/optimizers.md`) is
+          read strictly by the optimizer plugin, and `config.yaml` shows it with the plugin's defaults)md")
           .read_later(),
       Key("zero_stage", choice({"0", "1", "3"}), "nanotron",
           R"md(ZeRO stage (required in nanotron). `0`: every dp rank holds the whole optimizer state and gets
           whole averaged gradients (all-reduce). `1`: the `zero1_adamw` plugin; each dp rank holds fp32
           masters and Adam moments for its 1/dp shard of every parameter, gets only that shard of the
-          averaged gradient (reduce-scatter) and all-gathers the parameters after its update. `3`: the
+          averaged gradient (reduce-scatter) and all-gathers the parameters after its update
+          (`zero1_muon` likewise, each matrix orthogonalised whole on one owning rank). `3`: the
           `zero3_adamw` plugin; the parameters themselves are kept as 1/dp shards (experts: 1/edp),
           all-gathered around each block's forward and backward and freed after, their gradients
           reduce-scattered into the shards (`docs/zero3.md`); not with the moe model. Stage 2 has

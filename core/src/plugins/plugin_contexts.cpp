@@ -78,7 +78,8 @@ triax_model_context PluginContexts::model(const Communicator& communicator, cons
 }
 
 triax_optimizer_context PluginContexts::optimizer(const std::vector<int32_t>& gradient_groups,
-                                                  const std::vector<double>& lr_scales) const {
+                                                  const std::vector<double>& lr_scales,
+                                                  const std::vector<triax_parameter_layout>& layouts) const {
   triax_optimizer_context context{};
   context.struct_size = sizeof(context);
   context.dp_rank = place_.dp_rank;
@@ -87,6 +88,7 @@ triax_optimizer_context PluginContexts::optimizer(const std::vector<int32_t>& gr
   context.host = host_;
   context.gradient_groups = gradient_groups.empty() ? nullptr : gradient_groups.data();
   context.lr_scales = lr_scales.empty() ? nullptr : lr_scales.data();
+  context.layouts = layouts.empty() ? nullptr : layouts.data();
   return context;
 }
 

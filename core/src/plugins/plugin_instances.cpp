@@ -189,6 +189,36 @@ void ModelInstance::set_training(bool training) {
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");
 }
 
+void ModelInstance::track_attention_logits(bool enable) {
+  if (vtable_.struct_size < offsetof(triax_model_vtable, track_attention_logits) + sizeof(vtable_.track_attention_logits) ||
+      vtable_.track_attention_logits == nullptr)
+    throw Error(TRIAX_ERROR_UNSUPPORTED, "model plugin '" + name_ + "' does not report its attention logits (ABI 1.12)");
+  triax_error error{};
+  triax_status status = vtable_.track_attention_logits(handle_, enable ? 1 : 0, &error);
+  if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");
+}
+
+std::vector<std::pair<int64_t, at::Tensor>> ModelInstance::qk_clip_factors(double threshold) {
+  const auto capacity = static_cast<int32_t>(parameters_.size());
+  std::vector<int64_t> indices(parameters_.size());
+  std::vector<triax_tensor*> factors(parameters_.size(), nullptr);
+  int32_t count = 0;
+  triax_error error{};
+  triax_status status =
+      vtable_.qk_clip_factors(handle_, threshold, indices.data(), factors.data(), capacity, &count, &error);
+  if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");
+  std::vector<std::pair<int64_t, at::Tensor>> out;
+  for (int32_t k = 0; k < count; ++k) {
+    at::Tensor factor = adopt_handle(factors[static_cast<size_t>(k)]);
+    const int64_t index = indices[static_cast<size_t>(k)];
+    if (index < 0 || index >= capacity)
+      throw Error("model plugin '" + name_ + "': a QK-clip factor for parameter " + std::to_string(index) + " of " +
+                  std::to_string(capacity));
+    out.emplace_back(index, std::move(factor));
+  }
+  return out;
+}
+
 ModelCache::ModelCache(ModelCache&& other) noexcept
     : vtable_(other.vtable_), model_(other.model_), handle_(other.handle_) {
   other.handle_ = nullptr;
@@ -352,6 +382,38 @@ void OptimizerInstance::state_loaded() {
   if (!exposes_state()) return;
   triax_error error{};
   triax_status status = vtable_.state_loaded(handle_, &error);
+  if (status != TRIAX_OK) throw_plugin_failure(status, error, "optimizer plugin '" + name_ + "'");
+}
+
+std::optional<std::string> OptimizerInstance::resolved_config() const {
+  if (vtable_.struct_size < offsetof(triax_optimizer_vtable, resolved_config) + sizeof(vtable_.resolved_config) ||
+      vtable_.resolved_config == nullptr)
+    return std::nullopt;
+  const char* text = vtable_.resolved_config(handle_);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  return std::string(text);
+}
+
+double OptimizerInstance::qk_clip_threshold() const {
+  if (vtable_.struct_size < offsetof(triax_optimizer_vtable, qk_clip_threshold) + sizeof(vtable_.qk_clip_threshold) ||
+      vtable_.qk_clip_threshold == nullptr)
+    return 0.0;
+  return vtable_.qk_clip_threshold(handle_);
+}
+
+void OptimizerInstance::scale_parameters(const std::vector<std::pair<int64_t, at::Tensor>>& factors) {
+  if (vtable_.struct_size < offsetof(triax_optimizer_vtable, scale_parameters) + sizeof(vtable_.scale_parameters) ||
+      vtable_.scale_parameters == nullptr)
+    throw Error(TRIAX_ERROR_UNSUPPORTED, "optimizer plugin '" + name_ + "' cannot scale its parameters (ABI 1.12)");
+  std::vector<int64_t> indices;
+  std::vector<triax_tensor*> handles;
+  for (const auto& [index, factor] : factors) {
+    indices.push_back(index);
+    handles.push_back(borrow_handle(factor));
+  }
+  triax_error error{};
+  triax_status status = vtable_.scale_parameters(handle_, indices.data(), handles.data(),
+                                                 static_cast<int64_t>(indices.size()), &error);
   if (status != TRIAX_OK) throw_plugin_failure(status, error, "optimizer plugin '" + name_ + "'");
 }
 

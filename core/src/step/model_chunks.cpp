@@ -76,4 +76,16 @@ void ModelChunks::set_training(bool training) {
   for (auto& chunk : chunks_) chunk->set_training(training);
 }
 
+void ModelChunks::track_attention_logits(bool enable) {
+  for (auto& chunk : chunks_) chunk->track_attention_logits(enable);
+}
+
+std::vector<std::pair<int64_t, at::Tensor>> ModelChunks::qk_clip_factors(double threshold) {
+  std::vector<std::pair<int64_t, at::Tensor>> factors;
+  for (int c = 0; c < chunk_count(); ++c)
+    for (auto& [index, factor] : chunks_[static_cast<size_t>(c)]->qk_clip_factors(threshold))
+      factors.emplace_back(static_cast<int64_t>(chunk_starts_[static_cast<size_t>(c)]) + index, std::move(factor));
+  return factors;
+}
+
 }  // namespace triax

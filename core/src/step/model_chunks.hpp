@@ -44,6 +44,9 @@ class ModelChunks {
   std::string resolved_config() const { return chunks_.front()->resolved_config(); }
   std::vector<std::string> aux_loss_names() const { return chunks_.front()->aux_loss_names(); }
   void set_training(bool training);
+  // QK-clip (ABI 1.12): every chunk tracks its attention logits; the factors by parameters() index.
+  void track_attention_logits(bool enable);
+  std::vector<std::pair<int64_t, at::Tensor>> qk_clip_factors(double threshold);
 
  private:
   std::vector<std::unique_ptr<ModelInstance>> chunks_;

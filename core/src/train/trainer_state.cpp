@@ -16,6 +16,20 @@
 namespace triax {
 namespace {
 
+// A parameter's place in the whole one, as the optimizer reads it (ABI 1.12).
+triax_parameter_layout parameter_layout(const ParameterSpec& spec) {
+  triax_parameter_layout layout{};
+  if (spec.global_shape.size() > TRIAX_MAX_TENSOR_DIMS)
+    throw Error("a parameter of " + std::to_string(spec.global_shape.size()) + " dimensions; the ABI carries " +
+                std::to_string(TRIAX_MAX_TENSOR_DIMS));
+  layout.ndim = static_cast<int32_t>(spec.global_shape.size());
+  for (size_t d = 0; d < spec.global_shape.size(); ++d) {
+    layout.global_shape[d] = spec.global_shape[d];
+    layout.shard_offset[d] = d < spec.shard_offset.size() ? spec.shard_offset[d] : 0;
+  }
+  return layout;
+}
+
 // nanotron's model_config._use_doc_masking, which the data must serve (document positions); the
 // model plugin reads the same key. A config taken from a Hugging Face folder has none.
 bool uses_document_masking(const TrainConfig& c) {
@@ -124,19 +138,23 @@ void TrainerState::make_optimizer(const triax_optimizer_vtable& optimizer_vtable
   std::vector<triax_optimizer_param> params;
   std::vector<int32_t> gradient_groups;
   std::vector<double> lr_scales;
+  std::vector<triax_parameter_layout> layouts;
   int excluded = 0;
   for (const auto& p : model->parameters()) {
     excluded += weight_decay.excludes(p) ? 1 : 0;
     params.push_back({p.name.c_str(), borrow_handle(p.tensor), weight_decay.for_parameter(p), p.spec.flags});
     gradient_groups.push_back(p.spec.gradient_group);
     lr_scales.push_back(p.spec.lr_scale);
+    layouts.push_back(parameter_layout(p.spec));
   }
-  const triax_optimizer_context context = contexts->optimizer(gradient_groups, lr_scales);
+  const triax_optimizer_context context = contexts->optimizer(gradient_groups, lr_scales, layouts);
   in_config_file(c.origin, [&] {
     optimizer = std::make_unique<OptimizerInstance>(optimizer_vtable, c.optimizer.plugin, context, params);
   });
   log::info("optimizer " + c.optimizer.plugin + ": " + std::to_string(params.size()) + " parameter tensors, " +
             std::to_string(excluded) + " excluded from weight decay");
+  qk_clip = std::make_unique<QkClip>(*model, *optimizer, c.origin);
+  if (qk_clip->enabled()) log::info(qk_clip->describe());
 }
 
 // The gradient path and the engine step that feeds it.
@@ -188,6 +206,8 @@ int64_t TrainerState::tokens_per_step() const {
 std::string TrainerState::write_resolved_config() const {
   YAML::Node resolved = YAML::Clone(config.resolved);
   resolved["model"]["model_config"] = YAML::Load(model->resolved_config());
+  if (const std::optional<std::string> factory = optimizer->resolved_config())
+    resolved["optimizer"]["optimizer_factory"] = YAML::Load(*factory);
   const std::string text = to_yaml_text(resolved);
   if (is_logging_rank()) {
     const std::filesystem::path path = std::filesystem::path(config.run_dir()) / "config.yaml";

@@ -17,6 +17,7 @@
 #include "step/model_chunks.hpp"
 #include "step/pipeline_blocks.hpp"
 #include "step/step_losses.hpp"
+#include "train/qk_clip.hpp"
 #include "triax/core/checkpoint/training_checkpoint.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_contexts.hpp"
@@ -36,6 +37,7 @@ struct TrainerState {
   std::unique_ptr<PluginContexts> contexts;  // the ABI contexts, filled from the config
   std::unique_ptr<ModelChunks> model;        // one instance per model chunk the engine asked for
   std::unique_ptr<OptimizerInstance> optimizer;
+  std::unique_ptr<QkClip> qk_clip;  // QK-clip after each step, when the optimizer asks for it
   std::unique_ptr<EngineInstance> engine;
   std::unique_ptr<ReplicaOwnership> ownership;  // which copy of each parameter counts and is saved
   std::unique_ptr<StepLosses> step_losses;

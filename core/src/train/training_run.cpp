@@ -67,8 +67,10 @@ TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_ra
   if (fault::armed("nan_loss", rank, step)) losses[0].fill_(NAN);
   fault::kill_if_armed("optimizer_step", rank, step);
   s_.checkpoint->before_optimizer_step();  // a save's copies read the parameters this step changes
-  if (nonfinite_.admit(step, losses[0], clipping.norm))
+  if (nonfinite_.admit(step, losses[0], clipping.norm)) {
     s_.optimizer->step(s_.gradients->for_optimizer(), learning_rate, clipping.coefficient);  // clipped by the optimizer
+    s_.qk_clip->after_step();
+  }
   // The step's collectives have completed, or a CommunicationError names the silent peer. The
   // GPU still has the optimizer's work queued, so this wait costs it nothing.
   s_.communicator.settle();

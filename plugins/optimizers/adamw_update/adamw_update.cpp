@@ -19,17 +19,26 @@ namespace triax::plugins {
 AdamWSettings AdamWSettings::read(const YAML::Node& optimizer_section) {
   ConfigReader optimizer(optimizer_section, "optimizer");
   ConfigReader factory = optimizer.section("optimizer_factory");
-  AdamWSettings s;
   factory.required<std::string>("name");
+  AdamWSettings s = read_keys(factory);
+  factory.finish();
+  s.check(factory);
+  return s;
+}
+
+AdamWSettings AdamWSettings::read_keys(ConfigReader& factory) {
+  AdamWSettings s;
   s.beta1 = factory.get<double>("adam_beta1", s.beta1);
   s.beta2 = factory.get<double>("adam_beta2", s.beta2);
   s.eps = factory.get<double>("adam_eps", s.eps);
   s.fused = factory.get<bool>("torch_adam_is_fused", s.fused);
-  factory.finish();
-  if (s.beta1 < 0 || s.beta1 >= 1) factory.fail("adam_beta1", "expected a value in [0, 1)");
-  if (s.beta2 < 0 || s.beta2 >= 1) factory.fail("adam_beta2", "expected a value in [0, 1)");
-  if (s.eps <= 0) factory.fail("adam_eps", "expected a positive number");
   return s;
+}
+
+void AdamWSettings::check(const ConfigReader& factory) const {
+  if (beta1 < 0 || beta1 >= 1) factory.fail("adam_beta1", "expected a value in [0, 1)");
+  if (beta2 < 0 || beta2 >= 1) factory.fail("adam_beta2", "expected a value in [0, 1)");
+  if (eps <= 0) factory.fail("adam_eps", "expected a positive number");
 }
 
 size_t AdamWUpdate::add(const at::Tensor& master, double weight_decay, double lr_scale, const at::Tensor& rounded_into) {

@@ -13,6 +13,10 @@
 #include <utility>
 #include <vector>
 
+namespace triax {
+class ConfigReader;
+}
+
 namespace triax::plugins {
 
 struct AdamWSettings {
@@ -24,6 +28,11 @@ struct AdamWSettings {
   // From `optimizer.optimizer_factory`, strictly: an unknown key or a value out of range is a
   // ConfigError naming it.
   static AdamWSettings read(const YAML::Node& optimizer_section);
+  // AdamW's keys of a factory that another optimizer reads strictly (muon's AdamW part); the
+  // caller reads the rest, finishes the reader, then check()s.
+  static AdamWSettings read_keys(ConfigReader& factory);
+  // A value out of range is a ConfigError naming its key.
+  void check(const ConfigReader& factory) const;
 };
 
 class AdamWUpdate {

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 11
+#define TRIAX_ABI_VERSION_MINOR 12
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -337,6 +337,17 @@ typedef struct triax_model_vtable {
   triax_status (*forward_cached)(triax_model* model, triax_cache* const* caches, int32_t count, triax_stage_io* io,
                                  triax_error* error);
   uint32_t capabilities; /* since 1.5: TRIAX_MODEL_* bits of what it supports (0 when too short) */
+  /* since 1.12, QK-clip (an optimizer's qk_clip_threshold, MuonClip); NULL = not supported. With
+   * `enable` nonzero the model's attention layers keep, over the training forwards, the largest
+   * pre-softmax logit of each of this rank's query heads. */
+  triax_status (*track_attention_logits)(triax_model* model, int32_t enable, triax_error* error);
+  /* The factors that bring each head whose largest logit (over the data-parallel replicas, since
+   * the last call) exceeds `threshold` back to it, then the maxima start again: for each parameter
+   * holding query or key rows of this rank's heads, its index (as parameter_info numbers it) in
+   * indices[k] and a new reference to a tensor broadcastable to it in factors[k], k < *count
+   * (at most capacity). Called by every rank of the data-parallel group alike. */
+  triax_status (*qk_clip_factors)(triax_model* model, double threshold, int64_t* indices, triax_tensor** factors,
+                                  int32_t capacity, int32_t* count, triax_error* error);
 } triax_model_vtable;
 
 enum {

@@ -12,6 +12,14 @@ typedef struct triax_optimizer_param {
   uint32_t flags;      /* TRIAX_PARAM_* */
 } triax_optimizer_param;
 
+/* Since 1.12: where a parameter's tensor sits in the whole parameter, as the model declared it
+ * (triax_parameter_info's ndim, global_shape and shard_offset). */
+typedef struct triax_parameter_layout {
+  int32_t ndim;
+  int64_t global_shape[TRIAX_MAX_TENSOR_DIMS];
+  int64_t shard_offset[TRIAX_MAX_TENSOR_DIMS];
+} triax_parameter_layout;
+
 typedef struct triax_optimizer_context {
   size_t struct_size;
   int32_t dp_rank, dp_size;
@@ -21,6 +29,9 @@ typedef struct triax_optimizer_context {
    * (triax_parameter_info.gradient_group, never 0), over which a ZeRO optimizer shards it. */
   const int32_t* gradient_groups;
   const double* lr_scales; /* since 1.5: per parameter, triax_parameter_info.lr_scale; NULL = all 1 */
+  /* since 1.12: per parameter, its layout in the whole parameter, for an optimizer that works on
+   * whole matrices (muon gathers the tensor-parallel shards with it); NULL = every tensor whole. */
+  const triax_parameter_layout* layouts;
 } triax_optimizer_context;
 
 /* How an optimizer receives gradients (triax_optimizer_vtable.gradient_sharding, ABI 1.1). */
@@ -83,6 +94,18 @@ typedef struct triax_optimizer_vtable {
    * update. The step may overwrite grads (the host reads them no more this step). */
   triax_status (*step_scaled)(triax_optimizer* optimizer, triax_tensor* const* grads, int64_t count,
                               double learning_rate, triax_tensor* grad_scale, triax_error* error);
+  /* ---- ABI 1.12: read only when struct_size covers it; NULL = not provided ---- */
+  /* optimizer_factory with every default filled in, as YAML (valid until destroy; NULL or empty:
+   * the section as given): the run folder's config.yaml shows it. */
+  const char* (*resolved_config)(triax_optimizer* optimizer);
+  /* QK-clip: the optimizer's threshold on attention logits, or 0 when off (NULL: off). When on, the
+   * host has the model track its attention logits and after every step hands the model's factors
+   * (triax_model_vtable.qk_clip_factors) to scale_parameters. */
+  double (*qk_clip_threshold)(triax_optimizer* optimizer);
+  /* Multiplies parameter indices[k] (numbered as at create) by factors[k] (borrowed, broadcastable
+   * to the whole parameter), and with it whatever the optimizer keeps of its values (masters). */
+  triax_status (*scale_parameters)(triax_optimizer* optimizer, const int64_t* indices, triax_tensor* const* factors,
+                                   int64_t count, triax_error* error);
 } triax_optimizer_vtable;
 
 #endif /* TRIAX_ABI_OPTIMIZER_H */

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "triax/abi.h"
@@ -141,6 +142,14 @@ class Model : public torch::nn::Module {
   // The names of the auxiliary losses forward() may return (StageOutput::aux_losses), the same
   // on every pipeline stage; at most TRIAX_MAX_AUX_LOSSES.
   virtual std::vector<std::string> aux_loss_names() const { return {}; }
+  // QK-clip (ABI 1.12, triax/layers/grouped_query_attention.hpp): the SDK's attention layers
+  // among the model's modules keep the largest logit of each query head over the training
+  // forwards. A model without them refuses (TRIAX_ERROR_UNSUPPORTED).
+  virtual void track_attention_logits(bool enable);
+  // Per parameter_table() index holding query or key rows: the factor (broadcastable to it) that
+  // brings each head above `threshold` (over the data-parallel replicas) back to it; the maxima
+  // start again.
+  virtual std::vector<std::pair<int64_t, at::Tensor>> qk_clip_factors(double threshold);
 
   // This rank's parameters with their metadata (computed once, after construction); the
   // model's initialisation may set their lr_scale (spectral muP) before the host reads them.

@@ -17,6 +17,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "triax/abi.h"
@@ -34,6 +35,9 @@ struct OptimizerParam {
   triax_group gradient_group = TRIAX_GROUP_DP;
   // The factor on the step's learning rate for this parameter (ABI 1.5; spectral muP).
   double lr_scale = 1.0;
+  // Where `param` sits in the whole parameter (ABI 1.12): the whole shape and this rank's
+  // shard's first index per dimension. Empty from an older host: `param` is taken as whole.
+  std::vector<int64_t> global_shape, shard_offset;
 };
 
 struct OptimizerContext {
@@ -79,13 +83,25 @@ class Optimizer {
   virtual std::vector<OptimizerState> state() { return {}; }
   // After the host loaded values into the state tensors: refresh what derives from them.
   virtual void state_loaded() {}
+  // optimizer_factory with every default filled in, as YAML (ABI 1.12), for the run folder's
+  // config.yaml; empty: the section as given.
+  virtual std::string resolved_config() const { return {}; }
+  // QK-clip (ABI 1.12): the threshold on attention logits, or 0 when off.
+  virtual double qk_clip_threshold() const { return 0.0; }
+  // Multiplies each parameter (its index at creation) by its factor, broadcastable to the whole
+  // parameter, and with it what the optimizer keeps of it (masters). Default: refused.
+  virtual void scale_parameters(const std::vector<std::pair<int64_t, at::Tensor>>& factors);
 
   // state(), computed once (what the C adapters enumerate).
   const std::vector<OptimizerState>& state_table();
+  // resolved_config(), computed once (the C adapter hands out its characters).
+  const std::string& resolved_config_text();
 
  private:
   std::vector<OptimizerState> state_table_;
   bool state_table_ready_ = false;
+  std::string resolved_config_text_;
+  bool resolved_config_ready_ = false;
 };
 
 }  // namespace triax

@@ -85,6 +85,12 @@ void stage_output_to_c(StageOutput output, triax_stage_io* io);
 // Moves output.aux_losses into io->aux_losses (a host before ABI 1.3 gets their sum as aux_loss).
 void stage_aux_losses_to_c(StageOutput& output, const std::vector<std::string>& names, triax_stage_io* io);
 void fill_optimizer_state(const OptimizerState& state, triax_optimizer_state* out);
+// A model's QK-clip factors into the C arrays (new references), refused beyond capacity.
+void qk_clip_factors_to_c(const std::vector<std::pair<int64_t, at::Tensor>>& factors, int64_t* indices,
+                          triax_tensor** out, int32_t capacity, int32_t* count);
+// The C arrays of scale_parameters as (index, factor) pairs (borrowed views).
+std::vector<std::pair<int64_t, at::Tensor>> parameter_factors_from_c(const int64_t* indices,
+                                                                      triax_tensor* const* factors, int64_t count);
 // A model's inference cache as the opaque handle that crosses the ABI, and back.
 triax_cache* cache_to_c(std::unique_ptr<InferenceCache> cache);
 InferenceCache* cache_from_c(triax_cache* cache);
@@ -203,6 +209,15 @@ struct ModelAdapter {
       stage_output_to_c(box(handle)->model->forward_cached(caches_from_c(caches, count), stage_input_from_c(*io)), io);
     });
   }
+  static triax_status track_attention_logits(triax_model* handle, int32_t enable, triax_error* error) {
+    return guarded(error, [&] { box(handle)->model->track_attention_logits(enable != 0); });
+  }
+  static triax_status qk_clip_factors(triax_model* handle, double threshold, int64_t* indices, triax_tensor** factors,
+                                      int32_t capacity, int32_t* count, triax_error* error) {
+    return guarded(error, [&] {
+      qk_clip_factors_to_c(box(handle)->model->qk_clip_factors(threshold), indices, factors, capacity, count);
+    });
+  }
   static triax_status vocab_size(const char* yaml, int64_t* out, triax_error* error) {
     return guarded(error, [&] {
       ConfigReader config = ConfigReader::from_text(yaml, "model.model_config");
@@ -237,6 +252,8 @@ struct ModelAdapter {
     table.aux_loss_names = aux_loss_names;
     if constexpr (SupportsMup<M>::value) table.capabilities |= TRIAX_MODEL_SPECTRAL_MUP;
     if constexpr (RecomputesMlpActivation<M>::value) table.capabilities |= TRIAX_MODEL_RECOMPUTE_MLP_ACTIVATION;
+    table.track_attention_logits = track_attention_logits;
+    table.qk_clip_factors = qk_clip_factors;
     return table;
   }
   static const triax_model_vtable* vtable() {
@@ -254,6 +271,8 @@ std::vector<OptimizerParam> optimizer_params_from_c(const triax_optimizer_param*
 void apply_gradient_groups(const triax_optimizer_context& context, std::vector<OptimizerParam>& params);
 // Each parameter's lr_scale from context.lr_scales (ABI 1.5; 1 without it).
 void apply_lr_scales(const triax_optimizer_context& context, std::vector<OptimizerParam>& params);
+// Each parameter's global shape and shard offset from context.layouts (ABI 1.12; none without it).
+void apply_layouts(const triax_optimizer_context& context, std::vector<OptimizerParam>& params);
 
 // Whether engine class E asks for model chunks (`int model_chunks() const`).
 template <class E, class = void>
@@ -309,6 +328,7 @@ struct OptimizerAdapter {
       std::vector<OptimizerParam> list = optimizer_params_from_c(params, count);
       apply_gradient_groups(*context, list);
       apply_lr_scales(*context, list);
+      apply_layouts(*context, list);
       std::unique_ptr<Optimizer> optimizer = O::create(OptimizerContext::from_c(*context), std::move(list));
       *out = reinterpret_cast<triax_optimizer*>(optimizer.release());
     });
@@ -353,6 +373,24 @@ struct OptimizerAdapter {
   static triax_status state_loaded(triax_optimizer* handle, triax_error* error) {
     return guarded(error, [&] { reinterpret_cast<Optimizer*>(handle)->state_loaded(); });
   }
+  static double qk_clip_threshold(triax_optimizer* handle) {
+    return reinterpret_cast<Optimizer*>(handle)->qk_clip_threshold();
+  }
+  static triax_status scale_parameters(triax_optimizer* handle, const int64_t* indices, triax_tensor* const* factors,
+                                       int64_t count, triax_error* error) {
+    return guarded(error, [&] {
+      reinterpret_cast<Optimizer*>(handle)->scale_parameters(parameter_factors_from_c(indices, factors, count));
+    });
+  }
+  // NULL tells the host to keep the section as given (also when the plugin failed to say).
+  static const char* resolved_config(triax_optimizer* handle) {
+    try {
+      const std::string& text = reinterpret_cast<Optimizer*>(handle)->resolved_config_text();
+      return text.empty() ? nullptr : text.c_str();
+    } catch (...) {
+      return nullptr;
+    }
+  }
   static const triax_optimizer_vtable* vtable() {
     static const triax_optimizer_vtable table = {sizeof(triax_optimizer_vtable),
                                                  create,
@@ -363,7 +401,10 @@ struct OptimizerAdapter {
                                                  state_count,
                                                  state_entry,
                                                  state_loaded,
-                                                 step_scaled};
+                                                 step_scaled,
+                                                 resolved_config,
+                                                 qk_clip_threshold,
+                                                 scale_parameters};
     return &table;
   }
 };

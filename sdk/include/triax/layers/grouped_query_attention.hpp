@@ -83,7 +83,23 @@ class GroupedQueryAttention : public torch::nn::Module {
   std::shared_ptr<ColumnParallelLinear> qkv_proj;  // QkvLayout
   std::shared_ptr<RowParallelLinear> o_proj;
 
+  // QK-clip (MuonClip, src/qk_clip.cpp): with tracking on, every training forward keeps each of
+  // this rank's query heads' largest pre-softmax logit (under the causal, document or window
+  // mask); not with context parallelism.
+  void track_logits(bool enable);
+  // The factors on qkv_proj's weight ([kv_heads/tp, (group + 2) x head_dim, 1]) and bias
+  // ([kv_heads/tp, (group + 2) x head_dim]) that bring each head whose largest logit, over the
+  // data-parallel replicas, exceeds `threshold` down to it: its query rows x threshold / max, or,
+  // where it alone reads its key head (MHA), query and key rows x sqrt(threshold / max) each (a
+  // key head shared by several query heads is left alone: its other heads may be below). The
+  // maxima start again. Called by every data-parallel rank alike.
+  std::array<at::Tensor, 2> qk_clip_factors(double threshold);
+
  private:
+  // The running maximum of the logits of q against k ([batch, heads, seq, head_dim] each side,
+  // k with its kv heads) under the forward's mask.
+  void keep_logit_maxima(const at::Tensor& q, const at::Tensor& k, const MaskedAttention& masked);
+
   // qkv_proj's output as [batch, seq, kv_heads/tp, group + 2, head_dim] (rotary_qkv's input).
   at::Tensor project_blocks(const at::Tensor& x);
   at::Tensor output(const at::Tensor& attended);  // [batch, heads, seq, head_dim] -> o_proj
@@ -103,6 +119,7 @@ class GroupedQueryAttention : public torch::nn::Module {
   bool rotary_, rope_interleaved_;
   std::optional<int64_t> sliding_window_;
   bool cp_ring_;  // with context parallelism: ring attention instead of the K/V all-gather
+  at::Tensor logit_maxima_;  // [local heads] fp32 while QK-clip tracks logits, else undefined
 };
 
 }  // namespace triax

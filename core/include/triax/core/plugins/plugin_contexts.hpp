@@ -42,10 +42,10 @@ class PluginContexts {
   triax_engine_context engine() const;
   // `device_name` is kept by the caller while the plugin reads the context.
   triax_model_context model(const Communicator& communicator, const std::string& device_name) const;
-  // Per parameter: the group its gradient is averaged over and its learning-rate scale (kept by
-  // the caller, as above).
-  triax_optimizer_context optimizer(const std::vector<int32_t>& gradient_groups,
-                                    const std::vector<double>& lr_scales) const;
+  // Per parameter: the group its gradient is averaged over, its learning-rate scale and its layout
+  // in the whole parameter (kept by the caller, as above; empty: none given).
+  triax_optimizer_context optimizer(const std::vector<int32_t>& gradient_groups, const std::vector<double>& lr_scales,
+                                    const std::vector<triax_parameter_layout>& layouts = {}) const;
 
  private:
   const TrainConfig& config_;

@@ -5,7 +5,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "triax/abi.h"
@@ -63,6 +65,11 @@ class ModelInstance {
   void set_training(bool training);
   // The names of the model's auxiliary losses (none before ABI 1.3).
   std::vector<std::string> aux_loss_names() const;
+  // QK-clip (ABI 1.12): the plugin's attention layers keep their logits' maxima; refused
+  // (TRIAX_ERROR_UNSUPPORTED, naming the plugin) by a plugin without it.
+  void track_attention_logits(bool enable);
+  // The factors of the parameters holding query or key rows, by this instance's parameter index.
+  std::vector<std::pair<int64_t, at::Tensor>> qk_clip_factors(double threshold);
 
   // Inference with a cache: whether the plugin offers it (ABI 1.3 members present).
   bool has_inference_cache() const;
@@ -146,6 +153,12 @@ class OptimizerInstance {
   std::vector<OptimizerStateTensor> state() const;
   // Tells the plugin that loaded values were copied into its state tensors.
   void state_loaded();
+  // optimizer_factory with every default filled in (ABI 1.12), or nullopt: the section as given.
+  std::optional<std::string> resolved_config() const;
+  // QK-clip's threshold on attention logits (ABI 1.12), 0 when off.
+  double qk_clip_threshold() const;
+  // Each parameter (its index at creation) multiplied by its factor, masters too.
+  void scale_parameters(const std::vector<std::pair<int64_t, at::Tensor>>& factors);
 
  private:
   const triax_optimizer_vtable& vtable_;
