@@ -39,9 +39,9 @@ void DecoderConfig::read_decoder_keys(ConfigReader& reader) {
   use_doc_masking = reader.get<bool>("_use_doc_masking", use_doc_masking);
   if (reads_head_dim) {
     // Recorded as given or as the default it stands for (which check_decoder_shape then holds to the heads).
-    const std::optional<int64_t> given = reader.optional<int64_t>("head_dim");
-    explicit_head_dim = given.value_or(0);
-    reader.resolved()["head_dim"] = given ? *given : hidden_size / std::max<int64_t>(1, num_attention_heads);
+    explicit_head_dim = reader.optional<int64_t>("head_dim");
+    reader.resolved()["head_dim"] =
+        explicit_head_dim ? *explicit_head_dim : hidden_size / std::max<int64_t>(1, num_attention_heads);
   }
 }
 
@@ -57,8 +57,8 @@ void DecoderConfig::check_decoder_shape(const ConfigReader& reader) const {
   require_positive(reader, "rope_theta", rope_theta);
   if (initializer_range < 0.0)
     reader.fail("initializer_range", "must not be negative, got " + std::to_string(initializer_range));
-  if (explicit_head_dim != 0)
-    check_head_dim(reader, explicit_head_dim, num_attention_heads, num_key_value_heads);
+  if (explicit_head_dim)
+    check_head_dim(reader, *explicit_head_dim, num_attention_heads, num_key_value_heads);
   else
     check_attention_shape(reader, hidden_size, num_attention_heads, num_key_value_heads);
   static const char* const kAttention[] = {"sdpa", "flash_attention_2", "flex_attention", "eager"};
@@ -119,7 +119,7 @@ AttentionShape DecoderConfig::attention_shape(int64_t layer) const {
   shape.rotary = uses_rope(layer);
   shape.rope_interleaved = rope_interleaved;
   shape.sliding_window = sliding_window_size;
-  shape.head_dim = explicit_head_dim;
+  shape.head_dim = explicit_head_dim.value_or(0);
   shape.qk_norm = qk_norm;
   shape.qk_norm_eps = rms_norm_eps;
   return shape;

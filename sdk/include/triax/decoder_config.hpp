@@ -66,9 +66,9 @@ struct DecoderConfig {
   // (default hidden_size / num_attention_heads; heads x head_dim need not be hidden_size).
   bool qk_norm = false;
   bool reads_head_dim = false;
-  int64_t explicit_head_dim = 0;  // head_dim as read; 0: hidden_size / num_attention_heads
+  std::optional<int64_t> explicit_head_dim;  // head_dim as given; nullopt: hidden_size / num_attention_heads
 
-  int64_t head_dim() const { return explicit_head_dim != 0 ? explicit_head_dim : hidden_size / num_attention_heads; }
+  int64_t head_dim() const { return explicit_head_dim ? *explicit_head_dim : hidden_size / num_attention_heads; }
   int64_t q_features() const { return num_attention_heads * head_dim(); }
   int64_t kv_features() const { return num_key_value_heads * head_dim(); }
   // Set by the plugin: a tokens.sequence_length beyond max_position_embeddings extends the rotary
