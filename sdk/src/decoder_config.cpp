@@ -188,4 +188,14 @@ const std::vector<HfConfigKey>& decoder_hf_keys() {
   return keys;
 }
 
+const std::vector<HfConfigKey>& qwen3_decoder_hf_keys() {
+  static const std::vector<HfConfigKey> keys = [] {
+    std::vector<HfConfigKey> all = decoder_hf_keys();
+    all.push_back({"head_dim", HfValue::Integer});
+    all.push_back({"attention_bias", HfValue::Boolean});
+    return all;
+  }();
+  return keys;
+}
+
 }  // namespace triax

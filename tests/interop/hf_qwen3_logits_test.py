@@ -7,7 +7,8 @@ max |logit difference| <= 1e-4):
    Qwen3ForCausalLM / Qwen3MoeForCausalLM load in transformers and give triax's logits;
 2. import: a Qwen3ForCausalLM and a Qwen3MoeForCausalLM made by transformers (head_dim 16 over
    hidden_size 32 and 4 heads, q_norm and k_norm weights away from ones) -> `triax convert --from
-   hf` -> triax gives transformers' logits; and the same straight from the folder;
+   hf` -> triax gives transformers' logits; and the same straight from the folder; `triax
+   generate` decodes the same greedy tokens as transformers' generate() (the inference cache);
 3. refusals: a folder without a layer's q_norm weight (naming the tensor), a config.json with an
    odd head_dim (naming the key), and a Qwen3-MoE with a shared expert exported (naming the key).
 
@@ -31,27 +32,20 @@ check = HfCheck(triax_logits, work, [5, 17, 99, 3, 42, 64, 7, 88, 21, 0, 13, 77]
 run, compare = check.run, check.compare
 
 M = "model.model_config."
-COMMON = ["--set", "model.dtype=float32", "--set", "model.init_method={std: 0.1}", "--set", "tokens.train_steps=8",
-          "--set", "checkpoints.checkpoint_interval=8", "--set", M + "tie_word_embeddings=false"]
+COMMON = ["model.dtype=float32", "model.init_method={std: 0.1}", M + "tie_word_embeddings=false"]
 SHAPES = {
     "qwen3": (config, Qwen3ForCausalLM, []),
-    "qwen3_bias": (config, Qwen3ForCausalLM, ["--set", M + "attention_bias=true"]),
+    "qwen3_bias": (config, Qwen3ForCausalLM, [M + "attention_bias=true"]),
     # A window of 4 keys is shorter than the 12 compared tokens: a wrong window changes the logits.
-    "qwen3_window": (config, Qwen3ForCausalLM, ["--set", M + "sliding_window_size=4"]),
+    "qwen3_window": (config, Qwen3ForCausalLM, [M + "sliding_window_size=4"]),
     "qwen3_moe": (moe_config, Qwen3MoeForCausalLM, []),
     "qwen3_moe_raw_gates": (moe_config, Qwen3MoeForCausalLM, [
-        "--set", M + "moe_config.norm_topk_prob=false", "--set", M + "num_hidden_layers=3",
-        "--set", M + "moe_config.layers=[0, 2]"]),
+        M + "moe_config.norm_topk_prob=false", M + "num_hidden_layers=3", M + "moe_config.layers=[0, 2]"]),
 }
 
 # 1. triax -> Hugging Face
 for name, (source, model_class, shape) in SHAPES.items():
-    run_dir = os.path.join(work, f"run_{name}")
-    run(triax, "train", source, *COMMON, *shape, "--set", f"checkpoints.checkpoints_path={run_dir}")
-    hf_dir = os.path.join(work, f"exported_{name}")
-    run(triax, "convert", "--to", "hf", run_dir, hf_dir, "--dtype", "float32")
-    with open(os.path.join(hf_dir, "config.json")) as f:
-        exported = json.load(f)
+    run_dir, hf_dir, exported = check.train_and_export(triax, source, COMMON + shape, name)
     assert exported["architectures"] == [model_class.__name__] and exported["head_dim"] == 32, exported
     model = model_class.from_pretrained(hf_dir, torch_dtype=torch.float32).eval()
     if name == "qwen3_moe_raw_gates":
@@ -61,7 +55,7 @@ for name, (source, model_class, shape) in SHAPES.items():
 # 2. Hugging Face -> triax
 torch.manual_seed(7)
 common = dict(vocab_size=100, hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2,
-              head_dim=16, max_position_embeddings=64, tie_word_embeddings=False, initializer_range=0.1)
+              head_dim=16, max_position_embeddings=64, tie_word_embeddings=False, initializer_range=0.3)
 made = {
     "Qwen3ForCausalLM": Qwen3ForCausalLM(Qwen3Config(num_hidden_layers=3, attention_bias=True, **common)),
     "Qwen3MoeForCausalLM": Qwen3MoeForCausalLM(Qwen3MoeConfig(
@@ -81,6 +75,19 @@ for architecture, model in made.items():
     expected = check.hf_logits(model)
     compare(f"import {architecture} through triax convert", check.triax_logits(imported), expected)
     compare(f"import {architecture} straight from the folder", check.triax_logits(made_dir), expected)
+    # Decoding through the inference cache (qk-norm on each new token's q and k) picks transformers' tokens.
+    out = os.path.join(work, f"generated_{architecture}.jsonl")
+    run(triax, "generate", made_dir, "--prompt-ids", "5,17,99,3", "--max-new-tokens", "12", "--ignore-eos",
+        "--output", out)
+    with open(out) as f:
+        ours = json.loads(f.readline())["new_ids"]
+    with torch.no_grad():
+        theirs = model.generate(torch.tensor([[5, 17, 99, 3]]), attention_mask=torch.ones(1, 4, dtype=torch.long),
+                                do_sample=False, max_new_tokens=12, min_new_tokens=12)[0, 4:].tolist()
+    if ours != theirs or len(set(theirs)) < 3:
+        check.fail(f"greedy decoding of {architecture}: triax {ours}, transformers {theirs}")
+    else:
+        print(f"greedy decoding of {architecture}: the same 12 tokens as transformers' generate()")
 
 # 3. Refusals.
 def changed_copy(name, source, edit_config=None, drop_tensor=None):
@@ -112,8 +119,9 @@ odd = changed_copy("odd_head_dim", "made_Qwen3ForCausalLM", edit_config=lambda c
 check.refused("an odd head_dim", [triax, "convert", "--from", "hf", odd, os.path.join(work, "out_3")],
               "config.json", "head_dim", "15")
 shared_dir = os.path.join(work, "run_shared_expert")
-run(triax, "train", moe_config, *COMMON, "--set", M + "moe_config.enable_shared_expert=true",
-    "--set", M + "moe_config.shared_expert_intermediate_size=32", "--set", f"checkpoints.checkpoints_path={shared_dir}")
+run(triax, "train", moe_config, *[arg for s in COMMON for arg in ("--set", s)], "--set", "tokens.train_steps=2",
+    "--set", M + "moe_config.enable_shared_expert=true", "--set", M + "moe_config.shared_expert_intermediate_size=32",
+    "--set", f"checkpoints.checkpoints_path={shared_dir}")
 check.refused("a shared expert exported", [triax, "convert", "--to", "hf", shared_dir, os.path.join(work, "out_4")],
               "enable_shared_expert", "Qwen3MoeForCausalLM")
 

@@ -14,15 +14,6 @@ constexpr const char* kQwen3 = "Qwen3ForCausalLM";
 // transformers' Qwen3Config gives each head 128 features when config.json names no head_dim.
 constexpr int64_t kHfDefaultHeadDim = 128;
 
-// Keys config.json and model_config share, in both directions: the decoder's, and two of Qwen3's.
-std::vector<HfConfigKey> shared_keys() {
-  std::vector<HfConfigKey> keys = decoder_hf_keys();
-  keys.push_back({"head_dim", HfValue::Integer});
-  keys.push_back({"attention_bias", HfValue::Boolean});
-  return keys;
-}
-const std::vector<HfConfigKey> kSharedKeys = shared_keys();
-
 YAML::Node config_from_hf(ConfigReader& hf) {
   require_hf_architecture(hf, {kQwen3});
   require_hf_value(hf, "model_type", "qwen3", "the architecture and model_type disagree");
@@ -31,7 +22,7 @@ YAML::Node config_from_hf(ConfigReader& hf) {
   m["is_qwen3_config"] = true;
   m["rope_interleaved"] = false;  // Hugging Face rotates halves
   m["rope_scaling"] = YAML::Node(YAML::NodeType::Null);
-  hf_keys_to_model_config(hf, kSharedKeys, m);
+  hf_keys_to_model_config(hf, qwen3_decoder_hf_keys(), m);
   if (!m["head_dim"]) m["head_dim"] = kHfDefaultHeadDim;
   if (const std::optional<int64_t> window = sliding_window_from_hf(hf, HfWindowKeys::Qwen2))
     m["sliding_window_size"] = *window;
@@ -52,7 +43,7 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
                {"model_type", "qwen3"},
                {"attention_dropout", 0.0},
                {"torch_dtype", dtype}};
-  model_config_keys_to_hf(model_config.resolved(), kSharedKeys, json);
+  model_config_keys_to_hf(model_config.resolved(), qwen3_decoder_hf_keys(), json);
   llama::rope_to_hf(c, json);
   llama::qwen_window_to_hf(c, json);
   return json.dump(2) + "\n";

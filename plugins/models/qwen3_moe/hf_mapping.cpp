@@ -12,13 +12,6 @@ namespace {
 using Json = nlohmann::json;
 constexpr const char* kQwen3Moe = "Qwen3MoeForCausalLM";
 
-std::vector<HfConfigKey> shared_keys() {
-  std::vector<HfConfigKey> keys = decoder_hf_keys();
-  keys.push_back({"head_dim", HfValue::Integer});
-  keys.push_back({"attention_bias", HfValue::Boolean});
-  return keys;
-}
-const std::vector<HfConfigKey> kSharedKeys = shared_keys();
 // config.json's moe keys <-> model_config.moe_config's.
 const std::vector<HfConfigKey> kMoeKeys = {{"num_experts", HfValue::Integer},
                                            {"num_experts_per_tok", HfValue::Integer, "top_k"},
@@ -50,7 +43,7 @@ YAML::Node config_from_hf(ConfigReader& hf) {
   YAML::Node m(YAML::NodeType::Map);
   m["is_qwen3_config"] = true;
   m["rope_scaling"] = YAML::Node(YAML::NodeType::Null);
-  hf_keys_to_model_config(hf, kSharedKeys, m);
+  hf_keys_to_model_config(hf, qwen3_decoder_hf_keys(), m);
   moe::read_plain_rope(hf, m, "qwen3_moe");
   if (const std::optional<int64_t> window = sliding_window_from_hf(hf, HfWindowKeys::Qwen3Moe))
     m["sliding_window_size"] = *window;
@@ -74,7 +67,7 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
                {"rope_scaling", nullptr},
                {"use_sliding_window", c.sliding_window_size.has_value()},
                {"sliding_window", c.sliding_window_size ? Json(*c.sliding_window_size) : Json(nullptr)}};
-  model_config_keys_to_hf(model_config.resolved(), kSharedKeys, json);
+  model_config_keys_to_hf(model_config.resolved(), qwen3_decoder_hf_keys(), json);
   model_config_keys_to_hf(model_config.resolved()["moe_config"], kMoeKeys, json);
   moe::moe_layers_to_hf(c, json);
   return json.dump(2) + "\n";

@@ -140,5 +140,9 @@ std::optional<int64_t> sliding_window_from_hf(ConfigReader& config_json, HfWindo
 // The config.json keys that hold the shared keys' values under the same names, for
 // hf_keys_to_model_config and model_config_keys_to_hf.
 const std::vector<HfConfigKey>& decoder_hf_keys();
+// decoder_hf_keys() and the two that Qwen3's and Qwen3-MoE's config.json share with a model_config
+// reading head_dim (DecoderConfig::reads_head_dim): head_dim, and attention_bias in their meaning
+// (q, k, v and o_proj).
+const std::vector<HfConfigKey>& qwen3_decoder_hf_keys();
 
 }  // namespace triax
