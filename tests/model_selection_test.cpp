@@ -1,7 +1,8 @@
 // Choosing the model plugin without model.plugin: by the nanotron marker key in model_config (one
 // match, none, two), by a Hugging Face folder's architecture (and none reading it), the
 // model_config a folder's config.json brings (with the keys given beside it laid over it), and the
-// refusal of a plugin without a Hugging Face mapping asked to convert. Plugins: the build's (llama, qwen2, moe, mamba) and tests/plugins/model_markers.
+// refusal of a plugin without a Hugging Face mapping asked to convert. Plugins: the build's
+// (llama, qwen2, moe, mamba) and tests/plugins/model_markers.
 #include "triax/core/plugins/model_selection.hpp"
 
 #include <ATen/ATen.h>
@@ -61,7 +62,8 @@ class ModelSelectionTest : public ::testing::Test {
     return triax::parse_train_config(
         YAML::Load("model: {init_method: {path: " + folder + "}, model_config: " + model_config +
                    "}\ntokens: {sequence_length: 16, train_steps: 1, micro_batch_size: 1, "
-                   "batch_accumulation_per_replica: 1}\noptimizer: {learning_rate_scheduler: {learning_rate: 0.001}}\n"),
+                   "batch_accumulation_per_replica: 1}\n"
+                   "optimizer: {learning_rate_scheduler: {learning_rate: 0.001}}\n"),
         "run.yaml");
   }
 
@@ -174,9 +176,10 @@ TEST_F(ModelSelectionTest, AKeyChangingAWeightBesideAFolderIsRefusedNamingBoth) 
   const std::string folder = llama_folder();
   triax::TrainConfig wider = config_from_folder(folder, "{z_loss_enabled: true, hidden_size: 32}");
   std::string message = error_of<triax::ConfigError>([&] { triax::resolve_model_section(wider, *registry_); });
-  for (const std::string& part :
-       {std::string("run.yaml: model.model_config.hidden_size"), "contradicts the weights of the Hugging Face folder " + folder,
-        std::string("model.embed_tokens.weight is [32, 16] there and [32, 32] with the keys given")})
+  for (const std::string& part : {std::string("run.yaml: model.model_config.hidden_size"),
+                                  "contradicts the weights of the Hugging Face folder " + folder,
+                                  std::string("model.embed_tokens.weight is [32, 16] there and [32, 32] with the keys "
+                                              "given")})
     EXPECT_NE(message.find(part), std::string::npos) << part << " in " << message;
   EXPECT_EQ(message.find("z_loss_enabled"), std::string::npos) << message;
 

@@ -137,7 +137,8 @@ void DecoderConfig::add_hf_attention_rules(std::vector<HfTensorRule>& rules, con
   rules.push_back(HfTensorRule::rename(prefix + "o_proj.weight", {hidden_size, q_features()}));
   if (output_bias()) rules.push_back(HfTensorRule::rename(prefix + "o_proj.bias", {hidden_size}));
   if (qk_norm)
-    for (const char* norm : {"q_norm.weight", "k_norm.weight"}) rules.push_back(HfTensorRule::rename(prefix + norm, {head_dim()}));
+    for (const char* norm : {"q_norm.weight", "k_norm.weight"})
+      rules.push_back(HfTensorRule::rename(prefix + norm, {head_dim()}));
 }
 
 void DecoderConfig::add_hf_final_rules(std::vector<HfTensorRule>& rules) const {

@@ -9,7 +9,8 @@ namespace triax::moe {
 void read_plain_rope(ConfigReader& hf, YAML::Node& m, const std::string& model_name) {
   if (std::optional<ConfigReader> parameters = hf.optional_section("rope_parameters")) {
     const std::string type = parameters->get<std::string>("rope_type", "default");
-    if (type != "default") parameters->fail("rope_type", "'" + type + "' RoPE is not supported by triax's " + model_name);
+    if (type != "default")
+      parameters->fail("rope_type", "'" + type + "' RoPE is not supported by triax's " + model_name);
     m["rope_theta"] = yaml_number(parameters->required<double>("rope_theta"));
   }
   if (std::optional<ConfigReader> scaling = hf.optional_section("rope_scaling")) {

@@ -41,7 +41,8 @@ inline void require_positive(const ConfigReader& reader, const char* key, double
 }
 
 // The query heads group evenly over num_key_value_heads.
-inline void check_key_value_groups(const ConfigReader& reader, int64_t num_attention_heads, int64_t num_key_value_heads) {
+inline void check_key_value_groups(const ConfigReader& reader, int64_t num_attention_heads,
+                                   int64_t num_key_value_heads) {
   if (num_attention_heads % num_key_value_heads != 0)
     reader.fail("num_key_value_heads", "num_attention_heads (" + std::to_string(num_attention_heads) +
                                            ") is not divisible by num_key_value_heads (" +
