@@ -31,7 +31,7 @@ TEST(ModelMemory, TheTopologyAndZeroSplitTheShare) {
   config.parallelism.pp = 2;
   config.parallelism.dp = 4;
   EXPECT_DOUBLE_EQ(model_bytes_per_rank(config, 4e9), 16e9);  // 1e9 per rank, replicated over dp
-  config.optimizer.zero_stage = 1;                             // the state's 12 bytes over dp too
+  config.optimizer.zero_stage = 1;                            // the state's 12 bytes over dp too
   EXPECT_DOUBLE_EQ(model_bytes_per_rank(config, 4e9), 1e9 * 4.0 + 0.25e9 * 12.0);
   config.optimizer.zero_stage = 3;  // everything over dp
   EXPECT_DOUBLE_EQ(model_bytes_per_rank(config, 4e9), 0.25e9 * 16.0);

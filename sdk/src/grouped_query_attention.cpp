@@ -66,7 +66,9 @@ GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const 
   o_proj = register_module("o_proj", std::make_shared<RowParallelLinear>(
                                          LinearOptions::of(shape.heads * head_dim_, h, context, shape.output_bias), tp_));
   if (shape.qk_norm) {
-    auto head_norm = [&] { return std::make_shared<RMSNorm>(head_dim_, shape.qk_norm_eps, context.device, context.dtype); };
+    auto head_norm = [&] {
+      return std::make_shared<RMSNorm>(head_dim_, shape.qk_norm_eps, context.device, context.dtype);
+    };
     q_norm = register_module("q_norm", head_norm());
     k_norm = register_module("k_norm", head_norm());
   }

@@ -93,8 +93,7 @@ std::optional<WeightConflict> first_conflict(const std::vector<HfTensorRule>& fo
 // The given keys that alone change a weight (or are refused alone, so go with another of them);
 // every given key when none does.
 std::vector<std::string> keys_changing_weights(const ModelHfMapping& mapping, const YAML::Node& translated,
-                                               const YAML::Node& given,
-                                               const std::vector<HfTensorRule>& folder_rules) {
+                                               const YAML::Node& given, const std::vector<HfTensorRule>& folder_rules) {
   std::vector<GivenKey> keys;
   collect_given_keys(given, {}, keys);
   std::vector<std::string> culprits, all;

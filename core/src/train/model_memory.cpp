@@ -91,9 +91,8 @@ void refuse_model_beyond_free_memory(const TrainConfig& config, const PluginRegi
   text << std::setprecision(3) << config.origin << ": model.model_config: the model's " << *parameters
        << " parameters need at least " << gib(needed) << " on this rank (its share of the " << config.model.dtype
        << " parameters and their gradients" << (ends_with(config.optimizer.plugin, "adamw") ? " and AdamW's state" : "")
-       << " over tp " << config.parallelism.tp << ", pp " << config.parallelism.pp << "), more than the "
-       << gib(*free) << " free on " << device_display_name(device)
-       << (device.is_cpu() ? " (MemAvailable)" : "")
+       << " over tp " << config.parallelism.tp << ", pp " << config.parallelism.pp << "), more than the " << gib(*free)
+       << " free on " << device_display_name(device) << (device.is_cpu() ? " (MemAvailable)" : "")
        << "; make the model smaller, split it over more tp/pp ranks or shard it with optimizer.zero_stage";
   throw ConfigError(text.str());
 }

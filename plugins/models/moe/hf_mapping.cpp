@@ -99,7 +99,8 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
     json["sliding_window"] = c.sliding_window_size ? Json(*c.sliding_window_size) : Json(nullptr);
     json["max_window_layers"] = c.num_hidden_layers;
     if (c.sliding_window_size)
-      json["layer_types"] = Json(std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "sliding_attention"));
+      json["layer_types"] =
+          Json(std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "sliding_attention"));
   }
   return json.dump(2) + "\n";
 }

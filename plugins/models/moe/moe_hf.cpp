@@ -22,8 +22,8 @@ void read_plain_rope(ConfigReader& hf, YAML::Node& m, const std::string& model_n
 void refuse_unexported_positions(ConfigReader& model_config, const MoeConfig& c, const std::string& architecture) {
   if (c.rope_scaling) model_config.fail("rope_scaling", "scaled RoPE is not exported to " + architecture);
   if (c.rope_interleaved)
-    model_config.fail("rope_interleaved", "true (GPT-J rotary pairs) cannot be exported: " + architecture +
-                                              " rotates halves of each head");
+    model_config.fail("rope_interleaved",
+                      "true (GPT-J rotary pairs) cannot be exported: " + architecture + " rotates halves of each head");
   if (c.no_rope_layer) model_config.fail("no_rope_layer", "layers without RoPE cannot be exported to " + architecture);
 }
 

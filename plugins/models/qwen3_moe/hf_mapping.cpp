@@ -57,8 +57,8 @@ YAML::Node config_from_hf(ConfigReader& hf) {
 std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
   const moe::MoeConfig c = read_qwen3_moe_config(model_config);
   if (c.moe.enable_shared_expert)
-    model_config.fail("moe_config.enable_shared_expert", "true cannot be exported: " + std::string(kQwen3Moe) +
-                                                             " has no shared expert");
+    model_config.fail("moe_config.enable_shared_expert",
+                      "true cannot be exported: " + std::string(kQwen3Moe) + " has no shared expert");
   moe::refuse_unexported_positions(model_config, c, kQwen3Moe);
   Json json = {{"architectures", Json::array({kQwen3Moe})},
                {"model_type", "qwen3_moe"},

@@ -69,8 +69,7 @@ inline void check_attention_shape(const ConfigReader& reader, int64_t hidden_siz
 inline void check_head_dim(const ConfigReader& reader, int64_t head_dim, int64_t num_attention_heads,
                            int64_t num_key_value_heads) {
   require_positive(reader, "head_dim", head_dim);
-  if (head_dim % 2 != 0)
-    reader.fail("head_dim", std::to_string(head_dim) + " must be even for rotary embeddings");
+  if (head_dim % 2 != 0) reader.fail("head_dim", std::to_string(head_dim) + " must be even for rotary embeddings");
   check_key_value_groups(reader, num_attention_heads, num_key_value_heads);
 }
 

@@ -126,8 +126,8 @@ struct DecoderConfig {
 
 // How a config.json says which layers have a sliding window.
 enum class HfWindowKeys {
-  Mistral,  // Mistral, Mixtral: `sliding_window` on every layer (null: none)
-  Qwen2,    // `use_sliding_window`, then `sliding_window` on the layers from `max_window_layers` on
+  Mistral,   // Mistral, Mixtral: `sliding_window` on every layer (null: none)
+  Qwen2,     // `use_sliding_window`, then `sliding_window` on the layers from `max_window_layers` on
   Qwen2Moe,  // `use_sliding_window` and `layer_types` (transformers' versions read max_window_layers differently)
   Qwen3Moe   // `use_sliding_window`, then `sliding_window` on every layer
 };
