@@ -44,6 +44,13 @@ triax_qwen3_parity_case(qwen3 ${QWEN3_PARITY_CONFIG} pp2_1f1b RANKS 2 --set para
 triax_qwen3_parity_case(qwen3 ${QWEN3_PARITY_CONFIG} dp2_tp2_pp2_sp_1f1b RANKS 8 --set parallelism.dp=2
                         --set parallelism.tp=2 --set parallelism.pp=2 --set parallelism.pp_engine=1f1b
                         --set parallelism.tp_mode=REDUCE_SCATTER --set tokens.batch_accumulation_per_replica=4)
+# ZeRO-3 gathers q_norm and k_norm with the rest of each layer; context parallelism normalises
+# each rank's share of the sequence (K/V all-gathered, or passed around a ring).
+triax_qwen3_parity_case(qwen3 ${QWEN3_PARITY_CONFIG} dp2_zero3 RANKS 2 --set parallelism.dp=2
+                        --set optimizer.zero_stage=3 --set tokens.batch_accumulation_per_replica=4)
+triax_qwen3_parity_case(qwen3 ${QWEN3_PARITY_CONFIG} cp2 RANKS 2 --set parallelism.context_parallel_size=2)
+triax_qwen3_parity_case(qwen3 ${QWEN3_PARITY_CONFIG} cp2_ring RANKS 2 --set parallelism.context_parallel_size=2
+                        --set parallelism.context_parallel_attention=ring)
 
 set(QWEN3_MOE_PARITY_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_qwen3_moe_parity.yaml)
 set(EP2 --set parallelism.dp=2 --set parallelism.expert_parallel_size=2 --set tokens.batch_accumulation_per_replica=4)
