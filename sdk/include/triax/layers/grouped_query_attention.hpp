@@ -31,9 +31,6 @@ struct AttentionShape {
   int64_t hidden_size = 0;
   int64_t heads = 0;     // query heads
   int64_t kv_heads = 0;  // key/value heads, dividing heads
-  // Features of each head; 0: hidden_size / heads. Qwen3 gives its own, and heads x head_dim
-  // need not be hidden_size (o_proj maps them back).
-  int64_t head_dim = 0;
   bool qkv_bias = false;     // biases on q, k and v (Qwen2's attention_bias; Llama's sets both)
   bool output_bias = false;  // a bias on o_proj
   bool rotary = true;        // false: a NoPE layer, q and k enter attention unrotated
@@ -42,6 +39,9 @@ struct AttentionShape {
   // Inference with a cache: a query sees this many positions, itself included (the window the
   // training forward gets as its mask, attention_mask.hpp); nullopt: all earlier ones.
   std::optional<int64_t> sliding_window;
+  // Features of each head; 0: hidden_size / heads. Qwen3 gives its own, and heads x head_dim
+  // need not be hidden_size (o_proj maps them back).
+  int64_t head_dim = 0;
   // Qwen3's qk-norm: before RoPE, an RMSNorm over each query head and each key head, one weight of
   // head_dim for all query heads (q_norm) and one for all key heads (k_norm).
   bool qk_norm = false;
