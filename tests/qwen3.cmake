@@ -1,7 +1,8 @@
 # The qwen3 and qwen3_moe model plugins (plugins/models/qwen3, plugins/models/qwen3_moe): the tiny
 # CPU configs train, the refusals name their key, and whole runs of parity/tiny_qwen3_parity.yaml
-# (qk-norm over heads that tp splits, head_dim of its own, biases on all four projections, z-loss)
-# and parity/tiny_qwen3_moe_parity.yaml (8 experts, top-2 renormalised, no shared expert) against
+# (qk-norm over heads that tp splits, head_dim of its own, biases on all four projections, z-loss;
+# at tp 2, pp 2, dp 2 x tp 2 x pp 2, ZeRO-3 and cp 2) and parity/tiny_qwen3_moe_parity.yaml (8
+# experts, top-2 renormalised, no shared expert; at ep 2 alone, with tp 2 and with pp 2) against
 # the single-rank run: losses, gradient norms, final parameters and every named auxiliary loss
 # within 1e-5 (fp32, CPU); Qwen3ForCausalLM and Qwen3MoeForCausalLM both ways against transformers.
 # Label: qwen3.
