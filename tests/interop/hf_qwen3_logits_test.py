@@ -68,13 +68,7 @@ for architecture, model in made.items():
         for n, p in model.named_parameters():
             if n.endswith("norm.weight") or n.endswith(".bias") or n.endswith("mlp.gate.weight"):
                 p.normal_(1.0 if n.endswith("norm.weight") else 0.0, 0.5)
-    made_dir = os.path.join(work, f"made_{architecture}")
-    model.save_pretrained(made_dir, safe_serialization=True)
-    imported = os.path.join(work, f"imported_{architecture}")
-    run(triax, "convert", "--from", "hf", made_dir, imported)
-    expected = check.hf_logits(model)
-    compare(f"import {architecture} through triax convert", check.triax_logits(imported), expected)
-    compare(f"import {architecture} straight from the folder", check.triax_logits(made_dir), expected)
+    made_dir = check.import_and_compare(triax, model, architecture)
     # Decoding through the inference cache (qk-norm on each new token's q and k) picks transformers' tokens.
     out = os.path.join(work, f"generated_{architecture}.jsonl")
     run(triax, "generate", made_dir, "--prompt-ids", "5,17,99,3", "--max-new-tokens", "12", "--ignore-eos",
