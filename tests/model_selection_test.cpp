@@ -1,7 +1,8 @@
 // Choosing the model plugin without model.plugin: by the nanotron marker key in model_config (one
 // match, none, two), by a Hugging Face folder's architecture (and none reading it), the
-// model_config a folder's config.json brings, and the refusal of a plugin without a Hugging Face
-// mapping asked to convert. Plugins: the build's (llama, qwen2, moe, mamba) and tests/plugins/model_markers.
+// model_config a folder's config.json brings (with the keys given beside it laid over it), and the
+// refusal of a plugin without a Hugging Face mapping asked to convert. Plugins: the build's
+// (llama, qwen2, moe, mamba) and tests/plugins/model_markers.
 #include "triax/core/plugins/model_selection.hpp"
 
 #include <ATen/ATen.h>
@@ -54,6 +55,16 @@ class ModelSelectionTest : public ::testing::Test {
     const std::string folder = (root_ / "hf").string();
     triax::checkpoint::write_hf_model(*registry_, "llama", kTinyLlama, weights, at::kFloat, 1 << 30, folder);
     return folder;
+  }
+
+  // A run config starting from `folder` with `model_config` (YAML) beside it.
+  static triax::TrainConfig config_from_folder(const std::string& folder, const std::string& model_config) {
+    return triax::parse_train_config(
+        YAML::Load("model: {init_method: {path: " + folder + "}, model_config: " + model_config +
+                   "}\ntokens: {sequence_length: 16, train_steps: 1, micro_batch_size: 1, "
+                   "batch_accumulation_per_replica: 1}\n"
+                   "optimizer: {learning_rate_scheduler: {learning_rate: 0.001}}\n"),
+        "run.yaml");
   }
 
   static triax::PluginRegistry* registry_;
@@ -147,6 +158,35 @@ TEST_F(ModelSelectionTest, AHuggingFaceFolderBringsPluginAndModelConfig) {
       "run.yaml");
   const std::string message = error_of<triax::Error>([&] { triax::resolve_model_section(missing, *registry_); });
   EXPECT_NE(message.find("run.yaml: model.model_config: required key is missing"), std::string::npos) << message;
+}
+
+// Keys given beside the folder change what they name; the folder's config.json gives the rest.
+TEST_F(ModelSelectionTest, KeysGivenBesideAFolderAreLaidOverItsConfig) {
+  triax::TrainConfig config = config_from_folder(llama_folder(), "{z_loss_enabled: true, rope_theta: 500000.0}");
+  triax::resolve_model_section(config, *registry_);
+  EXPECT_EQ(config.model.plugin, "llama");
+  EXPECT_EQ(config.model.model_config["hidden_size"].as<int>(), 16);
+  EXPECT_EQ(config.model.model_config["vocab_size"].as<int>(), 32);
+  EXPECT_TRUE(config.model.model_config["z_loss_enabled"].as<bool>());
+  EXPECT_EQ(config.model.model_config["rope_theta"].as<double>(), 500000.0);
+  EXPECT_TRUE(config.resolved["model"]["model_config"]["z_loss_enabled"].as<bool>());
+}
+
+TEST_F(ModelSelectionTest, AKeyChangingAWeightBesideAFolderIsRefusedNamingBoth) {
+  const std::string folder = llama_folder();
+  triax::TrainConfig wider = config_from_folder(folder, "{z_loss_enabled: true, hidden_size: 32}");
+  std::string message = error_of<triax::ConfigError>([&] { triax::resolve_model_section(wider, *registry_); });
+  for (const std::string& part : {std::string("run.yaml: model.model_config.hidden_size"),
+                                  "contradicts the weights of the Hugging Face folder " + folder,
+                                  std::string("model.embed_tokens.weight is [32, 16] there and [32, 32] with the keys "
+                                              "given")})
+    EXPECT_NE(message.find(part), std::string::npos) << part << " in " << message;
+  EXPECT_EQ(message.find("z_loss_enabled"), std::string::npos) << message;
+
+  triax::TrainConfig deeper = config_from_folder(folder, "{num_hidden_layers: 2}");
+  message = error_of<triax::ConfigError>([&] { triax::resolve_model_section(deeper, *registry_); });
+  EXPECT_NE(message.find("model.model_config.num_hidden_layers: contradicts"), std::string::npos) << message;
+  EXPECT_NE(message.find("model.layers.1.input_layernorm.weight is none there and [16]"), std::string::npos) << message;
 }
 
 }  // namespace

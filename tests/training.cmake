@@ -1,4 +1,5 @@
-add_executable(training_test training_test.cpp gradient_handoff_test.cpp step_read_back_test.cpp step_times_test.cpp)
+add_executable(training_test training_test.cpp gradient_handoff_test.cpp step_read_back_test.cpp step_times_test.cpp
+               model_memory_test.cpp)
 target_link_libraries(training_test PRIVATE triax_core GTest::gtest_main)
 target_compile_definitions(training_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(training_test triax_llama triax_afab triax_adamw triax_zero1_adamw)

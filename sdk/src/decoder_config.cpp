@@ -37,6 +37,12 @@ void DecoderConfig::read_decoder_keys(ConfigReader& reader) {
   attn_implementation = reader.get<std::string>("_attn_implementation", attn_implementation);
   sliding_window_size = reader.optional<int64_t>("sliding_window_size");
   use_doc_masking = reader.get<bool>("_use_doc_masking", use_doc_masking);
+  if (reads_head_dim) {
+    // Recorded as given or as the default it stands for (which check_decoder_shape then holds to the heads).
+    explicit_head_dim = reader.optional<int64_t>("head_dim");
+    reader.resolved()["head_dim"] =
+        explicit_head_dim ? *explicit_head_dim : hidden_size / std::max<int64_t>(1, num_attention_heads);
+  }
 }
 
 void DecoderConfig::check_decoder_shape(const ConfigReader& reader) const {
@@ -51,7 +57,10 @@ void DecoderConfig::check_decoder_shape(const ConfigReader& reader) const {
   require_positive(reader, "rope_theta", rope_theta);
   if (initializer_range < 0.0)
     reader.fail("initializer_range", "must not be negative, got " + std::to_string(initializer_range));
-  check_attention_shape(reader, hidden_size, num_attention_heads, num_key_value_heads);
+  if (explicit_head_dim)
+    check_head_dim(reader, *explicit_head_dim, num_attention_heads, num_key_value_heads);
+  else
+    check_attention_shape(reader, hidden_size, num_attention_heads, num_key_value_heads);
   static const char* const kAttention[] = {"sdpa", "flash_attention_2", "flex_attention", "eager"};
   if (std::find(std::begin(kAttention), std::end(kAttention), attn_implementation) == std::end(kAttention))
     reader.fail("_attn_implementation",
@@ -110,12 +119,26 @@ AttentionShape DecoderConfig::attention_shape(int64_t layer) const {
   shape.rotary = uses_rope(layer);
   shape.rope_interleaved = rope_interleaved;
   shape.sliding_window = sliding_window_size;
+  shape.head_dim = explicit_head_dim.value_or(0);
+  shape.qk_norm = qk_norm;
+  shape.qk_norm_eps = rms_norm_eps;
   return shape;
 }
 
 std::shared_ptr<PreNormDecoderLayer> DecoderConfig::decoder_layer(UnaryModule mlp, const ModelContext& context,
                                                                   int64_t layer) const {
   return std::make_shared<PreNormDecoderLayer>(attention_shape(layer), rms_norm_eps, std::move(mlp), context);
+}
+
+void DecoderConfig::add_hf_attention_rules(std::vector<HfTensorRule>& rules, const std::string& prefix) const {
+  const QkvLayout qkv{num_attention_heads, num_key_value_heads, head_dim()};
+  rules.push_back(qkv.hf_rule(prefix, "weight", {hidden_size}));
+  if (attention_bias) rules.push_back(qkv.hf_rule(prefix, "bias", {}));
+  rules.push_back(HfTensorRule::rename(prefix + "o_proj.weight", {hidden_size, q_features()}));
+  if (output_bias()) rules.push_back(HfTensorRule::rename(prefix + "o_proj.bias", {hidden_size}));
+  if (qk_norm)
+    for (const char* norm : {"q_norm.weight", "k_norm.weight"})
+      rules.push_back(HfTensorRule::rename(prefix + norm, {head_dim()}));
 }
 
 void DecoderConfig::add_hf_final_rules(std::vector<HfTensorRule>& rules) const {
@@ -128,6 +151,12 @@ std::optional<int64_t> sliding_window_from_hf(ConfigReader& config_json, HfWindo
   const std::optional<int64_t> window = config_json.optional<int64_t>("sliding_window");
   if (keys == HfWindowKeys::Mistral) return window;
   if (!config_json.get<bool>("use_sliding_window", false)) return std::nullopt;
+  auto on_every_layer = [&] {
+    if (!window || *window < 1)
+      config_json.fail("sliding_window", "must be a window of at least 1 token where the layers are windowed");
+    return window;
+  };
+  if (keys == HfWindowKeys::Qwen3Moe) return on_every_layer();
   const int64_t layers = config_json.required<int64_t>("num_hidden_layers");
   if (const auto types = config_json.optional<std::vector<std::string>>("layer_types")) {
     const auto windowed = std::count(types->begin(), types->end(), "sliding_attention");
@@ -144,9 +173,7 @@ std::optional<int64_t> sliding_window_from_hf(ConfigReader& config_json, HfWindo
       config_json.fail("max_window_layers", std::to_string(first_windowed) +
                                                 " windows only the later layers: triax windows every layer (0) or none");
   }
-  if (!window || *window < 1)
-    config_json.fail("sliding_window", "must be a window of at least 1 token where the layers are windowed");
-  return window;
+  return on_every_layer();
 }
 
 const std::vector<HfConfigKey>& decoder_hf_keys() {
@@ -159,6 +186,16 @@ const std::vector<HfConfigKey>& decoder_hf_keys() {
       {"num_key_value_heads", HfValue::Integer}, {"rms_norm_eps", HfValue::Number},
       {"rope_theta", HfValue::Number},           {"tie_word_embeddings", HfValue::Boolean},
       {"use_cache", HfValue::Boolean},           {"vocab_size", HfValue::Integer}};
+  return keys;
+}
+
+const std::vector<HfConfigKey>& qwen3_decoder_hf_keys() {
+  static const std::vector<HfConfigKey> keys = [] {
+    std::vector<HfConfigKey> all = decoder_hf_keys();
+    all.push_back({"head_dim", HfValue::Integer});
+    all.push_back({"attention_bias", HfValue::Boolean});
+    return all;
+  }();
   return keys;
 }
 

@@ -11,6 +11,7 @@
 #include "triax/layers/key_value_cache.hpp"
 #include "triax/layers/ring_attention.hpp"
 #include "triax/layers/rotary_qkv.hpp"
+#include "triax/layers/tensor_parallel_ops.hpp"
 
 namespace triax {
 
@@ -64,13 +65,31 @@ GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const 
   qkv_proj = register_module("qkv_proj", std::make_shared<ColumnParallelLinear>(qkv, tp_));
   o_proj = register_module("o_proj", std::make_shared<RowParallelLinear>(
                                          LinearOptions::of(shape.heads * head_dim_, h, context, shape.output_bias), tp_));
+  if (shape.qk_norm) {
+    auto head_norm = [&] {
+      return std::make_shared<RMSNorm>(head_dim_, shape.qk_norm_eps, context.device, context.dtype);
+    };
+    q_norm = register_module("q_norm", head_norm());
+    k_norm = register_module("k_norm", head_norm());
+  }
 }
 
 at::Tensor GroupedQueryAttention::project_blocks(const at::Tensor& x) {
   // [batch, seq, kv_heads/tp x (group + 2) x head_dim] -> per key/value head: its query heads, its
   // key head, its value head. The sequence length comes from the projection's output (it differs
   // from x's in sequence-parallel mode).
-  return qkv_proj->forward(x).view({x.size(0), -1, local_kv_heads_, group_ + 2, head_dim_});
+  const at::Tensor blocks = qkv_proj->forward(x).view({x.size(0), -1, local_kv_heads_, group_ + 2, head_dim_});
+  return q_norm ? normalised_query_key_heads(blocks) : blocks;
+}
+
+at::Tensor GroupedQueryAttention::normalised_query_key_heads(const at::Tensor& blocks) const {
+  // The weights are shared by heads that sit on other tp ranks: each rank's gradient is its heads' share.
+  auto normalised = [&](const at::Tensor& heads, const RMSNorm& norm) {
+    return rms_norm(heads, identity_forward_all_reduce_backward(norm.weight, tp_), norm.eps());
+  };
+  return at::cat({normalised(blocks.narrow(3, 0, group_), *q_norm), normalised(blocks.narrow(3, group_, 1), *k_norm),
+                  blocks.narrow(3, group_ + 1, 1)},
+                 3);
 }
 
 at::Tensor GroupedQueryAttention::output(const at::Tensor& attended) {

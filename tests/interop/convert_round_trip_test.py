@@ -42,6 +42,11 @@ MODELS = [
     ("smollm3", "configs/tiny_qwen2.yaml", [M + "attention_bias=false"],
      lambda: T.SmolLM3ForCausalLM(T.SmolLM3Config(**ATTENTION, no_rope_layer_interval=2, pad_token_id=None,
                                                    bos_token_id=1, eos_token_id=2))),
+    # qk-norm and a head_dim of their own (16 over hidden_size 32 and 4 heads).
+    ("qwen3", "configs/tiny_qwen3.yaml", [], lambda: T.Qwen3ForCausalLM(T.Qwen3Config(**ATTENTION, head_dim=16))),
+    ("qwen3_moe", "configs/tiny_qwen3_moe.yaml", [],
+     lambda: T.Qwen3MoeForCausalLM(T.Qwen3MoeConfig(**ATTENTION, head_dim=16, num_experts=4, num_experts_per_tok=2,
+                                                     moe_intermediate_size=24, norm_topk_prob=True))),
 ]
 failures = []
 

@@ -5,6 +5,7 @@ the report at the end (exit status 1 when anything failed).
     check = HfCheck(triax_logits_path, work_dir, tokens)
     run_dir, hf_dir, exported = check.train_and_export(triax, config, ["model.dtype=float32"], "tied")
     check.compare("export", check.triax_logits(run_dir), check.hf_logits(model))
+    made_dir = check.import_and_compare(triax, transformers_model, "name")
     check.finish()
 """
 import json
@@ -45,6 +46,19 @@ class HfCheck:
         self.run(triax, "convert", "--to", "hf", run_dir, hf_dir, "--dtype", "float32")
         with open(os.path.join(hf_dir, "config.json")) as f:
             return run_dir, hf_dir, json.load(f)
+
+    def import_and_compare(self, triax, model, name):
+        """Saves transformers' `model` into made_NAME, imports it with `triax convert --from hf` and
+        compares triax's logits with the model's, from the converted checkpoint and straight from
+        the folder. Returns the folder."""
+        made_dir = os.path.join(self.work, f"made_{name}")
+        model.save_pretrained(made_dir, safe_serialization=True)
+        imported = os.path.join(self.work, f"imported_{name}")
+        self.run(triax, "convert", "--from", "hf", made_dir, imported)
+        expected = self.hf_logits(model)
+        self.compare(f"import {name} through triax convert", self.triax_logits(imported), expected)
+        self.compare(f"import {name} straight from the folder", self.triax_logits(made_dir), expected)
+        return made_dir
 
     def triax_logits(self, weights):
         """triax's logits [tokens, vocabulary] for a checkpoint or Hugging Face folder (tests/interop/triax_logits.cpp)."""

@@ -78,13 +78,7 @@ for architecture, model in made.items():
         for n, p in model.named_parameters():
             if n.endswith(".bias"):
                 p.normal_(0.0, 0.5)
-    made_dir = os.path.join(work, f"made_{architecture}")
-    model.save_pretrained(made_dir, safe_serialization=True)
-    imported = os.path.join(work, f"imported_{architecture}")
-    run(triax, "convert", "--from", "hf", made_dir, imported)
-    expected = check.hf_logits(model)
-    compare(f"import {architecture} through triax convert", check.triax_logits(imported), expected)
-    compare(f"import {architecture} straight from the folder", check.triax_logits(made_dir), expected)
+    check.import_and_compare(triax, model, architecture)
 
 # 3. Refusals.
 bad_dir = os.path.join(work, "bad_no_rope_layers")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Training throughput of triax against the peer baseline, one table (docs/performance.md).
 
-For each size (configs/bench/smollm-SIZE.yaml; with --family mamba configs/bench/mamba-SIZE.yaml)
+For each size (configs/bench/smollm-SIZE.yaml; with --family mamba configs/bench/mamba-SIZE.yaml, with
+--family qwen3 configs/bench/qwen3-SIZE.yaml)
 and each variant, runs `triax train` on that config, then the peer (`python3 PEER --model SIZE
 --mbs MBS --seq SEQ --compile`; for Mamba tools/device/mamba_ssm_peer.py, state-spaces' mamba-ssm
 with its CUDA kernels, without --compile) on the same shape once per size, and prints: size, variant, triax tokens/s, MFU, peak GiB, peer tokens/s,
@@ -14,6 +15,7 @@ Standard library only: the GPU machine has no package registry.
   tools/device/bench.sh                                  # every size, triax as configured
   tools/device/bench.sh 360m --variant base --variant 'recompute parallelism.recompute_layer=true'
   tools/device/bench.sh --family mamba 130m               # Mamba-130m against mamba-ssm's MambaLMHeadModel
+  tools/device/bench.sh --family qwen3                    # Qwen3-0.6B and -1.7B shapes, triax alone
 """
 import argparse
 import json
@@ -35,6 +37,9 @@ FAMILIES = {
                   peer=str(ROOT / ".devdeps/peer_bench.py"), peer_args="--compile"),
     "mamba": dict(sizes=["130m", "370m", "1.4b"], extra_sizes=[], config="configs/bench/mamba-{size}.yaml",
                   peer=str(ROOT / "tools/device/mamba_ssm_peer.py"), peer_args=""),
+    # Qwen3's shapes (the qwen3 plugin): triax alone unless --peer names a script for them.
+    "qwen3": dict(sizes=["0.6b", "1.7b"], extra_sizes=[], config="configs/bench/qwen3-{size}.yaml",
+                  peer="none", peer_args=""),
 }
 GIB = 2**30
 
@@ -48,11 +53,13 @@ def parse_args(argv):
         prog="bench.sh", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sizes", nargs="*", help="model sizes: llama " + ", ".join(FAMILIES["llama"]["sizes"])
                    + " (and, when named, " + ", ".join(FAMILIES["llama"]["extra_sizes"]) + "); mamba "
-                   + ", ".join(FAMILIES["mamba"]["sizes"]) + " (default: the family's sizes not named 'extra')")
+                   + ", ".join(FAMILIES["mamba"]["sizes"]) + "; qwen3 " + ", ".join(FAMILIES["qwen3"]["sizes"])
+                   + " (default: the family's sizes not named 'extra')")
     p.add_argument("--family", default="llama", choices=sorted(FAMILIES),
                    help="llama: configs/bench/smollm-SIZE.yaml against .devdeps/peer_bench.py (default); "
                         "mamba: configs/bench/mamba-SIZE.yaml against tools/device/mamba_ssm_peer.py "
-                        "(mamba-ssm, built by tools/device/build_mamba_peer.sh)")
+                        "(mamba-ssm, built by tools/device/build_mamba_peer.sh); "
+                        "qwen3: configs/bench/qwen3-SIZE.yaml, no peer")
     p.add_argument("--triax", default=str(ROOT / "build-gpu/bin/triax"), help="triax executable")
     p.add_argument("--peer", default=None,
                    help="peer script, or 'none' to run triax only (default: the family's, see --family)")

@@ -218,7 +218,10 @@ Section section_model() {
           R"md(the architecture's hyper-parameters, read strictly by the model plugin (the shipped plugins'
           keys: the README's section on each). May be left out when `init_method.path` names a Hugging
           Face folder: the plugin translates its config.json, and the run folder's `config.yaml` shows
-          the result. Two keys of the decoders built on the SDK's attention concern the data too:
+          the result; keys given beside such a folder are laid over that translation (a key that
+          changes a weight's shape from the folder's is refused, naming both). Before the model is
+          built, its parameters, their gradients and AdamW's state must fit the memory the device has
+          free (on CPU `MemAvailable`), or the run is refused with the numbers. Two keys of the decoders built on the SDK's attention concern the data too:
           `_use_doc_masking` (default `false`; attention stays inside each document of a sample,
           positions restart per document, the label starting the next document leaves the loss;
           needs a token dataset with `.ds.index` files in every stage, the synthetic stream has no

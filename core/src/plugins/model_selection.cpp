@@ -2,7 +2,9 @@
 
 #include <filesystem>
 
+#include "plugins/hf_config_overlay.hpp"
 #include "triax/core/plugins/model_hf_mapping.hpp"
+#include "triax/core/plugins/plugin_choice.hpp"
 #include "triax/error.hpp"
 #include "triax/interop/hf_folder.hpp"
 
@@ -84,12 +86,19 @@ void resolve_model_section(TrainConfig& config, const PluginRegistry& registry) 
   const std::string folder = path.IsDefined() && path.IsScalar() ? path.Scalar() : "";
   const bool from_hf = !folder.empty() && interop::is_hf_folder(folder);
   const bool needs_config = !model.model_config.IsDefined() || model.model_config.IsNull();
-  if (from_hf && (model.plugin.empty() || needs_config)) {
+  if (from_hf) {
     const std::string config_path = (std::filesystem::path(folder) / interop::kHfConfigFile).string();
     const std::string config_json = interop::read_hf_config(folder);
     if (model.plugin.empty()) model.plugin = model_plugin_by_architecture(registry, config_json, config_path);
+    const ModelHfMapping mapping(registry, model.plugin);
+    const YAML::Node translated = YAML::Load(mapping.config_from_hf(config_json, config_path));
+    // Keys given beside the folder change what they name; the folder's config.json gives the rest.
     if (needs_config)
-      model.model_config = YAML::Load(ModelHfMapping(registry, model.plugin).config_from_hf(config_json, config_path));
+      model.model_config = translated;
+    else
+      in_config_file(config.origin, [&] {
+        model.model_config = overlay_hf_model_config(mapping, translated, model.model_config, config.origin, folder);
+      });
   }
   if (!model.model_config.IsDefined() || model.model_config.IsNull())
     throw ConfigError(config.origin +

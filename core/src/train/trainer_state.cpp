@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "gradients/weight_decay.hpp"
+#include "train/model_memory.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/core/device.hpp"
 #include "triax/report/log.hpp"
@@ -82,6 +83,7 @@ std::unique_ptr<TiedGradients> TrainerState::make_model(const triax_model_vtable
                                  model_chunk_count(*engine, c.parallelism.pp_chunks_per_rank), blocks_per_stage);
   });
   const triax_model_context context = contexts->model(communicator, device_name);
+  refuse_model_beyond_free_memory(c, registry, contexts->model_yaml(), device);
   in_config_file(c.origin, [&] {
     try {
       model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, contexts->model_yaml(), context,

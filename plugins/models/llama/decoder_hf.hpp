@@ -1,5 +1,6 @@
 // The Hugging Face pieces a Llama-layout decoder shares with its variants (the qwen2 plugin's
-// Qwen2ForCausalLM and SmolLM3ForCausalLM): RoPE settings both ways and the tensor rules.
+// Qwen2ForCausalLM and SmolLM3ForCausalLM, the qwen3 plugin's Qwen3ForCausalLM): RoPE settings
+// both ways, the sliding window of the Qwen configs and the tensor rules.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,9 @@ YAML::Node rope_scaling_from_hf(ConfigReader& rope);
 void rope_from_hf(ConfigReader& hf, YAML::Node& m);
 // rope_scaling of `c` into config.json.
 void rope_to_hf(const LlamaConfig& c, nlohmann::json& json);
+// The sliding window as Qwen2's and Qwen3's config.json say it: use_sliding_window, sliding_window,
+// and max_window_layers and layer_types saying that every layer is windowed (nanotron's meaning).
+void qwen_window_to_hf(const LlamaConfig& c, nlohmann::json& json);
 // Hugging Face rotates halves of each head: rope_interleaved: true is refused, naming `architecture`.
 void refuse_hf_rotary_layout(ConfigReader& model_config, const LlamaConfig& c, const std::string& architecture);
 // Every parameter (see llama_model.hpp) is a Hugging Face tensor of the same name, except the

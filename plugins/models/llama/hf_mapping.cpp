@@ -7,7 +7,6 @@
 
 #include "decoder_hf.hpp"
 #include "llama_model.hpp"
-#include "triax/layers/grouped_query_attention.hpp"
 #include "triax/layers/swiglu_mlp.hpp"
 
 namespace triax::llama {
@@ -71,6 +70,15 @@ void rope_to_hf(const LlamaConfig& c, nlohmann::json& json) {
   }
 }
 
+void qwen_window_to_hf(const LlamaConfig& c, nlohmann::json& json) {
+  json["use_sliding_window"] = c.sliding_window_size.has_value();
+  json["sliding_window"] = c.sliding_window_size ? Json(*c.sliding_window_size) : Json(nullptr);
+  // nanotron windows every layer: layer_types says so to every transformers version that reads it.
+  json["max_window_layers"] = c.sliding_window_size ? 0 : c.num_hidden_layers;
+  const char* attention = c.sliding_window_size ? "sliding_attention" : "full_attention";
+  json["layer_types"] = Json(std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), attention));
+}
+
 void refuse_hf_rotary_layout(ConfigReader& model_config, const LlamaConfig& c, const std::string& architecture) {
   if (c.rope_interleaved)
     model_config.fail("rope_interleaved", "true (GPT-J rotary pairs) cannot be exported: " + architecture +
@@ -124,8 +132,7 @@ std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
 }  // namespace
 
 std::vector<HfTensorRule> llama_tensor_rules(const LlamaConfig& c) {
-  const int64_t h = c.hidden_size, q = c.q_features(), ffn = c.intermediate_size;
-  const QkvLayout qkv{c.num_attention_heads, c.num_key_value_heads, c.head_dim()};
+  const int64_t h = c.hidden_size, ffn = c.intermediate_size;
   std::vector<HfTensorRule> rules;
   auto add = [&](const std::string& name, std::vector<int64_t> shape) {
     rules.push_back(HfTensorRule::rename(name, std::move(shape)));
@@ -134,10 +141,7 @@ std::vector<HfTensorRule> llama_tensor_rules(const LlamaConfig& c) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string layer = "model.layers." + std::to_string(i) + ".";
     add(layer + "input_layernorm.weight", {h});
-    rules.push_back(qkv.hf_rule(layer + "self_attn.", "weight", {h}));
-    if (c.attention_bias) rules.push_back(qkv.hf_rule(layer + "self_attn.", "bias", {}));
-    add(layer + "self_attn.o_proj.weight", {h, q});
-    if (c.output_bias()) add(layer + "self_attn.o_proj.bias", {h});
+    c.add_hf_attention_rules(rules, layer + "self_attn.");
     add(layer + "post_attention_layernorm.weight", {h});
     rules.push_back(SwiGluMlp::hf_rule(layer + "mlp.", h, ffn));
     add(layer + "mlp.down_proj.weight", {h, ffn});

@@ -78,6 +78,7 @@ int64_t LlamaModel::total_parameters() const {
   int64_t layer = h * q + 2 * h * kv + q * h + 3 * h * config_.intermediate_size + 2 * h;
   if (config_.attention_bias) layer += q + 2 * kv;
   if (config_.output_bias()) layer += h;
+  if (config_.qk_norm) layer += 2 * config_.head_dim();
   const int64_t embedding = padded_vocab_size() * h;
   return embedding + config_.num_hidden_layers * layer + h + (config_.tie_word_embeddings ? 0 : embedding);
 }

@@ -6,9 +6,8 @@
 // to follows from moe_config.enable_shared_expert.
 #include <nlohmann/json.hpp>
 
+#include "moe_hf.hpp"
 #include "moe_model.hpp"
-#include "triax/layers/grouped_query_attention.hpp"
-#include "triax/layers/swiglu_mlp.hpp"
 
 namespace triax::moe {
 namespace {
@@ -33,19 +32,6 @@ bool is_mixtral(ConfigReader& hf) {
   return std::find(found.begin(), found.end(), kMixtral) != found.end();
 }
 
-// Plain RoPE only: rope_parameters (transformers 5) or rope_scaling (4) must say "default".
-void read_rope(ConfigReader& hf, YAML::Node& m) {
-  if (std::optional<ConfigReader> parameters = hf.optional_section("rope_parameters")) {
-    const std::string type = parameters->get<std::string>("rope_type", "default");
-    if (type != "default") parameters->fail("rope_type", "'" + type + "' RoPE is not supported by triax's moe");
-    m["rope_theta"] = yaml_number(parameters->required<double>("rope_theta"));
-  }
-  if (std::optional<ConfigReader> scaling = hf.optional_section("rope_scaling")) {
-    const std::string type = scaling->get<std::string>("rope_type", scaling->get<std::string>("type", "default"));
-    if (type != "default") scaling->fail("rope_type", "'" + type + "' RoPE is not supported by triax's moe");
-  }
-}
-
 YAML::Node config_from_hf(ConfigReader& hf) {
   require_hf_architecture(hf, {kMixtral, kQwen2Moe});
   const bool mixtral = is_mixtral(hf);
@@ -55,8 +41,10 @@ YAML::Node config_from_hf(ConfigReader& hf) {
   m["is_qwen2_config"] = true;
   m["rope_scaling"] = YAML::Node(YAML::NodeType::Null);
   hf_keys_to_model_config(hf, decoder_hf_keys(), m);
-  read_rope(hf, m);
-  if (const std::optional<int64_t> window = sliding_window_from_hf(hf, mixtral ? HfWindowKeys::Mistral : HfWindowKeys::Qwen2Moe)) m["sliding_window_size"] = *window;
+  read_plain_rope(hf, m, "moe");
+  if (const std::optional<int64_t> window =
+          sliding_window_from_hf(hf, mixtral ? HfWindowKeys::Mistral : HfWindowKeys::Qwen2Moe))
+    m["sliding_window_size"] = *window;
   YAML::Node moe(YAML::NodeType::Map);
   moe["layers"] = std::vector<int64_t>{-1};
   if (mixtral) {
@@ -69,15 +57,7 @@ YAML::Node config_from_hf(ConfigReader& hf) {
     m["attention_bias"] = hf.get<bool>("qkv_bias", false);  // biases on q, k and v (MoeConfig's meaning)
     hf_keys_to_model_config(hf, kQwen2MoeKeys, moe);
     moe["enable_shared_expert"] = true;
-    const int64_t layers = hf.required<int64_t>("num_hidden_layers");
-    const int64_t step = hf.get<int64_t>("decoder_sparse_step", 1);
-    if (step < 1) hf.fail("decoder_sparse_step", "must be at least 1");
-    const std::vector<int64_t> dense = hf.get<std::vector<int64_t>>("mlp_only_layers", {});
-    std::vector<int64_t> sparse;
-    for (int64_t i = 0; i < layers; ++i)
-      if ((i + 1) % step == 0 && std::find(dense.begin(), dense.end(), i) == dense.end()) sparse.push_back(i);
-    if (static_cast<int64_t>(sparse.size()) != layers) moe["layers"] = sparse;
-    if (sparse.empty()) hf.fail("mlp_only_layers", "leaves no MoE layer: load it with the llama plugin");
+    moe_layers_from_hf(hf, moe, "llama");
   }
   m["moe_config"] = moe;
   // The reader's refusals name config.json and the key.
@@ -91,9 +71,7 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
   const bool mixtral = !c.moe.enable_shared_expert;
   auto refuse = [&](const std::string& key, const std::string& why) { model_config.fail(key, why); };
   if (c.attention_bias && mixtral) refuse("attention_bias", "true cannot be exported to Mixtral, which has no attention biases");
-  if (c.rope_scaling) refuse("rope_scaling", "scaled RoPE is not exported for MoE models");
-  if (c.rope_interleaved) refuse("rope_interleaved", "true (GPT-J rotary pairs) cannot be exported: Hugging Face rotates halves");
-  if (c.no_rope_layer) refuse("no_rope_layer", "layers without RoPE cannot be exported to Mixtral or Qwen2-MoE");
+  refuse_unexported_positions(model_config, c, mixtral ? kMixtral : kQwen2Moe);
   Json json = {{"architectures", Json::array({mixtral ? kMixtral : kQwen2Moe})},
                {"model_type", mixtral ? "mixtral" : "qwen2_moe"},
                {"attention_dropout", 0.0},
@@ -114,70 +92,22 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
     json["sliding_window"] = c.sliding_window_size ? Json(*c.sliding_window_size) : Json(nullptr);
   } else {
     model_config_keys_to_hf(moe, kQwen2MoeKeys, json);
-    json["decoder_sparse_step"] = 1;
+    moe_layers_to_hf(c, json);
     json["qkv_bias"] = c.attention_bias;
     // nanotron windows every layer: layer_types says so to every transformers version that reads it.
     json["use_sliding_window"] = c.sliding_window_size.has_value();
     json["sliding_window"] = c.sliding_window_size ? Json(*c.sliding_window_size) : Json(nullptr);
     json["max_window_layers"] = c.num_hidden_layers;
     if (c.sliding_window_size)
-      json["layer_types"] = Json(std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "sliding_attention"));
-    Json dense = Json::array();
-    for (int64_t i = 0; i < c.num_hidden_layers; ++i)
-      if (!c.is_moe_layer(i)) dense.push_back(i);
-    json["mlp_only_layers"] = dense;
+      json["layer_types"] =
+          Json(std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), "sliding_attention"));
   }
   return json.dump(2) + "\n";
 }
 
 std::vector<HfTensorRule> tensor_map(ConfigReader& model_config) {
   const MoeConfig c = MoeConfig::read(model_config);
-  const bool mixtral = !c.moe.enable_shared_expert;
-  const int64_t h = c.hidden_size, q = c.q_features();
-  const int64_t e = c.moe.num_experts, f = c.moe.moe_intermediate_size;
-  const QkvLayout qkv{c.num_attention_heads, c.num_key_value_heads, c.head_dim()};
-  std::vector<HfTensorRule> rules;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::string& hf_name = "") {
-    rules.push_back(HfTensorRule::rename(name, std::move(shape), hf_name));
-  };
-  // One HF tensor per expert, stacked along dim 0.
-  auto stack = [&](const std::string& name, std::vector<int64_t> shape, const std::string& prefix,
-                   const std::string& suffix) {
-    std::vector<std::string> names;
-    for (int64_t j = 0; j < e; ++j) names.push_back(prefix + std::to_string(j) + suffix);
-    rules.push_back(HfTensorRule::stack(name, std::move(shape), 0, std::move(names)));
-  };
-  add("model.embed_tokens.weight", {c.vocab_size, h});
-  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
-    const std::string layer = "model.layers." + std::to_string(i) + ".";
-    rules.push_back(qkv.hf_rule(layer + "self_attn.", "weight", {h}));
-    if (c.attention_bias) rules.push_back(qkv.hf_rule(layer + "self_attn.", "bias", {}));
-    add(layer + "self_attn.o_proj.weight", {h, q});
-    const std::string mlp = layer + "mlp.";
-    if (!c.is_moe_layer(i)) {
-      rules.push_back(SwiGluMlp::hf_rule(mlp, h, c.intermediate_size));
-      add(mlp + "down_proj.weight", {h, c.intermediate_size});
-    } else if (mixtral) {
-      const std::string hf = layer + "block_sparse_moe.";
-      add(mlp + "gate.weight", {e, h}, hf + "gate.weight");
-      stack(mlp + "experts.gate_proj", {e, f, h}, hf + "experts.", ".w1.weight");
-      stack(mlp + "experts.up_proj", {e, f, h}, hf + "experts.", ".w3.weight");
-      stack(mlp + "experts.down_proj", {e, h, f}, hf + "experts.", ".w2.weight");
-    } else {
-      const int64_t s = c.moe.shared_expert_intermediate_size;
-      add(mlp + "gate.weight", {e, h});
-      stack(mlp + "experts.gate_proj", {e, f, h}, mlp + "experts.", ".gate_proj.weight");
-      stack(mlp + "experts.up_proj", {e, f, h}, mlp + "experts.", ".up_proj.weight");
-      stack(mlp + "experts.down_proj", {e, h, f}, mlp + "experts.", ".down_proj.weight");
-      rules.push_back(SwiGluMlp::hf_rule(mlp + "shared_expert.", h, s));
-      add(mlp + "shared_expert.down_proj.weight", {h, s});
-      add(mlp + "shared_expert_gate.weight", {1, h});
-    }
-    add(layer + "input_layernorm.weight", {h});
-    add(layer + "post_attention_layernorm.weight", {h});
-  }
-  c.add_hf_final_rules(rules);
-  return rules;
+  return moe_tensor_rules(c, !c.moe.enable_shared_expert);
 }
 
 }  // namespace

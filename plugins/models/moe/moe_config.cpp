@@ -63,12 +63,15 @@ int64_t MoeConfig::moe_layer_count() const {
   return count;
 }
 
-MoeConfig MoeConfig::read(ConfigReader& reader) {
+MoeConfig MoeConfig::read(ConfigReader& reader, const MoeFamily& family) {
   MoeConfig c;
-  c.attention_bias_on_output = false;  // nanotron's Qwen2Config and Qwen2-MoE: biases on q, k and v only
+  // nanotron's Qwen2Config and Qwen2-MoE: biases on q, k and v only; Qwen3-MoE's on all four.
+  c.attention_bias_on_output = family.qwen3_attention;
+  c.qk_norm = c.reads_head_dim = family.qwen3_attention;
   c.read_decoder_keys(reader);
-  if (!reader.get<bool>("is_qwen2_config", true))
-    reader.fail("is_qwen2_config", "the moe model plugin needs is_qwen2_config: true (or the key left out)");
+  if (!reader.get<bool>(family.marker, true))
+    reader.fail(family.marker, std::string("the ") + family.plugin + " model plugin needs " + family.marker +
+                                   ": true (or the key left out)");
   if (reader.get<int64_t>("pretraining_tp", 1) != 1) reader.fail("pretraining_tp", "only 1 is supported");
   c.read_position_keys(reader);
   ConfigReader moe_section = reader.optional_section("moe_config").value_or(ConfigReader(YAML::Node(YAML::NodeType::Map),

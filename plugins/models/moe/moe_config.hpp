@@ -1,6 +1,7 @@
 // model.model_config of a mixture-of-experts decoder, read strictly.
 //
-// The keys are those of nanotron's Qwen2Config (is_qwen2_config, the Llama-style attention keys)
+// The keys are those of nanotron's Qwen2Config (is_qwen2_config, the Llama-style attention keys;
+// Qwen3's variant: MoeFamily)
 // with its `moe_config` section (num_experts, top_k, moe_intermediate_size,
 // shared_expert_intermediate_size, enable_shared_expert, router_aux_loss_coef, layers,
 // token_dispatcher_type) plus triax's router_z_loss_coef and norm_topk_prob. Values naming
@@ -30,6 +31,17 @@ struct MoeSettings {
   std::string token_dispatcher_type = "alltoall";  // alltoall | allgather
 };
 
+// Which nanotron-style config a MoE decoder reads: Qwen2's (the moe plugin: is_qwen2_config,
+// attention_bias on q, k and v) or Qwen3's (the qwen3_moe plugin: is_qwen3_config, qk-norm, the
+// head_dim key, attention_bias on all four projections as in Hugging Face's Qwen3-MoE).
+struct MoeFamily {
+  const char* marker = "is_qwen2_config";
+  const char* plugin = "moe";
+  bool qwen3_attention = false;
+
+  static MoeFamily qwen3() { return {"is_qwen3_config", "qwen3_moe", true}; }
+};
+
 // intermediate_size is the dense layers' (those not in moe_config.layers).
 struct MoeConfig : DecoderConfig {
   MoeSettings moe;
@@ -39,7 +51,7 @@ struct MoeConfig : DecoderConfig {
 
   // Reads and validates every key of `reader`, then calls reader.finish(); defaults are recorded
   // into reader.resolved().
-  static MoeConfig read(ConfigReader& reader);
+  static MoeConfig read(ConfigReader& reader, const MoeFamily& family = {});
 };
 
 // Forward FLOPs per token of each pipeline block, counting the experts a token is routed to

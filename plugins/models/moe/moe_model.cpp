@@ -44,18 +44,19 @@ std::vector<double> MoeModel::block_costs(ConfigReader& reader, int64_t sequence
 }
 
 std::shared_ptr<MoeModel> MoeModel::create(ConfigReader& reader, const ModelContext& context) {
-  MoeConfig config = MoeConfig::read(reader);
-  check_parallel_split(reader, config, context);
-  check_stage(reader, "num_hidden_layers", config.num_hidden_layers, context, "moe");
-  ScaledInitMethod init =
-      read_scaled_init_method(context.init_method, config.initializer_range, config.num_hidden_layers);
-  auto model = std::make_shared<MoeModel>(config, context, to_yaml_text(reader.resolved()));
-  init_scaled(model->parameter_table(), init, context.seed, {"o_proj.weight", "down_proj.weight", "experts.down_proj"});
-  return model;
+  return create_as<MoeModel>(reader, MoeConfig::read(reader), context, "moe");
 }
 
-MoeModel::MoeModel(const MoeConfig& config, const ModelContext& context, std::string resolved_yaml)
-    : CausalLm(config.causal_lm_layout("moe"), context),
+ScaledInitMethod MoeModel::checked_init(ConfigReader& reader, const MoeConfig& config, const ModelContext& context,
+                                        const std::string& model_name) {
+  check_parallel_split(reader, config, context);
+  check_stage(reader, "num_hidden_layers", config.num_hidden_layers, context, model_name);
+  return read_scaled_init_method(context.init_method, config.initializer_range, config.num_hidden_layers);
+}
+
+MoeModel::MoeModel(const MoeConfig& config, const ModelContext& context, std::string resolved_yaml,
+                   const std::string& model_name)
+    : CausalLm(config.causal_lm_layout(model_name), context),
       config_(config),
       resolved_yaml_(std::move(resolved_yaml)) {
   auto make_layer = [&](int64_t layer) {
@@ -114,6 +115,7 @@ int64_t MoeModel::total_parameters() const {
   int64_t attention = h * q + 2 * h * kv + q * h + 2 * h;
   if (c.attention_bias) attention += q + 2 * kv;
   if (c.output_bias()) attention += h;
+  if (c.qk_norm) attention += 2 * c.head_dim();
   int64_t moe_mlp = c.moe.num_experts * (h + 3 * h * c.moe.moe_intermediate_size);
   if (c.moe.enable_shared_expert) moe_mlp += 3 * h * c.moe.shared_expert_intermediate_size + h;
   const int64_t dense_mlp = 3 * h * c.intermediate_size;

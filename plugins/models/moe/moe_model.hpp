@@ -20,6 +20,7 @@
 #include "triax/causal_lm.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/hf_mapping.hpp"
+#include "triax/init.hpp"
 #include "triax/layers/rotary_embedding.hpp"
 
 namespace triax::moe {
@@ -30,6 +31,17 @@ class MoeModel : public CausalLm {
  public:
   static std::vector<double> block_costs(ConfigReader& config, int64_t sequence_length);
   static std::shared_ptr<MoeModel> create(ConfigReader& config, const ModelContext& context);
+  // A model M (MoeModel or one of its variants: Qwen3MoeModel) of `config`, read from `reader`:
+  // the parallel split and the stage checked, the parameters initialised.
+  template <class M>
+  static std::shared_ptr<M> create_as(ConfigReader& reader, const MoeConfig& config, const ModelContext& context,
+                                      const std::string& model_name) {
+    const ScaledInitMethod init = checked_init(reader, config, context, model_name);
+    auto model = std::make_shared<M>(config, context, to_yaml_text(reader.resolved()));
+    init_scaled(model->parameter_table(), init, context.seed,
+                {"o_proj.weight", "down_proj.weight", "experts.down_proj"});
+    return model;
+  }
   static constexpr const char* kNanotronMarker = "is_qwen2_config";
   static constexpr const char* kNanotronMarkerRequires = "moe_config";
   static constexpr const char* kFlopsFormula =
@@ -41,7 +53,9 @@ class MoeModel : public CausalLm {
   // themselves matrices, the rest are the SDK's layers.
   static constexpr bool kSupportsMup = true;
 
-  MoeModel(const MoeConfig& config, const ModelContext& context, std::string resolved_yaml);
+  // model_name prefixes messages ("moe", "qwen3_moe").
+  MoeModel(const MoeConfig& config, const ModelContext& context, std::string resolved_yaml,
+           const std::string& model_name = "moe");
 
   StageOutput forward(const StageInput& input) override;
   std::vector<std::string> aux_loss_names() const override;
@@ -55,6 +69,9 @@ class MoeModel : public CausalLm {
   std::vector<at::Tensor> layer_inputs(int64_t positions, c10::ScalarType dtype) override;
 
  private:
+  // The checks before allocating anything, and the init method (read first, so that a bad one fails fast).
+  static ScaledInitMethod checked_init(ConfigReader& reader, const MoeConfig& config, const ModelContext& context,
+                                       const std::string& model_name);
   // The router statistics of this forward's MoE layers into out.aux_losses.
   void add_router_losses(StageOutput& out);
 

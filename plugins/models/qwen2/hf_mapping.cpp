@@ -90,9 +90,7 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
                {"model_type", smollm3 ? "smollm3" : "qwen2"},
                {"attention_dropout", 0.0},
                {"head_dim", c.head_dim()},
-               {"torch_dtype", dtype},
-               {"use_sliding_window", c.sliding_window_size.has_value()},
-               {"sliding_window", c.sliding_window_size ? Json(*c.sliding_window_size) : Json(nullptr)}};
+               {"torch_dtype", dtype}};
   model_config_keys_to_hf(model_config.resolved(), decoder_hf_keys(), json);
   llama::rope_to_hf(c, json);
   if (smollm3) {
@@ -103,10 +101,7 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
     json["no_rope_layers"] = uses_rope;
     if (c.no_rope_layer) json["no_rope_layer_interval"] = *c.no_rope_layer;
   }
-  // nanotron windows every layer: layer_types says so to every transformers version that reads it.
-  json["max_window_layers"] = c.sliding_window_size ? 0 : c.num_hidden_layers;
-  const char* attention = c.sliding_window_size ? "sliding_attention" : "full_attention";
-  json["layer_types"] = Json(std::vector<std::string>(static_cast<size_t>(c.num_hidden_layers), attention));
+  llama::qwen_window_to_hf(c, json);
   return json.dump(2) + "\n";
 }
 

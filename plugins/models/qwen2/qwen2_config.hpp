@@ -18,4 +18,16 @@ namespace triax::qwen2 {
 // into reader.resolved().
 llama::LlamaConfig read_qwen2_config(ConfigReader& reader);
 
+// How a dense Qwen decoder's plugin is named in its config: its nanotron marker, its name, and the
+// plugin a moe_config belongs to.
+struct DenseQwenNames {
+  const char* marker;
+  const char* plugin;
+  const char* moe_plugin;
+};
+// The keys of a dense Qwen decoder (Qwen2's, or Qwen3's: the qwen3 plugin) into `c`, whose
+// attention flags (attention_bias_on_output, qk_norm, reads_head_dim) the caller set; then
+// reader.finish() and the size checks.
+void read_dense_qwen_keys(ConfigReader& reader, llama::LlamaConfig& c, const DenseQwenNames& names);
+
 }  // namespace triax::qwen2

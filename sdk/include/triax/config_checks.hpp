@@ -40,6 +40,15 @@ inline void require_positive(const ConfigReader& reader, const char* key, double
   if (!(value > 0.0)) reader.fail(key, "must be positive, got " + std::to_string(value));
 }
 
+// The query heads group evenly over num_key_value_heads.
+inline void check_key_value_groups(const ConfigReader& reader, int64_t num_attention_heads,
+                                   int64_t num_key_value_heads) {
+  if (num_attention_heads % num_key_value_heads != 0)
+    reader.fail("num_key_value_heads", "num_attention_heads (" + std::to_string(num_attention_heads) +
+                                           ") is not divisible by num_key_value_heads (" +
+                                           std::to_string(num_key_value_heads) + ")");
+}
+
 // hidden_size splits into num_attention_heads heads of an even size (rotary embeddings rotate
 // pairs), and the query heads group evenly over num_key_value_heads.
 inline void check_attention_shape(const ConfigReader& reader, int64_t hidden_size, int64_t num_attention_heads,
@@ -52,10 +61,16 @@ inline void check_attention_shape(const ConfigReader& reader, int64_t hidden_siz
   if (head_dim % 2 != 0)
     reader.fail("num_attention_heads", "the head dimension hidden_size / num_attention_heads = " +
                                            std::to_string(head_dim) + " must be even for rotary embeddings");
-  if (num_attention_heads % num_key_value_heads != 0)
-    reader.fail("num_key_value_heads", "num_attention_heads (" + std::to_string(num_attention_heads) +
-                                           ") is not divisible by num_key_value_heads (" +
-                                           std::to_string(num_key_value_heads) + ")");
+  check_key_value_groups(reader, num_attention_heads, num_key_value_heads);
+}
+
+// A head_dim given on its own (Qwen3's): positive and even (rotary embeddings rotate pairs), and
+// the query heads group evenly over num_key_value_heads.
+inline void check_head_dim(const ConfigReader& reader, int64_t head_dim, int64_t num_attention_heads,
+                           int64_t num_key_value_heads) {
+  require_positive(reader, "head_dim", head_dim);
+  if (head_dim % 2 != 0) reader.fail("head_dim", std::to_string(head_dim) + " must be even for rotary embeddings");
+  check_key_value_groups(reader, num_attention_heads, num_key_value_heads);
 }
 
 // A size the tensor-parallel group splits evenly (heads, features).

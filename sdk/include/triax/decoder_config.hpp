@@ -61,7 +61,14 @@ struct DecoderConfig {
   bool z_loss_enabled = false;
   double z_loss_coefficient = 1e-4;
 
-  int64_t head_dim() const { return hidden_size / num_attention_heads; }
+  // Qwen3's attention, set by the plugin before reading: an RMSNorm over each head's q and k before
+  // RoPE (AttentionShape::qk_norm), and the model_config key head_dim, the features of each head
+  // (default hidden_size / num_attention_heads; heads x head_dim need not be hidden_size).
+  bool qk_norm = false;
+  bool reads_head_dim = false;
+  std::optional<int64_t> explicit_head_dim;  // head_dim as given; nullopt: hidden_size / num_attention_heads
+
+  int64_t head_dim() const { return explicit_head_dim ? *explicit_head_dim : hidden_size / num_attention_heads; }
   int64_t q_features() const { return num_attention_heads * head_dim(); }
   int64_t kv_features() const { return num_key_value_heads * head_dim(); }
   // Set by the plugin: a tokens.sequence_length beyond max_position_embeddings extends the rotary
@@ -88,8 +95,8 @@ struct DecoderConfig {
   bool uses_rope(int64_t layer) const { return !no_rope_layer || (layer + 1) % *no_rope_layer != 0; }
   bool output_bias() const { return attention_bias && attention_bias_on_output; }
 
-  // The shared sizes are positive, the heads split hidden_size and _attn_implementation is one
-  // that runs; otherwise a ConfigError naming the key.
+  // The shared sizes are positive, the heads split hidden_size (or head_dim is given, positive and
+  // even) and _attn_implementation is one that runs; otherwise a ConfigError naming the key.
   void check_decoder_shape(const ConfigReader& reader) const;
   // Before building: the rotary tables cover tokens.sequence_length (or may extend to it), and
   // the sliding window is no longer than it.
@@ -108,6 +115,10 @@ struct DecoderConfig {
   // Decoder layer `layer` (0-based) of this shape, `mlp` its MLP (triax/layers/pre_norm_decoder_layer.hpp).
   std::shared_ptr<PreNormDecoderLayer> decoder_layer(UnaryModule mlp, const ModelContext& context,
                                                      int64_t layer) const;
+  // Decoder layer attention's tensor rules in Hugging Face's names, `prefix` its module
+  // ("model.layers.3.self_attn."): q_proj, k_proj, v_proj (fused, QkvLayout) with their biases,
+  // o_proj and its bias, q_norm and k_norm, as this config has them.
+  void add_hf_attention_rules(std::vector<HfTensorRule>& rules, const std::string& prefix) const;
   // The tensor rules after the layers, in Hugging Face's names: model.norm.weight, the head
   // (add_hf_head_rules), and the rotary frequencies older checkpoints carry per layer, skipped.
   void add_hf_final_rules(std::vector<HfTensorRule>& rules) const;
@@ -115,9 +126,10 @@ struct DecoderConfig {
 
 // How a config.json says which layers have a sliding window.
 enum class HfWindowKeys {
-  Mistral,  // Mistral, Mixtral: `sliding_window` on every layer (null: none)
-  Qwen2,    // `use_sliding_window`, then `sliding_window` on the layers from `max_window_layers` on
-  Qwen2Moe  // `use_sliding_window` and `layer_types` (transformers' versions read max_window_layers differently)
+  Mistral,   // Mistral, Mixtral: `sliding_window` on every layer (null: none)
+  Qwen2,     // `use_sliding_window`, then `sliding_window` on the layers from `max_window_layers` on
+  Qwen2Moe,  // `use_sliding_window` and `layer_types` (transformers' versions read max_window_layers differently)
+  Qwen3Moe   // `use_sliding_window`, then `sliding_window` on every layer
 };
 
 // config.json's sliding window as nanotron's sliding_window_size, one window on every layer
@@ -128,5 +140,9 @@ std::optional<int64_t> sliding_window_from_hf(ConfigReader& config_json, HfWindo
 // The config.json keys that hold the shared keys' values under the same names, for
 // hf_keys_to_model_config and model_config_keys_to_hf.
 const std::vector<HfConfigKey>& decoder_hf_keys();
+// decoder_hf_keys() and the two that Qwen3's and Qwen3-MoE's config.json share with a model_config
+// reading head_dim (DecoderConfig::reads_head_dim): head_dim, and attention_bias in their meaning
+// (q, k, v and o_proj).
+const std::vector<HfConfigKey>& qwen3_decoder_hf_keys();
 
 }  // namespace triax

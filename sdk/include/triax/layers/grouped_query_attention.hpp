@@ -1,5 +1,6 @@
 // Grouped-query causal self-attention with rotary embeddings (Hugging Face LlamaAttention, also
-// Mistral's and Qwen2's), with inference over a KeyValueCache per sequence.
+// Mistral's, Qwen2's and, with qk-norm and an explicit head_dim, Qwen3's), with inference over a
+// KeyValueCache per sequence.
 //
 // q, k and v are one column-parallel projection, qkv_proj, grouped by key/value head (QkvLayout):
 // one GEMM, and each tp rank holds whole groups, so whole query, key and value heads. o_proj is
@@ -21,13 +22,14 @@
 #include "triax/hf_mapping.hpp"
 #include "triax/layers/attention_mask.hpp"
 #include "triax/layers/linear.hpp"
+#include "triax/layers/norm.hpp"
 #include "triax/model.hpp"
 
 namespace triax {
 
 struct AttentionShape {
   int64_t hidden_size = 0;
-  int64_t heads = 0;     // query heads; head_dim = hidden_size / heads
+  int64_t heads = 0;     // query heads
   int64_t kv_heads = 0;  // key/value heads, dividing heads
   bool qkv_bias = false;     // biases on q, k and v (Qwen2's attention_bias; Llama's sets both)
   bool output_bias = false;  // a bias on o_proj
@@ -37,6 +39,15 @@ struct AttentionShape {
   // Inference with a cache: a query sees this many positions, itself included (the window the
   // training forward gets as its mask, attention_mask.hpp); nullopt: all earlier ones.
   std::optional<int64_t> sliding_window;
+  // Features of each head; 0: hidden_size / heads. Qwen3 gives its own, and heads x head_dim
+  // need not be hidden_size (o_proj maps them back).
+  int64_t head_dim = 0;
+  // Qwen3's qk-norm: before RoPE, an RMSNorm over each query head and each key head, one weight of
+  // head_dim for all query heads (q_norm) and one for all key heads (k_norm).
+  bool qk_norm = false;
+  double qk_norm_eps = 1e-6;
+
+  int64_t features_per_head() const { return head_dim != 0 ? head_dim : hidden_size / heads; }
 };
 
 // qkv_proj's weight [kv_heads, (group + 2) x head_dim, hidden], group = heads / kv_heads: block j
@@ -48,9 +59,7 @@ struct AttentionShape {
 struct QkvLayout {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
 
-  static QkvLayout of(const AttentionShape& shape) {
-    return {shape.heads, shape.kv_heads, shape.hidden_size / shape.heads};
-  }
+  static QkvLayout of(const AttentionShape& shape) { return {shape.heads, shape.kv_heads, shape.features_per_head()}; }
 
   int64_t group() const { return heads / kv_heads; }
   // The fused parameter's whole shape, [kv_heads, (group + 2) x head_dim] + trailing (the input
@@ -82,6 +91,9 @@ class GroupedQueryAttention : public torch::nn::Module {
 
   std::shared_ptr<ColumnParallelLinear> qkv_proj;  // QkvLayout
   std::shared_ptr<RowParallelLinear> o_proj;
+  // With AttentionShape::qk_norm: weights [head_dim], replicated over tp. Each tp rank normalises
+  // its own heads, so their gradients are summed over tp in either tp_mode.
+  std::shared_ptr<RMSNorm> q_norm, k_norm;
 
   // QK-clip (MuonClip, src/qk_clip.cpp): with tracking on, every training forward keeps each of
   // this rank's query heads' largest pre-softmax logit (under the causal, document or window
@@ -100,8 +112,11 @@ class GroupedQueryAttention : public torch::nn::Module {
   // k with its kv heads) under the forward's mask.
   void keep_logit_maxima(const at::Tensor& q, const at::Tensor& k, const MaskedAttention& masked);
 
-  // qkv_proj's output as [batch, seq, kv_heads/tp, group + 2, head_dim] (rotary_qkv's input).
+  // qkv_proj's output as [batch, seq, kv_heads/tp, group + 2, head_dim] (rotary_qkv's input),
+  // its query and key heads normalised with qk-norm.
   at::Tensor project_blocks(const at::Tensor& x);
+  // project_blocks' query and key heads through q_norm and k_norm, the value heads as they are.
+  at::Tensor normalised_query_key_heads(const at::Tensor& blocks) const;
   at::Tensor output(const at::Tensor& attended);  // [batch, heads, seq, head_dim] -> o_proj
   // q, k and v of project_blocks' output, [batch, heads, seq, head_dim], positioned as this layer
   // says: rotated (halves or GPT-J pairs) or, in a NoPE layer, as projected.
