@@ -6,3 +6,54 @@
 add_executable(zero_bubble_schedule_test ${CMAKE_CURRENT_LIST_DIR}/zero_bubble_schedule_test.cpp)
 target_link_libraries(zero_bubble_schedule_test PRIVATE triax_pipeline_schedules GTest::gtest_main)
 gtest_discover_tests(zero_bubble_schedule_test PROPERTIES LABELS zero_bubble)
+
+add_executable(deferred_weight_gradients_test ${CMAKE_CURRENT_LIST_DIR}/deferred_weight_gradients_test.cpp)
+target_link_libraries(deferred_weight_gradients_test PRIVATE triax_sdk GTest::gtest_main)
+triax_use_pch(deferred_weight_gradients_test)
+gtest_discover_tests(deferred_weight_gradients_test PROPERTIES LABELS zero_bubble)
+
+add_executable(zero_bubble_pipeline_test ${CMAKE_CURRENT_LIST_DIR}/zero_bubble_pipeline_test.cpp)
+target_link_libraries(zero_bubble_pipeline_test PRIVATE triax_multi_rank_main triax_pipeline_schedules)
+target_compile_definitions(zero_bubble_pipeline_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
+add_dependencies(zero_bubble_pipeline_test triax_zb_h1 triax_zb_v)
+triax_use_pch(zero_bubble_pipeline_test)
+triax_add_multi_rank_test(NAME zero_bubble_pipeline_2_ranks RANKS 2 COMMAND $<TARGET_FILE:zero_bubble_pipeline_test>)
+set_property(TEST zero_bubble_pipeline_2_ranks APPEND PROPERTY LABELS zero_bubble)
+
+# The refusals before step 1, from whole runs of the parity model at pp 2 (model_chunks.cmake).
+triax_chunk_refusal(zb_v_with_too_few_blocks
+  "parallelism.pp_engine: engine 'zb_v' places 2 model chunks on each of parallelism.pp = 2 pipeline ranks make 4 virtual stages, but the model has 3 pipeline blocks"
+  --set parallelism.pp_engine=zb_v --set model.model_config.num_hidden_layers=1)
+triax_chunk_refusal(zb_h1_with_too_few_micro_batches
+  "tokens.batch_accumulation_per_replica: zb_h1 needs at least parallelism.pp = 2 micro-batches per step to fill its pipeline, got 1"
+  --set parallelism.pp_engine=zb_h1 --set tokens.batch_accumulation_per_replica=1)
+triax_chunk_refusal(chunks_for_zb_h1
+  "parallelism.pp_chunks_per_rank: 2, but engine 'zb_h1' runs 1 model chunk"
+  --set parallelism.pp_engine=zb_h1 --set parallelism.pp_chunks_per_rank=2)
+set_property(TEST model_chunks.refuses_zb_v_with_too_few_blocks model_chunks.refuses_zb_h1_with_too_few_micro_batches
+             model_chunks.refuses_chunks_for_zb_h1 APPEND PROPERTY LABELS zero_bubble)
+
+# Parity with the single-rank run (parity.cmake: 10 steps of the tiny Llama with tied embeddings,
+# losses, gradient norms and final parameters within 1e-5), each engine at pp 2 with whole layers
+# recomputed, at pp 4 with the measured peaks of micro-batches in flight, and at dp 2 x tp 2
+# (sequence parallel) x pp 2 with ZeRO-1 (zb_h1 with the tp collectives overlapped); zb_v also
+# with ZeRO-3, whose tied embedding and head share one rank (and its shards) in the V.
+function(triax_zero_bubble_parity_case name)
+  triax_parity_case(${name} ${ARGN})
+  set_property(TEST parity.${name} APPEND PROPERTY LABELS zero_bubble)
+endfunction()
+function(triax_zero_bubble_recompute_case engine)
+  triax_config_parity_case(parity.pp2_${engine}_recompute_layer CONFIG ${PARITY_CONFIG}
+                           REFERENCE ${PARITY_DIR}/reference FIXTURE parity_reference
+                           LABELS "parity;multi_rank;zero_bubble" DP 1 TP 1 PP 2 ENGINE ${engine} ZERO 0
+                           MODE ALL_REDUCE --set parallelism.recompute_layer=true)
+endfunction()
+triax_zero_bubble_recompute_case(zb_h1)
+triax_zero_bubble_recompute_case(zb_v)
+triax_zero_bubble_parity_case(pp4_zb_h1 DP 1 TP 1 PP 4 ENGINE zb_h1 ZERO 0 MODE ALL_REDUCE PEAK_LIVE "4 4 4 4")
+triax_zero_bubble_parity_case(pp4_zb_v DP 1 TP 1 PP 4 ENGINE zb_v LAYERS 6 ZERO 0 MODE ALL_REDUCE PEAK_LIVE "8 8 8 8")
+triax_zero_bubble_parity_case(dp2_tp2_pp2_sp_zb_h1_zero1_overlap DP 2 TP 2 PP 2 ENGINE zb_h1 ZERO 1
+                              MODE REDUCE_SCATTER OVERLAP PEAK_LIVE "2 2 2 2 2 2 2 2")
+triax_zero_bubble_parity_case(dp2_tp2_pp2_sp_zb_v_zero1 DP 2 TP 2 PP 2 ENGINE zb_v ZERO 1 MODE REDUCE_SCATTER
+                              PEAK_LIVE "4 4 4 4 4 4 4 4")
+triax_zero_bubble_parity_case(dp2_pp2_zb_v_zero3 DP 2 TP 1 PP 2 ENGINE zb_v ZERO 3 MODE ALL_REDUCE)
