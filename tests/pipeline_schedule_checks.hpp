@@ -14,8 +14,8 @@
 namespace triax::plugins {
 
 inline std::string step_text(int rank, const ScheduleStep& step) {
-  static const char* names[] = {"receive input",    "forward",  "send output",    "receive gradient",
-                                "backward",         "send gradient", "backward input", "backward weight"};
+  static const char* names[] = {"receive input", "forward",       "send output",    "receive gradient",
+                                "backward",      "send gradient", "backward input", "backward weight"};
   std::ostringstream out;
   out << "rank " << rank << ": " << names[static_cast<int>(step.kind)] << " chunk " << step.chunk << " micro-batch "
       << step.micro_batch;
@@ -28,7 +28,8 @@ inline std::string step_text(int rank, const ScheduleStep& step) {
 // receive, which must expect exactly that tensor; a hand-over to the same rank waits for its
 // receive in that rank's own list. Returns "" when every step ran and every (chunk, micro-batch)
 // went forward and all the way backward, else what went wrong.
-inline std::string run_with_blocking_sends(const ScheduleShape& shape, const std::vector<std::vector<ScheduleStep>>& steps,
+inline std::string run_with_blocking_sends(const ScheduleShape& shape,
+                                           const std::vector<std::vector<ScheduleStep>>& steps,
                                            triax_chunk_placement placement = TRIAX_CHUNKS_INTERLEAVED) {
   using Kind = ScheduleStep::Kind;
   const int pp = shape.pp_size, last = shape.virtual_stages() - 1;
@@ -57,8 +58,8 @@ inline std::string run_with_blocking_sends(const ScheduleShape& shape, const std
         done[r].insert({s.kind, s.chunk, s.micro_batch});
       } else if (s.is_send()) {
         const bool gradient = s.kind == Kind::SendGradient;
-        const bool produced = gradient ? ran(r, Kind::Backward, s) || ran(r, Kind::BackwardInput, s)
-                                       : ran(r, Kind::Forward, s);
+        const bool produced =
+            gradient ? ran(r, Kind::Backward, s) || ran(r, Kind::BackwardInput, s) : ran(r, Kind::Forward, s);
         if (!produced) return step_text(r, s) + " before its pass ran";
         if (s.peer < 0 || s.peer >= pp) return step_text(r, s) + ": no peer";
         if (s.peer == r) {
@@ -90,7 +91,8 @@ inline std::string run_with_blocking_sends(const ScheduleShape& shape, const std
     for (int c = 0; c < shape.chunks; ++c)
       for (int i = 0; i < shape.micro_batches; ++i) {
         const ScheduleStep s{Kind::Forward, c, i, -1};
-        const bool whole = ran(r, Kind::Backward, s) || (ran(r, Kind::BackwardInput, s) && ran(r, Kind::BackwardWeight, s));
+        const bool whole =
+            ran(r, Kind::Backward, s) || (ran(r, Kind::BackwardInput, s) && ran(r, Kind::BackwardWeight, s));
         if (!ran(r, Kind::Forward, s) || !whole)
           return "rank " + std::to_string(r) + " never runs every pass of chunk " + std::to_string(c) +
                  " micro-batch " + std::to_string(i);

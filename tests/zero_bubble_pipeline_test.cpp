@@ -34,7 +34,9 @@ std::vector<std::string>& events() {
   return log;
 }
 
-at::Tensor token_ids(int micro_batch) { return at::arange(6, at::kLong).add(7 * micro_batch).remainder(11).view({2, 3}); }
+at::Tensor token_ids(int micro_batch) {
+  return at::arange(6, at::kLong).add(7 * micro_batch).remainder(11).view({2, 3});
+}
 
 int micro_batch_of(const at::Tensor& ids) {
   for (int i = 0; i < kMicroBatches; ++i)
@@ -64,8 +66,8 @@ class ToyLinearModel : public Model {
   explicit ToyLinearModel(const ModelContext& context) : context_(context) {
     if (context.is_first_stage()) scale_ = register_parameter("scale", at::linspace(0.5, 1.5, kWidth));
     for (int b = context.first_block; b < context.last_block; ++b) {
-      auto block = register_module("block" + std::to_string(b),
-                                   std::make_shared<ColumnParallelLinear>(LinearOptions{kWidth, kWidth}, TensorParallel{}));
+      auto block = register_module("block" + std::to_string(b), std::make_shared<ColumnParallelLinear>(
+                                                                    LinearOptions{kWidth, kWidth}, TensorParallel{}));
       const at::NoGradGuard no_grad;
       block->weight.copy_(at::arange(kWidth * kWidth, at::kFloat).mul(0.7 * (b + 1)).sin().view({kWidth, kWidth}));
       blocks_.push_back(block);
@@ -77,10 +79,11 @@ class ToyLinearModel : public Model {
   }
 
   StageOutput forward(const StageInput& input) override {
-    const std::string pass = std::to_string(context_.chunk_index) + "." + std::to_string(micro_batch_of(input.input_ids));
+    const std::string pass =
+        std::to_string(context_.chunk_index) + "." + std::to_string(micro_batch_of(input.input_ids));
     events().push_back("F" + pass);
-    at::Tensor hidden = context_.is_first_stage() ? input.input_ids.to(at::kFloat).unsqueeze(-1).mul(0.1) * scale_
-                                                  : input.hidden_in;
+    at::Tensor hidden =
+        context_.is_first_stage() ? input.input_ids.to(at::kFloat).unsqueeze(-1).mul(0.1) * scale_ : input.hidden_in;
     for (const auto& block : blocks_) hidden = at::tanh(block->forward(hidden));
     hidden.register_hook([pass](const at::Tensor&) { events().push_back("B" + pass); });
     StageOutput output;
@@ -205,13 +208,16 @@ void expect_engine_matches_the_whole_model(const std::string& engine_name, plugi
   for (const auto& chunk : chunks)
     for (const NamedParameter& p : chunk->parameters()) {
       ASSERT_TRUE(p.tensor.grad().defined()) << p.name;
-      EXPECT_TRUE(at::allclose(p.tensor.grad(), reference_grads.at(p.name), 1e-6, 1e-7)) << engine_name << " " << p.name;
+      EXPECT_TRUE(at::allclose(p.tensor.grad(), reference_grads.at(p.name), 1e-6, 1e-7))
+          << engine_name << " " << p.name;
     }
   // The passes ran in the schedule's order, each W apart from its B.
   const auto passes = plugins::zero_bubble_passes({2, layout.chunks, kMicroBatches}, layout)[rank];
   std::vector<std::string> expected;
   for (const plugins::Pass& p : passes)
-    expected.push_back(std::string(p.forward() ? "F" : p.kind == plugins::PassKind::BackwardInput ? "B" : "W") +
+    expected.push_back(std::string(p.forward()                                  ? "F"
+                                   : p.kind == plugins::PassKind::BackwardInput ? "B"
+                                                                                : "W") +
                        std::to_string(p.chunk) + "." + std::to_string(p.micro_batch));
   EXPECT_EQ(events(), expected) << engine_name << ", rank " << rank;
   std::set<std::pair<int, int>> seen(hooks.backwards.begin(), hooks.backwards.end());
@@ -256,7 +262,8 @@ TEST(ZeroBubblePipeline, AStepWithAWeightGradientNeverComputedFailsNamingTheEngi
   HostServices host(comm);
   const int rank = comm.rank(TRIAX_GROUP_PP);
   EngineInstance engine(*detail::EngineAdapter<ForgetsWeights>::vtable(), "forgets_w", engine_context(rank, host));
-  ModelInstance chunk(toy_vtable(), "toy", "{}", toy_context(rank, 2, 2 * rank, 2 * rank + 2, 0, 1, rank, host.c_host()));
+  ModelInstance chunk(toy_vtable(), "toy", "{}",
+                      toy_context(rank, 2, 2 * rank, 2 * rank + 2, 0, 1, rank, host.c_host()));
   triax_step_request request{};
   request.struct_size = sizeof(request);
   request.model = chunk.ref();

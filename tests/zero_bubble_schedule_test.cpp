@@ -75,7 +75,8 @@ TEST(ZeroBubbleSchedule, RunsToTheEndWithBlockingSendsAndCrossRankDependencies) 
       const ZeroBubbleLayout layout = engine.layout(shape.pp_size);
       const auto steps = zero_bubble_schedule(shape, layout, engine.name);
       // An F before its predecessor's F or a B before its successor's B would stop the run.
-      EXPECT_EQ(run_with_blocking_sends(shape, steps, layout.placement), "") << engine.name << ", " << shape_text(shape);
+      EXPECT_EQ(run_with_blocking_sends(shape, steps, layout.placement), "")
+          << engine.name << ", " << shape_text(shape);
       EXPECT_NO_THROW(simulate_schedule(shape, layout.placement, zero_bubble_passes(shape, layout), PassTimes{}))
           << engine.name << ", " << shape_text(shape);
     }

@@ -3,6 +3,7 @@
 // pipeline stage, given or measured, each shipped engine's step time, bubble (the share of the
 // step a rank idles, averaged over ranks) and peak of activations in flight, for every pp and
 // micro-batch count asked, from the engines' own schedules (plugins/engines/schedules).
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iomanip>
 #include <iostream>
@@ -30,8 +31,8 @@ struct ScheduleInspection {
 
 po::options_description schedule_option_table(ScheduleInspection& s) {
   po::options_description options("triax inspect schedule options");
-  options.add_options()("help,h", "show this help")(
-      "pp", po::value<std::vector<int>>(&s.pp)->multitoken(), "pipeline ranks (several: one table row each; 4 8)")(
+  options.add_options()("help,h", "show this help")("pp", po::value<std::vector<int>>(&s.pp)->multitoken(),
+                                                    "pipeline ranks (several: one table row each; 4 8)")(
       "micro-batches", po::value<std::vector<int>>(&s.micro_batches)->multitoken(),
       "micro-batches per step (several allowed; 8 16 32)")(
       "engine", po::value<std::vector<std::string>>(&s.engines)->multitoken(),
@@ -67,7 +68,14 @@ Parsed<ScheduleInspection> parse_schedule_options(const std::vector<std::string>
   }
   if (inspection.pp.empty()) inspection.pp = {4, 8};
   if (inspection.micro_batches.empty()) inspection.micro_batches = {8, 16, 32};
-  if (inspection.engines.empty()) inspection.engines = plugins::shipped_schedule_names();
+  const std::vector<std::string> shipped = plugins::shipped_schedule_names();
+  for (const std::string& engine : inspection.engines)
+    if (std::find(shipped.begin(), shipped.end(), engine) == shipped.end()) {
+      std::cerr << "triax inspect schedule: --engine " << engine
+                << ": not a shipped engine (afab, 1f1b, interleaved_1f1b, zb_h1, zb_v)\n";
+      return Parsed<ScheduleInspection>::leave(kExitInvalidConfig);
+    }
+  if (inspection.engines.empty()) inspection.engines = shipped;
   inspection.measure.pp = inspection.pp.front();
   return inspection;
 }

@@ -148,12 +148,11 @@ StageTimes measure_stage_times(const StageTimingRequest& request) {
     for (size_t k = 0; k < 3; ++k) times[k].push_back(measured[k]);
   }
   StageTimes result{median(times[0]), median(times[1]), median(times[2]), ""};
-  result.description = std::to_string(model.layers) + " of the model's " + std::to_string(model.blocks - 2) +
-                       " layers (" + config.model.plugin + ", " + config.model.dtype + ") on " +
-                       device_display_name(device) + ", a micro-batch of " +
-                       std::to_string(config.tokens.micro_batch_size) + " x " +
-                       std::to_string(config.tokens.sequence_length) + " tokens; medians of " +
-                       std::to_string(request.repeat) + " runs";
+  result.description =
+      std::to_string(model.layers) + " of the model's " + std::to_string(model.blocks - 2) + " layers (" +
+      config.model.plugin + ", " + config.model.dtype + ") on " + device_display_name(device) + ", a micro-batch of " +
+      std::to_string(config.tokens.micro_batch_size) + " x " + std::to_string(config.tokens.sequence_length) +
+      " tokens; medians of " + std::to_string(request.repeat) + " runs";
   return result;
 }
 

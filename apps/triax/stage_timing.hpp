@@ -22,7 +22,7 @@ struct StageTimingRequest {
 
 struct StageTimes {
   double forward = 0.0, backward_input = 0.0, backward_weight = 0.0;  // milliseconds, medians
-  std::string description;  // what was measured, for the output
+  std::string description;                                            // what was measured, for the output
 };
 
 StageTimes measure_stage_times(const StageTimingRequest& request);

@@ -18,7 +18,7 @@ namespace triax::detail {
 
 struct DeferredWeight {
   triax_weight_gradient_queue queue{};  // a copy: the engine's queue outlives the backward
-  at::Tensor matrix;
+  at::Tensor matrix;                    // as given (saved for the backward only when deferred)
 
   // Deferred when the current queue takes a product of `input` and `matrix`; else inactive.
   static DeferredWeight of(const at::Tensor& input, const at::Tensor& matrix);

@@ -90,8 +90,7 @@ at::Tensor linear_weight_gradient(const at::Tensor& grad_rows, const at::Tensor&
 }
 
 void accumulate_weight_gradient(const at::Tensor& matrix, const at::Tensor& gradient) {
-  if (gradient.sizes() != matrix.sizes())
-    throw Error("a deferred weight gradient of another shape than its weight");
+  if (gradient.sizes() != matrix.sizes()) throw Error("a deferred weight gradient of another shape than its weight");
   torch::autograd::backward({matrix}, {gradient});
 }
 
@@ -106,10 +105,8 @@ namespace detail {
 
 DeferredWeight DeferredWeight::of(const at::Tensor& input, const at::Tensor& matrix) {
   DeferredWeight weight;
-  if (const triax_weight_gradient_queue* queue = weight_gradient_queue_for(input, matrix)) {
-    weight.queue = *queue;
-    weight.matrix = matrix;
-  }
+  weight.matrix = matrix;
+  if (const triax_weight_gradient_queue* queue = weight_gradient_queue_for(input, matrix)) weight.queue = *queue;
   return weight;
 }
 
@@ -128,7 +125,7 @@ void DeferredWeight::defer(std::function<at::Tensor()> gradient) const {
 void DeferredWeight::save(AutogradContext* ctx) const {
   ctx->saved_data["deferred_queue"] = static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(queue.self));
   ctx->saved_data["deferred_defer"] = static_cast<int64_t>(reinterpret_cast<std::uintptr_t>(queue.defer));
-  ctx->saved_data["deferred_matrix"] = matrix;
+  ctx->saved_data["deferred_matrix"] = active() ? matrix : at::Tensor();
 }
 
 DeferredWeight DeferredWeight::saved(AutogradContext* ctx) {

@@ -60,7 +60,8 @@ struct RecomputedActivationLinear : torch::autograd::Function<RecomputedActivati
     // rather than stay alive until then.
     const int64_t out = weight.size(0), in = weight.size(1);
     at::Tensor grad_weight;
-    if (want_weight) grad_weight = linear_weight_gradient(grad_y.reshape({-1, out}), activated.reshape({-1, in}), weight);
+    if (want_weight)
+      grad_weight = linear_weight_gradient(grad_y.reshape({-1, out}), activated.reshape({-1, in}), weight);
     if (deferred.active())
       deferred.defer([rows_grad = grad_y.reshape({-1, out}), input, weight, activation, in] {
         return linear_weight_gradient(rows_grad, apply_activation(activation, input).reshape({-1, in}), weight);

@@ -57,7 +57,7 @@ class ModelChunks {
 
  private:
   struct TiedCopy {
-    at::Tensor copy;    // a later chunk's copy, sharing the storage of parameters_[holder]
+    at::Tensor copy;  // a later chunk's copy, sharing the storage of parameters_[holder]
     size_t holder = 0;
     int chunk = 0;
   };

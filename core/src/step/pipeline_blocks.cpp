@@ -67,15 +67,17 @@ std::vector<StageBlocks> partition_virtual_stages(const std::vector<double>& cos
     if (chunk_count == 1)
       throw ConfigError("parallelism.pp (" + std::to_string(pp_size) + ") is larger than the model's " +
                         std::to_string(n) + " pipeline blocks: every pipeline rank needs at least one block");
-    const std::string chunks = std::to_string(chunk_count) + " model chunks on each of parallelism.pp = " +
-                               std::to_string(pp_size) + " pipeline ranks make " + std::to_string(stages_wanted) +
+    const std::string chunks = std::to_string(chunk_count) +
+                               " model chunks on each of parallelism.pp = " + std::to_string(pp_size) +
+                               " pipeline ranks make " + std::to_string(stages_wanted) +
                                " virtual stages, but the model has " + std::to_string(n) +
                                " pipeline blocks (embedding, each layer and the head): every virtual stage needs at "
                                "least one block; ";
     if (!chunks_engine.empty())
       throw ConfigError("parallelism.pp_engine: " + chunks_engine + " places " + chunks +
                         "lower parallelism.pp, give the model more layers or choose another parallelism.pp_engine");
-    throw ConfigError("parallelism.pp_chunks_per_rank: " + chunks + "lower parallelism.pp_chunks_per_rank or parallelism.pp");
+    throw ConfigError("parallelism.pp_chunks_per_rank: " + chunks +
+                      "lower parallelism.pp_chunks_per_rank or parallelism.pp");
   }
   if (!blocks_per_stage) return balanced_partition(costs, stages_wanted);
 

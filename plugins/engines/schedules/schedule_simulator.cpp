@@ -11,7 +11,7 @@
 namespace triax::plugins {
 namespace {
 
-constexpr double kNotYet = std::numeric_limits<double>::infinity();
+constexpr double kNotArrived = std::numeric_limits<double>::infinity();
 
 class Timeline {
  public:
@@ -19,7 +19,7 @@ class Timeline {
       : shape_(shape),
         placement_(placement),
         times_(times),
-        forward_end_(shape.virtual_stages(), std::vector<double>(shape.micro_batches, kNotYet)),
+        forward_end_(shape.virtual_stages(), std::vector<double>(shape.micro_batches, kNotArrived)),
         input_gradient_end_(forward_end_),
         free_at_(shape.pp_size, 0.0),
         busy_(shape.pp_size, 0.0) {}
@@ -34,7 +34,7 @@ class Timeline {
     if (pass.backpropagates_input() && stage < shape_.virtual_stages() - 1)
       ready = std::max(ready, arrival(input_gradient_end_[stage + 1][pass.micro_batch], stage + 1, rank));
     if (pass.kind == PassKind::BackwardWeight) ready = std::max(ready, input_gradient_end_[stage][pass.micro_batch]);
-    if (ready == kNotYet) return false;
+    if (ready == kNotArrived) return false;
     const double duration = duration_of(pass.kind);
     const double end = std::max(ready, free_at_[rank]) + duration;
     free_at_[rank] = end;
@@ -83,7 +83,7 @@ class Timeline {
   triax_chunk_placement placement_;
   PassTimes times_;
   std::vector<std::vector<double>> forward_end_, input_gradient_end_;  // per virtual stage and micro-batch
-  std::vector<double> free_at_, busy_;                                  // per rank
+  std::vector<double> free_at_, busy_;                                 // per rank
 };
 
 }  // namespace

@@ -39,13 +39,16 @@ EngineSchedule shipped_schedule(const std::string& engine, int pp_size, int micr
     throw std::invalid_argument("a schedule needs pp >= 1 and at least one micro-batch, got pp " +
                                 std::to_string(pp_size) + " and " + std::to_string(micro_batches));
   if (engine == "afab")
-    return {engine, {pp_size, 1, micro_batches}, TRIAX_CHUNKS_INTERLEAVED,
+    return {engine,
+            {pp_size, 1, micro_batches},
+            TRIAX_CHUNKS_INTERLEAVED,
             std::vector<std::vector<Pass>>(pp_size, all_forward_all_backward(micro_batches))};
   if (engine == "1f1b") return interleaved(engine, {pp_size, 1, micro_batches});
   if (engine == "interleaved_1f1b") return interleaved(engine, {pp_size, 2, micro_batches});
   if (engine == "zb_h1") return zero_bubble(engine, pp_size, micro_batches, zb_h1_layout(pp_size));
   if (engine == "zb_v") return zero_bubble(engine, pp_size, micro_batches, zb_v_layout(pp_size));
-  throw std::invalid_argument("no shipped engine is called '" + engine + "' (afab, 1f1b, interleaved_1f1b, zb_h1, zb_v)");
+  throw std::invalid_argument("no shipped engine is called '" + engine +
+                              "' (afab, 1f1b, interleaved_1f1b, zb_h1, zb_v)");
 }
 
 }  // namespace triax::plugins

@@ -52,8 +52,8 @@ class Placement {
     if (it == box.end()) return false;
     box.erase(it);
     using Kind = ScheduleStep::Kind;
-    steps_[sender.pp_rank].push_back(
-        {message.gradient ? Kind::SendGradient : Kind::SendOutput, sender.chunk, message.micro_batch, receiver.pp_rank});
+    steps_[sender.pp_rank].push_back({message.gradient ? Kind::SendGradient : Kind::SendOutput, sender.chunk,
+                                      message.micro_batch, receiver.pp_rank});
     steps_[receiver.pp_rank].push_back({message.gradient ? Kind::ReceiveGradient : Kind::ReceiveInput, receiver.chunk,
                                         message.micro_batch, sender.pp_rank});
     return true;

@@ -12,7 +12,7 @@
 namespace triax::plugins {
 namespace {
 
-constexpr int kNotYet = INT_MAX;
+constexpr int kNotRunYet = INT_MAX;
 
 // All ranks at once, one pass per rank and unit of time (see the header for the preferences).
 class UnitTimeRun {
@@ -20,7 +20,7 @@ class UnitTimeRun {
   UnitTimeRun(const ScheduleShape& shape, const ZeroBubbleLayout& layout)
       : shape_(shape),
         layout_(layout),
-        forward_end_(shape.virtual_stages(), std::vector<int>(shape.micro_batches, kNotYet)),
+        forward_end_(shape.virtual_stages(), std::vector<int>(shape.micro_batches, kNotRunYet)),
         input_gradient_end_(forward_end_),
         next_forward_(shape.virtual_stages(), 0),
         next_backward_(shape.virtual_stages(), 0),
@@ -51,9 +51,7 @@ class UnitTimeRun {
   }
 
  private:
-  int stage_of(int rank, int chunk) const {
-    return virtual_stage_of(layout_.placement, shape_.pp_size, rank, chunk);
-  }
+  int stage_of(int rank, int chunk) const { return virtual_stage_of(layout_.placement, shape_.pp_size, rank, chunk); }
   int last_stage() const { return shape_.virtual_stages() - 1; }
 
   bool forward_ready(int stage, int micro_batch, int t) const {
@@ -134,12 +132,12 @@ class UnitTimeRun {
   ScheduleShape shape_;
   ZeroBubbleLayout layout_;
   std::vector<std::vector<int>> forward_end_, input_gradient_end_;  // per virtual stage and micro-batch
-  std::vector<int> next_forward_, next_backward_;                    // per virtual stage
-  std::vector<std::deque<Pass>> waiting_weights_;                    // per rank
-  std::vector<int> in_flight_;                                       // per rank
+  std::vector<int> next_forward_, next_backward_;                   // per virtual stage
+  std::vector<std::deque<Pass>> waiting_weights_;                   // per rank
+  std::vector<int> in_flight_;                                      // per rank
   std::vector<std::vector<Pass>> passes_;
   std::vector<std::vector<Pass>> one_f_one_b_;  // per rank, with keeps_1f1b_order
-  std::vector<size_t> next_in_order_;            // per rank: its next pass of one_f_one_b_
+  std::vector<size_t> next_in_order_;           // per rank: its next pass of one_f_one_b_
 };
 
 }  // namespace
@@ -151,9 +149,10 @@ ZeroBubbleLayout zb_v_layout(int pp_size) { return {2, TRIAX_CHUNKS_V, 2 * pp_si
 std::string zero_bubble_shape_problem(const std::string& engine, const ScheduleShape& shape) {
   if (shape.pp_size < 1) return "parallelism.pp: must be >= 1, got " + std::to_string(shape.pp_size);
   if (shape.micro_batches < shape.pp_size)
-    return "tokens.batch_accumulation_per_replica: " + engine + " needs at least parallelism.pp = " +
-           std::to_string(shape.pp_size) + " micro-batches per step to fill its pipeline, got " +
-           std::to_string(shape.micro_batches) + " (raise it, or use parallelism.pp_engine: afab)";
+    return "tokens.batch_accumulation_per_replica: " + engine +
+           " needs at least parallelism.pp = " + std::to_string(shape.pp_size) +
+           " micro-batches per step to fill its pipeline, got " + std::to_string(shape.micro_batches) +
+           " (raise it, or use parallelism.pp_engine: afab)";
   return "";
 }
 

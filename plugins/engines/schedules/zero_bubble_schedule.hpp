@@ -33,7 +33,7 @@ namespace triax::plugins {
 struct ZeroBubbleLayout {
   int chunks = 1;
   triax_chunk_placement placement = TRIAX_CHUNKS_INTERLEAVED;
-  int in_flight_limit = 1;  // (chunk, micro-batch) pairs per rank, forwarded and not yet through W
+  int in_flight_limit = 1;        // (chunk, micro-batch) pairs per rank, forwarded and not yet through W
   bool keeps_1f1b_order = false;  // F and B in 1F1B's order (one chunk), else whichever is ready
 };
 

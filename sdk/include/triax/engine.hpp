@@ -29,9 +29,10 @@ class ModelRef {
 struct EngineContext {
   int pp_rank = 0, pp_size = 1;
   int micro_batches = 0;   // per optimizer step; 0 when the host does not say (ABI 1.0)
-  bool host_places_chunks = false;  // the host honours the engine's chunk placement (ABI 1.12)
   YAML::Node parallelism;  // the whole `parallelism` section
   Host host;
+  // The host places the engine's chunks as the engine says (ABI 1.12; before: interleaved).
+  bool host_places_chunks = false;
   static EngineContext from_c(const triax_engine_context& context);
 };
 

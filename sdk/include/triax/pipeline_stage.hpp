@@ -111,15 +111,15 @@ class PipelineStage {
   PipelineStageOptions options_;
   c10::Device device_;
   PipelineChannel channel_;
-  std::map<Key, StageInput> inputs_;                         // received, not yet forwarded
-  std::map<Key, InFlight> live_;                             // forwarded, not yet backpropagated
-  std::map<Key, std::vector<at::Tensor>> outputs_;           // forwarded, not yet sent
-  std::map<Key, std::vector<at::Tensor>> output_gradients_;  // received, not yet backpropagated
-  std::map<Key, std::vector<at::Tensor>> input_gradients_;   // backpropagated, not yet sent
-  std::map<Key, std::vector<at::Tensor>> handed_inputs_;     // from this rank's chunk before, by receiver
-  std::map<Key, std::vector<at::Tensor>> handed_gradients_;  // from this rank's chunk after, by receiver
+  std::map<Key, StageInput> inputs_;                                      // received, not yet forwarded
+  std::map<Key, InFlight> live_;                                          // forwarded, not yet backpropagated
+  std::map<Key, std::vector<at::Tensor>> outputs_;                        // forwarded, not yet sent
+  std::map<Key, std::vector<at::Tensor>> output_gradients_;               // received, not yet backpropagated
+  std::map<Key, std::vector<at::Tensor>> input_gradients_;                // backpropagated, not yet sent
+  std::map<Key, std::vector<at::Tensor>> handed_inputs_;                  // from this rank's chunk before, by receiver
+  std::map<Key, std::vector<at::Tensor>> handed_gradients_;               // from this rank's chunk after, by receiver
   std::map<Key, std::unique_ptr<WeightGradientQueue>> weight_gradients_;  // deferred products, until W
-  std::set<Key> awaiting_weights_;                           // through B, not yet through W
+  std::set<Key> awaiting_weights_;                                        // through B, not yet through W
   int peak_live_ = 0;
   std::vector<at::Tensor> losses_;
   AuxiliaryLosses aux_losses_;
