@@ -55,6 +55,7 @@ void expect_split_equals_whole(torch::nn::Module& module, const at::Tensor& weig
                                const std::function<at::Tensor(const at::Tensor&)>& forward, const at::Tensor& input,
                                const std::string& what) {
   const at::Tensor x = input.detach().requires_grad_(true);
+  zero(x, module);
   const at::Tensor y_whole = forward(x);
   const at::Tensor r = seeded(y_whole.sizes().vec(), 99);
   (y_whole * r).sum().backward();
