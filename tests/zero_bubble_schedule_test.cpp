@@ -120,6 +120,33 @@ TEST(ZeroBubbleSchedule, ShrinksTheBubbleAtEqualPassTimes) {
   EXPECT_LE(bubble("zb_v", 4, 16), bubble("1f1b", 4, 16) / 5);
 }
 
+TEST(ZeroBubbleSchedule, OrdersForMeasuredTimesAreNeverSlowerAndKeepTheInvariants) {
+  const PassTimes measured[] = {{1.0, 1.1, 0.9, 0.0}, {1.0, 2.0, 1.0, 0.0}, {37.0, 54.5, 26.5, 0.0}};
+  for (const Engine& engine : kEngines)
+    for (const PassTimes& times : measured)
+      for (int pp : {2, 4, 8}) {
+        const ZeroBubbleLayout layout = engine.layout(pp);
+        const ScheduleShape shape{pp, layout.chunks, 2 * pp};
+        const auto for_times = zero_bubble_passes(shape, layout, times);
+        const double step = simulate_schedule(shape, layout.placement, for_times, times).step_time;
+        const auto equal = zero_bubble_passes(shape, layout);
+        EXPECT_LE(step, simulate_schedule(shape, layout.placement, equal, times).step_time * (1 + 1e-12))
+            << engine.name << ", pp " << pp << ", B " << times.backward_input;
+        for (int r = 0; r < pp; ++r) EXPECT_LE(peak_in_flight(for_times[r]), layout.in_flight_limit) << engine.name;
+        EXPECT_EQ(
+            run_with_blocking_sends(shape, zero_bubble_schedule(shape, layout, engine.name, times), layout.placement),
+            "")
+            << engine.name << ", " << shape_text(shape);
+      }
+  // Far from equal times, the order for them is the faster (pp 4, 16 micro-batches: 27.8% of the
+  // step idle in zb_v's order of equal times, 4.8% in the order for the times).
+  const PassTimes skewed{37.0, 54.5, 26.5, 0.0};
+  const ZeroBubbleLayout v = zb_v_layout(4);
+  const ScheduleShape shape{4, 2, 16};
+  EXPECT_LT(simulate_schedule(shape, v.placement, zero_bubble_passes(shape, v, skewed), skewed).bubble_fraction, 0.06);
+  EXPECT_GT(simulate_schedule(shape, v.placement, zero_bubble_passes(shape, v), skewed).bubble_fraction, 0.2);
+}
+
 TEST(ZeroBubbleSchedule, RefusesTooFewMicroBatchesNamingTheEngineAndTheKey) {
   const std::string problem = zero_bubble_shape_problem("zb_v", {4, 2, 3});
   EXPECT_NE(problem.find("tokens.batch_accumulation_per_replica"), std::string::npos) << problem;

@@ -90,7 +90,7 @@ std::string fixed(double value, int digits) {
 std::string table_row(const ScheduleInspection& s, const std::string& engine, int pp, int micro_batches) {
   const std::string head = "| " + engine + " | " + std::to_string(pp) + " | " + std::to_string(micro_batches) + " | ";
   try {
-    const plugins::EngineSchedule schedule = plugins::shipped_schedule(engine, pp, micro_batches);
+    const plugins::EngineSchedule schedule = plugins::shipped_schedule(engine, pp, micro_batches, s.times);
     const plugins::SimulatedStep step =
         plugins::simulate_schedule(schedule.shape, schedule.placement, schedule.passes, s.times);
     const int peak = *std::max_element(step.peak_in_flight.begin(), step.peak_in_flight.end());
@@ -109,7 +109,10 @@ int inspect_schedule(ScheduleInspection s) {
       s.times.backward_input = measured.backward_input;
       s.times.backward_weight = measured.backward_weight;
       s.unit = "ms";
-      std::cout << "measured: " << measured.description << "\n";
+      std::cout << "measured: " << measured.description << "\n"
+                << "zb_h1 and zb_v order their passes for these times with --set parallelism.pp_pass_times=["
+                << fixed(measured.forward, 3) << "," << fixed(measured.backward_input, 3) << ","
+                << fixed(measured.backward_weight, 3) << "]; the table below assumes it\n";
     }
     std::cout << "one stage, one micro-batch: F " << fixed(s.times.forward, 3) << ", B "
               << fixed(s.times.backward_input, 3) << ", W " << fixed(s.times.backward_weight, 3) << ", transfer "

@@ -171,6 +171,12 @@ std::vector<Key> parallelism_placement_keys() {
           in order: `pp` counts, or `pp × pp_chunks_per_rank` in virtual stage order when chunks are
           interleaved; by default contiguous runs of blocks are balanced by their compute cost)md")
           .with_default(R"md(balanced)md"),
+      Key("pp_pass_times", list_of("3 numbers > 0").or_null(), "triax",
+          R"md(`[F, B, W]`: the times (any unit) of one micro-batch's forward, input backward and weight
+          backward through one pipeline stage, as `triax inspect schedule --measure` prints them; `zb_h1`
+          and `zb_v` order their passes for them (with F, B and W far from equal the order of equal times
+          idles longer). Other engines ignore it)md")
+          .with_default(R"md(equal times)md"),
       Key("recompute_num_layers", integer(1).or_null(), "triax",
           R"md(with `recompute_layer: true`: recompute only the first N decoder layers of each pipeline stage
           (Megatron's `--recompute-num-layers` with the block method; with 1F1B the first layers hold the

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "pipeline_schedule.hpp"
+#include "schedule_simulator.hpp"
 #include "triax/abi.h"
 
 namespace triax::plugins {
@@ -21,8 +22,11 @@ struct EngineSchedule {
 
 std::vector<std::string> shipped_schedule_names();
 
-// `engine`'s passes at `pp_size` ranks and `micro_batches` per step. Throws std::invalid_argument
-// for an unknown engine or a shape it refuses (the message as the engine words it).
-EngineSchedule shipped_schedule(const std::string& engine, int pp_size, int micro_batches);
+// `engine`'s passes at `pp_size` ranks and `micro_batches` per step; the zero-bubble engines order
+// theirs for the stage times `times`, as parallelism.pp_pass_times makes them. Throws
+// std::invalid_argument for an unknown engine or a shape it refuses (the message as the engine
+// words it).
+EngineSchedule shipped_schedule(const std::string& engine, int pp_size, int micro_batches,
+                                const PassTimes& times = PassTimes{});
 
 }  // namespace triax::plugins

@@ -1,15 +1,18 @@
 // What the zero-bubble engines (zb_h1, zb_v) share: the checks of a step against the layout, the
-// schedule of each micro-batch count, computed once, and its run through a PipelineStage that
-// splits every backward into B and W (the SDK's linear layers then defer their weight gradients
-// until W: triax/layers/deferred_weight_gradients.hpp). Header only, like schedule_runner.hpp.
+// schedule of each micro-batch count, computed once for the stage times of
+// parallelism.pp_pass_times (equal without it), and its run through a PipelineStage that splits
+// every backward into B and W (the SDK's linear layers then defer their weight gradients until W:
+// triax/layers/deferred_weight_gradients.hpp). Header only, like schedule_runner.hpp.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "schedule_runner.hpp"
+#include "triax/config_reader.hpp"
 #include "triax/plugin.hpp"
 #include "zero_bubble_schedule.hpp"
 
@@ -18,7 +21,7 @@ namespace triax::plugins {
 class ZeroBubbleEngine : public Engine {
  public:
   ZeroBubbleEngine(std::string name, EngineContext context, ZeroBubbleLayout layout)
-      : name_(std::move(name)), context_(std::move(context)), layout_(layout) {}
+      : name_(std::move(name)), context_(std::move(context)), layout_(layout), times_(pass_times(context_)) {}
 
   // Read by the host before it builds the model (triax_engine_vtable.model_chunks, chunk_placement).
   int model_chunks() const { return layout_.chunks; }
@@ -34,7 +37,8 @@ class ZeroBubbleEngine : public Engine {
     auto found = schedules_.find(shape.micro_batches);
     if (found == schedules_.end())
       found =
-          schedules_.emplace(shape.micro_batches, zero_bubble_schedule(shape, layout_, name_)[context_.pp_rank]).first;
+          schedules_.emplace(shape.micro_batches, zero_bubble_schedule(shape, layout_, name_, times_)[context_.pp_rank])
+              .first;
     PipelineStage stage(context_, request, {layout_.placement, /*split_backward=*/true});
     run_steps(stage, found->second);
     return stage.finish();
@@ -49,6 +53,17 @@ class ZeroBubbleEngine : public Engine {
                                                chunk_placement_name(layout.placement) +
                                                ", which needs a host of ABI 1.12 or later");
     if (context.micro_batches != 0) check(name, {context.pp_size, layout.chunks, context.micro_batches});
+    pass_times(context);
+  }
+
+  // parallelism.pp_pass_times: [F, B, W] of one stage, or equal times.
+  static PassTimes pass_times(const EngineContext& context) {
+    ConfigReader reader(context.parallelism, "parallelism");
+    const std::optional<std::vector<double>> times = reader.optional<std::vector<double>>("pp_pass_times");
+    if (!times) return PassTimes{};
+    if (times->size() != 3 || !((*times)[0] > 0 && (*times)[1] > 0 && (*times)[2] > 0))
+      reader.fail("pp_pass_times", "expected three times above 0: [forward, input backward, weight backward]");
+    return PassTimes{(*times)[0], (*times)[1], (*times)[2], 0.0};
   }
 
  private:
@@ -60,6 +75,7 @@ class ZeroBubbleEngine : public Engine {
   std::string name_;
   EngineContext context_;
   ZeroBubbleLayout layout_;
+  PassTimes times_;
   std::map<int, std::vector<ScheduleStep>> schedules_;  // this rank's steps, by micro-batch count
 };
 

@@ -3,15 +3,11 @@
 // stage waits for, and W, the gradients of its weights, which nothing waits for: W runs where a
 // rank would otherwise wait for its next input, so the bubbles of the warm-up and the drain fill.
 //
-// The order of every rank's passes comes from running all ranks at once with each pass taking
-// one unit of time. An F runs only while the rank holds fewer than `in_flight_limit` (chunk,
-// micro-batch) pairs forwarded and not yet through W. A rank free at time t runs
-//   zb_h1: the next F or B of 1F1B's order (warm-up forwards, then one F and one B in turn) once
-//     its input has arrived; else the oldest W waiting; else it waits.
-//   zb_v: the next B whose output gradient has arrived (the oldest micro-batch first), else the
-//     next F whose input has arrived, else the oldest W waiting; else it waits.
-// The transfers are then placed by transfer_placement.hpp, so the schedule cannot deadlock even
-// with blocking sends.
+// The order of every rank's passes comes from running all ranks at once, each pass taking its
+// time (zero_bubble_run.hpp): by default equal times for F, B and W; given the times of a stage's
+// F, B and W (parallelism.pp_pass_times, measured by `triax inspect schedule --measure`), orders
+// run with those times too, and the one the simulator times shortest wins. The transfers are then
+// placed by transfer_placement.hpp, so the schedule cannot deadlock even with blocking sends.
 //
 //   zb_h1 (ZB-H1): one chunk per rank, at most pp micro-batches in flight on every rank, the most
 //     1F1B holds (on its first rank). With equal F, B and W times the step is 3m + pp - 1 passes
@@ -26,16 +22,10 @@
 #include <vector>
 
 #include "pipeline_schedule.hpp"
-#include "triax/abi.h"
+#include "schedule_simulator.hpp"
+#include "zero_bubble_run.hpp"
 
 namespace triax::plugins {
-
-struct ZeroBubbleLayout {
-  int chunks = 1;
-  triax_chunk_placement placement = TRIAX_CHUNKS_INTERLEAVED;
-  int in_flight_limit = 1;        // (chunk, micro-batch) pairs per rank, forwarded and not yet through W
-  bool keeps_1f1b_order = false;  // F and B in 1F1B's order (one chunk), else whichever is ready
-};
 
 ZeroBubbleLayout zb_h1_layout(int pp_size);
 ZeroBubbleLayout zb_v_layout(int pp_size);
@@ -44,11 +34,14 @@ ZeroBubbleLayout zb_v_layout(int pp_size);
 // engine and the key to change; empty when it can.
 std::string zero_bubble_shape_problem(const std::string& engine, const ScheduleShape& shape);
 
-// Each rank's passes (Forward, BackwardInput, BackwardWeight), in order.
-std::vector<std::vector<Pass>> zero_bubble_passes(const ScheduleShape& shape, const ZeroBubbleLayout& layout);
+// Each rank's passes (Forward, BackwardInput, BackwardWeight), in order, for stage times `times`
+// (only their ratios matter).
+std::vector<std::vector<Pass>> zero_bubble_passes(const ScheduleShape& shape, const ZeroBubbleLayout& layout,
+                                                  const PassTimes& times = PassTimes{});
 
 // Every rank's steps: its passes with the transfers placed.
 std::vector<std::vector<ScheduleStep>> zero_bubble_schedule(const ScheduleShape& shape, const ZeroBubbleLayout& layout,
-                                                            const std::string& engine);
+                                                            const std::string& engine,
+                                                            const PassTimes& times = PassTimes{});
 
 }  // namespace triax::plugins
