@@ -15,6 +15,7 @@
 
 #include "multi_rank_environment.hpp"
 #include "test_plugin_registry.hpp"
+#include "toy_pipeline_support.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/layers/linear.hpp"
@@ -34,9 +35,10 @@ std::vector<std::string>& events() {
   return log;
 }
 
-at::Tensor token_ids(int micro_batch) {
-  return at::arange(6, at::kLong).add(7 * micro_batch).remainder(11).view({2, 3});
-}
+using testing::Feed;
+using testing::Hooks;
+using testing::token_ids;
+using testing::toy_context;
 
 int micro_batch_of(const at::Tensor& ids) {
   for (int i = 0; i < kMicroBatches; ++i)
@@ -53,16 +55,8 @@ struct WeightArrival : torch::autograd::PostAccumulateGradHook {
   int chunk_, arrived_ = 0;
 };
 
-class ToyLinearModel : public Model {
+class ToyLinearModel : public testing::ToyModel<ToyLinearModel, kBlocks> {
  public:
-  static std::vector<double> block_costs(ConfigReader& config, int64_t) {
-    config.finish();
-    return std::vector<double>(kBlocks, 1.0);
-  }
-  static std::shared_ptr<ToyLinearModel> create(ConfigReader& config, const ModelContext& context) {
-    config.finish();
-    return std::make_shared<ToyLinearModel>(context);
-  }
   explicit ToyLinearModel(const ModelContext& context) : context_(context) {
     if (context.is_first_stage()) scale_ = register_parameter("scale", at::linspace(0.5, 1.5, kWidth));
     for (int b = context.first_block; b < context.last_block; ++b) {
@@ -93,9 +87,7 @@ class ToyLinearModel : public Model {
       output.hidden_out = hidden;
     return output;
   }
-  double flops_per_token(int64_t) const override { return 0; }
   int64_t total_parameters() const override { return kBlocks * kWidth * kWidth + kWidth; }
-  std::string resolved_config() const override { return "{}"; }
 
  private:
   ModelContext context_;
@@ -104,33 +96,6 @@ class ToyLinearModel : public Model {
 };
 
 const triax_model_vtable& toy_vtable() { return *detail::ModelAdapter<ToyLinearModel>::vtable(); }
-
-struct Feed {
-  static triax_status next(void*, int32_t index, triax_stage_io* io, triax_error*) {
-    io->input_ids = release_handle(token_ids(index));
-    io->label_ids = release_handle(token_ids(index));
-    return TRIAX_OK;
-  }
-};
-
-triax_model_context toy_context(int pp_rank, int pp_size, int first, int last, int chunk, int chunks, int stage,
-                                const triax_host* host) {
-  triax_model_context context{};
-  context.struct_size = sizeof(context);
-  context.tp_size = context.dp_size = 1;
-  context.pp_rank = pp_rank;
-  context.pp_size = pp_size;
-  context.first_block = first;
-  context.last_block = last;
-  context.device = "cpu";
-  context.dtype = "float32";
-  context.host = host;
-  context.chunk_index = chunk;
-  context.chunk_count = chunks;
-  context.virtual_stage = stage;
-  context.virtual_stage_count = chunks * pp_size;
-  return context;
-}
 
 triax_engine_context engine_context(int rank, const HostServices& host) {
   triax_engine_context context{};
@@ -144,34 +109,13 @@ triax_engine_context engine_context(int rank, const HostServices& host) {
   return context;
 }
 
-struct Hooks {
-  std::vector<std::pair<int, int>> backwards;  // (chunk, micro-batch), as called
-  static triax_status after_chunk_backward(void* self, int32_t chunk, int32_t index, triax_error*) {
-    static_cast<Hooks*>(self)->backwards.emplace_back(chunk, index);
-    return TRIAX_OK;
-  }
-};
-
-// The loss and gradients of the whole model in this process, by parameter name.
-std::pair<at::Tensor, std::map<std::string, at::Tensor>> whole_model(const HostServices& host) {
-  ModelInstance whole(toy_vtable(), "toy", "{}", toy_context(0, 1, 0, kBlocks, 0, 1, 0, host.c_host()));
-  at::Tensor loss = at::zeros({}, at::kFloat);
-  for (int i = 0; i < kMicroBatches; ++i) {
-    StageOutput out = ModelRef(whole.ref()).forward({token_ids(i), token_ids(i), at::Tensor(), at::Tensor()});
-    (out.loss / kMicroBatches).backward();
-    loss += out.loss.detach() / kMicroBatches;
-  }
-  std::map<std::string, at::Tensor> grads;
-  for (const NamedParameter& p : whole.parameters()) grads[p.name] = p.tensor.grad();
-  return {loss, grads};
-}
-
 // Runs `engine_name` at pp 2 over this rank's chunks and checks it against the whole model.
 void expect_engine_matches_the_whole_model(const std::string& engine_name, plugins::ZeroBubbleLayout layout) {
   MpiCommunicator& comm = testing::communicator({1, 2, 1});
   HostServices host(comm);
   const int rank = comm.rank(TRIAX_GROUP_PP);
-  const auto [reference_loss, reference_grads] = whole_model(host);
+  ModelInstance whole(toy_vtable(), "toy", "{}", toy_context(0, 1, 0, kBlocks, 0, 1, 0, host.c_host()));
+  const auto [reference_loss, reference_grads] = testing::run_whole_model(whole, kMicroBatches);
   events().clear();
 
   EngineInstance engine(testing::test_plugin_registry().engine(engine_name), engine_name, engine_context(rank, host));
@@ -188,15 +132,7 @@ void expect_engine_matches_the_whole_model(const std::string& engine_name, plugi
     refs.push_back(chunks.back()->ref());
   }
   Hooks hooks;
-  triax_step_request request{};
-  request.struct_size = sizeof(request);
-  request.model = refs.front();
-  request.micro_batches = kMicroBatches;
-  request.batches = {nullptr, &Feed::next};
-  request.hooks_self = &hooks;
-  request.model_count = layout.chunks;
-  request.models = refs.data();
-  request.after_chunk_backward = &Hooks::after_chunk_backward;
+  const triax_step_request request = testing::chunk_step_request(refs, kMicroBatches, hooks);
   for (int c = 0; c < layout.chunks; ++c)
     reinterpret_cast<detail::ModelBox<ToyLinearModel>*>(refs[c].model)->model->log_weight_arrivals();
   const EngineInstance::Result result = engine.train_step(request);

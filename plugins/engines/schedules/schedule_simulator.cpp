@@ -64,20 +64,7 @@ class Timeline {
     const bool crosses = holder_of_virtual_stage(placement_, shape_.pp_size, from_stage).pp_rank != rank;
     return crosses ? end + times_.transfer : end;
   }
-  double duration_of(PassKind kind) const {
-    const double share = 1.0 / shape_.chunks;
-    switch (kind) {
-      case PassKind::Forward:
-        return times_.forward * share;
-      case PassKind::Backward:
-        return (times_.backward_input + times_.backward_weight) * share;
-      case PassKind::BackwardInput:
-        return times_.backward_input * share;
-      case PassKind::BackwardWeight:
-        return times_.backward_weight * share;
-    }
-    return 0.0;
-  }
+  double duration_of(PassKind kind) const { return pass_duration(times_, kind, shape_.chunks); }
 
   ScheduleShape shape_;
   triax_chunk_placement placement_;
@@ -87,6 +74,21 @@ class Timeline {
 };
 
 }  // namespace
+
+double pass_duration(const PassTimes& times, PassKind kind, int chunks) {
+  const double share = 1.0 / chunks;
+  switch (kind) {
+    case PassKind::Forward:
+      return times.forward * share;
+    case PassKind::Backward:
+      return (times.backward_input + times.backward_weight) * share;
+    case PassKind::BackwardInput:
+      return times.backward_input * share;
+    case PassKind::BackwardWeight:
+      return times.backward_weight * share;
+  }
+  return 0.0;
+}
 
 SimulatedStep simulate_schedule(const ScheduleShape& shape, triax_chunk_placement placement,
                                 const std::vector<std::vector<Pass>>& passes, const PassTimes& times) {

@@ -31,6 +31,9 @@ struct SimulatedStep {
   std::vector<int> peak_in_flight;  // per rank: (chunk, micro-batch) pairs alive at once
 };
 
+// How long `kind` takes through one of `chunks` chunks.
+double pass_duration(const PassTimes& times, PassKind kind, int chunks);
+
 // `passes`: each rank's, in order. Throws std::logic_error when a pass waits for one that never
 // comes (an order no run could follow).
 SimulatedStep simulate_schedule(const ScheduleShape& shape, triax_chunk_placement placement,

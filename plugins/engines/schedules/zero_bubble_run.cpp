@@ -118,17 +118,7 @@ class GreedyRun {
     return std::nullopt;
   }
 
-  double duration_of(PassKind kind) const {
-    const double share = 1.0 / shape_.chunks;
-    switch (kind) {
-      case PassKind::Forward:
-        return times_.forward * share;
-      case PassKind::BackwardInput:
-        return times_.backward_input * share;
-      default:
-        return times_.backward_weight * share;
-    }
-  }
+  double duration_of(PassKind kind) const { return pass_duration(times_, kind, shape_.chunks); }
 
   void record(int rank, const Pass& pass, double at) {
     const int stage = stage_of(rank, pass.chunk);
