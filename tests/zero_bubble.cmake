@@ -30,8 +30,12 @@ triax_chunk_refusal(zb_h1_with_too_few_micro_batches
 triax_chunk_refusal(chunks_for_zb_h1
   "parallelism.pp_chunks_per_rank: 2, but engine 'zb_h1' runs 1 model chunk"
   --set parallelism.pp_engine=zb_h1 --set parallelism.pp_chunks_per_rank=2)
+triax_chunk_refusal(pass_times_of_two_numbers
+  "parallelism.pp_pass_times: expected three times above 0"
+  --set parallelism.pp_engine=zb_v --set "parallelism.pp_pass_times=[1.0, 2.0]")
 set_property(TEST model_chunks.refuses_zb_v_with_too_few_blocks model_chunks.refuses_zb_h1_with_too_few_micro_batches
-             model_chunks.refuses_chunks_for_zb_h1 APPEND PROPERTY LABELS zero_bubble)
+             model_chunks.refuses_chunks_for_zb_h1 model_chunks.refuses_pass_times_of_two_numbers
+             APPEND PROPERTY LABELS zero_bubble)
 
 # Parity with the single-rank run (parity.cmake: 10 steps of the tiny Llama with tied embeddings,
 # losses, gradient norms and final parameters within 1e-5), each engine at pp 2 with whole layers
@@ -57,3 +61,16 @@ triax_zero_bubble_parity_case(dp2_tp2_pp2_sp_zb_h1_zero1_overlap DP 2 TP 2 PP 2 
 triax_zero_bubble_parity_case(dp2_tp2_pp2_sp_zb_v_zero1 DP 2 TP 2 PP 2 ENGINE zb_v ZERO 1 MODE REDUCE_SCATTER
                               PEAK_LIVE "4 4 4 4 4 4 4 4")
 triax_zero_bubble_parity_case(dp2_pp2_zb_v_zero3 DP 2 TP 1 PP 2 ENGINE zb_v ZERO 3 MODE ALL_REDUCE)
+
+# `triax inspect schedule`: the simulator's table at equal times (zb_v's bubble at pp 4 and 16
+# micro-batches, 1.5 chunk passes of the last rank's wait in 49.5), and the measure of one stage of
+# the tiny Llama on the CPU feeding it.
+add_test(NAME zero_bubble.inspect_schedule
+         COMMAND $<TARGET_FILE:triax> inspect schedule --pp 4 --micro-batches 16)
+set_tests_properties(zero_bubble.inspect_schedule PROPERTIES LABELS zero_bubble
+                     PASS_REGULAR_EXPRESSION "\\| zb_v \\| 4 \\| 16 \\| 49\\.50 \\| 3\\.0% \\| 4\\.0 \\|")
+add_test(NAME zero_bubble.inspect_schedule_measure
+         COMMAND $<TARGET_FILE:triax> inspect schedule --measure ${PROJECT_SOURCE_DIR}/configs/tiny_llama.yaml
+                 --pp 2 --micro-batches 4 --repeat 1)
+set_tests_properties(zero_bubble.inspect_schedule_measure PROPERTIES LABELS zero_bubble ENVIRONMENT "OMP_NUM_THREADS=1"
+                     PASS_REGULAR_EXPRESSION "measured: 1 of the model's 2 layers.*pp_pass_times=.*\\| zb_v \\| 2 \\| 4 \\|")
