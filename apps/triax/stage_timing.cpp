@@ -40,14 +40,15 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// Blocks [first, last) as virtual stage `stage` of three: 0 embeds, 1 is a middle stage.
+// Blocks [first, last) as chunk `stage` of three on one pipeline rank: 0 embeds, 1 is a middle
+// stage (neither embedding nor loss), whatever the model's layer count.
 triax_model_context stage_context(triax_model_context context, int first, int last, int stage) {
-  context.pp_rank = context.virtual_stage = stage;
-  context.pp_size = context.virtual_stage_count = 3;
+  context.pp_rank = 0;
+  context.pp_size = 1;
   context.first_block = first;
   context.last_block = last;
-  context.chunk_index = 0;
-  context.chunk_count = 1;
+  context.chunk_index = context.virtual_stage = stage;
+  context.chunk_count = context.virtual_stage_count = 3;
   return context;
 }
 
