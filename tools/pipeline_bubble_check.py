@@ -55,7 +55,7 @@ def measured_step(triax, args, sets, engine, folder):
     environment = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     subprocess.run(command, check=True, capture_output=True, env=environment)
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    steps = [line["step_seconds"] * 1000 for line in lines if "loss" in line and line["step"] > 2]
+    steps = [line["step_s"] * 1000 for line in lines if "loss" in line and line["step"] > 2]
     return statistics.median(steps)
 
 

@@ -110,6 +110,8 @@ int inspect_schedule(ScheduleInspection s) {
       s.times.backward_weight = measured.backward_weight;
       s.unit = "ms";
       std::cout << "measured: " << measured.description << "\n"
+                << "B + W " << fixed(measured.backward_input + measured.backward_weight, 3)
+                << " ms; the backward unsplit " << fixed(measured.whole_backward, 3) << " ms\n"
                 << "zb_h1 and zb_v order their passes for these times with --set parallelism.pp_pass_times=["
                 << fixed(measured.forward, 3) << "," << fixed(measured.backward_input, 3) << ","
                 << fixed(measured.backward_weight, 3) << "]; the table below assumes it\n";

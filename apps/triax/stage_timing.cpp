@@ -96,12 +96,13 @@ StageInput micro_batch(const TrainConfig& config, int64_t vocab, const c10::Devi
 }
 
 // One F, B and W of `stage` on `input` (whose boundary comes from the embedding); their times.
-std::vector<double> one_pass(const ModelRef& stage, StageInput input, const c10::Device& device) {
+// Unsplit, the backward is whole and W takes no time.
+std::vector<double> one_pass(const ModelRef& stage, StageInput input, const c10::Device& device, bool split) {
   for (at::Tensor& tensor : input.boundary_in)
     if (at::isFloatingType(tensor.scalar_type())) tensor = tensor.detach().requires_grad_(true);
   input.hidden_in = input.boundary_in.front();
   WeightGradientQueue queue;
-  input.weight_gradients = queue.c_queue();
+  input.weight_gradients = split ? queue.c_queue() : nullptr;
   wait_for(device);
   Clock::time_point start = Clock::now();
   const StageOutput output = stage.forward(input);
@@ -142,13 +143,15 @@ StageTimes measure_stage_times(const StageTimingRequest& request) {
     const at::NoGradGuard no_grad;
     input.boundary_in = ModelRef(model.embedding->ref()).forward(input).boundary();
   }
-  std::vector<std::vector<double>> times(3);
+  std::vector<std::vector<double>> times(4);  // F, B, W; the backward unsplit
   for (int run = 0; run < request.repeat + 2; ++run) {
-    const std::vector<double> measured = one_pass(ModelRef(model.stage->ref()), input, device);
+    const std::vector<double> split = one_pass(ModelRef(model.stage->ref()), input, device, true);
+    const std::vector<double> whole = one_pass(ModelRef(model.stage->ref()), input, device, false);
     if (run < 2) continue;  // allocations, caches, kernel selection
-    for (size_t k = 0; k < 3; ++k) times[k].push_back(measured[k]);
+    for (size_t k = 0; k < 3; ++k) times[k].push_back(split[k]);
+    times[3].push_back(whole[1]);
   }
-  StageTimes result{median(times[0]), median(times[1]), median(times[2]), ""};
+  StageTimes result{median(times[0]), median(times[1]), median(times[2]), median(times[3]), ""};
   result.description =
       std::to_string(model.layers) + " of the model's " + std::to_string(model.blocks - 2) + " layers (" +
       config.model.plugin + ", " + config.model.dtype + ") on " + device_display_name(device) + ", a micro-batch of " +

@@ -3,7 +3,8 @@
 // embedding, no loss: the layers of one stage) with its own device, dtype, micro-batch, recompute
 // and fp8 settings, and one micro-batch goes forward (F), back to the stage's input (B) and
 // through the deferred weight products (W), the device waited for after each. The model's first
-// block (the embedding) makes the stage's input, so its boundary is the one training sends.
+// block (the embedding) makes the stage's input, so its boundary is the one training sends. The
+// backward unsplit is timed too, to show what the split costs.
 #pragma once
 
 #include <string>
@@ -22,6 +23,7 @@ struct StageTimingRequest {
 
 struct StageTimes {
   double forward = 0.0, backward_input = 0.0, backward_weight = 0.0;  // milliseconds, medians
+  double whole_backward = 0.0;  // the backward unsplit (every gradient in one pass), for comparison
   std::string description;                                            // what was measured, for the output
 };
 

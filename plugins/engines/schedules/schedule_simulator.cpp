@@ -22,7 +22,8 @@ class Timeline {
         forward_end_(shape.virtual_stages(), std::vector<double>(shape.micro_batches, kNotArrived)),
         input_gradient_end_(forward_end_),
         free_at_(shape.pp_size, 0.0),
-        busy_(shape.pp_size, 0.0) {}
+        busy_(shape.pp_size, 0.0),
+        starts_(shape.pp_size) {}
 
   // Runs `pass` on `rank` if its input's arrival is known; false when it is not yet.
   bool try_run(int rank, const Pass& pass) {
@@ -36,7 +37,8 @@ class Timeline {
     if (pass.kind == PassKind::BackwardWeight) ready = std::max(ready, input_gradient_end_[stage][pass.micro_batch]);
     if (ready == kNotArrived) return false;
     const double duration = duration_of(pass.kind);
-    const double end = std::max(ready, free_at_[rank]) + duration;
+    const double start = std::max(ready, free_at_[rank]), end = start + duration;
+    starts_[rank].push_back(start);
     free_at_[rank] = end;
     busy_[rank] += duration;
     if (pass.forward()) forward_end_[stage][pass.micro_batch] = end;
@@ -48,6 +50,7 @@ class Timeline {
     SimulatedStep step;
     step.step_time = *std::max_element(free_at_.begin(), free_at_.end());
     step.busy = busy_;
+    step.starts = starts_;
     const double busy = std::accumulate(busy_.begin(), busy_.end(), 0.0) / static_cast<double>(busy_.size());
     step.bubble_fraction = step.step_time > 0 ? 1.0 - busy / step.step_time : 0.0;
     return step;
@@ -71,6 +74,7 @@ class Timeline {
   PassTimes times_;
   std::vector<std::vector<double>> forward_end_, input_gradient_end_;  // per virtual stage and micro-batch
   std::vector<double> free_at_, busy_;                                 // per rank
+  std::vector<std::vector<double>> starts_;                            // per rank and pass
 };
 
 }  // namespace

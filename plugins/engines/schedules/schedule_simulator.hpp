@@ -25,10 +25,11 @@ struct PassTimes {
 };
 
 struct SimulatedStep {
-  double step_time = 0.0;           // until the last pass of any rank ends
-  double bubble_fraction = 0.0;     // mean over ranks of the step's idle share
-  std::vector<double> busy;         // per rank: the time its passes take
-  std::vector<int> peak_in_flight;  // per rank: (chunk, micro-batch) pairs alive at once
+  double step_time = 0.0;                   // until the last pass of any rank ends
+  double bubble_fraction = 0.0;             // mean over ranks of the step's idle share
+  std::vector<double> busy;                 // per rank: the time its passes take
+  std::vector<int> peak_in_flight;          // per rank: (chunk, micro-batch) pairs alive at once
+  std::vector<std::vector<double>> starts;  // per rank and pass: when it starts
 };
 
 // How long `kind` takes through one of `chunks` chunks.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 #include "triax/chunk_placement.hpp"
 
@@ -86,6 +87,23 @@ std::vector<std::vector<ScheduleStep>> place_transfers(const ScheduleShape& shap
     if (next[r] != passes[r].size() || !placed.outbox_empty(r))
       throw std::logic_error(schedule + ": the passes of pipeline rank " + std::to_string(r) +
                              " cannot all run (a pass waits for one that never comes)");
+  return std::move(placed).steps();
+}
+
+std::vector<std::vector<ScheduleStep>> place_transfers_in_time(const ScheduleShape& shape,
+                                                               triax_chunk_placement placement,
+                                                               const std::vector<std::vector<Pass>>& passes,
+                                                               const std::vector<std::vector<double>>& starts,
+                                                               const std::string& schedule) {
+  std::vector<std::tuple<double, int, size_t>> order;  // (start, rank, index)
+  for (size_t r = 0; r < passes.size(); ++r)
+    for (size_t k = 0; k < passes[r].size(); ++k) order.emplace_back(starts.at(r).at(k), static_cast<int>(r), k);
+  std::sort(order.begin(), order.end());
+  Placement placed(shape, placement);
+  for (const auto& [start, rank, index] : order)
+    if (!placed.try_run(rank, passes[static_cast<size_t>(rank)][index]))
+      throw std::logic_error(schedule + ": pass " + std::to_string(index) + " of pipeline rank " +
+                             std::to_string(rank) + " starts before its input is made");
   return std::move(placed).steps();
 }
 

@@ -21,4 +21,14 @@ std::vector<std::vector<ScheduleStep>> place_transfers(const ScheduleShape& shap
                                                        const std::vector<std::vector<Pass>>& passes,
                                                        const std::string& schedule);
 
+// The same with the ranks' passes taken in the order of their start times (`starts`, per rank and
+// pass, as the simulator gives them; on a tie the lower rank first): each send then comes soon
+// after the pass that produced it, where the run above lets a rank run far ahead of its peers
+// before they ask for what it made.
+std::vector<std::vector<ScheduleStep>> place_transfers_in_time(const ScheduleShape& shape,
+                                                               triax_chunk_placement placement,
+                                                               const std::vector<std::vector<Pass>>& passes,
+                                                               const std::vector<std::vector<double>>& starts,
+                                                               const std::string& schedule);
+
 }  // namespace triax::plugins

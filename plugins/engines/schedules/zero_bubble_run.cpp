@@ -22,11 +22,12 @@ struct Choice {
 class GreedyRun {
  public:
   GreedyRun(const ScheduleShape& shape, const ZeroBubbleLayout& layout, const PassTimes& times, bool lookahead,
-            std::vector<std::vector<Pass>> f_and_b)
+            std::vector<std::vector<Pass>> f_and_b, const Perturbation& perturbation)
       : shape_(shape),
         layout_(layout),
         times_(times),
         lookahead_(lookahead),
+        perturbation_(perturbation),
         forward_end_(shape.virtual_stages(), std::vector<double>(shape.micro_batches, kNotRunYet)),
         input_gradient_end_(forward_end_),
         next_forward_(shape.virtual_stages(), 0),
@@ -111,7 +112,7 @@ class GreedyRun {
         best_at = at;
       }
     }
-    if (best && best_at == now) return Choice{*best, now};
+    if (best && best_at == now) return Choice{perturbed(rank, *best, now), now};
     const bool weight_fits = !lookahead_ || best_at >= now + duration_of(PassKind::BackwardWeight);
     if (!waiting_weights_[rank].empty() && weight_fits) return Choice{waiting_weights_[rank].front(), now};
     if (best) return Choice{*best, best_at};
@@ -119,6 +120,30 @@ class GreedyRun {
   }
 
   double duration_of(PassKind kind) const { return pass_duration(times_, kind, shape_.chunks); }
+
+  // A number in [0, 1) from the perturbation's seed and the pass (splitmix64).
+  double coin(int rank, const Pass& pass, uint64_t salt) const {
+    uint64_t x = perturbation_.seed ^ (static_cast<uint64_t>(rank) << 48) ^ (static_cast<uint64_t>(pass.chunk) << 40) ^
+                 (static_cast<uint64_t>(pass.micro_batch) << 8) ^ (salt << 4) ^ static_cast<uint64_t>(pass.kind);
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return static_cast<double>((x ^ (x >> 31)) >> 11) / 9007199254740992.0;
+  }
+
+  // The pass to run now instead of `best` (ready now), by the perturbation, or `best`.
+  Pass perturbed(int rank, const Pass& best, double now) const {
+    if (perturbation_.seed == 0) return best;
+    if (best.forward()) {
+      const bool weight = !waiting_weights_[rank].empty() && coin(rank, best, 1) < perturbation_.weight_before_forward;
+      return weight ? waiting_weights_[rank].front() : best;
+    }
+    if (!may_forward(rank)) return best;
+    for (const Pass& pass : candidates(rank))
+      if (pass.forward() && input_of(rank, pass) <= now && coin(rank, pass, 2) < perturbation_.forward_before_backward)
+        return pass;
+    return best;
+  }
 
   void record(int rank, const Pass& pass, double at) {
     const int stage = stage_of(rank, pass.chunk);
@@ -149,6 +174,7 @@ class GreedyRun {
   ZeroBubbleLayout layout_;
   PassTimes times_;  // of a stage's: a chunk's pass takes 1/chunks
   bool lookahead_;
+  Perturbation perturbation_;
   std::vector<std::vector<double>> forward_end_, input_gradient_end_;  // per virtual stage and micro-batch
   std::vector<int> next_forward_, next_backward_;                      // per virtual stage
   std::vector<std::deque<Pass>> waiting_weights_;                      // per rank
@@ -174,7 +200,8 @@ std::vector<std::vector<Pass>> forwards_and_backwards(const std::vector<std::vec
 
 std::vector<std::vector<Pass>> zero_bubble_run(const ScheduleShape& shape, const ZeroBubbleLayout& layout,
                                                const PassTimes& times, bool lookahead,
-                                               const std::vector<std::vector<Pass>>& f_and_b) {
+                                               const std::vector<std::vector<Pass>>& f_and_b,
+                                               const Perturbation& perturbation) {
   if (shape.chunks != layout.chunks || layout.in_flight_limit < 1)
     throw std::invalid_argument("zero-bubble schedule: a layout of " + std::to_string(layout.chunks) +
                                 " chunks for a shape of " + std::to_string(shape.chunks));
@@ -183,7 +210,7 @@ std::vector<std::vector<Pass>> zero_bubble_run(const ScheduleShape& shape, const
   std::vector<std::vector<Pass>> order = f_and_b;
   if (order.empty() && layout.keeps_1f1b_order)
     for (int r = 0; r < shape.pp_size; ++r) order.push_back(interleaved_passes(shape, r));
-  return GreedyRun(shape, layout, times, lookahead, forwards_and_backwards(order)).run();
+  return GreedyRun(shape, layout, times, lookahead, forwards_and_backwards(order), perturbation).run();
 }
 
 }  // namespace triax::plugins

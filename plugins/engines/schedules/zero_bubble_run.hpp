@@ -7,10 +7,13 @@
 //   else the next B whose output gradient has arrived (the oldest micro-batch first, then the
 //     later virtual stage), else the next F whose input has arrived;
 // and when neither can run, its oldest waiting W; else it waits. With `lookahead` it does not
-// start a W when the input of its next F or B is known to arrive before that W would end. Ranks
-// free at the same moment decide in rank order. Plain C++.
+// start a W when the input of its next F or B is known to arrive before that W would end. A
+// perturbation sometimes runs a ready F before a ready B, or a waiting W before a ready F, by a
+// hash of its seed and the pass: the same on every rank that computes it. Ranks free at the same
+// moment decide in rank order. Plain C++.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "pipeline_schedule.hpp"
@@ -26,12 +29,19 @@ struct ZeroBubbleLayout {
   bool keeps_1f1b_order = false;  // F and B in 1F1B's order (one chunk), else in the run's
 };
 
+struct Perturbation {
+  uint64_t seed = 0;                   // 0: none
+  double forward_before_backward = 0;  // the share of ready F run before a ready B
+  double weight_before_forward = 0;    // the share of waiting W run before a ready F
+};
+
 // Each rank's passes (Forward, BackwardInput, BackwardWeight), in the order the run gave them.
 // `f_and_b`: per rank, the order of its F and B passes to keep, or empty. Throws std::logic_error
 // when the ranks stall (no rank can go on).
 std::vector<std::vector<Pass>> zero_bubble_run(const ScheduleShape& shape, const ZeroBubbleLayout& layout,
                                                const PassTimes& times, bool lookahead,
-                                               const std::vector<std::vector<Pass>>& f_and_b = {});
+                                               const std::vector<std::vector<Pass>>& f_and_b = {},
+                                               const Perturbation& perturbation = {});
 
 // The F and B passes of each rank's list, in order (1F1B's for one chunk: warm-up forwards, then
 // one F and one B in turn), with each B an input backward.

@@ -6,8 +6,10 @@
 // The order of every rank's passes comes from running all ranks at once, each pass taking its
 // time (zero_bubble_run.hpp): by default equal times for F, B and W; given the times of a stage's
 // F, B and W (parallelism.pp_pass_times, measured by `triax inspect schedule --measure`), orders
-// run with those times too, and the one the simulator times shortest wins. The transfers are then
-// placed by transfer_placement.hpp, so the schedule cannot deadlock even with blocking sends.
+// run with those times too, plain and perturbed (a ready F now and then before a ready B, a W
+// before an F: 96 tries, the same on every rank), and the one the simulator times shortest wins.
+// The transfers are then placed by transfer_placement.hpp in the order of the passes' simulated
+// start times, so the schedule cannot deadlock even with blocking sends.
 //
 //   zb_h1 (ZB-H1): one chunk per rank, at most pp micro-batches in flight on every rank, the most
 //     1F1B holds (on its first rank). With equal F, B and W times the step is 3m + pp - 1 passes
