@@ -46,11 +46,13 @@ function(triax_zero_bubble_parity_case name)
   triax_parity_case(${name} ${ARGN})
   set_property(TEST parity.${name} APPEND PROPERTY LABELS zero_bubble)
 endfunction()
+# The recompute cases order their passes for measured times (parallelism.pp_pass_times).
 function(triax_zero_bubble_recompute_case engine)
   triax_config_parity_case(parity.pp2_${engine}_recompute_layer CONFIG ${PARITY_CONFIG}
                            REFERENCE ${PARITY_DIR}/reference FIXTURE parity_reference
                            LABELS "parity;multi_rank;zero_bubble" DP 1 TP 1 PP 2 ENGINE ${engine} ZERO 0
-                           MODE ALL_REDUCE --set parallelism.recompute_layer=true)
+                           MODE ALL_REDUCE --set parallelism.recompute_layer=true
+                           --set "parallelism.pp_pass_times=[1.0, 1.4, 0.8]")
 endfunction()
 triax_zero_bubble_recompute_case(zb_h1)
 triax_zero_bubble_recompute_case(zb_v)

@@ -25,19 +25,21 @@ ENGINES = ["afab", "1f1b", "interleaved_1f1b", "zb_h1", "zb_v"]
 
 
 def predicted_steps(triax, args, sets):
-    """The simulator's step time (ms) per engine, from the stage's measured times."""
+    """The simulator's step time (ms) per engine from the stage's measured times, and the
+    parallelism.pp_pass_times setting that orders the zero-bubble engines for them."""
     command = [triax, "inspect", "schedule", "--measure", args.config, "--pp", str(args.pp),
                "--micro-batches", str(args.micro_batches), "--transfer", str(args.transfer)]
     for s in sets:
         command += ["--set", s]
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     print(output)
+    times = re.search(r"pp_pass_times=(\[[0-9.,]+\])", output).group(1)
     steps = {}
     for line in output.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 6 and cells[0] in ENGINES and re.match(r"^[0-9.]+$", cells[3]):
             steps[cells[0]] = float(cells[3])
-    return steps
+    return steps, f"parallelism.pp_pass_times={times}"
 
 
 def measured_step(triax, args, sets, engine, folder):
@@ -69,11 +71,11 @@ def main():
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE, for the measure and every run")
     parser.add_argument("--triax", default=str(ROOT / "build" / "bin" / "triax"))
     args = parser.parse_args()
-    predicted = predicted_steps(args.triax, args, args.set)
+    predicted, pass_times = predicted_steps(args.triax, args, args.set)
     print(f"| engine | predicted step (ms) | measured step (ms) | measured / predicted |\n|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
         for engine in ENGINES:
-            measured = measured_step(args.triax, args, args.set, engine, pathlib.Path(folder))
+            measured = measured_step(args.triax, args, args.set + [pass_times], engine, pathlib.Path(folder))
             print(f"| {engine} | {predicted[engine]:.1f} | {measured:.1f} | {measured / predicted[engine]:.3f} |",
                   flush=True)
     return 0

@@ -105,16 +105,17 @@ int inspect_schedule(ScheduleInspection s) {
   try {
     if (!s.measure.config.empty()) {
       const StageTimes measured = measure_stage_times(s.measure);
-      s.times.forward = measured.forward;
-      s.times.backward_input = measured.backward_input;
-      s.times.backward_weight = measured.backward_weight;
+      // As printed, and as parallelism.pp_pass_times takes them: the orders depend on the digits.
+      s.times.forward = std::stod(fixed(measured.forward, 3));
+      s.times.backward_input = std::stod(fixed(measured.backward_input, 3));
+      s.times.backward_weight = std::stod(fixed(measured.backward_weight, 3));
       s.unit = "ms";
       std::cout << "measured: " << measured.description << "\n"
                 << "B + W " << fixed(measured.backward_input + measured.backward_weight, 3)
                 << " ms; the backward unsplit " << fixed(measured.whole_backward, 3) << " ms\n"
                 << "zb_h1 and zb_v order their passes for these times with --set parallelism.pp_pass_times=["
-                << fixed(measured.forward, 3) << "," << fixed(measured.backward_input, 3) << ","
-                << fixed(measured.backward_weight, 3) << "]; the table below assumes it\n";
+                << fixed(s.times.forward, 3) << "," << fixed(s.times.backward_input, 3) << ","
+                << fixed(s.times.backward_weight, 3) << "]; the table below assumes it\n";
     }
     std::cout << "one stage, one micro-batch: F " << fixed(s.times.forward, 3) << ", B "
               << fixed(s.times.backward_input, 3) << ", W " << fixed(s.times.backward_weight, 3) << ", transfer "
