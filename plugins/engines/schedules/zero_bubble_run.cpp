@@ -22,7 +22,7 @@ struct Choice {
 class GreedyRun {
  public:
   GreedyRun(const ScheduleShape& shape, const ZeroBubbleLayout& layout, const PassTimes& times, bool lookahead,
-            std::vector<std::vector<Pass>> f_and_b, const Perturbation& perturbation)
+            std::vector<std::vector<Pass>> in_order, const Perturbation& perturbation)
       : shape_(shape),
         layout_(layout),
         times_(times),
@@ -36,7 +36,7 @@ class GreedyRun {
         in_flight_(shape.pp_size, 0),
         free_at_(shape.pp_size, 0.0),
         passes_(shape.pp_size),
-        in_order_(std::move(f_and_b)),
+        in_order_(std::move(in_order)),
         next_in_order_(shape.pp_size, 0) {}
 
   std::vector<std::vector<Pass>> run() && {
@@ -185,32 +185,30 @@ class GreedyRun {
   std::vector<size_t> next_in_order_;        // per rank: its next pass of in_order_
 };
 
-}  // namespace
-
-std::vector<std::vector<Pass>> forwards_and_backwards(const std::vector<std::vector<Pass>>& passes) {
-  std::vector<std::vector<Pass>> kept(passes.size());
-  for (size_t r = 0; r < passes.size(); ++r)
-    for (Pass pass : passes[r]) {
-      if (pass.kind == PassKind::BackwardWeight) continue;
+// 1F1B's F and B of each rank, each B an input backward.
+std::vector<std::vector<Pass>> one_f_one_b_order(const ScheduleShape& shape) {
+  std::vector<std::vector<Pass>> kept(shape.pp_size);
+  for (int r = 0; r < shape.pp_size; ++r)
+    for (Pass pass : interleaved_passes(shape, r)) {
       if (!pass.forward()) pass.kind = PassKind::BackwardInput;
       kept[r].push_back(pass);
     }
   return kept;
 }
 
+}  // namespace
+
 std::vector<std::vector<Pass>> zero_bubble_run(const ScheduleShape& shape, const ZeroBubbleLayout& layout,
                                                const PassTimes& times, bool lookahead,
-                                               const std::vector<std::vector<Pass>>& f_and_b,
                                                const Perturbation& perturbation) {
   if (shape.chunks != layout.chunks || layout.in_flight_limit < 1)
     throw std::invalid_argument("zero-bubble schedule: a layout of " + std::to_string(layout.chunks) +
                                 " chunks for a shape of " + std::to_string(shape.chunks));
   if (!(times.forward > 0 && times.backward_input > 0 && times.backward_weight > 0))
     throw std::invalid_argument("zero-bubble schedule: pass times must be positive");
-  std::vector<std::vector<Pass>> order = f_and_b;
-  if (order.empty() && layout.keeps_1f1b_order)
-    for (int r = 0; r < shape.pp_size; ++r) order.push_back(interleaved_passes(shape, r));
-  return GreedyRun(shape, layout, times, lookahead, forwards_and_backwards(order), perturbation).run();
+  std::vector<std::vector<Pass>> order;
+  if (layout.keeps_1f1b_order) order = one_f_one_b_order(shape);
+  return GreedyRun(shape, layout, times, lookahead, std::move(order), perturbation).run();
 }
 
 }  // namespace triax::plugins

@@ -2,8 +2,8 @@
 // each pass taking its time (a pass through one of `chunks` chunks 1/chunks of a stage's). An F
 // runs only while its rank holds fewer than `in_flight_limit` (chunk, micro-batch) pairs
 // forwarded and not yet through W. A rank that is free runs
-//   given an order of its F and B passes (`f_and_b`, zb_h1: 1F1B's), the next of them once its
-//     input has arrived;
+//   with keeps_1f1b_order (zb_h1): its next F or B of 1F1B's order (warm-up forwards, then one F
+//     and one B in turn) once its input has arrived;
 //   else the next B whose output gradient has arrived (the oldest micro-batch first, then the
 //     later virtual stage), else the next F whose input has arrived;
 // and when neither can run, its oldest waiting W; else it waits. With `lookahead` it does not
@@ -26,7 +26,7 @@ struct ZeroBubbleLayout {
   int chunks = 1;
   triax_chunk_placement placement = TRIAX_CHUNKS_INTERLEAVED;
   int in_flight_limit = 1;        // (chunk, micro-batch) pairs per rank, forwarded and not yet through W
-  bool keeps_1f1b_order = false;  // F and B in 1F1B's order (one chunk), else in the run's
+  bool keeps_1f1b_order = false;  // F and B in 1F1B's order (one chunk), else whichever is ready
 };
 
 struct Perturbation {
@@ -36,15 +36,9 @@ struct Perturbation {
 };
 
 // Each rank's passes (Forward, BackwardInput, BackwardWeight), in the order the run gave them.
-// `f_and_b`: per rank, the order of its F and B passes to keep, or empty. Throws std::logic_error
-// when the ranks stall (no rank can go on).
+// Throws std::logic_error when the ranks stall (no rank can go on).
 std::vector<std::vector<Pass>> zero_bubble_run(const ScheduleShape& shape, const ZeroBubbleLayout& layout,
                                                const PassTimes& times, bool lookahead,
-                                               const std::vector<std::vector<Pass>>& f_and_b = {},
                                                const Perturbation& perturbation = {});
-
-// The F and B passes of each rank's list, in order (1F1B's for one chunk: warm-up forwards, then
-// one F and one B in turn), with each B an input backward.
-std::vector<std::vector<Pass>> forwards_and_backwards(const std::vector<std::vector<Pass>>& passes);
 
 }  // namespace triax::plugins

@@ -46,8 +46,7 @@ std::vector<std::vector<Pass>> zero_bubble_passes(const ScheduleShape& shape, co
   for (int trial = 0; trial < kTrials; ++trial) {
     const Perturbation perturbation = trial_perturbation(trial);
     try {
-      std::vector<std::vector<Pass>> candidate =
-          zero_bubble_run(shape, layout, times, trial % 2 == 1, {}, perturbation);
+      std::vector<std::vector<Pass>> candidate = zero_bubble_run(shape, layout, times, trial % 2 == 1, perturbation);
       const double step = simulate_schedule(shape, layout.placement, candidate, times).step_time;
       if (step < best_step * (1 - 1e-9)) best = std::move(candidate), best_step = step;
     } catch (const std::logic_error&) {
