@@ -13,6 +13,7 @@
 
 #include "multi_rank_environment.hpp"
 #include "test_plugin_registry.hpp"
+#include "toy_pipeline_support.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/plugin.hpp"
@@ -26,16 +27,8 @@ constexpr int64_t kWidth = 3;
 
 // Block b: hidden <- tanh(hidden W_b), sum <- sum + hidden, passed <- passed + 1. The first
 // virtual stage makes the hidden state from the token ids, the last takes mean(hidden * sum).
-class ToyChunkModel : public Model {
+class ToyChunkModel : public testing::ToyModel<ToyChunkModel, kBlocks> {
  public:
-  static std::vector<double> block_costs(ConfigReader& config, int64_t) {
-    config.finish();
-    return std::vector<double>(kBlocks, 1.0);
-  }
-  static std::shared_ptr<ToyChunkModel> create(ConfigReader& config, const ModelContext& context) {
-    config.finish();
-    return std::make_shared<ToyChunkModel>(context);
-  }
   explicit ToyChunkModel(const ModelContext& context) : context_(context) {
     for (int b = context.first_block; b < context.last_block; ++b)
       weights_.push_back(
@@ -70,9 +63,7 @@ class ToyChunkModel : public Model {
     output.loss = (hidden * sum).mean();
     return output;
   }
-  double flops_per_token(int64_t) const override { return 0; }
   int64_t total_parameters() const override { return kBlocks * kWidth * kWidth; }
-  std::string resolved_config() const override { return "{}"; }
 
  private:
   ModelContext context_;
@@ -81,52 +72,8 @@ class ToyChunkModel : public Model {
 
 const triax_model_vtable& toy_vtable() { return *detail::ModelAdapter<ToyChunkModel>::vtable(); }
 
-at::Tensor token_ids(int micro_batch) {
-  return at::arange(6, at::kLong).add(7 * micro_batch).remainder(11).view({2, 3});
-}
-
-// Micro-batch i as the whole model takes it: its tokens, as labels too.
-StageInput micro_batch_input(int micro_batch) {
-  StageInput input;
-  input.input_ids = token_ids(micro_batch);
-  input.label_ids = token_ids(micro_batch);
-  return input;
-}
-
-struct Feed {
-  static triax_status next(void*, int32_t index, triax_stage_io* io, triax_error*) {
-    io->input_ids = release_handle(token_ids(index));
-    io->label_ids = release_handle(token_ids(index));
-    return TRIAX_OK;
-  }
-};
-
-triax_model_context toy_context(int pp_rank, int pp_size, int first, int last, int chunk, int chunks,
-                                const triax_host* host) {
-  triax_model_context context{};
-  context.struct_size = sizeof(context);
-  context.tp_size = context.dp_size = 1;
-  context.pp_rank = pp_rank;
-  context.pp_size = pp_size;
-  context.first_block = first;
-  context.last_block = last;
-  context.device = "cpu";
-  context.dtype = "float32";
-  context.host = host;
-  context.chunk_index = chunk;
-  context.chunk_count = chunks;
-  context.virtual_stage = chunk * pp_size + pp_rank;
-  context.virtual_stage_count = chunks * pp_size;
-  return context;
-}
-
-struct Hooks {
-  std::vector<std::pair<int, int>> backwards;  // (chunk, micro-batch), as called
-  static triax_status after_chunk_backward(void* self, int32_t chunk, int32_t index, triax_error*) {
-    static_cast<Hooks*>(self)->backwards.emplace_back(chunk, index);
-    return TRIAX_OK;
-  }
-};
+using testing::Hooks;
+using testing::toy_context;
 
 TEST(InterleavedPipeline, TwoChunksPerRankMatchTheWholeModel) {
   TRIAX_REQUIRE_WORLD_SIZE(2);
@@ -136,14 +83,7 @@ TEST(InterleavedPipeline, TwoChunksPerRankMatchTheWholeModel) {
 
   // The whole model in this process.
   ModelInstance whole(toy_vtable(), "toy", "{}", toy_context(0, 1, 0, kBlocks, 0, 1, host.c_host()));
-  at::Tensor reference_loss = at::zeros({}, at::kFloat);
-  for (int i = 0; i < kMicroBatches; ++i) {
-    StageOutput out = ModelRef(whole.ref()).forward(micro_batch_input(i));
-    (out.loss / kMicroBatches).backward();
-    reference_loss += out.loss.detach() / kMicroBatches;
-  }
-  std::map<std::string, at::Tensor> reference_grads;
-  for (const NamedParameter& p : whole.parameters()) reference_grads[p.name] = p.tensor.grad();
+  const auto [reference_loss, reference_grads] = testing::run_whole_model(whole, kMicroBatches);
 
   // This rank's two chunks: virtual stages rank and 2 + rank, one block each.
   const std::string parallelism = "pp_chunks_per_rank: 2";
@@ -165,15 +105,7 @@ TEST(InterleavedPipeline, TwoChunksPerRankMatchTheWholeModel) {
     refs.push_back(chunks.back()->ref());
   }
   Hooks hooks;
-  triax_step_request request{};
-  request.struct_size = sizeof(request);
-  request.model = refs.front();
-  request.micro_batches = kMicroBatches;
-  request.batches = {nullptr, &Feed::next};
-  request.hooks_self = &hooks;
-  request.model_count = 2;
-  request.models = refs.data();
-  request.after_chunk_backward = &Hooks::after_chunk_backward;
+  const triax_step_request request = testing::chunk_step_request(refs, kMicroBatches, hooks);
   const EngineInstance::Result result = engine.train_step(request);
 
   if (rank == 1) {  // virtual stage 3, the last, is chunk 1 of rank 1

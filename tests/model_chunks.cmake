@@ -2,11 +2,8 @@
 # many shapes (plain C++, no LibTorch), the engine and PipelineStage over two real ranks with two
 # chunks each and a three-tensor stage boundary, and the refusals of impossible requests, named
 # by key, from whole runs under mpirun. The parity matrix (parity.cmake) trains with it.
-add_executable(interleaved_schedule_test
-  ${CMAKE_CURRENT_LIST_DIR}/interleaved_schedule_test.cpp
-  ${PROJECT_SOURCE_DIR}/plugins/engines/interleaved_1f1b/interleaved_schedule.cpp)
-target_include_directories(interleaved_schedule_test PRIVATE ${PROJECT_SOURCE_DIR}/plugins/engines/interleaved_1f1b)
-target_link_libraries(interleaved_schedule_test PRIVATE GTest::gtest_main)
+add_executable(interleaved_schedule_test ${CMAKE_CURRENT_LIST_DIR}/interleaved_schedule_test.cpp)
+target_link_libraries(interleaved_schedule_test PRIVATE triax_pipeline_schedules GTest::gtest_main)
 gtest_discover_tests(interleaved_schedule_test)
 
 add_executable(interleaved_pipeline_test ${CMAKE_CURRENT_LIST_DIR}/interleaved_pipeline_test.cpp)

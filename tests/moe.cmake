@@ -69,6 +69,13 @@ triax_moe_case(dp2_ep2_pp2_afab REFERENCE main RANKS 4 ${DP2} --set parallelism.
 triax_moe_case(dp2_ep2_pp2_1f1b REFERENCE main RANKS 4 ${DP2} --set parallelism.pp=2 --set parallelism.pp_engine=1f1b)
 triax_moe_case(dp2_ep2_tp2_pp2 REFERENCE main RANKS 8 ${DP2} --set parallelism.tp=2 --set parallelism.pp=2
                --set parallelism.pp_engine=1f1b --set parallelism.tp_mode=REDUCE_SCATTER)
+# The zero-bubble engines (zero_bubble.cmake): the experts' and router's gradients in B, the
+# linears' in W; zb_v's V holds the embedding and the head on rank 0.
+foreach(engine zb_h1 zb_v)
+  triax_moe_case(dp2_ep2_pp2_${engine} REFERENCE main RANKS 4 ${DP2} --set parallelism.pp=2
+                 --set parallelism.pp_engine=${engine})
+  set_property(TEST moe.dp2_ep2_pp2_${engine} APPEND PROPERTY LABELS zero_bubble)
+endforeach()
 # Layers run without autograd in their first forward and again in backward: the router's losses
 # leave each block as side outputs (triax/layers/side_outputs.hpp) and keep their gradient. ZeRO-3
 # shards the experts over edp and the rest over dp (docs/zero3.md).

@@ -64,6 +64,19 @@ TEST(QkClip, SplitsTheFactorBetweenQueryAndKeyUnderMha) {
   expect_clipped_to(shape);
 }
 
+TEST(QkClip, AttentionWithQkNormRefuses) {
+  AttentionShape shape{32, 4, 2};
+  shape.qk_norm = true;
+  GroupedQueryAttention attention(shape, ModelContext{});
+  try {
+    attention.track_logits(true);
+    FAIL() << "no refusal";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), TRIAX_ERROR_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("qk-norm"), std::string::npos) << e.what();
+  }
+}
+
 TEST(QkClip, AModelWithoutAttentionRefuses) {
   struct NoAttention : Model {
     StageOutput forward(const StageInput&) override { return {}; }

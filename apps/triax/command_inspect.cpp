@@ -1,6 +1,6 @@
 // `triax inspect mesh --dp D --tp T --pp P [--ep E] [--cp C]`: the rank table and every process group, as
 // ParallelContext computes them (no process is started). `triax inspect checkpoint PATH`: see
-// inspect_checkpoint.cpp.
+// inspect_checkpoint.cpp; `triax inspect schedule`: inspect_schedule.cpp.
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -60,15 +60,19 @@ int inspect_mesh(const MeshShape& shape) {
 int run_inspect_command(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "checkpoint")
     return inspect_checkpoint(std::vector<std::string>(args.begin() + 1, args.end()));
+  if (!args.empty() && args[0] == "schedule")
+    return inspect_schedule_command(std::vector<std::string>(args.begin() + 1, args.end()));
   if (!args.empty() && (args[0] == "--help" || args[0] == "-h" || args[0] == "help")) {
     std::cout << "usage: triax inspect mesh --dp D --tp T --pp P [--ep E] [--cp C]   the rank table and every process group\n"
                  "       triax inspect checkpoint PATH                               step, topology, tensors, checksums\n"
+                 "       triax inspect schedule [--pp P] [--micro-batches M] [--forward F ...] [--measure CONFIG]\n"
+                 "                                    every pipeline engine's simulated step, bubble, activations\n"
                  "`triax inspect mesh --help` lists the mesh options.\n";
     return kExitOk;
   }
   if (args.empty() || args[0] != "mesh") {
-    std::cerr << "triax inspect: expected a subject: triax inspect mesh --dp D --tp T --pp P [--ep E] [--cp C], or "
-                 "triax inspect checkpoint PATH\n";
+    std::cerr << "triax inspect: expected a subject: triax inspect mesh --dp D --tp T --pp P [--ep E] [--cp C], "
+                 "triax inspect checkpoint PATH, or triax inspect schedule\n";
     return kExitInvalidConfig;
   }
   return run_parsed(parse_mesh_options(std::vector<std::string>(args.begin() + 1, args.end())), inspect_mesh);

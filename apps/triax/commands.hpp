@@ -45,4 +45,8 @@ void configure_threads();
 // `triax inspect checkpoint PATH`: step, topology, tensors, checksums verified.
 int inspect_checkpoint(const std::vector<std::string>& args);
 
+// `triax inspect schedule [--pp P]... [--micro-batches M]... [--forward F ...] [--measure CONFIG]`:
+// every pipeline engine's simulated step, bubble and activations in flight (inspect_schedule.cpp).
+int inspect_schedule_command(const std::vector<std::string>& args);
+
 }  // namespace triax::cli

@@ -16,6 +16,9 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <functional>
+
+#include "deferred_weight.hpp"
 #include "fp8_matmul.hpp"
 #include "saved_tensor_parallel.hpp"
 #include "triax/error.hpp"
@@ -31,11 +34,18 @@ using torch::autograd::variable_list;
 constexpr c10::ScalarType kE4m3 = c10::ScalarType::Float8_e4m3fn;
 constexpr c10::ScalarType kE5m2 = c10::ScalarType::Float8_e5m2;
 
+// grad_weight = gy^T x from the fp8 operands [N, M] and [K, M] (row-major along the tokens).
+at::Tensor weight_gradient(const at::Tensor& gy_t, const at::Tensor& gy_t_scale, const at::Tensor& x_t,
+                           const at::Tensor& x_scale, c10::ScalarType weight_dtype) {
+  return fp8::scaled_matmul(fp8::pad_columns_to_16(gy_t), gy_t_scale, fp8::pad_columns_to_16(x_t).t(), x_scale,
+                            weight_dtype, /*fast_accumulation=*/false);
+}
+
 class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
  public:
   // x [M, K], weight [N, K] -> [M, N].
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const Fp8LinearPlan& plan) {
+                            const Fp8LinearPlan& plan, const detail::DeferredWeight& deferred) {
     const bool tensorwise = plan.recipe == Fp8Recipe::Tensorwise;
     const int64_t scale_dim = tensorwise ? -1 : 1;
     // A tensorwise weight scale spans the whole weight, split over tp either way; a rowwise one
@@ -43,13 +53,15 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     const bool weight_sharded = tensorwise ? plan.input_features_sharded || plan.output_features_sharded
                                            : plan.input_features_sharded;
     // Tensorwise backward reuses the forward's fp8 operands, transposed.
-    const Layout layout = tensorwise && (x.requires_grad() || weight.requires_grad()) ? Layout::Both : Layout::RowMajor;
+    const bool weight_gradient = weight.requires_grad() || deferred.active();
+    const Layout layout = tensorwise && (x.requires_grad() || weight_gradient) ? Layout::Both : Layout::RowMajor;
     const Fp8Matrix xq = fp8::quantise(x, {kE4m3, scale_dim, plan.input_features_sharded}, plan.tp, layout);
     const Fp8Matrix wq = fp8::quantise(weight, {kE4m3, scale_dim, weight_sharded}, plan.tp, layout);
     at::Tensor y = fp8::scaled_matmul(xq.data, xq.scale, wq.data.t(), wq.scale.t(), x.scalar_type(),
                                       /*fast_accumulation=*/true);
 
     detail::save_tensor_parallel(ctx, plan.tp);
+    deferred.save(ctx);
     ctx->saved_data["recipe"] = static_cast<int64_t>(plan.recipe);
     ctx->saved_data["output_sharded"] = plan.output_features_sharded;
     ctx->saved_data["x_dtype"] = x.scalar_type();
@@ -71,30 +83,39 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     const at::Tensor grad_y = grads[0].contiguous();
 
     // grad_x = gy [M, N] W [N, K]; grad_weight = gy^T [N, M] x [M, K]: the operands by layout,
-    // [rows, contraction] row-major, each with its scale.
-    at::Tensor gy, gy_scale, w_t, w_scale, gy_t, gy_t_scale, x_t, x_scale;
+    // [rows, contraction] row-major, each with its scale. The weight's product runs now, or in W
+    // when the forward's deferral queued it (with rowwise scales its operands are quantised then).
+    at::Tensor gy, gy_scale, w_t, w_scale;
+    std::function<at::Tensor()> weight_product;
     if (tensorwise) {
       const Fp8Matrix g = fp8::quantise(grad_y, {kE5m2, -1, output_sharded}, tp, Layout::Both);
-      gy = g.data, gy_t = g.transposed, gy_scale = gy_t_scale = g.scale;
-      x_t = saved[0], x_scale = saved[1], w_t = saved[2], w_scale = saved[3];
+      gy = g.data, gy_scale = g.scale, w_t = saved[2], w_scale = saved[3];
+      weight_product = [gy_t = g.transposed, scale = g.scale, x_t = saved[0], x_scale = saved[1], weight_dtype] {
+        return weight_gradient(gy_t, scale, x_t, x_scale, weight_dtype);
+      };
     } else {
       const at::Tensor& x = saved[0];
       const at::Tensor& weight = saved[1];
       const Fp8Matrix g = fp8::quantise(grad_y, {kE4m3, 1, output_sharded}, tp);
       const Fp8Matrix w = fp8::quantise(weight, {kE4m3, 0, output_sharded}, tp, Layout::Transposed);
-      // The token dimension is never split over tp: these scales need no reduction.
-      const Fp8Matrix g_columns = fp8::quantise(grad_y, {kE4m3, 0, false}, tp, Layout::Transposed);
-      const Fp8Matrix x_columns = fp8::quantise(x, {kE4m3, 0, false}, tp, Layout::Transposed);
       gy = g.data, gy_scale = g.scale, w_t = w.transposed, w_scale = w.scale;
-      gy_t = g_columns.transposed, gy_t_scale = g_columns.scale.t(), x_t = x_columns.transposed, x_scale = x_columns.scale;
+      weight_product = [grad_y, x, tp, weight_dtype] {
+        // The token dimension is never split over tp: these scales need no reduction.
+        const Fp8Matrix g_columns = fp8::quantise(grad_y, {kE4m3, 0, false}, tp, Layout::Transposed);
+        const Fp8Matrix x_columns = fp8::quantise(x, {kE4m3, 0, false}, tp, Layout::Transposed);
+        return weight_gradient(g_columns.transposed, g_columns.scale.t(), x_columns.transposed, x_columns.scale,
+                               weight_dtype);
+      };
     }
     at::Tensor grad_x, grad_weight;
     if (ctx->needs_input_grad(0))
       grad_x = fp8::scaled_matmul(gy, gy_scale, w_t.t(), w_scale, x_dtype, /*fast_accumulation=*/false);
-    if (ctx->needs_input_grad(1))
-      grad_weight = fp8::scaled_matmul(fp8::pad_columns_to_16(gy_t), gy_t_scale, fp8::pad_columns_to_16(x_t).t(),
-                                       x_scale, weight_dtype, /*fast_accumulation=*/false);
-    return {grad_x, grad_weight, at::Tensor()};
+    const detail::DeferredWeight deferred = detail::DeferredWeight::saved(ctx);
+    if (deferred.active())
+      deferred.defer(std::move(weight_product));
+    else if (ctx->needs_input_grad(1))
+      grad_weight = weight_product();
+    return {grad_x, grad_weight, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -105,7 +126,9 @@ at::Tensor fp8_linear(const at::Tensor& x, const at::Tensor& weight, const Fp8Li
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "fp8_linear: expected x [..., in] and weight [out, in]");
   std::vector<int64_t> out_shape = x.sizes().vec();
   out_shape.back() = weight.size(0);
-  return Fp8LinearFunction::apply(x.reshape({-1, x.size(-1)}), weight, plan).view(out_shape);
+  const at::Tensor rows = x.reshape({-1, x.size(-1)});
+  const detail::DeferredWeight deferred = detail::DeferredWeight::of(rows, weight);
+  return Fp8LinearFunction::apply(rows, deferred.operand(), plan, deferred).view(out_shape);
 }
 
 }  // namespace triax

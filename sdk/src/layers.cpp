@@ -4,6 +4,7 @@
 
 #include "triax/error.hpp"
 #include "triax/layers/cross_entropy.hpp"
+#include "triax/layers/deferred_weight_gradients.hpp"
 #include "triax/layers/embedding.hpp"
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/linear.hpp"
@@ -108,7 +109,7 @@ at::Tensor ColumnParallelLinear::forward_gathered(const at::Tensor& x) {
     const at::Tensor product = fp8_linear(x, matrix(), *fp8_);
     return bias.defined() ? product + bias.reshape({-1}) : product;
   }
-  return at::linear(x, matrix(), bias.defined() ? bias.reshape({-1}) : at::Tensor());
+  return deferrable_linear(x, matrix(), bias.defined() ? bias.reshape({-1}) : at::Tensor());
 }
 
 at::Tensor ColumnParallelLinear::matrix() const {
@@ -138,7 +139,7 @@ RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParalle
 }
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) {
-  return reduce(fp8_ ? fp8_linear(x, matrix(), *fp8_) : at::linear(x, matrix()));
+  return reduce(fp8_ ? fp8_linear(x, matrix(), *fp8_) : deferrable_linear(x, matrix()));
 }
 
 at::Tensor RowParallelLinear::forward_activated(RecomputedActivation activation, const at::Tensor& x,

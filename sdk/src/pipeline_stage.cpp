@@ -13,12 +13,7 @@
 namespace triax {
 namespace {
 
-// Header of a boundary: the tensor count, then per tensor its dtype, rank and sizes (unused 0).
-constexpr int64_t kTensorHeaderLength = 2 + TRIAX_MAX_TENSOR_DIMS;
-constexpr int64_t kHeaderLength = 1 + TRIAX_MAX_BOUNDARY_TENSORS * kTensorHeaderLength;
-
-// Only floating-point boundary tensors carry gradients back.
-bool carries_gradient(const at::Tensor& tensor) { return at::isFloatingType(tensor.scalar_type()); }
+bool carries_gradient(const at::Tensor& tensor) { return PipelineChannel::carries_gradient(tensor); }
 
 std::string pass_name(int chunk, int index) {
   return "micro-batch " + std::to_string(index) + " of chunk " + std::to_string(chunk);
@@ -36,84 +31,43 @@ typename Map::mapped_type take(Map& map, const typename Map::key_type& key, cons
 
 }  // namespace
 
-void PipelineChannel::send_activations(const std::vector<at::Tensor>& activations, TensorPointer to) const {
-  if (activations.empty() || static_cast<int64_t>(activations.size()) > TRIAX_MAX_BOUNDARY_TENSORS)
-    throw Error("pipeline: a boundary carries 1 to " + std::to_string(TRIAX_MAX_BOUNDARY_TENSORS) + " tensors, not " +
-                std::to_string(activations.size()));
-  at::Tensor header = at::zeros({kHeaderLength}, at::kLong);
-  auto h = header.accessor<int64_t, 1>();
-  h[0] = static_cast<int64_t>(activations.size());
-  for (size_t i = 0; i < activations.size(); ++i) {
-    const at::Tensor& activation = activations[i];
-    if (!activation.defined()) throw Error("pipeline: boundary tensor " + std::to_string(i) + " is undefined");
-    if (activation.dim() > TRIAX_MAX_TENSOR_DIMS)
-      throw Error("pipeline: an activation of " + std::to_string(activation.dim()) + " dimensions cannot be sent");
-    const int64_t base = 1 + static_cast<int64_t>(i) * kTensorHeaderLength;
-    h[base] = static_cast<int64_t>(activation.scalar_type());
-    h[base + 1] = activation.dim();
-    for (int64_t d = 0; d < activation.dim(); ++d) h[base + 2 + d] = activation.size(d);
-  }
-  host_.send(TRIAX_GROUP_PP, header.to(activations.front().device()), to.pp_rank);
-  for (const at::Tensor& activation : activations)
-    host_.send(TRIAX_GROUP_PP, activation.detach().contiguous(), to.pp_rank);
-}
-
-std::vector<at::Tensor> PipelineChannel::receive_activations(TensorPointer from, c10::Device device) const {
-  at::Tensor header = at::empty({kHeaderLength}, at::TensorOptions().dtype(at::kLong).device(device));
-  host_.recv(TRIAX_GROUP_PP, header, from.pp_rank);
-  header = header.cpu();
-  auto h = header.accessor<int64_t, 1>();
-  const std::string malformed =
-      "pipeline: a malformed activation header came from pipeline rank " + std::to_string(from.pp_rank);
-  if (h[0] < 1 || h[0] > TRIAX_MAX_BOUNDARY_TENSORS) throw Error(malformed);
-  std::vector<at::Tensor> activations;
-  for (int64_t i = 0; i < h[0]; ++i) {
-    const int64_t base = 1 + i * kTensorHeaderLength;
-    if (h[base + 1] < 0 || h[base + 1] > TRIAX_MAX_TENSOR_DIMS) throw Error(malformed);
-    std::vector<int64_t> sizes(h.data() + base + 2, h.data() + base + 2 + h[base + 1]);
-    activations.push_back(
-        at::empty(sizes, at::TensorOptions().dtype(static_cast<c10::ScalarType>(h[base])).device(device)));
-  }
-  for (at::Tensor& activation : activations) host_.recv(TRIAX_GROUP_PP, activation, from.pp_rank);
-  return activations;
-}
-
-void PipelineChannel::send_gradients(const std::vector<at::Tensor>& gradients, TensorPointer to) const {
-  for (const at::Tensor& gradient : gradients) host_.send(TRIAX_GROUP_PP, gradient.contiguous(), to.pp_rank);
-}
-
-std::vector<at::Tensor> PipelineChannel::receive_gradients(const std::vector<at::Tensor>& activations,
-                                                           TensorPointer from) const {
-  std::vector<at::Tensor> gradients;
-  for (const at::Tensor& activation : activations) {
-    if (!carries_gradient(activation)) continue;
-    gradients.push_back(at::empty_like(activation, at::MemoryFormat::Contiguous));
-    host_.recv(TRIAX_GROUP_PP, gradients.back(), from.pp_rank);
-  }
-  return gradients;
-}
-
-PipelineStage::PipelineStage(const EngineContext& context, const StepRequest& request)
+PipelineStage::PipelineStage(const EngineContext& context, const StepRequest& request, PipelineStageOptions options)
     : request_(request),
       pp_rank_(context.pp_rank),
       pp_size_(context.pp_size),
+      options_(options),
       device_(c10::kCPU),
       channel_(context.host) {}
 
 int PipelineStage::virtual_stage(int chunk) const {
   if (chunk < 0 || chunk >= chunk_count())
     throw Error("pipeline: chunk " + std::to_string(chunk) + " of a rank holding " + std::to_string(chunk_count()));
-  return chunk * pp_size_ + pp_rank_;
+  return virtual_stage_of(options_.placement, pp_size_, pp_rank_, chunk);
 }
 
 TensorPointer PipelineStage::previous(int chunk) const {
   if (is_first(chunk)) throw Error("pipeline: the first virtual stage has no previous stage");
-  return {(pp_rank_ + pp_size_ - 1) % pp_size_};
+  return {holder_of(virtual_stage(chunk) - 1).pp_rank};
 }
 
 TensorPointer PipelineStage::next(int chunk) const {
   if (is_last(chunk)) throw Error("pipeline: the last virtual stage has no next stage");
-  return {(pp_rank_ + 1) % pp_size_};
+  return {holder_of(virtual_stage(chunk) + 1).pp_rank};
+}
+
+std::vector<at::Tensor> PipelineStage::receive_boundary(int chunk, int index) {
+  const TensorPointer from = previous(chunk);
+  if (from.pp_rank != pp_rank_) return channel_.receive_activations(from, device_);
+  return take(handed_inputs_, Key{chunk, index}, "the input handed over by the chunk before");
+}
+
+void PipelineStage::send_boundary(int chunk, int index, const std::vector<at::Tensor>& boundary) {
+  const TensorPointer to = next(chunk);
+  if (to.pp_rank != pp_rank_) return channel_.send_activations(boundary, to);
+  // A hand-over between two chunks of this rank gets copies, as a transfer would make.
+  std::vector<at::Tensor> copies;
+  for (const at::Tensor& tensor : boundary) copies.push_back(tensor.detach().clone());
+  handed_inputs_.emplace(Key{holder_of(virtual_stage(chunk) + 1).chunk, index}, std::move(copies));
 }
 
 void PipelineStage::forward(int chunk, int index) {
@@ -128,13 +82,19 @@ void PipelineStage::backward(int chunk, int index) {
   if (!is_first(chunk)) send_input_gradient(chunk, index);
 }
 
+void PipelineStage::backward_input(int chunk, int index) {
+  if (!is_last(chunk)) receive_output_gradient(chunk, index);
+  run_backward_input(chunk, index);
+  if (!is_first(chunk)) send_input_gradient(chunk, index);
+}
+
 void PipelineStage::evaluate(int chunk, int index) {
   const at::NoGradGuard no_grad;
   const TraceRange range("evaluate " + pass_name(chunk, index));
   StageInput input = request_.micro_batch(index);
   device_ = input.input_ids.defined() ? input.input_ids.device() : device_;
   if (!is_first(chunk)) {
-    input.boundary_in = channel_.receive_activations(previous(chunk), device_);
+    input.boundary_in = receive_boundary(chunk, index);
     input.hidden_in = input.boundary_in.front();
   }
   const StageOutput output = request_.model(chunk).forward(input);
@@ -145,7 +105,7 @@ void PipelineStage::evaluate(int chunk, int index) {
   }
   const std::vector<at::Tensor> boundary = output.boundary();
   if (boundary.empty()) throw Error("pipeline: the model returned no hidden_out on a stage before the last");
-  channel_.send_activations(boundary, next(chunk));
+  send_boundary(chunk, index, boundary);
 }
 
 void PipelineStage::receive_input(int chunk, int index) {
@@ -154,7 +114,7 @@ void PipelineStage::receive_input(int chunk, int index) {
   StageInput input = request_.micro_batch(index);
   device_ = input.input_ids.defined() ? input.input_ids.device() : device_;
   // The received tensors are leaves of this stage's graph; their gradients go back.
-  input.boundary_in = channel_.receive_activations(previous(chunk), device_);
+  input.boundary_in = receive_boundary(chunk, index);
   for (at::Tensor& tensor : input.boundary_in)
     if (carries_gradient(tensor)) tensor.requires_grad_(true);
   input.hidden_in = input.boundary_in.front();
@@ -163,10 +123,15 @@ void PipelineStage::receive_input(int chunk, int index) {
 
 void PipelineStage::run_forward(int chunk, int index) {
   const Key key{chunk, index};
-  if (live_.count(key)) throw Error("pipeline: " + pass_name(chunk, index) + " was forwarded twice");
+  if (live_.count(key) || awaiting_weights_.count(key))
+    throw Error("pipeline: " + pass_name(chunk, index) + " was forwarded twice");
   const TraceRange range("forward " + pass_name(chunk, index));
   StageInput input = is_first(chunk) ? request_.micro_batch(index) : take(inputs_, key, "the received input");
   device_ = input.input_ids.defined() ? input.input_ids.device() : device_;
+  if (options_.split_backward) {
+    auto& queue = weight_gradients_[key] = std::make_unique<WeightGradientQueue>();
+    input.weight_gradients = queue->c_queue();
+  }
   InFlight flight;
   flight.boundary_in = input.boundary_in;
   StageOutput output = request_.model(chunk).forward(input);
@@ -189,7 +154,7 @@ void PipelineStage::run_forward(int chunk, int index) {
 }
 
 void PipelineStage::send_output(int chunk, int index) {
-  channel_.send_activations(take(outputs_, Key{chunk, index}, "the output to send"), next(chunk));
+  send_boundary(chunk, index, take(outputs_, Key{chunk, index}, "the output to send"));
 }
 
 void PipelineStage::receive_output_gradient(int chunk, int index) {
@@ -197,10 +162,18 @@ void PipelineStage::receive_output_gradient(int chunk, int index) {
   auto it = live_.find(key);
   if (it == live_.end())
     throw Error("pipeline: a gradient for " + pass_name(chunk, index) + ", which is not in flight");
-  output_gradients_[key] = channel_.receive_gradients(it->second.boundary_out, next(chunk));
+  const TensorPointer from = next(chunk);
+  output_gradients_[key] = from.pp_rank != pp_rank_
+                               ? channel_.receive_gradients(it->second.boundary_out, from)
+                               : take(handed_gradients_, key, "the gradient handed back by the chunk after");
 }
 
 void PipelineStage::run_backward(int chunk, int index) {
+  run_backward_input(chunk, index);
+  run_backward_weight(chunk, index);
+}
+
+void PipelineStage::run_backward_input(int chunk, int index) {
   const Key key{chunk, index};
   InFlight flight = take(live_, key, "backward: the forward");  // frees the activations at the end
   const TraceRange range("backward " + pass_name(chunk, index));
@@ -231,18 +204,45 @@ void PipelineStage::run_backward(int chunk, int index) {
     }
     input_gradients_.emplace(key, std::move(gradients));
   }
+  awaiting_weights_.insert(key);
+}
+
+void PipelineStage::run_backward_weight(int chunk, int index) {
+  const Key key{chunk, index};
+  if (!awaiting_weights_.erase(key))
+    throw Error("pipeline: the weight gradients of " + pass_name(chunk, index) + " before its backward input");
+  auto queue = weight_gradients_.find(key);
+  if (queue != weight_gradients_.end()) {
+    const TraceRange range("backward weights " + pass_name(chunk, index));
+    queue->second->run();
+    weight_gradients_.erase(queue);
+  }
   request_.after_backward(chunk, index);
 }
 
 void PipelineStage::send_input_gradient(int chunk, int index) {
-  channel_.send_gradients(take(input_gradients_, Key{chunk, index}, "the input gradient to send"), previous(chunk));
+  std::vector<at::Tensor> gradients = take(input_gradients_, Key{chunk, index}, "the input gradient to send");
+  const TensorPointer to = previous(chunk);
+  if (to.pp_rank != pp_rank_) return channel_.send_gradients(gradients, to);
+  handed_gradients_.emplace(Key{holder_of(virtual_stage(chunk) - 1).chunk, index}, std::move(gradients));
+}
+
+void PipelineStage::check_nothing_left() const {
+  if (!awaiting_weights_.empty()) {
+    const Key& first = *awaiting_weights_.begin();
+    throw Error("pipeline: the step ended with the weight gradients of " + std::to_string(awaiting_weights_.size()) +
+                " (chunk, micro-batch) pairs never computed, " + pass_name(first.first, first.second) +
+                " first: the schedule ran their backward_input without their backward_weight");
+  }
+  if (!live_.empty())
+    throw Error("pipeline: the step ended with " + std::to_string(live_.size()) + " micro-batches still in flight");
+  if (!inputs_.empty() || !outputs_.empty() || !output_gradients_.empty() || !input_gradients_.empty() ||
+      !handed_inputs_.empty() || !handed_gradients_.empty())
+    throw Error("pipeline: the step ended with transfers left over (a schedule that sends or receives too little)");
 }
 
 StepResult PipelineStage::finish() {
-  if (!live_.empty())
-    throw Error("pipeline: the step ended with " + std::to_string(live_.size()) + " micro-batches still in flight");
-  if (!inputs_.empty() || !outputs_.empty() || !output_gradients_.empty() || !input_gradients_.empty())
-    throw Error("pipeline: the step ended with transfers left over (a schedule that sends or receives too little)");
+  check_nothing_left();
   StepResult result;
   result.peak_live_micro_batches = peak_live_;
   if (!losses_.empty()) result.loss = at::stack(losses_).mean();

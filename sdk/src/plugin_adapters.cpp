@@ -67,6 +67,9 @@ bool io_has_boundary_lists(const triax_stage_io& io) {
 bool io_has_cuda_graph(const triax_stage_io& io) {  // ABI 1.9
   return io.struct_size >= offsetof(triax_stage_io, cuda_graph) + sizeof(io.cuda_graph);
 }
+bool io_has_weight_gradients(const triax_stage_io& io) {  // ABI 1.13
+  return io.struct_size >= offsetof(triax_stage_io, weight_gradients) + sizeof(io.weight_gradients);
+}
 int32_t checked_boundary_count(int32_t count) {
   if (count < 0 || count > TRIAX_MAX_BOUNDARY_TENSORS)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "a stage boundary of " + std::to_string(count) + " tensors (at most " +
@@ -90,6 +93,7 @@ StageInput stage_input_from_c(const triax_stage_io& io) {
   if (!input.hidden_in.defined() && !input.boundary_in.empty()) input.hidden_in = input.boundary_in.front();
   input.cuda_graph = io_has_cuda_graph(io) && io.cuda_graph != 0;
   if (io_has_position_ids(io)) input.position_ids = view_handle(io.position_ids);
+  if (io_has_weight_gradients(io)) input.weight_gradients = io.weight_gradients;
   return input;
 }
 
@@ -389,6 +393,8 @@ EngineContext EngineContext::from_c(const triax_engine_context& c) {
   context.host = Host(c.host);
   if (c.struct_size >= offsetof(triax_engine_context, micro_batches) + sizeof(c.micro_batches))
     context.micro_batches = c.micro_batches;
+  if (c.struct_size >= offsetof(triax_engine_context, places_chunks) + sizeof(c.places_chunks))
+    context.host_places_chunks = c.places_chunks != 0;
   return context;
 }
 
@@ -413,6 +419,7 @@ StageOutput ModelRef::forward(const StageInput& input) const {
   for (size_t i = 0; i < boundary.size(); ++i) io.boundary_in[i] = borrow_handle(boundary[i]);
   io.want_logits = input.want_logits ? 1 : 0;
   io.position_ids = borrow_handle(input.position_ids);
+  io.weight_gradients = input.weight_gradients;
   triax_error error{};
   throw_if_failed(ref_.vtable->forward(ref_.model, &io, &error), error);
   StageOutput output;

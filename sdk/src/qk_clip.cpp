@@ -32,6 +32,9 @@ void GroupedQueryAttention::track_logits(bool enable) {
   }
   if (ContextParallel::of(tp_.host).active())
     throw Error(TRIAX_ERROR_UNSUPPORTED, "QK-clip does not track attention logits under context parallelism");
+  if (q_norm)  // rescaled query and key rows would be normalised back: the clip could not act
+    throw Error(TRIAX_ERROR_UNSUPPORTED, "QK-clip scales query and key rows, which this model's qk-norm (q_norm, "
+                                         "k_norm) normalises again; qk-norm bounds the logits by itself");
   logit_maxima_ = at::full({local_heads_}, kNoLogitYet, qkv_proj->weight.options().dtype(at::kFloat));
 }
 

@@ -10,6 +10,7 @@
 
 #include "generator_states.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/deferred_weight_gradients.hpp"
 #include "triax/layers/side_outputs.hpp"
 
 namespace triax {
@@ -24,6 +25,8 @@ struct BlockRecord : torch::CustomClassHolder {
   RecomputedBlock block;
   GeneratorStates generators;
   size_t input_count = 0;
+  // The forward's deferral of weight gradients, in effect again when the block runs in backward.
+  const triax_weight_gradient_queue* weight_gradients = nullptr;
 };
 
 struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
@@ -61,6 +64,7 @@ struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
     {
       ReplayedGenerators replay(record->generators);
       at::AutoGradMode grad_on(true);
+      const WeightGradientDeferral deferral(record->weight_gradients);
       outputs = record->block(inputs);
     }
     if (outputs.size() != output_grads.size())
@@ -109,6 +113,7 @@ std::vector<at::Tensor> recompute(const RecomputedBlock& block, const std::vecto
   auto record = c10::make_intrusive<BlockRecord>();
   record->block = side_outputs.wrap(block);
   record->input_count = inputs.size();
+  record->weight_gradients = WeightGradientDeferral::current();
   return side_outputs.deliver(RecomputeFunction::apply(at::TensorList(inputs), at::TensorList(parameters), record));
 }
 

@@ -8,7 +8,9 @@
 #include <string>
 #include <tuple>
 
+#include "deferred_weight.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/deferred_weight_gradients.hpp"
 #include "triax/layers/fused_ops.hpp"
 #include "triax/tensor_text.hpp"
 
@@ -19,7 +21,9 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct RecomputedActivationLinear : torch::autograd::Function<RecomputedActivationLinear> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, int64_t activation) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, int64_t activation,
+                            const detail::DeferredWeight& deferred) {
+    deferred.save(ctx);
     ctx->saved_data["activation"] = activation;
     ctx->save_for_backward({x, weight});
     // Autograd is off inside a custom forward: the activation's output is freed once the GEMM has read it.
@@ -30,10 +34,11 @@ struct RecomputedActivationLinear : torch::autograd::Function<RecomputedActivati
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& weight = saved[1];
     const at::Tensor& grad_y = grads[0];
-    if (!grad_y.defined()) return {at::Tensor(), at::Tensor(), at::Tensor()};
+    if (!grad_y.defined()) return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
     const auto activation = static_cast<RecomputedActivation>(ctx->saved_data["activation"].toInt());
     const at::Tensor& input = saved[0];
-    const bool want_input = ctx->needs_input_grad(0), want_weight = ctx->needs_input_grad(1);
+    const detail::DeferredWeight deferred = detail::DeferredWeight::saved(ctx);
+    const bool want_input = ctx->needs_input_grad(0), want_weight = ctx->needs_input_grad(1) && !deferred.active();
     at::Tensor grad_input, activated;
     if (want_input && activation == RecomputedActivation::SwigluHalves) {
       // The activation's gradient first: then one pass over the input yields both the input's
@@ -50,17 +55,18 @@ struct RecomputedActivationLinear : torch::autograd::Function<RecomputedActivati
     } else if (want_weight) {
       activated = apply_activation(activation, input);
     }
-    // The products autograd takes for at::linear's backward, in the same form (so the same bits):
-    // grad_y [rows, out] times the weight for the input; for the weight grad_yᵀ times the
-    // activation, or, for a weight stored [in, out] and given transposed, that product's transpose.
+    // grad_y [rows, out] times the weight for the input; for the weight the product autograd takes
+    // for at::linear's backward (linear_weight_gradient). Deferred, the activation runs again in W
+    // rather than stay alive until then.
+    const int64_t out = weight.size(0), in = weight.size(1);
     at::Tensor grad_weight;
-    if (want_weight) {
-      const int64_t out = weight.size(0), in = weight.size(1);
-      const at::Tensor rows_grad = grad_y.reshape({-1, out}), rows_activated = activated.reshape({-1, in});
-      const bool stored_transposed = weight.stride(0) == 1 && weight.stride(1) == out;
-      grad_weight = stored_transposed ? rows_activated.t().mm(rows_grad).t() : rows_grad.t().mm(rows_activated);
-    }
-    return {grad_input, grad_weight, at::Tensor()};
+    if (want_weight)
+      grad_weight = linear_weight_gradient(grad_y.reshape({-1, out}), activated.reshape({-1, in}), weight);
+    if (deferred.active())
+      deferred.defer([rows_grad = grad_y.reshape({-1, out}), input, weight, activation, in] {
+        return linear_weight_gradient(rows_grad, apply_activation(activation, input).reshape({-1, in}), weight);
+      });
+    return {grad_input, grad_weight, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -86,7 +92,8 @@ at::Tensor linear_of_recomputed_activation(RecomputedActivation activation, cons
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "linear_of_recomputed_activation: x " + shape_text(x.sizes()) + " does not feed weight " +
                     shape_text(weight.sizes()) + " ([out, in]; x [..., in], or [..., 2 in] for SwiGLU's halves)");
-  return RecomputedActivationLinear::apply(x, weight, static_cast<int64_t>(activation));
+  const detail::DeferredWeight deferred = detail::DeferredWeight::of(x, weight);
+  return RecomputedActivationLinear::apply(x, deferred.operand(), static_cast<int64_t>(activation), deferred);
 }
 
 }  // namespace triax

@@ -10,8 +10,10 @@
 #include <limits>
 #include <string>
 
+#include "deferred_weight.hpp"
 #include "saved_tensor_parallel.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/deferred_weight_gradients.hpp"
 #include "triax/layers/linear.hpp"
 
 namespace triax {
@@ -121,6 +123,15 @@ struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> 
 // The bias is added by the caller, after the product: an undefined tensor cannot be an input of
 // an autograd function.
 
+// The overlapped products' weight gradient, grad_rowsᵀ input_rows; or undefined, when the
+// forward's deferral queued it for W.
+at::Tensor weight_gradient_or_defer(AutogradContext* ctx, const at::Tensor& grad_rows, const at::Tensor& input_rows) {
+  const detail::DeferredWeight deferred = detail::DeferredWeight::saved(ctx);
+  if (!deferred.active()) return grad_rows.t().mm(input_rows);
+  deferred.defer([grad_rows, input_rows] { return grad_rows.t().mm(input_rows); });
+  return at::Tensor();
+}
+
 // [rows..., in] x [out, in]^T written into `out` [rows..., out] in place.
 void project_into(at::Tensor out, const at::Tensor& input, const at::Tensor& matrix) {
   if (input.size(0) == 0) return;
@@ -129,11 +140,12 @@ void project_into(at::Tensor out, const at::Tensor& input, const at::Tensor& mat
 }
 
 // REDUCE_SCATTER: the sequence shards gathered while this rank's own rows are multiplied, then
-// the others' rows; backward reduce-scatters the input gradient during the weight gradient's GEMM.
+// the others' rows; backward reduce-scatters the input gradient during the weight gradient's GEMM
+// (or, with the weight gradient deferred, without a GEMM beside it).
 // The sequence goes first (the collectives join dim 0), so each rank's rows are one slice.
 struct GatherThenProjectOverlapped : torch::autograd::Function<GatherThenProjectOverlapped> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& matrix,
-                            const TensorParallel& tp) {
+                            const TensorParallel& tp, const detail::DeferredWeight& deferred) {
     require_sequence_dim(x, "column_parallel_linear");
     const at::Tensor local = x.transpose(0, 1).contiguous();  // [s/tp, b, in]
     const int64_t rows = local.size(0), first = tp.rank * rows;
@@ -149,6 +161,7 @@ struct GatherThenProjectOverlapped : torch::autograd::Function<GatherThenProject
     const int64_t after = first + rows;
     project_into(out.narrow(0, after, shape[0] - after), gathered.narrow(0, after, shape[0] - after), matrix);
     save_tensor_parallel(ctx, tp);
+    deferred.save(ctx);
     ctx->save_for_backward({gathered, matrix});
     return out.transpose(0, 1).contiguous();
   }
@@ -164,18 +177,19 @@ struct GatherThenProjectOverlapped : torch::autograd::Function<GatherThenProject
     shard_shape[0] /= tp.size;
     at::Tensor grad_shard = at::empty(shard_shape, grad_input.options());
     PendingCollective reduce = tp.host.start_reduce_scatter(TRIAX_GROUP_TP, grad_shard, grad_input, TRIAX_REDUCE_SUM);
-    at::Tensor grad_matrix = grad_rows.t().mm(gathered.view({-1, gathered.size(-1)}));
+    at::Tensor grad_matrix = weight_gradient_or_defer(ctx, grad_rows, gathered.view({-1, gathered.size(-1)}));
     reduce.wait();
-    return {grad_shard.transpose(0, 1).contiguous(), grad_matrix, at::Tensor()};
+    return {grad_shard.transpose(0, 1).contiguous(), grad_matrix, at::Tensor(), at::Tensor()};
   }
 };
 
 // ALL_REDUCE: the plain product; backward all-reduces the input gradient during the weight
-// gradient's GEMM.
+// gradient's GEMM (deferred: without a GEMM beside it).
 struct ProjectThenReduceOverlapped : torch::autograd::Function<ProjectThenReduceOverlapped> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& matrix,
-                            const TensorParallel& tp) {
+                            const TensorParallel& tp, const detail::DeferredWeight& deferred) {
     save_tensor_parallel(ctx, tp);
+    deferred.save(ctx);
     ctx->save_for_backward({x, matrix});
     return at::matmul(x, matrix.t());
   }
@@ -187,9 +201,9 @@ struct ProjectThenReduceOverlapped : torch::autograd::Function<ProjectThenReduce
     const at::Tensor grad_rows = grads[0].reshape({-1, grads[0].size(-1)});
     at::Tensor grad_input = grad_rows.mm(matrix).view(x.sizes());
     PendingCollective reduce = tp.host.start_all_reduce(TRIAX_GROUP_TP, grad_input, TRIAX_REDUCE_SUM);
-    at::Tensor grad_matrix = grad_rows.t().mm(x.reshape({-1, x.size(-1)}));
+    at::Tensor grad_matrix = weight_gradient_or_defer(ctx, grad_rows, x.reshape({-1, x.size(-1)}));
     reduce.wait();
-    return {grad_input, grad_matrix, at::Tensor()};
+    return {grad_input, grad_matrix, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -262,9 +276,11 @@ at::Tensor reduce_scatter_sequence(const at::Tensor& x, const TensorParallel& tp
 
 at::Tensor column_parallel_linear(const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias,
                                   const TensorParallel& tp) {
-  if (!tp.overlap_communication) return at::linear(gather_column_parallel_input(x, tp), matrix, bias);
-  const at::Tensor product = tp.mode == TpMode::ReduceScatter ? GatherThenProjectOverlapped::apply(x, matrix, tp)
-                                                               : ProjectThenReduceOverlapped::apply(x, matrix, tp);
+  if (!tp.overlap_communication) return deferrable_linear(gather_column_parallel_input(x, tp), matrix, bias);
+  const detail::DeferredWeight deferred = detail::DeferredWeight::of(x, matrix);
+  const at::Tensor product = tp.mode == TpMode::ReduceScatter
+                                 ? GatherThenProjectOverlapped::apply(x, deferred.operand(), tp, deferred)
+                                 : ProjectThenReduceOverlapped::apply(x, deferred.operand(), tp, deferred);
   return bias.defined() ? product + bias : product;
 }
 

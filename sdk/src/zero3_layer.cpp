@@ -11,6 +11,7 @@
 
 #include "generator_states.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/deferred_weight_gradients.hpp"
 #include "triax/layers/side_outputs.hpp"
 
 namespace triax {
@@ -98,6 +99,8 @@ struct Zero3Function : torch::autograd::Function<Zero3Function> {
       {
         ReplayedGenerators replay(record->generators);
         at::AutoGradMode grad_on(true);
+        // The reduce-scatter below needs every weight gradient now: none is deferred.
+        const WeightGradientDeferral no_deferral(nullptr);
         outputs = record->block.run(inputs);
       }
       variable_list roots, root_grads;

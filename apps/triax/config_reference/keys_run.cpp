@@ -127,7 +127,10 @@ std::vector<Key> parallelism_schedule_keys() {
       Key("pp_engine", string(), "nanotron",
           R"md(the engine plugin's name: `afab` (every forward, then every backward) or `1f1b` (at most `pp -
           pp_rank` micro-batches in flight; needs `batch_accumulation_per_replica >= pp - 1`), or
-          `interleaved_1f1b` (with `pp_chunks_per_rank`), or any loaded engine plugin)md"),
+          `interleaved_1f1b` (with `pp_chunks_per_rank`), or `zb_h1` or `zb_v` (zero-bubble: each backward
+          split into input and weight gradients, the latter filling the bubbles; `zb_v` holds two model
+          chunks per rank in a V; both need `batch_accumulation_per_replica >= pp`;
+          `docs/pipeline-schedules.md`), or any loaded engine plugin)md"),
       Key("tp_mode", choice({"ALL_REDUCE", "REDUCE_SCATTER"}), "nanotron",
           R"md(any letter case; `REDUCE_SCATTER` is sequence parallelism and needs `tokens.sequence_length`
           divisible by `tp`)md"),
@@ -165,12 +168,19 @@ std::vector<Key> parallelism_placement_keys() {
           the blocks are cut into `pp × pp_chunks_per_rank` virtual stages, chunk `c` of rank `r` holding
           virtual stage `c·pp + r`. `1` is plain 1F1B. Above 1 it needs `pp ≥ 2`,
           `batch_accumulation_per_replica` a multiple of `pp`, at least `pp × pp_chunks_per_rank` pipeline
-          blocks, and an engine that interleaves (others refuse it))md"),
+          blocks, and an engine that runs that many chunks (others refuse it; `zb_v` runs 2, placed in a V,
+          whether this key says 1 or 2))md"),
       Key("pp_blocks_per_stage", list_of("integers").or_null(), "triax",
           R"md(how many of the model's pipeline blocks (embedding, each layer, head) each pipeline rank holds,
           in order: `pp` counts, or `pp × pp_chunks_per_rank` in virtual stage order when chunks are
           interleaved; by default contiguous runs of blocks are balanced by their compute cost)md")
           .with_default(R"md(balanced)md"),
+      Key("pp_pass_times", list_of("3 numbers > 0").or_null(), "triax",
+          R"md(`[F, B, W]`: the times (any unit) of one micro-batch's forward, input backward and weight
+          backward through one pipeline stage, as `triax inspect schedule --measure` prints them; `zb_h1`
+          and `zb_v` order their passes for them (with F, B and W far from equal the order of equal times
+          idles longer). Other engines ignore it)md")
+          .with_default(R"md(equal times)md"),
       Key("recompute_num_layers", integer(1).or_null(), "triax",
           R"md(with `recompute_layer: true`: recompute only the first N decoder layers of each pipeline stage
           (Megatron's `--recompute-num-layers` with the block method; with 1F1B the first layers hold the

@@ -1,5 +1,6 @@
 // parallelism: the mesh (dp, pp, tp, context and expert parallelism), the pipeline engine, tensor-parallel
 // mode, the communication backend. The whole section is handed to the engine plugin as read.
+#include <algorithm>
 #include <cctype>
 
 #include "config/config_sections.hpp"
@@ -55,6 +56,10 @@ ParallelismConfig read_parallelism(ConfigReader& root) {
                                        number(p.comm_timeout_seconds));
   p.pp_chunks_per_rank = int_or(r, "pp_chunks_per_rank", p.pp_chunks_per_rank, 1, kMaxChunksPerRank);
   p.pp_blocks_per_stage = r.optional<std::vector<int64_t>>("pp_blocks_per_stage");
+  p.pp_pass_times = r.optional<std::vector<double>>("pp_pass_times");
+  if (p.pp_pass_times && (p.pp_pass_times->size() != 3 ||
+                          !std::all_of(p.pp_pass_times->begin(), p.pp_pass_times->end(), [](double t) { return t > 0; })))
+    r.fail("pp_pass_times", "expected three times above 0: [forward, input backward, weight backward] of one stage");
   p.recompute_num_layers = optional_int(r, "recompute_num_layers", 1, INT32_MAX);
   if (p.recompute_num_layers && !p.recompute_layer)
     r.fail("recompute_num_layers", "needs parallelism.recompute_layer: true (it limits which layers are recomputed)");

@@ -52,6 +52,7 @@ triax_engine_context PluginContexts::engine() const {
   context.parallelism_yaml = parallelism_yaml_.c_str();
   context.host = host_;
   context.micro_batches = static_cast<int32_t>(config_.tokens.batch_accumulation_per_replica);
+  context.places_chunks = 1;  // ModelChunks places them as EngineInstance::chunk_placement says
   return context;
 }
 

@@ -312,6 +312,17 @@ int EngineInstance::model_chunks() const {
   return chunks;
 }
 
+triax_chunk_placement EngineInstance::chunk_placement() const {
+  if (vtable_.struct_size < offsetof(triax_engine_vtable, chunk_placement) + sizeof(vtable_.chunk_placement) ||
+      vtable_.chunk_placement == nullptr)
+    return TRIAX_CHUNKS_INTERLEAVED;
+  const int32_t placement = vtable_.chunk_placement(handle_);
+  if (placement != TRIAX_CHUNKS_INTERLEAVED && placement != TRIAX_CHUNKS_V)
+    throw Error("engine plugin '" + name_ + "': places its model chunks in an unknown way (" +
+                std::to_string(placement) + ")");
+  return static_cast<triax_chunk_placement>(placement);
+}
+
 OptimizerInstance::OptimizerInstance(const triax_optimizer_vtable& vtable, std::string name,
                                      const triax_optimizer_context& context,
                                      const std::vector<triax_optimizer_param>& params)

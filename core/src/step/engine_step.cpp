@@ -39,6 +39,7 @@ triax_status EngineStep::fold_chunk(void* self, int32_t chunk, int32_t, triax_er
   try {
     auto& step = *static_cast<EngineStep*>(self);
     fault::kill_if_armed("backward", step.parts_.place.rank, step.step_);
+    step.parts_.model->fold_tied_copies(chunk);
     const auto [first, end] = step.parts_.model->parameter_range(chunk);
     step.parts_.gradients->after_backward(chunk, first, end);
     return TRIAX_OK;

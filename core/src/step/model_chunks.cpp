@@ -1,7 +1,10 @@
 #include "step/model_chunks.hpp"
 
+#include <ATen/ATen.h>
+
 #include <map>
 
+#include "triax/chunk_placement.hpp"
 #include "triax/error.hpp"
 
 namespace triax {
@@ -17,17 +20,19 @@ int model_chunk_count(const EngineInstance& engine, int64_t pp_chunks_per_rank) 
 }
 
 ModelChunks::ModelChunks(const triax_model_vtable& vtable, const std::string& plugin, const std::string& model_yaml,
-                         const triax_model_context& rank_context, const std::vector<StageBlocks>& virtual_stages) {
+                         const triax_model_context& rank_context, const std::vector<StageBlocks>& virtual_stages,
+                         triax_chunk_placement placement) {
   const int pp_size = rank_context.pp_size;
   const int count = pp_size > 0 ? static_cast<int>(virtual_stages.size()) / pp_size : 0;
   if (count < 1 || static_cast<int>(virtual_stages.size()) != count * pp_size)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::to_string(virtual_stages.size()) +
                                                   " virtual stages do not split into chunks of " +
                                                   std::to_string(pp_size) + " pipeline ranks");
-  std::map<std::string, int> chunk_of_name, chunk_of_tied_key;
+  std::map<std::string, int> chunk_of_name;
+  std::map<std::string, size_t> tied_key_holder;  // the first copy on this rank of each tied key
   for (int c = 0; c < count; ++c) {
     triax_model_context context = rank_context;
-    const int stage = c * pp_size + rank_context.pp_rank;
+    const int stage = virtual_stage_of(placement, pp_size, rank_context.pp_rank, c);
     context.first_block = virtual_stages[static_cast<size_t>(stage)].first;
     context.last_block = virtual_stages[static_cast<size_t>(stage)].last;
     context.chunk_index = c;
@@ -38,22 +43,43 @@ ModelChunks::ModelChunks(const triax_model_vtable& vtable, const std::string& pl
     refs_.push_back(chunks_.back()->ref());
     chunk_starts_.push_back(parameters_.size());
     for (const NamedParameter& p : chunks_.back()->parameters()) {
+      if (p.spec.flags & TRIAX_PARAM_TIED) {
+        const auto [holder, first] = tied_key_holder.emplace(p.spec.tied_key, parameters_.size());
+        if (!first) {
+          share_tied_copy(p, holder->second, c, plugin);
+          continue;
+        }
+      }
       // Checkpoints and the optimizer know a parameter by its name; tied sums by one copy per rank.
       if (!chunk_of_name.emplace(p.name, c).second)
         throw Error("model plugin '" + plugin + "': chunks " + std::to_string(chunk_of_name[p.name]) + " and " +
                     std::to_string(c) + " of pipeline rank " + std::to_string(rank_context.pp_rank) +
                     " both hold parameter '" + p.name + "'");
-      if ((p.spec.flags & TRIAX_PARAM_TIED) && !chunk_of_tied_key.emplace(p.spec.tied_key, c).second)
-        throw ConfigError("parallelism.pp_chunks_per_rank: chunks " +
-                          std::to_string(chunk_of_tied_key[p.spec.tied_key]) + " and " + std::to_string(c) +
-                          " of pipeline rank " + std::to_string(rank_context.pp_rank) +
-                          " both hold the parameters tied under '" + p.spec.tied_key + "' (model plugin '" + plugin +
-                          "'); tied copies must sit on different pipeline ranks: change parallelism.pp or "
-                          "parallelism.pp_chunks_per_rank");
       parameters_.push_back(p);
     }
   }
   chunk_starts_.push_back(parameters_.size());
+}
+
+void ModelChunks::share_tied_copy(const NamedParameter& copy, size_t holder, int chunk, const std::string& plugin) {
+  const at::Tensor& kept = parameters_[holder].tensor;
+  if (!copy.tensor.sizes().equals(kept.sizes()) || copy.tensor.scalar_type() != kept.scalar_type())
+    throw Error("model plugin '" + plugin + "': the copies of '" + copy.spec.tied_key +
+                "' on two chunks of one pipeline rank differ in shape or dtype");
+  copy.tensor.set_data(kept);  // one storage: the optimizer's and the checkpoint's updates reach both
+  tied_copies_.push_back({copy.tensor, holder, chunk});
+}
+
+void ModelChunks::fold_tied_copies(int chunk) {
+  for (TiedCopy& tied : tied_copies_) {
+    if (tied.chunk != chunk || !tied.copy.grad().defined()) continue;
+    at::Tensor& target = parameters_[tied.holder].tensor.mutable_grad();
+    if (target.defined())
+      target.add_(tied.copy.grad());
+    else
+      target = tied.copy.grad();
+    tied.copy.mutable_grad() = at::Tensor();
+  }
 }
 
 std::pair<size_t, size_t> ModelChunks::parameter_range(int chunk) const {

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <string>
 
+#include "triax/chunk_placement.hpp"
 #include "triax/error.hpp"
 
 namespace triax {
@@ -53,7 +54,8 @@ std::vector<StageBlocks> partition_pipeline_blocks(const std::vector<double>& co
 }
 
 std::vector<StageBlocks> partition_virtual_stages(const std::vector<double>& costs, int pp_size, int chunk_count,
-                                                  const std::optional<std::vector<int>>& blocks_per_stage) {
+                                                  const std::optional<std::vector<int>>& blocks_per_stage,
+                                                  const std::string& chunks_engine) {
   const int n = static_cast<int>(costs.size());
   if (pp_size < 1) throw ConfigError("parallelism.pp: must be >= 1, got " + std::to_string(pp_size));
   if (chunk_count < 1)
@@ -65,11 +67,17 @@ std::vector<StageBlocks> partition_virtual_stages(const std::vector<double>& cos
     if (chunk_count == 1)
       throw ConfigError("parallelism.pp (" + std::to_string(pp_size) + ") is larger than the model's " +
                         std::to_string(n) + " pipeline blocks: every pipeline rank needs at least one block");
-    throw ConfigError("parallelism.pp_chunks_per_rank: " + std::to_string(chunk_count) +
-                      " model chunks on each of parallelism.pp = " + std::to_string(pp_size) + " pipeline ranks make " +
-                      std::to_string(stages_wanted) + " virtual stages, but the model has " + std::to_string(n) +
-                      " pipeline blocks (embedding, each layer and the head): every virtual stage needs at least one "
-                      "block; lower parallelism.pp_chunks_per_rank or parallelism.pp");
+    const std::string chunks = std::to_string(chunk_count) +
+                               " model chunks on each of parallelism.pp = " + std::to_string(pp_size) +
+                               " pipeline ranks make " + std::to_string(stages_wanted) +
+                               " virtual stages, but the model has " + std::to_string(n) +
+                               " pipeline blocks (embedding, each layer and the head): every virtual stage needs at "
+                               "least one block; ";
+    if (!chunks_engine.empty())
+      throw ConfigError("parallelism.pp_engine: " + chunks_engine + " places " + chunks +
+                        "lower parallelism.pp, give the model more layers or choose another parallelism.pp_engine");
+    throw ConfigError("parallelism.pp_chunks_per_rank: " + chunks +
+                      "lower parallelism.pp_chunks_per_rank or parallelism.pp");
   }
   if (!blocks_per_stage) return balanced_partition(costs, stages_wanted);
 
@@ -120,7 +128,7 @@ std::string describe_pipeline(const std::vector<double>& costs, const std::vecto
 }
 
 std::string describe_virtual_stages(const std::vector<double>& costs, const std::vector<StageBlocks>& stages,
-                                    int pp_size) {
+                                    int pp_size, triax_chunk_placement placement) {
   const int chunk_count = pp_size > 0 ? static_cast<int>(stages.size()) / pp_size : 0;
   if (chunk_count <= 1) return describe_pipeline(costs, stages);
   const double total = std::accumulate(costs.begin(), costs.end(), 0.0);
@@ -129,7 +137,7 @@ std::string describe_virtual_stages(const std::vector<double>& costs, const std:
     double cost = 0.0;
     text += (rank ? "; " : "") + std::string("rank ") + std::to_string(rank) + ":";
     for (int chunk = 0; chunk < chunk_count; ++chunk) {
-      const StageBlocks& stage = stages[static_cast<size_t>(chunk * pp_size + rank)];
+      const StageBlocks& stage = stages[static_cast<size_t>(virtual_stage_of(placement, pp_size, rank, chunk))];
       for (int b = stage.first; b < stage.last; ++b) cost += costs[static_cast<size_t>(b)];
       text += (chunk ? ", " : " ") + std::string("chunk ") + std::to_string(chunk) + " blocks [" +
               std::to_string(stage.first) + ", " + std::to_string(stage.last) + ")";

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "triax/abi.h"
+
 namespace triax {
 
 struct PipelineBlock {
@@ -30,12 +32,15 @@ std::vector<StageBlocks> partition_pipeline_blocks(const std::vector<double>& co
                                                    const std::optional<std::vector<int>>& blocks_per_stage = {});
 
 // For engines that hold several model chunks per pipeline rank (triax_engine_vtable.model_chunks):
-// the blocks cut into pp_size x chunk_count contiguous runs, the virtual stages, in order; chunk c
-// of pipeline rank r holds run c * pp_size + r. Balanced like partition_pipeline_blocks, or
-// `blocks_per_stage` (pp_size x chunk_count counts, in virtual stage order). With one chunk it is
-// partition_pipeline_blocks. Throws triax::ConfigError naming the key when it cannot be met.
+// the blocks cut into pp_size x chunk_count contiguous runs, the virtual stages, in order; which
+// chunk of which rank holds each is the engine's chunk placement (triax/chunk_placement.hpp).
+// Balanced like partition_pipeline_blocks, or `blocks_per_stage` (pp_size x chunk_count counts,
+// in virtual stage order). With one chunk it is partition_pipeline_blocks. Throws
+// triax::ConfigError naming the key when it cannot be met: parallelism.pp_chunks_per_rank, or,
+// when the engine `chunks_engine` decides the count itself, parallelism.pp_engine.
 std::vector<StageBlocks> partition_virtual_stages(const std::vector<double>& costs, int pp_size, int chunk_count,
-                                                  const std::optional<std::vector<int>>& blocks_per_stage = {});
+                                                  const std::optional<std::vector<int>>& blocks_per_stage = {},
+                                                  const std::string& chunks_engine = "");
 
 // The blocks with their ranks.
 std::vector<PipelineBlock> assign_pipeline_blocks(const std::vector<double>& costs,
@@ -46,6 +51,6 @@ std::string describe_pipeline(const std::vector<double>& costs, const std::vecto
 // "rank 0: chunk 0 blocks [0, 2), chunk 1 blocks [4, 5) 52% of the compute; rank 1: ...", for
 // virtual stages (describe_pipeline when there is one chunk per rank).
 std::string describe_virtual_stages(const std::vector<double>& costs, const std::vector<StageBlocks>& stages,
-                                    int pp_size);
+                                    int pp_size, triax_chunk_placement placement = TRIAX_CHUNKS_INTERLEAVED);
 
 }  // namespace triax

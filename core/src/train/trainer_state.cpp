@@ -78,16 +78,18 @@ std::unique_ptr<TiedGradients> TrainerState::make_model(const triax_model_vtable
     std::optional<std::vector<int>> blocks_per_stage;
     if (c.parallelism.pp_blocks_per_stage)
       blocks_per_stage.emplace(c.parallelism.pp_blocks_per_stage->begin(), c.parallelism.pp_blocks_per_stage->end());
-    pipeline_stages =
-        partition_virtual_stages(block_costs, static_cast<int>(c.parallelism.pp),
-                                 model_chunk_count(*engine, c.parallelism.pp_chunks_per_rank), blocks_per_stage);
+    const int chunks = model_chunk_count(*engine, c.parallelism.pp_chunks_per_rank);
+    // Without parallelism.pp_chunks_per_rank the engine chose the count: errors name the engine.
+    const std::string chunks_engine = c.parallelism.pp_chunks_per_rank > 1 ? "" : "engine '" + engine->name() + "'";
+    pipeline_stages = partition_virtual_stages(block_costs, static_cast<int>(c.parallelism.pp), chunks,
+                                               blocks_per_stage, chunks_engine);
   });
   const triax_model_context context = contexts->model(communicator, device_name);
   refuse_model_beyond_free_memory(c, registry, contexts->model_yaml(), device);
   in_config_file(c.origin, [&] {
     try {
       model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, contexts->model_yaml(), context,
-                                            pipeline_stages);
+                                            pipeline_stages, engine->chunk_placement());
     } catch (const Error& e) {
       // Sizes within every bound can still make a model this device cannot hold: the plugin's
       // allocation fails, and the sizes to change are model_config's.
@@ -238,7 +240,8 @@ std::vector<std::string> TrainerState::describe_run() const {
   for (const auto& line : data->describe()) lines.push_back(line);
   if (c.parallelism.pp > 1)
     lines.push_back("pipeline: " +
-                    describe_virtual_stages(block_costs, pipeline_stages, static_cast<int>(c.parallelism.pp)) +
+                    describe_virtual_stages(block_costs, pipeline_stages, static_cast<int>(c.parallelism.pp),
+                                            engine->chunk_placement()) +
                     (c.parallelism.pp_blocks_per_stage ? " (from parallelism.pp_blocks_per_stage)"
                                                        : " (balanced by compute cost)"));
   return lines;

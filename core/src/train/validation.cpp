@@ -29,7 +29,8 @@ ValidationMetrics Validation::evaluate(int64_t step) {
   const MicroBatchFeed& feed = batches.feed();
   // An error stops the run, so the mode needs no restoring on that path.
   s_.model->set_training(false);
-  const std::vector<at::Tensor> losses = evaluate_pipeline(pipeline_, StepRequest(batches.request()));
+  const std::vector<at::Tensor> losses =
+      evaluate_pipeline(pipeline_, StepRequest(batches.request()), s_.engine->chunk_placement());
   s_.model->set_training(true);
 
   // [sum of loss x counted tokens, counted tokens] of this rank's micro-batches; the last

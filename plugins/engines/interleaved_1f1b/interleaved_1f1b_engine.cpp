@@ -2,13 +2,14 @@
 // parallelism.pp_chunks_per_rank model chunks instead of one contiguous run of blocks, so a
 // micro-batch visits every rank once per chunk. The pipeline fills and drains in smaller pieces:
 // the bubble shrinks by the chunk count, for chunk-count times as many point-to-point transfers.
-// With one chunk it is plain 1F1B. interleaved_schedule.hpp holds the order of passes and the
-// placement of transfers; this file asks the host for the chunks and runs the schedule.
+// With one chunk it is plain 1F1B. interleaved_schedule.hpp (plugins/engines/schedules) holds the
+// order of passes and the placement of transfers; this file asks the host for the chunks and runs
+// the schedule.
 #include <map>
 
 #include "interleaved_schedule.hpp"
+#include "schedule_runner.hpp"
 #include "triax/config_reader.hpp"
-#include "triax/pipeline_stage.hpp"
 #include "triax/plugin.hpp"
 
 namespace triax::plugins {
@@ -41,29 +42,7 @@ class InterleavedOneForwardOneBackwardEngine final : public Engine {
       found = schedules_.emplace(shape.micro_batches, interleaved_schedule(shape)[context_.pp_rank]).first;
 
     PipelineStage stage(context_, request);
-    using Kind = ScheduleStep::Kind;
-    for (const ScheduleStep& step : found->second) {
-      switch (step.kind) {
-        case Kind::ReceiveInput:
-          stage.receive_input(step.chunk, step.micro_batch);
-          break;
-        case Kind::Forward:
-          stage.run_forward(step.chunk, step.micro_batch);
-          break;
-        case Kind::SendOutput:
-          stage.send_output(step.chunk, step.micro_batch);
-          break;
-        case Kind::ReceiveGradient:
-          stage.receive_output_gradient(step.chunk, step.micro_batch);
-          break;
-        case Kind::Backward:
-          stage.run_backward(step.chunk, step.micro_batch);
-          break;
-        case Kind::SendGradient:
-          stage.send_input_gradient(step.chunk, step.micro_batch);
-          break;
-      }
-    }
+    run_steps(stage, found->second);
     return stage.finish();
   }
 

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 12
+#define TRIAX_ABI_VERSION_MINOR 13
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -217,6 +217,23 @@ typedef struct triax_model_context {
   int32_t recompute_moe_layers;
 } triax_model_context;
 
+/* Since 1.13: a weight-gradient product that a model's backward deferred (zero-bubble pipeline
+ * schedules split each backward into B, the input gradients, and W, the weight gradients). run
+ * computes the gradient and accumulates it into the weights, as the backward would have; release
+ * frees the work, run or not. Whoever holds it calls run at most once, then release once. */
+typedef struct triax_deferred_work {
+  void* self;
+  triax_status (*run)(void* self, triax_error* error);
+  void (*release)(void* self);
+} triax_deferred_work;
+
+/* Since 1.13: where a model puts the work it defers during the backward of one micro-batch through
+ * one stage; defer takes ownership of the work (possibly called from autograd's device threads). */
+typedef struct triax_weight_gradient_queue {
+  void* self;
+  void (*defer)(void* self, triax_deferred_work work);
+} triax_weight_gradient_queue;
+
 /*
  * One micro-batch through one pipeline stage. The host fills the inputs, the model the outputs.
  * input_ids and positions are given on every stage (a later stage needs positions for RoPE);
@@ -255,6 +272,11 @@ typedef struct triax_stage_io {
    * like input_ids. NULL: positions 0..seq-1, each row one document. A model built before 1.9
    * never reads it; a host hands it only to an engine whose struct_size covers it. */
   triax_tensor* position_ids;
+  /* since 1.13, input of forward: non-NULL asks the model to defer the weight-gradient products of
+   * its linear layers in this micro-batch's backward into the queue (the engine runs them later:
+   * W); NULL, or a model built before 1.13, computes every gradient in the backward. A model may
+   * defer some products and not others: what it does not defer it computes in the backward. */
+  const triax_weight_gradient_queue* weight_gradients;
 } triax_stage_io;
 
 enum {
@@ -371,6 +393,16 @@ typedef struct triax_micro_batch_source {
   triax_status (*next)(void* self, int32_t micro_batch_index, triax_stage_io* io, triax_error* error);
 } triax_micro_batch_source;
 
+/* since 1.13: where an engine's model chunks sit among the pp_size x chunks virtual stages
+ * (triax_engine_vtable.chunk_placement) */
+typedef enum triax_chunk_placement {
+  /* chunk c of pipeline rank r is virtual stage c * pp_size + r (Megatron's virtual pipeline) */
+  TRIAX_CHUNKS_INTERLEAVED = 0,
+  /* even chunks as interleaved, odd chunks back up the ranks: c * pp_size + pp_size - 1 - r. With
+   * two chunks a V: rank 0 holds the first and the last virtual stage, the last rank the middle two */
+  TRIAX_CHUNKS_V = 1
+} triax_chunk_placement;
+
 typedef struct triax_engine_context {
   size_t struct_size;
   int32_t pp_rank, pp_size;
@@ -379,6 +411,9 @@ typedef struct triax_engine_context {
   /* since 1.1: micro-batches per optimizer step (tokens.batch_accumulation_per_replica), so a
    * schedule can refuse an impossible count before training starts */
   int32_t micro_batches;
+  /* since 1.13: nonzero when the host places the engine's chunks as its chunk_placement says (an
+   * older host places them interleaved) */
+  int32_t places_chunks;
 } triax_engine_context;
 
 typedef struct triax_step_request {
@@ -387,7 +422,9 @@ typedef struct triax_step_request {
   int32_t micro_batches;
   triax_micro_batch_source batches;
   /* Called after the backward of each micro-batch on this rank, in order: the host folds the
-   * gradients into its fp32 accumulators and may start data-parallel reductions. */
+   * gradients into its fp32 accumulators and may start data-parallel reductions. An engine that
+   * has the weight gradients deferred (triax_stage_io.weight_gradients) calls it once the
+   * micro-batch's deferred work has run, so that the gradients are complete. */
   void* hooks_self;
   triax_status (*after_backward)(void* hooks_self, int32_t micro_batch_index, triax_error* error);
   /* since 1.3: every model chunk of this rank (see triax_engine_vtable.model_chunks), in chunk
@@ -421,6 +458,9 @@ typedef struct triax_engine_vtable {
    * (interleaved schedules), asked once after create: the host cuts the blocks into pp_size x
    * chunks virtual stages and passes every chunk in each triax_step_request. */
   int32_t (*model_chunks)(triax_engine* engine);
+  /* since 1.13 (NULL or not covered by struct_size: TRIAX_CHUNKS_INTERLEAVED): where the chunks sit,
+   * a triax_chunk_placement, asked once after create */
+  int32_t (*chunk_placement)(triax_engine* engine);
 } triax_engine_vtable;
 
 #include "abi_optimizer.h" /* optimizer plugins: parameters, gradient sharding, state */

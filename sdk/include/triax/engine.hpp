@@ -31,6 +31,8 @@ struct EngineContext {
   int micro_batches = 0;   // per optimizer step; 0 when the host does not say (ABI 1.0)
   YAML::Node parallelism;  // the whole `parallelism` section
   Host host;
+  // The host places the engine's chunks as the engine says (ABI 1.13; before: interleaved).
+  bool host_places_chunks = false;
   static EngineContext from_c(const triax_engine_context& context);
 };
 

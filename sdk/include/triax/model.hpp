@@ -98,6 +98,9 @@ struct StageInput {
   // document starts (model_config._use_doc_masking); given on every stage, like input_ids, or
   // undefined (positions 0..seq-1, one document per row).
   at::Tensor position_ids;
+  // The engine's queue for this micro-batch's deferred weight gradients (ABI 1.13,
+  // triax/layers/deferred_weight_gradients.hpp), or null: every gradient in the backward.
+  const triax_weight_gradient_queue* weight_gradients = nullptr;
 
   // What crossed the boundary: boundary_in, or hidden_in alone.
   std::vector<at::Tensor> boundary() const;

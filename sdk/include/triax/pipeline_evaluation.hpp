@@ -14,7 +14,9 @@ namespace triax {
 
 // The LM loss (mean over the micro-batch's counted tokens) of every micro-batch of `request`, in
 // order, on the rank holding the last virtual stage; empty on the others. The model chunks
-// should be in evaluation mode (set_training(false)); no gradient or graph is kept.
-std::vector<at::Tensor> evaluate_pipeline(const EngineContext& context, const StepRequest& request);
+// should be in evaluation mode (set_training(false)); no gradient or graph is kept. `placement`:
+// where the engine put the chunks (triax_engine_vtable.chunk_placement).
+std::vector<at::Tensor> evaluate_pipeline(const EngineContext& context, const StepRequest& request,
+                                          triax_chunk_placement placement = TRIAX_CHUNKS_INTERLEAVED);
 
 }  // namespace triax

@@ -2,50 +2,41 @@
 // stage's activations, run this rank's blocks, send the result on; in backward, receive the
 // gradient of what was sent, backpropagate, send the gradient of what was received. An engine
 // is then only a schedule: the order in which it calls forward() and backward() (per model
-// chunk, when it asked for several).
+// chunk, when it asked for several), or, splitting each backward, backward_input() (B) and
+// backward_weight() (W).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
 #include <map>
+#include <memory>
+#include <set>
 #include <utility>
 #include <vector>
 
 #include "triax/aux_losses.hpp"
+#include "triax/chunk_placement.hpp"
 #include "triax/engine.hpp"
+#include "triax/pipeline_channel.hpp"
+#include "triax/weight_gradient_queue.hpp"
 
 namespace triax {
 
-// A tensor that lives on another pipeline rank (nanotron's TensorPointer): a stage's input on
-// every stage but the first, and its output on every stage but the last.
-struct TensorPointer {
-  int pp_rank = -1;  // rank within the pipeline group; -1: no such tensor
-  bool valid() const { return pp_rank >= 0; }
-};
-
-// Point-to-point transfers of what crosses a pipeline boundary (one or more tensors) and of
-// their gradients, over the pipeline group. Activations travel after one small header (their
-// count, dtypes and shapes), so the receiver needs no knowledge of the sender's shapes; each
-// floating-point activation's gradient comes back shaped like it.
-class PipelineChannel {
- public:
-  explicit PipelineChannel(Host host) : host_(host) {}
-  void send_activations(const std::vector<at::Tensor>& activations, TensorPointer to) const;
-  std::vector<at::Tensor> receive_activations(TensorPointer from, c10::Device device) const;
-  // `gradients` follow the floating-point entries of the activations they belong to.
-  void send_gradients(const std::vector<at::Tensor>& gradients, TensorPointer to) const;
-  std::vector<at::Tensor> receive_gradients(const std::vector<at::Tensor>& activations, TensorPointer from) const;
-
- private:
-  Host host_;
+struct PipelineStageOptions {
+  // Where the rank's chunks sit (as the engine told the host: triax_engine_vtable.chunk_placement).
+  triax_chunk_placement placement = TRIAX_CHUNKS_INTERLEAVED;
+  // Each forward hands the model a queue for its weight-gradient products (ABI 1.13), which
+  // backward_weight() runs after backward_input(): zero-bubble schedules.
+  bool split_backward = false;
 };
 
 // One pipeline rank's model chunks (one, unless the engine asked for more): chunk c is virtual
-// stage v = c x pp_size + pp_rank; it receives from virtual stage v - 1 (pipeline rank
-// pp_rank - 1, or the last rank's chunk c - 1 when pp_rank is 0) and sends to v + 1.
+// stage v = virtual_stage_of(placement, pp_size, pp_rank, c), c x pp_size + pp_rank when
+// interleaved; it receives from virtual stage v - 1 and sends to v + 1, wherever they are (two
+// chunks of one rank hand over in memory).
 class PipelineStage {
  public:
-  PipelineStage(const EngineContext& context, const StepRequest& request);
+  PipelineStage(const EngineContext& context, const StepRequest& request, PipelineStageOptions options = {});
 
   int chunk_count() const { return request_.chunk_count(); }
   bool is_first(int chunk = 0) const { return virtual_stage(chunk) == 0; }
@@ -60,6 +51,14 @@ class PipelineStage {
   // gradient of what was received.
   void backward(int chunk, int index);
   void backward(int index) { backward(0, index); }
+  // The backward split in two (options.split_backward): B receives the gradient of what was sent,
+  // computes every gradient but the deferred weights' and sends the gradient of what was
+  // received; W computes the deferred weights' gradients and calls the after_backward hook. The
+  // micro-batch counts as in flight until its W.
+  void backward_input(int chunk, int index);
+  void backward_input(int index) { backward_input(0, index); }
+  void backward_weight(int chunk, int index) { run_backward_weight(chunk, index); }
+  void backward_weight(int index) { backward_weight(0, index); }
 
   // Forward only, without gradients, of micro-batch `index` through `chunk` (validation): receive,
   // run, send on; nothing is kept but the loss on the last virtual stage (see losses()).
@@ -71,19 +70,22 @@ class PipelineStage {
   void run_forward(int chunk, int index);
   void send_output(int chunk, int index);
   void receive_output_gradient(int chunk, int index);
-  void run_backward(int chunk, int index);
+  void run_backward(int chunk, int index);  // run_backward_input, then run_backward_weight
+  void run_backward_input(int chunk, int index);
+  void run_backward_weight(int chunk, int index);
   void send_input_gradient(int chunk, int index);
 
-  // (chunk, micro-batch) pairs forwarded but not yet backpropagated, now and at most so far:
-  // measured from the graphs this rank holds.
-  int live_micro_batches() const { return static_cast<int>(live_.size()); }
+  // (chunk, micro-batch) pairs forwarded but not yet through their whole backward, now and at
+  // most so far: measured from the graphs and deferred products this rank holds.
+  int live_micro_batches() const { return static_cast<int>(live_.size() + awaiting_weights_.size()); }
   int peak_live_micro_batches() const { return peak_live_; }
 
   // The LM loss of each micro-batch run through the last virtual stage, in the order run.
   const std::vector<at::Tensor>& losses() const { return losses_; }
 
   // The step's result once every micro-batch went both ways through every chunk: the mean LM
-  // loss on the last virtual stage, the mean auxiliary loss of this rank's blocks where they have one.
+  // loss on the last virtual stage, the mean auxiliary loss of this rank's blocks where they have
+  // one. An engine that left a backward unfinished (a W never run) gets an error saying which.
   StepResult finish();
 
  private:
@@ -96,18 +98,28 @@ class PipelineStage {
 
   int virtual_stage(int chunk) const;
   int virtual_stage_count() const { return pp_size_ * chunk_count(); }
+  StageHolder holder_of(int stage) const { return holder_of_virtual_stage(options_.placement, pp_size_, stage); }
   TensorPointer previous(int chunk) const;  // pipeline rank of virtual stage - 1
   TensorPointer next(int chunk) const;      // pipeline rank of virtual stage + 1
+  // What crosses a boundary, from another rank or handed over by this rank's chunk before.
+  std::vector<at::Tensor> receive_boundary(int chunk, int index);
+  void send_boundary(int chunk, int index, const std::vector<at::Tensor>& boundary);
+  void check_nothing_left() const;
 
   const StepRequest& request_;
   int pp_rank_, pp_size_;
+  PipelineStageOptions options_;
   c10::Device device_;
   PipelineChannel channel_;
-  std::map<Key, StageInput> inputs_;                         // received, not yet forwarded
-  std::map<Key, InFlight> live_;                             // forwarded, not yet backpropagated
-  std::map<Key, std::vector<at::Tensor>> outputs_;           // forwarded, not yet sent
-  std::map<Key, std::vector<at::Tensor>> output_gradients_;  // received, not yet backpropagated
-  std::map<Key, std::vector<at::Tensor>> input_gradients_;   // backpropagated, not yet sent
+  std::map<Key, StageInput> inputs_;                                      // received, not yet forwarded
+  std::map<Key, InFlight> live_;                                          // forwarded, not yet backpropagated
+  std::map<Key, std::vector<at::Tensor>> outputs_;                        // forwarded, not yet sent
+  std::map<Key, std::vector<at::Tensor>> output_gradients_;               // received, not yet backpropagated
+  std::map<Key, std::vector<at::Tensor>> input_gradients_;                // backpropagated, not yet sent
+  std::map<Key, std::vector<at::Tensor>> handed_inputs_;                  // from this rank's chunk before, by receiver
+  std::map<Key, std::vector<at::Tensor>> handed_gradients_;               // from this rank's chunk after, by receiver
+  std::map<Key, std::unique_ptr<WeightGradientQueue>> weight_gradients_;  // deferred products, until W
+  std::set<Key> awaiting_weights_;                                        // through B, not yet through W
   int peak_live_ = 0;
   std::vector<at::Tensor> losses_;
   AuxiliaryLosses aux_losses_;

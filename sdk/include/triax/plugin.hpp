@@ -22,7 +22,8 @@
 //                                                its MLPs honour ModelContext::recompute_mlp_activation
 //
 // Engines provide `static std::unique_ptr<E> create(const triax::EngineContext&)`, and may provide
-// `int model_chunks() const` to ask for that many model chunks per pipeline rank; optimizers
+// `int model_chunks() const` to ask for that many model chunks per pipeline rank and (ABI 1.13)
+// `triax_chunk_placement chunk_placement() const` to place them other than interleaved; optimizers
 // `static std::unique_ptr<O> create(const triax::OptimizerContext&, std::vector<triax::OptimizerParam>)`.
 // The macro emits the library's one exported C function; every call into the plugin goes
 // through adapters that turn exceptions into a status and a message.
@@ -45,6 +46,7 @@
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
 #include "triax/hf_mapping.hpp"
+#include "triax/layers/deferred_weight_gradients.hpp"
 #include "triax/model.hpp"
 #include "triax/optimizer.hpp"
 #include "triax/tensor_handle.hpp"
@@ -165,7 +167,9 @@ struct ModelAdapter {
   static void destroy(triax_model* handle) { delete box(handle); }
   static triax_status forward(triax_model* handle, triax_stage_io* io, triax_error* error) {
     return guarded(error, [&] {
-      StageOutput output = box(handle)->model->forward(stage_input_from_c(*io));
+      const StageInput input = stage_input_from_c(*io);
+      const WeightGradientDeferral deferral(input.weight_gradients);
+      StageOutput output = box(handle)->model->forward(input);
       stage_aux_losses_to_c(output, box(handle)->model->aux_loss_name_table(), io);
       stage_output_to_c(std::move(output), io);
     });
@@ -280,6 +284,12 @@ struct asks_for_model_chunks : std::false_type {};
 template <class E>
 struct asks_for_model_chunks<E, std::void_t<decltype(std::declval<const E&>().model_chunks())>> : std::true_type {};
 
+// Whether engine class E places its chunks (`triax_chunk_placement chunk_placement() const`).
+template <class E, class = void>
+struct places_model_chunks : std::false_type {};
+template <class E>
+struct places_model_chunks<E, std::void_t<decltype(std::declval<const E&>().chunk_placement())>> : std::true_type {};
+
 template <class E>
 struct EngineAdapter {
   static triax_status create(const triax_engine_context* context, triax_engine** out, triax_error* error) {
@@ -305,6 +315,9 @@ struct EngineAdapter {
       return -1;
     }
   }
+  static int32_t chunk_placement(triax_engine* handle) {
+    return static_cast<int32_t>(static_cast<const E*>(reinterpret_cast<Engine*>(handle))->chunk_placement());
+  }
   static triax_engine_vtable make_vtable() {
     triax_engine_vtable table{};
     table.struct_size = sizeof(triax_engine_vtable);
@@ -312,6 +325,7 @@ struct EngineAdapter {
     table.destroy = destroy;
     table.train_step = train_step;
     if constexpr (asks_for_model_chunks<E>::value) table.model_chunks = model_chunks;
+    if constexpr (places_model_chunks<E>::value) table.chunk_placement = chunk_placement;
     return table;
   }
   static const triax_engine_vtable* vtable() {

@@ -73,6 +73,9 @@ struct ParallelismConfig {
   // triax: blocks (embedding, each layer, head) per virtual stage (pp x pp_chunks_per_rank of
   // them; one per pipeline rank with one chunk); default: balanced by cost
   std::optional<std::vector<int64_t>> pp_blocks_per_stage;
+  // triax: [F, B, W], the times of one micro-batch's forward, input backward and weight backward
+  // through one stage, by which the zero-bubble engines order their passes; default equal
+  std::optional<std::vector<double>> pp_pass_times;
   YAML::Node section;                  // the whole section as read, for the engine plugin
 };
 

@@ -112,6 +112,8 @@ class EngineInstance {
   Result train_step(const triax_step_request& request);
   // Model chunks the engine wants per pipeline rank (triax_engine_vtable.model_chunks; 1 without it).
   int model_chunks() const;
+  // Where they sit (triax_engine_vtable.chunk_placement, ABI 1.13; interleaved without it).
+  triax_chunk_placement chunk_placement() const;
   const std::string& name() const { return name_; }
 
  private:

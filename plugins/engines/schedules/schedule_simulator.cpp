@@ -1,0 +1,119 @@
+#include "schedule_simulator.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "triax/chunk_placement.hpp"
+
+namespace triax::plugins {
+namespace {
+
+constexpr double kNotArrived = std::numeric_limits<double>::infinity();
+
+class Timeline {
+ public:
+  Timeline(const ScheduleShape& shape, triax_chunk_placement placement, const PassTimes& times)
+      : shape_(shape),
+        placement_(placement),
+        times_(times),
+        forward_end_(shape.virtual_stages(), std::vector<double>(shape.micro_batches, kNotArrived)),
+        input_gradient_end_(forward_end_),
+        free_at_(shape.pp_size, 0.0),
+        busy_(shape.pp_size, 0.0),
+        starts_(shape.pp_size) {}
+
+  // Runs `pass` on `rank` if its input's arrival is known; false when it is not yet.
+  bool try_run(int rank, const Pass& pass) {
+    const int stage = virtual_stage_of(placement_, shape_.pp_size, rank, pass.chunk);
+    check(stage, pass.micro_batch);
+    double ready = 0.0;
+    if (pass.forward() && stage > 0) ready = arrival(forward_end_[stage - 1][pass.micro_batch], stage - 1, rank);
+    if (!pass.forward()) ready = forward_end_[stage][pass.micro_batch];
+    if (pass.backpropagates_input() && stage < shape_.virtual_stages() - 1)
+      ready = std::max(ready, arrival(input_gradient_end_[stage + 1][pass.micro_batch], stage + 1, rank));
+    if (pass.kind == PassKind::BackwardWeight) ready = std::max(ready, input_gradient_end_[stage][pass.micro_batch]);
+    if (ready == kNotArrived) return false;
+    const double duration = duration_of(pass.kind);
+    const double start = std::max(ready, free_at_[rank]), end = start + duration;
+    starts_[rank].push_back(start);
+    free_at_[rank] = end;
+    busy_[rank] += duration;
+    if (pass.forward()) forward_end_[stage][pass.micro_batch] = end;
+    if (pass.backpropagates_input()) input_gradient_end_[stage][pass.micro_batch] = end;
+    return true;
+  }
+
+  SimulatedStep result() const {
+    SimulatedStep step;
+    step.step_time = *std::max_element(free_at_.begin(), free_at_.end());
+    step.busy = busy_;
+    step.starts = starts_;
+    const double busy = std::accumulate(busy_.begin(), busy_.end(), 0.0) / static_cast<double>(busy_.size());
+    step.bubble_fraction = step.step_time > 0 ? 1.0 - busy / step.step_time : 0.0;
+    return step;
+  }
+
+ private:
+  void check(int stage, int micro_batch) const {
+    if (micro_batch < 0 || micro_batch >= shape_.micro_batches || stage >= shape_.virtual_stages())
+      throw std::logic_error("schedule simulator: a pass of micro-batch " + std::to_string(micro_batch) +
+                             " on virtual stage " + std::to_string(stage) + " outside the shape");
+  }
+  // When a tensor produced at `end` on `from_stage`'s rank is there for `rank`.
+  double arrival(double end, int from_stage, int rank) const {
+    const bool crosses = holder_of_virtual_stage(placement_, shape_.pp_size, from_stage).pp_rank != rank;
+    return crosses ? end + times_.transfer : end;
+  }
+  double duration_of(PassKind kind) const { return pass_duration(times_, kind, shape_.chunks); }
+
+  ScheduleShape shape_;
+  triax_chunk_placement placement_;
+  PassTimes times_;
+  std::vector<std::vector<double>> forward_end_, input_gradient_end_;  // per virtual stage and micro-batch
+  std::vector<double> free_at_, busy_;                                 // per rank
+  std::vector<std::vector<double>> starts_;                            // per rank and pass
+};
+
+}  // namespace
+
+double pass_duration(const PassTimes& times, PassKind kind, int chunks) {
+  const double share = 1.0 / chunks;
+  switch (kind) {
+    case PassKind::Forward:
+      return times.forward * share;
+    case PassKind::Backward:
+      return (times.backward_input + times.backward_weight) * share;
+    case PassKind::BackwardInput:
+      return times.backward_input * share;
+    case PassKind::BackwardWeight:
+      return times.backward_weight * share;
+  }
+  return 0.0;
+}
+
+SimulatedStep simulate_schedule(const ScheduleShape& shape, triax_chunk_placement placement,
+                                const std::vector<std::vector<Pass>>& passes, const PassTimes& times) {
+  if (static_cast<int>(passes.size()) != shape.pp_size)
+    throw std::logic_error("schedule simulator: passes for " + std::to_string(passes.size()) + " ranks, pp is " +
+                           std::to_string(shape.pp_size));
+  Timeline timeline(shape, placement, times);
+  std::vector<size_t> next(passes.size(), 0);
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (size_t r = 0; r < passes.size(); ++r)
+      for (; next[r] < passes[r].size() && timeline.try_run(static_cast<int>(r), passes[r][next[r]]); ++next[r])
+        progressed = true;
+  }
+  for (size_t r = 0; r < passes.size(); ++r)
+    if (next[r] != passes[r].size())
+      throw std::logic_error("schedule simulator: the passes of pipeline rank " + std::to_string(r) +
+                             " cannot all run (a pass waits for one that never comes)");
+  SimulatedStep step = timeline.result();
+  for (const std::vector<Pass>& rank_passes : passes) step.peak_in_flight.push_back(peak_in_flight(rank_passes));
+  return step;
+}
+
+}  // namespace triax::plugins

@@ -1,0 +1,43 @@
+// Times a schedule from the durations of its passes: every rank runs its passes in their order,
+// each as soon as the rank is free and the pass's input has arrived (an activation from the
+// previous virtual stage, a gradient from the next one, a transfer time later when it crosses
+// ranks). A whole Backward takes B + W, and its input gradient leaves when it ends.
+//
+// What it predicts is the schedule's own shape: the step time, the share of it each rank idles
+// (the bubble) and the most (chunk, micro-batch) pairs each rank holds activations of. It knows
+// nothing of optimizers, data loading or collectives outside the pipeline.
+#pragma once
+
+#include <vector>
+
+#include "pipeline_schedule.hpp"
+#include "triax/abi.h"
+
+namespace triax::plugins {
+
+// Durations for one micro-batch through one rank's whole share of the model: a pass through one
+// of `chunks` chunks takes 1/chunks of it.
+struct PassTimes {
+  double forward = 1.0;
+  double backward_input = 1.0;   // B
+  double backward_weight = 1.0;  // W
+  double transfer = 0.0;         // one activation or gradient from a rank to another
+};
+
+struct SimulatedStep {
+  double step_time = 0.0;                   // until the last pass of any rank ends
+  double bubble_fraction = 0.0;             // mean over ranks of the step's idle share
+  std::vector<double> busy;                 // per rank: the time its passes take
+  std::vector<int> peak_in_flight;          // per rank: (chunk, micro-batch) pairs alive at once
+  std::vector<std::vector<double>> starts;  // per rank and pass: when it starts
+};
+
+// How long `kind` takes through one of `chunks` chunks.
+double pass_duration(const PassTimes& times, PassKind kind, int chunks);
+
+// `passes`: each rank's, in order. Throws std::logic_error when a pass waits for one that never
+// comes (an order no run could follow).
+SimulatedStep simulate_schedule(const ScheduleShape& shape, triax_chunk_placement placement,
+                                const std::vector<std::vector<Pass>>& passes, const PassTimes& times);
+
+}  // namespace triax::plugins

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Checks the schedule simulator against real runs on CPU ranks (docs/pipeline-schedules.md).
+
+Measures one stage's F, B and W times of CONFIG's model (`triax inspect schedule --measure`), lets
+the simulator predict each engine's step at --pp ranks and --micro-batches, then trains each
+engine for --steps steps under mpirun (one rank per pipeline stage, one thread each) and compares
+the median step time of metrics.jsonl (after the first two steps) with the prediction. The ranks
+need a core each: on a shared or smaller machine the measured steps time-share cores and the
+comparison says nothing about the schedules.
+
+    tools/pipeline_bubble_check.py CONFIG [--pp 4] [--micro-batches 16] [--steps 8] [--set KEY=VALUE]...
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ENGINES = ["afab", "1f1b", "interleaved_1f1b", "zb_h1", "zb_v"]
+
+
+def predicted_steps(triax, args, sets):
+    """The simulator's step time (ms) per engine from the stage's measured times, and the
+    parallelism.pp_pass_times setting that orders the zero-bubble engines for them."""
+    command = [triax, "inspect", "schedule", "--measure", args.config, "--pp", str(args.pp),
+               "--micro-batches", str(args.micro_batches), "--transfer", str(args.transfer)]
+    for s in sets:
+        command += ["--set", s]
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    print(output)
+    times = re.search(r"pp_pass_times=(\[[0-9.,]+\])", output).group(1)
+    steps = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0] in ENGINES and re.match(r"^[0-9.]+$", cells[3]):
+            steps[cells[0]] = float(cells[3])
+    return steps, f"parallelism.pp_pass_times={times}"
+
+
+def measured_step(triax, args, sets, engine, folder):
+    """The median step time (ms) of a run of `engine`, after its first two steps."""
+    run = folder / engine
+    command = ["mpirun", "-n", str(args.pp), "--oversubscribe", "--bind-to", "none", triax, "train", "--config",
+               args.config, "--set", f"parallelism.pp={args.pp}", "--set", f"parallelism.pp_engine={engine}",
+               "--set", f"tokens.batch_accumulation_per_replica={args.micro_batches}",
+               "--set", f"tokens.train_steps={args.steps}", "--set", f"checkpoints.checkpoints_path={run}",
+               "--set", "checkpoints.checkpoint_interval=1000000", "--set", "logging.iteration_step_info_interval=1"]
+    if engine == "interleaved_1f1b":
+        command += ["--set", "parallelism.pp_chunks_per_rank=2"]
+    for s in sets:
+        command += ["--set", s]
+    environment = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    subprocess.run(command, check=True, capture_output=True, env=environment)
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [line["step_s"] * 1000 for line in lines if "loss" in line and line["step"] > 2]
+    return statistics.median(steps)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config")
+    parser.add_argument("--pp", type=int, default=4)
+    parser.add_argument("--micro-batches", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--transfer", type=float, default=0.0, help="ms per transfer between ranks, for the simulator")
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE, for the measure and every run")
+    parser.add_argument("--triax", default=str(ROOT / "build" / "bin" / "triax"))
+    args = parser.parse_args()
+    predicted, pass_times = predicted_steps(args.triax, args, args.set)
+    print(f"| engine | predicted step (ms) | measured step (ms) | measured / predicted |\n|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as folder:
+        for engine in ENGINES:
+            measured = measured_step(args.triax, args, args.set + [pass_times], engine, pathlib.Path(folder))
+            print(f"| {engine} | {predicted[engine]:.1f} | {measured:.1f} | {measured / predicted[engine]:.3f} |",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
