@@ -1,6 +1,9 @@
 #include "zero_bubble_schedule.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+
+#include "interleaved_schedule.hpp"
 
 #include "transfer_placement.hpp"
 
@@ -9,8 +12,17 @@ namespace {
 
 bool equal_times(const PassTimes& t) { return t.forward == t.backward_input && t.forward == t.backward_weight; }
 
-// Orders tried for unequal times: the first two unperturbed (without and with the lookahead).
+// Orders tried per cap on activations in flight for unequal times: the first two unperturbed
+// (without and with the lookahead). Larger schedules take longer to run, so they get fewer tries
+// (at least kTrials) out of a budget of passes: the search stays well under a second.
 constexpr int kTrials = 96;
+constexpr int kMaxTrials = 480;
+constexpr long kPassBudget = 160000;
+
+int trials_per_cap(const ScheduleShape& shape) {
+  const long passes = 3L * shape.virtual_stages() * shape.micro_batches;
+  return static_cast<int>(std::clamp(kPassBudget / passes, static_cast<long>(kTrials), static_cast<long>(kMaxTrials)));
+}
 
 Perturbation trial_perturbation(int trial) {
   static const double kForwardFirst[] = {0.0, 0.05, 0.1, 0.2};
@@ -19,11 +31,42 @@ Perturbation trial_perturbation(int trial) {
   return Perturbation{static_cast<uint64_t>(trial), kForwardFirst[(trial / 2) % 4], kWeightFirst[(trial / 8) % 5]};
 }
 
+struct TimedOrder {
+  std::vector<std::vector<Pass>> passes;
+  double step = 0.0;
+};
+
+// Replaces `best` by every order of the runs at `limit` in flight that the simulator times
+// shorter (by more than rounding: on a tie the earlier, of fewer activations, stays).
+void try_orders(const ScheduleShape& shape, ZeroBubbleLayout layout, int limit, const PassTimes& times,
+                TimedOrder& best) {
+  layout.in_flight_limit = limit;
+  const int trials = trials_per_cap(shape);
+  for (int trial = 0; trial < trials; ++trial) {
+    try {
+      std::vector<std::vector<Pass>> candidate =
+          zero_bubble_run(shape, layout, times, trial % 2 == 1, trial_perturbation(trial));
+      const double step = simulate_schedule(shape, layout.placement, candidate, times).step_time;
+      if (step < best.step * (1 - 1e-9)) best = {std::move(candidate), step};
+    } catch (const std::logic_error&) {
+      // a perturbation that stalls the ranks: not a schedule
+    }
+  }
+}
+
 }  // namespace
 
 ZeroBubbleLayout zb_h1_layout(int pp_size) { return {1, TRIAX_CHUNKS_INTERLEAVED, pp_size, true}; }
 
 ZeroBubbleLayout zb_v_layout(int pp_size) { return {2, TRIAX_CHUNKS_V, 2 * pp_size, false}; }
+
+int zero_bubble_in_flight_cap(const ScheduleShape& shape, const ZeroBubbleLayout& layout) {
+  // zb_h1 keeps 1F1B's peak; zb_v may hold as many chunk passes as interleaved_1f1b's first rank
+  // where interleaved_1f1b runs the shape (a multiple of pp micro-batches).
+  if (layout.keeps_1f1b_order || shape.pp_size < 2 || shape.micro_batches % shape.pp_size != 0)
+    return layout.in_flight_limit;
+  return std::max(layout.in_flight_limit, peak_live_passes(shape, 0));
+}
 
 std::string zero_bubble_shape_problem(const std::string& engine, const ScheduleShape& shape) {
   if (shape.pp_size < 1) return "parallelism.pp: must be >= 1, got " + std::to_string(shape.pp_size);
@@ -37,23 +80,16 @@ std::string zero_bubble_shape_problem(const std::string& engine, const ScheduleS
 
 std::vector<std::vector<Pass>> zero_bubble_passes(const ScheduleShape& shape, const ZeroBubbleLayout& layout,
                                                   const PassTimes& times) {
-  // The order of equal times; when the times differ, also orders run with them, with and without
-  // the lookahead, plain and perturbed: the one whose simulated step is shortest (the first on a
-  // tie). Every candidate holds the layout's bound on activations in flight.
-  std::vector<std::vector<Pass>> best = zero_bubble_run(shape, layout, PassTimes{}, false);
-  if (equal_times(times)) return best;
-  double best_step = simulate_schedule(shape, layout.placement, best, times).step_time;
-  for (int trial = 0; trial < kTrials; ++trial) {
-    const Perturbation perturbation = trial_perturbation(trial);
-    try {
-      std::vector<std::vector<Pass>> candidate = zero_bubble_run(shape, layout, times, trial % 2 == 1, perturbation);
-      const double step = simulate_schedule(shape, layout.placement, candidate, times).step_time;
-      if (step < best_step * (1 - 1e-9)) best = std::move(candidate), best_step = step;
-    } catch (const std::logic_error&) {
-      // a perturbation that stalls the ranks: not a schedule
-    }
-  }
-  return best;
+  // The order of equal times; when the times differ, also orders run with them at every cap on
+  // activations in flight from the layout's to zero_bubble_in_flight_cap's, with and without the
+  // lookahead, plain and perturbed: the one whose simulated step is shortest (the first on a tie).
+  std::vector<std::vector<Pass>> equal = zero_bubble_run(shape, layout, PassTimes{}, false);
+  if (equal_times(times)) return equal;
+  TimedOrder best{std::move(equal), 0.0};
+  best.step = simulate_schedule(shape, layout.placement, best.passes, times).step_time;
+  const int cap = zero_bubble_in_flight_cap(shape, layout);
+  for (int limit = layout.in_flight_limit; limit <= cap; ++limit) try_orders(shape, layout, limit, times, best);
+  return std::move(best.passes);
 }
 
 std::vector<std::vector<ScheduleStep>> zero_bubble_schedule(const ScheduleShape& shape, const ZeroBubbleLayout& layout,

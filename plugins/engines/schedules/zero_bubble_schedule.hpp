@@ -7,7 +7,9 @@
 // time (zero_bubble_run.hpp): by default equal times for F, B and W; given the times of a stage's
 // F, B and W (parallelism.pp_pass_times, measured by `triax inspect schedule --measure`), orders
 // run with those times too, plain and perturbed (a ready F now and then before a ready B, a W
-// before an F: 96 tries, the same on every rank), and the one the simulator times shortest wins.
+// before an F: 96 to 480 tries per cap on activations in flight, the same on every rank), and the
+// one the simulator times shortest wins. zb_v may then hold more chunk passes in flight, up to
+// interleaved_1f1b's peak (zero_bubble_in_flight_cap), where that shortens the step.
 // The transfers are then placed by transfer_placement.hpp in the order of the passes' simulated
 // start times, so the schedule cannot deadlock even with blocking sends.
 //
@@ -16,7 +18,7 @@
 //     long, against 1F1B's 3(m + pp - 1): the bubble shrinks to a third.
 //   zb_v (ZB-V): two chunks per rank in a V (TRIAX_CHUNKS_V: rank 0 holds the first and the last
 //     virtual stage) and at most 2 pp chunk passes in flight, pp micro-batches' worth of a rank's
-//     activations, again 1F1B's most. With equal times the only idle time left is the last rank's
+//     activations, again 1F1B's most (for given times, up to interleaved_1f1b's). With equal times the only idle time left is the last rank's
 //     wait for its first input: pp - 1 chunk passes.
 #pragma once
 
@@ -31,6 +33,11 @@ namespace triax::plugins {
 
 ZeroBubbleLayout zb_h1_layout(int pp_size);
 ZeroBubbleLayout zb_v_layout(int pp_size);
+
+// The most (chunk, micro-batch) pairs a rank may hold in flight in an order for unequal times:
+// the layout's limit for zb_h1 (1F1B's peak); for zb_v interleaved_1f1b's peak at `shape` (its
+// first rank's, with the same chunks) where interleaved_1f1b runs the shape, else the layout's.
+int zero_bubble_in_flight_cap(const ScheduleShape& shape, const ZeroBubbleLayout& layout);
 
 // Why `engine` cannot schedule `shape` (too few micro-batches to fill its pipeline), naming the
 // engine and the key to change; empty when it can.
