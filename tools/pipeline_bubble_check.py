@@ -3,12 +3,13 @@
 
 Measures one stage's F, B and W times of CONFIG's model (`triax inspect schedule --measure`), lets
 the simulator predict each engine's step at --pp ranks and --micro-batches, then trains each
-engine for --steps steps under mpirun (one rank per pipeline stage, one thread each) and compares
-the median step time of metrics.jsonl (after the first two steps) with the prediction. The ranks
-need a core each: on a shared or smaller machine the measured steps time-share cores and the
-comparison says nothing about the schedules.
+engine for --steps steps under mpirun (one rank per pipeline stage, --threads threads each, the
+measure too) and prints the median step time of metrics.jsonl (after the first two steps), the
+prediction and their ratio. The ranks need --threads cores each: on a shared or smaller machine
+the measured steps time-share cores and the comparison says nothing about the schedules.
 
-    tools/pipeline_bubble_check.py CONFIG [--pp 4] [--micro-batches 16] [--steps 8] [--set KEY=VALUE]...
+    tools/pipeline_bubble_check.py CONFIG [--pp 4] [--micro-batches 16] [--steps 8] [--threads 1]
+                                   [--triax build/bin/triax] [--set KEY=VALUE]...
 """
 import argparse
 import json
@@ -19,19 +20,27 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ENGINES = ["afab", "1f1b", "interleaved_1f1b", "zb_h1", "zb_v"]
+
+
+def thread_environment(args):
+    """The environment of the measure and of every rank: --threads threads, mpirun as root allowed."""
+    return dict(os.environ, OMP_NUM_THREADS=str(args.threads), OMPI_ALLOW_RUN_AS_ROOT="1",
+                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
 
 def predicted_steps(triax, args, sets):
     """The simulator's step time (ms) per engine from the stage's measured times, and the
     parallelism.pp_pass_times setting that orders the zero-bubble engines for them."""
     command = [triax, "inspect", "schedule", "--measure", args.config, "--pp", str(args.pp),
-               "--micro-batches", str(args.micro_batches), "--transfer", str(args.transfer)]
+               "--micro-batches", str(args.micro_batches), "--transfer", str(args.transfer),
+               "--repeat", str(args.repeat)]
     for s in sets:
         command += ["--set", s]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    output = subprocess.run(command, check=True, capture_output=True, text=True, env=thread_environment(args)).stdout
     print(output)
     times = re.search(r"pp_pass_times=(\[[0-9.,]+\])", output).group(1)
     steps = {}
@@ -54,8 +63,7 @@ def measured_step(triax, args, sets, engine, folder):
         command += ["--set", "parallelism.pp_chunks_per_rank=2"]
     for s in sets:
         command += ["--set", s]
-    environment = dict(os.environ, OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    subprocess.run(command, check=True, capture_output=True, env=environment)
+    subprocess.run(command, check=True, capture_output=True, env=thread_environment(args))
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [line["step_s"] * 1000 for line in lines if "loss" in line and line["step"] > 2]
     return statistics.median(steps)
@@ -66,11 +74,14 @@ def main():
     parser.add_argument("config")
     parser.add_argument("--pp", type=int, default=4)
     parser.add_argument("--micro-batches", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=8, help="training steps per engine (the first two untimed)")
+    parser.add_argument("--threads", type=int, default=1, help="threads per rank, and of the measure")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs of each pass in the measure")
     parser.add_argument("--transfer", type=float, default=0.0, help="ms per transfer between ranks, for the simulator")
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE, for the measure and every run")
     parser.add_argument("--triax", default=str(ROOT / "build" / "bin" / "triax"))
     args = parser.parse_args()
+    started = time.monotonic()
     predicted, pass_times = predicted_steps(args.triax, args, args.set)
     print(f"| engine | predicted step (ms) | measured step (ms) | measured / predicted |\n|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
@@ -78,6 +89,7 @@ def main():
             measured = measured_step(args.triax, args, args.set + [pass_times], engine, pathlib.Path(folder))
             print(f"| {engine} | {predicted[engine]:.1f} | {measured:.1f} | {measured / predicted[engine]:.3f} |",
                   flush=True)
+    print(f"{time.monotonic() - started:.0f} s in all")
     return 0
 
 
