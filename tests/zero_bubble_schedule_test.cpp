@@ -181,12 +181,13 @@ TEST(ZeroBubbleSchedule, OrdersForTheGpuTimesRunEveryPassOnceWithinTheirPeaks) {
         const auto steps = zero_bubble_schedule(shape, layout, engine.name, gpu.times);
         const auto passes = passes_of(steps);
         expect_every_pass_once_in_order(engine, shape, layout, passes);
-        EXPECT_EQ(run_with_blocking_sends(shape, steps, layout.placement), "") << engine.name << ", " << shape_text(shape);
+        EXPECT_EQ(run_with_blocking_sends(shape, steps, layout.placement), "")
+            << engine.name << ", " << shape_text(shape);
         // zb_h1: 1F1B's peak (its first rank's) on every rank; zb_v: at most interleaved_1f1b's.
-        const int peak = engine.layout(1).chunks == 1 ? peak_live_passes({gpu.pp, 1, m}, 0)
-                                                      : peak_live_passes({gpu.pp, 2, m}, 0);
+        const int peak = peak_live_passes(shape, 0);
         for (int r = 0; r < gpu.pp; ++r) {
-          if (layout.keeps_1f1b_order) EXPECT_EQ(peak_in_flight(passes[r]), peak) << shape_text(shape) << ", rank " << r;
+          if (layout.keeps_1f1b_order)
+            EXPECT_EQ(peak_in_flight(passes[r]), peak) << shape_text(shape) << ", rank " << r;
           EXPECT_LE(peak_in_flight(passes[r]), peak) << engine.name << ", " << shape_text(shape) << ", rank " << r;
         }
       }
@@ -194,8 +195,8 @@ TEST(ZeroBubbleSchedule, OrdersForTheGpuTimesRunEveryPassOnceWithinTheirPeaks) {
 
 TEST(ZeroBubbleSchedule, ReachesTheBoundsForTheGpuTimes) {
   const PassTimes& t = kGpuStages[0].times;
-  const SimulatedStep h1 = simulate_schedule({4, 1, 16}, TRIAX_CHUNKS_INTERLEAVED,
-                                             zero_bubble_passes({4, 1, 16}, zb_h1_layout(4), t), t);
+  const SimulatedStep h1 =
+      simulate_schedule({4, 1, 16}, TRIAX_CHUNKS_INTERLEAVED, zero_bubble_passes({4, 1, 16}, zb_h1_layout(4), t), t);
   // ZB-H1's bubble: (p - 1)(F + B - W) per rank, against 1F1B's (p - 1)(F + B + W).
   const double busy = 16 * (t.forward + t.backward_input + t.backward_weight);
   EXPECT_NEAR(h1.step_time, busy + 3 * (t.forward + t.backward_input - t.backward_weight), 1e-6);

@@ -4,7 +4,6 @@
 #include <stdexcept>
 
 #include "interleaved_schedule.hpp"
-
 #include "transfer_placement.hpp"
 
 namespace triax::plugins {

@@ -18,8 +18,9 @@
 //     long, against 1F1B's 3(m + pp - 1): the bubble shrinks to a third.
 //   zb_v (ZB-V): two chunks per rank in a V (TRIAX_CHUNKS_V: rank 0 holds the first and the last
 //     virtual stage) and at most 2 pp chunk passes in flight, pp micro-batches' worth of a rank's
-//     activations, again 1F1B's most (for given times, up to interleaved_1f1b's). With equal times the only idle time left is the last rank's
-//     wait for its first input: pp - 1 chunk passes.
+//     activations, again 1F1B's most (for given times, up to interleaved_1f1b's). With equal
+//     times the only idle time left is the last rank's wait for its first input: pp - 1 chunk
+//     passes.
 #pragma once
 
 #include <string>
