@@ -24,7 +24,11 @@ constexpr int64_t kSeq = 8, kIn = 12, kOut = 10;
 
 class ChannelMajorLinearTest : public ::testing::TestWithParam<TpMode> {
  protected:
-  void SetUp() override { tp_ = triax::testing::world_tensor_parallel(GetParam()).tp; }
+  void SetUp() override {
+    world_ = triax::testing::world_tensor_parallel(GetParam());  // owns the communicator tp_ uses
+    tp_ = world_.tp;
+  }
+  triax::testing::WorldTensorParallel world_;
   TensorParallel tp_;
 };
 
