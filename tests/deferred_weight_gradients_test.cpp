@@ -2,8 +2,9 @@
 // with a WeightGradientDeferral alive during the forward, each linear layer's backward computes
 // the input's gradient (and the bias's) and leaves the weight's to the queue; running the queue
 // accumulates exactly the gradient the whole backward computes, through the weight's hooks. For
-// column- and row-parallel layers in every weight layout, the activation recomputed in backward,
-// fp8 (CPU emulation, both recipes) and a recomputed block; without a deferral nothing is queued.
+// column- and row-parallel layers in every weight layout, a channel-major input, the activation
+// recomputed in backward, fp8 (CPU emulation, both recipes) and a recomputed block; without a
+// deferral nothing is queued.
 #include "triax/layers/deferred_weight_gradients.hpp"
 
 #include <ATen/ATen.h>
@@ -107,6 +108,9 @@ TEST(DeferredWeightGradients, ColumnAndRowParallelLayersInEveryLayout) {
   fill(row, 40);
   expect_split_equals_whole(
       row, row.weight, [&](const at::Tensor& in) { return row.forward(in); }, x, "row");
+  expect_split_equals_whole(
+      row, row.weight, [&](const at::Tensor& in) { return row.forward_channel_major(in); },
+      x.transpose(1, 2).contiguous(), "row, channel-major input");
   RowParallelLinear row_conv1d(LinearOptions{8, 4}.conv1d(), TensorParallel{});
   fill(row_conv1d, 50);
   expect_split_equals_whole(

@@ -116,10 +116,22 @@ TEST(MambaScanCuda, WithStateMatchesReferenceAndContinues) {
   }
 }
 
-void check_conv(c10::ScalarType dtype, int64_t width, bool silu, bool with_bias) {
+// x at a storage offset of one element (`misaligned`) takes the kernels' element loads even where
+// the length would allow whole vectors.
+at::Tensor conv_input(int64_t length, c10::ScalarType dtype, bool misaligned) {
+  const at::Tensor values = seeded({2, 37, length}, 61).to(kCuda, dtype);
+  if (!misaligned) return values.requires_grad_(true);
+  const at::Tensor storage = at::empty({values.numel() + 1}, values.options());
+  at::Tensor x = storage.narrow(0, 1, values.numel()).view(values.sizes());
+  x.copy_(values);
+  return x.requires_grad_(true);
+}
+
+void check_conv(c10::ScalarType dtype, int64_t width, bool silu, bool with_bias, int64_t length = 301,
+                bool misaligned = false) {
   SCOPED_TRACE(std::string(c10::toString(dtype)) + " k" + std::to_string(width) + (silu ? " silu" : "") +
-               (with_bias ? " bias" : ""));
-  const at::Tensor x = seeded({2, 37, 301}, 61).to(kCuda, dtype).requires_grad_(true);
+               (with_bias ? " bias" : "") + " l" + std::to_string(length) + (misaligned ? " misaligned" : ""));
+  const at::Tensor x = conv_input(length, dtype, misaligned);
   const at::Tensor weight = seeded({37, width}, 62, 0.5).to(kCuda, at::kFloat).requires_grad_(true);
   const at::Tensor bias = with_bias ? seeded({37}, 63).to(kCuda, at::kFloat).requires_grad_(true) : at::Tensor();
   const at::Tensor y = triax::mamba::causal_conv1d(x, weight, bias, silu);
@@ -129,7 +141,7 @@ void check_conv(c10::ScalarType dtype, int64_t width, bool silu, bool with_bias)
   const at::Tensor b64 = with_bias ? bias.detach().to(at::kDouble).requires_grad_(true) : at::Tensor();
   const at::Tensor y64 = triax::mamba::causal_conv1d_reference(x64, w64, b64, silu);
   EXPECT_LT(relative_error(y, y64), tolerance(dtype));
-  const at::Tensor grad = seeded({2, 37, 301}, 64).to(kCuda, dtype);
+  const at::Tensor grad = seeded({2, 37, length}, 64).to(kCuda, dtype);
   y.backward(grad);
   y64.backward(grad.to(at::kDouble));
   EXPECT_LT(relative_error(x.grad(), x64.grad()), tolerance(dtype)) << "gradient of x";
@@ -146,6 +158,12 @@ TEST(MambaScanCuda, ConvMatchesReference) {
   check_conv(at::kFloat, 4, true, false);
   check_conv(at::kFloat, 1, true, true);
   check_conv(at::kFloat, 8, true, true);
+  // Whole vectors: rows that change within a warp (40), rows of whole warps (2048), k 8 and k 2.
+  for (const c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
+    for (const int64_t length : {8, 40, 2048}) check_conv(dtype, 4, true, true, length);
+  check_conv(at::kBFloat16, 8, true, true, 40);
+  check_conv(at::kBFloat16, 2, false, true, 2048);
+  check_conv(at::kBFloat16, 4, true, true, 40, /*misaligned=*/true);
 }
 
 }  // namespace

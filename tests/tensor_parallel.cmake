@@ -14,3 +14,12 @@ foreach(ranks 1 2 4)
   triax_add_multi_rank_test(NAME fused_projections_${ranks}_ranks RANKS ${ranks}
                             COMMAND $<TARGET_FILE:fused_projections_test> TIMEOUT 120)
 endforeach()
+
+# RowParallelLinear's channel-major input against the [b, s, in] input, at tp 1 and 2.
+add_executable(channel_major_linear_test ${CMAKE_CURRENT_LIST_DIR}/channel_major_linear_test.cpp)
+target_link_libraries(channel_major_linear_test PRIVATE triax_sdk triax_multi_rank_main)
+triax_use_pch(channel_major_linear_test)
+foreach(ranks 1 2)
+  triax_add_multi_rank_test(NAME channel_major_linear_${ranks}_ranks RANKS ${ranks}
+                            COMMAND $<TARGET_FILE:channel_major_linear_test> TIMEOUT 120)
+endforeach()

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "triax/error.hpp"
+#include "triax/layers/channel_major_linear.hpp"
 #include "triax/layers/cross_entropy.hpp"
 #include "triax/layers/deferred_weight_gradients.hpp"
 #include "triax/layers/embedding.hpp"
@@ -140,6 +141,11 @@ RowParallelLinear::RowParallelLinear(const LinearOptions& o, const TensorParalle
 
 at::Tensor RowParallelLinear::forward(const at::Tensor& x) {
   return reduce(fp8_ ? fp8_linear(x, matrix(), *fp8_) : deferrable_linear(x, matrix()));
+}
+
+at::Tensor RowParallelLinear::forward_channel_major(const at::Tensor& x) {
+  if (fp8_) return forward(x.transpose(1, 2));
+  return reduce(channel_major_linear(x, matrix()));
 }
 
 at::Tensor RowParallelLinear::forward_activated(RecomputedActivation activation, const at::Tensor& x,

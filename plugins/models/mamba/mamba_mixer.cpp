@@ -81,8 +81,8 @@ at::Tensor MambaMixer::forward(const at::Tensor& hidden) {
   auto [x, z] = project_in(gathered);
   const at::Tensor u = causal_conv1d(x, conv_weight_.squeeze(1), conv_bias_, /*silu=*/true);
   const SelectiveScanArgs args = scan_args(u, z);
-  const at::Tensor y = selective_scan(args);  // [b, d/tp, s]
-  return out_proj->forward(y.transpose(1, 2).to(hidden.scalar_type()));
+  const at::Tensor y = selective_scan(args);  // [b, d/tp, s] in u's dtype: hidden's, so no cast runs
+  return out_proj->forward_channel_major(y.to(hidden.scalar_type()));
 }
 
 at::Tensor MambaMixer::forward_cached(const at::Tensor& hidden, const CachedStep& step) {
@@ -113,9 +113,9 @@ at::Tensor MambaMixer::forward_cached(const at::Tensor& hidden, const CachedStep
     rows[i]->conv_state = last_inputs[static_cast<int64_t>(i)].clone();
     rows[i]->ssm_state = state[static_cast<int64_t>(i)].clone();
   }
-  at::Tensor out = y.transpose(1, 2).to(hidden.scalar_type());  // [rows, keep, d/tp]
-  if (padded > keep) out = at::cat({out, at::zeros({out.size(0), padded - keep, local}, out.options())}, 1);
-  return out_proj->forward(out);
+  at::Tensor out = y.to(hidden.scalar_type());  // [rows, d/tp, keep]
+  if (padded > keep) out = at::cat({out, at::zeros({out.size(0), local, padded - keep}, out.options())}, 2);
+  return out_proj->forward_channel_major(out);
 }
 
 }  // namespace triax::mamba

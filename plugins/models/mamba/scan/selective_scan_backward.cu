@@ -15,7 +15,12 @@ namespace {
 
 constexpr int kChannels = 16;
 constexpr int kPiece = static_cast<int>(kCheckpointInterval);
-constexpr int kHalf = kPiece / 2;
+// The positions whose sums over a channel's lanes share one reduce-scatter: a quarter piece. The
+// same shuffles per position as half a piece, and 16 fewer partial sums held in registers: at
+// n = 16 the kernel then takes 147 registers a thread instead of 199, so three blocks fit an SM
+// (registers allowed two, shared memory three) and Mamba-130m's 768 blocks run in two waves on
+// 132 SMs instead of three.
+constexpr int kSpan = kPiece / 4;
 
 template <int G, int S>
 struct BackwardTiles {
@@ -86,19 +91,19 @@ struct AdjointLane {
 };
 
 // The states of one piece from its checkpoint (h, advanced in place) into tiles.states, and C . h
-// per position into tiles.dy. Positions past the end were staged with dt = 0 and C = 0. Each half
-// piece keeps its partial sums in registers, summed over the channel's G lanes by one
+// per position into tiles.dy. Positions past the end were staged with dt = 0 and C = 0. Each
+// quarter piece keeps its partial sums in registers, summed over the channel's G lanes by one
 // reduce-scatter instead of a sum per position.
 template <int G, int S, typename Tiles>
 __device__ __forceinline__ void recompute_piece(Tiles& tiles, const float (&A2)[S], float (&h)[S], int c, int g) {
 #pragma unroll
-  for (int half = 0; half < kPiece; half += kHalf) {
-    float y_part[kHalf];
-    scan_positions(tiles.in, half, c, g, A2, h, y_part,
+  for (int span = 0; span < kPiece; span += kSpan) {
+    float y_part[kSpan];
+    scan_positions(tiles.in, span, c, g, A2, h, y_part,
                    [&](int t, const float(&state)[S]) { store_states(tiles.states[t], threadIdx.x, state); });
-    const int first = half + sum_over_channel_lanes<G>(y_part, g);
+    const int first = span + sum_over_channel_lanes<G>(y_part, g);
 #pragma unroll
-    for (int k = 0; k < kHalf / G; ++k) tiles.dy[c][first + k] = y_part[k];
+    for (int k = 0; k < kSpan / G; ++k) tiles.dy[c][first + k] = y_part[k];
   }
 }
 
@@ -123,17 +128,17 @@ __device__ __forceinline__ void store_state_gradients(Tiles& tiles, float (&v)[2
 // The adjoint recurrence g_t = dy_t C_t + exp(dt_{t+1} A) g_{t+1} back through one piece, from
 // the states in tiles.states (h0: the state before the piece). Positions past the end carry
 // dy = 0 and dt = 0 and come first, while g is still zero, so they add nothing. du and d(dt) of
-// each half piece are summed over the channel's G lanes by one reduce-scatter each.
+// each quarter piece are summed over the channel's G lanes by one reduce-scatter each.
 template <int G, int S, typename Tiles>
 __device__ __forceinline__ void adjoint_piece(Tiles& tiles, const float (&h0)[S], AdjointLane<S>& a, float D, int c,
                                               int g, int lane, int warp) {
   float current[S];  // h_t
   load_states(tiles.states[kPiece - 1], threadIdx.x, current);
 #pragma unroll
-  for (int half = kPiece - kHalf; half >= 0; half -= kHalf) {
-    float du_part[kHalf], ddt_part[kHalf];
+  for (int span = kPiece - kSpan; span >= 0; span -= kSpan) {
+    float du_part[kSpan], ddt_part[kSpan];
 #pragma unroll
-    for (int t = half + kHalf - 1; t >= half; --t) {
+    for (int t = span + kSpan - 1; t >= span; --t) {
       const float dt = tiles.in.dt[c][t], dt_u = tiles.in.dt_u[c][t], u = tiles.in.u[c][t], dy = tiles.dy[c][t];
       float Bt[S], Ct[S], prev[S];  // prev: h_{t-1}
       load_states(tiles.in.B[t], g, Bt);
@@ -159,14 +164,14 @@ __device__ __forceinline__ void adjoint_piece(Tiles& tiles, const float (&h0)[S]
         a.decay_next[j] = decay;
         current[j] = prev[j];
       }
-      du_part[t - half] = du * dt;
-      ddt_part[t - half] = ddt;
+      du_part[t - span] = du * dt;
+      ddt_part[t - span] = ddt;
       store_state_gradients<G, S>(tiles, v, t, g, lane, warp);
     }
-    const int first = half + sum_over_channel_lanes<G>(du_part, g);
+    const int first = span + sum_over_channel_lanes<G>(du_part, g);
     sum_over_channel_lanes<G>(ddt_part, g);
 #pragma unroll
-    for (int k = 0; k < kHalf / G; ++k) {
+    for (int k = 0; k < kSpan / G; ++k) {
       const int t = first + k;
       const float dy = tiles.dy[c][t], dd = ddt_part[k] * tiles.in.slope[c][t];
       tiles.du[c][t] = du_part[k] + dy * D;
@@ -302,6 +307,12 @@ cudaError_t selective_scan_backward(const ScanOperands& in, const float* checkpo
       auto kernel = scan_backward_kernel<T, G, S>;
       const size_t shared = sizeof(BackwardTiles<G, S>);
       if (const cudaError_t status = triax::kernels::allow_dynamic_shared_memory(kernel, shared); status != cudaSuccess)
+        return status;
+      // All of the SM's unified memory as shared memory: three blocks of n = 16 take 220 KB (the
+      // kernel spills nothing to local memory, so it needs little L1).
+      if (const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                          cudaSharedmemCarveoutMaxShared);
+          status != cudaSuccess)
         return status;
       const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels),
                       static_cast<unsigned>(in.batch));

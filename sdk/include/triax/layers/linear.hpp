@@ -100,6 +100,10 @@ class RowParallelLinear : public SpecifiedModule {
   // or this rank's sequence shard of it, [b, s/tp, out] (REDUCE_SCATTER). The bias is added
   // once, after the reduction.
   at::Tensor forward(const at::Tensor& x);
+  // The same for a channel-major input, x [b, in/tp, s] (forward(x.transpose(1, 2))'s result),
+  // computed without copying x to [b, s, in/tp] (triax/layers/channel_major_linear.hpp). In fp8
+  // the quantisation reads the transposed view, as forward would.
+  at::Tensor forward_channel_major(const at::Tensor& x);
   // forward(apply_activation(activation, x)). With `recompute` the activation's output is not kept
   // for backward, which runs the activation again (triax/layers/recomputed_activation.hpp).
   // In fp8 the activation's output is kept (as the fp8 product's input) even with `recompute`.
