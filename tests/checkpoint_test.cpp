@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -12,6 +13,8 @@
 #include "triax/config_reader.hpp"
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
+#include "checkpoint/checkpoint_writer.hpp"
+#include "checkpoint/device_staging.hpp"
 #include "checkpoint/host_snapshot.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/comm/communicator.hpp"
@@ -270,6 +273,87 @@ TEST(CheckpointResume, AsyncSaveStoresWhatASynchronousSaveStores) {
   EXPECT_EQ(resolve_checkpoint(async_dir.string()), async_dir / step_folder_name(6));
 }
 
+// Removing an old checkpoint (keep_last) runs off the training thread: with the removal of step 2
+// made 1 s slower (TRIAX_FAULT=slow_prune), step 5 trains while step 2 is being removed after step
+// 4's commit, and the save of step 6 waits for the removal before its own commit.
+TEST(CheckpointResume, KeepLastRemovesOldStepsWithoutHoldingUpTheSteps) {
+  const fs::path dir = fresh_dir("slow_prune");
+  RunOptions options;
+  options.interval = 2;
+  options.extra = "  keep_last: 1\n";
+  setenv("TRIAX_FAULT", "slow_prune:0:4", 1);
+  ::testing::internal::CaptureStderr();
+  train(tiny_config(dir, options), {"logging.log_level=info"});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  unsetenv("TRIAX_FAULT");
+  const size_t step_5 = log.find("step 5/6 | loss");
+  const size_t removed = log.find("checkpoint: removed " + (dir / step_folder_name(2)).string());
+  ASSERT_NE(step_5, std::string::npos) << log;
+  ASSERT_NE(removed, std::string::npos) << log;
+  EXPECT_LT(step_5, removed) << log;
+  std::vector<int64_t> kept;
+  for (const auto& [step, folder] : list_checkpoints(dir)) kept.push_back(step);
+  EXPECT_EQ(kept, (std::vector<int64_t>{6}));  // the end of the run waited for step 4's removal
+  EXPECT_EQ(resolve_checkpoint(dir.string()), dir / step_folder_name(6));
+}
+
+// Staging in device memory needs the checkpoint's bytes beside the training's measured peak, what
+// the device holds outside the caching allocator and the margin; before any step, never.
+TEST(DeviceStaging, StagesOnlyWhereTheCheckpointFitsBesideTheTrainingsPeak) {
+  constexpr int64_t GB = 1000 * 1000 * 1000;
+  StagingRoom room;
+  room.needed = 24 * GB;
+  room.total = 80 * GB;
+  room.peak_reserved = 50 * GB;
+  room.outside_allocator = 1 * GB;
+  room.margin = 2 * GB;
+  room.steps_measured = true;
+  EXPECT_EQ(room.spare(), 27 * GB);
+  EXPECT_TRUE(room.fits());
+  room.peak_reserved = 53 * GB;  // exactly the bytes needed
+  EXPECT_TRUE(room.fits());
+  room.peak_reserved = 53 * GB + 1;
+  EXPECT_FALSE(room.fits());
+  room.peak_reserved = 54 * GB;
+  EXPECT_NE(room.describe().find("24.000000 GB needed, 23.000000 GB spare"), std::string::npos) << room.describe();
+  room.peak_reserved = 10 * GB;
+  room.steps_measured = false;  // a save before the first step: the peak is not the training's yet
+  EXPECT_FALSE(room.fits());
+  EXPECT_NE(room.describe().find("no step has run yet"), std::string::npos) << room.describe();
+}
+
+// On a GPU a background save of the tiny model passes through a staging buffer in device memory
+// (it leaves plenty spare): the files equal a synchronous save's and the run trains the same.
+TEST(CheckpointCuda, AsyncSaveStagedInDeviceMemoryStoresWhatASynchronousSaveStores) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  const fs::path sync_dir = fresh_dir("cuda_sync_save"), async_dir = fresh_dir("cuda_async_save");
+  RunOptions options;
+  options.interval = 2;
+  options.dtype = "bfloat16";
+  Finished sync_run = train(tiny_config(sync_dir, options), {"general.device=cuda"});
+  options.extra = "  async_save: true\n";
+  ::testing::internal::CaptureStderr();
+  Finished async_run = train(tiny_config(async_dir, options), {"general.device=cuda", "logging.log_level=info"});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("checkpoint: step 2 copied into host memory"), std::string::npos) << log;
+  EXPECT_EQ(log.find("copied to host directly"), std::string::npos) << log;  // every save after step 1 staged
+  EXPECT_NE(log.find("staged in device memory"), std::string::npos) << log;
+  EXPECT_EQ(async_run.summary.losses, sync_run.summary.losses);
+  for (int64_t step : {2, 4, 6}) {
+    const std::string folder = step_folder_name(step) + "/" + rank_file_name(0);
+    const Hdf5File sync_file = Hdf5File::open_read((sync_dir / folder).string());
+    const Hdf5File async_file = Hdf5File::open_read((async_dir / folder).string());
+    std::vector<std::string> datasets;
+    for (const std::string& name : sync_file.children("/model")) datasets.push_back(parameter_dataset(name));
+    for (const std::string& name : sync_file.children("/optimizer"))
+      for (const std::string& state : sync_file.children("/optimizer/" + name))
+        datasets.push_back(optimizer_dataset(name, state));
+    EXPECT_GT(datasets.size(), sync_run.parameters.size());  // parameters, masters and moments
+    for (const std::string& dataset : datasets)
+      EXPECT_TRUE(at::equal(async_file.read_tensor(dataset), sync_file.read_tensor(dataset))) << dataset;
+  }
+}
+
 TEST(HostSnapshot, CopiesTheValuesOfTheMomentIntoReusedBuffers) {
   HostSnapshot snapshot(c10::Device(c10::kCPU));
   const at::Tensor values = at::arange(6, at::kFloat).reshape({2, 3});
@@ -277,7 +361,7 @@ TEST(HostSnapshot, CopiesTheValuesOfTheMomentIntoReusedBuffers) {
   RankContents live;
   live.parameters.push_back(&weight);
   live.optimizer_state.push_back({&weight, "exp_avg", at::full({2, 3}, 7.0f), 0, false});
-  RankContents first = snapshot.take(live);
+  RankContents first = snapshot.take(live, false);
   const void* buffer = first.parameters.front()->tensor.data_ptr();
   weight.tensor.add_(1);  // training goes on
   snapshot.wait_until_copied();
@@ -287,7 +371,7 @@ TEST(HostSnapshot, CopiesTheValuesOfTheMomentIntoReusedBuffers) {
   const int64_t bytes = snapshot.buffer_bytes();  // the two copies' 48 bytes, each on its own cache line
   EXPECT_GE(bytes, 2 * 6 * 4);
   EXPECT_LE(bytes, 2 * 64);
-  RankContents second = snapshot.take(live);
+  RankContents second = snapshot.take(live, false);
   EXPECT_EQ(second.parameters.front()->tensor.data_ptr(), buffer);  // the same host memory, no new allocation
   EXPECT_TRUE(at::equal(second.parameters.front()->tensor, weight.tensor));
   EXPECT_EQ(snapshot.buffer_bytes(), bytes);
