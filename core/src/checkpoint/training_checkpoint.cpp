@@ -385,7 +385,8 @@ void TrainingCheckpoint::wait_for_pruning() {
   if (!pruning_) return;
   const double waited = pruning_->wait();
   pruning_.reset();
-  if (waited > 0.01) log::info("checkpoint: waited " + std::to_string(waited) + " s for the removal of old checkpoints");
+  if (waited > 0.01)  // a wait worth a line: the removal outlasted the steps since the commit
+    log::info("checkpoint: waited " + std::to_string(waited) + " s for the removal of old checkpoints");
 }
 
 }  // namespace triax::checkpoint
