@@ -9,4 +9,4 @@ triax_use_pch(checkpoint_test)
 gtest_discover_tests(checkpoint_test DISCOVERY_TIMEOUT 60 TEST_FILTER "-*Cuda.*" PROPERTIES TIMEOUT 300)
 # A background save staged in spare device memory on one GPU (label gpu; skipped without a GPU).
 gtest_discover_tests(checkpoint_test DISCOVERY_TIMEOUT 60 TEST_FILTER "*Cuda.*" TEST_LIST checkpoint_test_cuda
-                     PROPERTIES LABELS "gpu;checkpoint" TIMEOUT 300)
+                     PROPERTIES LABELS gpu TIMEOUT 300)
