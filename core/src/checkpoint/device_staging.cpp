@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <numeric>
+
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -13,7 +15,33 @@ namespace {
 
 std::string gigabytes(int64_t bytes) { return std::to_string(static_cast<double>(bytes) / 1e9) + " GB"; }
 
+// Every piece copied to the host directly.
+StagingPlan none_staged(const std::vector<int64_t>& piece_bytes) {
+  StagingPlan plan;
+  plan.staged.assign(piece_bytes.size(), false);
+  plan.direct_bytes = std::accumulate(piece_bytes.begin(), piece_bytes.end(), int64_t{0});
+  return plan;
+}
+
 }  // namespace
+
+StagingPlan plan_staging(const std::vector<int64_t>& piece_bytes, const StagingRoom& room) {
+  StagingPlan plan = none_staged(piece_bytes);
+  if (!room.steps_measured) return plan;
+  std::vector<size_t> largest_first(piece_bytes.size());
+  std::iota(largest_first.begin(), largest_first.end(), size_t{0});
+  std::stable_sort(largest_first.begin(), largest_first.end(),
+                   [&](size_t a, size_t b) { return piece_bytes[a] > piece_bytes[b]; });
+  int64_t left = room.spare();
+  for (size_t piece : largest_first) {
+    if (piece_bytes[piece] > left) continue;
+    plan.staged[piece] = true;
+    left -= piece_bytes[piece];
+    plan.staged_bytes += piece_bytes[piece];
+    plan.direct_bytes -= piece_bytes[piece];
+  }
+  return plan;
+}
 
 std::string StagingRoom::describe() const {
   if (!steps_measured) return gigabytes(needed) + " needed; no step has run yet to measure the training's peak";
@@ -28,7 +56,7 @@ at::Tensor DeviceStaging::piece_at(int64_t offset, const at::Tensor& like) const
 
 #ifdef TRIAX_WITH_CUDA
 
-StagingRoom DeviceStaging::measure(int64_t bytes, bool steps_measured) const {
+StagingRoom DeviceStaging::measure(int64_t bytes, StagingConditions conditions) const {
   const c10::cuda::CUDAGuard guard(device_.index());
   size_t free = 0, total = 0;
   C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
@@ -41,7 +69,8 @@ StagingRoom DeviceStaging::measure(int64_t bytes, bool steps_measured) const {
   // What the device uses beyond the allocator's reservations, this buffer excepted.
   room.outside_allocator = room.total - static_cast<int64_t>(free) - reserved.current - buffer_bytes();
   room.margin = kStagingMargin;
-  room.steps_measured = steps_measured;
+  room.steps_measured = conditions.steps_measured;
+  room.small_room = conditions.small_room;
   return room;
 }
 
@@ -57,28 +86,38 @@ bool DeviceStaging::allocate(int64_t bytes) {
   return true;
 }
 
-bool DeviceStaging::prepare(int64_t bytes, bool steps_measured) {
-  const StagingRoom room = measure(bytes, steps_measured);
-  if (!room.fits()) {
-    buffer_ = at::Tensor();  // the training's peak grew: give its memory back
+StagingPlan DeviceStaging::prepare(const std::vector<int64_t>& piece_bytes, StagingConditions conditions) {
+  const StagingRoom room =
+      measure(std::accumulate(piece_bytes.begin(), piece_bytes.end(), int64_t{0}), conditions);
+  const StagingPlan plan = plan_staging(piece_bytes, room);
+  if (plan.staged_bytes == 0) {
+    buffer_ = at::Tensor();  // no piece fits (the training's peak grew): give its memory back
     decision_ = "copied to host directly, not staged in device memory: " + room.describe();
-    return false;
+    return plan;
   }
-  if (buffer_bytes() < bytes) {
+  if (buffer_bytes() < plan.staged_bytes || buffer_bytes() > room.spare()) {
     buffer_ = at::Tensor();
-    if (!allocate(bytes)) {
+    if (!allocate(plan.staged_bytes)) {
       decision_ = "copied to host directly, the device refused the staging buffer: " + room.describe();
-      return false;
+      return none_staged(piece_bytes);
     }
   }
-  decision_ = "staged in device memory: " + room.describe();
-  return true;
+  if (room.fits()) {
+    decision_ = "staged in device memory: " + room.describe();
+  } else {
+    decision_ = "staged " + gigabytes(plan.staged_bytes) + " (" + std::to_string(plan.staged_pieces()) + " of " +
+                std::to_string(piece_bytes.size()) + " pieces, the largest that fit) in device memory, copied " +
+                gigabytes(plan.direct_bytes) + " to host directly: " + room.describe();
+  }
+  return plan;
 }
 
 #else
 
 // A build without CUDA has no device memory to stage in.
-bool DeviceStaging::prepare(int64_t, bool) { return false; }
+StagingPlan DeviceStaging::prepare(const std::vector<int64_t>& piece_bytes, StagingConditions) {
+  return none_staged(piece_bytes);
+}
 
 #endif
 

@@ -23,6 +23,7 @@
 #include "triax/core/comm/communicator.hpp"
 #include "gradients/replica_ownership.hpp"
 #include "triax/data/training_data.hpp"
+#include "triax/faults/fault_injection.hpp"
 #include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/report/progress.hpp"
@@ -339,7 +340,10 @@ void TrainingCheckpoint::start_background_save(CheckpointWriter writer, Checkpoi
   if (!snapshot_) snapshot_ = std::make_unique<HostSnapshot>(parts_.device);  // without prepare_background_saves
   const std::filesystem::path partial = writer.begin(metadata.step);
   // The device's peak memory is the training's once a step ran in this process (staging needs it).
-  RankContents copy = snapshot_->take(rank_contents(), metadata.step > first_step_);
+  const StagingConditions conditions{
+      metadata.step > first_step_,
+      fault::armed("small_staging_room", parts_.communicator->rank(TRIAX_GROUP_WORLD), metadata.step)};
+  RankContents copy = snapshot_->take(rank_contents(), conditions);
   in_flight_ = std::make_unique<BackgroundSave>(std::move(writer), std::move(metadata), partial, *snapshot_,
                                                 std::move(copy), resolved_config);
 }

@@ -9,7 +9,8 @@
 // writing the rank's checkpoint file fail with ENOSPC; error throws an ordinary error;
 // slow_forward makes each micro-batch's forward take 100 ms longer (a step of known least length);
 // slow_write makes writing the rank's checkpoint file take 1 s longer (a save still in flight);
-// slow_prune makes removing each old checkpoint folder (keep_last) take 1 s longer.
+// slow_prune makes removing each old checkpoint folder (keep_last) take 1 s longer;
+// small_staging_room leaves a background save on a GPU room to stage only half its bytes.
 #pragma once
 
 #include <chrono>
