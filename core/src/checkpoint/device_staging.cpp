@@ -60,8 +60,10 @@ StagingRoom DeviceStaging::measure(int64_t bytes, StagingConditions conditions) 
   const c10::cuda::CUDAGuard guard(device_.index());
   size_t free = 0, total = 0;
   C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  const auto& reserved = c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index())
-                             .reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+  // A copy: getDeviceStats returns its statistics by value, so a reference into them would dangle.
+  const c10::CachingAllocator::Stat reserved =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(device_.index())
+          .reserved_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
   StagingRoom room;
   room.needed = bytes;
   room.total = static_cast<int64_t>(total);
