@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -12,7 +13,7 @@
 #include "triax/config_reader.hpp"
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
-#include "checkpoint/host_snapshot.hpp"
+#include "checkpoint/checkpoint_writer.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/config.hpp"
@@ -270,27 +271,83 @@ TEST(CheckpointResume, AsyncSaveStoresWhatASynchronousSaveStores) {
   EXPECT_EQ(resolve_checkpoint(async_dir.string()), async_dir / step_folder_name(6));
 }
 
-TEST(HostSnapshot, CopiesTheValuesOfTheMomentIntoReusedBuffers) {
-  HostSnapshot snapshot(c10::Device(c10::kCPU));
-  const at::Tensor values = at::arange(6, at::kFloat).reshape({2, 3});
-  const NamedParameter weight{"w", values, ParameterSpec::replicated(values)};
-  RankContents live;
-  live.parameters.push_back(&weight);
-  live.optimizer_state.push_back({&weight, "exp_avg", at::full({2, 3}, 7.0f), 0, false});
-  RankContents first = snapshot.take(live);
-  const void* buffer = first.parameters.front()->tensor.data_ptr();
-  weight.tensor.add_(1);  // training goes on
-  snapshot.wait_until_copied();
-  EXPECT_TRUE(at::equal(first.parameters.front()->tensor, at::arange(6, at::kFloat).reshape({2, 3})));
-  EXPECT_TRUE(at::equal(first.optimizer_state.front().tensor, at::full({2, 3}, 7.0f)));
-  EXPECT_EQ(first.optimizer_state.front().parameter->name, "w");
-  const int64_t bytes = snapshot.buffer_bytes();  // the two copies' 48 bytes, each on its own cache line
-  EXPECT_GE(bytes, 2 * 6 * 4);
-  EXPECT_LE(bytes, 2 * 64);
-  RankContents second = snapshot.take(live);
-  EXPECT_EQ(second.parameters.front()->tensor.data_ptr(), buffer);  // the same host memory, no new allocation
-  EXPECT_TRUE(at::equal(second.parameters.front()->tensor, weight.tensor));
-  EXPECT_EQ(snapshot.buffer_bytes(), bytes);
+// Removing an old checkpoint (keep_last) runs off the training thread: with the removal of step 2
+// made 1 s slower (TRIAX_FAULT=slow_prune), step 5 trains while step 2 is being removed after step
+// 4's commit, and the save of step 6 waits for the removal before its own commit.
+TEST(CheckpointResume, KeepLastRemovesOldStepsWithoutHoldingUpTheSteps) {
+  const fs::path dir = fresh_dir("slow_prune");
+  RunOptions options;
+  options.interval = 2;
+  options.extra = "  keep_last: 1\n";
+  setenv("TRIAX_FAULT", "slow_prune:0:4", 1);
+  ::testing::internal::CaptureStderr();
+  train(tiny_config(dir, options), {"logging.log_level=info"});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  unsetenv("TRIAX_FAULT");
+  const size_t step_5 = log.find("step 5/6 | loss");
+  const size_t removed = log.find("checkpoint: removed " + (dir / step_folder_name(2)).string());
+  ASSERT_NE(step_5, std::string::npos) << log;
+  ASSERT_NE(removed, std::string::npos) << log;
+  EXPECT_LT(step_5, removed) << log;
+  std::vector<int64_t> kept;
+  for (const auto& [step, folder] : list_checkpoints(dir)) kept.push_back(step);
+  EXPECT_EQ(kept, (std::vector<int64_t>{6}));  // the end of the run waited for step 4's removal
+  EXPECT_EQ(resolve_checkpoint(dir.string()), dir / step_folder_name(6));
+}
+
+// Trains the tiny model on a GPU with synchronous and with background saves (named `name`): the
+// files equal and the runs train the same. Returns the background run's log.
+std::string cuda_async_save_log(const std::string& name) {
+  const fs::path sync_dir = fresh_dir(name + "_sync"), async_dir = fresh_dir(name + "_async");
+  RunOptions options;
+  options.interval = 2;
+  options.dtype = "bfloat16";
+  Finished sync_run = train(tiny_config(sync_dir, options), {"general.device=cuda"});
+  options.extra = "  async_save: true\n";
+  ::testing::internal::CaptureStderr();
+  Finished async_run = train(tiny_config(async_dir, options), {"general.device=cuda", "logging.log_level=info"});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("checkpoint: step 2 copied into host memory"), std::string::npos) << log;
+  EXPECT_EQ(async_run.summary.losses, sync_run.summary.losses);
+  for (int64_t step : {2, 4, 6}) {
+    const std::string folder = step_folder_name(step) + "/" + rank_file_name(0);
+    const Hdf5File sync_file = Hdf5File::open_read((sync_dir / folder).string());
+    const Hdf5File async_file = Hdf5File::open_read((async_dir / folder).string());
+    std::vector<std::string> datasets;
+    for (const std::string& name : sync_file.children("/model")) datasets.push_back(parameter_dataset(name));
+    for (const std::string& name : sync_file.children("/optimizer"))
+      for (const std::string& state : sync_file.children("/optimizer/" + name))
+        datasets.push_back(optimizer_dataset(name, state));
+    EXPECT_GT(datasets.size(), sync_run.parameters.size());  // parameters, masters and moments
+    for (const std::string& dataset : datasets)
+      EXPECT_TRUE(at::equal(async_file.read_tensor(dataset), sync_file.read_tensor(dataset))) << dataset;
+  }
+  return log;
+}
+
+// On a GPU a background save of the tiny model passes through a staging buffer in device memory
+// (it leaves plenty spare): the files equal a synchronous save's and the run trains the same.
+TEST(CheckpointCuda, AsyncSaveStagedInDeviceMemoryStoresWhatASynchronousSaveStores) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  const std::string log = cuda_async_save_log("cuda_staged");
+  EXPECT_EQ(log.find("copied to host directly"), std::string::npos) << log;  // every save after step 1 staged
+  EXPECT_NE(log.find("staged in device memory"), std::string::npos) << log;
+}
+
+// With room for only half the checkpoint (TRIAX_FAULT=small_staging_room), the saves after step 1
+// stage some pieces and copy the others directly: the files still equal a synchronous save's.
+TEST(CheckpointCuda, AsyncSavePartlyStagedStoresWhatASynchronousSaveStores) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  setenv("TRIAX_FAULT", "small_staging_room", 1);
+  const std::string log = cuda_async_save_log("cuda_partly_staged");
+  unsetenv("TRIAX_FAULT");
+  for (const std::string step : {"2", "4", "6"}) {
+    const size_t line = log.find("checkpoint: step " + step + " copied into host memory");
+    ASSERT_NE(line, std::string::npos) << log;
+    const std::string text = log.substr(line, log.find('\n', line) - line);
+    EXPECT_NE(text.find("pieces, the largest that fit) in device memory, copied "), std::string::npos) << text;
+    EXPECT_NE(text.find(" GB to host directly: "), std::string::npos) << text;
+  }
 }
 
 TEST(CheckpointInit, InitMethodPathStartsANewRunFromTheStoredWeights) {

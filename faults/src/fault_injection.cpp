@@ -22,11 +22,11 @@ namespace {
 
 // The points of docs/reliability.md: where training and a checkpoint save can be killed, then
 // the faults that change a value or fail an operation.
-constexpr std::array<std::string_view, 20> kPoints = {
+constexpr std::array<std::string_view, 22> kPoints = {
     "forward",         "backward",      "optimizer_step", "save_start",    "before_rank_file", "mid_rank_file",
     "before_rank_commit", "after_rank_file", "after_agreement", "before_rename", "after_rename", "after_latest",
     "mid_prune",       "after_prune",   "nan_loss",       "nan_grad",      "disk_full",        "error",
-    "slow_forward",    "slow_write"};
+    "slow_forward",    "slow_write",    "slow_prune",    "small_staging_room"};
 
 struct Fault {
   std::string point;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "checkpoint/checkpoint_error.hpp"
 #include "triax/faults/fault_injection.hpp"
@@ -49,6 +50,7 @@ bool remove_out_of_sight(const fs::path& folder, int64_t current_step) {
   fs::rename(folder, hidden, ec);
   if (ec) return false;
   sync_path(folder.parent_path());
+  if (fault::armed("slow_prune", 0, current_step)) std::this_thread::sleep_for(fault::kSlowPruneDelay);
   bool first = true;
   for (const auto& entry : fs::directory_iterator(hidden, ec)) {
     fs::remove_all(entry.path(), ec);

@@ -12,7 +12,6 @@
 #include "comm/world_reduce.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/report/log.hpp"
 #include "triax/faults/fault_injection.hpp"
 #include "triax/faults/preemption.hpp"
 #include "triax/interop/durable_file.hpp"
@@ -58,8 +57,8 @@ std::string optimizer_dataset(const std::string& parameter_name, const std::stri
   return "/optimizer/" + parameter_name + "/" + state_name;
 }
 
-CheckpointWriter::CheckpointWriter(std::filesystem::path root, int64_t keep_last, Communicator& communicator)
-    : root_(std::move(root)), keep_last_(keep_last), communicator_(communicator) {}
+CheckpointWriter::CheckpointWriter(std::filesystem::path root, Communicator& communicator)
+    : root_(std::move(root)), communicator_(communicator) {}
 
 int64_t CheckpointWriter::write_rank_file(const std::filesystem::path& path, const RankContents& contents,
                                           int64_t step) const {
@@ -223,10 +222,6 @@ void CheckpointWriter::publish(const CheckpointMetadata& metadata, const std::fi
   if (resolved_config) write_folder_files(metadata, partial, *resolved_config);
   reach("before_rename", 0, step);
   move_into_place(partial, step);
-  for (const auto& removed : prune_checkpoints(root_, keep_last_, step))
-    log::info("checkpoint: removed " + removed.string() + " (checkpoints.keep_last = " + std::to_string(keep_last_) +
-              ")");
-  fault::kill_if_armed("after_prune", 0, step);
 }
 
 void CheckpointWriter::write_folder_files(const CheckpointMetadata& metadata, const std::filesystem::path& partial,

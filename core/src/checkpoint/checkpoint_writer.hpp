@@ -8,9 +8,10 @@
 // on any rank fails the save on every rank and leaves the previous checkpoint as latest.
 //
 // The save passes named points (save_start, before_rank_file, mid_rank_file, before_rank_commit,
-// after_rank_file, after_agreement, before_rename, after_rename, after_latest, mid_prune,
-// after_prune) where tests kill a rank with TRIAX_FAULT and where a second preemption signal
-// aborts it; docs/reliability.md says what each one leaves on disk.
+// after_rank_file, after_agreement, before_rename, after_rename, after_latest) where tests kill a
+// rank with TRIAX_FAULT and where a second preemption signal aborts it; docs/reliability.md says
+// what each one leaves on disk. Removing old steps (keep_last) is not the writer's: it follows the
+// commit on another thread (BackgroundPrune, with the points mid_prune and after_prune).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -70,8 +71,8 @@ struct RankFileWrite {
 
 class CheckpointWriter {
  public:
-  // `root`: the checkpoints folder; `keep_last` > 0 removes older complete steps after a save.
-  CheckpointWriter(std::filesystem::path root, int64_t keep_last, Communicator& communicator);
+  // `root`: the checkpoints folder.
+  CheckpointWriter(std::filesystem::path root, Communicator& communicator);
 
   // Collective over the world. `metadata` and `resolved_config` are used on rank 0.
   SaveResult save(const CheckpointMetadata& metadata, const RankContents& contents,
@@ -109,7 +110,6 @@ class CheckpointWriter {
   bool all_ranks_agree(bool ok);
 
   std::filesystem::path root_;
-  int64_t keep_last_;
   Communicator& communicator_;
 };
 

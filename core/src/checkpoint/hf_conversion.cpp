@@ -123,8 +123,9 @@ std::string import_from_hf(const PluginRegistry& registry, const std::string& hf
   fs::create_directories(out, ec);
   if (ec) throw CheckpointError("cannot create " + out + ": " + ec.message());
   SingleProcessCommunicator alone;
-  CheckpointWriter writer(out, 0, alone);
+  CheckpointWriter writer(out, alone);
   writer.save(m, contents, to_yaml_text(config));
+  prune_checkpoints(out, 0, 0);  // what an interrupted import left
   return (fs::path(out) / step_folder_name(0)).string();
 }
 

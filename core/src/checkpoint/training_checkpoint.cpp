@@ -11,6 +11,7 @@
 #include <ctime>
 #include <set>
 
+#include "checkpoint/background_prune.hpp"
 #include "checkpoint/background_save.hpp"
 #include "checkpoint/checkpoint_error.hpp"
 #include "checkpoint/checkpoint_folder.hpp"
@@ -22,6 +23,7 @@
 #include "triax/core/comm/communicator.hpp"
 #include "gradients/replica_ownership.hpp"
 #include "triax/data/training_data.hpp"
+#include "triax/faults/fault_injection.hpp"
 #include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/report/progress.hpp"
@@ -190,6 +192,7 @@ ResumePoint TrainingCheckpoint::finish_resume() {
   const CheckpointReader& reader = *resume_from_;
   const CheckpointMetadata& m = reader.metadata();
   point.step = m.step;
+  first_step_ = m.step;
   point.consumed_tokens = m.consumed_tokens;
   if (c.checkpoints.load_lr_scheduler) point.lr_scheduler = m.lr_scheduler;
 
@@ -243,10 +246,14 @@ ResumePoint TrainingCheckpoint::finish_resume() {
 
 void TrainingCheckpoint::prepare_background_saves() {
   if (!parts_.config->checkpoints.async_save) return;
+  const auto start = std::chrono::steady_clock::now();
   snapshot_ = std::make_unique<HostSnapshot>(parts_.device);
   snapshot_->prepare(rank_contents());
   log::info("checkpoints.async_save: " + std::to_string(static_cast<double>(snapshot_->buffer_bytes()) / 1e9) +
-            " GB of host memory for the copies of this rank's pieces" + (parts_.device.is_cuda() ? " (pinned)" : ""));
+            " GB of host memory for the copies of this rank's pieces" + (parts_.device.is_cuda() ? " (pinned)" : "") +
+            ", allocated and touched in " +
+            std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) +
+            " s before the first step");
 }
 
 bool TrainingCheckpoint::due(int64_t step) const {
@@ -306,7 +313,7 @@ CheckpointMetadata TrainingCheckpoint::metadata_of(int64_t step, int64_t consume
 void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSchedulerConfig& lr_scheduler,
                               const std::string& resolved_config) {
   const CheckpointsConfig& c = parts_.config->checkpoints;
-  CheckpointWriter writer(c.checkpoints_path, c.keep_last, *parts_.communicator);
+  CheckpointWriter writer(c.checkpoints_path, *parts_.communicator);
   if (c.async_save) {
     wait_for_save();  // at most one save in flight: its buffers are the next one's (its own log line)
     const auto start = std::chrono::steady_clock::now();
@@ -314,10 +321,14 @@ void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSch
     snapshot_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     log::info("checkpoint: step " + std::to_string(step) + " copied into host memory in " +
               std::to_string(snapshot_seconds_) + " s (" + std::to_string(static_cast<double>(snapshot_->buffer_bytes()) / 1e9) +
-              " GB of host buffers, reused from save to save); its files are written in the background");
+              " GB of host buffers, reused from save to save" +
+              (snapshot_->copy_path().empty() ? "" : "; " + snapshot_->copy_path()) +
+              "); its files are written in the background");
     return;
   }
+  wait_for_pruning();  // never beside a commit
   const SaveResult result = writer.save(metadata_of(step, consumed_tokens, lr_scheduler), rank_contents(), resolved_config);
+  start_pruning(step);
   const double gigabytes = static_cast<double>(result.bytes_written) / 1e9;
   log::info("checkpoint: step " + std::to_string(step) + " saved to " + result.folder.string() + " in " +
             std::to_string(result.seconds) + " s (" + std::to_string(gigabytes) + " GB from this rank, " +
@@ -328,7 +339,11 @@ void TrainingCheckpoint::start_background_save(CheckpointWriter writer, Checkpoi
                                                const std::string& resolved_config) {
   if (!snapshot_) snapshot_ = std::make_unique<HostSnapshot>(parts_.device);  // without prepare_background_saves
   const std::filesystem::path partial = writer.begin(metadata.step);
-  RankContents copy = snapshot_->take(rank_contents());
+  // The device's peak memory is the training's once a step ran in this process (staging needs it).
+  const StagingConditions conditions{
+      metadata.step > first_step_,
+      fault::armed("small_staging_room", parts_.communicator->rank(TRIAX_GROUP_WORLD), metadata.step)};
+  RankContents copy = snapshot_->take(rank_contents(), conditions);
   in_flight_ = std::make_unique<BackgroundSave>(std::move(writer), std::move(metadata), partial, *snapshot_,
                                                 std::move(copy), resolved_config);
 }
@@ -345,7 +360,9 @@ void TrainingCheckpoint::complete_if_written() {
 void TrainingCheckpoint::wait_for_save() {
   if (!in_flight_) return;
   const std::unique_ptr<BackgroundSave> save = std::move(in_flight_);  // finished or failed, never again
+  wait_for_pruning();  // never beside a commit
   const SaveResult result = save->finish();
+  start_pruning(save->step());
   const RankFileWrite& file = save->rank_file();
   const double gigabytes = static_cast<double>(file.bytes) / 1e9;
   log::info("checkpoint: step " + std::to_string(save->step()) + " saved to " + result.folder.string() +
@@ -355,6 +372,25 @@ void TrainingCheckpoint::wait_for_save() {
             std::to_string(snapshot_seconds_ + save->waited_seconds() + result.seconds) + " s (" +
             std::to_string(snapshot_seconds_) + " s to copy, " + std::to_string(save->waited_seconds()) +
             " s waiting for the write, " + std::to_string(result.seconds) + " s to commit)");
+}
+
+void TrainingCheckpoint::finish_saves() {
+  wait_for_save();
+  wait_for_pruning();
+}
+
+void TrainingCheckpoint::start_pruning(int64_t step) {
+  if (parts_.communicator->rank(TRIAX_GROUP_WORLD) != 0) return;  // rank 0 commits, and prunes
+  const CheckpointsConfig& c = parts_.config->checkpoints;
+  pruning_ = std::make_unique<BackgroundPrune>(c.checkpoints_path, c.keep_last, step);
+}
+
+void TrainingCheckpoint::wait_for_pruning() {
+  if (!pruning_) return;
+  const double waited = pruning_->wait();
+  pruning_.reset();
+  if (waited > 0.01)  // a wait worth a line: the removal outlasted the steps since the commit
+    log::info("checkpoint: waited " + std::to_string(waited) + " s for the removal of old checkpoints");
 }
 
 }  // namespace triax::checkpoint

@@ -50,7 +50,7 @@ TrainSummary TrainingRun::run() {
     validate(step);
     if (save_or_stop(step, values)) break;
   }
-  s_.checkpoint->wait_for_save();
+  s_.checkpoint->finish_saves();
   finish();
   return summary_;
 }
@@ -123,7 +123,7 @@ bool TrainingRun::save_or_stop(int64_t step, const StepValues& values) {
   s_.checkpoint->save(step, summary_.consumed_tokens, s_.resume.lr_scheduler, resolved_config_);
   logger_->restart_interval(step);  // the save's time is not a step's
   if (stop_signal == 0) return false;
-  s_.checkpoint->wait_for_save();
+  s_.checkpoint->finish_saves();
   summary_.preempted_by = preemption::signal_name(stop_signal);
   log::warning("preempted by " + summary_.preempted_by + ": stopped after step " + std::to_string(step) +
                " with a checkpoint in " + c_.checkpoints.checkpoints_path +

@@ -8,7 +8,9 @@
 // save); nan_loss and nan_grad make the step's loss or one gradient non-finite; disk_full makes
 // writing the rank's checkpoint file fail with ENOSPC; error throws an ordinary error;
 // slow_forward makes each micro-batch's forward take 100 ms longer (a step of known least length);
-// slow_write makes writing the rank's checkpoint file take 1 s longer (a save still in flight).
+// slow_write makes writing the rank's checkpoint file take 1 s longer (a save still in flight);
+// slow_prune makes removing each old checkpoint folder (keep_last) take 1 s longer;
+// small_staging_room leaves a background save on a GPU room to stage only half its bytes.
 #pragma once
 
 #include <chrono>
@@ -21,6 +23,8 @@ namespace triax::fault {
 inline constexpr std::chrono::milliseconds kSlowForwardDelay{100};
 // How much longer slow_write makes writing a rank's checkpoint file.
 inline constexpr std::chrono::milliseconds kSlowWriteDelay{1000};
+// How much longer slow_prune makes removing each old checkpoint folder.
+inline constexpr std::chrono::milliseconds kSlowPruneDelay{1000};
 
 // True when TRIAX_FAULT names `point` for this rank and step. Throws triax::Error for a value
 // that names an unknown point or cannot be read (a test that misspells a point fails loudly).

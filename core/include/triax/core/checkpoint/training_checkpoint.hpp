@@ -29,6 +29,7 @@ class TrainingData;
 
 namespace triax::checkpoint {
 
+class BackgroundPrune;
 class BackgroundSave;
 class CheckpointWriter;
 class HostSnapshot;
@@ -88,20 +89,29 @@ class TrainingCheckpoint {
   void before_optimizer_step();
   // Collective while a save is in flight: commits it when every rank has written its file.
   void complete_if_written();
-  // Collective: commits the save in flight, waiting for it (end of run, preemption). Throws
+  // Collective: commits the save in flight, waiting for it (before the next save). Throws
   // CheckpointError when a rank's write failed.
   void wait_for_save();
+  // Collective: wait_for_save, then waits for the removal of old checkpoints that follows a
+  // commit (end of run, preemption).
+  void finish_saves();
 
  private:
   RankContents rank_contents() const;  // what this rank stores, pointing at the live tensors
   CheckpointMetadata metadata_of(int64_t step, int64_t consumed_tokens, const LrSchedulerConfig& lr_scheduler) const;
   void start_background_save(CheckpointWriter writer, CheckpointMetadata metadata, const std::string& resolved_config);
+  // Rank 0, after a commit: keep_last's removals on another thread (BackgroundPrune).
+  void start_pruning(int64_t step);
+  // Waits for the removal started by the last commit, if any (before the next commit).
+  void wait_for_pruning();
 
   TrainingParts parts_;
   std::unique_ptr<const Zero3Layout> zero3_;  // where ZeRO-3 shards lie in their boxes
   std::unique_ptr<CheckpointReader> resume_from_;
   std::unique_ptr<HostSnapshot> snapshot_;        // checkpoints.async_save: created by the first save
   std::unique_ptr<BackgroundSave> in_flight_;     // at most one
+  std::unique_ptr<BackgroundPrune> pruning_;      // rank 0: the removal after the last commit
+  int64_t first_step_ = 0;                        // the step this process started after
   double snapshot_seconds_ = 0.0;                 // the stall of the save in flight's step
   int64_t loaded_bytes_ = 0;  // into this rank's live tensors, for the logged throughput
   double load_seconds_ = 0.0;

@@ -1,0 +1,89 @@
+// Staging a background save's copies in spare device memory (which pieces, in how much room) and
+// the host copies they land in, without a training run.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "checkpoint/device_staging.hpp"
+#include "checkpoint/host_snapshot.hpp"
+
+namespace triax::checkpoint {
+namespace {
+
+// Staging in device memory needs the checkpoint's bytes beside the training's measured peak, what
+// the device holds outside the caching allocator and the margin; before any step, never.
+TEST(DeviceStaging, StagesOnlyWhereTheCheckpointFitsBesideTheTrainingsPeak) {
+  constexpr int64_t GB = 1000 * 1000 * 1000;
+  StagingRoom room;
+  room.needed = 24 * GB;
+  room.total = 80 * GB;
+  room.peak_reserved = 50 * GB;
+  room.outside_allocator = 1 * GB;
+  room.margin = 2 * GB;
+  room.steps_measured = true;
+  EXPECT_EQ(room.spare(), 27 * GB);
+  EXPECT_TRUE(room.fits());
+  room.peak_reserved = 53 * GB;  // exactly the bytes needed
+  EXPECT_TRUE(room.fits());
+  room.peak_reserved = 53 * GB + 1;
+  EXPECT_FALSE(room.fits());
+  room.peak_reserved = 54 * GB;
+  EXPECT_NE(room.describe().find("24.000000 GB needed, 23.000000 GB spare"), std::string::npos) << room.describe();
+  room.peak_reserved = 10 * GB;
+  room.steps_measured = false;  // a save before the first step: the peak is not the training's yet
+  EXPECT_FALSE(room.fits());
+  EXPECT_NE(room.describe().find("no step has run yet"), std::string::npos) << room.describe();
+}
+
+// When the whole checkpoint does not fit, the largest pieces that still fit are staged (the
+// earlier of equal ones first) and the others copied directly; all of them when it fits, none
+// before a step was measured or where no piece fits.
+TEST(DeviceStaging, StagesTheLargestPiecesThatFitInTheSpareMemory) {
+  const std::vector<int64_t> pieces = {10, 40, 5, 30, 40};  // 125 bytes
+  auto plan_with = [&](int64_t spare, bool steps_measured = true, bool small_room = false) {
+    StagingRoom room;
+    room.needed = 125;
+    room.total = spare;
+    room.steps_measured = steps_measured;
+    room.small_room = small_room;
+    return plan_staging(pieces, room);
+  };
+  auto expect_plan = [](const StagingPlan& plan, const std::vector<bool>& staged, int64_t staged_bytes) {
+    EXPECT_EQ(plan.staged, staged);
+    EXPECT_EQ(plan.staged_bytes, staged_bytes);
+    EXPECT_EQ(plan.direct_bytes, 125 - staged_bytes);
+  };
+  expect_plan(plan_with(100), {true, true, true, false, true}, 95);  // 40, 40, 10 and 5: the 30 no longer fits
+  EXPECT_EQ(plan_with(100).staged_pieces(), 4);
+  expect_plan(plan_with(50), {true, true, false, false, false}, 50);  // the first 40, then the 10
+  expect_plan(plan_with(4), std::vector<bool>(5, false), 0);           // no piece fits
+  expect_plan(plan_with(125), std::vector<bool>(5, true), 125);        // the whole checkpoint fits
+  expect_plan(plan_with(125, false), std::vector<bool>(5, false), 0);  // before the first step
+  // The test fault caps the spare bytes at half those needed (62): 40, 10 and 5.
+  expect_plan(plan_with(125, true, true), {true, true, true, false, false}, 55);
+}
+
+TEST(HostSnapshot, CopiesTheValuesOfTheMomentIntoReusedBuffers) {
+  HostSnapshot snapshot(c10::Device(c10::kCPU));
+  const at::Tensor values = at::arange(6, at::kFloat).reshape({2, 3});
+  const NamedParameter weight{"w", values, ParameterSpec::replicated(values)};
+  RankContents live;
+  live.parameters.push_back(&weight);
+  live.optimizer_state.push_back({&weight, "exp_avg", at::full({2, 3}, 7.0f), 0, false});
+  RankContents first = snapshot.take(live, StagingConditions{});
+  const void* buffer = first.parameters.front()->tensor.data_ptr();
+  weight.tensor.add_(1);  // training goes on
+  snapshot.wait_until_copied();
+  EXPECT_TRUE(at::equal(first.parameters.front()->tensor, at::arange(6, at::kFloat).reshape({2, 3})));
+  EXPECT_TRUE(at::equal(first.optimizer_state.front().tensor, at::full({2, 3}, 7.0f)));
+  EXPECT_EQ(first.optimizer_state.front().parameter->name, "w");
+  const int64_t bytes = snapshot.buffer_bytes();  // the two copies' 48 bytes, each on its own cache line
+  EXPECT_GE(bytes, 2 * 6 * 4);
+  EXPECT_LE(bytes, 2 * 64);
+  RankContents second = snapshot.take(live, StagingConditions{});
+  EXPECT_EQ(second.parameters.front()->tensor.data_ptr(), buffer);  // the same host memory, no new allocation
+  EXPECT_TRUE(at::equal(second.parameters.front()->tensor, weight.tensor));
+  EXPECT_EQ(snapshot.buffer_bytes(), bytes);
+}
+
+}  // namespace
+}  // namespace triax::checkpoint
