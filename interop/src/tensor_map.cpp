@@ -73,6 +73,26 @@ std::vector<int64_t> run_shape(const HfTensorRule& rule, const HfRun& run) {
   return shape;
 }
 
+// The whole parameter of `rule` from its HF tensors in `weights` (checked present and shaped).
+at::Tensor compose(const HfTensorRule& rule, const HfWeights& weights) {
+  std::vector<at::Tensor> parts;
+  for (const HfRun& run : runs_of(rule)) {
+    const at::Tensor whole = weights.find(run.name)->read(run.name);
+    for (int64_t i = 0, offset = 0; i < static_cast<int64_t>(run.count); ++i) {
+      const int64_t rows = part_shape(rule, run.first + static_cast<size_t>(i))[0];
+      parts.push_back(run.count == 1 ? whole : whole.narrow(0, offset, rows));
+      offset += rows;
+    }
+  }
+  if (rule.kind == TRIAX_HF_RENAME) return parts[0];
+  if (rule.kind == TRIAX_HF_FLATTEN) return parts[0].reshape(rule.shape);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    parts[i] = parts[i].to(parts[0].scalar_type());
+    if (rule.kind == TRIAX_HF_INTERLEAVE) parts[i] = parts[i].reshape(block_shape(rule, i));
+  }
+  return concatenates(rule) ? at::cat(parts, rule.dim) : at::stack(parts, rule.dim);
+}
+
 // HF part `index` of a whole parameter, as the rule cuts it.
 at::Tensor hf_part(const at::Tensor& parameter, const HfTensorRule& rule, size_t index) {
   at::Tensor whole = parameter.detach();
@@ -174,30 +194,12 @@ TensorMap::Weights TensorMap::read(const HfWeights& weights, const std::string& 
                   " describes)");
 
   Weights out;
-  auto compose = [&](const HfTensorRule& rule) {
-    std::vector<at::Tensor> parts;
-    for (const HfRun& run : runs_of(rule)) {
-      const at::Tensor whole = weights.find(run.name)->read(run.name);
-      for (int64_t i = 0, offset = 0; i < static_cast<int64_t>(run.count); ++i) {
-        const int64_t rows = part_shape(rule, run.first + static_cast<size_t>(i))[0];
-        parts.push_back(run.count == 1 ? whole : whole.narrow(0, offset, rows));
-        offset += rows;
-      }
-    }
-    if (rule.kind == TRIAX_HF_RENAME) return parts[0];
-    if (rule.kind == TRIAX_HF_FLATTEN) return parts[0].reshape(rule.shape);
-    for (size_t i = 0; i < parts.size(); ++i) {
-      parts[i] = parts[i].to(parts[0].scalar_type());
-      if (rule.kind == TRIAX_HF_INTERLEAVE) parts[i] = parts[i].reshape(block_shape(rule, i));
-    }
-    return concatenates(rule) ? at::cat(parts, rule.dim) : at::stack(parts, rule.dim);
-  };
   for (const HfTensorRule* rule : present)
-    if (!is_alias(*rule)) out.parameters[rule->triax_name] = compose(*rule);
+    if (!is_alias(*rule)) out.parameters[rule->triax_name] = compose(*rule, weights);
   for (const HfTensorRule* rule : present) {
     if (!is_alias(*rule)) continue;
     const at::Tensor& parameter = out.parameters.at(rule->triax_name);
-    const at::Tensor alias = compose(*rule);
+    const at::Tensor alias = compose(*rule, weights);
     if (alias.scalar_type() != parameter.scalar_type() || !at::equal(alias, parameter))
       throw Error(weights.find(rule->hf_names[0])->path() + ": tensor '" + rule->hf_names[0] +
                   "' differs from the parameter '" + rule->triax_name + "' it must equal (" + config + " ties them)");
