@@ -6,7 +6,7 @@ set(CHECKPOINT_DIR ${CMAKE_CURRENT_BINARY_DIR}/checkpoint)
 
 # Optional, for another optimizer or model (muon.cmake): PREFIX of the test and fixture names
 # (default checkpoint), DIR of the runs (default CHECKPOINT_DIR), REFERENCE run and its FIXTURE
-# (default the parity matrix's), an extra LABEL.
+# (default the parity matrix's), an extra LABEL, the CONFIG trained (default the parity matrix's).
 macro(triax_checkpoint_defaults)
   if(NOT ARG_PREFIX)
     set(ARG_PREFIX checkpoint)
@@ -18,17 +18,20 @@ macro(triax_checkpoint_defaults)
     set(ARG_REFERENCE ${PARITY_DIR}/reference)
     set(ARG_FIXTURE parity_reference)
   endif()
+  if(NOT ARG_CONFIG)
+    set(ARG_CONFIG ${PARITY_CONFIG})
+  endif()
   set(labels checkpoint multi_rank ${ARG_LABEL})
 endmacro()
 
-# triax_checkpoint_source(<name> RANKS n [PREFIX p DIR d REFERENCE r FIXTURE f LABEL l] [--set ...]...):
+# triax_checkpoint_source(<name> RANKS n [PREFIX p DIR d REFERENCE r FIXTURE f LABEL l CONFIG c] [--set ...]...):
 # a parity run that also saves every 5 steps.
 function(triax_checkpoint_source name)
-  cmake_parse_arguments(ARG "" "RANKS;PREFIX;DIR;REFERENCE;FIXTURE;LABEL" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "RANKS;PREFIX;DIR;REFERENCE;FIXTURE;LABEL;CONFIG" "" ${ARGN})
   triax_checkpoint_defaults()
   add_test(NAME ${ARG_PREFIX}.source.${name}
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/parity/run_case.sh $<TARGET_FILE:parity_runner> ${MPIEXEC_EXECUTABLE}
-                   ${PARITY_CONFIG} ${ARG_REFERENCE} ${ARG_DIR}/${name} ${ARG_RANKS}
+                   ${ARG_CONFIG} ${ARG_REFERENCE} ${ARG_DIR}/${name} ${ARG_RANKS}
                    --set checkpoints.checkpoint_interval=5 ${ARG_UNPARSED_ARGUMENTS})
   set_tests_properties(${ARG_PREFIX}.source.${name} PROPERTIES FIXTURES_REQUIRED ${ARG_FIXTURE}
                        FIXTURES_SETUP ${ARG_PREFIX}_source_${name} LABELS "${labels}"
@@ -37,11 +40,11 @@ endfunction()
 
 # triax_checkpoint_resume(<name> SOURCE s RANKS n [EXACT] [PREFIX ...as above] [--set ...]...)
 function(triax_checkpoint_resume name)
-  cmake_parse_arguments(ARG "EXACT" "SOURCE;RANKS;PREFIX;DIR;REFERENCE;FIXTURE;LABEL" "" ${ARGN})
+  cmake_parse_arguments(ARG "EXACT" "SOURCE;RANKS;PREFIX;DIR;REFERENCE;FIXTURE;LABEL;CONFIG" "" ${ARGN})
   triax_checkpoint_defaults()
   add_test(NAME ${ARG_PREFIX}.resume.${name}
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint/resume_case.sh $<TARGET_FILE:parity_runner>
-                   ${MPIEXEC_EXECUTABLE} ${PARITY_CONFIG} ${ARG_REFERENCE} ${ARG_DIR}/${ARG_SOURCE}
+                   ${MPIEXEC_EXECUTABLE} ${ARG_CONFIG} ${ARG_REFERENCE} ${ARG_DIR}/${ARG_SOURCE}
                    ${ARG_DIR}/resume_${name} ${ARG_RANKS} 5 ${ARG_UNPARSED_ARGUMENTS})
   set(exact 0)
   if(ARG_EXACT)

@@ -17,8 +17,9 @@ set_tests_properties(mamba2_demo_trains PROPERTIES LABELS "python;mamba2" TIMEOU
 # The Mamba-2 parity matrix (after parity.cmake, whose parity_runner and run_case.sh it uses): the
 # tiny Mamba-2 of parity/tiny_mamba2_parity.yaml trained 10 steps in fp32 on real processes
 # (mpirun) at pp 2 with both engines (the fp32 residual crossing the stage boundary), with
-# per-layer recomputation, and at dp 2 with ZeRO-1 and ZeRO-3; losses, gradient norms and final
-# parameters within 1e-5 relative of the single-rank run's. The plugin refuses tp > 1.
+# per-layer recomputation, at dp 2 with ZeRO-1 and ZeRO-3, at tp 2 (one group of heads per rank)
+# in both tp modes and at dp 2 x tp 2 x pp 2; losses, gradient norms and final parameters within
+# 1e-5 relative of the single-rank run's.
 set(MAMBA2_PARITY_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_mamba2_parity.yaml)
 triax_model_parity_reference(mamba2_parity PLUGIN triax_mamba2 CONFIG ${MAMBA2_PARITY_CONFIG} LABEL mamba2)
 
@@ -34,3 +35,19 @@ triax_mamba2_parity_case(dp2_zero1      DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE A
 # ZeRO-3 (docs/zero3.md): the mixer's scan and convolution run again in each block's backward.
 triax_mamba2_parity_case(dp2_zero3      DP 2 TP 1 PP 1 ENGINE afab ZERO 3 MODE ALL_REDUCE)
 triax_mamba2_parity_case(dp2_pp2_1f1b   DP 2 TP 1 PP 2 ENGINE 1f1b ZERO 1 MODE ALL_REDUCE)
+triax_mamba2_parity_case(tp2            DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)
+triax_mamba2_parity_case(tp2_sp         DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE REDUCE_SCATTER)
+triax_mamba2_parity_case(dp2_tp2_pp2_sp DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 MODE REDUCE_SCATTER)
+
+# Checkpoints across tp (checkpoint_topology.cmake's cases on the Mamba-2 config): a tp 2 run in
+# sequence-parallel mode saves at step 5 (each rank its groups of in_proj and conv1d); the single
+# rank resumes from it, and tp 2 resumes from a single-rank save, each finishing within 1e-5 of the
+# uninterrupted single-rank run.
+set(MAMBA2_CHECKPOINT PREFIX mamba2_checkpoint DIR ${CMAKE_CURRENT_BINARY_DIR}/mamba2_checkpoint
+    REFERENCE ${CMAKE_CURRENT_BINARY_DIR}/mamba2_parity/reference FIXTURE mamba2_parity_reference LABEL mamba2
+    CONFIG ${MAMBA2_PARITY_CONFIG})
+set(MAMBA2_TP2_SP --set parallelism.tp=2 --set parallelism.tp_mode=REDUCE_SCATTER)
+triax_checkpoint_source(single RANKS 1 ${MAMBA2_CHECKPOINT})
+triax_checkpoint_source(tp2_sp RANKS 2 ${MAMBA2_CHECKPOINT} ${MAMBA2_TP2_SP})
+triax_checkpoint_resume(tp2_sp_to_single SOURCE tp2_sp RANKS 1 ${MAMBA2_CHECKPOINT})
+triax_checkpoint_resume(single_to_tp2_sp SOURCE single RANKS 2 ${MAMBA2_CHECKPOINT} ${MAMBA2_TP2_SP})

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mamba2_model.hpp"
 #include "mamba2_ssd_reference.hpp"
@@ -41,18 +42,34 @@ using triax::test::max_abs_diff;
 using triax::test::parameters_of;
 using triax::test::rms_norm;
 
+// A parameter grouped by head group [G, parts..., rest] as Hugging Face's tensor: each part's rows
+// of every group, part after part, [G x part, rest].
+inline at::Tensor hf_rows(const at::Tensor& grouped, const std::vector<int64_t>& parts) {
+  std::vector<at::Tensor> blocks;
+  int64_t offset = 0;
+  for (int64_t part : parts) {
+    std::vector<int64_t> shape = grouped.narrow(1, offset, part).sizes().vec();
+    shape.erase(shape.begin());
+    shape[0] = -1;
+    blocks.push_back(grouped.narrow(1, offset, part).reshape(shape));
+    offset += part;
+  }
+  return at::cat(blocks, 0);
+}
+
 // One mixer of the reference: `h` [b, s, hidden] normed -> [b, s, hidden].
 inline at::Tensor reference_mixer(std::map<std::string, at::Tensor>& p, const std::string& m,
                                   const triax::mamba2::Mamba2Config& c, const at::Tensor& h) {
   const int64_t b = h.size(0), s = h.size(1), d = c.d_inner(), gn = c.n_groups * c.state_size;
-  const int64_t conv_dim = c.conv_dim(), k = c.conv_kernel;
-  at::Tensor projected = at::matmul(h, p.at(m + "in_proj.weight").t());
-  if (p.count(m + "in_proj.bias")) projected = projected + p.at(m + "in_proj.bias");
+  const int64_t conv_dim = c.conv_dim(), k = c.conv_kernel, n = c.state_size, g = c.group_channels();
+  const std::vector<int64_t> projection_parts = {g, g, n, n, c.heads_per_group()}, conv_parts = {g, n, n};
+  at::Tensor projected = at::matmul(h, hf_rows(p.at(m + "in_proj.weight"), projection_parts).t());
+  if (p.count(m + "in_proj.bias")) projected = projected + hf_rows(p.at(m + "in_proj.bias"), projection_parts);
   const at::Tensor z = projected.narrow(2, 0, d), xbc = projected.narrow(2, d, conv_dim);
   const at::Tensor dt = projected.narrow(2, d + conv_dim, c.num_heads);
   // Causal depthwise convolution: output t reads inputs t - k + 1 .. t (zeros before the start).
-  const at::Tensor w = p.at(m + "conv1d.weight").squeeze(1);  // [conv_dim, k]
-  at::Tensor conv = p.count(m + "conv1d.bias") ? p.at(m + "conv1d.bias").expand({b, s, conv_dim}).clone()
+  const at::Tensor w = hf_rows(p.at(m + "conv1d.weight"), conv_parts).squeeze(1);  // [conv_dim, k]
+  at::Tensor conv = p.count(m + "conv1d.bias") ? hf_rows(p.at(m + "conv1d.bias"), conv_parts).expand({b, s, conv_dim}).clone()
                                                : at::zeros({b, s, conv_dim}, h.options());
   for (int64_t j = 0; j < k; ++j) {
     const int64_t shift = k - 1 - j;

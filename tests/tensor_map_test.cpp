@@ -1,7 +1,7 @@
 // The tensor-map engine of interop/ on small tensors: each rule kind in both directions (a fused
 // parameter split into HF tensors and concatenated back, E experts unstacked and stacked back, a
 // [2, d, h] parameter flattened into one [2d, h] tensor and reshaped back, q/k/v grouped by kv head
-// cut into separate q, k and v tensors and interleaved back),
+// cut into separate q, k and v tensors and interleaved back, and parts of one tensor grouped),
 // ignore globs, optional and tied rules, and refusals that name the file and the tensor.
 #include "triax/interop/tensor_map.hpp"
 
@@ -103,6 +103,27 @@ TEST_F(TensorMapTest, SplitsUnstacksAndRenamesOnWriteAndUndoesItOnRead) {
   EXPECT_EQ(back.dtype, at::kFloat);
   ASSERT_EQ(back.parameters.size(), parameters_.size());
   for (const auto& [name, tensor] : parameters_) EXPECT_TRUE(at::equal(back.parameters.at(name), tensor)) << name;
+}
+
+// One HF tensor holding several parts (Mamba-2's in_proj rows z, x, B): the parameter [2 groups,
+// 2 + 2 + 1 rows, 3] groups them, the HF tensor [4 + 4 + 2, 3] holds all z rows, then x, then B.
+TEST_F(TensorMapTest, InterleavesThePartsOfOneTensor) {
+  const TensorMap map({HfTensorRule::interleave("mixer.grouped", {2, 5, 3}, 1, {"in", "in", "in"}, {2, 2, 1})},
+                      "test plugin");
+  const at::Tensor grouped = at::randn({2, 5, 3});
+  const TensorMap::Tensors tensors = map.write({{"mixer.grouped", grouped}}, at::kFloat, "test");
+  ASSERT_EQ(tensors.entries.size(), 1u);
+  EXPECT_EQ(tensors.entries[0].shape, (std::vector<int64_t>{10, 3}));
+  const at::Tensor hf = tensors.tensor_of(0);
+  EXPECT_TRUE(at::equal(hf.narrow(0, 2, 2), grouped[1].narrow(0, 0, 2)));  // group 1's z rows
+  EXPECT_TRUE(at::equal(hf.narrow(0, 4, 2), grouped[0].narrow(0, 2, 2)));  // group 0's x rows
+  EXPECT_TRUE(at::equal(hf[9], grouped[1][4]));                            // group 1's B row
+  const TensorMap::Weights back = map.read(HfWeights(folder_with({{"in", hf}})), "config.json");
+  EXPECT_TRUE(at::equal(back.parameters.at("mixer.grouped"), grouped));
+  const std::string folder = folder_with({{"in", hf.narrow(0, 0, 9)}});
+  const std::string message = error_of<triax::Error>([&] { map.read(HfWeights(folder), "config.json"); });
+  EXPECT_NE(message.find("tensor 'in' has shape [9, 3], but config.json implies [10, 3]"), std::string::npos)
+      << message;
 }
 
 TEST_F(TensorMapTest, WritesInTheRequestedDtype) {

@@ -47,6 +47,62 @@ int64_t part_offset(const HfTensorRule& rule, size_t part) {
   return offset;
 }
 
+// One HF tensor of a rule: parts first .. first + count - 1. An INTERLEAVE may name one tensor for
+// several consecutive parts (Mamba-2's in_proj: z, x, B, C and dt rows in one tensor, grouped by
+// head group in the parameter): that tensor is those parts concatenated along its dim 0.
+struct HfRun {
+  std::string name;
+  size_t first = 0, count = 0;
+};
+
+std::vector<HfRun> runs_of(const HfTensorRule& rule) {
+  std::vector<HfRun> runs;
+  for (size_t i = 0; i < rule.hf_names.size(); ++i) {
+    if (rule.kind == TRIAX_HF_INTERLEAVE && !runs.empty() && runs.back().name == rule.hf_names[i])
+      ++runs.back().count;
+    else
+      runs.push_back({rule.hf_names[i], i, 1});
+  }
+  return runs;
+}
+
+// The shape of a run's HF tensor: its parts' shapes stacked along dim 0.
+std::vector<int64_t> run_shape(const HfTensorRule& rule, const HfRun& run) {
+  std::vector<int64_t> shape = part_shape(rule, run.first);
+  for (size_t i = run.first + 1; i < run.first + run.count; ++i) shape[0] += part_shape(rule, i)[0];
+  return shape;
+}
+
+// The whole parameter of `rule` from its HF tensors in `weights` (checked present and shaped).
+at::Tensor compose(const HfTensorRule& rule, const HfWeights& weights) {
+  std::vector<at::Tensor> parts;
+  for (const HfRun& run : runs_of(rule)) {
+    const at::Tensor whole = weights.find(run.name)->read(run.name);
+    for (int64_t i = 0, offset = 0; i < static_cast<int64_t>(run.count); ++i) {
+      const int64_t rows = part_shape(rule, run.first + static_cast<size_t>(i))[0];
+      parts.push_back(run.count == 1 ? whole : whole.narrow(0, offset, rows));
+      offset += rows;
+    }
+  }
+  if (rule.kind == TRIAX_HF_RENAME) return parts[0];
+  if (rule.kind == TRIAX_HF_FLATTEN) return parts[0].reshape(rule.shape);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    parts[i] = parts[i].to(parts[0].scalar_type());
+    if (rule.kind == TRIAX_HF_INTERLEAVE) parts[i] = parts[i].reshape(block_shape(rule, i));
+  }
+  return concatenates(rule) ? at::cat(parts, rule.dim) : at::stack(parts, rule.dim);
+}
+
+// HF part `index` of a whole parameter, as the rule cuts it.
+at::Tensor hf_part(const at::Tensor& parameter, const HfTensorRule& rule, size_t index) {
+  at::Tensor whole = parameter.detach();
+  if (concatenates(rule)) whole = whole.narrow(rule.dim, part_offset(rule, index), rule.hf_sizes[index]);
+  if (rule.kind == TRIAX_HF_INTERLEAVE) whole = whole.reshape(part_shape(rule, index));
+  if (rule.kind == TRIAX_HF_STACK) whole = whole.select(rule.dim, static_cast<int64_t>(index));
+  if (rule.kind == TRIAX_HF_FLATTEN) whole = whole.reshape(part_shape(rule, 0));
+  return whole;
+}
+
 }  // namespace
 
 TensorMap::TensorMap(std::vector<HfTensorRule> rules, std::string owner)
@@ -82,8 +138,8 @@ TensorMap::TensorMap(std::vector<HfTensorRule> rules, std::string owner)
     }
     if (rule.optional) continue;  // an alias may name what another rule reads
     if (!parameters.insert(rule.triax_name).second) fail("the parameter has two rules");
-    for (const std::string& name : rule.hf_names)
-      if (!hf_names.insert(name).second) fail("HF tensor '" + name + "' is claimed by two rules");
+    for (const HfRun& run : runs_of(rule))
+      if (!hf_names.insert(run.name).second) fail("HF tensor '" + run.name + "' is claimed by two rules");
   }
 }
 
@@ -115,10 +171,10 @@ TensorMap::Weights TensorMap::read(const HfWeights& weights, const std::string& 
     for (const std::string& name : rule.hf_names) found += weights.find(name) != nullptr ? 1 : 0;
     for (const std::string& name : rule.hf_names) claimed.insert(name);
     if (found == 0 && rule.optional) continue;
-    for (size_t part = 0; part < rule.hf_names.size(); ++part) {
-      const std::string& name = rule.hf_names[part];
+    for (const HfRun& run : runs_of(rule)) {
+      const std::string& name = run.name;
       const SafetensorsFile* file = weights.find(name);
-      const std::vector<int64_t> expected = part_shape(rule, part);
+      const std::vector<int64_t> expected = run_shape(rule, run);
       if (file == nullptr)
         throw Error(weights.where() + ": tensor '" + name + "' is missing (" + config + " implies shape " +
                     shape_text(expected) + ")");
@@ -138,23 +194,12 @@ TensorMap::Weights TensorMap::read(const HfWeights& weights, const std::string& 
                   " describes)");
 
   Weights out;
-  auto compose = [&](const HfTensorRule& rule) {
-    std::vector<at::Tensor> parts;
-    for (const std::string& name : rule.hf_names) parts.push_back(weights.find(name)->read(name));
-    if (rule.kind == TRIAX_HF_RENAME) return parts[0];
-    if (rule.kind == TRIAX_HF_FLATTEN) return parts[0].reshape(rule.shape);
-    for (size_t i = 0; i < parts.size(); ++i) {
-      parts[i] = parts[i].to(parts[0].scalar_type());
-      if (rule.kind == TRIAX_HF_INTERLEAVE) parts[i] = parts[i].reshape(block_shape(rule, i));
-    }
-    return concatenates(rule) ? at::cat(parts, rule.dim) : at::stack(parts, rule.dim);
-  };
   for (const HfTensorRule* rule : present)
-    if (!is_alias(*rule)) out.parameters[rule->triax_name] = compose(*rule);
+    if (!is_alias(*rule)) out.parameters[rule->triax_name] = compose(*rule, weights);
   for (const HfTensorRule* rule : present) {
     if (!is_alias(*rule)) continue;
     const at::Tensor& parameter = out.parameters.at(rule->triax_name);
-    const at::Tensor alias = compose(*rule);
+    const at::Tensor alias = compose(*rule, weights);
     if (alias.scalar_type() != parameter.scalar_type() || !at::equal(alias, parameter))
       throw Error(weights.find(rule->hf_names[0])->path() + ": tensor '" + rule->hf_names[0] +
                   "' differs from the parameter '" + rule->triax_name + "' it must equal (" + config + " ties them)");
@@ -177,7 +222,7 @@ TensorMap::Tensors TensorMap::write(const std::map<std::string, at::Tensor>& par
   struct Part {
     const at::Tensor* parameter;
     HfTensorRule rule;
-    size_t index;
+    HfRun run;
   };
   auto parts = std::make_shared<std::vector<Part>>();
   Tensors out;
@@ -197,22 +242,19 @@ TensorMap::Tensors TensorMap::write(const std::map<std::string, at::Tensor>& par
       fail("tensor '" + rule.triax_name + "' has shape " + shape_text(tensor.sizes()) + ", but " + owner_ +
            "'s tensor map implies " + shape_text(rule.shape));
     written.insert(rule.triax_name);
-    for (size_t i = 0; i < rule.hf_names.size(); ++i) {
-      out.entries.push_back({rule.hf_names[i], dtype, part_shape(rule, i)});
-      parts->push_back({&tensor, rule, i});
+    for (const HfRun& run : runs_of(rule)) {
+      out.entries.push_back({run.name, dtype, run_shape(rule, run)});
+      parts->push_back({&tensor, rule, run});
     }
   }
   for (const auto& [name, tensor] : parameters)
     if (!written.count(name)) fail("unexpected tensor '" + name + "' (not in " + owner_ + "'s tensor map)");
   out.tensor_of = [parts, dtype](size_t i) {
     const Part& part = (*parts)[i];
-    at::Tensor whole = part.parameter->detach();
-    if (concatenates(part.rule))
-      whole = whole.narrow(part.rule.dim, part_offset(part.rule, part.index), part.rule.hf_sizes[part.index]);
-    if (part.rule.kind == TRIAX_HF_INTERLEAVE) whole = whole.reshape(part_shape(part.rule, part.index));
-    if (part.rule.kind == TRIAX_HF_STACK) whole = whole.select(part.rule.dim, static_cast<int64_t>(part.index));
-    if (part.rule.kind == TRIAX_HF_FLATTEN) whole = whole.reshape(part_shape(part.rule, 0));
-    return whole.to(dtype).contiguous();
+    std::vector<at::Tensor> pieces;
+    for (size_t index = part.run.first; index < part.run.first + part.run.count; ++index)
+      pieces.push_back(hf_part(*part.parameter, part.rule, index));
+    return (pieces.size() == 1 ? pieces[0] : at::cat(pieces, 0)).to(dtype).contiguous();
   };
   return out;
 }

@@ -59,10 +59,13 @@ inline void init_dt_bias(const NamedParameter& p, double dt_min, double dt_max, 
   });
 }
 
-// A_log = log(1..n) along its last dimension, the same in every row.
+// A_log = log(1..n) along its last dimension, the same in every row; written over the global
+// shape, so a tp shard of that dimension (Mamba-2's heads) holds its own part.
 inline void init_a_log(const NamedParameter& p, int64_t n) {
-  const at::Tensor steps = at::arange(1, n + 1, at::TensorOptions().dtype(at::kFloat));
-  p.tensor.copy_(at::log(steps).expand_as(p.tensor));
+  init_global(p, 0, [n](at::Tensor& global, at::Generator&) {
+    const at::Tensor steps = at::arange(1, n + 1, global.options());
+    global.copy_(at::log(steps).expand_as(global));
+  });
 }
 
 }  // namespace triax::mamba

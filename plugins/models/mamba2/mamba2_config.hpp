@@ -46,6 +46,12 @@ struct Mamba2Config {
   int64_t conv_dim() const { return d_inner() + 2 * n_groups * state_size; }
   // in_proj's output features: z, then x, B, C, then dt.
   int64_t projection_size() const { return d_inner() + conv_dim() + num_heads; }
+  // Per group of heads (the unit tensor parallelism splits): its heads' channels, its share of
+  // the convolution's channels (x, then its B and C) and of in_proj's rows (z, x, B, C, dt).
+  int64_t heads_per_group() const { return num_heads / n_groups; }
+  int64_t group_channels() const { return heads_per_group() * head_dim; }
+  int64_t group_conv_dim() const { return group_channels() + 2 * state_size; }
+  int64_t group_projection_size() const { return group_channels() + group_conv_dim() + heads_per_group(); }
   // Pipeline blocks: embedding, one per layer, final norm + lm_head + loss.
   int64_t num_blocks() const { return num_hidden_layers + 2; }
 

@@ -4,13 +4,19 @@
 //   y = SSD(x, dt, A, B, C) + D x (ssd.hpp, chunk_size positions per chunk; B and C per group);
 //   y = norm(y * SiLU(z)) (an RMSNorm over each group's channels, then norm.weight);
 //   out = out_proj(y).
-// Parameters (Hugging Face's names, shapes and order; H heads of P channels, G groups, state N,
-// d = H P, conv_dim = d + 2 G N):
-//   dt_bias [H]  A_log [H]  D [H]  conv1d.weight [conv_dim, 1, conv_kernel]  conv1d.bias [conv_dim]
-//   (use_conv_bias)  in_proj.weight [d + conv_dim + H, hidden] (.bias with use_bias; rows z, x, B,
-//   C, dt)  norm.weight [d]  out_proj.weight [hidden, d] (.bias with use_bias)
-// One rank holds the whole mixer: in_proj's rows, in Hugging Face's order, are no tensor-parallel
-// slice (the model refuses tp > 1).
+// Tensor parallel by groups of heads, as Megatron shards it: each rank holds n_groups / tp whole
+// groups, so in_proj is column-parallel (its groups' z, x, B, C and dt rows), the convolution,
+// dt_bias, A_log, D and the gated norm (per group) are split with them, and out_proj is
+// row-parallel; the scan runs on each rank's heads over the whole sequence, in either tp_mode.
+// Parameters (Hugging Face's names; H heads of P channels, G groups of R = H / G heads, state N,
+// d = H P, g = R P a group's channels):
+//   dt_bias [H]  A_log [H]  D [H]  conv1d.weight [G, g + 2 N, 1, conv_kernel] (x, B, C of each
+//   group)  conv1d.bias [G, g + 2 N] (use_conv_bias)  in_proj.weight [G, 2 g + 2 N + R, hidden]
+//   (.bias [G, 2 g + 2 N + R] with use_bias; rows z, x, B, C, dt of each group)  norm.weight [d]
+//   out_proj.weight [hidden, d] (.bias with use_bias)
+// in_proj and conv1d are grouped so that a rank's share is one block of each; Hugging Face's
+// tensors hold the same rows part by part (z of every head, then x, ...): the tensor map
+// interleaves them (hf_mapping.cpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,15 +35,17 @@ namespace triax::mamba2 {
 // What one sequence keeps of one layer between cached forwards: the last conv_kernel - 1 inputs of
 // the convolution (x, B and C) and the scan's state.
 struct Mamba2LayerCache : LayerCache {
-  at::Tensor conv_state;  // [conv_dim, conv_kernel - 1], the activations' dtype; undefined: zeros
-  at::Tensor ssm_state;   // [num_heads, head_dim, state_size] fp32; undefined: zeros
+  // This rank's groups: conv_dim / tp channels (grouped as conv1d.weight), num_heads / tp heads.
+  at::Tensor conv_state;  // [conv_dim / tp, conv_kernel - 1], the activations' dtype; undefined: zeros
+  at::Tensor ssm_state;   // [num_heads / tp, head_dim, state_size] fp32; undefined: zeros
 };
 
 class Mamba2Mixer : public mamba::ChannelShards {
  public:
   Mamba2Mixer(const Mamba2Config& config, const ModelContext& context);
 
-  // hidden: the normed activations between blocks, [b, s, hidden_size] -> the same shape.
+  // hidden: the normed activations between blocks, [b, s, hidden_size] ([b, s/tp, hidden_size] in
+  // REDUCE_SCATTER mode) -> the same shape.
   at::Tensor forward(const at::Tensor& hidden);
   // Inference: the new tokens of each row of `step` continue the row's Mamba2LayerCache; the first
   // step.keep of them enter it (the rest is padding, whose outputs are out_proj of zeros).
@@ -49,12 +57,16 @@ class Mamba2Mixer : public mamba::ChannelShards {
   at::Tensor dt_bias, A_log, D;
 
  private:
-  // in_proj's outputs: z [b, s, d], the convolution's input [b, conv_dim, s] (contiguous), dt [b, s, H].
+  // in_proj's output over the whole sequence, this rank's groups, split: z [b, s, d/tp], the
+  // convolution's input [b, conv_dim/tp, s] (contiguous), dt [b, s, H/tp].
   struct Projected {
     at::Tensor z, conv_input, dt;
   };
-  Projected project(const at::Tensor& hidden);
-  // From the convolution's output [b, s, conv_dim]: out_proj's input [b, s, d] in `dtype` and the
+  Projected split(const at::Tensor& in_proj_output) const;
+  // The depthwise convolution's taps [conv_dim/tp, conv_kernel] and bias (undefined without).
+  at::Tensor conv_weight() const;
+  at::Tensor conv_bias() const;
+  // From the convolution's output [b, s, conv_dim/tp]: out_proj's input [b, s, d/tp] in `dtype` and the
   // scan's final state, starting from `initial_state` (undefined: zeros).
   std::pair<at::Tensor, at::Tensor> mix(const Projected& projected, const at::Tensor& convolved,
                                         const at::Tensor& initial_state, c10::ScalarType dtype);
@@ -64,6 +76,7 @@ class Mamba2Mixer : public mamba::ChannelShards {
   at::Tensor gated_norm(const at::Tensor& y, const at::Tensor& z) const;
 
   Mamba2Config config_;
+  int64_t local_groups_, local_heads_;
   at::Tensor conv_weight_, conv_bias_, norm_weight_;
 };
 

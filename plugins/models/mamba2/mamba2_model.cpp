@@ -16,19 +16,12 @@ namespace {
 
 using Mamba2Block = mamba::SsmBlock<Mamba2Mixer, Mamba2LayerCache>;
 
-// What the mixer cannot split. The group check comes first: it is what tensor parallelism by
-// groups of heads would need, and names the key to change.
+// What the mixer cannot split: tensor parallelism shards whole groups of heads.
 void check_topology(ConfigReader& reader, const Mamba2Config& config, const ModelContext& context) {
   if (config.n_groups % context.tp_size != 0)
     reader.fail("n_groups", std::to_string(config.n_groups) +
                                 " groups are not divisible by the tensor parallel size " +
                                 std::to_string(context.tp_size) + " (a rank would hold part of a group of heads)");
-  if (context.tp_size > 1)
-    throw Error(TRIAX_ERROR_INVALID_CONFIG,
-                "parallelism.tp is " + std::to_string(context.tp_size) +
-                    ", but the model plugin 'mamba2' runs its mixers whole on each rank (in_proj keeps Hugging "
-                    "Face's row order, z, x, B, C, dt, of which no tensor-parallel slice is one block); set "
-                    "parallelism.tp to 1");
   if (const ContextParallel cp = ContextParallel::of(context.host); cp.active())
     throw Error(TRIAX_ERROR_INVALID_CONFIG,
                 "parallelism.context_parallel_size is " + std::to_string(cp.size) +

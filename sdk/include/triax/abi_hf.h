@@ -13,7 +13,10 @@ typedef enum triax_hf_rule_kind {
   TRIAX_HF_IGNORE = 3, /* no parameter: HF tensors matching hf_names ('*' = any run) are skipped */
   TRIAX_HF_FLATTEN = 4, /* since 1.4: one HF tensor, the parameter with dims `dim`, `dim` + 1 merged */
   /* since 1.5: as CONCAT along `dim` >= 1, HF tensor i being part i with dims 0..dim merged: q/k/v
-   * grouped by key/value head, [kv_heads, (group + 2) x head_dim, hidden], dim 1 */
+   * grouped by key/value head, [kv_heads, (group + 2) x head_dim, hidden], dim 1. A name repeated
+   * in consecutive places is one HF tensor holding those parts one after another along its dim 0
+   * (Mamba-2's in_proj: z, x, B, C, dt rows, grouped by head group in the parameter); a host older
+   * than this reading refuses such a rule (a tensor claimed twice) */
   TRIAX_HF_INTERLEAVE = 5
 } triax_hf_rule_kind;
 

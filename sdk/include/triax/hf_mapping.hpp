@@ -40,7 +40,8 @@ struct HfTensorRule {
   static HfTensorRule stack(std::string triax_name, std::vector<int64_t> shape, int32_t dim,
                             std::vector<std::string> hf_names);
   // Since ABI 1.5: as concat along dim >= 1, but each HF tensor is its part with dims 0 .. dim
-  // merged (q_proj, k_proj, v_proj <-> q/k/v grouped by key/value head, QkvLayout).
+  // merged (q_proj, k_proj, v_proj <-> q/k/v grouped by key/value head, QkvLayout). A name given
+  // for several consecutive parts is one HF tensor of those parts, one after another along dim 0.
   static HfTensorRule interleave(std::string triax_name, std::vector<int64_t> shape, int32_t dim,
                                  std::vector<std::string> hf_names, std::vector<int64_t> hf_sizes);
   // HF tensors matching any of the globs ('*' = any run of characters) are skipped.

@@ -1,7 +1,8 @@
 // Applies a model's tensor map (the triax::HfTensorRule list its plugin gives) between the model's
 // whole parameters and Hugging Face tensors, in both directions: RENAME copies, CONCAT splits a
 // fused parameter into HF tensors along a dimension (and concatenates them back), STACK unstacks
-// a parameter of E experts into E HF tensors, IGNORE skips HF tensors matching globs, and an
+// a parameter of E experts into E HF tensors, INTERLEAVE cuts a parameter grouped along dim 0 into
+// HF tensors of whole parts (one tensor may hold several consecutive parts), IGNORE skips HF tensors matching globs, and an
 // optional rule may find its HF tensors absent, or equal to another rule's parameter (a tied
 // lm_head.weight). Shapes are checked on the way; every error names the file and the tensor.
 #pragma once
