@@ -16,7 +16,7 @@
 #include "checkpoint/checkpoint_writer.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/interop/checksum.hpp"

@@ -1,4 +1,4 @@
-# Unit tests of the configuration loader (core/src/config/). Linked with the loader's library
+# Unit tests of the configuration loader (config/). Linked with the loader's library
 # alone (triax_config, and the config reader of the SDK), so that it needs neither the rest of
 # libtriax_core nor LibTorch: each test process starts in milliseconds under ctest.
 # Included from tests/CMakeLists.txt.

@@ -24,7 +24,7 @@
 
 #include "config_mutations.hpp"
 #include "triax/config_reader.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/error.hpp"
 #ifdef TRIAX_FUZZ_WITH_PLUGINS
 #include "test_plugin_registry.hpp"

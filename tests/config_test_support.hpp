@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "triax/config_reader.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/error.hpp"
 
 namespace triax::config_test {

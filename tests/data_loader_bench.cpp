@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/data/training_data.hpp"
 
 namespace fs = std::filesystem;

@@ -14,7 +14,7 @@
 
 #include "multi_rank_environment.hpp"
 #include "test_plugin_registry.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "gradients/data_parallel_gradients.hpp"
 #include "gradients/gradient_accumulator.hpp"
 #include "gradients/gradient_norm.hpp"

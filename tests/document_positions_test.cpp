@@ -11,7 +11,7 @@
 #include "triax/data/token_folder.hpp"
 #include "triax/data/training_data.hpp"
 #include "data_test_support.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/error.hpp"
 
 namespace triax::data {

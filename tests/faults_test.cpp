@@ -19,7 +19,7 @@
 #include "checkpoint/checkpoint_folder.hpp"
 #include "triax/interop/hdf5_file.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/trainer.hpp"
 
 namespace triax {

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "triax/comm/communicator_factory.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

@@ -18,7 +18,7 @@
 
 #include "test_plugin_registry.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/error.hpp"
 

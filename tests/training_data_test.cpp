@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "training_data_test_support.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/data/batch_prefetcher.hpp"
 #include "triax/error.hpp"
 

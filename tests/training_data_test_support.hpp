@@ -10,7 +10,7 @@
 
 #include "triax/data/training_data.hpp"
 #include "data_test_support.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 
 namespace triax::data::test {
 

@@ -12,7 +12,7 @@
 #include "test_plugin_registry.hpp"
 #include "training_test_support.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "gradients/data_parallel_gradients.hpp"
 #include "gradients/gradient_accumulator.hpp"
 #include "train/lr_schedule.hpp"

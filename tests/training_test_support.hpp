@@ -13,7 +13,7 @@
 
 #include "test_plugin_registry.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/tensor_handle.hpp"

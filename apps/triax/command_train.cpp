@@ -16,7 +16,7 @@
 #include "triax/comm/communicator_factory.hpp"
 #include "triax/comm/launch_environment.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"
 #include "triax/error.hpp"

@@ -7,7 +7,7 @@
 // pp), model.init_method (the model plugin reads it when it builds the model) and the data files.
 #pragma once
 
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 
 namespace triax {

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/device.hpp"
 #include "triax/core/plugins/plugin_choice.hpp"
 #include "triax/core/plugins/plugin_contexts.hpp"

@@ -21,9 +21,9 @@ def run(root):
 
 with tempfile.TemporaryDirectory() as folder:
     root = pathlib.Path(folder)
-    write(root, "core/src/train/loop.cpp", '#include "step/engine_step.hpp"\n#include "triax/core/config.hpp"\n')
+    write(root, "core/src/train/loop.cpp", '#include "step/engine_step.hpp"\n#include "triax/config/train_config.hpp"\n')
     write(root, "core/src/step/engine_step.hpp", '#include "gradients/step_gradients.hpp"\n')
-    write(root, "data/src/source.cpp", '#include "triax/core/config.hpp"\n')
+    write(root, "data/src/source.cpp", '#include "triax/config/train_config.hpp"\n')
     status, out = run(root)
     assert status == 0 and out == "", (status, out)
 
@@ -31,12 +31,14 @@ with tempfile.TemporaryDirectory() as folder:
     write(root, "core/include/triax/core/comm/communicator.hpp", '#include "triax/core/trainer.hpp"\n')
     write(root, "report/src/metrics.cpp", '#include "triax/core/plugins/plugin_registry.hpp"\n')
     write(root, "core/src/train/run.cpp", '#include "triax/comm/launch_environment.hpp"\n')
+    write(root, "config/src/tokens_section.cpp", '#include "triax/core/device.hpp"\n')
     status, out = run(root)
     lines = out.splitlines()
     assert status == 1, (status, out)
-    assert len(lines) == 4, out
+    assert len(lines) == 5, out
     assert any("core/src/step/engine_step.cpp:1:" in l and "core/step may not include core/train" in l for l in lines), out
     assert any("communicator.hpp:1:" in l and "core/comm may not include core/train" in l for l in lines), out
     assert any("report/src/metrics.cpp:1:" in l and "report/ sits below the core" in l for l in lines), out
     assert any("core/src/train/run.cpp:1:" in l and "comm/" in l for l in lines), out
+    assert any("config/src/tokens_section.cpp:1:" in l and "config/ sits below the core" in l for l in lines), out
 print("layering checker: 2 trees checked")

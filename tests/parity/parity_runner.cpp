@@ -35,7 +35,7 @@
 #include "checkpoint/zero3_pieces.hpp"
 #include "triax/comm/communicator_factory.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/core/trainer.hpp"

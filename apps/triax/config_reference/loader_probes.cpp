@@ -3,8 +3,8 @@
 #include <cctype>
 
 #include "reference_tables.hpp"
-#include "triax/core/config.hpp"
-#include "triax/core/nanoset_config.hpp"
+#include "triax/config/train_config.hpp"
+#include "triax/config/nanoset_config.hpp"
 #include "triax/error.hpp"
 
 namespace triax::config_reference {

@@ -1,6 +1,6 @@
 #include "triax/core/comm/comm_settings.hpp"
 
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 
 namespace triax {
 

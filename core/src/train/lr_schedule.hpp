@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 
 namespace triax {
 

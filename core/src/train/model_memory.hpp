@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 
 namespace triax {

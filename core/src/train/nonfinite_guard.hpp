@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 
 namespace triax {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/report/run_reporter.hpp"
 #include "triax/report/step_profiler.hpp"
 

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/parameter.hpp"
 
 namespace triax {

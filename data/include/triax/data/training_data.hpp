@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/data/batch_layout.hpp"
 #include "triax/data/data_state.hpp"
 

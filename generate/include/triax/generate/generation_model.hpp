@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 

@@ -1,5 +1,5 @@
 // The step profiler's options (step_profiler.hpp), a plain struct: the config's profiler section
-// holds one (triax/core/config.hpp), so that the keys are read into it directly.
+// holds one (triax/config/train_config.hpp), so that the keys are read into it directly.
 #pragma once
 
 #include <cstdint>

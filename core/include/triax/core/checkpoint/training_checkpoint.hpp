@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/parameter.hpp"
 

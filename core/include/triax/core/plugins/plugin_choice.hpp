@@ -7,7 +7,7 @@
 #include <string>
 
 #include "triax/abi.h"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 
 namespace triax {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "triax/abi.h"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 
 namespace triax {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 namespace {

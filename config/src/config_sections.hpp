@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "triax/config_reader.hpp"
-#include "triax/core/config.hpp"
+#include "triax/config/train_config.hpp"
 
 namespace triax::config {
 

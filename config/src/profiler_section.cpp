@@ -1,5 +1,5 @@
 // profiler: nanotron's keys for a LibTorch profiler trace of chosen steps (see ProfilerConfig).
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 

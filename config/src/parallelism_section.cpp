@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 namespace {

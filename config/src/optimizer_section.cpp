@@ -5,7 +5,7 @@
 #include <cctype>
 #include <regex>
 
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 namespace {

@@ -1,6 +1,6 @@
 // model: which model plugin, its hyper-parameters (model_config, read by the plugin), how the
 // weights start (init_method), the parameter dtype and the gradient bucket size.
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 namespace {

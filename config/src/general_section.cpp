@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 namespace {

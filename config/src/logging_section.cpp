@@ -1,6 +1,6 @@
 // logging: log levels, the step-info interval, the per-device peak that MFU is measured against,
 // TensorBoard events and the live progress line.
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 

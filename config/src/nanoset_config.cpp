@@ -1,4 +1,4 @@
-#include "triax/core/nanoset_config.hpp"
+#include "triax/config/nanoset_config.hpp"
 
 #include <filesystem>
 

@@ -1,7 +1,7 @@
 // fp8: which linears train in fp8 and how they are scaled (docs/fp8.md). The SDK reads the section
 // (Fp8Options, triax/fp8.hpp); the core validates it here, with its key paths, and hands it to the
 // model as text with its defaults filled in.
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 #include "triax/fp8_options.hpp"
 
 namespace triax::config {

@@ -7,8 +7,8 @@
 // folder), are recorded into TrainConfig::resolved, the configuration exactly as the run uses it.
 #include <numeric>
 
-#include "config/config_sections.hpp"
-#include "triax/core/config.hpp"
+#include "config_sections.hpp"
+#include "triax/config/train_config.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

@@ -1,7 +1,7 @@
 // tokens (sequence length, steps, batch sizes) and tokenizer (which tokenizer made the data).
 #include <unistd.h>
 
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 namespace {

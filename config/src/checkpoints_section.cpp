@@ -1,5 +1,5 @@
 // checkpoints: where the run folder is, how often to save, what to resume from.
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 

@@ -1,7 +1,7 @@
 // The value checks every section reader shares.
 #include <sstream>
 
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 namespace {

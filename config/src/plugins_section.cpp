@@ -1,5 +1,5 @@
 // plugins: extra folders searched for plugin libraries.
-#include "config/config_sections.hpp"
+#include "config_sections.hpp"
 
 namespace triax::config {
 
