@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "plugins/hf_config_overlay.hpp"
+#include "triax/interop/hf_config_overlay.hpp"
 #include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/core/plugins/plugin_choice.hpp"
 #include "triax/error.hpp"
@@ -97,7 +97,9 @@ void resolve_model_section(TrainConfig& config, const PluginRegistry& registry) 
       model.model_config = translated;
     else
       in_config_file(config.origin, [&] {
-        model.model_config = overlay_hf_model_config(mapping, translated, model.model_config, config.origin, folder);
+        const auto tensor_map = [&](const std::string& yaml) { return mapping.tensor_map(yaml); };
+        model.model_config = interop::overlay_hf_model_config(tensor_map, translated, model.model_config, config.origin,
+                                                              folder);
       });
   }
   if (!model.model_config.IsDefined() || model.model_config.IsNull())

@@ -26,7 +26,7 @@ std::string model_plugin_by_architecture(const PluginRegistry& registry, const s
 // Fills in model.plugin and model.model_config where the config leaves them out (and records
 // them in config.resolved): with model.init_method.path naming a Hugging Face folder, the plugin
 // that reads its architecture and the model_config its config.json translates to, with the keys
-// the config gives laid over it (plugins/hf_config_overlay.hpp); otherwise the plugin by marker.
+// the config gives laid over it (triax/interop/hf_config_overlay.hpp); otherwise the plugin by marker.
 void resolve_model_section(TrainConfig& config, const PluginRegistry& registry);
 
 }  // namespace triax

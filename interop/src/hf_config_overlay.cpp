@@ -1,4 +1,4 @@
-#include "plugins/hf_config_overlay.hpp"
+#include "triax/interop/hf_config_overlay.hpp"
 
 #include <map>
 #include <optional>
@@ -9,7 +9,7 @@
 #include "triax/located_yaml.hpp"
 #include "triax/tensor_text.hpp"
 
-namespace triax {
+namespace triax::interop {
 namespace {
 
 // `top` laid over `base`: mappings on both sides merged key by key, anything else of top taking
@@ -92,7 +92,7 @@ std::optional<WeightConflict> first_conflict(const std::vector<HfTensorRule>& fo
 
 // The given keys that alone change a weight (or are refused alone, so go with another of them);
 // every given key when none does.
-std::vector<std::string> keys_changing_weights(const ModelHfMapping& mapping, const YAML::Node& translated,
+std::vector<std::string> keys_changing_weights(const TensorMapOf& tensor_map, const YAML::Node& translated,
                                                const YAML::Node& given, const std::vector<HfTensorRule>& folder_rules) {
   std::vector<GivenKey> keys;
   collect_given_keys(given, {}, keys);
@@ -100,7 +100,7 @@ std::vector<std::string> keys_changing_weights(const ModelHfMapping& mapping, co
   for (const GivenKey& key : keys) {
     all.push_back(key.label);
     try {
-      if (first_conflict(folder_rules, mapping.tensor_map(to_yaml_text(lay_over(translated, key.alone)))))
+      if (first_conflict(folder_rules, tensor_map(to_yaml_text(lay_over(translated, key.alone)))))
         culprits.push_back(key.label);
     } catch (const Error&) {
       culprits.push_back(key.label);
@@ -111,17 +111,17 @@ std::vector<std::string> keys_changing_weights(const ModelHfMapping& mapping, co
 
 }  // namespace
 
-YAML::Node overlay_hf_model_config(const ModelHfMapping& mapping, const YAML::Node& translated, const YAML::Node& given,
+YAML::Node overlay_hf_model_config(const TensorMapOf& tensor_map, const YAML::Node& translated, const YAML::Node& given,
                                    const std::string& origin, const std::string& folder) {
   if (!given.IsMap())
     throw ConfigError(origin + ": model.model_config: expected a mapping of keys to lay over the config.json of " +
                       folder);
   const YAML::Node merged = lay_over(translated, given);
-  const std::vector<HfTensorRule> folder_rules = mapping.tensor_map(to_yaml_text(translated));
+  const std::vector<HfTensorRule> folder_rules = tensor_map(to_yaml_text(translated));
   const std::optional<WeightConflict> conflict =
-      first_conflict(folder_rules, mapping.tensor_map(to_located_yaml_text(merged, origin)));
+      first_conflict(folder_rules, tensor_map(to_located_yaml_text(merged, origin)));
   if (!conflict) return merged;
-  const std::vector<std::string> keys = keys_changing_weights(mapping, translated, given, folder_rules);
+  const std::vector<std::string> keys = keys_changing_weights(tensor_map, translated, given, folder_rules);
   std::string named;
   for (const std::string& key : keys) named += (named.empty() ? "model.model_config." : ", ") + key;
   throw ConfigError(origin + ": " + named + ": " + (keys.size() == 1 ? "contradicts" : "contradict") +
@@ -131,4 +131,4 @@ YAML::Node overlay_hf_model_config(const ModelHfMapping& mapping, const YAML::No
                     "supplies it)");
 }
 
-}  // namespace triax
+}  // namespace triax::interop

@@ -6,18 +6,23 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
-#include "triax/core/plugins/model_hf_mapping.hpp"
+#include "triax/hf_mapping.hpp"
 
-namespace triax {
+namespace triax::interop {
+
+// A model plugin's tensor map for a model_config given as YAML text (its HF mapping through the ABI).
+using TensorMapOf = std::function<std::vector<HfTensorRule>(const std::string& model_yaml)>;
 
 // `given` laid over `translated` (a key whose values are mappings on both sides is merged key by
 // key; any other value of `given` replaces the folder's). The values given keep their place in the
-// config file; the folder's have none. A given key with which `mapping`'s tensor map makes a
+// config file; the folder's have none. A given key with which the model's tensor map (`tensor_map`) makes a
 // weight of another shape than the folder's, or one the folder lacks, is a ConfigError naming
 // `origin`, the key, the weight and both shapes.
-YAML::Node overlay_hf_model_config(const ModelHfMapping& mapping, const YAML::Node& translated, const YAML::Node& given,
+YAML::Node overlay_hf_model_config(const TensorMapOf& tensor_map, const YAML::Node& translated, const YAML::Node& given,
                                    const std::string& origin, const std::string& folder);
 
-}  // namespace triax
+}  // namespace triax::interop
