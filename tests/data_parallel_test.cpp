@@ -221,7 +221,9 @@ TEST(DataParallelGradients, OverlapWithModelChunksStartsEachChunkAfterItsLastBac
         for (size_t k = 3 * static_cast<size_t>(chunk); k < 3 * static_cast<size_t>(chunk) + 3; ++k)
           loss = loss + (params[k].tensor * rank_gradient(rank, k, kShapes[k], micro_batch)).sum();
         loss.backward();
-        if (chunk == 1 && micro_batch == 3) EXPECT_EQ(reduction.buckets_started_in_backward(), overlap ? 3 : 0);
+        if (chunk == 1 && micro_batch == 3) {
+          EXPECT_EQ(reduction.buckets_started_in_backward(), overlap ? 3 : 0);
+        }
         accumulator.after_backward(3 * chunk, 3 * chunk + 3);
         reduction.after_backward(chunk);
       }
