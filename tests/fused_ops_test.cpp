@@ -231,7 +231,9 @@ void check_rotary_qkv(c10::Device device, c10::ScalarType dtype, const std::vect
   EXPECT_EQ(q.stride(2), kv_heads * group * head_dim) << what;
   EXPECT_EQ(k.stride(2), kv_heads * head_dim) << what;
   // The kernel copies v into that layout too (the composition makes it contiguous).
-  if (device.is_cuda()) EXPECT_EQ(v.stride(2), kv_heads * head_dim) << what;
+  if (device.is_cuda()) {
+    EXPECT_EQ(v.stride(2), kv_heads * head_dim) << what;
+  }
   at::Tensor loss = (q * grad_q).sum() + (v * grad_v).sum();
   if (k_used) loss = loss + (k * grad_k).sum();
   loss.backward();

@@ -25,7 +25,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+// Used by the CUDA tests only.
+[[maybe_unused]] double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
 
 std::unique_ptr<Communicator> single_gpu_communicator(double timeout_seconds = 60) {
   LaunchEnvironment launch;

@@ -24,6 +24,14 @@ at::Tensor head_maxima(const at::Tensor& x, const at::Tensor& fused, const Atten
   return logits.amax({0, 2, 3});
 }
 
+AttentionShape shape_of(int64_t hidden_size, int64_t heads, int64_t kv_heads) {
+  AttentionShape shape;
+  shape.hidden_size = hidden_size;
+  shape.heads = heads;
+  shape.kv_heads = kv_heads;
+  return shape;
+}
+
 void expect_clipped_to(const AttentionShape& shape) {
   ModelContext context;
   context.dtype = at::kDouble;
@@ -53,19 +61,19 @@ void expect_clipped_to(const AttentionShape& shape) {
 }
 
 TEST(QkClip, ScalesQueryRowsOfHeadsAboveTheThresholdUnderGqa) {
-  AttentionShape shape{32, 4, 2};
+  AttentionShape shape = shape_of(32, 4, 2);
   shape.rotary = false;
   expect_clipped_to(shape);
 }
 
 TEST(QkClip, SplitsTheFactorBetweenQueryAndKeyUnderMha) {
-  AttentionShape shape{32, 4, 4};
+  AttentionShape shape = shape_of(32, 4, 4);
   shape.rotary = false;
   expect_clipped_to(shape);
 }
 
 TEST(QkClip, AttentionWithQkNormRefuses) {
-  AttentionShape shape{32, 4, 2};
+  AttentionShape shape = shape_of(32, 4, 2);
   shape.qk_norm = true;
   GroupedQueryAttention attention(shape, ModelContext{});
   try {

@@ -186,8 +186,9 @@ TEST(ZeroBubbleSchedule, OrdersForTheGpuTimesRunEveryPassOnceWithinTheirPeaks) {
         // zb_h1: 1F1B's peak (its first rank's) on every rank; zb_v: at most interleaved_1f1b's.
         const int peak = peak_live_passes(shape, 0);
         for (int r = 0; r < gpu.pp; ++r) {
-          if (layout.keeps_1f1b_order)
+          if (layout.keeps_1f1b_order) {
             EXPECT_EQ(peak_in_flight(passes[r]), peak) << shape_text(shape) << ", rank " << r;
+          }
           EXPECT_LE(peak_in_flight(passes[r]), peak) << engine.name << ", " << shape_text(shape) << ", rank " << r;
         }
       }
