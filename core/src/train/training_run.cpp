@@ -11,6 +11,7 @@
 #include "triax/core/device.hpp"
 #include "triax/report/log.hpp"
 #include "triax/faults/fault_injection.hpp"
+#include "triax/fp8.hpp"
 
 namespace triax {
 
@@ -40,6 +41,7 @@ TrainSummary TrainingRun::run() {
   const StepRates rates{s_.tokens_per_step(), s_.communicator.size(TRIAX_GROUP_WORLD), s_.flops_per_token, s_.peak,
                         c_.tokens.train_steps};
   logger_.emplace(rates, s_.device, reporter_, nonfinite_, *s_.step_losses, s_.resume.step);
+  fp8_weights_changed();  // the weights were loaded after the model was built
   for (int64_t step = s_.resume.step + 1; step <= c_.tokens.train_steps; ++step) {
     profiler_.before_step(step);
     const double learning_rate = schedule_.for_step(step);
@@ -70,6 +72,7 @@ TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_ra
   if (nonfinite_.admit(step, losses[0], clipping.norm)) {
     s_.optimizer->step(s_.gradients->for_optimizer(), learning_rate, clipping.coefficient);  // clipped by the optimizer
     s_.qk_clip->after_step();
+    fp8_weights_changed();  // the fp8 weights kept across this step's micro-batches are stale
   }
   // The step's collectives have completed, or a CommunicationError names the silent peer. The
   // GPU still has the optimizer's work queued, so this wait costs it nothing.
