@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kVecThreads)
     scale_to_fp8_tiles_kernel(const T* __restrict__ x, const float* __restrict__ multiplier, int64_t multiplier_row_stride,
                               int64_t multiplier_col_stride, uint8_t* __restrict__ out, uint8_t* __restrict__ out_t,
                               int64_t rows, int64_t cols) {
-  __shared__ uint32_t tile[kVecTileCols][kWordsPerColumn];
+  __shared__ __align__(16) uint32_t tile[kVecTileCols][kWordsPerColumn];
   const int t = threadIdx.x, group = t % 8, word = t / 8;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kVecTileCols, c = c0 + group * 8;
   const bool one_multiplier = multiplier_row_stride == 0 && multiplier_col_stride == 0;
