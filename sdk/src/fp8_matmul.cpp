@@ -74,11 +74,11 @@ ScaleAndMultiplier scales_of(const at::Tensor& t, const Scaling& scaling, const 
     // The block maxima and ticket, then {amax, scale, multiplier}.
     const at::Tensor buffer = at::empty({kernels::kFp8ScaleBlocks + 4}, t.options().dtype(at::kFloat));
     const at::Tensor out = buffer.narrow(0, kernels::kFp8ScaleBlocks + 1, 3);
-    cuda_launch::check(kernels::fp8_tensor_scale(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(), t.numel(),
-                                                 static_cast<float>(largest_value(scaling.format)),
-                                                 static_cast<float>(kAmaxFloor), buffer.data_ptr<float>(),
-                                                 out.data_ptr<float>(), cuda_launch::stream_of(t)),
-                       "fp8_tensor_scale");
+    cuda_launch::check(
+        kernels::fp8_tensor_scale(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(), t.numel(),
+                                  static_cast<float>(largest_value(scaling.format)), static_cast<float>(kAmaxFloor),
+                                  buffer.data_ptr<float>(), out.data_ptr<float>(), cuda_launch::stream_of(t)),
+        "fp8_tensor_scale");
     if (scaling.across_tp && tp.size > 1) return scales_from_amax(out.narrow(0, 0, 1).view({1, 1}), scaling, tp);
     return {out.narrow(0, 1, 1).view({1, 1}), out.narrow(0, 2, 1).view({1, 1})};
   }

@@ -21,8 +21,8 @@ Fp8Options Fp8Options::read(ConfigReader& section) {
     if (pattern.empty()) section.fail("linears", "holds an empty pattern (\"*\" matches every decoder linear)");
   options.min_gemm_size = section.get<int64_t>("min_gemm_size", options.min_gemm_size);
   if (options.min_gemm_size < 0)
-    section.fail("min_gemm_size", "must be 0 or more (0 keeps every linear in fp8), got " +
-                                      std::to_string(options.min_gemm_size));
+    section.fail("min_gemm_size",
+                 "must be 0 or more (0 keeps every linear in fp8), got " + std::to_string(options.min_gemm_size));
   section.finish();
   return options;
 }

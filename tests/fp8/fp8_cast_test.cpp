@@ -34,7 +34,8 @@ class Fp8CastCuda : public ::testing::Test {
 // multiplier by its elementwise ops, the bytes by its cast, the transpose by a copy.
 Fp8Matrix composition(const at::Tensor& t, const Scaling& scaling) {
   const double inf = std::numeric_limits<double>::infinity();
-  const std::vector<int64_t> dims = scaling.amax_dim < 0 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{scaling.amax_dim};
+  const std::vector<int64_t> dims =
+      scaling.amax_dim < 0 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{scaling.amax_dim};
   at::Tensor amax = at::linalg_vector_norm(t, inf, dims, /*keepdim=*/true).to(at::kFloat).clamp_min(1e-12);
   const double largest = scaling.format == kE5m2 ? 57344.0 : 448.0;
   Fp8Matrix m;

@@ -30,11 +30,11 @@ struct LinearShape {
 
 // hidden, heads x 64 for q and kv heads x 64 for k and v, ffn; micro-batch x 2048 tokens.
 const LinearShape kShapes[] = {
-    {"135m", "qkv", 16 * 2048, 960, 576},     {"135m", "o", 16 * 2048, 576, 576},
-    {"135m", "gate_up", 16 * 2048, 3072, 576}, {"135m", "down", 16 * 2048, 576, 1536},
-    {"360m", "qkv", 8 * 2048, 1600, 960},     {"360m", "o", 8 * 2048, 960, 960},
-    {"360m", "gate_up", 8 * 2048, 5120, 960},  {"360m", "down", 8 * 2048, 960, 2560},
-    {"1.7b", "qkv", 8 * 2048, 6144, 2048},    {"1.7b", "o", 8 * 2048, 2048, 2048},
+    {"135m", "qkv", 16 * 2048, 960, 576},       {"135m", "o", 16 * 2048, 576, 576},
+    {"135m", "gate_up", 16 * 2048, 3072, 576},  {"135m", "down", 16 * 2048, 576, 1536},
+    {"360m", "qkv", 8 * 2048, 1600, 960},       {"360m", "o", 8 * 2048, 960, 960},
+    {"360m", "gate_up", 8 * 2048, 5120, 960},   {"360m", "down", 8 * 2048, 960, 2560},
+    {"1.7b", "qkv", 8 * 2048, 6144, 2048},      {"1.7b", "o", 8 * 2048, 2048, 2048},
     {"1.7b", "gate_up", 8 * 2048, 16384, 2048}, {"1.7b", "down", 8 * 2048, 2048, 8192},
 };
 
@@ -57,16 +57,18 @@ void report(const LinearShape& shape) {
   every_call.recipe = triax::Fp8Recipe::Tensorwise;
   triax::Fp8LinearPlan kept = every_call;
   kept.weight_cache = std::make_shared<triax::Fp8WeightCache>();
-  const double bf16 = time_forward_backward(shape, [](const at::Tensor& x, const at::Tensor& w) { return at::linear(x, w); });
+  const double bf16 =
+      time_forward_backward(shape, [](const at::Tensor& x, const at::Tensor& w) { return at::linear(x, w); });
   const double fp8 = time_forward_backward(
       shape, [&](const at::Tensor& x, const at::Tensor& w) { return triax::fp8_linear(x, w, every_call); });
-  const double fp8_kept =
-      time_forward_backward(shape, [&](const at::Tensor& x, const at::Tensor& w) { return triax::fp8_linear(x, w, kept); });
-  std::printf("%-5s %-8s M %6lld N %6lld K %6lld  min(N,K) %5lld  bf16 %7.3f ms  fp8 %7.3f ms (%.2fx)  "
-              "fp8, weight kept %7.3f ms (%.2fx)\n",
-              shape.model, shape.layer, static_cast<long long>(shape.tokens), static_cast<long long>(shape.out),
-              static_cast<long long>(shape.in), static_cast<long long>(std::min(shape.out, shape.in)), bf16, fp8,
-              bf16 / fp8, fp8_kept, bf16 / fp8_kept);
+  const double fp8_kept = time_forward_backward(
+      shape, [&](const at::Tensor& x, const at::Tensor& w) { return triax::fp8_linear(x, w, kept); });
+  std::printf(
+      "%-5s %-8s M %6lld N %6lld K %6lld  min(N,K) %5lld  bf16 %7.3f ms  fp8 %7.3f ms (%.2fx)  "
+      "fp8, weight kept %7.3f ms (%.2fx)\n",
+      shape.model, shape.layer, static_cast<long long>(shape.tokens), static_cast<long long>(shape.out),
+      static_cast<long long>(shape.in), static_cast<long long>(std::min(shape.out, shape.in)), bf16, fp8, bf16 / fp8,
+      fp8_kept, bf16 / fp8_kept);
 }
 
 }  // namespace

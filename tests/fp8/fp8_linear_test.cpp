@@ -191,24 +191,22 @@ TEST(Fp8LinearCpu, TheChosenLinearsComputeInFp8AndTheHeadNever) {
   EXPECT_TRUE(computes_exactly(*none.up, x));
 }
 
+// Whether ThreeLinears(32, 48)'s `up` ([48, 32]) computes in fp8 after converting with `yaml`.
+bool up_in_fp8(const std::string& yaml) {
+  ThreeLinears model(32, 48);
+  triax::convert_linears_to_fp8(model, fp8_context(yaml));
+  return !computes_exactly(*model.up, seeded({2, 4, 32}, 12));
+}
+
 // With the default patterns a layer with a side below fp8.min_gemm_size stays in the model's
 // dtype (so a layer outside multiples of 16 is not refused); patterns of the config's own take
 // exactly the layers they name.
 TEST(Fp8LinearCpu, TheDefaultChoiceLeavesLayersBelowTheSizeInTheModelDtype) {
-  const at::Tensor x = seeded({2, 4, 32}, 12);
   EXPECT_EQ(triax::Fp8Options::from_yaml("{}").min_gemm_size, 1024);
-  ThreeLinears defaults(32, 48);
-  triax::convert_linears_to_fp8(defaults, fp8_context("{}"));
-  EXPECT_TRUE(computes_exactly(*defaults.up, x));
-  ThreeLinears at_the_size(32, 48);
-  triax::convert_linears_to_fp8(at_the_size, fp8_context("min_gemm_size: 32"));
-  EXPECT_FALSE(computes_exactly(*at_the_size.up, x));
-  ThreeLinears above(32, 48);
-  triax::convert_linears_to_fp8(above, fp8_context("min_gemm_size: 33"));
-  EXPECT_TRUE(computes_exactly(*above.up, x));
-  ThreeLinears named(32, 48);
-  triax::convert_linears_to_fp8(named, fp8_context("linears: ['up']\nmin_gemm_size: 4096"));
-  EXPECT_FALSE(computes_exactly(*named.up, x));
+  EXPECT_FALSE(up_in_fp8("{}"));
+  EXPECT_TRUE(up_in_fp8("min_gemm_size: 32"));
+  EXPECT_FALSE(up_in_fp8("min_gemm_size: 33"));
+  EXPECT_TRUE(up_in_fp8("linears: ['up']\nmin_gemm_size: 4096"));
   ThreeLinears not_16(32, 40);
   EXPECT_NO_THROW(triax::convert_linears_to_fp8(not_16, fp8_context("{}")));
   const std::string negative = error_of("min_gemm_size: -1");

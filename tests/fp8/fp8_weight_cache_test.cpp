@@ -3,6 +3,8 @@
 // gradients, bit for bit, as casting it at every use; a change of the weight (in place, or
 // through another tensor followed by fp8_weights_changed) casts it again; a weight in another
 // storage at every use (as ZeRO-3 gathers it) is cast every time and never kept.
+#include "triax/layers/fp8_weight_cache.hpp"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -11,7 +13,6 @@
 
 #include "triax/fp8.hpp"
 #include "triax/layers/fp8_linear.hpp"
-#include "triax/layers/fp8_weight_cache.hpp"
 
 namespace {
 

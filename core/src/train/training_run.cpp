@@ -9,9 +9,9 @@
 #include "train/report_options.hpp"
 #include "train/trainer_state.hpp"
 #include "triax/core/device.hpp"
-#include "triax/report/log.hpp"
 #include "triax/faults/fault_injection.hpp"
 #include "triax/fp8.hpp"
+#include "triax/report/log.hpp"
 
 namespace triax {
 

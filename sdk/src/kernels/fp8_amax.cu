@@ -72,7 +72,7 @@ cudaError_t fp8_tensor_scale(Dtype dtype, const void* x, int64_t count, float la
     };
     constexpr int N = kVectorWidth<T>;
     return count % N == 0 && aligned16(x) ? launch(fp8_tensor_scale_kernel<T, N>, count / N)
-                                           : launch(fp8_tensor_scale_kernel<T, 1>, count);
+                                          : launch(fp8_tensor_scale_kernel<T, 1>, count);
   });
 }
 

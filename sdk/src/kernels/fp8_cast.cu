@@ -69,7 +69,6 @@ __global__ void scale_to_fp8_transposed_kernel(const T* __restrict__ x, const fl
   }
 }
 
-
 // The vectorised transposing kernel: a block of 256 threads scales a tile of 128 rows x 64 columns.
 // Thread t reads 4 rows x 8 columns (rows 4 * (t / 8) + i, columns 8 * (t % 8) + k): each row of
 // the tile is one 128-byte read by 8 neighbouring threads. The 4 bytes a thread makes per column
@@ -98,9 +97,9 @@ __device__ __forceinline__ void load8(const T* p, float (&v)[8]) {
 // rows % 16 == 0, cols % 8 == 0, x 16-byte, out 8-byte and out_t 16-byte aligned (launcher).
 template <typename T, typename F>
 __global__ void __launch_bounds__(kVecThreads)
-    scale_to_fp8_tiles_kernel(const T* __restrict__ x, const float* __restrict__ multiplier, int64_t multiplier_row_stride,
-                              int64_t multiplier_col_stride, uint8_t* __restrict__ out, uint8_t* __restrict__ out_t,
-                              int64_t rows, int64_t cols) {
+    scale_to_fp8_tiles_kernel(const T* __restrict__ x, const float* __restrict__ multiplier,
+                              int64_t multiplier_row_stride, int64_t multiplier_col_stride, uint8_t* __restrict__ out,
+                              uint8_t* __restrict__ out_t, int64_t rows, int64_t cols) {
   __shared__ __align__(16) uint32_t tile[kVecTileCols][kWordsPerColumn];
   const int t = threadIdx.x, group = t % 8, word = t / 8;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kVecTileCols, c = c0 + group * 8;
@@ -149,26 +148,26 @@ cudaError_t scale_to_fp8(Dtype dtype, const void* x, const float* multiplier, in
   if (rows == 0 || cols == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (out_t != nullptr && rows % 16 == 0 && cols % 8 == 0 && aligned16(x) && aligned16(out_t) &&
-        reinterpret_cast<std::uintptr_t>(out) % 8 == 0) {
-      const dim3 grid(static_cast<unsigned>((cols + kVecTileCols - 1) / kVecTileCols),
-                      static_cast<unsigned>(std::min<int64_t>((rows + kVecTileRows - 1) / kVecTileRows, kMaxRowBlocks)));
-      auto kernel = e5m2 ? scale_to_fp8_tiles_kernel<T, __nv_fp8_e5m2> : scale_to_fp8_tiles_kernel<T, __nv_fp8_e4m3>;
-      kernel<<<grid, kVecThreads, 0, stream>>>(static_cast<const T*>(x), multiplier, multiplier_row_stride,
-                                               multiplier_col_stride, static_cast<uint8_t*>(out),
-                                               static_cast<uint8_t*>(out_t), rows, cols);
-      return cudaGetLastError();
-    }
-    if (out_t != nullptr) {
-      const dim3 threads(kTile, kTileRows);
-      const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile),
-                      static_cast<unsigned>(std::min<int64_t>((rows + kTile - 1) / kTile, kMaxRowBlocks)));
-      auto kernel = e5m2 ? scale_to_fp8_transposed_kernel<T, __nv_fp8_e5m2> : scale_to_fp8_transposed_kernel<T, __nv_fp8_e4m3>;
+    // Both layouts: a block per tile of tile_rows x tile_cols.
+    auto launch_tiles = [&](auto kernel, dim3 threads, int64_t tile_rows, int64_t tile_cols) {
+      const dim3 grid(static_cast<unsigned>((cols + tile_cols - 1) / tile_cols),
+                      static_cast<unsigned>(std::min<int64_t>((rows + tile_rows - 1) / tile_rows, kMaxRowBlocks)));
       kernel<<<grid, threads, 0, stream>>>(static_cast<const T*>(x), multiplier, multiplier_row_stride,
                                            multiplier_col_stride, static_cast<uint8_t*>(out),
                                            static_cast<uint8_t*>(out_t), rows, cols);
       return cudaGetLastError();
-    }
+    };
+    const bool vector_tiles = rows % 16 == 0 && cols % 8 == 0 && aligned16(x) && aligned16(out_t) &&
+                              reinterpret_cast<std::uintptr_t>(out) % 8 == 0;
+    if (out_t != nullptr && vector_tiles)
+      return e5m2 ? launch_tiles(scale_to_fp8_tiles_kernel<T, __nv_fp8_e5m2>, dim3(kVecThreads), kVecTileRows,
+                                 kVecTileCols)
+                  : launch_tiles(scale_to_fp8_tiles_kernel<T, __nv_fp8_e4m3>, dim3(kVecThreads), kVecTileRows,
+                                 kVecTileCols);
+    if (out_t != nullptr)
+      return e5m2
+                 ? launch_tiles(scale_to_fp8_transposed_kernel<T, __nv_fp8_e5m2>, dim3(kTile, kTileRows), kTile, kTile)
+                 : launch_tiles(scale_to_fp8_transposed_kernel<T, __nv_fp8_e4m3>, dim3(kTile, kTileRows), kTile, kTile);
     auto launch = [&](auto kernel, int64_t packs) {
       const dim3 threads(static_cast<unsigned>(row_threads(packs, kThreads)));
       const dim3 grid(grid_for(packs, threads.x), static_cast<unsigned>(std::min<int64_t>(rows, kMaxRowBlocks)));
