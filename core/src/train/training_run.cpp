@@ -41,7 +41,6 @@ TrainSummary TrainingRun::run() {
   const StepRates rates{s_.tokens_per_step(), s_.communicator.size(TRIAX_GROUP_WORLD), s_.flops_per_token, s_.peak,
                         c_.tokens.train_steps};
   logger_.emplace(rates, s_.device, reporter_, nonfinite_, *s_.step_losses, s_.resume.step);
-  fp8_weights_changed();  // the weights were loaded after the model was built
   for (int64_t step = s_.resume.step + 1; step <= c_.tokens.train_steps; ++step) {
     profiler_.before_step(step);
     const double learning_rate = schedule_.for_step(step);
@@ -60,6 +59,9 @@ TrainSummary TrainingRun::run() {
 TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_rate) {
   const int rank = s_.communicator.rank(TRIAX_GROUP_WORLD);
   s_.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
+  // Every step casts its fp8 weights afresh at its first micro-batch (a step recorded in a CUDA
+  // graph records those casts), whatever changed the weights before it (loads, steps).
+  fp8_weights_changed();
   const EngineInstance::Result result = s_.engine_step->run(step, s_.data->step_samples(step));  // prefetched
   logger_->flush();  // the GPU has this step's work queued: the last logged step's values are read now
   summary_.peak_live_micro_batches = std::max(summary_.peak_live_micro_batches, result.peak_live_micro_batches);
@@ -72,7 +74,7 @@ TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_ra
   if (nonfinite_.admit(step, losses[0], clipping.norm)) {
     s_.optimizer->step(s_.gradients->for_optimizer(), learning_rate, clipping.coefficient);  // clipped by the optimizer
     s_.qk_clip->after_step();
-    fp8_weights_changed();  // the fp8 weights kept across this step's micro-batches are stale
+    fp8_weights_changed();  // validation after the step must not use the step's fp8 weights
   }
   // The step's collectives have completed, or a CommunicationError names the silent peer. The
   // GPU still has the optimizer's work queued, so this wait costs it nothing.
