@@ -8,6 +8,7 @@
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
+#include <cstdint>
 #include <limits>
 
 #include "triax/error.hpp"
@@ -71,16 +72,18 @@ ScaleAndMultiplier scales_of(const at::Tensor& t, const Scaling& scaling, const 
   const double inf = std::numeric_limits<double>::infinity();
 #ifdef TRIAX_WITH_CUDA
   if (scaling.amax_dim < 0 && cuda_launch::kernels_apply({&t}) && t.is_contiguous()) {
-    // The block maxima and ticket, then {amax, scale, multiplier}.
-    const at::Tensor buffer = at::empty({kernels::kFp8ScaleBlocks + 4}, t.options().dtype(at::kFloat));
-    const at::Tensor out = buffer.narrow(0, kernels::kFp8ScaleBlocks + 1, 3);
+    // The block maxima and ticket; {scale, multiplier, amax} apart, the scale at the start of its
+    // allocation: cuBLASLt refuses a scale that is not 16-byte aligned (at::_scaled_mm passes it as
+    // it is).
+    const at::Tensor workspace = at::empty({kernels::kFp8ScaleBlocks + 1}, t.options().dtype(at::kFloat));
+    const at::Tensor out = at::empty({3}, t.options().dtype(at::kFloat));
     cuda_launch::check(
         kernels::fp8_tensor_scale(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(), t.numel(),
                                   static_cast<float>(largest_value(scaling.format)), static_cast<float>(kAmaxFloor),
-                                  buffer.data_ptr<float>(), out.data_ptr<float>(), cuda_launch::stream_of(t)),
+                                  workspace.data_ptr<float>(), out.data_ptr<float>(), cuda_launch::stream_of(t)),
         "fp8_tensor_scale");
-    if (scaling.across_tp && tp.size > 1) return scales_from_amax(out.narrow(0, 0, 1).view({1, 1}), scaling, tp);
-    return {out.narrow(0, 1, 1).view({1, 1}), out.narrow(0, 2, 1).view({1, 1})};
+    if (scaling.across_tp && tp.size > 1) return scales_from_amax(out.narrow(0, 2, 1).view({1, 1}), scaling, tp);
+    return {out.narrow(0, 0, 1).view({1, 1}), out.narrow(0, 1, 1).view({1, 1})};
   }
 #endif
   const at::Tensor amax = scaling.amax_dim < 0
@@ -100,6 +103,8 @@ Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorPara
   return m;
 }
 
+bool aligned_for_cublaslt(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
+
 at::Tensor scaled_matmul(const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& b, const at::Tensor& b_scale,
                          c10::ScalarType out_dtype, bool fast_accumulation) {
   if (!a.is_cuda()) {
@@ -108,11 +113,15 @@ at::Tensor scaled_matmul(const at::Tensor& a, const at::Tensor& a_scale, const a
   }
   const at::Tensor lhs = a.contiguous();
   const at::Tensor rhs = b.t().contiguous().t();  // column-major
+  const at::Tensor lhs_scale = a_scale.contiguous(), rhs_scale = b_scale.contiguous();
+  for (const at::Tensor* operand : {&lhs, &rhs, &lhs_scale, &rhs_scale})
+    if (!aligned_for_cublaslt(*operand))
+      throw Error(TRIAX_ERROR_RUNTIME, "fp8 scaled_matmul: an operand or scale is not 16-byte aligned");
   const bool rowwise = a_scale.numel() > 1 || b_scale.numel() > 1;
   // The rowwise kernels write bf16 only.
   const c10::ScalarType product_dtype = rowwise ? at::kBFloat16 : out_dtype;
-  at::Tensor product = at::_scaled_mm(lhs, rhs, a_scale.contiguous(), b_scale.contiguous(), std::nullopt,
-                                      std::nullopt, product_dtype, fast_accumulation);
+  at::Tensor product =
+      at::_scaled_mm(lhs, rhs, lhs_scale, rhs_scale, std::nullopt, std::nullopt, product_dtype, fast_accumulation);
   return product.scalar_type() == out_dtype ? product : product.to(out_dtype);
 }
 

@@ -3,7 +3,8 @@
 // tensorwise scale of a whole tensor in one launch, and the fp8 bytes in both layouts from one
 // read, on the vectorised tiles (sides in multiples of 16 and 8, whole and partial tiles) and on
 // the plain kernel for other shapes, for bf16 and fp32 inputs, both formats, and tensorwise,
-// per-row and per-column multipliers.
+// per-row and per-column multipliers. Their outputs lie where cuBLASLt reads them (16-byte
+// aligned; on the CPU too), and at::_scaled_mm takes them.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "fp8_matmul.hpp"
+#include "triax/error.hpp"
 
 namespace {
 
@@ -51,8 +53,20 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
   return a.sizes() == b.sizes() && at::equal(a.contiguous().view(at::kByte), b.contiguous().view(at::kByte));
 }
 
+// The layout at::_scaled_mm hands to cuBLASLt as it is: contiguous fp8 bytes and fp32 scales,
+// each at a 16-byte aligned address (a scale viewed at another offset of a shared buffer fails
+// the product with CUBLAS_STATUS_NOT_SUPPORTED).
+void expect_cublaslt_layout(const Fp8Matrix& m, const std::string& what) {
+  EXPECT_EQ(m.scale.scalar_type(), at::kFloat) << what;
+  for (const at::Tensor* t : {&m.data, &m.scale, &m.transposed}) {
+    EXPECT_TRUE(t->is_contiguous()) << what;
+    EXPECT_TRUE(triax::fp8::aligned_for_cublaslt(*t)) << what;
+  }
+}
+
 void expect_kernels_equal_composition(const at::Tensor& t, const Scaling& scaling, const std::string& what) {
   const Fp8Matrix kernel = triax::fp8::quantise(t, scaling, triax::TensorParallel(), Layout::Both);
+  expect_cublaslt_layout(kernel, what);
   const Fp8Matrix expected = composition(t, scaling);
   EXPECT_TRUE(same_bits(kernel.scale, expected.scale)) << what << ": scale";
   EXPECT_TRUE(same_bits(kernel.data, expected.data)) << what << ": row-major bytes";
@@ -87,6 +101,34 @@ TEST_F(Fp8CastCuda, ZerosAndNaNScaleAsTheComposition) {
   with_nan[5][7] = std::numeric_limits<float>::quiet_NaN();
   const Fp8Matrix kernel = triax::fp8::quantise(with_nan, Scaling{kE4m3, -1, false}, triax::TensorParallel());
   EXPECT_TRUE(at::isnan(kernel.scale).all().item<bool>());
+}
+
+// The scales of the one-launch kernel enter the product as they are; a scale off the 16-byte
+// grid is refused by triax before cuBLASLt would refuse it.
+TEST_F(Fp8CastCuda, TheKernelsScalesEnterTheScaledProduct) {
+  const auto cuda_bf16 = at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
+  at::manual_seed(3);
+  const Scaling tensorwise{kE4m3, -1, false};
+  const Fp8Matrix x = triax::fp8::quantise(at::randn({64, 128}, cuda_bf16), tensorwise, triax::TensorParallel());
+  const Fp8Matrix w = triax::fp8::quantise(at::randn({96, 128}, cuda_bf16), tensorwise, triax::TensorParallel());
+  EXPECT_NO_THROW(triax::fp8::scaled_matmul(x.data, x.scale, w.data.t(), w.scale.t(), at::kBFloat16, true));
+  const at::Tensor buffer = at::zeros({8}, cuda_bf16.dtype(at::kFloat));
+  const at::Tensor misaligned = buffer.narrow(0, 2, 1).view({1, 1}).copy_(x.scale);
+  EXPECT_THROW(triax::fp8::scaled_matmul(x.data, misaligned, w.data.t(), w.scale.t(), at::kBFloat16, true),
+               triax::Error);
+}
+
+TEST(Fp8CastCpu, AlignmentForCublasLtIsThatOfTheViewsAddress) {
+  const at::Tensor buffer = at::zeros({8}, at::kFloat);  // LibTorch aligns CPU allocations to 64 bytes
+  EXPECT_TRUE(triax::fp8::aligned_for_cublaslt(buffer.narrow(0, 0, 1).view({1, 1})));
+  EXPECT_FALSE(triax::fp8::aligned_for_cublaslt(buffer.narrow(0, 2, 1).view({1, 1})));
+  EXPECT_TRUE(triax::fp8::aligned_for_cublaslt(buffer.narrow(0, 4, 1).view({1, 1})));
+  at::manual_seed(4);
+  const at::Tensor t = at::randn({48, 32}, at::kFloat);
+  for (const int64_t amax_dim : {-1, 0, 1})
+    expect_cublaslt_layout(
+        triax::fp8::quantise(t, Scaling{kE4m3, amax_dim, false}, triax::TensorParallel(), Layout::Both),
+        "cpu, amax over " + std::to_string(amax_dim));
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ __device__ float thread_amax(const T* __restrict__ x, int64_t packs) {
   return m;
 }
 
-// out: {amax, scale, multiplier}; partials: gridDim.x floats; tickets: zero before the launch.
+// out: {scale, multiplier, amax}; partials: gridDim.x floats; tickets: zero before the launch.
 template <typename T, int N>
 __global__ void __launch_bounds__(kAmaxThreads)
     fp8_tensor_scale_kernel(const T* __restrict__ x, int64_t packs, float largest, float amax_floor, float* partials,
@@ -50,9 +50,9 @@ __global__ void __launch_bounds__(kAmaxThreads)
   m = block_reduce(m, scratch, NanMaxOp(), 0.0f);
   if (threadIdx.x != 0) return;
   const float floored = m != m ? m : fmaxf(m, amax_floor);
-  out[0] = m;
-  out[1] = __fmul_rn(floored, __fdiv_rn(1.0f, largest));
-  out[2] = __fmul_rn(__fdiv_rn(1.0f, floored), largest);
+  out[0] = __fmul_rn(floored, __fdiv_rn(1.0f, largest));
+  out[1] = __fmul_rn(__fdiv_rn(1.0f, floored), largest);
+  out[2] = m;
 }
 
 }  // namespace
