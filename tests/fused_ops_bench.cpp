@@ -7,27 +7,19 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <string>
 
+#include "gpu_timing.hpp"
 #include "triax/layers/cross_entropy.hpp"
 #include "triax/layers/fused_linear_cross_entropy.hpp"
 #include "triax/layers/fused_ops.hpp"
 
 namespace {
 
-// Milliseconds per call of f (after warm-up), synchronised with the GPU.
-double time_ms(const std::function<void()>& f, int iterations = 20) {
-  for (int i = 0; i < 3; ++i) f();
-  c10::cuda::device_synchronize();
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) f();
-  c10::cuda::device_synchronize();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / iterations;
-}
+using triax::bench::time_ms;
 
 // Peak bytes allocated while f runs once.
 double peak_gib(const std::function<void()>& f) {

@@ -1,5 +1,7 @@
 // Switching the SDK's linears to fp8 (triax/fp8.hpp): each layer checks that its shard fits the
 // fp8 products, and convert_linears_to_fp8 picks the layers by their module names.
+#include <algorithm>
+#include <array>
 #include <memory>
 #include <string>
 
@@ -7,6 +9,7 @@
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
 #include "triax/glob_match.hpp"
+#include "triax/layers/fp8_weight_cache.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/model.hpp"
 
@@ -24,18 +27,32 @@ void require_fp8_shape(const at::Tensor& matrix, const std::string& name) {
                     "(leave the layer out of fp8.linears, or train it without fp8)");
 }
 
+std::array<int64_t, 2> shape_of(const at::Tensor& matrix) { return {matrix.size(0), matrix.size(1)}; }
+
+// The default choice of layers (every linear) leaves in bf16 the products too small for fp8 to
+// repay its casts: the smaller of N and K below fp8.min_gemm_size. Patterns of the config's own
+// choose exactly the layers they name.
+bool too_small_for_fp8(const Fp8Options& options, const std::array<int64_t, 2>& shape) {
+  return options.linears == Fp8Options().linears && std::min(shape[0], shape[1]) < options.min_gemm_size;
+}
+
 }  // namespace
+
+std::array<int64_t, 2> ColumnParallelLinear::matrix_shape() const { return shape_of(matrix()); }
+std::array<int64_t, 2> RowParallelLinear::matrix_shape() const { return shape_of(matrix()); }
 
 void ColumnParallelLinear::compute_in_fp8(Fp8Recipe recipe, const std::string& name) {
   if (keeps_model_dtype_)
     throw Error(TRIAX_ERROR_INVALID_CONFIG, "fp8.linears: layer '" + name + "' keeps the model's dtype");
   require_fp8_shape(matrix(), name);
-  fp8_ = Fp8LinearPlan{recipe, tp_, /*input_features_sharded=*/false, /*output_features_sharded=*/tp_.size > 1};
+  fp8_ = Fp8LinearPlan{recipe, tp_, /*input_features_sharded=*/false, /*output_features_sharded=*/tp_.size > 1,
+                       std::make_shared<Fp8WeightCache>()};
 }
 
 void RowParallelLinear::compute_in_fp8(Fp8Recipe recipe, const std::string& name) {
   require_fp8_shape(matrix(), name);
-  fp8_ = Fp8LinearPlan{recipe, tp_, /*input_features_sharded=*/tp_.size > 1, /*output_features_sharded=*/false};
+  fp8_ = Fp8LinearPlan{recipe, tp_, /*input_features_sharded=*/tp_.size > 1, /*output_features_sharded=*/false,
+                       std::make_shared<Fp8WeightCache>()};
 }
 
 void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& context) {
@@ -48,9 +65,10 @@ void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& contex
     for (const std::string& pattern : options.linears) chosen = chosen || glob_match(pattern, name);
     if (!chosen) continue;
     if (auto column = std::dynamic_pointer_cast<ColumnParallelLinear>(item.value())) {
-      if (!column->keeps_model_dtype()) column->compute_in_fp8(options.recipe, name);
+      if (!column->keeps_model_dtype() && !too_small_for_fp8(options, column->matrix_shape()))
+        column->compute_in_fp8(options.recipe, name);
     } else if (auto row = std::dynamic_pointer_cast<RowParallelLinear>(item.value())) {
-      row->compute_in_fp8(options.recipe, name);
+      if (!too_small_for_fp8(options, row->matrix_shape())) row->compute_in_fp8(options.recipe, name);
     }
   }
 }

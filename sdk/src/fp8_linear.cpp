@@ -22,6 +22,7 @@
 #include "fp8_matmul.hpp"
 #include "saved_tensor_parallel.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/fp8_weight_cache.hpp"
 
 namespace triax {
 namespace {
@@ -56,7 +57,10 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     const bool weight_gradient = weight.requires_grad() || deferred.active();
     const Layout layout = tensorwise && (x.requires_grad() || weight_gradient) ? Layout::Both : Layout::RowMajor;
     const Fp8Matrix xq = fp8::quantise(x, {kE4m3, scale_dim, plan.input_features_sharded}, plan.tp, layout);
-    const Fp8Matrix wq = fp8::quantise(weight, {kE4m3, scale_dim, weight_sharded}, plan.tp, layout);
+    const fp8::Scaling weight_scaling{kE4m3, scale_dim, weight_sharded};
+    const Fp8Matrix wq = tensorwise && plan.weight_cache
+                             ? plan.weight_cache->get(weight, weight_scaling, plan.tp, layout)
+                             : fp8::quantise(weight, weight_scaling, plan.tp, layout);
     at::Tensor y = fp8::scaled_matmul(xq.data, xq.scale, wq.data.t(), wq.scale.t(), x.scalar_type(),
                                       /*fast_accumulation=*/true);
 

@@ -8,6 +8,7 @@
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
+#include <cstdint>
 #include <limits>
 
 #include "triax/error.hpp"
@@ -50,25 +51,59 @@ void scale_to_fp8(const at::Tensor& t, const at::Tensor& multiplier, c10::Scalar
   if (transposed) m.transposed = m.data.t().contiguous();
 }
 
-}  // namespace
+struct ScaleAndMultiplier {
+  at::Tensor scale, multiplier;
+};
 
-Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp, Layout layout) {
-  if (t.dim() != 2) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "fp8 quantise: expected a matrix");
-  // max |t| in one reduction, in t's dtype (exact: it is one of t's values), then fp32.
-  const double inf = std::numeric_limits<double>::infinity();
-  at::Tensor amax = scaling.amax_dim < 0
-                        ? at::linalg_vector_norm(t, inf, at::IntArrayRef{0, 1}, /*keepdim=*/true)
-                        : at::linalg_vector_norm(t, inf, at::IntArrayRef{scaling.amax_dim}, /*keepdim=*/true);
+// The scale (amax / largest) and the multiplier (largest / amax) from the amax, all-reduced (MAX)
+// over tp where the amax spans split dimensions.
+ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, const TensorParallel& tp) {
   amax = amax.to(at::kFloat).contiguous();
   if (scaling.across_tp && tp.size > 1) tp.host.all_reduce(TRIAX_GROUP_TP, amax, TRIAX_REDUCE_MAX);
   amax.clamp_min_(kAmaxFloor);
   const double largest = largest_value(scaling.format);
-  Fp8Matrix m;
-  m.scale = amax / largest;
   // Scaled by largest / amax, no value exceeds the format's largest by more than fp32's rounding.
-  scale_to_fp8(t, amax.reciprocal() * largest, scaling.format, layout, m);
+  return {amax / largest, amax.reciprocal() * largest};
+}
+
+// max |t| in one reduction, in t's dtype (exact: it is one of t's values), then the scales. A
+// whole contiguous CUDA tensor takes one kernel for all of it (fp8_amax.cu).
+ScaleAndMultiplier scales_of(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp) {
+  const double inf = std::numeric_limits<double>::infinity();
+#ifdef TRIAX_WITH_CUDA
+  if (scaling.amax_dim < 0 && cuda_launch::kernels_apply({&t}) && t.is_contiguous()) {
+    // The block maxima and ticket; {scale, multiplier, amax} apart, the scale at the start of its
+    // allocation: cuBLASLt refuses a scale that is not 16-byte aligned (at::_scaled_mm passes it as
+    // it is).
+    const at::Tensor workspace = at::empty({kernels::kFp8ScaleBlocks + 1}, t.options().dtype(at::kFloat));
+    const at::Tensor out = at::empty({3}, t.options().dtype(at::kFloat));
+    cuda_launch::check(
+        kernels::fp8_tensor_scale(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(), t.numel(),
+                                  static_cast<float>(largest_value(scaling.format)), static_cast<float>(kAmaxFloor),
+                                  workspace.data_ptr<float>(), out.data_ptr<float>(), cuda_launch::stream_of(t)),
+        "fp8_tensor_scale");
+    if (scaling.across_tp && tp.size > 1) return scales_from_amax(out.narrow(0, 2, 1).view({1, 1}), scaling, tp);
+    return {out.narrow(0, 0, 1).view({1, 1}), out.narrow(0, 1, 1).view({1, 1})};
+  }
+#endif
+  const at::Tensor amax = scaling.amax_dim < 0
+                              ? at::linalg_vector_norm(t, inf, at::IntArrayRef{0, 1}, /*keepdim=*/true)
+                              : at::linalg_vector_norm(t, inf, at::IntArrayRef{scaling.amax_dim}, /*keepdim=*/true);
+  return scales_from_amax(amax, scaling, tp);
+}
+
+}  // namespace
+
+Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp, Layout layout) {
+  if (t.dim() != 2) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "fp8 quantise: expected a matrix");
+  const ScaleAndMultiplier scales = scales_of(t, scaling, tp);
+  Fp8Matrix m;
+  m.scale = scales.scale;
+  scale_to_fp8(t, scales.multiplier, scaling.format, layout, m);
   return m;
 }
+
+bool aligned_for_cublaslt(const at::Tensor& t) { return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0; }
 
 at::Tensor scaled_matmul(const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& b, const at::Tensor& b_scale,
                          c10::ScalarType out_dtype, bool fast_accumulation) {
@@ -78,11 +113,15 @@ at::Tensor scaled_matmul(const at::Tensor& a, const at::Tensor& a_scale, const a
   }
   const at::Tensor lhs = a.contiguous();
   const at::Tensor rhs = b.t().contiguous().t();  // column-major
+  const at::Tensor lhs_scale = a_scale.contiguous(), rhs_scale = b_scale.contiguous();
+  for (const at::Tensor* operand : {&lhs, &rhs, &lhs_scale, &rhs_scale})
+    if (!aligned_for_cublaslt(*operand))
+      throw Error(TRIAX_ERROR_RUNTIME, "fp8 scaled_matmul: an operand or scale is not 16-byte aligned");
   const bool rowwise = a_scale.numel() > 1 || b_scale.numel() > 1;
   // The rowwise kernels write bf16 only.
   const c10::ScalarType product_dtype = rowwise ? at::kBFloat16 : out_dtype;
-  at::Tensor product = at::_scaled_mm(lhs, rhs, a_scale.contiguous(), b_scale.contiguous(), std::nullopt,
-                                      std::nullopt, product_dtype, fast_accumulation);
+  at::Tensor product =
+      at::_scaled_mm(lhs, rhs, lhs_scale, rhs_scale, std::nullopt, std::nullopt, product_dtype, fast_accumulation);
   return product.scalar_type() == out_dtype ? product : product.to(out_dtype);
 }
 

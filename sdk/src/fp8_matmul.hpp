@@ -35,8 +35,14 @@ enum class Layout { RowMajor, Transposed, Both };
 Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp,
                    Layout layout = Layout::RowMajor);
 
+// Whether cuBLASLt can read `t` where it lies: it reads the operands of a scaled product and
+// their scales only from 16-byte aligned addresses, and at::_scaled_mm passes a view's address
+// unchanged (a misaligned one fails the product with CUBLAS_STATUS_NOT_SUPPORTED).
+bool aligned_for_cublaslt(const at::Tensor& t);
+
 // a [M, K] x b [K, N] with their dequantising scales -> [M, N] in `out_dtype`. cuBLASLt reads a
 // row-major and b column-major (both along K): operands given so cost nothing, others are copied.
+// Throws when an operand or scale is not aligned for cuBLASLt (aligned_for_cublaslt).
 // `fast_accumulation`: cuBLASLt's faster, less exact fp8 accumulation (the forward product, as
 // torchao uses it).
 at::Tensor scaled_matmul(const at::Tensor& a, const at::Tensor& a_scale, const at::Tensor& b, const at::Tensor& b_scale,

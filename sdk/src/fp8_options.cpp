@@ -19,6 +19,10 @@ Fp8Options Fp8Options::read(ConfigReader& section) {
     section.fail("linears", "lists no pattern; leave the fp8 section out to train without fp8");
   for (const std::string& pattern : options.linears)
     if (pattern.empty()) section.fail("linears", "holds an empty pattern (\"*\" matches every decoder linear)");
+  options.min_gemm_size = section.get<int64_t>("min_gemm_size", options.min_gemm_size);
+  if (options.min_gemm_size < 0)
+    section.fail("min_gemm_size",
+                 "must be 0 or more (0 keeps every linear in fp8), got " + std::to_string(options.min_gemm_size));
   section.finish();
   return options;
 }

@@ -175,7 +175,7 @@ bool computes_exactly(triax::ColumnParallelLinear& layer, const at::Tensor& x) {
 TEST(Fp8LinearCpu, TheChosenLinearsComputeInFp8AndTheHeadNever) {
   const at::Tensor x = seeded({2, 4, 32}, 10);
   ThreeLinears all(32, 48);
-  triax::convert_linears_to_fp8(all, fp8_context("{}"));
+  triax::convert_linears_to_fp8(all, fp8_context("min_gemm_size: 0"));
   EXPECT_FALSE(computes_exactly(*all.up, x));
   EXPECT_TRUE(computes_exactly(*all.head, x));
 
@@ -191,10 +191,32 @@ TEST(Fp8LinearCpu, TheChosenLinearsComputeInFp8AndTheHeadNever) {
   EXPECT_TRUE(computes_exactly(*none.up, x));
 }
 
+// Whether ThreeLinears(32, 48)'s `up` ([48, 32]) computes in fp8 after converting with `yaml`.
+bool up_in_fp8(const std::string& yaml) {
+  ThreeLinears model(32, 48);
+  triax::convert_linears_to_fp8(model, fp8_context(yaml));
+  return !computes_exactly(*model.up, seeded({2, 4, 32}, 12));
+}
+
+// With the default patterns a layer with a side below fp8.min_gemm_size stays in the model's
+// dtype (so a layer outside multiples of 16 is not refused); patterns of the config's own take
+// exactly the layers they name.
+TEST(Fp8LinearCpu, TheDefaultChoiceLeavesLayersBelowTheSizeInTheModelDtype) {
+  EXPECT_EQ(triax::Fp8Options::from_yaml("{}").min_gemm_size, 1024);
+  EXPECT_FALSE(up_in_fp8("{}"));
+  EXPECT_TRUE(up_in_fp8("min_gemm_size: 32"));
+  EXPECT_FALSE(up_in_fp8("min_gemm_size: 33"));
+  EXPECT_TRUE(up_in_fp8("linears: ['up']\nmin_gemm_size: 4096"));
+  ThreeLinears not_16(32, 40);
+  EXPECT_NO_THROW(triax::convert_linears_to_fp8(not_16, fp8_context("{}")));
+  const std::string negative = error_of("min_gemm_size: -1");
+  EXPECT_NE(negative.find("fp8.min_gemm_size"), std::string::npos) << negative;
+}
+
 TEST(Fp8LinearCpu, ALayerOutsideMultiplesOf16IsRefusedByName) {
   ThreeLinears model(32, 40);
   try {
-    triax::convert_linears_to_fp8(model, fp8_context("recipe: rowwise"));
+    triax::convert_linears_to_fp8(model, fp8_context("recipe: rowwise\nmin_gemm_size: 0"));
     FAIL() << "a [40, 32] layer was converted";
   } catch (const triax::Error& e) {
     const std::string message = e.what();

@@ -9,8 +9,9 @@
 #include "train/report_options.hpp"
 #include "train/trainer_state.hpp"
 #include "triax/core/device.hpp"
-#include "triax/report/log.hpp"
 #include "triax/faults/fault_injection.hpp"
+#include "triax/fp8.hpp"
+#include "triax/report/log.hpp"
 
 namespace triax {
 
@@ -58,6 +59,9 @@ TrainSummary TrainingRun::run() {
 TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_rate) {
   const int rank = s_.communicator.rank(TRIAX_GROUP_WORLD);
   s_.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
+  // Every step casts its fp8 weights afresh at its first micro-batch (a step recorded in a CUDA
+  // graph records those casts), whatever changed the weights before it (loads, steps).
+  fp8_weights_changed();
   const EngineInstance::Result result = s_.engine_step->run(step, s_.data->step_samples(step));  // prefetched
   logger_->flush();  // the GPU has this step's work queued: the last logged step's values are read now
   summary_.peak_live_micro_batches = std::max(summary_.peak_live_micro_batches, result.peak_live_micro_batches);
@@ -70,6 +74,7 @@ TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_ra
   if (nonfinite_.admit(step, losses[0], clipping.norm)) {
     s_.optimizer->step(s_.gradients->for_optimizer(), learning_rate, clipping.coefficient);  // clipped by the optimizer
     s_.qk_clip->after_step();
+    fp8_weights_changed();  // validation after the step must not use the step's fp8 weights
   }
   // The step's collectives have completed, or a CommunicationError names the silent peer. The
   // GPU still has the optimizer's work queued, so this wait costs it nothing.

@@ -22,4 +22,11 @@ struct ModelContext;
 // multiples of 16.
 void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& context);
 
+// The parameters may have changed (an optimizer step, a checkpoint load): the fp8 weights kept
+// across micro-batches (triax/layers/fp8_weight_cache.hpp) are cast again at their next use. The
+// trainer calls it before every step (so that each step, also one recorded in a CUDA graph, casts
+// its weights at its first micro-batch) and after every optimizer step; code that changes
+// parameters in place through another tensor than the parameter itself must call it too.
+void fp8_weights_changed();
+
 }  // namespace triax

@@ -22,6 +22,10 @@ struct Fp8Options {
   // "model.layers.*.mlp.*"; "*" converts every decoder linear. The output head stays in the
   // model's dtype whatever the patterns say.
   std::vector<std::string> linears = {"*"};
+  // With the default `linears`, a layer whose weight on its tp rank has a side (N or K of its
+  // products) below this stays in bf16: its products are too small for fp8 to repay the casts.
+  // 0 takes every linear; patterns of the config's own choose exactly the layers they name.
+  int64_t min_gemm_size = 1024;
 
   // The `fp8` section, strictly: unknown keys and bad values name their key path.
   static Fp8Options read(ConfigReader& section);

@@ -27,6 +27,16 @@ cudaError_t scale_to_fp8(Dtype dtype, const void* x, const float* multiplier, in
                          int64_t multiplier_col_stride, bool e5m2, void* out, void* out_t, int64_t rows, int64_t cols,
                          cudaStream_t stream);
 
+// The tensorwise scale of x (fp8_amax.cu), in one launch: out[0] = the scale max(amax,
+// amax_floor) / largest, out[1] = the multiplier largest / max(amax, amax_floor), out[2] = amax =
+// max |x| over `count` elements (NaN if any is), in the fp32 arithmetic of LibTorch's CUDA ops.
+// The scale comes first so that it can start an allocation: cuBLASLt reads a scale only from a
+// 16-byte aligned address. workspace: kFp8ScaleBlocks + 1 floats on the device (block maxima and
+// a ticket counter).
+constexpr int64_t kFp8ScaleBlocks = 1024;
+cudaError_t fp8_tensor_scale(Dtype dtype, const void* x, int64_t count, float largest, float amax_floor,
+                             float* workspace, float* out, cudaStream_t stream);
+
 // ---- RMSNorm (rms_norm.cu) -------------------------------------------------------------------
 
 // y[r, :] = round(round(x[r, :] * rstd[r]) * weight), rstd[r] = 1 / sqrt(mean(x[r, :]^2) + eps):

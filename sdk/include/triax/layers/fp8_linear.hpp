@@ -12,10 +12,14 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
+
 #include "triax/fp8_options.hpp"
 #include "triax/layers/tensor_parallel.hpp"
 
 namespace triax {
+
+class Fp8WeightCache;
 
 struct Fp8LinearPlan {
   Fp8Recipe recipe = Fp8Recipe::Tensorwise;
@@ -23,6 +27,9 @@ struct Fp8LinearPlan {
   // Which dimension of the whole layer this rank holds a shard of (both false at tp = 1):
   bool input_features_sharded = false;   // row-parallel: x [.., in/tp], the weight [out, in/tp]
   bool output_features_sharded = false;  // column-parallel: the weight [out/tp, in], y [.., out/tp]
+  // Tensorwise: the layer's fp8 weight kept across the micro-batches of a step (null: cast at
+  // every use).
+  std::shared_ptr<Fp8WeightCache> weight_cache;
 };
 
 // x [..., in] (the model's dtype), weight [out, in] -> [..., out] in x's dtype. No bias: the

@@ -28,6 +28,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <array>
 #include <optional>
 #include <string>
 
@@ -81,6 +82,7 @@ class ColumnParallelLinear : public SpecifiedModule {
   // raised when its dimensions on this rank are not multiples of 16, or it keeps the model's dtype.
   void compute_in_fp8(Fp8Recipe recipe, const std::string& name);
   bool keeps_model_dtype() const { return keeps_model_dtype_; }
+  std::array<int64_t, 2> matrix_shape() const;  // [out/tp, in]: the product's N and K on this rank
   at::Tensor weight, bias;
 
  private:
@@ -110,6 +112,7 @@ class RowParallelLinear : public SpecifiedModule {
   at::Tensor forward_activated(RecomputedActivation activation, const at::Tensor& x, bool recompute);
   // As ColumnParallelLinear::compute_in_fp8.
   void compute_in_fp8(Fp8Recipe recipe, const std::string& name);
+  std::array<int64_t, 2> matrix_shape() const;  // [out, in/tp]: the product's N and K on this rank
   at::Tensor weight, bias;
 
  private:
