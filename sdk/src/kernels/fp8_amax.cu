@@ -5,6 +5,7 @@
 //   amax'      = max(amax, floor)            (NaN stays NaN, as clamp_min)
 //   scale      = amax' x fp32(1 / largest)   (LibTorch's division of a CUDA tensor by a scalar)
 //   multiplier = fp32(1 / amax') x largest
+// The same scale from the amax slots a producer kernel filled (rms_norm.cu, swiglu.cu) is one warp.
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -12,10 +13,13 @@ namespace {
 
 constexpr int kAmaxThreads = 512;
 
-// max that keeps NaN, as LibTorch's max reduction does (fmaxf would drop it).
-struct NanMaxOp {
-  __device__ __forceinline__ float operator()(float a, float b) const { return (a != a || a > b) ? a : b; }
-};
+// out = {scale, multiplier, amax} from the amax (the header's arithmetic).
+__device__ __forceinline__ void write_scale(float amax, float largest, float amax_floor, float* out) {
+  const float floored = amax != amax ? amax : fmaxf(amax, amax_floor);
+  out[0] = __fmul_rn(floored, __fdiv_rn(1.0f, largest));
+  out[1] = __fmul_rn(__fdiv_rn(1.0f, floored), largest);
+  out[2] = amax;
+}
 
 template <typename T, int N>
 __device__ float thread_amax(const T* __restrict__ x, int64_t packs) {
@@ -24,7 +28,7 @@ __device__ float thread_amax(const T* __restrict__ x, int64_t packs) {
        p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const Pack<T, N> in = load_pack<T, N>(x + p * N);
 #pragma unroll
-    for (int k = 0; k < N; ++k) m = NanMaxOp()(fabsf(to_float(in.v[k])), m);
+    for (int k = 0; k < N; ++k) m = abs_max(m, to_float(in.v[k]));
   }
   return m;
 }
@@ -48,11 +52,15 @@ __global__ void __launch_bounds__(kAmaxThreads)
   float m = 0.0f;
   for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) m = NanMaxOp()(__ldcg(partials + b), m);
   m = block_reduce(m, scratch, NanMaxOp(), 0.0f);
-  if (threadIdx.x != 0) return;
-  const float floored = m != m ? m : fmaxf(m, amax_floor);
-  out[0] = __fmul_rn(floored, __fdiv_rn(1.0f, largest));
-  out[1] = __fmul_rn(__fdiv_rn(1.0f, floored), largest);
-  out[2] = m;
+  if (threadIdx.x == 0) write_scale(m, largest, amax_floor, out);
+}
+
+// One warp: the slots' max (a producer's amax, kernel_utils.cuh's fold_block_amax), then the scale.
+__global__ void fp8_scale_from_amax_slots_kernel(const float* __restrict__ slots, float largest, float amax_floor,
+                                                 float* out) {
+  static_assert(kAmaxSlots == 32, "one slot per lane");
+  const float m = warp_reduce(slots[threadIdx.x], NanMaxOp());
+  if (threadIdx.x == 0) write_scale(m, largest, amax_floor, out);
 }
 
 }  // namespace
@@ -74,6 +82,12 @@ cudaError_t fp8_tensor_scale(Dtype dtype, const void* x, int64_t count, float la
     return count % N == 0 && aligned16(x) ? launch(fp8_tensor_scale_kernel<T, N>, count / N)
                                           : launch(fp8_tensor_scale_kernel<T, 1>, count);
   });
+}
+
+cudaError_t fp8_scale_from_amax_slots(const float* amax_slots, float largest, float amax_floor, float* out,
+                                      cudaStream_t stream) {
+  fp8_scale_from_amax_slots_kernel<<<1, kAmaxSlots, 0, stream>>>(amax_slots, largest, amax_floor, out);
+  return cudaGetLastError();
 }
 
 }  // namespace triax::kernels

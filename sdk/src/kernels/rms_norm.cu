@@ -2,7 +2,10 @@
 // with the weight gradient summed in shared memory (backward). Each thread owns the same vector
 // slots of every row it visits, so the weight-gradient sums need no atomics and come out the
 // same on every run. Both can take a residual add in front of the norm (add_rms_norm): the
-// forward then also writes the sum, the backward adds the sum's own gradient.
+// forward then also writes the sum, the backward adds the sum's own gradient. The forward can
+// fold its output's amax into slots for the fp8 product that reads it (kernels.hpp, kAmaxSlots).
+#include <type_traits>
+
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -15,12 +18,15 @@ constexpr int kMaxThreads = 512;
 constexpr int64_t kBackwardBlocks = 2048;
 
 // kAdd: the row normalised is round(x + residual), written to `sum` first (the residual stream).
-template <typename T, int N, bool kAdd>
+// kAmax: max |y| folded into amax_slots (an fp8 product reads y; docs/fp8.md).
+template <typename T, int N, bool kAdd, bool kAmax>
 __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ residual,
                                         const T* __restrict__ weight, T* __restrict__ y, T* __restrict__ sum,
-                                        float* __restrict__ rstd, int64_t rows, int64_t hidden, float eps) {
+                                        float* __restrict__ rstd, float* __restrict__ amax_slots, int64_t rows,
+                                        int64_t hidden, float eps) {
   __shared__ float scratch[33];
   const int64_t packs = hidden / N;
+  float amax = 0.f;
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* x_row = x + row * hidden;
     T* y_row = y + row * hidden;
@@ -49,10 +55,14 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __rest
       const Pack<T, N> wv = load_pack<T, N>(weight + p * N);
       Pack<T, N> out;
 #pragma unroll
-      for (int k = 0; k < N; ++k) out.v[k] = from_float<T>(rounded_to<T>(to_float(xv.v[k]) * r) * to_float(wv.v[k]));
+      for (int k = 0; k < N; ++k) {
+        out.v[k] = from_float<T>(rounded_to<T>(to_float(xv.v[k]) * r) * to_float(wv.v[k]));
+        if constexpr (kAmax) amax = abs_max(amax, to_float(out.v[k]));
+      }
       store_pack<T, N>(y_row + p * N, out);
     }
   }
+  if constexpr (kAmax) fold_block_amax(amax, scratch, amax_slots);
 }
 
 // kAdd: grad_sum (the gradient that reaches x directly) is added to grad_x before rounding.
@@ -160,7 +170,8 @@ __global__ void sum_weight_partials_kernel(const float* __restrict__ partials, i
 int64_t rms_norm_weight_partials(int64_t rows) { return std::min(rows, kBackwardBlocks); }
 
 cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, const void* weight, void* y, void* sum,
-                             float* rstd, int64_t rows, int64_t hidden, float eps, cudaStream_t stream) {
+                             float* rstd, float* amax_slots, int64_t rows, int64_t hidden, float eps,
+                             cudaStream_t stream) {
   if (rows == 0 || hidden == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -168,17 +179,22 @@ cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, c
     auto launch = [&](auto kernel, int threads) {
       kernel<<<grid, threads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(residual),
                                            static_cast<const T*>(weight), static_cast<T*>(y), static_cast<T*>(sum),
-                                           rstd, rows, hidden, eps);
+                                           rstd, amax_slots, rows, hidden, eps);
       return cudaGetLastError();
     };
-    const bool add = residual != nullptr;
-    if (vectorizable<T>(hidden, {x, weight, y}) && (!add || vectorizable<T>(hidden, {residual, sum}))) {
-      constexpr int N = kVectorWidth<T>;
-      return add ? launch(rms_norm_forward_kernel<T, N, true>, row_threads(hidden / N, kMaxThreads))
-                 : launch(rms_norm_forward_kernel<T, N, false>, row_threads(hidden / N, kMaxThreads));
-    }
-    return add ? launch(rms_norm_forward_kernel<T, 1, true>, row_threads(hidden, kMaxThreads))
-               : launch(rms_norm_forward_kernel<T, 1, false>, row_threads(hidden, kMaxThreads));
+    // The kernel for N elements a vector, with or without the residual add and the amax.
+    auto launch_width = [&](auto width, int threads) {
+      constexpr int N = decltype(width)::value;
+      if (residual != nullptr)
+        return amax_slots ? launch(rms_norm_forward_kernel<T, N, true, true>, threads)
+                          : launch(rms_norm_forward_kernel<T, N, true, false>, threads);
+      return amax_slots ? launch(rms_norm_forward_kernel<T, N, false, true>, threads)
+                        : launch(rms_norm_forward_kernel<T, N, false, false>, threads);
+    };
+    constexpr int N = kVectorWidth<T>;
+    if (vectorizable<T>(hidden, {x, weight, y}) && (residual == nullptr || vectorizable<T>(hidden, {residual, sum})))
+      return launch_width(std::integral_constant<int, N>(), row_threads(hidden / N, kMaxThreads));
+    return launch_width(std::integral_constant<int, 1>(), row_threads(hidden, kMaxThreads));
   });
 }
 

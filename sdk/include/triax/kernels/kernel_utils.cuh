@@ -112,6 +112,28 @@ __device__ float block_reduce(float v, float* scratch, Op op, float identity) {
   return result;
 }
 
+// ---- amax slots (the amax of a kernel's output, for the fp8 product that reads it) -----------
+
+// max that keeps NaN, as LibTorch's max reduction does (fmaxf would drop it).
+struct NanMaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return (a != a || a > b) ? a : b; }
+};
+
+// running = max(running, |v|), NaN kept.
+__device__ __forceinline__ float abs_max(float running, float v) { return NanMaxOp()(fabsf(v), running); }
+
+// Folds the block's largest |value| (each thread's running abs_max) into one of kAmaxSlots slots
+// (kernels.hpp), by the block's index. Every thread of the block calls it. The values are never
+// negative (fabsf clears the sign, NaN's too), and such floats order as their bits do, with NaN
+// above infinity: an integer atomicMax on the bits is the float max that keeps NaN. Spread over
+// the slots, no address takes more than 1/32 of a grid's atomics.
+__device__ __forceinline__ void fold_block_amax(float thread_amax, float* scratch, float* slots) {
+  const float block_amax = block_reduce(thread_amax, scratch, NanMaxOp(), 0.0f);
+  if (threadIdx.x != 0 || threadIdx.y != 0) return;
+  const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
+  atomicMax(reinterpret_cast<unsigned*>(slots) + block % kAmaxSlots, __float_as_uint(block_amax));
+}
+
 // ---- launch helpers (host) -------------------------------------------------------------------
 
 // Threads for a block that walks one row of `packs` vectors: a multiple of 32 in [32, max_threads].

@@ -37,6 +37,16 @@ constexpr int64_t kFp8ScaleBlocks = 1024;
 cudaError_t fp8_tensor_scale(Dtype dtype, const void* x, int64_t count, float largest, float amax_floor,
                              float* workspace, float* out, cudaStream_t stream);
 
+// The amax of a producer's output, folded in as the producer writes it (docs/fp8.md): kAmaxSlots
+// fp32 on the device, zero before the launch, whose max is max |output| (NaN if any element is).
+// A launcher's `amax_slots` may be null: then no amax is computed (the kernel compiled without it).
+constexpr int kAmaxSlots = 32;
+
+// The tensorwise scale from amax slots that a producer filled: out as fp8_tensor_scale's (scale,
+// multiplier, amax), with its arithmetic. One warp.
+cudaError_t fp8_scale_from_amax_slots(const float* amax_slots, float largest, float amax_floor, float* out,
+                                      cudaStream_t stream);
+
 // ---- RMSNorm (rms_norm.cu) -------------------------------------------------------------------
 
 // y[r, :] = round(round(x[r, :] * rstd[r]) * weight), rstd[r] = 1 / sqrt(mean(x[r, :]^2) + eps):
@@ -44,8 +54,10 @@ cudaError_t fp8_tensor_scale(Dtype dtype, const void* x, int64_t count, float la
 // Hugging Face's LlamaRMSNorm. x, y: [rows, hidden]; weight: [hidden]; rstd: [rows] fp32 (saved
 // for backward). With `residual` (and `sum`, both [rows, hidden], or both null): the row
 // normalised is sum = round(x + residual), which is written too (a residual add before the norm).
+// amax_slots: null, or where max |y| is folded (kAmaxSlots).
 cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, const void* weight, void* y, void* sum,
-                             float* rstd, int64_t rows, int64_t hidden, float eps, cudaStream_t stream);
+                             float* rstd, float* amax_slots, int64_t rows, int64_t hidden, float eps,
+                             cudaStream_t stream);
 
 // How many fp32 rows of weight-gradient partial sums rms_norm_backward needs as scratch for
 // `rows` rows (one per thread block of its first kernel).
@@ -67,15 +79,17 @@ cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, co
 // in_stride elements in, row r of y r x out_stride: gate and up may be the halves of one fused
 // GEMM's [rows, 2 x cols] output (up = gate + cols, in_stride = 2 x cols); contiguous operands are
 // one row (rows = 1, cols = every element).
+// amax_slots: null, or where max |y| is folded (kAmaxSlots).
 cudaError_t swiglu_forward(Dtype dtype, const void* gate, const void* up, int64_t in_stride, void* y,
-                           int64_t out_stride, int64_t rows, int64_t cols, cudaStream_t stream);
+                           int64_t out_stride, float* amax_slots, int64_t rows, int64_t cols, cudaStream_t stream);
 
 // grad_gate = grad_y * up * silu'(gate), grad_up = grad_y * silu(gate); grad_y laid out as y, the
 // two gradients as gate and up (into one [rows, 2 x cols] gradient for fused halves). y: null, or
 // where the forward's output is written again (laid out as grad_y), from the same reads.
+// amax_slots: null, or where the max of |grad_gate| and |grad_up| is folded (kAmaxSlots).
 cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride, const void* gate, const void* up,
-                            void* grad_gate, void* grad_up, void* y, int64_t in_stride, int64_t rows, int64_t cols,
-                            cudaStream_t stream);
+                            void* grad_gate, void* grad_up, void* y, int64_t in_stride, float* amax_slots,
+                            int64_t rows, int64_t cols, cudaStream_t stream);
 
 // ---- rotary embedding (rotary.cu) ------------------------------------------------------------
 
