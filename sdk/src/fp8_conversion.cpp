@@ -4,6 +4,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fp8_matmul.hpp"
 #include "triax/error.hpp"
@@ -11,6 +12,7 @@
 #include "triax/glob_match.hpp"
 #include "triax/layers/fp8_weight_cache.hpp"
 #include "triax/layers/linear.hpp"
+#include "triax/layers/pre_norm_decoder_layer.hpp"
 #include "triax/model.hpp"
 
 namespace triax {
@@ -36,6 +38,24 @@ bool too_small_for_fp8(const Fp8Options& options, const std::array<int64_t, 2>& 
   return options.linears == Fp8Options().linears && std::min(shape[0], shape[1]) < options.min_gemm_size;
 }
 
+// The norms of the SDK's decoder layer in front of fp8 products compute their output's amax as
+// they write it, so that those products need no pass of their own for it (docs/fp8.md). Not in
+// REDUCE_SCATTER mode: there the column-parallel layer gathers the norm's output into another
+// tensor, whose amax the layer computes itself.
+void record_norm_amaxes(torch::nn::Module& model, const std::vector<std::string>& fp8_layers,
+                        const ModelContext& context) {
+  if (context.tp_size > 1 && context.tp_mode == TpMode::ReduceScatter) return;
+  auto feeds_fp8 = [&](const std::string& block) {
+    return std::any_of(fp8_layers.begin(), fp8_layers.end(),
+                       [&](const std::string& name) { return name.rfind(block + ".", 0) == 0; });
+  };
+  for (const auto& item : model.named_modules("", /*include_self=*/false))
+    if (auto layer = std::dynamic_pointer_cast<PreNormDecoderLayer>(item.value())) {
+      layer->input_layernorm->record_output_amax(feeds_fp8(item.key() + ".self_attn"));
+      layer->post_attention_layernorm->record_output_amax(feeds_fp8(item.key() + ".mlp"));
+    }
+}
+
 }  // namespace
 
 std::array<int64_t, 2> ColumnParallelLinear::matrix_shape() const { return shape_of(matrix()); }
@@ -59,18 +79,24 @@ void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& contex
   if (!context.fp8) return;
   fp8::require_fp8_device(context.device, "fp8");
   const Fp8Options& options = *context.fp8;
+  std::vector<std::string> converted;
   for (const auto& item : model.named_modules("", /*include_self=*/false)) {
     const std::string& name = item.key();
     bool chosen = false;
     for (const std::string& pattern : options.linears) chosen = chosen || glob_match(pattern, name);
     if (!chosen) continue;
     if (auto column = std::dynamic_pointer_cast<ColumnParallelLinear>(item.value())) {
-      if (!column->keeps_model_dtype() && !too_small_for_fp8(options, column->matrix_shape()))
-        column->compute_in_fp8(options.recipe, name);
+      if (column->keeps_model_dtype() || too_small_for_fp8(options, column->matrix_shape())) continue;
+      column->compute_in_fp8(options.recipe, name);
+      converted.push_back(name);
     } else if (auto row = std::dynamic_pointer_cast<RowParallelLinear>(item.value())) {
-      if (!too_small_for_fp8(options, row->matrix_shape())) row->compute_in_fp8(options.recipe, name);
+      if (too_small_for_fp8(options, row->matrix_shape())) continue;
+      row->compute_in_fp8(options.recipe, name);
+      converted.push_back(name);
     }
   }
+  // Rowwise scales come from amaxes along a dimension: the norms' tensor amax would go unused.
+  if (options.recipe == Fp8Recipe::Tensorwise) record_norm_amaxes(model, converted, context);
 }
 
 }  // namespace triax

@@ -5,6 +5,7 @@
 #ifdef TRIAX_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 
+#include "recorded_amax.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
@@ -66,25 +67,40 @@ ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, con
   return {amax / largest, amax.reciprocal() * largest};
 }
 
+#ifdef TRIAX_WITH_CUDA
+// The tensorwise scales of a contiguous CUDA tensor: {scale, multiplier, amax} in one allocation,
+// the scale at its start (cuBLASLt refuses a scale that is not 16-byte aligned, and
+// at::_scaled_mm passes it as it is). From the amax its producer recorded (recorded_amax.hpp), one
+// warp; else one kernel over the whole tensor (fp8_amax.cu). Where the amax spans split
+// dimensions it is all-reduced first, as any other.
+ScaleAndMultiplier tensor_scales_on_device(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp) {
+  const at::Tensor out = at::empty({3}, t.options().dtype(at::kFloat));
+  const float largest = static_cast<float>(largest_value(scaling.format));
+  const cudaStream_t stream = cuda_launch::stream_of(t);
+  if (const at::Tensor slots = recorded_amax(t); slots.defined()) {
+    cuda_launch::check(kernels::fp8_scale_from_amax_slots(slots.data_ptr<float>(), largest,
+                                                          static_cast<float>(kAmaxFloor), out.data_ptr<float>(), stream),
+                       "fp8_scale_from_amax_slots");
+  } else {
+    // The block maxima and ticket.
+    const at::Tensor workspace = at::empty({kernels::kFp8ScaleBlocks + 1}, t.options().dtype(at::kFloat));
+    cuda_launch::check(kernels::fp8_tensor_scale(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(), t.numel(),
+                                                 largest, static_cast<float>(kAmaxFloor), workspace.data_ptr<float>(),
+                                                 out.data_ptr<float>(), stream),
+                       "fp8_tensor_scale");
+  }
+  if (scaling.across_tp && tp.size > 1) return scales_from_amax(out.narrow(0, 2, 1).view({1, 1}), scaling, tp);
+  return {out.narrow(0, 0, 1).view({1, 1}), out.narrow(0, 1, 1).view({1, 1})};
+}
+#endif
+
 // max |t| in one reduction, in t's dtype (exact: it is one of t's values), then the scales. A
-// whole contiguous CUDA tensor takes one kernel for all of it (fp8_amax.cu).
+// whole contiguous CUDA tensor takes the device's kernels for all of it.
 ScaleAndMultiplier scales_of(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp) {
   const double inf = std::numeric_limits<double>::infinity();
 #ifdef TRIAX_WITH_CUDA
-  if (scaling.amax_dim < 0 && cuda_launch::kernels_apply({&t}) && t.is_contiguous()) {
-    // The block maxima and ticket; {scale, multiplier, amax} apart, the scale at the start of its
-    // allocation: cuBLASLt refuses a scale that is not 16-byte aligned (at::_scaled_mm passes it as
-    // it is).
-    const at::Tensor workspace = at::empty({kernels::kFp8ScaleBlocks + 1}, t.options().dtype(at::kFloat));
-    const at::Tensor out = at::empty({3}, t.options().dtype(at::kFloat));
-    cuda_launch::check(
-        kernels::fp8_tensor_scale(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(), t.numel(),
-                                  static_cast<float>(largest_value(scaling.format)), static_cast<float>(kAmaxFloor),
-                                  workspace.data_ptr<float>(), out.data_ptr<float>(), cuda_launch::stream_of(t)),
-        "fp8_tensor_scale");
-    if (scaling.across_tp && tp.size > 1) return scales_from_amax(out.narrow(0, 2, 1).view({1, 1}), scaling, tp);
-    return {out.narrow(0, 0, 1).view({1, 1}), out.narrow(0, 1, 1).view({1, 1})};
-  }
+  if (scaling.amax_dim < 0 && cuda_launch::kernels_apply({&t}) && t.is_contiguous())
+    return tensor_scales_on_device(t, scaling, tp);
 #endif
   const at::Tensor amax = scaling.amax_dim < 0
                               ? at::linalg_vector_norm(t, inf, at::IntArrayRef{0, 1}, /*keepdim=*/true)

@@ -2,12 +2,10 @@
 // generation of the parameters that invalidates them (triax/fp8.hpp).
 #include "triax/layers/fp8_weight_cache.hpp"
 
-#include <c10/core/StorageImpl.h>
-
 #include <atomic>
-#include <vector>
 
 #include "fp8_matmul.hpp"
+#include "tensor_identity.hpp"
 #include "triax/fp8.hpp"
 
 namespace triax {
@@ -20,21 +18,14 @@ std::atomic<uint64_t> parameter_generation{0};
 
 void fp8_weights_changed() { parameter_generation.fetch_add(1, std::memory_order_relaxed); }
 
-// Which tensor was cast, and when. The storage is held weakly: it is identified without being
-// kept alive, and no other storage can take its address while the weak reference lives.
+// Which tensor was cast (tensor_identity.hpp), and when.
 struct Fp8WeightCache::Kept {
   fp8::Fp8Matrix matrix;
   fp8::Layout layout;
-  c10::weak_intrusive_ptr<c10::StorageImpl> storage;
-  int64_t offset;
-  std::vector<int64_t> sizes, strides;
-  int64_t version;
+  detail::TensorIdentity weight;
   uint64_t generation;
 
-  bool same_tensor(const at::Tensor& weight) const {
-    return !storage.expired() && storage._unsafe_get_target() == weight.storage().unsafeGetStorageImpl() &&
-           offset == weight.storage_offset() && weight.sizes().equals(sizes) && weight.strides().equals(strides);
-  }
+  bool same_tensor(const at::Tensor& t) const { return weight.same_place(t); }
   bool holds(fp8::Layout wanted) const { return layout == fp8::Layout::Both || layout == wanted; }
 };
 
@@ -45,7 +36,7 @@ fp8::Fp8Matrix Fp8WeightCache::get(const at::Tensor& weight, const fp8::Scaling&
                                    fp8::Layout layout) {
   const uint64_t generation = parameter_generation.load(std::memory_order_relaxed);
   if (kept_ && kept_->generation == generation && kept_->same_tensor(weight)) {
-    if (kept_->version == weight._version() && kept_->holds(layout)) return kept_->matrix;
+    if (kept_->weight.version == weight._version() && kept_->holds(layout)) return kept_->matrix;
   } else if (kept_ && kept_->generation == generation) {
     never_keep_ = true;  // another storage within one step: gathered for each use
     kept_.reset();
@@ -53,8 +44,7 @@ fp8::Fp8Matrix Fp8WeightCache::get(const at::Tensor& weight, const fp8::Scaling&
   ++casts_;
   fp8::Fp8Matrix matrix = fp8::quantise(weight, scaling, tp, layout);
   if (never_keep_) return matrix;
-  kept_ = std::make_unique<Kept>(Kept{matrix, layout, weight.storage().getWeakStorageImpl(), weight.storage_offset(),
-                                      weight.sizes().vec(), weight.strides().vec(), weight._version(), generation});
+  kept_ = std::make_unique<Kept>(Kept{matrix, layout, detail::TensorIdentity::of(weight), generation});
   return matrix;
 }
 

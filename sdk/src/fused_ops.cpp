@@ -18,6 +18,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "recorded_amax.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
@@ -60,18 +61,33 @@ namespace launch = cuda_launch;
 
 using launch::kernels_apply;
 
+// fp32 zeros for a kernel to fold its output's amax into (kernels.hpp, kAmaxSlots), or (not
+// wanted) an undefined tensor, which the kernel reads as null.
+at::Tensor amax_slots_if(bool wanted, const at::Tensor& like) {
+  return wanted ? at::zeros({kernels::kAmaxSlots}, like.options().dtype(at::kFloat)) : at::Tensor();
+}
+float* slots_of(const at::Tensor& slots) { return slots.defined() ? slots.mutable_data_ptr<float>() : nullptr; }
+
+// After the launch that filled `slots` (if any): the amax of `t` is theirs.
+void record_if(const at::Tensor& t, const at::Tensor& slots) {
+  if (slots.defined()) fp8::record_amax(t, slots);
+}
+
 struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, double eps) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, double eps,
+                            bool record_amax) {
     c10::cuda::CUDAGuard device(x.device());
     const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
     const int64_t hidden = wc.numel(), rows = xc.numel() / hidden;
     at::Tensor y = at::empty(xc.sizes(), xc.options());
     at::Tensor rstd = at::empty({rows}, xc.options().dtype(at::kFloat));
+    const at::Tensor slots = amax_slots_if(record_amax, xc);
     launch::check(kernels::rms_norm_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(), nullptr,
                                             wc.const_data_ptr(), y.mutable_data_ptr(), nullptr,
-                                            rstd.mutable_data_ptr<float>(), rows, hidden, static_cast<float>(eps),
-                                            launch::stream_of(xc)),
+                                            rstd.mutable_data_ptr<float>(), slots_of(slots), rows, hidden,
+                                            static_cast<float>(eps), launch::stream_of(xc)),
                   "rms_norm forward");
+    record_if(y, slots);
     ctx->save_for_backward({xc, wc, rstd});
     return y;
   }
@@ -79,7 +95,7 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     auto [grad_x, grad_weight] = rms_norm_backward(grads[0], saved[0], saved[1], saved[2], at::Tensor());
-    return {grad_x, grad_weight, at::Tensor()};
+    return {grad_x, grad_weight, at::Tensor(), at::Tensor()};
   }
 
   // The input and weight gradients of the norm of x, plus `direct` (undefined: none), a gradient
@@ -108,18 +124,20 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
 // joins the norm's input gradient in the norm's kernel, and both x and y take that sum.
 struct AddRmsNormFunction : torch::autograd::Function<AddRmsNormFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& y,
-                               const at::Tensor& weight, double eps) {
+                               const at::Tensor& weight, double eps, bool record_amax) {
     c10::cuda::CUDAGuard device(x.device());
     const at::Tensor xc = x.contiguous(), yc = y.contiguous(), wc = weight.contiguous();
     const int64_t hidden = wc.numel(), rows = xc.numel() / hidden;
     at::Tensor sum = at::empty(xc.sizes(), xc.options());
     at::Tensor normed = at::empty(xc.sizes(), xc.options());
     at::Tensor rstd = at::empty({rows}, xc.options().dtype(at::kFloat));
+    const at::Tensor slots = amax_slots_if(record_amax, xc);
     launch::check(kernels::rms_norm_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(),
                                             yc.const_data_ptr(), wc.const_data_ptr(), normed.mutable_data_ptr(),
-                                            sum.mutable_data_ptr(), rstd.mutable_data_ptr<float>(), rows, hidden,
-                                            static_cast<float>(eps), launch::stream_of(xc)),
+                                            sum.mutable_data_ptr(), rstd.mutable_data_ptr<float>(), slots_of(slots),
+                                            rows, hidden, static_cast<float>(eps), launch::stream_of(xc)),
                   "add_rms_norm forward");
+    record_if(normed, slots);
     ctx->save_for_backward({sum, wc, rstd});
     return {sum, normed};
   }
@@ -127,7 +145,7 @@ struct AddRmsNormFunction : torch::autograd::Function<AddRmsNormFunction> {
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     auto [grad_sum, grad_weight] = RmsNormFunction::rms_norm_backward(grads[1], saved[0], saved[1], saved[2], grads[0]);
-    return {grad_sum, grad_sum, grad_weight, at::Tensor()};
+    return {grad_sum, grad_sum, grad_weight, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -139,7 +157,7 @@ struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
     // Both operands contiguous: one row of every element.
     launch::check(
         kernels::swiglu_forward(*launch::kernel_dtype(g.scalar_type()), g.const_data_ptr(), u.const_data_ptr(),
-                                g.numel(), y.mutable_data_ptr(), g.numel(), 1, g.numel(), launch::stream_of(g)),
+                                g.numel(), y.mutable_data_ptr(), g.numel(), nullptr, 1, g.numel(), launch::stream_of(g)),
         "swiglu forward");
     ctx->save_for_backward({g, u});
     return y;
@@ -155,51 +173,61 @@ struct SwigluFunction : torch::autograd::Function<SwigluFunction> {
     launch::check(kernels::swiglu_backward(*launch::kernel_dtype(gate.scalar_type()), grad_y.const_data_ptr(),
                                            gate.numel(), gate.const_data_ptr(), up.const_data_ptr(),
                                            grad_gate.mutable_data_ptr(), grad_up.mutable_data_ptr(), nullptr,
-                                           gate.numel(), 1, gate.numel(), launch::stream_of(gate)),
+                                           gate.numel(), nullptr, 1, gate.numel(), launch::stream_of(gate)),
                   "swiglu backward");
     return {grad_gate, grad_up};
   }
 };
 
 // The gradient of gate_up [..., 2 cols] (contiguous) for grad_y [..., cols]; with `output`, the
-// forward's output is written again there (allocated here) from the same reads.
-at::Tensor swiglu_halves_backward(const at::Tensor& x, const at::Tensor& grad_output, at::Tensor* output) {
+// forward's output is written again there (allocated here) from the same reads; with
+// `record_amax`, the gradient's amax is recorded.
+at::Tensor swiglu_halves_backward(const at::Tensor& x, const at::Tensor& grad_output, at::Tensor* output,
+                                  bool record_amax) {
   c10::cuda::CUDAGuard device(x.device());
   const at::Tensor grad_y = grad_output.contiguous();
   const int64_t cols = x.size(-1) / 2, rows = x.numel() / (2 * cols);
   at::Tensor grad = at::empty(x.sizes(), x.options());
   if (output) *output = at::empty(grad_y.sizes(), x.options());
+  const at::Tensor slots = amax_slots_if(record_amax, x);
   const char* base = static_cast<const char*>(x.const_data_ptr());
   char* grad_base = static_cast<char*>(grad.mutable_data_ptr());
   const int64_t up_offset = cols * x.element_size();
   launch::check(kernels::swiglu_backward(*launch::kernel_dtype(x.scalar_type()), grad_y.const_data_ptr(), cols, base,
                                          base + up_offset, grad_base, grad_base + up_offset,
-                                         output ? output->mutable_data_ptr() : nullptr, 2 * cols, rows, cols,
-                                         launch::stream_of(x)),
+                                         output ? output->mutable_data_ptr() : nullptr, 2 * cols, slots_of(slots),
+                                         rows, cols, launch::stream_of(x)),
                 "swiglu (fused halves) backward");
+  record_if(grad, slots);
   return grad;
 }
 
 // gate and up as the halves of each row of one tensor: read in place, and the gradient written
 // into one tensor of the same layout, so the fused GEMM's output and input gradient need no copy.
 struct SwigluHalvesFunction : torch::autograd::Function<SwigluHalvesFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up, int64_t recording) {
     c10::cuda::CUDAGuard device(gate_up.device());
     const at::Tensor x = gate_up.contiguous();
     const int64_t cols = x.size(-1) / 2, rows = x.numel() / (2 * cols);
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = cols;
     at::Tensor y = at::empty(shape, x.options());
+    const at::Tensor slots = amax_slots_if(recording != static_cast<int64_t>(AmaxRecording::None), x);
     const char* base = static_cast<const char*>(x.const_data_ptr());
     launch::check(kernels::swiglu_forward(*launch::kernel_dtype(x.scalar_type()), base, base + cols * x.element_size(),
-                                          2 * cols, y.mutable_data_ptr(), cols, rows, cols, launch::stream_of(x)),
+                                          2 * cols, y.mutable_data_ptr(), cols, slots_of(slots), rows, cols,
+                                          launch::stream_of(x)),
                   "swiglu (fused halves) forward");
+    record_if(y, slots);
+    ctx->saved_data["recording"] = recording;
     ctx->save_for_backward({x});
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    return {swiglu_halves_backward(ctx->get_saved_variables()[0], grads[0], nullptr)};
+    const bool record_amax =
+        ctx->saved_data["recording"].toInt() == static_cast<int64_t>(AmaxRecording::OutputAndInputGradient);
+    return {swiglu_halves_backward(ctx->get_saved_variables()[0], grads[0], nullptr, record_amax), at::Tensor()};
   }
 };
 
@@ -256,18 +284,19 @@ bool fused_kernels_enabled() {
 #endif
 }
 
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, AmaxRecording recording) {
   require(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0),
           "rms_norm: weight " + shape_text(weight.sizes()) + " does not match the last dim of x " +
               shape_text(x.sizes()));
 #ifdef TRIAX_WITH_CUDA
-  if (x.numel() > 0 && kernels_apply({&x, &weight})) return RmsNormFunction::apply(x, weight, eps);
+  if (x.numel() > 0 && kernels_apply({&x, &weight}))
+    return RmsNormFunction::apply(x, weight, eps, recording != AmaxRecording::None);
 #endif
   return rms_norm_composition(x, weight, eps);
 }
 
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
-                                               double eps) {
+                                               double eps, AmaxRecording recording) {
   require(x.sizes() == y.sizes(), "add_rms_norm: x " + shape_text(x.sizes()) + " and y " + shape_text(y.sizes()) +
                                       " must have one shape");
   require(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0),
@@ -275,7 +304,7 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Te
               shape_text(x.sizes()));
 #ifdef TRIAX_WITH_CUDA
   if (x.numel() > 0 && kernels_apply({&x, &y, &weight})) {
-    const variable_list outputs = AddRmsNormFunction::apply(x, y, weight, eps);
+    const variable_list outputs = AddRmsNormFunction::apply(x, y, weight, eps, recording != AmaxRecording::None);
     return {outputs[0], outputs[1]};
   }
 #endif
@@ -293,11 +322,12 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
   return swiglu_composition(gate, up);
 }
 
-at::Tensor swiglu_halves(const at::Tensor& gate_up) {
+at::Tensor swiglu_halves(const at::Tensor& gate_up, AmaxRecording recording) {
   require(gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0,
           "swiglu_halves: gate_up " + shape_text(gate_up.sizes()) + " must have an even last dim (gate, then up)");
 #ifdef TRIAX_WITH_CUDA
-  if (gate_up.numel() > 0 && kernels_apply({&gate_up})) return SwigluHalvesFunction::apply(gate_up);
+  if (gate_up.numel() > 0 && kernels_apply({&gate_up}))
+    return SwigluHalvesFunction::apply(gate_up, static_cast<int64_t>(recording));
 #endif
   return swiglu_halves_composition(gate_up);
 }
@@ -312,7 +342,7 @@ std::pair<at::Tensor, at::Tensor> swiglu_halves_backward_and_output(const at::Te
 #ifdef TRIAX_WITH_CUDA
   if (gate_up.numel() > 0 && kernels_apply({&gate_up, &grad_y})) {
     at::Tensor output;
-    at::Tensor grad = swiglu_halves_backward(gate_up.contiguous(), grad_y, &output);
+    at::Tensor grad = swiglu_halves_backward(gate_up.contiguous(), grad_y, &output, /*record_amax=*/false);
     return {grad, output};
   }
 #endif

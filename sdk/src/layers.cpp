@@ -150,6 +150,10 @@ at::Tensor RowParallelLinear::forward_channel_major(const at::Tensor& x) {
 
 at::Tensor RowParallelLinear::forward_activated(RecomputedActivation activation, const at::Tensor& x,
                                                 bool recompute) {
+  // A tensorwise fp8 product takes SwiGLU's amax from its kernel, and so does the fp8 product
+  // before it (gate_up's, whose output gradient SwiGLU's backward writes).
+  if (fp8_ && fp8_->recipe == Fp8Recipe::Tensorwise && activation == RecomputedActivation::SwigluHalves)
+    return forward(swiglu_halves(x, AmaxRecording::OutputAndInputGradient));
   if (!recompute || fp8_) return forward(apply_activation(activation, x));
   return reduce(linear_of_recomputed_activation(activation, x, matrix()));
 }
@@ -191,11 +195,13 @@ RMSNorm::RMSNorm(int64_t hidden_size, double eps, c10::Device device, c10::Scala
 }
 
 at::Tensor RMSNorm::forward(const at::Tensor& x) {
-  return rms_norm(x, replicated_on_sequence_shard(weight, tp_), eps_);
+  return rms_norm(x, replicated_on_sequence_shard(weight, tp_), eps_,
+                  record_output_amax_ ? AmaxRecording::Output : AmaxRecording::None);
 }
 
 std::pair<at::Tensor, at::Tensor> RMSNorm::forward_after_add(const at::Tensor& x, const at::Tensor& y) {
-  return add_rms_norm(x, y, replicated_on_sequence_shard(weight, tp_), eps_);
+  return add_rms_norm(x, y, replicated_on_sequence_shard(weight, tp_), eps_,
+                      record_output_amax_ ? AmaxRecording::Output : AmaxRecording::None);
 }
 
 std::pair<at::Tensor, at::Tensor> RMSNorm::forward_of_stream(const ResidualStream& stream) {

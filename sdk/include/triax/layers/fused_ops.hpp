@@ -14,24 +14,31 @@
 
 namespace triax {
 
+// Which results of a fused op also have their absolute maximum recorded, computed by the kernel as
+// it writes them, for an fp8 product that reads them (docs/fp8.md, "The amax from the producer"):
+// none (the default: nothing is computed), the output, or also the input's gradient that backward
+// writes. Only the CUDA kernels record; the compositions ignore it.
+enum class AmaxRecording { None, Output, OutputAndInputGradient };
+
 // RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) in fp32 (fp64 for fp64 x), rounded to x's
 // dtype, times weight (Hugging Face's LlamaRMSNorm). x: [..., hidden]; weight: [hidden].
 // Composition: x32 * rsqrt(x32.pow(2).mean(-1) + eps), cast to x's dtype, * weight.
 // CUDA backward: the weight gradient is summed over rows in fp32 (fixed order: reproducible).
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps,
+                    AmaxRecording recording = AmaxRecording::None);
 // A residual add, then RMSNorm: returns {h, rms_norm(h, weight, eps)} with h = x + y (x and y of
 // one shape). On CUDA one kernel each way: the forward writes h and the norm, the backward adds
 // the gradient reaching h directly (the residual stream's) inside the norm's backward, and x and y
-// both take that sum. Composition: h = x + y, then rms_norm.
+// both take that sum. Composition: h = x + y, then rms_norm. `recording` concerns the norm.
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
-                                               double eps);
+                                               double eps, AmaxRecording recording = AmaxRecording::None);
 
 // SwiGLU: silu(gate) * up elementwise; gate and up of one shape. Composition: at::silu(gate) * up.
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 // SwiGLU of one fused gate/up projection's output: gate_up [..., 2n] holds gate in the first n of
 // its last dim and up in the last n; returns [..., n]. Its gradient comes back in gate_up's layout
 // (on CUDA without splitting or joining the halves). Composition: swiglu over gate_up.chunk(2, -1).
-at::Tensor swiglu_halves(const at::Tensor& gate_up);
+at::Tensor swiglu_halves(const at::Tensor& gate_up, AmaxRecording recording = AmaxRecording::None);
 // swiglu_halves run again in backward: {the gradient of gate_up for grad_y, swiglu_halves(gate_up)}
 // (what a backward that did not keep the output needs: linear_of_recomputed_activation). On CUDA
 // one kernel reads gate_up once for both, and the output has swiglu_halves's bits. Composition:

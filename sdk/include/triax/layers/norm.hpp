@@ -30,10 +30,15 @@ class RMSNorm : public SpecifiedModule {
   std::pair<at::Tensor, at::Tensor> forward_of_stream(const ResidualStream& stream);
   at::Tensor weight;  // [hidden], initialised to ones
   double eps() const { return eps_; }
+  // Whether the kernel also computes the amax of the norm, for the fp8 products that read it
+  // (switched on by convert_linears_to_fp8, triax/fp8.hpp; docs/fp8.md).
+  void record_output_amax(bool on) { record_output_amax_ = on; }
+  bool records_output_amax() const { return record_output_amax_; }
 
  private:
   double eps_;
   TensorParallel tp_;
+  bool record_output_amax_ = false;
 };
 
 class LayerNorm : public SpecifiedModule {

@@ -1,0 +1,53 @@
+// The records of producer-computed amaxes (recorded_amax.hpp). Forward runs on the caller's thread
+// and backward on the autograd engine's: one lock guards the list. It stays short: a record lives
+// only while its tensor's storage does (an activation, at most as long as the step keeps it).
+#include "recorded_amax.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "tensor_identity.hpp"
+
+namespace triax::fp8 {
+namespace {
+
+struct Record {
+  detail::TensorIdentity tensor;
+  at::Tensor amax_slots;
+};
+
+std::mutex records_lock;
+std::vector<Record>& records() {
+  static std::vector<Record> list;
+  return list;
+}
+
+bool recordable(const at::Tensor& t) { return t.defined() && !t.is_inference() && t.is_contiguous(); }
+
+}  // namespace
+
+void record_amax(const at::Tensor& t, const at::Tensor& amax_slots) {
+  if (!recordable(t)) return;
+  std::lock_guard<std::mutex> guard(records_lock);
+  std::vector<Record>& list = records();
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [&](const Record& r) { return !r.tensor.alive() || r.tensor.same_elements(t); }),
+             list.end());
+  list.push_back({detail::TensorIdentity::of(t), amax_slots});
+}
+
+at::Tensor recorded_amax(const at::Tensor& t) {
+  if (!recordable(t)) return {};
+  std::lock_guard<std::mutex> guard(records_lock);
+  for (const Record& r : records())
+    if (r.tensor.same_elements(t) && r.tensor.version == t._version()) return r.amax_slots;
+  return {};
+}
+
+size_t recorded_amax_count() {
+  std::lock_guard<std::mutex> guard(records_lock);
+  return records().size();
+}
+
+}  // namespace triax::fp8
