@@ -16,6 +16,16 @@ triax_use_pch(fp8_cast_test)
 gtest_discover_tests(fp8_cast_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_cast_test_cpu)
 gtest_discover_tests(fp8_cast_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_cast_test_cuda PROPERTIES LABELS gpu)
 
+# The amax computed by the producers of fp8 operands (RMSNorm, SwiGLU): the records and the
+# choice of norms (CPU), the kernels' amaxes exact and a step's bits unchanged (label gpu).
+add_executable(fp8_producer_amax_test ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_producer_amax_test.cpp)
+target_link_libraries(fp8_producer_amax_test PRIVATE triax_sdk GTest::gtest_main)
+target_include_directories(fp8_producer_amax_test PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)  # recorded_amax.hpp
+triax_use_pch(fp8_producer_amax_test)
+gtest_discover_tests(fp8_producer_amax_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_producer_amax_test_cpu)
+gtest_discover_tests(fp8_producer_amax_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_producer_amax_test_cuda
+                     PROPERTIES LABELS gpu)
+
 # bf16 against fp8 per linear shape of SmolLM-135M/360M/1.7B, to place fp8.min_gemm_size (built,
 # not run by ctest).
 if(TRIAX_CUDA)

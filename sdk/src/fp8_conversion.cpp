@@ -38,21 +38,24 @@ bool too_small_for_fp8(const Fp8Options& options, const std::array<int64_t, 2>& 
   return options.linears == Fp8Options().linears && std::min(shape[0], shape[1]) < options.min_gemm_size;
 }
 
-// The norms of the SDK's decoder layer in front of fp8 products compute their output's amax as
-// they write it, so that those products need no pass of their own for it (docs/fp8.md). Not in
-// REDUCE_SCATTER mode: there the column-parallel layer gathers the norm's output into another
-// tensor, whose amax the layer computes itself.
+// The norms of the SDK's decoder layer compute the amaxes of fp8 operands as they write them, so
+// that those products need no pass of their own for them (docs/fp8.md): a norm's output is the
+// input of the block after it; its input gradient is the output gradient of the projection
+// whose output the norm's add takes (o_proj's before post_attention_layernorm, the previous
+// layer's down projection before input_layernorm: layers are alike). Not in REDUCE_SCATTER mode:
+// there the tensors are gathered (forward) or all-gathered (backward) into others on the way.
 void record_norm_amaxes(torch::nn::Module& model, const std::vector<std::string>& fp8_layers,
                         const ModelContext& context) {
   if (context.tp_size > 1 && context.tp_mode == TpMode::ReduceScatter) return;
-  auto feeds_fp8 = [&](const std::string& block) {
+  auto feeds_fp8 = [&](const std::string& block) {  // an fp8 linear inside
     return std::any_of(fp8_layers.begin(), fp8_layers.end(),
                        [&](const std::string& name) { return name.rfind(block + ".", 0) == 0; });
   };
   for (const auto& item : model.named_modules("", /*include_self=*/false))
     if (auto layer = std::dynamic_pointer_cast<PreNormDecoderLayer>(item.value())) {
-      layer->input_layernorm->record_output_amax(feeds_fp8(item.key() + ".self_attn"));
-      layer->post_attention_layernorm->record_output_amax(feeds_fp8(item.key() + ".mlp"));
+      const bool attention = feeds_fp8(item.key() + ".self_attn"), mlp = feeds_fp8(item.key() + ".mlp");
+      layer->input_layernorm->record_amax(amax_recording(attention, mlp));
+      layer->post_attention_layernorm->record_amax(amax_recording(mlp, attention));
     }
 }
 

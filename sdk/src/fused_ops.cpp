@@ -62,9 +62,20 @@ namespace launch = cuda_launch;
 using launch::kernels_apply;
 
 // fp32 zeros for a kernel to fold its output's amax into (kernels.hpp, kAmaxSlots), or (not
-// wanted) an undefined tensor, which the kernel reads as null.
+// wanted, or switched off: recorded_amax.hpp) an undefined tensor, which the kernel reads as null.
 at::Tensor amax_slots_if(bool wanted, const at::Tensor& like) {
-  return wanted ? at::zeros({kernels::kAmaxSlots}, like.options().dtype(at::kFloat)) : at::Tensor();
+  if (!wanted || !fp8::producer_amax_enabled()) return {};
+  return at::zeros({kernels::kAmaxSlots}, like.options().dtype(at::kFloat));
+}
+
+// An AmaxRecording through an autograd function's arguments and saved data.
+int64_t code_of(AmaxRecording recording) { return static_cast<int64_t>(recording); }
+bool records_output(int64_t recording) {
+  return recording == code_of(AmaxRecording::Output) || recording == code_of(AmaxRecording::OutputAndInputGradient);
+}
+bool records_input_gradient(int64_t recording) {
+  return recording == code_of(AmaxRecording::InputGradient) ||
+         recording == code_of(AmaxRecording::OutputAndInputGradient);
 }
 float* slots_of(const at::Tensor& slots) { return slots.defined() ? slots.mutable_data_ptr<float>() : nullptr; }
 
@@ -75,34 +86,37 @@ void record_if(const at::Tensor& t, const at::Tensor& slots) {
 
 struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, double eps,
-                            bool record_amax) {
+                            int64_t recording) {
     c10::cuda::CUDAGuard device(x.device());
     const at::Tensor xc = x.contiguous(), wc = weight.contiguous();
     const int64_t hidden = wc.numel(), rows = xc.numel() / hidden;
     at::Tensor y = at::empty(xc.sizes(), xc.options());
     at::Tensor rstd = at::empty({rows}, xc.options().dtype(at::kFloat));
-    const at::Tensor slots = amax_slots_if(record_amax, xc);
+    const at::Tensor slots = amax_slots_if(records_output(recording), xc);
     launch::check(kernels::rms_norm_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(), nullptr,
                                             wc.const_data_ptr(), y.mutable_data_ptr(), nullptr,
                                             rstd.mutable_data_ptr<float>(), slots_of(slots), rows, hidden,
                                             static_cast<float>(eps), launch::stream_of(xc)),
                   "rms_norm forward");
     record_if(y, slots);
+    ctx->saved_data["recording"] = recording;
     ctx->save_for_backward({xc, wc, rstd});
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    auto [grad_x, grad_weight] = rms_norm_backward(grads[0], saved[0], saved[1], saved[2], at::Tensor());
+    auto [grad_x, grad_weight] = rms_norm_backward(grads[0], saved[0], saved[1], saved[2], at::Tensor(),
+                                                   records_input_gradient(ctx->saved_data["recording"].toInt()));
     return {grad_x, grad_weight, at::Tensor(), at::Tensor()};
   }
 
   // The input and weight gradients of the norm of x, plus `direct` (undefined: none), a gradient
-  // that reaches x by another path, added inside the kernel.
+  // that reaches x by another path, added inside the kernel; with `record_amax`, the input
+  // gradient's amax is recorded.
   static std::pair<at::Tensor, at::Tensor> rms_norm_backward(const at::Tensor& grad, const at::Tensor& x,
                                                              const at::Tensor& weight, const at::Tensor& rstd,
-                                                             const at::Tensor& direct) {
+                                                             const at::Tensor& direct, bool record_amax) {
     c10::cuda::CUDAGuard device(x.device());
     const at::Tensor grad_y = grad.contiguous();
     const at::Tensor direct_c = direct.defined() ? direct.contiguous() : direct;
@@ -110,12 +124,15 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
     at::Tensor grad_x = at::empty(x.sizes(), x.options());
     at::Tensor partials = at::empty({kernels::rms_norm_weight_partials(rows), hidden}, x.options().dtype(at::kFloat));
     at::Tensor grad_weight = at::empty(weight.sizes(), weight.options());
+    const at::Tensor slots = amax_slots_if(record_amax, x);
     launch::check(kernels::rms_norm_backward(*launch::kernel_dtype(x.scalar_type()), grad_y.const_data_ptr(),
                                              x.const_data_ptr(), weight.const_data_ptr(), rstd.const_data_ptr<float>(),
                                              direct_c.defined() ? direct_c.const_data_ptr() : nullptr,
                                              grad_x.mutable_data_ptr(), partials.mutable_data_ptr<float>(),
-                                             grad_weight.mutable_data_ptr(), rows, hidden, launch::stream_of(x)),
+                                             grad_weight.mutable_data_ptr(), slots_of(slots), rows, hidden,
+                                             launch::stream_of(x)),
                   "rms_norm backward");
+    record_if(grad_x, slots);
     return {grad_x, grad_weight};
   }
 };
@@ -124,27 +141,32 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
 // joins the norm's input gradient in the norm's kernel, and both x and y take that sum.
 struct AddRmsNormFunction : torch::autograd::Function<AddRmsNormFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& y,
-                               const at::Tensor& weight, double eps, bool record_amax) {
+                               const at::Tensor& weight, double eps, int64_t recording) {
     c10::cuda::CUDAGuard device(x.device());
     const at::Tensor xc = x.contiguous(), yc = y.contiguous(), wc = weight.contiguous();
     const int64_t hidden = wc.numel(), rows = xc.numel() / hidden;
     at::Tensor sum = at::empty(xc.sizes(), xc.options());
     at::Tensor normed = at::empty(xc.sizes(), xc.options());
     at::Tensor rstd = at::empty({rows}, xc.options().dtype(at::kFloat));
-    const at::Tensor slots = amax_slots_if(record_amax, xc);
+    const at::Tensor slots = amax_slots_if(records_output(recording), xc);
     launch::check(kernels::rms_norm_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(),
                                             yc.const_data_ptr(), wc.const_data_ptr(), normed.mutable_data_ptr(),
                                             sum.mutable_data_ptr(), rstd.mutable_data_ptr<float>(), slots_of(slots),
                                             rows, hidden, static_cast<float>(eps), launch::stream_of(xc)),
                   "add_rms_norm forward");
     record_if(normed, slots);
+    ctx->saved_data["recording"] = recording;
     ctx->save_for_backward({sum, wc, rstd});
     return {sum, normed};
   }
 
+  // grad_sum is the gradient of both x and y: with the recording, that of the fp8 product which
+  // wrote y (attention's output projection, the MLP's down projection).
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    auto [grad_sum, grad_weight] = RmsNormFunction::rms_norm_backward(grads[1], saved[0], saved[1], saved[2], grads[0]);
+    auto [grad_sum, grad_weight] =
+        RmsNormFunction::rms_norm_backward(grads[1], saved[0], saved[1], saved[2], grads[0],
+                                           records_input_gradient(ctx->saved_data["recording"].toInt()));
     return {grad_sum, grad_sum, grad_weight, at::Tensor(), at::Tensor()};
   }
 };
@@ -212,7 +234,7 @@ struct SwigluHalvesFunction : torch::autograd::Function<SwigluHalvesFunction> {
     std::vector<int64_t> shape = x.sizes().vec();
     shape.back() = cols;
     at::Tensor y = at::empty(shape, x.options());
-    const at::Tensor slots = amax_slots_if(recording != static_cast<int64_t>(AmaxRecording::None), x);
+    const at::Tensor slots = amax_slots_if(records_output(recording), x);
     const char* base = static_cast<const char*>(x.const_data_ptr());
     launch::check(kernels::swiglu_forward(*launch::kernel_dtype(x.scalar_type()), base, base + cols * x.element_size(),
                                           2 * cols, y.mutable_data_ptr(), cols, slots_of(slots), rows, cols,
@@ -225,8 +247,7 @@ struct SwigluHalvesFunction : torch::autograd::Function<SwigluHalvesFunction> {
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const bool record_amax =
-        ctx->saved_data["recording"].toInt() == static_cast<int64_t>(AmaxRecording::OutputAndInputGradient);
+    const bool record_amax = records_input_gradient(ctx->saved_data["recording"].toInt());
     return {swiglu_halves_backward(ctx->get_saved_variables()[0], grads[0], nullptr, record_amax), at::Tensor()};
   }
 };
@@ -290,7 +311,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, A
               shape_text(x.sizes()));
 #ifdef TRIAX_WITH_CUDA
   if (x.numel() > 0 && kernels_apply({&x, &weight}))
-    return RmsNormFunction::apply(x, weight, eps, recording != AmaxRecording::None);
+    return RmsNormFunction::apply(x, weight, eps, code_of(recording));
 #endif
   return rms_norm_composition(x, weight, eps);
 }
@@ -304,7 +325,7 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Te
               shape_text(x.sizes()));
 #ifdef TRIAX_WITH_CUDA
   if (x.numel() > 0 && kernels_apply({&x, &y, &weight})) {
-    const variable_list outputs = AddRmsNormFunction::apply(x, y, weight, eps, recording != AmaxRecording::None);
+    const variable_list outputs = AddRmsNormFunction::apply(x, y, weight, eps, code_of(recording));
     return {outputs[0], outputs[1]};
   }
 #endif
@@ -327,7 +348,7 @@ at::Tensor swiglu_halves(const at::Tensor& gate_up, AmaxRecording recording) {
           "swiglu_halves: gate_up " + shape_text(gate_up.sizes()) + " must have an even last dim (gate, then up)");
 #ifdef TRIAX_WITH_CUDA
   if (gate_up.numel() > 0 && kernels_apply({&gate_up}))
-    return SwigluHalvesFunction::apply(gate_up, static_cast<int64_t>(recording));
+    return SwigluHalvesFunction::apply(gate_up, code_of(recording));
 #endif
   return swiglu_halves_composition(gate_up);
 }

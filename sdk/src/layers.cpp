@@ -195,13 +195,11 @@ RMSNorm::RMSNorm(int64_t hidden_size, double eps, c10::Device device, c10::Scala
 }
 
 at::Tensor RMSNorm::forward(const at::Tensor& x) {
-  return rms_norm(x, replicated_on_sequence_shard(weight, tp_), eps_,
-                  record_output_amax_ ? AmaxRecording::Output : AmaxRecording::None);
+  return rms_norm(x, replicated_on_sequence_shard(weight, tp_), eps_, amax_recording_);
 }
 
 std::pair<at::Tensor, at::Tensor> RMSNorm::forward_after_add(const at::Tensor& x, const at::Tensor& y) {
-  return add_rms_norm(x, y, replicated_on_sequence_shard(weight, tp_), eps_,
-                      record_output_amax_ ? AmaxRecording::Output : AmaxRecording::None);
+  return add_rms_norm(x, y, replicated_on_sequence_shard(weight, tp_), eps_, amax_recording_);
 }
 
 std::pair<at::Tensor, at::Tensor> RMSNorm::forward_of_stream(const ResidualStream& stream) {

@@ -4,6 +4,8 @@
 #include "recorded_amax.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -18,6 +20,7 @@ struct Record {
 };
 
 std::mutex records_lock;
+size_t uses = 0;  // under records_lock
 std::vector<Record>& records() {
   static std::vector<Record> list;
   return list;
@@ -41,13 +44,26 @@ at::Tensor recorded_amax(const at::Tensor& t) {
   if (!recordable(t)) return {};
   std::lock_guard<std::mutex> guard(records_lock);
   for (const Record& r : records())
-    if (r.tensor.same_elements(t) && r.tensor.version == t._version()) return r.amax_slots;
+    if (r.tensor.same_elements(t) && r.tensor.version == t._version()) {
+      ++uses;
+      return r.amax_slots;
+    }
   return {};
+}
+
+bool producer_amax_enabled() {
+  const char* value = std::getenv("TRIAX_FP8_PRODUCER_AMAX");
+  return value == nullptr || std::strcmp(value, "0") != 0;
 }
 
 size_t recorded_amax_count() {
   std::lock_guard<std::mutex> guard(records_lock);
   return records().size();
+}
+
+size_t recorded_amax_uses() {
+  std::lock_guard<std::mutex> guard(records_lock);
+  return uses;
 }
 
 }  // namespace triax::fp8

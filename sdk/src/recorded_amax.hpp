@@ -21,7 +21,14 @@ void record_amax(const at::Tensor& t, const at::Tensor& amax_slots);
 // The amax slots recorded for t, or an undefined tensor.
 at::Tensor recorded_amax(const at::Tensor& t);
 
-// How many records are held (expired ones are dropped as new ones come).
+// Whether producers compute and record amaxes: true unless the environment sets
+// TRIAX_FP8_PRODUCER_AMAX=0 (read at each decision, so that a comparison can switch it in one
+// process; the fp8 products then take their own amax passes, as before).
+bool producer_amax_enabled();
+
+// How many records are held (expired ones are dropped as new ones come), and how many times
+// recorded_amax has found one since the process started (what a comparison checks).
 size_t recorded_amax_count();
+size_t recorded_amax_uses();
 
 }  // namespace triax::fp8

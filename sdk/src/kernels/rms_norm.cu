@@ -3,7 +3,8 @@
 // slots of every row it visits, so the weight-gradient sums need no atomics and come out the
 // same on every run. Both can take a residual add in front of the norm (add_rms_norm): the
 // forward then also writes the sum, the backward adds the sum's own gradient. The forward can
-// fold its output's amax into slots for the fp8 product that reads it (kernels.hpp, kAmaxSlots).
+// fold its output's amax, the backward its input gradient's, into slots for the fp8 product that
+// reads them (kernels.hpp, kAmaxSlots).
 #include <type_traits>
 
 #include "triax/kernels/kernel_utils.cuh"
@@ -66,12 +67,16 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __rest
 }
 
 // kAdd: grad_sum (the gradient that reaches x directly) is added to grad_x before rounding.
-template <typename T, int N, bool kAdd>
+// kAmax: max |grad_x| folded into amax_slots (with the add, grad_x is the gradient of the fp8
+// product whose output was added).
+template <typename T, int N, bool kAdd, bool kAmax>
 __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ x,
                                          const T* __restrict__ weight, const float* __restrict__ rstd,
                                          const T* __restrict__ grad_sum, T* __restrict__ grad_x,
-                                         float* __restrict__ weight_partials, int64_t rows, int64_t hidden) {
+                                         float* __restrict__ weight_partials, float* __restrict__ amax_slots,
+                                         int64_t rows, int64_t hidden) {
   __shared__ float scratch[33];
+  float amax = 0.f;
   // [N][packs]: element k of pack p at k * packs + p, so a warp's 32 threads, each adding to its
   // own pack's element k, hit 32 consecutive banks (the row's order, p * N + k, made N of them
   // share a bank: an N-way conflict on every add).
@@ -99,6 +104,7 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
         const float n = to_float(xv.v[k]) * r;
         const float through_norm = r * (g * to_float(wv.v[k]) - n * mean_dot);
         out.v[k] = from_float<T>(kAdd ? through_norm + to_float(direct.v[k]) : through_norm);
+        if constexpr (kAmax) amax = abs_max(amax, to_float(out.v[k]));
         weight_sums[k * packs + p] += g * rounded_to<T>(n);
       }
       store_pack<T, N>(gx_row + p * N, out);
@@ -135,6 +141,7 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
     if (two) finish_row(second, r1, mean1);
   }
 
+  if constexpr (kAmax) fold_block_amax(amax, scratch, amax_slots);
   float* partial = weight_partials + static_cast<int64_t>(blockIdx.x) * hidden;  // in the row's order
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x)
 #pragma unroll
@@ -200,7 +207,7 @@ cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, c
 
 cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, const void* weight, const float* rstd,
                               const void* grad_sum, void* grad_x, float* weight_partials, void* grad_weight,
-                              int64_t rows, int64_t hidden, cudaStream_t stream) {
+                              float* amax_slots, int64_t rows, int64_t hidden, cudaStream_t stream) {
   if (rows == 0 || hidden == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -213,23 +220,26 @@ cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, co
       kernel<<<grid, threads, shared_bytes, stream>>>(static_cast<const T*>(grad_y), static_cast<const T*>(x),
                                                       static_cast<const T*>(weight), rstd,
                                                       static_cast<const T*>(grad_sum), static_cast<T*>(grad_x),
-                                                      weight_partials, rows, hidden);
+                                                      weight_partials, amax_slots, rows, hidden);
       if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
       sum_weight_partials_kernel<T><<<static_cast<unsigned>((hidden + kColumns - 1) / kColumns),
                                       dim3(kColumns, kRowGroups), 0, stream>>>(weight_partials, grid, hidden,
                                                                                static_cast<T*>(grad_weight));
       return cudaGetLastError();
     };
-    const bool add = grad_sum != nullptr;
-    if (vectorizable<T>(hidden, {grad_y, x, weight, grad_x}) && (!add || vectorizable<T>(hidden, {grad_sum}))) {
-      constexpr int N = kVectorWidth<T>;
-      const int threads = row_threads(hidden / N, kMaxThreads);
-      return add ? launch(rms_norm_backward_kernel<T, N, true>, threads)
-                 : launch(rms_norm_backward_kernel<T, N, false>, threads);
-    }
-    const int threads = row_threads(hidden, kMaxThreads);
-    return add ? launch(rms_norm_backward_kernel<T, 1, true>, threads)
-               : launch(rms_norm_backward_kernel<T, 1, false>, threads);
+    // The kernel for N elements a vector, with or without the direct gradient and the amax.
+    auto launch_width = [&](auto width, int threads) {
+      constexpr int N = decltype(width)::value;
+      if (grad_sum != nullptr)
+        return amax_slots ? launch(rms_norm_backward_kernel<T, N, true, true>, threads)
+                          : launch(rms_norm_backward_kernel<T, N, true, false>, threads);
+      return amax_slots ? launch(rms_norm_backward_kernel<T, N, false, true>, threads)
+                        : launch(rms_norm_backward_kernel<T, N, false, false>, threads);
+    };
+    constexpr int N = kVectorWidth<T>;
+    if (vectorizable<T>(hidden, {grad_y, x, weight, grad_x}) && (grad_sum == nullptr || vectorizable<T>(hidden, {grad_sum})))
+      return launch_width(std::integral_constant<int, N>(), row_threads(hidden / N, kMaxThreads));
+    return launch_width(std::integral_constant<int, 1>(), row_threads(hidden, kMaxThreads));
   });
 }
 

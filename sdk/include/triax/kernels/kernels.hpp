@@ -69,9 +69,10 @@ int64_t rms_norm_weight_partials(int64_t rows);
 // grad_y, x, grad_x: [rows, hidden]; weight, grad_weight: [hidden]; rstd: [rows];
 // weight_partials: [rms_norm_weight_partials(rows), hidden] fp32 scratch. `grad_sum`
 // ([rows, hidden], or null): a gradient that reaches x directly, added to grad_x before it is rounded.
+// amax_slots: null, or where max |grad_x| is folded (kAmaxSlots).
 cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, const void* weight, const float* rstd,
                               const void* grad_sum, void* grad_x, float* weight_partials, void* grad_weight,
-                              int64_t rows, int64_t hidden, cudaStream_t stream);
+                              float* amax_slots, int64_t rows, int64_t hidden, cudaStream_t stream);
 
 // ---- SwiGLU (swiglu.cu) ----------------------------------------------------------------------
 

@@ -16,9 +16,13 @@ namespace triax {
 
 // Which results of a fused op also have their absolute maximum recorded, computed by the kernel as
 // it writes them, for an fp8 product that reads them (docs/fp8.md, "The amax from the producer"):
-// none (the default: nothing is computed), the output, or also the input's gradient that backward
-// writes. Only the CUDA kernels record; the compositions ignore it.
-enum class AmaxRecording { None, Output, OutputAndInputGradient };
+// none (the default: nothing is computed), the output, the gradient of the input that backward
+// writes, or both. Only the CUDA kernels record; the compositions ignore it.
+enum class AmaxRecording { None, Output, InputGradient, OutputAndInputGradient };
+inline AmaxRecording amax_recording(bool output, bool input_gradient) {
+  if (output) return input_gradient ? AmaxRecording::OutputAndInputGradient : AmaxRecording::Output;
+  return input_gradient ? AmaxRecording::InputGradient : AmaxRecording::None;
+}
 
 // RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) in fp32 (fp64 for fp64 x), rounded to x's
 // dtype, times weight (Hugging Face's LlamaRMSNorm). x: [..., hidden]; weight: [hidden].
@@ -29,7 +33,8 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps,
 // A residual add, then RMSNorm: returns {h, rms_norm(h, weight, eps)} with h = x + y (x and y of
 // one shape). On CUDA one kernel each way: the forward writes h and the norm, the backward adds
 // the gradient reaching h directly (the residual stream's) inside the norm's backward, and x and y
-// both take that sum. Composition: h = x + y, then rms_norm. `recording` concerns the norm.
+// both take that sum. Composition: h = x + y, then rms_norm. `recording`: the norm's output, and
+// the gradient of x and y (one tensor).
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
                                                double eps, AmaxRecording recording = AmaxRecording::None);
 

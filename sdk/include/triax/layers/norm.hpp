@@ -13,6 +13,7 @@
 
 #include <utility>
 
+#include "triax/layers/fused_ops.hpp"
 #include "triax/layers/tensor_parallel.hpp"
 #include "triax/parameter.hpp"
 #include "triax/residual_stream.hpp"
@@ -30,15 +31,16 @@ class RMSNorm : public SpecifiedModule {
   std::pair<at::Tensor, at::Tensor> forward_of_stream(const ResidualStream& stream);
   at::Tensor weight;  // [hidden], initialised to ones
   double eps() const { return eps_; }
-  // Whether the kernel also computes the amax of the norm, for the fp8 products that read it
-  // (switched on by convert_linears_to_fp8, triax/fp8.hpp; docs/fp8.md).
-  void record_output_amax(bool on) { record_output_amax_ = on; }
-  bool records_output_amax() const { return record_output_amax_; }
+  // Which amaxes the kernels also compute (triax/layers/fused_ops.hpp): the norm's, for the fp8
+  // products that read it, and the input gradient's, for the fp8 product whose output was added
+  // in front of the norm (set by convert_linears_to_fp8, triax/fp8.hpp; docs/fp8.md).
+  void record_amax(AmaxRecording recording) { amax_recording_ = recording; }
+  AmaxRecording amax_recording() const { return amax_recording_; }
 
  private:
   double eps_;
   TensorParallel tp_;
-  bool record_output_amax_ = false;
+  AmaxRecording amax_recording_ = AmaxRecording::None;
 };
 
 class LayerNorm : public SpecifiedModule {
