@@ -191,12 +191,9 @@ cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, c
     };
     // The kernel for N elements a vector, with or without the residual add and the amax.
     auto launch_width = [&](auto width, int threads) {
-      constexpr int N = decltype(width)::value;
-      if (residual != nullptr)
-        return amax_slots ? launch(rms_norm_forward_kernel<T, N, true, true>, threads)
-                          : launch(rms_norm_forward_kernel<T, N, true, false>, threads);
-      return amax_slots ? launch(rms_norm_forward_kernel<T, N, false, true>, threads)
-                        : launch(rms_norm_forward_kernel<T, N, false, false>, threads);
+      return dispatch_switches(residual != nullptr, amax_slots != nullptr, [&](auto add, auto amax) {
+        return launch(rms_norm_forward_kernel<T, decltype(width)::value, add.value, amax.value>, threads);
+      });
     };
     constexpr int N = kVectorWidth<T>;
     if (vectorizable<T>(hidden, {x, weight, y}) && (residual == nullptr || vectorizable<T>(hidden, {residual, sum})))
@@ -229,12 +226,9 @@ cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, co
     };
     // The kernel for N elements a vector, with or without the direct gradient and the amax.
     auto launch_width = [&](auto width, int threads) {
-      constexpr int N = decltype(width)::value;
-      if (grad_sum != nullptr)
-        return amax_slots ? launch(rms_norm_backward_kernel<T, N, true, true>, threads)
-                          : launch(rms_norm_backward_kernel<T, N, true, false>, threads);
-      return amax_slots ? launch(rms_norm_backward_kernel<T, N, false, true>, threads)
-                        : launch(rms_norm_backward_kernel<T, N, false, false>, threads);
+      return dispatch_switches(grad_sum != nullptr, amax_slots != nullptr, [&](auto add, auto amax) {
+        return launch(rms_norm_backward_kernel<T, decltype(width)::value, add.value, amax.value>, threads);
+      });
     };
     constexpr int N = kVectorWidth<T>;
     if (vectorizable<T>(hidden, {grad_y, x, weight, grad_x}) && (grad_sum == nullptr || vectorizable<T>(hidden, {grad_sum})))

@@ -141,12 +141,9 @@ cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride,
     };
     // The kernel for N elements a vector, with or without the output and the amax.
     auto launch_width = [&](auto width, int64_t packs) {
-      constexpr int N = decltype(width)::value;
-      if (y != nullptr)
-        return amax_slots ? launch(swiglu_backward_kernel<T, N, true, true>, packs)
-                          : launch(swiglu_backward_kernel<T, N, true, false>, packs);
-      return amax_slots ? launch(swiglu_backward_kernel<T, N, false, true>, packs)
-                        : launch(swiglu_backward_kernel<T, N, false, false>, packs);
+      return dispatch_switches(y != nullptr, amax_slots != nullptr, [&](auto output, auto amax) {
+        return launch(swiglu_backward_kernel<T, decltype(width)::value, output.value, amax.value>, packs);
+      });
     };
     constexpr int N = kVectorWidth<T>;
     if (rows_vectorizable<T>(cols, in_stride, out_stride, {grad_y, gate, up, grad_gate, grad_up, y}))

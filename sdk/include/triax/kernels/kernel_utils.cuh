@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "triax/kernels/kernels.hpp"
 
@@ -172,6 +173,14 @@ cudaError_t dispatch_dtype(Dtype dtype, F&& f) {
       return f(TypeTag<__half>{});
   }
   return cudaErrorInvalidValue;
+}
+
+// Calls f(std::bool_constant<a>{}, std::bool_constant<b>{}) for the run-time a and b: a kernel's
+// two compile-time switches (one instance per combination) chosen at launch.
+template <typename F>
+cudaError_t dispatch_switches(bool a, bool b, F&& f) {
+  if (a) return b ? f(std::true_type{}, std::true_type{}) : f(std::true_type{}, std::false_type{});
+  return b ? f(std::false_type{}, std::true_type{}) : f(std::false_type{}, std::false_type{});
 }
 
 }  // namespace triax::kernels
