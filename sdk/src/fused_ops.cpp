@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <cstdlib>
@@ -62,9 +63,10 @@ namespace launch = cuda_launch;
 using launch::kernels_apply;
 
 // fp32 zeros for a kernel to fold its output's amax into (kernels.hpp, kAmaxSlots), or (not
-// wanted, or switched off: recorded_amax.hpp) an undefined tensor, which the kernel reads as null.
+// wanted, switched off, or under inference mode, whose tensors are not recorded: recorded_amax.hpp)
+// an undefined tensor, which the kernel reads as null.
 at::Tensor amax_slots_if(bool wanted, const at::Tensor& like) {
-  if (!wanted || !fp8::producer_amax_enabled()) return {};
+  if (!wanted || c10::InferenceMode::is_enabled() || !fp8::producer_amax_enabled()) return {};
   return at::zeros({kernels::kAmaxSlots}, like.options().dtype(at::kFloat));
 }
 
