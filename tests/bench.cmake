@@ -9,13 +9,19 @@ add_test(NAME step_profile_script
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/bench/step_profile_test.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(step_profile_script PROPERTIES TIMEOUT 60)
 
-# tools/device/mamba_ssm_peer.py (the Mamba peer) on CPU against a stand-in mamba_ssm package:
-# the config it builds and the JSON line bench.py reads. Needs the .venv's torch.
-add_test(NAME mamba_ssm_peer_script
-  COMMAND ${PROJECT_SOURCE_DIR}/.venv/bin/python ${CMAKE_CURRENT_LIST_DIR}/bench/mamba_ssm_peer_test.py ${PROJECT_SOURCE_DIR})
-set_tests_properties(mamba_ssm_peer_script PROPERTIES TIMEOUT 180 LABELS python ENVIRONMENT "OMP_NUM_THREADS=1")
-# bench.sh --family mamba on CPU: a tiny Mamba against the default peer over the same stand-in.
-add_test(NAME bench_mamba_family
-  COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench/bench_mamba_family_test.sh $<TARGET_FILE:triax> ${PROJECT_SOURCE_DIR}
-          ${PROJECT_SOURCE_DIR}/.venv/bin/python)
-set_tests_properties(bench_mamba_family PROPERTIES TIMEOUT 300 LABELS python ENVIRONMENT "OMP_NUM_THREADS=1")
+# The mamba-ssm peers on CPU against a stand-in mamba_ssm package, for Mamba-1 (mamba) and
+# Mamba-2 (mamba2); both need the .venv's torch.
+# ${family}_ssm_peer_script: tools/device/${family}_ssm_peer.py, the config it builds and the JSON
+# line bench.py reads (for Mamba-2 also its FLOPs and parameter counts by hand).
+# bench_${family}_family: bench.sh --family ${family}, a tiny model against the family's default
+# peer over the same stand-in (for Mamba-2 both sides count the same parameters and FLOPs).
+foreach(family mamba mamba2)
+  add_test(NAME ${family}_ssm_peer_script
+    COMMAND ${PROJECT_SOURCE_DIR}/.venv/bin/python ${CMAKE_CURRENT_LIST_DIR}/bench/${family}_ssm_peer_test.py
+            ${PROJECT_SOURCE_DIR})
+  set_tests_properties(${family}_ssm_peer_script PROPERTIES TIMEOUT 180 LABELS python ENVIRONMENT "OMP_NUM_THREADS=1")
+  add_test(NAME bench_${family}_family
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench/bench_mamba_family_test.sh $<TARGET_FILE:triax> ${PROJECT_SOURCE_DIR}
+            ${PROJECT_SOURCE_DIR}/.venv/bin/python ${family})
+  set_tests_properties(bench_${family}_family PROPERTIES TIMEOUT 300 LABELS python ENVIRONMENT "OMP_NUM_THREADS=1")
+endforeach()

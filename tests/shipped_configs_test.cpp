@@ -30,11 +30,12 @@ TEST(ShippedConfigs, EveryConfigLoads) {
 // family (smollm-*.yaml) has the shapes of SmolLM (smollm-3b: SmolLM3-3B's, at seq 4096), the
 // Mamba family (mamba-*.yaml) those of state-spaces' Mamba checkpoints, the Qwen3 family
 // (qwen3-*.yaml) those of Qwen3-0.6B and -1.7B, mamba2-780m a Mamba-2 of the 780m checkpoint's
-// width and depth with state 128; moe-1b is a Mixtral-layout model with SmolLM's vocabulary.
+// width and depth with state 128 (smollm-780m: a SmolLM-shaped Llama of its size, to set beside
+// it); moe-1b is a Mixtral-layout model with SmolLM's vocabulary.
 TEST(ShippedConfigs, BenchmarkConfigsMatchTheBenchmarkSetup) {
   std::vector<std::string> files = yaml_files_in(std::string(TRIAX_CONFIGS_DIR) + "/bench");
-  // smollm-135m, -360m, -1.7b, -3b; mamba-130m, -370m, -1.4b; mamba2-780m; moe-1b; qwen3-0.6b, -1.7b
-  ASSERT_EQ(files.size(), 11u);
+  // smollm-135m, -360m, -780m, -1.7b, -3b; mamba-130m, -370m, -1.4b; mamba2-780m; moe-1b; qwen3-0.6b, -1.7b
+  ASSERT_EQ(files.size(), 12u);
   for (const std::string& file : files) {
     SCOPED_TRACE(file);
     TrainConfig c = load_train_config(file);

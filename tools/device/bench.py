@@ -2,10 +2,11 @@
 """Training throughput of triax against the peer baseline, one table (docs/performance.md).
 
 For each size (configs/bench/smollm-SIZE.yaml; with --family mamba configs/bench/mamba-SIZE.yaml, with
---family qwen3 configs/bench/qwen3-SIZE.yaml)
+--family mamba2 configs/bench/mamba2-SIZE.yaml, with --family qwen3 configs/bench/qwen3-SIZE.yaml)
 and each variant, runs `triax train` on that config, then the peer (`python3 PEER --model SIZE
---mbs MBS --seq SEQ --compile`; for Mamba tools/device/mamba_ssm_peer.py, state-spaces' mamba-ssm
-with its CUDA kernels, without --compile) on the same shape once per size, and prints: size, variant, triax tokens/s, MFU, peak GiB, peer tokens/s,
+--mbs MBS --seq SEQ --compile`; for Mamba tools/device/mamba_ssm_peer.py and for Mamba-2
+tools/device/mamba2_ssm_peer.py, state-spaces' mamba-ssm with its kernels, without --compile) on the
+same shape once per size, and prints: size, variant, triax tokens/s, MFU, peak GiB, peer tokens/s,
 MFU, peak GiB, triax/peer. triax's numbers are the median over the steps after --warmup of its
 metrics.jsonl (tokens/s, MFU) and its last peak memory; the peer's are its JSON line. With --out
 (default $OUT), also writes bench.md, bench.json and every run's log there.
@@ -15,6 +16,8 @@ Standard library only: the GPU machine has no package registry.
   tools/device/bench.sh                                  # every size, triax as configured
   tools/device/bench.sh 360m --variant base --variant 'recompute parallelism.recompute_layer=true'
   tools/device/bench.sh --family mamba 130m               # Mamba-130m against mamba-ssm's MambaLMHeadModel
+  tools/device/bench.sh --family mamba2 780m              # Mamba-2 780m against MambaLMHeadModel with Mamba2 layers
+  tools/device/bench.sh --peer none 780m                  # the Llama of the same size, for the Mamba-2/Llama ratio
   tools/device/bench.sh --family qwen3                    # Qwen3-0.6B and -1.7B shapes, triax alone
 """
 import argparse
@@ -32,11 +35,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # Per model family: the sizes (the peer's model names), the config of a size, the default peer.
 FAMILIES = {
-    # sizes: the default set; extra_sizes: run only when named (3b: seq 4096, minutes per run).
-    "llama": dict(sizes=["135m", "360m", "1.7b"], extra_sizes=["3b"], config="configs/bench/smollm-{size}.yaml",
+    # sizes: the default set; extra_sizes: run only when named (3b: seq 4096, minutes per run; 780m:
+    # the size of mamba2-780m, for the Mamba-2 / Llama step ratio).
+    "llama": dict(sizes=["135m", "360m", "1.7b"], extra_sizes=["780m", "3b"], config="configs/bench/smollm-{size}.yaml",
                   peer=str(ROOT / ".devdeps/peer_bench.py"), peer_args="--compile"),
     "mamba": dict(sizes=["130m", "370m", "1.4b"], extra_sizes=[], config="configs/bench/mamba-{size}.yaml",
                   peer=str(ROOT / "tools/device/mamba_ssm_peer.py"), peer_args=""),
+    "mamba2": dict(sizes=["780m"], extra_sizes=[], config="configs/bench/mamba2-{size}.yaml",
+                   peer=str(ROOT / "tools/device/mamba2_ssm_peer.py"), peer_args=""),
     # Qwen3's shapes (the qwen3 plugin): triax alone unless --peer names a script for them.
     "qwen3": dict(sizes=["0.6b", "1.7b"], extra_sizes=[], config="configs/bench/qwen3-{size}.yaml",
                   peer="none", peer_args=""),
@@ -53,19 +59,21 @@ def parse_args(argv):
         prog="bench.sh", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sizes", nargs="*", help="model sizes: llama " + ", ".join(FAMILIES["llama"]["sizes"])
                    + " (and, when named, " + ", ".join(FAMILIES["llama"]["extra_sizes"]) + "); mamba "
-                   + ", ".join(FAMILIES["mamba"]["sizes"]) + "; qwen3 " + ", ".join(FAMILIES["qwen3"]["sizes"])
+                   + ", ".join(FAMILIES["mamba"]["sizes"]) + "; mamba2 " + ", ".join(FAMILIES["mamba2"]["sizes"])
+                   + "; qwen3 " + ", ".join(FAMILIES["qwen3"]["sizes"])
                    + " (default: the family's sizes not named 'extra')")
     p.add_argument("--family", default="llama", choices=sorted(FAMILIES),
                    help="llama: configs/bench/smollm-SIZE.yaml against .devdeps/peer_bench.py (default); "
                         "mamba: configs/bench/mamba-SIZE.yaml against tools/device/mamba_ssm_peer.py "
                         "(mamba-ssm, built by tools/device/build_mamba_peer.sh); "
-                        "qwen3: configs/bench/qwen3-SIZE.yaml, no peer")
+                        "mamba2: configs/bench/mamba2-SIZE.yaml against tools/device/mamba2_ssm_peer.py "
+                        "(mamba-ssm's Mamba2 layers); qwen3: configs/bench/qwen3-SIZE.yaml, no peer")
     p.add_argument("--triax", default=str(ROOT / "build-gpu/bin/triax"), help="triax executable")
     p.add_argument("--peer", default=None,
                    help="peer script, or 'none' to run triax only (default: the family's, see --family)")
     p.add_argument("--peer-args", default=None,
                    help="peer flags besides --model/--mbs/--seq, as one word: --peer-args='--compile --steps 30' "
-                        "(default: --compile for llama, none for mamba)")
+                        "(default: --compile for llama, none for mamba and mamba2)")
     p.add_argument("--variant", action="append", default=[], metavar="'NAME [KEY=VALUE ...]'",
                    help="a triax run with these config overrides (repeatable; default: one run named 'triax' "
                         "without overrides), e.g. --variant 'recompute parallelism.recompute_layer=true'")
@@ -128,17 +136,26 @@ def run_logged(command, log_path, env=None, timeout=None):
     return status, log_path.read_text(errors="replace")
 
 
-def config_value(config_text, section, key):
-    """An integer `key:` inside top-level `section:` of a benchmark config (simple YAML, no parser)."""
+def config_scalar(config_text, section, key):
+    """The value of `key:` inside top-level `section:` of a benchmark config, as written (simple
+    YAML, no parser: the machine's Python may lack one); the first such key at any depth."""
     inside = False
     for line in config_text.splitlines():
         if re.match(r"^\S", line):
             inside = line.startswith(section + ":")
         elif inside:
-            m = re.match(r"^\s+" + re.escape(key) + r":\s*(\d+)", line)
+            m = re.match(r"^\s+" + re.escape(key) + r":\s*([^\s#]+)", line)
             if m:
-                return int(m.group(1))
+                return m.group(1)
     raise ValueError(f"no {section}.{key} in the benchmark config")
+
+
+def config_value(config_text, section, key):
+    """An integer `key:` inside top-level `section:` of a benchmark config."""
+    value = config_scalar(config_text, section, key)
+    if not value.isdigit():
+        raise ValueError(f"{section}.{key} is '{value}', not a whole number, in the benchmark config")
+    return int(value)
 
 
 def overridden(overrides, key, default):
@@ -214,7 +231,8 @@ def run_peer(a, size, mbs, seq, logs):
     result.update(line)
     result["mfu"] = line.get("mfu_989")
     result["peak_gib"] = line.get("peak_mem_gib")
-    if line.get("tflops") and line.get("tokens_per_s"):
+    # The exact count when the peer prints it (the mamba-ssm peers), else from the rounded TFLOP/s.
+    if not line.get("flops_per_token") and line.get("tflops") and line.get("tokens_per_s"):
         result["flops_per_token"] = line["tflops"] * 1e12 / line["tokens_per_s"]
     return result, log
 

@@ -24,7 +24,7 @@ import time
 import torch
 
 from mamba_peer_common import (D_CONV, D_STATE, EXPAND, MODELS, VOCAB, print_result, timed_result,
-                               train_step)
+                               train_flops_per_token, train_step)
 
 
 class CompileTimeout(Exception):
@@ -95,7 +95,8 @@ def main():
         torch.cuda.synchronize()
     warm_s = time.time() - t0
     compiled = a.compile and compile_note == "ok"
-    res = timed_result(torch, lambda: step(fwd), a, "hf-mamba" + ("+compile" if compiled else ""), nparams, warm_s)
+    res = timed_result(torch, lambda: step(fwd), a, "hf-mamba" + ("+compile" if compiled else ""), nparams, warm_s,
+                       train_flops_per_token(d_model, layers, a.seq))
     if compile_note:
         res["compile"] = compile_note
     print_result(res)

@@ -1,6 +1,7 @@
-"""What the Mamba peer scripts share: the model shapes of configs/bench/mamba-SIZE.yaml, the FLOPs
-count behind their MFU, and the timed steps with their one JSON result line (the fields
-tools/device/bench.py reads: tokens_per_s, mfu_989, peak_mem_gib, params, tflops)."""
+"""What the Mamba peer scripts share: the Mamba-1 model shapes of configs/bench/mamba-SIZE.yaml and
+their FLOPs count, the training step, and the timed steps with their one JSON result line (the
+fields tools/device/bench.py reads: tokens_per_s, mfu_989, peak_mem_gib, params, tflops,
+flops_per_token)."""
 import json
 import math
 import time
@@ -32,9 +33,10 @@ def train_step(torch, forward, model, opt, inp, tgt, device):
     return loss
 
 
-def timed_result(torch, step, a, peer, params, warm_s):
+def timed_result(torch, step, a, peer, params, warm_s, flops_per_token):
     """Runs a.steps steps between two CUDA events (peak memory counted from here on) and returns
-    the result line's fields; the caller adds its own and prints json.dumps of it."""
+    the result line's fields, the MFU from `flops_per_token` (training FLOPs per token); the
+    caller adds its own and prints json.dumps of it."""
     timing = a.device == "cuda"
     if timing:
         torch.cuda.reset_peak_memory_stats()
@@ -51,12 +53,11 @@ def timed_result(torch, step, a, peer, params, warm_s):
     else:
         ms, peak = (time.time() - t0) * 1e3 / a.steps, 0.0
     tps = a.mbs * a.seq / (ms / 1e3)
-    d_model, layers = MODELS[a.model]
-    fpt = train_flops_per_token(d_model, layers, a.seq)
+    fpt = flops_per_token
     return dict(peer=peer, model=a.model, params=params, mbs=a.mbs, seq=a.seq, step_ms=round(ms, 2),
                 tokens_per_s=round(tps), mfu_989=round(tps * fpt / a.peak, 4), tflops=round(tps * fpt / 1e12, 1),
-                peak_mem_gib=round(peak, 2), warmup_s=round(warm_s, 1), loss=round(loss.item(), 3),
-                torch=torch.__version__)
+                flops_per_token=round(fpt), peak_mem_gib=round(peak, 2), warmup_s=round(warm_s, 1),
+                loss=round(loss.item(), 3), torch=torch.__version__)
 
 
 def print_result(result):

@@ -11,6 +11,7 @@ builds and installs the two packages on the GPU machine.
   python3 mamba_ssm_peer.py --model 130m|370m|1.4b [--mbs 8] [--seq 2048] [--steps 10] [--warmup 3]
 
 --device cpu runs the same loop on the CPU (a stand-in mamba_ssm package in the tests).
+tools/device/mamba2_ssm_peer.py runs this loop on mamba-ssm's Mamba-2 layers.
 """
 import argparse
 import time
@@ -18,19 +19,20 @@ import time
 import torch
 
 from mamba_peer_common import (D_CONV, D_STATE, EXPAND, MODELS, VOCAB, print_result, timed_result,
-                               train_step)
+                               train_flops_per_token, train_step)
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default="130m", choices=sorted(MODELS))
+def argument_parser(sizes, default_size, description):
+    """The flags of both mamba-ssm peers; `sizes` are the --model choices."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=default_size, choices=sizes)
     ap.add_argument("--mbs", type=int, default=8)
     ap.add_argument("--seq", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--peak", type=float, default=989e12, help="bf16 dense peak FLOP/s for the MFU (H100/H200)")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    return ap.parse_args(argv)
+    return ap
 
 
 def build_model(a):
@@ -45,13 +47,12 @@ def build_model(a):
     return MambaLMHeadModel(config, device=a.device, dtype=torch.float32)
 
 
-def main(argv=None):
-    a = parse_args(argv)
-    torch.manual_seed(0)
-    model = build_model(a)
+def train_and_report(a, model, vocab_size, flops_per_token):
+    """Trains `model` on random tokens below `vocab_size` (a.warmup steps, then a.steps timed ones)
+    and prints the JSON result line, its MFU from `flops_per_token`."""
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.01, fused=True)
-    x = torch.randint(0, VOCAB, (a.mbs, a.seq + 1), device=a.device)
+    x = torch.randint(0, vocab_size, (a.mbs, a.seq + 1), device=a.device)
     inp, tgt = x[:, :-1].contiguous(), x[:, 1:].contiguous()
 
     def step():
@@ -62,7 +63,14 @@ def main(argv=None):
         step()
     if a.device == "cuda":
         torch.cuda.synchronize()
-    print_result(timed_result(torch, step, a, "mamba-ssm", params, time.time() - t0))
+    print_result(timed_result(torch, step, a, "mamba-ssm", params, time.time() - t0, flops_per_token))
+
+
+def main(argv=None):
+    a = argument_parser(sorted(MODELS), "130m", __doc__).parse_args(argv)
+    torch.manual_seed(0)
+    d_model, layers = MODELS[a.model]
+    train_and_report(a, build_model(a), VOCAB, train_flops_per_token(d_model, layers, a.seq))
 
 
 if __name__ == "__main__":

@@ -1,2 +1,2 @@
-"""Stands in for state-spaces' mamba-ssm in the test of tools/device/mamba_ssm_peer.py (no CUDA
-kernels on the test machine): the two modules the script imports, with a tiny model."""
+"""Stands in for state-spaces' mamba-ssm in the tests of tools/device/mamba_ssm_peer.py and
+mamba2_ssm_peer.py (no CUDA kernels on the test machine): the modules the scripts import."""

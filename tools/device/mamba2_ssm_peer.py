@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Peer baseline for the Mamba-2 benchmarks: the training step of state-spaces' mamba-ssm with
+Mamba-2 layers.
+
+What a Mamba-2 user runs: `MambaLMHeadModel` with `ssm_cfg` layer "Mamba2" (the SSD as mamba-ssm's
+Triton kernels, causal-conv1d's convolution, the gated RMSNorm), RMSNorm blocks, the fused add +
+norm, on the shape of configs/bench/mamba2-SIZE.yaml (read from that file: hidden size, layers,
+heads, head dim, state, groups, conv width, chunk size, vocabulary, biases, residual in fp32,
+tied embeddings); the training loop of tools/device/mamba_ssm_peer.py: random tokens, bf16
+autocast over fp32 weights, fused AdamW, gradient clipping at 1.0, one JSON line with the fields
+tools/device/bench.py reads. Its MFU counts triax's FLOPs for the same shape
+(train_flops_per_token). tools/device/build_mamba_peer.sh builds and installs the packages.
+
+  python3 mamba2_ssm_peer.py --model 780m [--mbs 8] [--seq 2048] [--steps 10] [--warmup 3]
+  python3 mamba2_ssm_peer.py --config FILE ...      # the shape of another config of that form
+
+--device cpu runs the same loop on the CPU (a stand-in mamba_ssm package in the tests).
+"""
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import torch
+
+from bench import FAMILIES, config_path, config_scalar, config_value
+from mamba_ssm_peer import argument_parser, train_and_report
+
+
+@dataclass
+class Mamba2Shape:
+    """The model.model_config keys of a Mamba-2 benchmark config that shape the peer."""
+    hidden_size: int
+    num_hidden_layers: int
+    vocab_size: int
+    num_heads: int
+    head_dim: int
+    state_size: int
+    n_groups: int
+    expand: int
+    conv_kernel: int
+    chunk_size: int
+    use_bias: bool
+    use_conv_bias: bool
+    residual_in_fp32: bool
+    tie_word_embeddings: bool
+
+
+def read_shape(path):
+    """The shape in the config at `path`; a ValueError names what mamba-ssm could not build alike."""
+    text = Path(path).read_text()
+    values = {}
+    for f in fields(Mamba2Shape):
+        if f.type is bool:
+            word = config_scalar(text, "model", f.name)
+            if word not in ("true", "false"):
+                raise ValueError(f"{path}: model.model_config.{f.name} is '{word}', not true or false")
+            values[f.name] = word == "true"
+        else:
+            values[f.name] = config_value(text, "model", f.name)
+    shape = Mamba2Shape(**values)
+    if shape.num_heads * shape.head_dim != shape.expand * shape.hidden_size:
+        raise ValueError(f"{path}: num_heads x head_dim ({shape.num_heads * shape.head_dim}) differs from expand x "
+                         f"hidden_size ({shape.expand * shape.hidden_size}); mamba-ssm derives its heads from the latter")
+    if float(config_scalar(text, "model", "layer_norm_epsilon")) != 1e-5:
+        raise ValueError(f"{path}: model.model_config.layer_norm_epsilon must be 1e-5, mamba-ssm's fixed epsilon")
+    return shape
+
+
+def train_flops_per_token(shape, seq):
+    """Training FLOPs per token, triax's count for the same shape (mamba2_block_costs in
+    plugins/models/mamba2/mamba2_config.cpp): 3 x the forward at 2 FLOPs per multiply-add."""
+    inner = shape.num_heads * shape.head_dim
+    b_and_c = 2 * shape.n_groups * shape.state_size
+    chunk = min(shape.chunk_size, max(seq, 1))
+    in_proj = shape.hidden_size * (2 * inner + b_and_c + shape.num_heads)  # z, x, B, C, dt
+    conv = (inner + b_and_c) * shape.conv_kernel  # depthwise over x, B, C
+    # Within a chunk: C.B per group and the decay-weighted sum of x per head, each over about
+    # chunk / 2 earlier positions (the causal half); across chunks: x B into the chunk's state and
+    # C . state out of the previous one.
+    ssd = chunk / 2 * (shape.n_groups * shape.state_size + inner) + 2 * inner * shape.state_size
+    out_proj = inner * shape.hidden_size
+    layer = in_proj + conv + ssd + out_proj
+    return 3 * (2 * shape.num_hidden_layers * layer + 2 * shape.hidden_size * shape.vocab_size)
+
+
+def build_model(a, shape):
+    from mamba_ssm.models.config_mamba import MambaConfig
+    from mamba_ssm.models.mixer_seq_simple import MambaLMHeadModel
+
+    ssm_cfg = dict(layer="Mamba2", d_state=shape.state_size, d_conv=shape.conv_kernel, expand=shape.expand,
+                   headdim=shape.head_dim, ngroups=shape.n_groups, chunk_size=shape.chunk_size,
+                   bias=shape.use_bias, conv_bias=shape.use_conv_bias)
+    config = MambaConfig(d_model=shape.hidden_size, d_intermediate=0, n_layer=shape.num_hidden_layers,
+                         vocab_size=shape.vocab_size, ssm_cfg=ssm_cfg, rms_norm=True,
+                         residual_in_fp32=shape.residual_in_fp32, fused_add_norm=True, pad_vocab_size_multiple=8,
+                         tie_embeddings=shape.tie_word_embeddings)
+    return MambaLMHeadModel(config, device=a.device, dtype=torch.float32)
+
+
+def main(argv=None):
+    family = FAMILIES["mamba2"]
+    ap = argument_parser(family["sizes"] + family["extra_sizes"], family["sizes"][0], __doc__)
+    ap.add_argument("--config", default=None,
+                    help="read the shape from this config instead of configs/bench/mamba2-SIZE.yaml")
+    a = ap.parse_args(argv)
+    try:
+        shape = read_shape(a.config or config_path("mamba2", a.model))
+    except (OSError, ValueError) as e:
+        ap.error(str(e))
+    torch.manual_seed(0)
+    train_and_report(a, build_model(a, shape), shape.vocab_size, train_flops_per_token(shape, a.seq))
+
+
+if __name__ == "__main__":
+    main()
