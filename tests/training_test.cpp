@@ -13,7 +13,7 @@
 #include "training_test_support.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/config/train_config.hpp"
-#include "gradients/data_parallel_gradients.hpp"
+#include "triax/parallel/data_parallel_gradients.hpp"
 #include "gradients/gradient_accumulator.hpp"
 #include "train/lr_schedule.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"

@@ -41,4 +41,22 @@ with tempfile.TemporaryDirectory() as folder:
     assert any("report/src/metrics.cpp:1:" in l and "report/ sits below the core" in l for l in lines), out
     assert any("core/src/train/run.cpp:1:" in l and "comm/" in l for l in lines), out
     assert any("config/src/tokens_section.cpp:1:" in l and "config/ sits below the core" in l for l in lines), out
-print("layering checker: 2 trees checked")
+with tempfile.TemporaryDirectory() as folder:
+    # parallel/ sits over the core's mesh: it includes core/comm only, and only the folders after
+    # comm include it.
+    root = pathlib.Path(folder)
+    write(root, "parallel/src/norm.cpp", '#include "triax/core/comm/communicator.hpp"\n')
+    write(root, "core/src/gradients/step.hpp", '#include "triax/parallel/norm.hpp"\n')
+    status, out = run(root)
+    assert status == 0 and out == "", (status, out)
+
+    write(root, "parallel/src/ownership.cpp", '#include "triax/core/plugins/plugin_registry.hpp"\n')
+    write(root, "core/src/comm/mesh.cpp", '#include "triax/parallel/norm.hpp"\n')
+    write(root, "data/src/source.cpp", '#include "triax/parallel/norm.hpp"\n')
+    status, out = run(root)
+    lines = out.splitlines()
+    assert status == 1 and len(lines) == 3, (status, out)
+    assert any("parallel/src/ownership.cpp:1:" in l and "may include only core/comm" in l for l in lines), out
+    assert any("core/src/comm/mesh.cpp:1:" in l and "core/comm may not include parallel/" in l for l in lines), out
+    assert any("data/src/source.cpp:1:" in l and "data/ sits below the core" in l for l in lines), out
+print("layering checker: 3 trees checked")
