@@ -15,7 +15,7 @@
 #include "triax/config/train_config.hpp"
 #include "triax/parallel/data_parallel_gradients.hpp"
 #include "gradients/gradient_accumulator.hpp"
-#include "train/lr_schedule.hpp"
+#include "triax/lr/lr_schedule.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/data/synthetic_data.hpp"

@@ -43,7 +43,7 @@ with tempfile.TemporaryDirectory() as folder:
     assert any("config/src/tokens_section.cpp:1:" in l and "config/ sits below the core" in l for l in lines), out
 with tempfile.TemporaryDirectory() as folder:
     # parallel/ sits over the core's mesh: it includes core/comm only, and only the folders after
-    # comm include it.
+    # comm include it. convert/ sits above the core.
     root = pathlib.Path(folder)
     write(root, "parallel/src/norm.cpp", '#include "triax/core/comm/communicator.hpp"\n')
     write(root, "core/src/gradients/step.hpp", '#include "triax/parallel/norm.hpp"\n')
@@ -53,9 +53,11 @@ with tempfile.TemporaryDirectory() as folder:
     write(root, "parallel/src/ownership.cpp", '#include "triax/core/plugins/plugin_registry.hpp"\n')
     write(root, "core/src/comm/mesh.cpp", '#include "triax/parallel/norm.hpp"\n')
     write(root, "data/src/source.cpp", '#include "triax/parallel/norm.hpp"\n')
+    write(root, "core/src/checkpoint/store.cpp", '#include "triax/convert/hf_conversion.hpp"\n')
     status, out = run(root)
     lines = out.splitlines()
-    assert status == 1 and len(lines) == 3, (status, out)
+    assert status == 1 and len(lines) == 4, (status, out)
+    assert any("core/src/checkpoint/store.cpp:1:" in l and "convert/, which sits above it" in l for l in lines), out
     assert any("parallel/src/ownership.cpp:1:" in l and "may include only core/comm" in l for l in lines), out
     assert any("core/src/comm/mesh.cpp:1:" in l and "core/comm may not include parallel/" in l for l in lines), out
     assert any("data/src/source.cpp:1:" in l and "data/ sits below the core" in l for l in lines), out
