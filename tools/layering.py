@@ -3,7 +3,7 @@
 
 Inside the core, a folder of core/src may include only its own folder and those before it in
 CORE_ORDER; a public header under core/include/triax/core/ counts as its folder's. The libraries
-below the core (data, report, faults) include nothing of it but the config. A library over the
+below the core (data, report, faults, lr) include nothing of it but the config. A library over the
 core's mesh (parallel) includes of the core only the folders up to its place in CORE_ORDER, and
 only the core's folders after that place include it. Exit status 1 when anything points up, with
 one line per include: file, line, the include, and why.
