@@ -11,9 +11,9 @@
 
 #include "test_plugin_registry.hpp"
 #include "triax/config_reader.hpp"
-#include "checkpoint/checkpoint_error.hpp"
-#include "checkpoint/checkpoint_folder.hpp"
-#include "checkpoint/checkpoint_writer.hpp"
+#include "triax/core/checkpoint/checkpoint_error.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checkpoint_writer.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/config/train_config.hpp"

@@ -28,7 +28,7 @@ gtest_discover_tests(config_test)
 add_executable(config_reference_test ${CMAKE_CURRENT_LIST_DIR}/config_reference_test.cpp ${TRIAX_CONFIG_LOADER_SOURCES}
   $<TARGET_OBJECTS:triax_config_reference>)
 target_include_directories(config_reference_test PRIVATE ${PROJECT_SOURCE_DIR}/core/include ${PROJECT_SOURCE_DIR}/sdk/include)
-target_link_libraries(config_reference_test PRIVATE triax_config GTest::gtest_main)
+target_link_libraries(config_reference_test PRIVATE triax_config triax_data_config GTest::gtest_main)
 gtest_discover_tests(config_reference_test)
 add_test(NAME config_reference.docs_current
          COMMAND ${CMAKE_CURRENT_LIST_DIR}/config_reference_check_test.sh $<TARGET_FILE:triax>

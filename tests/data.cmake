@@ -10,7 +10,8 @@ add_executable(data_dump data_dump.cpp)
 target_link_libraries(data_dump PRIVATE triax_data)
 
 add_executable(data_loader_bench data_loader_bench.cpp)
-target_link_libraries(data_loader_bench PRIVATE triax_data)
+# It reads the config itself: the loader, then the SDK's config reader the loader calls into.
+target_link_libraries(data_loader_bench PRIVATE triax_data triax_config triax_sdk)
 triax_use_pch(data_loader_bench)
 
 set(TRIAX_TEST_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python")

@@ -12,7 +12,7 @@
 #include "multi_rank_environment.hpp"
 #include "test_plugin_registry.hpp"
 #include "training_test_support.hpp"
-#include "gradients/data_parallel_gradients.hpp"
+#include "triax/parallel/data_parallel_gradients.hpp"
 
 namespace triax {
 namespace {

@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "multi_rank_environment.hpp"
-#include "gradients/data_parallel_gradients.hpp"
-#include "gradients/replica_ownership.hpp"
+#include "triax/parallel/data_parallel_gradients.hpp"
+#include "triax/parallel/replica_ownership.hpp"
 #include "triax/layers/all_to_all.hpp"
 
 namespace triax {

@@ -16,7 +16,7 @@
 #include "error_of.hpp"
 #include "scoped_fault.hpp"
 #include "test_plugin_registry.hpp"
-#include "checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/interop/hdf5_file.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/config/train_config.hpp"

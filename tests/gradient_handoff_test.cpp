@@ -12,9 +12,9 @@
 
 #include "test_plugin_registry.hpp"
 #include "training_test_support.hpp"
-#include "gradients/data_parallel_gradients.hpp"
+#include "triax/parallel/data_parallel_gradients.hpp"
 #include "gradients/gradient_accumulator.hpp"
-#include "gradients/gradient_norm.hpp"
+#include "triax/parallel/gradient_norm.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/error.hpp"

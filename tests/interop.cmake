@@ -23,7 +23,7 @@ set_target_properties(test_plugin_model_markers PROPERTIES PREFIX "" OUTPUT_NAME
 # These load the build's plugins (the llama plugin's mapping, through the ABI as the host uses it).
 foreach(test model_selection_test hf_llama_test)
   add_executable(${test} ${CMAKE_CURRENT_LIST_DIR}/${test}.cpp)
-  target_link_libraries(${test} PRIVATE triax_core nlohmann_json::nlohmann_json GTest::gtest_main)
+  target_link_libraries(${test} PRIVATE triax_convert triax_core nlohmann_json::nlohmann_json GTest::gtest_main)
   target_compile_definitions(${test} PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}"
                                              TRIAX_TEST_PLUGINS_DIR="${TRIAX_TEST_PLUGINS_DIR}")
   add_dependencies(${test} triax_llama triax_mamba triax_moe triax_qwen2 test_plugin_model_markers)
@@ -35,7 +35,7 @@ target_link_libraries(hf_llama_test PRIVATE triax_llama_impl)
 
 # The driver of the Python cross-checks (a test tool, not a user command).
 add_executable(interop_tool ${CMAKE_CURRENT_LIST_DIR}/interop/interop_tool.cpp)
-target_link_libraries(interop_tool PRIVATE triax_core nlohmann_json::nlohmann_json)
+target_link_libraries(interop_tool PRIVATE triax_convert triax_core nlohmann_json::nlohmann_json)
 target_compile_definitions(interop_tool PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(interop_tool triax_llama)
 triax_use_pch(interop_tool)
@@ -69,7 +69,7 @@ set_tests_properties(hf_convert_round_trips PROPERTIES TIMEOUT 300 LABELS "pytho
 # Throughput on a SmolLM2-1.7B-shaped model against plain write()/read() (built, not run by ctest:
 # `build/bin/safetensors_bench [FOLDER]`).
 add_executable(safetensors_bench ${CMAKE_CURRENT_LIST_DIR}/interop/safetensors_bench.cpp)
-target_link_libraries(safetensors_bench PRIVATE triax_core)
+target_link_libraries(safetensors_bench PRIVATE triax_convert triax_core)
 target_compile_definitions(safetensors_bench PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(safetensors_bench triax_llama)
 triax_use_pch(safetensors_bench)

@@ -13,7 +13,8 @@
 #include <fstream>
 
 #include "error_of.hpp"
-#include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/convert/hf_conversion.hpp"
+#include "triax/core/checkpoint/hf_weights.hpp"
 #include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/error.hpp"
 #include "triax/interop/safetensors.hpp"

@@ -9,7 +9,7 @@
 
 #include "data_test_support.hpp"
 #include "triax/data/mixture_schedule.hpp"
-#include "triax/config/nanoset_config.hpp"
+#include "triax/data/nanoset_config.hpp"
 #include "triax/data/sample_permutation.hpp"
 #include "triax/data/token_file.hpp"
 #include "triax/data/token_folder.hpp"

@@ -3,8 +3,10 @@
 
 Inside the core, a folder of core/src may include only its own folder and those before it in
 CORE_ORDER; a public header under core/include/triax/core/ counts as its folder's. The libraries
-below the core (data, report, faults) include nothing of it but the config. Exit status 1 when
-anything points up, with one line per include: file, line, the include, and why.
+below the core (data, report, faults, lr) include nothing of it but the config. A library over the
+core's mesh (parallel) includes of the core only the folders up to its place in CORE_ORDER, and
+only the core's folders after that place include it. Exit status 1 when anything points up, with
+one line per include: file, line, the include, and why.
 """
 import argparse
 import pathlib
@@ -14,7 +16,11 @@ import sys
 CORE_ORDER = ["comm", "plugins", "gradients", "checkpoint", "step", "train"]
 # The core's public headers that stand outside a folder, and the folder they belong to.
 CORE_TOP_HEADERS = {"device.hpp": "train", "trainer.hpp": "train"}
-BELOW_CORE = ["config", "data", "report", "faults"]
+BELOW_CORE = ["config", "data", "report", "faults", "lr"]
+# Libraries above the core: they use it, it knows none of them.
+ABOVE_CORE = ["comm", "convert"]
+# Libraries between the core's folders: each sits right after the named folder of CORE_ORDER.
+OVER_CORE_FOLDER = {"parallel": "comm"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -58,13 +64,38 @@ def upward_includes(root):
             theirs = core_folder_of_include(include)
             if mine in CORE_ORDER and theirs in CORE_ORDER and CORE_ORDER.index(theirs) > CORE_ORDER.index(mine):
                 found.append((path, line, include, f"core/{mine} may not include core/{theirs}"))
-            elif include.startswith("triax/comm/"):
-                found.append((path, line, include, "the core may not include comm/, which sits above it"))
+            elif include.split("/")[:2] in [["triax", above] for above in ABOVE_CORE]:
+                above = include.split("/")[1]
+                found.append((path, line, include, f"the core may not include {above}/, which sits above it"))
+            elif mine in CORE_ORDER and library_between(include):
+                library = library_between(include)
+                if CORE_ORDER.index(mine) <= CORE_ORDER.index(OVER_CORE_FOLDER[library]):
+                    found.append((path, line, include, f"core/{mine} may not include {library}/, which sits above it"))
     for library in BELOW_CORE:
         for path in sources(root / library):
             for line, include in includes(path):
-                if include.startswith("triax/core/"):
+                if include.startswith("triax/core/") or library_between(include):
                     found.append((path, line, include, f"{library}/ sits below the core"))
+    found.extend(between_upward_includes(root))
+    return found
+
+
+def library_between(include):
+    """The library between the core's folders that an include names, or None."""
+    match = re.match(r"triax/(\w+)/", include)
+    return match.group(1) if match and match.group(1) in OVER_CORE_FOLDER else None
+
+
+def between_upward_includes(root):
+    """Includes from a library between the core's folders into the core's folders above it."""
+    found = []
+    for library, below in OVER_CORE_FOLDER.items():
+        for path in sources(root / library):
+            for line, include in includes(path):
+                theirs = core_folder_of_include(include)
+                if include.startswith("triax/core/") and (
+                        theirs not in CORE_ORDER or CORE_ORDER.index(theirs) > CORE_ORDER.index(below)):
+                    found.append((path, line, include, f"{library}/ may include only core/{below} and the folders before it"))
     return found
 
 

@@ -14,7 +14,7 @@
 
 #include "commands.hpp"
 #include "parsed_options.hpp"
-#include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/convert/hf_conversion.hpp"
 #include "triax/generate/generation_model.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/error.hpp"

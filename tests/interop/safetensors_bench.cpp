@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/convert/hf_conversion.hpp"
+#include "triax/core/checkpoint/hf_weights.hpp"
 #include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/interop/safetensors.hpp"
 

@@ -16,7 +16,7 @@
 
 #include "triax/config_reader.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
-#include "triax/core/checkpoint/hf_conversion.hpp"
+#include "triax/core/checkpoint/hf_weights.hpp"
 #include "triax/core/checkpoint/training_checkpoint.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"

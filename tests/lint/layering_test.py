@@ -41,4 +41,24 @@ with tempfile.TemporaryDirectory() as folder:
     assert any("report/src/metrics.cpp:1:" in l and "report/ sits below the core" in l for l in lines), out
     assert any("core/src/train/run.cpp:1:" in l and "comm/" in l for l in lines), out
     assert any("config/src/tokens_section.cpp:1:" in l and "config/ sits below the core" in l for l in lines), out
-print("layering checker: 2 trees checked")
+# parallel/ sits over the core's mesh: it includes core/comm only, and only the folders after comm
+# include it. convert/ sits above the core. Each include below, and what the checker says of it.
+LIBRARIES_BESIDE = [
+    ("parallel/src/norm.cpp", "triax/core/comm/communicator.hpp", None),
+    ("core/src/gradients/step.hpp", "triax/parallel/norm.hpp", None),
+    ("parallel/src/ownership.cpp", "triax/core/plugins/plugin_registry.hpp", "may include only core/comm"),
+    ("core/src/comm/mesh.cpp", "triax/parallel/norm.hpp", "core/comm may not include parallel/"),
+    ("data/src/source.cpp", "triax/parallel/norm.hpp", "data/ sits below the core"),
+    ("core/src/checkpoint/store.cpp", "triax/convert/hf_conversion.hpp", "convert/, which sits above it"),
+]
+with tempfile.TemporaryDirectory() as folder:
+    root = pathlib.Path(folder)
+    for path, include, _ in LIBRARIES_BESIDE:
+        write(root, path, f'#include "{include}"\n')
+    status, out = run(root)
+    lines = out.splitlines()
+    refused = [(path, why) for path, _, why in LIBRARIES_BESIDE if why]
+    assert status == 1 and len(lines) == len(refused), (status, out)
+    for path, why in refused:
+        assert any(f"{path}:1:" in l and why in l for l in lines), (path, out)
+print("layering checker: 3 trees checked")

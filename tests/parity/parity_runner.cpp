@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "../live_cpu_bytes.hpp"
-#include "checkpoint/zero3_pieces.hpp"
+#include "triax/parallel/zero3_pieces.hpp"
 #include "triax/comm/communicator_factory.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/config/train_config.hpp"

@@ -4,7 +4,7 @@
 
 #include "reference_tables.hpp"
 #include "triax/config/train_config.hpp"
-#include "triax/config/nanoset_config.hpp"
+#include "triax/data/nanoset_config.hpp"
 #include "triax/error.hpp"
 
 namespace triax::config_reference {

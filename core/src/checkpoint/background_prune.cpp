@@ -4,7 +4,7 @@
 #include <exception>
 #include <string>
 
-#include "checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/faults/fault_injection.hpp"
 #include "triax/report/log.hpp"
 

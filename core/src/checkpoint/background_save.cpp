@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
 
 namespace triax::checkpoint {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "checkpoint/checkpoint_writer.hpp"
+#include "triax/core/checkpoint/checkpoint_writer.hpp"
 #include "checkpoint/host_snapshot.hpp"
 
 namespace triax::checkpoint {

@@ -1,4 +1,4 @@
-#include "checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <thread>
 
-#include "checkpoint/checkpoint_error.hpp"
+#include "triax/core/checkpoint/checkpoint_error.hpp"
 #include "triax/faults/fault_injection.hpp"
 #include "triax/interop/durable_file.hpp"
 

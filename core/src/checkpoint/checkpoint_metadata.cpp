@@ -1,7 +1,7 @@
 #include "triax/core/checkpoint/checkpoint_metadata.hpp"
 
 #include "triax/config_reader.hpp"
-#include "checkpoint/checkpoint_error.hpp"
+#include "triax/core/checkpoint/checkpoint_error.hpp"
 
 namespace triax::checkpoint {
 namespace {

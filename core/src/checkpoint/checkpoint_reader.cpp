@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "checkpoint/checkpoint_error.hpp"
-#include "checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checkpoint_error.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/tensor_text.hpp"
 #include "triax/interop/checksum.hpp"
 #include "triax/interop/hdf5_file.hpp"

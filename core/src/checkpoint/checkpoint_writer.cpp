@@ -1,4 +1,4 @@
-#include "checkpoint/checkpoint_writer.hpp"
+#include "triax/core/checkpoint/checkpoint_writer.hpp"
 
 #include <ATen/ATen.h>
 
@@ -7,8 +7,8 @@
 #include <system_error>
 #include <thread>
 
-#include "checkpoint/checkpoint_error.hpp"
-#include "checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checkpoint_error.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "comm/world_reduce.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/core/comm/communicator.hpp"

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/checkpoint_writer.hpp"
+#include "triax/core/checkpoint/checkpoint_writer.hpp"
 #include "checkpoint/device_staging.hpp"
 
 namespace triax::checkpoint {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "gradients/data_parallel_gradients.hpp"
+#include "triax/parallel/data_parallel_gradients.hpp"
 #include "gradients/gradient_accumulator.hpp"
 #include "gradients/tied_gradients.hpp"
 

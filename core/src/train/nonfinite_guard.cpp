@@ -6,7 +6,7 @@
 #include <sstream>
 #include <utility>
 
-#include "checkpoint/checkpoint_folder.hpp"
+#include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/report/log.hpp"
 #include "triax/error.hpp"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "triax/data/training_data.hpp"
-#include "gradients/replica_ownership.hpp"
+#include "triax/parallel/replica_ownership.hpp"
 #include "gradients/step_gradients.hpp"
 #include "step/engine_step.hpp"
 #include "step/micro_batch_request.hpp"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "train/lr_schedule.hpp"
+#include "triax/lr/lr_schedule.hpp"
 #include "train/nonfinite_guard.hpp"
 #include "train/step_logger.hpp"
 #include "train/validation.hpp"

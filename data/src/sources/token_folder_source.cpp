@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "sources/validation_source.hpp"
-#include "triax/config/nanoset_config.hpp"
+#include "triax/data/nanoset_config.hpp"
 #include "triax/data/source_registry.hpp"
 #include "triax/data/token_mixture.hpp"
 #include "triax/error.hpp"

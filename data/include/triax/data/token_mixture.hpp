@@ -16,7 +16,7 @@
 
 #include "triax/data/held_out_split.hpp"
 #include "triax/data/mixture_schedule.hpp"
-#include "triax/config/nanoset_config.hpp"
+#include "triax/data/nanoset_config.hpp"
 #include "triax/data/token_folder.hpp"
 
 namespace triax::data {

@@ -1,4 +1,4 @@
-#include "gradients/replica_ownership.hpp"
+#include "triax/parallel/replica_ownership.hpp"
 
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/comm/parallel_context.hpp"

@@ -1,4 +1,4 @@
-#include "triax/config/nanoset_config.hpp"
+#include "triax/data/nanoset_config.hpp"
 
 #include <filesystem>
 

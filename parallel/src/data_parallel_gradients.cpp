@@ -1,4 +1,4 @@
-#include "gradients/data_parallel_gradients.hpp"
+#include "triax/parallel/data_parallel_gradients.hpp"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function_hook.h>
@@ -8,7 +8,7 @@
 
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/comm/parallel_context.hpp"
-#include "gradients/gradient_norm.hpp"
+#include "triax/parallel/gradient_norm.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

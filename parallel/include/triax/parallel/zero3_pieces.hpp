@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "gradients/replica_ownership.hpp"
+#include "triax/parallel/replica_ownership.hpp"
 #include "triax/parameter.hpp"
 #include "triax/zero_partition.hpp"
 

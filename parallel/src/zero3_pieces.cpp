@@ -1,4 +1,4 @@
-#include "checkpoint/zero3_pieces.hpp"
+#include "triax/parallel/zero3_pieces.hpp"
 
 #include <ATen/ATen.h>
 

@@ -1,6 +1,8 @@
-// Between triax checkpoints and Hugging Face folders (triax convert, model.init_method.path), for
-// any model plugin that has a Hugging Face mapping: the plugin translates config.json and gives
-// its tensor map; interop/ reads and writes the folder and applies the map.
+// Between triax checkpoints and Hugging Face folders (triax convert), for any model plugin that has
+// a Hugging Face mapping: the plugin translates config.json and gives its tensor map; interop/
+// reads and writes the folder and applies the map; the core's checkpoint store reads and writes
+// the checkpoint (a run starting from a Hugging Face folder reads it with
+// triax/core/checkpoint/hf_weights.hpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -11,20 +13,8 @@
 #include <string>
 
 #include "triax/core/plugins/plugin_registry.hpp"
-#include "triax/parameter.hpp"
 
 namespace triax::checkpoint {
-
-// A model read from a Hugging Face folder.
-struct HfModel {
-  std::string plugin;                            // the model plugin that reads its architecture
-  std::string model_config_yaml;                 // its config.json as that plugin's model_config
-  std::map<std::string, at::Tensor> parameters;  // whole, on the CPU, as stored
-  at::ScalarType dtype;                          // the weights' dtype
-};
-
-// Reads `folder` with the plugin whose architectures list config.json's (or `plugin`, when given).
-HfModel read_hf_model(const PluginRegistry& registry, const std::string& folder, const std::string& plugin = "");
 
 // Writes whole `parameters` of a `plugin` model described by model_config as a Hugging Face folder
 // in `dtype` (float32, bfloat16 or float16), sharded above `max_shard_bytes`.
@@ -42,9 +32,5 @@ void export_to_hf(const PluginRegistry& registry, const std::string& checkpoint,
 // weights only, single-rank topology, for model.init_method.path (any topology). Returns the step
 // folder written.
 std::string import_from_hf(const PluginRegistry& registry, const std::string& hf_folder, const std::string& out);
-
-// Copies the part of `whole` (the meaningful, unpadded tensor) that `target`'s shard covers into
-// it; padding stays zero. A shape mismatch is an error naming `origin` and the tensor.
-void copy_shard_from_whole(const NamedParameter& target, const at::Tensor& whole, const std::string& origin);
 
 }  // namespace triax::checkpoint

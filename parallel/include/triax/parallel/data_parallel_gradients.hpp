@@ -42,8 +42,8 @@
 #include <vector>
 
 #include "triax/abi.h"
-#include "gradients/gradient_norm.hpp"
-#include "gradients/replica_ownership.hpp"
+#include "triax/parallel/gradient_norm.hpp"
+#include "triax/parallel/replica_ownership.hpp"
 #include "triax/parameter.hpp"
 #include "triax/zero_partition.hpp"
 

@@ -1,4 +1,4 @@
-#include "gradients/gradient_norm.hpp"
+#include "triax/parallel/gradient_norm.hpp"
 
 #include <ATen/ATen.h>
 
