@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <vector>
+
+#include "in_projection.hpp"
 #include "ssm_backbone.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
@@ -50,25 +53,25 @@ MambaMixer::MambaMixer(const MambaConfig& config, const ModelContext& context)
 }
 
 std::pair<at::Tensor, at::Tensor> MambaMixer::project_in(const at::Tensor& gathered) {
-  const at::Tensor input = gathered.transpose(1, 2);  // [b, h, s], a view
-  auto half = [&](int64_t part) {                     // in_proj.weight: [2, d/tp, h]
-    at::Tensor out = channel_major_product(in_proj_weight_[part], input);
-    return in_proj_bias_.defined() ? out + in_proj_bias_[part].unsqueeze(-1) : out;
-  };
-  return {half(0), half(1)};
+  auto [x, z] = in_projection(gathered, in_proj_weight_);  // in_proj.weight: [2, d/tp, h]
+  if (!in_proj_bias_.defined()) return {x, z};
+  return {x + in_proj_bias_[0].unsqueeze(-1), z + in_proj_bias_[1].unsqueeze(-1)};
 }
 
 SelectiveScanArgs MambaMixer::scan_args(const at::Tensor& u, const at::Tensor& z) {
   const int64_t r = config_.dt_rank(), n = config_.ssm.d_state;
   const at::Tensor partial = channel_major_product(x_proj_weight_, u);
   const at::Tensor projected = sum_over_channels(partial, tp());  // [b, r + 2n, s]
+  // One split: its backward joins the three gradients in one cat, where three narrows would each
+  // fill a zero tensor, copy into it, and add.
+  const std::vector<at::Tensor> dt_B_C = projected.split_with_sizes({r, n, n}, 1);
   SelectiveScanArgs args;
   args.u = u;
   // delta without its bias: the scan adds dt_proj.bias (in fp32) before the softplus.
-  args.delta = channel_major_product(dt_proj_weight_, projected.narrow(1, 0, r));  // [b, d/tp, s]
+  args.delta = channel_major_product(dt_proj_weight_, dt_B_C[0]);  // [b, d/tp, s]
   args.A = -at::exp(A_log.to(at::kFloat));
-  args.B = projected.narrow(1, r, n).contiguous();      // [b, n, s]
-  args.C = projected.narrow(1, r + n, n).contiguous();  // [b, n, s]
+  args.B = dt_B_C[1].contiguous();  // [b, n, s]
+  args.C = dt_B_C[2].contiguous();  // [b, n, s]
   args.D = D.to(at::kFloat);
   args.z = z;
   args.delta_bias = dt_proj_bias_.to(at::kFloat);

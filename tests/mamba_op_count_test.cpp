@@ -1,0 +1,129 @@
+// The ATen ops one Mamba-1 layer (SsmBlock around MambaMixer) dispatches in a bf16 training step
+// with an fp32 residual, counted on CPU by a RecordFunction callback: the copies, casts, fills and
+// adds around the scan, each of which is a separate kernel launch on a GPU. The CPU reference scan
+// loops over the sequence, so the counts of two lengths separate the per-token ops of its loop
+// from the fixed ops of the layer. The table is printed (docs/performance.md quotes it) and the
+// fixed counts are held at or below today's.
+#include <ATen/record_function.h>
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mamba_mixer.hpp"
+#include "mamba_model.hpp"
+#include "mamba_test_support.hpp"
+#include "ssm_block.hpp"
+
+namespace {
+
+using namespace mamba_test;
+using triax::mamba::MambaConfig;
+using triax::mamba::MambaLayerCache;
+using triax::mamba::MambaMixer;
+using triax::mamba::SsmBlock;
+using triax::mamba::SsmBlockNorm;
+
+using OpCounts = std::map<std::string, int64_t>;
+
+// The ops that launch a copy, cast, fill, add or concatenation kernel of their own, at any depth,
+// each keyed by the top-level op that called it (the op the caller or an autograd node entered):
+// "aten::copy_ <- aten::to" is a cast.
+bool launches_counted_kernel(const std::string& name) {
+  static const std::set<std::string> kernels{"aten::copy_", "aten::fill_", "aten::zero_",
+                                             "aten::add",   "aten::add_",  "aten::cat"};
+  return kernels.count(name) > 0;
+}
+
+// The autograd engine's scope around each backward node: the node's ops count as top-level ones.
+bool is_engine_scope(const at::RecordFunction& fn) { return std::string(fn.name()).rfind("autograd::", 0) == 0; }
+
+thread_local std::vector<std::string> op_stack;
+thread_local OpCounts* counts = nullptr;
+
+OpCounts count_ops(const std::function<void()>& work) {
+  OpCounts result;
+  counts = &result;
+  op_stack.clear();
+  auto callback = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(
+          [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+            if (is_engine_scope(fn)) return nullptr;
+            const std::string name = fn.name();
+            if (counts && launches_counted_kernel(name))
+              ++(*counts)[op_stack.empty() ? name : name + " <- " + op_stack.front()];
+            op_stack.push_back(name);
+            return nullptr;
+          },
+          [](const at::RecordFunction& fn, at::ObserverContext*) {
+            if (!is_engine_scope(fn)) op_stack.pop_back();
+          })
+          .scopes({at::RecordScope::FUNCTION}));
+  work();
+  at::removeCallback(callback);
+  counts = nullptr;
+  return result;
+}
+
+// One forward and backward of one layer on [2, length, 16], bf16 parameters, fp32 residual.
+OpCounts layer_step_ops(int64_t length) {
+  ConfigReader reader = ConfigReader::from_text(tiny_yaml(true), "model.model_config");
+  const MambaConfig config = MambaConfig::read(reader);
+  ModelContext context = tiny_model_context();
+  context.dtype = at::kBFloat16;
+  SsmBlock<MambaMixer, MambaLayerCache> layer(SsmBlockNorm{config.d_model, config.rms_norm_eps, true}, config,
+                                              context);
+  const at::Tensor x = at::randn({2, length, config.d_model}).requires_grad_(true);
+  const at::Tensor grad = at::randn({2, length, config.d_model});
+  return count_ops([&] { layer.forward(x, {}).backward(grad); });
+}
+
+// The ops of the layer that do not grow with the sequence: count(l) - l * (count(l + 1) - count(l)).
+OpCounts fixed_layer_ops() {
+  const int64_t length = 8;
+  const OpCounts at_l = layer_step_ops(length), at_next = layer_step_ops(length + 1);
+  OpCounts fixed;
+  for (const auto& [name, count] : at_l) {
+    const auto next = at_next.find(name);
+    const int64_t per_token = next == at_next.end() ? 0 : next->second - count;
+    if (const int64_t n = count - length * per_token; n != 0) fixed[name] = n;
+  }
+  return fixed;
+}
+
+// Sums the counts of `kernel` called at top level or by one of `callers`. Left out: the copies
+// and fills that CPU kernels make inside themselves (bf16 GEMMs, reductions, type promotion),
+// which a GPU kernel does not launch.
+int64_t total(const OpCounts& counts, const std::string& kernel, const std::vector<std::string>& callers) {
+  int64_t sum = counts.count(kernel) ? counts.at(kernel) : 0;
+  for (const std::string& caller : callers) {
+    const auto found = counts.find(kernel + " <- " + caller);
+    if (found != counts.end()) sum += found->second;
+  }
+  return sum;
+}
+
+TEST(MambaLayerOps, CopiesCastsAndAddsAroundTheScanStayFew) {
+  const OpCounts fixed = fixed_layer_ops();
+  std::cout << "copy, fill, add and cat ops of one Mamba layer's forward + backward, by caller:\n";
+  for (const auto& [name, count] : fixed) std::cout << "  " << name << " " << count << "\n";
+  const std::vector<std::string> layout_ops{"aten::contiguous", "aten::clone", "aten::slice_backward",
+                                            "aten::select_backward"};
+  const int64_t copies = total(fixed, "aten::copy_", layout_ops), casts = total(fixed, "aten::copy_", {"aten::to"});
+  const int64_t fills = total(fixed, "aten::zero_", {"aten::zeros", "aten::slice_backward", "aten::select_backward"});
+  const int64_t adds = total(fixed, "aten::add", {}) + total(fixed, "aten::add_", {});
+  const int64_t cats = total(fixed, "aten::cat", {"aten::stack"});
+  std::cout << "copies " << copies << ", casts " << casts << ", fills " << fills << ", adds " << adds << ", cats "
+            << cats << "\n";
+  EXPECT_LE(copies, 6);
+  EXPECT_LE(casts, 36);
+  EXPECT_LE(fills, 5);
+  EXPECT_LE(adds, 6);
+  EXPECT_LE(cats, 3);
+}
+
+}  // namespace
