@@ -6,9 +6,9 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 
-#include <atomic>
 #include <cstdint>
-#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 namespace triax::test {
 
@@ -19,17 +19,25 @@ class CpuLiveBytes final : public at::Allocator {
   CpuLiveBytes(const CpuLiveBytes&) = delete;
   CpuLiveBytes& operator=(const CpuLiveBytes&) = delete;
 
-  // Bytes allocated through this instance and not yet freed.
-  int64_t bytes() const { return live_->load(); }
+  // Bytes allocated through any instance and not yet freed.
+  int64_t bytes() const {
+    std::lock_guard<std::mutex> lock(blocks().mutex);
+    return blocks().live;
+  }
 
   at::DataPtr allocate(size_t n) override {
     at::DataPtr inner = base_->allocate(n);
+    if (n == 0) return inner;
     void* data = inner.get();
     const at::Device device = inner.device();
-    live_->fetch_add(static_cast<int64_t>(n));
-    // The context outlives this instance if the tensor does: it holds the counter, not `this`.
-    return {data, new Block{std::move(inner), static_cast<int64_t>(n), live_}, &release, device};
+    Blocks& all = blocks();
+    std::lock_guard<std::mutex> lock(all.mutex);
+    all.live += static_cast<int64_t>(n);
+    all.by_address.emplace(data, Block{std::move(inner), static_cast<int64_t>(n)});
+    // Data and context the same pointer: some kernels allocate raw memory through this allocator.
+    return {data, data, &release, device};
   }
+  at::DeleterFnPtr raw_deleter() const override { return &release; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
@@ -39,16 +47,29 @@ class CpuLiveBytes final : public at::Allocator {
   struct Block {
     at::DataPtr inner;
     int64_t bytes;
-    std::shared_ptr<std::atomic<int64_t>> live;
   };
-  static void release(void* context) {
-    auto* block = static_cast<Block*>(context);
-    block->live->fetch_sub(block->bytes);
-    delete block;  // frees through the allocator that gave the memory
+  // Shared by every instance and never destroyed: a tensor may outlive the instance that gave it.
+  struct Blocks {
+    std::mutex mutex;
+    std::unordered_map<void*, Block> by_address;
+    int64_t live = 0;
+  };
+  static Blocks& blocks() {
+    static Blocks* all = new Blocks;
+    return *all;
+  }
+  static void release(void* data) {
+    at::DataPtr inner;  // freed after the lock is released, through the allocator that gave it
+    Blocks& all = blocks();
+    std::lock_guard<std::mutex> lock(all.mutex);
+    auto found = all.by_address.find(data);
+    if (found == all.by_address.end()) return;
+    all.live -= found->second.bytes;
+    inner = std::move(found->second.inner);
+    all.by_address.erase(found);
   }
 
   at::Allocator* base_;
-  std::shared_ptr<std::atomic<int64_t>> live_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 }  // namespace triax::test

@@ -53,3 +53,9 @@ triax_checkpoint_source(single RANKS 1 ${MAMBA2_CHECKPOINT})
 triax_checkpoint_source(tp2_sp RANKS 2 ${MAMBA2_CHECKPOINT} ${MAMBA2_TP2_SP})
 triax_checkpoint_resume(tp2_sp_to_single SOURCE tp2_sp RANKS 1 ${MAMBA2_CHECKPOINT})
 triax_checkpoint_resume(single_to_tp2_sp SOURCE single RANKS 2 ${MAMBA2_CHECKPOINT} ${MAMBA2_TP2_SP})
+
+# The SSD's forward and backward timed at the mamba2-780m layer shape and what one layer keeps for
+# its backward (`build/bin/mamba2_ssd_bench [--cuda] [batch [length]]`); built, not run by ctest.
+add_executable(mamba2_ssd_bench ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_bench.cpp)
+target_link_libraries(mamba2_ssd_bench PRIVATE triax_mamba2_impl)
+triax_use_pch(mamba2_ssd_bench)

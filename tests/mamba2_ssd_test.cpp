@@ -60,7 +60,8 @@ std::vector<at::Tensor> gradients(SsdInputs in, int64_t chunk, const at::Tensor&
   if (weight_state.defined()) loss = loss + (state * weight_state).sum();
   loss.backward();
   std::vector<at::Tensor> grads;
-  for (at::Tensor* t : members(in)) grads.push_back(t->defined() ? t->grad() : at::Tensor());
+  for (at::Tensor* t : members(in))  // zeros for an input the used outputs do not depend on
+    grads.push_back(!t->defined() ? at::Tensor() : t->grad().defined() ? t->grad() : at::zeros_like(*t));
   return grads;
 }
 
@@ -170,7 +171,7 @@ TEST(Mamba2Ssd, Fp32LongChunksStayWithinRounding) {
 }
 
 // bf16 x, B and C (dt, A and the initial state fp32, as the mixer passes them): the chunk
-// products take bf16 operands with fp32 accumulation; outputs and gradients within 2% of the
+// products take bf16 operands with fp32 accumulation; outputs and gradients within 1% of the
 // largest value of the fp64 result on the same (bf16-rounded) inputs.
 TEST(Mamba2Ssd, Bf16OperandsStayWithinTheirTolerance) {
   SsdInputs in = random_inputs(7, true, {2, 100, 4, 8, 2, 16});
@@ -182,12 +183,12 @@ TEST(Mamba2Ssd, Bf16OperandsStayWithinTheirTolerance) {
   const at::Tensor weight_y = at::randn({2, 100, 4, 8}, g, at::kDouble);
   const auto out = ssd_chunked(mixed, 32);
   EXPECT_EQ(out.y.scalar_type(), at::kFloat);
-  EXPECT_LT(relative_error(out.y, ssd_chunked(in, 32).y), 2e-2);
+  EXPECT_LT(relative_error(out.y, ssd_chunked(in, 32).y), 1e-2);
   const std::vector<at::Tensor> expected = gradients(in, 32, weight_y, at::Tensor());
   const std::vector<at::Tensor> got = gradients(mixed, 32, weight_y.to(at::kFloat), at::Tensor());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].scalar_type(), members(mixed)[i]->scalar_type()) << i;
-    EXPECT_LT(relative_error(got[i], expected[i]), 2e-2) << "input " << i;
+    EXPECT_LT(relative_error(got[i], expected[i]), 1e-2) << "input " << i;
   }
 }
 

@@ -41,8 +41,12 @@ SsdOutputs forward_values(const SsdInputs& in, int64_t chunk_size) {
   // 4. The entering state read out by C, decayed from the chunk's start to each position.
   const at::Tensor off = ssd::read_out(k, ssd::entering_states(k, boundaries)).view({k.b, k.c, k.g, k.q, k.r, k.p}) *
                          ssd::per_position(k.decay.exp());
-  return {ssd::from_chunks(k, diagonal + off), boundaries.select(3, k.c).reshape({k.b, k.g * k.r, k.p, k.n})};
+  // The final state copied out: a view would keep every boundary state alive.
+  return {ssd::from_chunks(k, diagonal + off), boundaries.select(3, k.c).reshape({k.b, k.g * k.r, k.p, k.n}).clone()};
 }
+
+// An autograd function takes no undefined input: no initial state travels as an empty tensor.
+at::Tensor given(const at::Tensor& initial_state) { return initial_state.numel() > 0 ? initial_state : at::Tensor(); }
 
 // Keeps only its inputs for the backward, which recomputes the rest (ssd_backward.hpp): the
 // [chunk, chunk] tensors of every layer would otherwise live until the backward.
@@ -53,13 +57,13 @@ class SsdFunction : public torch::autograd::Function<SsdFunction> {
                                int64_t chunk_size) {
     ctx->save_for_backward({x, dt, A, B, C, initial_state});
     ctx->saved_data["chunk_size"] = chunk_size;
-    const SsdOutputs out = forward_values({x, dt, A, B, C, initial_state}, chunk_size);
+    const SsdOutputs out = forward_values({x, dt, A, B, C, given(initial_state)}, chunk_size);
     return {out.y, out.final_state};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    const SsdInputs in{saved[0], saved[1], saved[2], saved[3], saved[4], saved[5]};
+    const SsdInputs in{saved[0], saved[1], saved[2], saved[3], saved[4], given(saved[5])};
     const ssd::SsdGradients g = ssd::ssd_backward(in, ctx->saved_data["chunk_size"].toInt(), grads[0], grads[1]);
     const at::Tensor initial = in.initial_state.defined() ? g.initial_state.to(in.initial_state.scalar_type())
                                                           : at::Tensor();
@@ -72,7 +76,8 @@ class SsdFunction : public torch::autograd::Function<SsdFunction> {
 
 SsdOutputs ssd_chunked(const SsdInputs& in, int64_t chunk_size) {
   check_inputs(in, chunk_size);
-  const variable_list out = SsdFunction::apply(in.x, in.dt, in.A, in.B, in.C, in.initial_state, chunk_size);
+  const at::Tensor initial = in.initial_state.defined() ? in.initial_state : at::empty({0}, in.dt.options());
+  const variable_list out = SsdFunction::apply(in.x, in.dt, in.A, in.B, in.C, initial, chunk_size);
   return {out[0], out[1]};
 }
 

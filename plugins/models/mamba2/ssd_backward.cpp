@@ -103,7 +103,7 @@ SsdGradients to_inputs(const Chunks& k, const SsdInputs& in, const ChunkGradient
   SsdGradients out;
   out.x = dxdt * k.dt.unsqueeze(-1);
   out.dt = (dxdt * in.x.to(k.type)).sum(-1) + da * A;
-  out.A = (da * k.dt).sum({0, 1});
+  out.A = (da * k.dt).sum(at::IntArrayRef{0, 1});
   out.B = positions(grads.B);
   out.C = positions(grads.C);
   return out;
