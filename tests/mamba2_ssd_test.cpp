@@ -1,8 +1,8 @@
 // The chunked SSD (plugins/models/mamba2/ssd.hpp) against the sequential scan, in fp64: outputs and
 // final states for chunk sizes that do and do not divide the length (and exceed it), grouped B/C,
 // an initial state, every input's gradient (through the SSD's own backward, with either output's
-// gradient alone), fp32 inputs with long chunks and strong decays, bf16 operands, and the refusal
-// of a bad chunk size.
+// gradient alone), fp32 inputs with long chunks and strong decays, bf16 operands, the refusal of a
+// bad chunk size, and (Mamba2SsdCuda, with a GPU) the same SSD on CUDA against the CPU's fp64.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -189,6 +189,36 @@ TEST(Mamba2Ssd, Bf16OperandsStayWithinTheirTolerance) {
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].scalar_type(), members(mixed)[i]->scalar_type()) << i;
     EXPECT_LT(relative_error(got[i], expected[i]), 1e-2) << "input " << i;
+  }
+}
+
+// The same SSD on a GPU (skipped without one; label gpu): fp32 inputs, then bf16 x, B and C
+// through the tensor-core products (bf16 operands, fp32 accumulation and results), against the
+// CPU's fp64 result on the same (bf16-rounded) values, outputs and every input's gradient.
+TEST(Mamba2SsdCuda, MatchesTheCpuInFp32AndBf16) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  SsdInputs in = random_inputs(11, true, {2, 300, 8, 16, 2, 32});
+  for (at::Tensor* t : {&in.x, &in.B, &in.C}) *t = t->to(at::kBFloat16).to(at::kDouble);
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(12);
+  const at::Tensor weight_y = at::randn({2, 300, 8, 16}, g, at::kDouble);
+  const at::Tensor weight_state = at::randn({2, 8, 16, 32}, g, at::kDouble);
+  const auto exact = ssd_chunked(in, 64);
+  const std::vector<at::Tensor> expected = gradients(in, 64, weight_y, weight_state);
+  for (bool bf16 : {false, true}) {
+    SsdInputs gpu = in;
+    for (at::Tensor* t : members(gpu)) *t = t->to(at::kCUDA, at::kFloat);
+    if (bf16)
+      for (at::Tensor* t : {&gpu.x, &gpu.B, &gpu.C}) *t = t->to(at::kBFloat16);
+    const double tolerance = bf16 ? 1e-2 : 1e-4;
+    const auto out = ssd_chunked(gpu, 64);
+    EXPECT_LT(relative_error(out.y.cpu(), exact.y), tolerance) << "bf16 " << bf16;
+    EXPECT_LT(relative_error(out.final_state.cpu(), exact.final_state), tolerance) << "bf16 " << bf16;
+    const std::vector<at::Tensor> got =
+        gradients(gpu, 64, weight_y.to(at::kCUDA, at::kFloat), weight_state.to(at::kCUDA, at::kFloat));
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(got[i].is_cuda()) << i;
+      EXPECT_LT(relative_error(got[i].cpu(), expected[i]), tolerance) << "input " << i << " bf16 " << bf16;
+    }
   }
 }
 
