@@ -1,12 +1,16 @@
 # The mamba2 model plugin's unit tests (included from tests/CMakeLists.txt): the chunked SSD
-# against the sequential scan (fp64, gradients), config and bad input, initialisation, logits
-# against an independent reference, recomputation, and the Hugging Face mapping. They link the
-# model code directly (triax_mamba2_impl).
-add_executable(mamba2_test ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_config_test.cpp
-                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_model_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_cache_test.cpp)
+# against the sequential scan (fp64, gradients, fp32 and bf16 tolerances), what one layer's forward
+# keeps for the backward, config and bad input, initialisation, logits against an independent
+# reference, recomputation, and the Hugging Face mapping. They link the model code directly
+# (triax_mamba2_impl).
+add_executable(mamba2_test ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_saved_bytes_test.cpp
+                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_config_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_model_test.cpp
+                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_cache_test.cpp)
 target_link_libraries(mamba2_test PRIVATE triax_mamba2_impl GTest::gtest_main)
 triax_use_pch(mamba2_test)
-gtest_discover_tests(mamba2_test PROPERTIES LABELS mamba2)
+gtest_discover_tests(mamba2_test TEST_FILTER "-*Cuda.*" TEST_LIST mamba2_test_cpu PROPERTIES LABELS mamba2)
+# The SSD on CUDA against the CPU's fp64 (skipped without a GPU).
+gtest_discover_tests(mamba2_test TEST_FILTER "*Cuda.*" TEST_LIST mamba2_test_cuda PROPERTIES LABELS "gpu;mamba2")
 
 # The demo config trains with the triax command and its loss falls (tests/mamba2_training_test.py).
 add_test(NAME mamba2_demo_trains
@@ -51,3 +55,9 @@ triax_checkpoint_source(single RANKS 1 ${MAMBA2_CHECKPOINT})
 triax_checkpoint_source(tp2_sp RANKS 2 ${MAMBA2_CHECKPOINT} ${MAMBA2_TP2_SP})
 triax_checkpoint_resume(tp2_sp_to_single SOURCE tp2_sp RANKS 1 ${MAMBA2_CHECKPOINT})
 triax_checkpoint_resume(single_to_tp2_sp SOURCE single RANKS 2 ${MAMBA2_CHECKPOINT} ${MAMBA2_TP2_SP})
+
+# The SSD's forward and backward timed at the mamba2-780m layer shape and what one layer keeps for
+# its backward (`build/bin/mamba2_ssd_bench [--cuda] [batch [length]]`); built, not run by ctest.
+add_executable(mamba2_ssd_bench ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_bench.cpp)
+target_link_libraries(mamba2_ssd_bench PRIVATE triax_mamba2_impl)
+triax_use_pch(mamba2_ssd_bench)

@@ -1,9 +1,14 @@
 // The chunked SSD (plugins/models/mamba2/ssd.hpp) against the sequential scan, in fp64: outputs and
 // final states for chunk sizes that do and do not divide the length (and exceed it), grouped B/C,
-// an initial state, every input's gradient, fp32 inputs, and the refusal of a bad chunk size.
+// an initial state, every input's gradient (through the SSD's own backward, with either output's
+// gradient alone), fp32 inputs with long chunks and strong decays, bf16 operands, the refusal of a
+// bad chunk size, and (Mamba2SsdCuda, with a GPU) the same SSD on CUDA against the CPU's fp64.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+
+#include <tuple>
+#include <vector>
 
 #include "error_of.hpp"
 #include "mamba2_ssd_reference.hpp"
@@ -17,18 +22,52 @@ using triax::mamba2::ssd_chunked;
 
 using triax::test::max_abs_diff;
 
-// batch 2, length 13, 4 heads of 3 channels in 2 groups, state 5; steps of realistic size.
-SsdInputs random_inputs(uint64_t seed, bool with_initial_state) {
+struct Shape {
+  int64_t batch, length, heads, head_dim, groups, state;
+};
+
+// fp64 inputs of `shape`; steps of realistic size, decays exp(-dt e^A') with log-normal rates.
+SsdInputs random_inputs(uint64_t seed, bool with_initial_state, Shape s = {2, 13, 4, 3, 2, 5}) {
   at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed);
   const at::TensorOptions f64 = at::TensorOptions().dtype(at::kDouble);
   SsdInputs in;
-  in.x = at::randn({2, 13, 4, 3}, g, f64);
-  in.dt = at::softplus(at::randn({2, 13, 4}, g, f64) - 1.0);
-  in.A = -at::exp(at::randn({4}, g, f64));
-  in.B = at::randn({2, 13, 2, 5}, g, f64);
-  in.C = at::randn({2, 13, 2, 5}, g, f64);
-  if (with_initial_state) in.initial_state = at::randn({2, 4, 3, 5}, g, f64);
+  in.x = at::randn({s.batch, s.length, s.heads, s.head_dim}, g, f64);
+  in.dt = at::softplus(at::randn({s.batch, s.length, s.heads}, g, f64) - 1.0);
+  in.A = -at::exp(at::randn({s.heads}, g, f64));
+  in.B = at::randn({s.batch, s.length, s.groups, s.state}, g, f64);
+  in.C = at::randn({s.batch, s.length, s.groups, s.state}, g, f64);
+  if (with_initial_state) in.initial_state = at::randn({s.batch, s.heads, s.head_dim, s.state}, g, f64);
   return in;
+}
+
+std::vector<at::Tensor*> members(SsdInputs& in) { return {&in.x, &in.dt, &in.A, &in.B, &in.C, &in.initial_state}; }
+
+// Every input's gradient of sum(y w_y) + sum(final w_final) through ssd_chunked (either weight
+// undefined: that output unused) or, with chunk 0, through the sequential scan.
+std::vector<at::Tensor> gradients(SsdInputs in, int64_t chunk, const at::Tensor& weight_y,
+                                  const at::Tensor& weight_state) {
+  for (at::Tensor* t : members(in))
+    if (t->defined()) *t = t->detach().requires_grad_(true);
+  at::Tensor y, state;
+  if (chunk > 0) {
+    const auto out = ssd_chunked(in, chunk);
+    y = out.y, state = out.final_state;
+  } else {
+    std::tie(y, state) = mamba2_test::sequential_ssd(in.x, in.dt, in.A, in.B, in.C, in.initial_state);
+  }
+  at::Tensor loss = at::zeros({}, y.options());
+  if (weight_y.defined()) loss = loss + (y * weight_y).sum();
+  if (weight_state.defined()) loss = loss + (state * weight_state).sum();
+  loss.backward();
+  std::vector<at::Tensor> grads;
+  for (at::Tensor* t : members(in))  // zeros for an input the used outputs do not depend on
+    grads.push_back(!t->defined() ? at::Tensor() : t->grad().defined() ? t->grad() : at::zeros_like(*t));
+  return grads;
+}
+
+// max |a - b| / max |b|.
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  return max_abs_diff(a.to(at::kDouble), b.to(at::kDouble)) / b.abs().max().item<double>();
 }
 
 TEST(Mamba2Ssd, ChunkedEqualsSequentialForEveryChunkSize) {
@@ -87,6 +126,100 @@ TEST(Mamba2Ssd, RefusesABadChunkSizeAndShapes) {
   ungrouped.C = ungrouped.B;
   const std::string groups = triax::test::error_of([&] { ssd_chunked(ungrouped, 4); });
   EXPECT_NE(groups.find("heads not divisible by groups"), std::string::npos) << groups;
+}
+
+// An odd length, three groups, an initial state: the SSD's backward with both outputs' gradients
+// and with each one's alone equals autograd through the sequential scan.
+TEST(Mamba2Ssd, EitherOutputsGradientAloneEqualsTheSequentialScans) {
+  const SsdInputs in = random_inputs(5, true, {2, 37, 6, 3, 3, 4});
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(8);
+  const at::Tensor weight_y = at::randn({2, 37, 6, 3}, g, at::kDouble);
+  const at::Tensor weight_state = at::randn({2, 6, 3, 4}, g, at::kDouble);
+  for (const auto& [wy, ws] : std::vector<std::pair<at::Tensor, at::Tensor>>{
+           {weight_y, weight_state}, {weight_y, at::Tensor()}, {at::Tensor(), weight_state}}) {
+    const std::vector<at::Tensor> expected = gradients(in, 0, wy, ws);
+    for (int64_t chunk : {1, 8, 37, 64}) {
+      const std::vector<at::Tensor> got = gradients(in, chunk, wy, ws);
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_LT(max_abs_diff(got[i], expected[i]), 1e-10)
+            << "input " << i << " chunk " << chunk << " y " << wy.defined() << " state " << ws.defined();
+    }
+  }
+}
+
+// Chunks of 256 with decays as strong as a trained model's (rates up to 16, steps up to ~0.3):
+// fp32 inputs stay within fp32 rounding of the fp64 result, outputs and gradients.
+TEST(Mamba2Ssd, Fp32LongChunksStayWithinRounding) {
+  SsdInputs in = random_inputs(6, true, {1, 300, 4, 8, 2, 16});
+  in.A = -at::linspace(1.0, 16.0, 4, at::kDouble);
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(9);
+  const at::Tensor weight_y = at::randn({1, 300, 4, 8}, g, at::kDouble);
+  const at::Tensor weight_state = at::randn({1, 4, 8, 16}, g, at::kDouble);
+  SsdInputs single = in;
+  for (at::Tensor* t : members(single)) *t = t->to(at::kFloat);
+  for (int64_t chunk : {64, 256}) {
+    const auto exact = ssd_chunked(in, chunk), rounded = ssd_chunked(single, chunk);
+    EXPECT_LT(relative_error(rounded.y, exact.y), 1e-5) << chunk;
+    EXPECT_LT(relative_error(rounded.final_state, exact.final_state), 1e-5) << chunk;
+    const std::vector<at::Tensor> expected = gradients(in, chunk, weight_y, weight_state);
+    const std::vector<at::Tensor> got = gradients(single, chunk, weight_y.to(at::kFloat), weight_state.to(at::kFloat));
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].scalar_type(), at::kFloat);
+      EXPECT_LT(relative_error(got[i], expected[i]), 1e-4) << "input " << i << " chunk " << chunk;
+    }
+  }
+}
+
+// bf16 x, B and C (dt, A and the initial state fp32, as the mixer passes them): the chunk
+// products take bf16 operands with fp32 accumulation; outputs and gradients within 1% of the
+// largest value of the fp64 result on the same (bf16-rounded) inputs.
+TEST(Mamba2Ssd, Bf16OperandsStayWithinTheirTolerance) {
+  SsdInputs in = random_inputs(7, true, {2, 100, 4, 8, 2, 16});
+  for (at::Tensor* t : {&in.x, &in.B, &in.C}) *t = t->to(at::kBFloat16).to(at::kDouble);
+  SsdInputs mixed = in;
+  for (at::Tensor* t : members(mixed)) *t = t->to(at::kFloat);
+  for (at::Tensor* t : {&mixed.x, &mixed.B, &mixed.C}) *t = t->to(at::kBFloat16);
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(10);
+  const at::Tensor weight_y = at::randn({2, 100, 4, 8}, g, at::kDouble);
+  const auto out = ssd_chunked(mixed, 32);
+  EXPECT_EQ(out.y.scalar_type(), at::kFloat);
+  EXPECT_LT(relative_error(out.y, ssd_chunked(in, 32).y), 1e-2);
+  const std::vector<at::Tensor> expected = gradients(in, 32, weight_y, at::Tensor());
+  const std::vector<at::Tensor> got = gradients(mixed, 32, weight_y.to(at::kFloat), at::Tensor());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].scalar_type(), members(mixed)[i]->scalar_type()) << i;
+    EXPECT_LT(relative_error(got[i], expected[i]), 1e-2) << "input " << i;
+  }
+}
+
+// The same SSD on a GPU (skipped without one; label gpu): fp32 inputs, then bf16 x, B and C
+// through the tensor-core products (bf16 operands, fp32 accumulation and results), against the
+// CPU's fp64 result on the same (bf16-rounded) values, outputs and every input's gradient.
+TEST(Mamba2SsdCuda, MatchesTheCpuInFp32AndBf16) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  SsdInputs in = random_inputs(11, true, {2, 300, 8, 16, 2, 32});
+  for (at::Tensor* t : {&in.x, &in.B, &in.C}) *t = t->to(at::kBFloat16).to(at::kDouble);
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(12);
+  const at::Tensor weight_y = at::randn({2, 300, 8, 16}, g, at::kDouble);
+  const at::Tensor weight_state = at::randn({2, 8, 16, 32}, g, at::kDouble);
+  const auto exact = ssd_chunked(in, 64);
+  const std::vector<at::Tensor> expected = gradients(in, 64, weight_y, weight_state);
+  for (bool bf16 : {false, true}) {
+    SsdInputs gpu = in;
+    for (at::Tensor* t : members(gpu)) *t = t->to(at::kCUDA, at::kFloat);
+    if (bf16)
+      for (at::Tensor* t : {&gpu.x, &gpu.B, &gpu.C}) *t = t->to(at::kBFloat16);
+    const double tolerance = bf16 ? 1e-2 : 1e-4;
+    const auto out = ssd_chunked(gpu, 64);
+    EXPECT_LT(relative_error(out.y.cpu(), exact.y), tolerance) << "bf16 " << bf16;
+    EXPECT_LT(relative_error(out.final_state.cpu(), exact.final_state), tolerance) << "bf16 " << bf16;
+    const std::vector<at::Tensor> got =
+        gradients(gpu, 64, weight_y.to(at::kCUDA, at::kFloat), weight_state.to(at::kCUDA, at::kFloat));
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(got[i].is_cuda()) << i;
+      EXPECT_LT(relative_error(got[i].cpu(), expected[i]), tolerance) << "input " << i << " bf16 " << bf16;
+    }
+  }
 }
 
 }  // namespace

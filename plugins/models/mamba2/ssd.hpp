@@ -1,8 +1,9 @@
 // Mamba-2's state-space dual (SSD) scan, chunked: the sequence is cut into chunks of chunk_size
 // positions; within a chunk the output is a masked, decayed "attention" C.B over the chunk's
 // positions, across chunks a small recurrence passes each chunk's final state on. Every step is a
-// batched matrix product or an elementwise op (LibTorch ops, differentiable by autograd), so the
-// work is chunk-sized GEMMs instead of a loop over the tokens.
+// batched matrix product or an elementwise op (LibTorch ops), so the work is chunk-sized GEMMs
+// instead of a loop over the tokens. One autograd function: it keeps only its inputs, and its
+// backward (ssd_backward.hpp) recomputes the rest.
 //
 // Shapes: batch b, length l, heads H of head_dim P, groups G (H divisible by G; head h reads the
 // B and C of group h / (H / G)), state N.
@@ -28,7 +29,8 @@ struct SsdOutputs {
   at::Tensor final_state;  // [b, H, P, N], the state after the last position
 };
 
-// Arithmetic in fp32 (fp64 for fp64 inputs); outputs in that type. chunk_size > 0; the length
+// Arithmetic in fp32 (fp64 for fp64 inputs); outputs in that type. With bf16 (fp16) x, the chunk
+// products take bf16 operands with fp32 accumulation (ssd_chunks.hpp). chunk_size > 0; the length
 // need not be a multiple of it.
 SsdOutputs ssd_chunked(const SsdInputs& inputs, int64_t chunk_size);
 

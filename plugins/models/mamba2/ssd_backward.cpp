@@ -1,0 +1,133 @@
+#include "ssd_backward.hpp"
+
+#include <ATen/ATen.h>
+
+#include "ssd_chunks.hpp"
+
+namespace triax::mamba2::ssd {
+namespace {
+
+// The gradients in the chunks' layout, summed over the four steps.
+struct ChunkGradients {
+  at::Tensor xdt;    // [b, c, g, q, r, p]
+  at::Tensor decay;  // [b, c, g, r, q], of the cumulative log-decays
+  at::Tensor B, C;   // [b, c, g, q, n]
+};
+
+at::Tensor reverse_cumsum(const at::Tensor& t) { return t.flip(-1).cumsum(-1).flip(-1); }
+
+// Within each chunk: y = M xdt per head. dy_heads [b, c, g, r, q, p].
+void diagonal_backward(const Chunks& k, const at::Tensor& dy_heads, ChunkGradients& grads) {
+  const at::Tensor mask = decay_mask(k);
+  const at::Tensor scores_of_group = scores(k).unsqueeze(3);
+  const at::Tensor x_heads = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).permute({0, 1, 2, 4, 3, 5});
+  const at::Tensor dy = dy_heads.to(k.operand);
+  const at::Tensor masked = (mask * scores_of_group).to(k.operand);
+  grads.xdt += product(masked.transpose(-1, -2), dy, k.type).permute({0, 1, 2, 4, 3, 5});
+  const at::Tensor weighted = product(dy, x_heads.transpose(-1, -2), k.type).mul_(mask);  // dM o L
+  const at::Tensor dscores = weighted.sum(3).to(k.operand);
+  grads.C += product(dscores, k.B, k.type);
+  grads.B += product(dscores.transpose(-1, -2), k.C, k.type);
+  const at::Tensor g = weighted.mul_(scores_of_group);  // dM o M
+  grads.decay += g.sum(-1) - g.sum(-2);
+}
+
+// The read-out of the entering states; returns their gradient [b, c, g, r p, n]. dy [b, c, g, q, r, p].
+at::Tensor read_out_backward(const Chunks& k, const at::Tensor& dy, const at::Tensor& entering,
+                             ChunkGradients& grads) {
+  const at::Tensor from_start = per_position(k.decay.exp());  // [b, c, g, q, r, 1]
+  const at::Tensor dread = (dy * from_start).to(k.operand).view({k.b, k.c, k.g, k.q, k.r * k.p});
+  grads.C += product(dread, entering.to(k.operand), k.type);
+  const at::Tensor read = read_out(k, entering).view({k.b, k.c, k.g, k.q, k.r, k.p});
+  grads.decay += ((dy * read).sum(-1) * from_start.squeeze(-1)).transpose(3, 4);
+  return product(dread.transpose(-1, -2), k.C, k.type);
+}
+
+struct PassedGradients {
+  at::Tensor chunk_states;  // [b, c, g, r p, n]
+  at::Tensor initial_state;  // [b, H, p, n]
+};
+
+// Across chunks: boundaries = passing inputs. dentering [b, c, g, r p, n], dfinal [b, H, p, n] or undefined.
+PassedGradients passing_backward(const Chunks& k, const at::Tensor& passing, const at::Tensor& inputs,
+                                 const at::Tensor& dentering, const at::Tensor& dfinal, ChunkGradients& grads) {
+  const at::Tensor entering = dentering.reshape({k.b, k.c, k.g, k.r, k.p * k.n}).permute({0, 2, 3, 1, 4});
+  const at::Tensor last = dfinal.defined() ? dfinal.to(k.type).reshape({k.b, k.g, k.r, 1, k.p * k.n})
+                                           : at::zeros({k.b, k.g, k.r, 1, k.p * k.n}, entering.options());
+  const at::Tensor dboundaries = at::cat({entering, last}, 3);  // [b, g, r, c + 1, p n]
+  const at::Tensor dinputs = at::matmul(passing.transpose(-1, -2), dboundaries);
+  const at::Tensor g = at::matmul(dboundaries, inputs.transpose(-1, -2)).mul_(passing);
+  // Entry (u, v) of the passing matrix is exp(s_u - s_v), s the cumulative chunk decays.
+  const at::Tensor dchunk_decay = reverse_cumsum(g.sum(-1) - g.sum(-2)).narrow(-1, 1, k.c);  // [b, g, r, c]
+  grads.decay.select(-1, k.q - 1).add_(dchunk_decay.permute({0, 3, 1, 2}));
+  const at::Tensor states = dinputs.narrow(3, 1, k.c)
+                                .reshape({k.b, k.g, k.r, k.c, k.p, k.n})
+                                .permute({0, 3, 1, 2, 4, 5})
+                                .reshape({k.b, k.c, k.g, k.r * k.p, k.n});
+  return {states, dinputs.select(3, 0).reshape({k.b, k.g * k.r, k.p, k.n})};
+}
+
+// Each chunk's own state S = (xdt o w)^T B. dstates [b, c, g, r p, n].
+void chunk_states_backward(const Chunks& k, const at::Tensor& dstates, ChunkGradients& grads) {
+  const at::Tensor to_end = to_chunk_end(k);  // [b, c, g, r, q]
+  const at::Tensor w = per_position(to_end);
+  const at::Tensor x = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).to(k.type);
+  const at::Tensor weighted = (x * w).to(k.operand).view({k.b, k.c, k.g, k.q, k.r * k.p});
+  const at::Tensor ds = dstates.to(k.operand);
+  grads.B += product(weighted, ds, k.type);
+  const at::Tensor dweighted = product(k.B, ds.transpose(-1, -2), k.type).view({k.b, k.c, k.g, k.q, k.r, k.p});
+  grads.xdt += dweighted * w;
+  const at::Tensor dw = (dweighted * x).sum(-1).transpose(3, 4) * to_end;  // of decay_end - decay_j
+  grads.decay -= dw;
+  grads.decay.select(-1, k.q - 1).add_(dw.sum(-1));
+}
+
+// dy [b, l, H, p] or undefined -> position-major chunks [b, c, g, q, r, p].
+at::Tensor chunked_grad_y(const Chunks& k, const at::Tensor& grad_y) {
+  const at::Tensor dy = grad_y.defined() ? grad_y.to(k.type) : at::zeros({k.b, k.l, k.g * k.r, k.p}, k.dt.options());
+  const at::Tensor padded = at::constant_pad_nd(dy, {0, 0, 0, 0, 0, k.c * k.q - k.l});
+  return padded.reshape({k.b, k.c, k.q, k.g, k.r, k.p}).transpose(2, 3);
+}
+
+// The chunk-layout gradients back to the inputs'.
+SsdGradients to_inputs(const Chunks& k, const SsdInputs& in, const ChunkGradients& grads) {
+  const at::Tensor dxdt = from_chunks(k, grads.xdt);
+  const at::Tensor da = reverse_cumsum(grads.decay)
+                            .permute({0, 1, 4, 2, 3})
+                            .reshape({k.b, k.c * k.q, k.g * k.r})
+                            .narrow(1, 0, k.l);
+  const at::Tensor A = in.A.to(k.type);
+  auto positions = [&](const at::Tensor& t) {
+    return t.transpose(2, 3).reshape({k.b, k.c * k.q, k.g, k.n}).narrow(1, 0, k.l);
+  };
+  SsdGradients out;
+  out.x = dxdt * k.dt.unsqueeze(-1);
+  out.dt = (dxdt * in.x.to(k.type)).sum(-1) + da * A;
+  out.A = (da * k.dt).sum(at::IntArrayRef{0, 1});
+  out.B = positions(grads.B);
+  out.C = positions(grads.C);
+  return out;
+}
+
+}  // namespace
+
+SsdGradients ssd_backward(const SsdInputs& in, int64_t chunk_size, const at::Tensor& grad_y,
+                          const at::Tensor& grad_final_state) {
+  const Chunks k = into_chunks(in, chunk_size);
+  const at::TensorOptions options = k.dt.options();
+  ChunkGradients grads{at::zeros({k.b, k.c, k.g, k.q, k.r, k.p}, options), at::zeros({k.b, k.c, k.g, k.r, k.q}, options),
+                       at::zeros({k.b, k.c, k.g, k.q, k.n}, options), at::zeros({k.b, k.c, k.g, k.q, k.n}, options)};
+  const at::Tensor dy = chunked_grad_y(k, grad_y);
+  diagonal_backward(k, dy.permute({0, 1, 2, 4, 3, 5}), grads);
+  const at::Tensor passing = passing_matrix(k);
+  const at::Tensor inputs = boundary_inputs(k, in.initial_state, chunk_states(k));
+  const at::Tensor entering = entering_states(k, boundary_states(passing, inputs));
+  const at::Tensor dentering = read_out_backward(k, dy, entering, grads);
+  const PassedGradients passed = passing_backward(k, passing, inputs, dentering, grad_final_state, grads);
+  chunk_states_backward(k, passed.chunk_states, grads);
+  SsdGradients out = to_inputs(k, in, grads);
+  if (in.initial_state.defined()) out.initial_state = passed.initial_state;
+  return out;
+}
+
+}  // namespace triax::mamba2::ssd

@@ -1,0 +1,72 @@
+// The chunked SSD's pieces, shared by its forward (ssd.cpp) and its backward (ssd_backward.cpp),
+// which recomputes them from the inputs instead of keeping them: the inputs cut into chunks, and
+// the four steps of the forward (see ssd.hpp for the recurrence).
+//
+// Shapes: batch b, chunks c of q positions, groups g of r heads of p channels, state n.
+// "Position-major" tensors hold a group's heads side by side per position, [b, c, g, q, r p], so
+// that a product with B or C (shared by the group's heads) is one GEMM over all of them.
+//
+// Precision: decays and states in the compute type (fp32; fp64 for fp64 inputs). The chunk
+// products take their operands in the operand type: bf16 (fp16) when x is bf16 (fp16), with fp32
+// accumulation and fp32 results as tensor cores give them; the compute type otherwise.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "ssd.hpp"
+
+namespace triax::mamba2::ssd {
+
+struct Chunks {
+  int64_t b, l, g, r, p, n, q, c;
+  c10::ScalarType type;     // the compute type
+  c10::ScalarType operand;  // the matrix products' operand type
+  at::Tensor dt;            // [b, l, H] in the compute type
+  at::Tensor xdt;           // x dt, position-major [b, c, g, q, r p], operand type
+  at::Tensor B, C;          // [b, c, g, q, n], operand type
+  at::Tensor decay;         // the within-chunk cumulative log-decays, [b, c, g, r, q], compute type
+};
+
+Chunks into_chunks(const SsdInputs& in, int64_t chunk_size);
+
+// Batched a [..., m, k] times b [..., k, n] (the same leading sizes) with the compute type's
+// accumulation, the result in the compute type.
+at::Tensor product(const at::Tensor& a, const at::Tensor& b, c10::ScalarType type);
+
+// [b, c, g, r, q] -> [b, c, g, q, r, 1]: one factor per position and head, beside position-major values.
+at::Tensor per_position(const at::Tensor& t);
+
+// The decays within each chunk, [b, c, g, r, q, q]: exp(decay_i - decay_j) for i >= j, 0 above.
+at::Tensor decay_mask(const Chunks& k);
+
+// The scores C_i . B_j of each chunk and group, [b, c, g, q, q] in the compute type.
+at::Tensor scores(const Chunks& k);
+
+// exp(decay at the chunk's end - decay_j), [b, c, g, r, q]: position j's decay to the chunk's end.
+at::Tensor to_chunk_end(const Chunks& k);
+
+// Each chunk's own final state from its inputs alone, [b, c, g, r p, n] in the compute type.
+at::Tensor chunk_states(const Chunks& k);
+
+// The decays between chunk boundaries: [b, g, r, c + 1, c + 1], entry (u, v) the decay from the
+// start of chunk v to the start of chunk u (chunk c: the end), 0 for u < v.
+at::Tensor passing_matrix(const Chunks& k);
+
+// The initial state followed by the chunk states, [b, g, r, c + 1, p n].
+at::Tensor boundary_inputs(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states);
+
+// The state at each chunk boundary, [b, g, r, c + 1, p n]: entering chunk 0 .. c - 1, then the final state.
+at::Tensor boundary_states(const at::Tensor& passing, const at::Tensor& inputs);
+
+// The states entering each chunk, position-major [b, c, g, r p, n], from boundary_states.
+at::Tensor entering_states(const Chunks& k, const at::Tensor& boundaries);
+
+// The entering states read out by C (before the decay from the chunk's start), [b, c, g, q, r p].
+at::Tensor read_out(const Chunks& k, const at::Tensor& entering);
+
+// [b, c, g, q, r, p] position-major per chunk -> [b, l, H, p].
+at::Tensor from_chunks(const Chunks& k, const at::Tensor& t);
+
+}  // namespace triax::mamba2::ssd
