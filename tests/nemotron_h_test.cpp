@@ -35,10 +35,9 @@ using triax::test::tiny_model_context;
 // of 8 over 2 K/V heads; MLP 24; vocab 30. `extra`: "key: value" lines that replace or add keys.
 std::string tiny_yaml(const std::string& pattern, const std::string& extra = "") {
   std::map<std::string, std::string> keys = {
-      {"hidden_size", "16"},       {"vocab_size", "30"},        {"num_attention_heads", "4"},
-      {"num_key_value_heads", "2"}, {"head_dim", "8"},          {"intermediate_size", "24"},
-      {"mamba_num_heads", "8"},    {"mamba_head_dim", "4"},     {"ssm_state_size", "4"},
-      {"n_groups", "2"},           {"conv_kernel", "3"},        {"chunk_size", "4"}};
+      {"hidden_size", "16"},   {"vocab_size", "30"},        {"num_attention_heads", "4"}, {"num_key_value_heads", "2"},
+      {"head_dim", "8"},       {"intermediate_size", "24"}, {"mamba_num_heads", "8"},     {"mamba_head_dim", "4"},
+      {"ssm_state_size", "4"}, {"n_groups", "2"},           {"conv_kernel", "3"},         {"chunk_size", "4"}};
   std::istringstream lines(extra);
   for (std::string line; std::getline(lines, line);) {
     const size_t colon = line.find(": ");
@@ -136,11 +135,8 @@ TEST(NemotronHCache, PromptThenFewTokensAtATimeEqualsTheFullForward) {
 }
 
 TEST(NemotronHModel, RecomputationChangesNothing) {
-  triax::test::expect_recomputation_changes_nothing(
-      [](bool recompute) {
-        return build("M*-M", "", 1, recompute);
-      },
-      random_tokens(2, 9, 5), random_tokens(2, 9, 6));
+  triax::test::expect_recomputation_changes_nothing([](bool recompute) { return build("M*-M", "", 1, recompute); },
+                                                    random_tokens(2, 9, 5), random_tokens(2, 9, 6));
 }
 
 }  // namespace

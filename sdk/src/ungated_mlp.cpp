@@ -14,8 +14,8 @@ UngatedMlp::UngatedMlp(int64_t hidden_size, int64_t intermediate_size, const Ung
   };
   input_projection = register_module(
       options.input_name, std::make_shared<ColumnParallelLinear>(linear(hidden_size, intermediate_size), tp));
-  output_projection = register_module(
-      options.output_name, std::make_shared<RowParallelLinear>(linear(intermediate_size, hidden_size), tp));
+  output_projection = register_module(options.output_name,
+                                      std::make_shared<RowParallelLinear>(linear(intermediate_size, hidden_size), tp));
 }
 
 at::Tensor UngatedMlp::forward(const at::Tensor& x) {

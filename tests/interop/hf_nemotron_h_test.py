@@ -66,22 +66,18 @@ def made_model(pattern, bias, tied, seed=3, time_step_min=0.01):
 # 2. Hugging Face -> triax, and back
 for pattern, bias, tied in (("M*-M-*", False, False), ("*M-M", True, True)):
     # tie_word_embeddings in config.json: transformers still keeps lm_head apart, and so does the import.
+    name = pattern.replace("*", "A").replace("-", "P") + ("_bias" if bias else "")
+    made_dir = check.import_and_compare(triax, made_model(pattern, bias, tied), name)
+    imported = os.path.join(work, f"imported_{name}")
     label = f"{pattern}{', biases' if bias else ''}{', tie_word_embeddings' if tied else ''}"
-    slug = "made_" + pattern.replace("*", "A").replace("-", "P") + ("_bias" if bias else "")
-    made = made_model(pattern, bias, tied)
-    made_dir = os.path.join(work, slug)
-    made.save_pretrained(made_dir, safe_serialization=True)
-    imported = os.path.join(work, slug.replace("made", "imported"))
-    run(triax, "convert", "--from", "hf", made_dir, imported)
-    expected = check.hf_logits(made)
-    compare(f"import through triax convert ({label})", check.triax_logits(imported), expected)
-    compare(f"import straight from the folder ({label})", check.triax_logits(made_dir), expected)
-    back = os.path.join(work, slug.replace("made", "back"))
+    back = os.path.join(work, f"back_{name}")
     run(triax, "convert", "--to", "hf", imported, back, "--dtype", "float32")
-    original, returned = load_file(os.path.join(made_dir, "model.safetensors")), load_file(os.path.join(back, "model.safetensors"))
+    original = load_file(os.path.join(made_dir, "model.safetensors"))
+    returned = load_file(os.path.join(back, "model.safetensors"))
     different = [k for k in original if k not in returned or not torch.equal(original[k], returned[k])]
-    if different or set(returned) - set(original):
-        check.fail(f"round trip ({label}): tensors differ or are missing: {different + sorted(set(returned) - set(original))}")
+    different += sorted(set(returned) - set(original))
+    if different:
+        check.fail(f"round trip ({label}): tensors differ, are missing or extra: {different}")
     else:
         print(f"round trip ({label}): {len(original)} tensors bit-identical")
 

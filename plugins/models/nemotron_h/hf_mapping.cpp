@@ -20,19 +20,29 @@ namespace {
 using Json = nlohmann::json;
 constexpr const char* kArchitecture = "NemotronHForCausalLM";
 
-const std::vector<HfConfigKey> kModelKeys = {
-    {"vocab_size", HfValue::Integer},          {"hidden_size", HfValue::Integer},
-    {"num_attention_heads", HfValue::Integer}, {"num_key_value_heads", HfValue::Integer},
-    {"head_dim", HfValue::Integer},            {"intermediate_size", HfValue::Integer},
-    {"mlp_bias", HfValue::Boolean},            {"mamba_num_heads", HfValue::Integer},
-    {"mamba_head_dim", HfValue::Integer},      {"ssm_state_size", HfValue::Integer},
-    {"n_groups", HfValue::Integer},            {"conv_kernel", HfValue::Integer},
-    {"chunk_size", HfValue::Integer},          {"use_bias", HfValue::Boolean},
-    {"use_conv_bias", HfValue::Boolean},       {"time_step_min", HfValue::Number},
-    {"time_step_max", HfValue::Number},        {"time_step_floor", HfValue::Number},
-    {"layer_norm_epsilon", HfValue::Number},   {"residual_in_fp32", HfValue::Boolean},
-    {"bos_token_id", HfValue::TokenId},        {"eos_token_id", HfValue::TokenId},
-    {"pad_token_id", HfValue::TokenId}};
+const std::vector<HfConfigKey> kModelKeys = {{"vocab_size", HfValue::Integer},
+                                             {"hidden_size", HfValue::Integer},
+                                             {"num_attention_heads", HfValue::Integer},
+                                             {"num_key_value_heads", HfValue::Integer},
+                                             {"head_dim", HfValue::Integer},
+                                             {"intermediate_size", HfValue::Integer},
+                                             {"mlp_bias", HfValue::Boolean},
+                                             {"mamba_num_heads", HfValue::Integer},
+                                             {"mamba_head_dim", HfValue::Integer},
+                                             {"ssm_state_size", HfValue::Integer},
+                                             {"n_groups", HfValue::Integer},
+                                             {"conv_kernel", HfValue::Integer},
+                                             {"chunk_size", HfValue::Integer},
+                                             {"use_bias", HfValue::Boolean},
+                                             {"use_conv_bias", HfValue::Boolean},
+                                             {"time_step_min", HfValue::Number},
+                                             {"time_step_max", HfValue::Number},
+                                             {"time_step_floor", HfValue::Number},
+                                             {"layer_norm_epsilon", HfValue::Number},
+                                             {"residual_in_fp32", HfValue::Boolean},
+                                             {"bos_token_id", HfValue::TokenId},
+                                             {"eos_token_id", HfValue::TokenId},
+                                             {"pad_token_id", HfValue::TokenId}};
 
 // transformers' layer type names, by pattern letter.
 const std::vector<std::pair<char, std::string>> kLayerTypes = {
@@ -57,7 +67,8 @@ std::string pattern_from_hf(ConfigReader& hf) {
 
 YAML::Node config_from_hf(ConfigReader& hf) {
   require_hf_architecture(hf, {kArchitecture});
-  require_hf_value(hf, "model_type", "nemotron_h", "the nemotron_h plugin reads Nemotron-H models (model_type nemotron_h)");
+  require_hf_value(hf, "model_type", "nemotron_h",
+                   "the nemotron_h plugin reads Nemotron-H models (model_type nemotron_h)");
   require_hf_value(hf, "mlp_hidden_act", "relu2", "triax's nemotron_h MLP uses relu2");
   require_hf_value(hf, "mamba_hidden_act", "silu", "triax's Mamba-2 mixer uses SiLU");
   YAML::Node m(YAML::NodeType::Map);
@@ -72,8 +83,9 @@ YAML::Node config_from_hf(ConfigReader& hf) {
 std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
   const NemotronHConfig c = NemotronHConfig::read(model_config);
   if (c.tie_word_embeddings)
-    model_config.fail("tie_word_embeddings", "is true, but transformers' NemotronHForCausalLM has its own lm_head "
-                                             "(it never ties it to the embedding): export a model trained untied");
+    model_config.fail("tie_word_embeddings",
+                      "is true, but transformers' NemotronHForCausalLM has its own lm_head "
+                      "(it never ties it to the embedding): export a model trained untied");
   Json types = Json::array();
   for (char letter : c.hybrid_override_pattern)
     for (const auto& [l, name] : kLayerTypes)

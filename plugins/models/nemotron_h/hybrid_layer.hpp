@@ -24,7 +24,8 @@ class HybridLayer : public CausalLmLayer {
 
   at::Tensor forward(const at::Tensor& x, const std::vector<at::Tensor>& shared) override;  // no shared inputs
   std::unique_ptr<LayerCache> create_cache(int64_t capacity) override;
-  at::Tensor forward_cached(const at::Tensor& x, const std::vector<at::Tensor>& shared, const CachedStep& step) override;
+  at::Tensor forward_cached(const at::Tensor& x, const std::vector<at::Tensor>& shared,
+                            const CachedStep& step) override;
 
   std::shared_ptr<RMSNorm> norm;
 

@@ -75,12 +75,14 @@ LayerKind attention_kind() {
   };
   kind.add_hf_rules = [](const NemotronHConfig& c, std::vector<HfTensorRule>& rules, const std::string& prefix) {
     rules.push_back(QkvLayout::of(attention_shape(c)).hf_rule(prefix, "weight", {c.hidden_size}));
-    rules.push_back(HfTensorRule::rename(prefix + "o_proj.weight", {c.hidden_size, c.num_attention_heads * c.head_dim}));
+    rules.push_back(
+        HfTensorRule::rename(prefix + "o_proj.weight", {c.hidden_size, c.num_attention_heads * c.head_dim}));
   };
   // q, k, v and o; the scores and their weighted sum over the whole sequence (no causal discount).
   kind.multiply_adds_per_token = [](const NemotronHConfig& c, int64_t s) {
     const double h = static_cast<double>(c.hidden_size), d = static_cast<double>(c.head_dim);
-    const double q = static_cast<double>(c.num_attention_heads) * d, kv = static_cast<double>(c.num_key_value_heads) * d;
+    const double q = static_cast<double>(c.num_attention_heads) * d,
+                 kv = static_cast<double>(c.num_key_value_heads) * d;
     return h * (q + 2.0 * kv) + q * h + 2.0 * q * static_cast<double>(s);
   };
   kind.parameter_count = [](const NemotronHConfig& c) {
@@ -93,8 +95,10 @@ LayerKind attention_kind() {
     return true;
   };
   kind.check_tensor_parallel = [](ConfigReader& reader, const NemotronHConfig& c, const ModelContext& context) {
-    require_divisible(reader, "num_attention_heads", c.num_attention_heads, context.tp_size, "a rank holds whole heads");
-    require_divisible(reader, "num_key_value_heads", c.num_key_value_heads, context.tp_size, "a rank holds whole heads");
+    require_divisible(reader, "num_attention_heads", c.num_attention_heads, context.tp_size,
+                      "a rank holds whole heads");
+    require_divisible(reader, "num_key_value_heads", c.num_key_value_heads, context.tp_size,
+                      "a rank holds whole heads");
   };
   return kind;
 }

@@ -1,11 +1,10 @@
 #include "nemotron_h_config.hpp"
 
-#include <triax/config_checks.hpp>
-
 #include <string>
 #include <utility>
 
 #include "layer_kinds.hpp"
+#include "triax/config_checks.hpp"
 
 namespace triax::nemotron_h {
 namespace {
@@ -30,14 +29,16 @@ void read_mamba_keys(ConfigReader& reader, NemotronHConfig& c) {
   m.time_step_max = reader.get<double>("time_step_max", m.time_step_max);
   m.time_step_floor = reader.get<double>("time_step_floor", m.time_step_floor);
   reader.choice("mamba_hidden_act", {"silu"}, "silu");  // the convolution's activation
-  m.time_step_limit_low = m.time_step_min;  // transformers' NemotronH mixer clamps dt below at it
+  // transformers' NemotronH mixer clamps dt below at time_step_min (and not above).
+  m.time_step_limit_low = m.time_step_min;
   m.hidden_size = c.hidden_size;
   m.layer_norm_epsilon = c.layer_norm_epsilon;
 }
 
 void read_keys(ConfigReader& reader, NemotronHConfig& c) {
   c.hybrid_override_pattern = reader.required<std::string>("hybrid_override_pattern");
-  c.num_hidden_layers = reader.get<int64_t>("num_hidden_layers", static_cast<int64_t>(c.hybrid_override_pattern.size()));
+  c.num_hidden_layers =
+      reader.get<int64_t>("num_hidden_layers", static_cast<int64_t>(c.hybrid_override_pattern.size()));
   c.vocab_size = reader.get<int64_t>("vocab_size", c.vocab_size);
   c.hidden_size = reader.get<int64_t>("hidden_size", c.hidden_size);
   c.num_attention_heads = reader.get<int64_t>("num_attention_heads", c.num_attention_heads);
@@ -62,8 +63,9 @@ void check_pattern(const ConfigReader& reader, const NemotronHConfig& c) {
   for (size_t i = 0; i < pattern.size(); ++i) {
     const char letter = pattern[i];
     if (std::string(kPatternLetters).find(letter) == std::string::npos)
-      reader.fail("hybrid_override_pattern", std::string("unknown letter '") + letter + "' at layer " + text(i) +
-                                                 " (the letters are M Mamba-2, * attention, - MLP, E mixture of experts)");
+      reader.fail("hybrid_override_pattern",
+                  std::string("unknown letter '") + letter + "' at layer " + text(i) +
+                      " (the letters are M Mamba-2, * attention, - MLP, E mixture of experts)");
     if (find_layer_kind(letter) == nullptr)
       reader.fail("hybrid_override_pattern", std::string("the letter '") + letter + "' at layer " + text(i) +
                                                  " is not available in this build (available: M, *, -)");

@@ -44,8 +44,8 @@ std::shared_ptr<NemotronHModel> NemotronHModel::create(ConfigReader& reader, con
 }
 
 NemotronHModel::NemotronHModel(const NemotronHConfig& config, const ModelContext& context, std::string resolved_yaml)
-    : CausalLm(mamba::ssm_backbone_layout("nemotron_h", config.vocab_size, config.hidden_size,
-                                          config.num_hidden_layers, config.tie_word_embeddings),
+    : CausalLm(mamba::ssm_backbone_layout("nemotron_h", config.vocab_size, config.hidden_size, config.num_hidden_layers,
+                                          config.tie_word_embeddings),
                context),
       config_(config),
       resolved_yaml_(std::move(resolved_yaml)) {

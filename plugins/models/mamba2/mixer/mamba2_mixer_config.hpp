@@ -19,7 +19,7 @@ struct Mamba2MixerConfig {
   bool use_bias = false;  // in_proj and out_proj biases
   bool use_conv_bias = true;
   double layer_norm_epsilon = 1e-5;  // the gated norm's (and the mamba2 model's block norms')
-  double time_step_min = 0.001;  // dt_bias initialisation: softplus(dt_bias) in [min, max]
+  double time_step_min = 0.001;      // dt_bias initialisation: softplus(dt_bias) in [min, max]
   double time_step_max = 0.1;
   double time_step_floor = 1e-4;
   // dt clamped to [low, high] after the softplus; (0, inf): no clamp.

@@ -40,8 +40,8 @@ class UngatedMlp : public torch::nn::Module {
   // x: [batch, seq, hidden] -> [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode)
   at::Tensor forward(const at::Tensor& x);
 
-  std::shared_ptr<ColumnParallelLinear> input_projection;   // hidden -> intermediate
-  std::shared_ptr<RowParallelLinear> output_projection;     // intermediate -> hidden
+  std::shared_ptr<ColumnParallelLinear> input_projection;  // hidden -> intermediate
+  std::shared_ptr<RowParallelLinear> output_projection;    // intermediate -> hidden
 
  private:
   RecomputedActivation activation_;
