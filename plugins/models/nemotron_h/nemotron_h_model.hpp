@@ -35,6 +35,8 @@ class NemotronHModel : public CausalLm {
       "3 x forward at 2 FLOPs per multiply-add, per layer by its letter: Mamba-2 (in_proj, conv1d, the chunked "
       "SSD, out_proj), attention (q, k, v, o and the scores over the whole sequence, no causal discount), MLP "
       "(up_proj, down_proj); lm_head";
+  // Read strictly, so that a bad model_config is refused naming its key.
+  static int64_t vocab_size(ConfigReader& config) { return NemotronHConfig::read(config).vocab_size; }
   static HfMapping hf_mapping();  // NemotronHForCausalLM (hf_mapping.cpp)
   // parallelism.recompute_mlp_activation: its MLPs are the SDK's UngatedMlp, which honours it.
   static constexpr bool kRecomputesMlpActivation = true;
