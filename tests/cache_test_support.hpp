@@ -46,6 +46,20 @@ at::Tensor cached_logits(Model& model, const std::vector<triax::InferenceCache*>
   return model.forward_cached(caches, input).logits;
 }
 
+// The logits of ids [rows, length] through fresh caches of `length` tokens: the first `prompt`
+// tokens at once, then one at a time up to `singles_end`, then the rest at once.
+template <class Model>
+at::Tensor prompt_then_steps_logits(Model& model, const at::Tensor& ids, int64_t prompt, int64_t singles_end,
+                                    std::vector<std::unique_ptr<triax::InferenceCache>>& caches) {
+  const int64_t length = ids.size(1);
+  caches = make_caches(model, ids.size(0), length);
+  std::vector<at::Tensor> pieces{cached_logits(model, pointers(caches), ids.narrow(1, 0, prompt))};
+  for (int64_t t = prompt; t < singles_end; ++t)
+    pieces.push_back(cached_logits(model, pointers(caches), ids.narrow(1, t, 1)));
+  pieces.push_back(cached_logits(model, pointers(caches), ids.narrow(1, singles_end, length - singles_end)));
+  return at::cat(pieces, 1);
+}
+
 // A state that depends on the tokens seen, not on positions (the Mamba models'): rows a and b
 // [1, length] cached up to a_prompt and b_prompt tokens on their own, then continued together by
 // `step` tokens each, give the logits of their own full forwards (1e-5).

@@ -19,11 +19,9 @@ TEST(Mamba2Cache, PromptThenFewTokensAtATimeEqualsTheFullForward) {
     auto model = build(tiny_yaml(tied, "time_step_limit: [0.01, 0.8]\n"));  // chunks of 4
     const at::Tensor ids = random_tokens(2, 14, 11);
     const at::Tensor expected = full_logits(*model, ids);
-    auto caches = make_caches(*model, 2, 14);
-    std::vector<at::Tensor> pieces{cached_logits(*model, pointers(caches), ids.narrow(1, 0, 6))};
-    for (int64_t t = 6; t < 11; ++t) pieces.push_back(cached_logits(*model, pointers(caches), ids.narrow(1, t, 1)));
-    pieces.push_back(cached_logits(*model, pointers(caches), ids.narrow(1, 11, 3)));
-    EXPECT_LT(max_abs_diff(at::cat(pieces, 1), expected), 1e-5) << (tied ? "tied" : "untied");
+    std::vector<std::unique_ptr<triax::InferenceCache>> caches;
+    const at::Tensor cached = prompt_then_steps_logits(*model, ids, 6, 11, caches);
+    EXPECT_LT(max_abs_diff(cached, expected), 1e-5) << (tied ? "tied" : "untied");
     EXPECT_EQ(caches[1]->length(), 14);
   }
 }

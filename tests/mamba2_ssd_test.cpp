@@ -1,4 +1,4 @@
-// The chunked SSD (plugins/models/mamba2/ssd.hpp) against the sequential scan, in fp64: outputs and
+// The chunked SSD (plugins/models/mamba2/mixer/ssd.hpp) against the sequential scan, in fp64: outputs and
 // final states for chunk sizes that do and do not divide the length (and exceed it), grouped B/C,
 // an initial state, every input's gradient (through the SSD's own backward, with either output's
 // gradient alone), fp32 inputs with long chunks and strong decays, bf16 operands, the refusal of a

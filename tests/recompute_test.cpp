@@ -172,7 +172,8 @@ TEST(Recompute, RefusesAnUndefinedParameterAndAnEmptyBlock) {
 using triax::RecomputedActivation;
 
 TEST(RecomputedActivation, EqualsThePlainCompositionBitForBit) {
-  for (RecomputedActivation activation : {RecomputedActivation::SwigluHalves, RecomputedActivation::GeluTanh}) {
+  for (RecomputedActivation activation :
+       {RecomputedActivation::SwigluHalves, RecomputedActivation::GeluTanh, RecomputedActivation::ReluSquared}) {
     for (c10::ScalarType dtype : {at::kFloat, at::kDouble, at::kBFloat16}) {
       // A weight stored [out, in] and one stored [in, out] and given transposed (GPT-2's Conv1D).
       for (bool stored_transposed : {false, true}) {
@@ -188,7 +189,9 @@ TEST(RecomputedActivation, EqualsThePlainCompositionBitForBit) {
         at::Tensor x_ref = leaf(x), stored_ref = leaf(stored);
         at::Tensor y_ref = at::linear(triax::apply_activation(activation, x_ref), weight_of(stored_ref));
         (y_ref * upstream).sum().backward();
-        const std::string where = std::string(activation == RecomputedActivation::SwigluHalves ? "swiglu " : "gelu ") +
+        const std::string where = std::string(activation == RecomputedActivation::SwigluHalves ? "swiglu "
+                                              : activation == RecomputedActivation::GeluTanh ? "gelu "
+                                                                                            : "relu2 ") +
                                   c10::toString(dtype) + (stored_transposed ? " [in, out]" : " [out, in]");
         EXPECT_TRUE(at::equal(y, y_ref)) << where;
         ASSERT_TRUE(x.grad().defined() && stored.grad().defined()) << where;

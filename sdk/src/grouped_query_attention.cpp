@@ -155,9 +155,12 @@ at::Tensor GroupedQueryAttention::forward_cached(const at::Tensor& x, const at::
   // Each row at its own positions: the rows' tokens side by side as one sequence, rotated by the
   // tables' rows of their positions (sequence-parallel padding may run past the tables: it reads
   // the last row, and is discarded).
-  const at::Tensor positions = step.positions.reshape({-1}).clamp_max(cos.size(0) - 1);
-  const auto [q, k, v] = positioned_qkv(blocks.reshape({1, rows * fresh, local_kv_heads_, group_ + 2, head_dim_}),
-                                        cos.index_select(0, positions), sin.index_select(0, positions));
+  const at::Tensor side_by_side = blocks.reshape({1, rows * fresh, local_kv_heads_, group_ + 2, head_dim_});
+  // A NoPE layer has no tables (cos and sin may be undefined).
+  const at::Tensor positions = rotary_ ? step.positions.reshape({-1}).clamp_max(cos.size(0) - 1) : at::Tensor();
+  const auto [q, k, v] = rotary_ ? positioned_qkv(side_by_side, cos.index_select(0, positions),
+                                                  sin.index_select(0, positions))
+                                 : positioned_qkv(side_by_side, cos, sin);
   auto by_row = [&](const at::Tensor& t) {  // [1, heads, rows x new, head_dim] -> [rows, heads, new, head_dim]
     return t.transpose(1, 2).reshape({rows, fresh, t.size(1), head_dim_}).transpose(1, 2);
   };

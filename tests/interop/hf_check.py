@@ -86,6 +86,19 @@ class HfCheck:
         else:
             print(f"{what}: refused (exit {result.returncode}): {text.strip().splitlines()[-1]}")
 
+    def refused_config(self, triax, folder, what, change, *needles):
+        """A copy of the Hugging Face `folder` whose config.json has the keys of `change` must be
+        refused by `triax convert --from hf` with a message naming config.json and every needle."""
+        bad = os.path.join(self.work, what.replace(" ", "_"))
+        shutil.copytree(folder, bad)
+        with open(os.path.join(bad, "config.json")) as f:
+            cfg = json.load(f)
+        cfg.update(change)
+        with open(os.path.join(bad, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        self.refused(what, [triax, "convert", "--from", "hf", bad, os.path.join(self.work, "refused")], "config.json",
+                     *needles)
+
     def fail(self, what):
         self.failures.append(what)
 

@@ -11,9 +11,7 @@ on CPU (its PyTorch path without mamba-ssm: the reference), fp32, max |logit dif
 
 usage: hf_mamba2_logits_test.py TRIAX TRIAX_LOGITS CONFIG WORK_DIR
 """
-import json
 import os
-import shutil
 import sys
 
 import torch
@@ -67,14 +65,7 @@ for tied in (True, False):
 # 3. refusals
 made_dir = os.path.join(work, "made_untied")
 def refused_config(what, change, *needles):
-    bad = os.path.join(work, what.replace(" ", "_"))
-    shutil.copytree(made_dir, bad)
-    with open(os.path.join(bad, "config.json")) as f:
-        cfg = json.load(f)
-    cfg.update(change)
-    with open(os.path.join(bad, "config.json"), "w") as f:
-        json.dump(cfg, f)
-    refused(what, [triax, "convert", "--from", "hf", bad, os.path.join(work, "refused")], "config.json", *needles)
+    check.refused_config(triax, made_dir, what, change, *needles)
 
 
 refused_config("groups that do not divide the heads", {"n_groups": 3}, "n_groups", "do not divide num_heads (8)")

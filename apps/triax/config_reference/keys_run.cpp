@@ -111,7 +111,8 @@ std::vector<Key> parallelism_mesh_keys() {
           R"md(context parallelism: this many ranks hold slices of the same sequences (rank `i` holds chunks `i`
           and `2·cp−1−i` of `2·cp`), so `tokens.sequence_length` must be a multiple of `2·cp`; attention
           all-gathers K/V over them, the loss and the gradients are averaged over `dp·cp`. A model plugin
-          without attention is refused, by name. See docs/context_parallelism.md)md"),
+          without attention, or with Mamba-2 layers (`nemotron_h`), is refused, by name. See
+          docs/context_parallelism.md)md"),
       Key("context_parallel_attention", choice({"all_gather", "ring"}), "triax",
           R"md(how attention reaches the other cp ranks' keys, with `context_parallel_size > 1`: `all_gather`
           gathers the whole K/V in one collective per layer (fewer, larger calls; the choice inside a
@@ -188,8 +189,8 @@ std::vector<Key> parallelism_placement_keys() {
           layer. Refused without `recompute_layer: true`)md")
           .valid_beside("parallelism.recompute_layer=true"),
       Key("recompute_mlp_activation", boolean(), "triax",
-          R"md(selective recomputation: the MLP's activation output (SwiGLU's, GELU's) is not kept between
-          forward and backward; the backward runs the activation again from its input, one elementwise
+          R"md(selective recomputation: the MLP's activation output (SwiGLU's, GELU's, relu²'s) is not kept
+          between forward and backward; the backward runs the activation again from its input, one elementwise
           pass per layer (`triax/layers/recomputed_activation.hpp`). Saves `ffn / tp` values per token and
           layer (a quarter of a SwiGLU decoder layer's activations at hidden 2048, ffn 11008) for a small
           fraction of a whole layer's recomputation; the same loss and gradients. Beside `recompute_layer`

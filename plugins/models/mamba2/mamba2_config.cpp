@@ -100,16 +100,8 @@ Mamba2Config Mamba2Config::read(ConfigReader& reader) {
 }
 
 std::vector<double> mamba2_block_costs(const Mamba2Config& c, int64_t sequence_length) {
-  const double h = static_cast<double>(c.hidden_size), d = static_cast<double>(c.d_inner());
-  const double n = static_cast<double>(c.state_size), heads = static_cast<double>(c.num_heads);
-  const double groups = static_cast<double>(c.n_groups), p = static_cast<double>(c.head_dim);
-  // The chunked SSD per token: within its chunk, C.B per group and the score-weighted sum of x per
-  // head (about chunk / 2 earlier positions each); the chunk state's outer products x B and the
-  // read-out C . state per head.
-  const double chunk = static_cast<double>(std::min<int64_t>(c.chunk_size, std::max<int64_t>(sequence_length, 1)));
-  const double ssd = 0.5 * chunk * (groups * n + heads * p) + 2.0 * d * n;
-  const double multiply_adds = h * static_cast<double>(c.projection_size()) +
-                               static_cast<double>(c.conv_dim() * c.conv_kernel) + ssd + d * h;
+  const double h = static_cast<double>(c.hidden_size);
+  const double multiply_adds = c.multiply_adds_per_token(sequence_length);
   std::vector<double> costs;
   costs.reserve(static_cast<size_t>(c.num_blocks()));
   costs.push_back(0.0);  // embedding lookup: no arithmetic

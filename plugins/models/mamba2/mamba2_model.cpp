@@ -18,10 +18,7 @@ using Mamba2Block = mamba::SsmBlock<Mamba2Mixer, Mamba2LayerCache>;
 
 // What the mixer cannot split: tensor parallelism shards whole groups of heads.
 void check_topology(ConfigReader& reader, const Mamba2Config& config, const ModelContext& context) {
-  if (config.n_groups % context.tp_size != 0)
-    reader.fail("n_groups", std::to_string(config.n_groups) +
-                                " groups are not divisible by the tensor parallel size " +
-                                std::to_string(context.tp_size) + " (a rank would hold part of a group of heads)");
+  Mamba2Mixer::check_tensor_parallel(reader, config, context);
   if (const ContextParallel cp = ContextParallel::of(context.host); cp.active())
     throw Error(TRIAX_ERROR_INVALID_CONFIG,
                 "parallelism.context_parallel_size is " + std::to_string(cp.size) +
@@ -63,14 +60,8 @@ double Mamba2Model::flops_per_token(int64_t sequence_length) const {
 
 int64_t Mamba2Model::total_parameters() const {
   const Mamba2Config& c = config_;
-  const int64_t h = c.hidden_size, d = c.d_inner();
-  int64_t layer = h                                                         // norm
-                  + c.conv_dim() * c.conv_kernel + (c.use_conv_bias ? c.conv_dim() : 0)  // conv1d
-                  + c.projection_size() * h                                 // in_proj
-                  + 3 * c.num_heads                                         // dt_bias, A_log, D
-                  + d                                                       // the gated norm
-                  + h * d;                                                  // out_proj
-  if (c.use_bias) layer += c.projection_size() + h;
+  const int64_t h = c.hidden_size;
+  const int64_t layer = h + c.parameter_count();  // the block's norm and its mixer
   const int64_t embedding = padded_vocab_size() * h;
   return embedding + c.num_hidden_layers * layer + h + (c.tie_word_embeddings ? 0 : embedding);
 }

@@ -64,7 +64,7 @@ Gpt2Block::Gpt2Block(const Gpt2Config& c, const triax::ModelContext& context) {
   ln_1 = register_module("ln_1", layer_norm(c, context));
   attn = register_module("attn", std::make_shared<triax::MultiHeadAttention>(c.n_embd, c.n_head, context));
   ln_2 = register_module("ln_2", layer_norm(c, context));
-  mlp = register_module("mlp", std::make_shared<triax::GeluMlp>(c.n_embd, c.n_inner, context));
+  mlp = register_module("mlp", std::make_shared<triax::UngatedMlp>(c.n_embd, c.n_inner, triax::UngatedMlpOptions::gpt2(), context));
 }
 
 at::Tensor Gpt2Block::forward(const at::Tensor& x, const std::vector<at::Tensor>&) {

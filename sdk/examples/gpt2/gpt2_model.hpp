@@ -7,7 +7,7 @@
 
 #include <triax/causal_lm.hpp>
 #include <triax/hf_mapping.hpp>
-#include <triax/layers/gelu_mlp.hpp>
+#include <triax/layers/ungated_mlp.hpp>
 #include <triax/layers/multi_head_attention.hpp>
 #include <triax/layers/norm.hpp>
 
@@ -49,7 +49,7 @@ class Gpt2Block : public triax::CausalLmLayer {
 
   std::shared_ptr<triax::LayerNorm> ln_1, ln_2;
   std::shared_ptr<triax::MultiHeadAttention> attn;
-  std::shared_ptr<triax::GeluMlp> mlp;
+  std::shared_ptr<triax::UngatedMlp> mlp;  // UngatedMlpOptions::gpt2()
 
  private:
   at::Tensor with_attention(const at::Tensor& x, const at::Tensor& attended);  // the residuals and the MLP
@@ -62,7 +62,7 @@ class Gpt2Model : public triax::CausalLm {
   static std::shared_ptr<Gpt2Model> create(triax::ConfigReader& config, const triax::ModelContext& context);
   static int64_t vocab_size(triax::ConfigReader& config) { return Gpt2Config::read(config).vocab_size; }
   static constexpr const char* kFlopsFormula = "3 x forward at 2 FLOPs per multiply-add, no causal discount";
-  // parallelism.recompute_mlp_activation: its MLP is the SDK's GeluMlp, which honours it.
+  // parallelism.recompute_mlp_activation: its MLP is the SDK's UngatedMlp, which honours it.
   static constexpr bool kRecomputesMlpActivation = true;
   static triax::HfMapping hf_mapping();  // GPT2LMHeadModel (hf_mapping.cpp)
 

@@ -11,7 +11,15 @@
 
 namespace triax::mamba2 {
 
-Mamba2Mixer::Mamba2Mixer(const Mamba2Config& config, const ModelContext& context)
+void Mamba2Mixer::check_tensor_parallel(ConfigReader& reader, const Mamba2MixerConfig& config,
+                                        const ModelContext& context) {
+  if (config.n_groups % context.tp_size != 0)
+    reader.fail("n_groups", std::to_string(config.n_groups) +
+                                " groups are not divisible by the tensor parallel size " +
+                                std::to_string(context.tp_size) + " (a rank would hold part of a group of heads)");
+}
+
+Mamba2Mixer::Mamba2Mixer(const Mamba2MixerConfig& config, const ModelContext& context)
     : ChannelShards(context.device, context.dtype, TensorParallel::of(context)),
       config_(config),
       local_groups_(config.n_groups / std::max<int64_t>(context.tp_size, 1)),

@@ -25,8 +25,9 @@
 #include <utility>
 
 #include "channel_shards.hpp"
-#include "mamba2_config.hpp"
+#include "mamba2_mixer_config.hpp"
 #include "triax/causal_lm.hpp"
+#include "triax/config_reader.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/model.hpp"
 
@@ -42,7 +43,11 @@ struct Mamba2LayerCache : LayerCache {
 
 class Mamba2Mixer : public mamba::ChannelShards {
  public:
-  Mamba2Mixer(const Mamba2Config& config, const ModelContext& context);
+  Mamba2Mixer(const Mamba2MixerConfig& config, const ModelContext& context);
+
+  // Refuses groups of heads not divisible by tp (tensor parallelism splits whole groups): a
+  // ConfigError naming n_groups of `reader`.
+  static void check_tensor_parallel(ConfigReader& reader, const Mamba2MixerConfig& config, const ModelContext& context);
 
   // hidden: the normed activations between blocks, [b, s, hidden_size] ([b, s/tp, hidden_size] in
   // REDUCE_SCATTER mode) -> the same shape.
@@ -75,7 +80,7 @@ class Mamba2Mixer : public mamba::ChannelShards {
   // y * SiLU(z), normalised over each group's channels, times norm.weight (fp32 in, fp32 out).
   at::Tensor gated_norm(const at::Tensor& y, const at::Tensor& z) const;
 
-  Mamba2Config config_;
+  Mamba2MixerConfig config_;
   int64_t local_groups_, local_heads_;
   at::Tensor conv_weight_, conv_bias_, norm_weight_;
 };

@@ -1,0 +1,43 @@
+# The nemotron_h model plugin (included from tests/CMakeLists.txt after mamba2.cmake): config and
+# bad input, the tensor map, the generation cache and recomputation (nemotron_h_test, linking the
+# model code directly), the demo run, logits and generation against transformers, and the parity
+# matrix.
+add_executable(nemotron_h_test ${CMAKE_CURRENT_LIST_DIR}/nemotron_h_test.cpp)
+target_link_libraries(nemotron_h_test PRIVATE triax_nemotron_h_impl GTest::gtest_main)
+triax_use_pch(nemotron_h_test)
+gtest_discover_tests(nemotron_h_test PROPERTIES LABELS nemotron_h)
+
+# The demo config trains with the triax command and its loss falls (tests/mamba2_training_test.py).
+add_test(NAME nemotron_h_demo_trains
+         COMMAND ${TRIAX_TEST_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/mamba2_training_test.py $<TARGET_FILE:triax>
+                 ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/nemotron_h_demo tiny_nemotron_h.yaml nemotron_h
+                 "hybrid_override_pattern: M-M*-")
+set_tests_properties(nemotron_h_demo_trains PROPERTIES LABELS "python;nemotron_h" TIMEOUT 300
+                     ENVIRONMENT "OMP_NUM_THREADS=1")
+
+# Export and import against transformers' NemotronHForCausalLM (fp32 CPU, <= 1e-4), the round
+# trips bit-identical, greedy generation equal to transformers' generate(), and the refusals of
+# bad config.json (tests/interop/hf_nemotron_h_test.py).
+add_dependencies(triax_logits triax_nemotron_h)
+triax_hf_logits_test(hf_nemotron_h_logits_match_transformers hf_nemotron_h_test.py
+                     tiny_nemotron_h.yaml hf_nemotron_h "python;checkpoint;nemotron_h")
+
+# The parity matrix of the tiny hybrid of parity/tiny_nemotron_h_parity.yaml (pattern "M*-M", split
+# by cost across the pp 2 stages), trained 10 steps in fp32 on real
+# processes at tp 2 (one group of Mamba heads, one K/V head per rank), pp 2, dp 2 with ZeRO-1 and
+# with per-layer recomputation; losses, gradient norms and final parameters within 1e-5 relative
+# of the single-rank run's.
+set(NEMOTRON_H_PARITY_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_nemotron_h_parity.yaml)
+triax_model_parity_reference(nemotron_h_parity PLUGIN triax_nemotron_h CONFIG ${NEMOTRON_H_PARITY_CONFIG}
+                             LABEL nemotron_h)
+
+function(triax_nemotron_h_parity_case name)
+  triax_model_parity_case(nemotron_h_parity ${name} CONFIG ${NEMOTRON_H_PARITY_CONFIG} LABEL nemotron_h ${ARGN})
+endfunction()
+
+triax_nemotron_h_parity_case(tp2           DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)
+triax_nemotron_h_parity_case(tp2_sp        DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE REDUCE_SCATTER)
+triax_nemotron_h_parity_case(pp2_1f1b      DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE)
+triax_nemotron_h_parity_case(dp2_zero1     DP 2 TP 1 PP 1 ENGINE afab ZERO 1 MODE ALL_REDUCE)
+triax_nemotron_h_parity_case(pp2_recompute DP 1 TP 1 PP 2 ENGINE 1f1b ZERO 0 MODE ALL_REDUCE
+                             --set parallelism.recompute_layer=true)
