@@ -78,8 +78,6 @@ at::Tensor apply_activation(RecomputedActivation activation, const at::Tensor& x
       return swiglu_halves(x);
     case RecomputedActivation::GeluTanh:
       return at::gelu(x, "tanh");
-    case RecomputedActivation::SquaredRelu:
-      return at::square(at::relu(x));
   }
   throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "apply_activation: unknown activation " +
                                                 std::to_string(static_cast<int>(activation)));

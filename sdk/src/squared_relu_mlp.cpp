@@ -4,8 +4,7 @@
 
 namespace triax {
 
-SquaredReluMlp::SquaredReluMlp(int64_t hidden_size, int64_t intermediate_size, const ModelContext& context)
-    : recompute_activation_(context.recompute_mlp_activation) {
+SquaredReluMlp::SquaredReluMlp(int64_t hidden_size, int64_t intermediate_size, const ModelContext& context) {
   const TensorParallel tp = TensorParallel::of(context);
   up_proj = register_module(
       "up_proj", std::make_shared<ColumnParallelLinear>(LinearOptions::of(hidden_size, intermediate_size, context), tp));
@@ -14,7 +13,7 @@ SquaredReluMlp::SquaredReluMlp(int64_t hidden_size, int64_t intermediate_size, c
 }
 
 at::Tensor SquaredReluMlp::forward(const at::Tensor& x) {
-  return down_proj->forward_activated(RecomputedActivation::SquaredRelu, up_proj->forward(x), recompute_activation_);
+  return down_proj->forward(at::square(at::relu(up_proj->forward(x))));
 }
 
 }  // namespace triax

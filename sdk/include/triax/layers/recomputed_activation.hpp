@@ -13,14 +13,13 @@ namespace triax {
 enum class RecomputedActivation {
   SwigluHalves,  // swiglu_halves (triax/layers/fused_ops.hpp): x [..., 2n] holds gate then up
   GeluTanh,      // at::gelu(x, "tanh") (GPT-2)
-  SquaredRelu,   // relu(x)^2 (Primer; Nemotron-H's "relu2")
 };
 
 // activation(x) for the activation named.
 at::Tensor apply_activation(RecomputedActivation activation, const at::Tensor& x);
 
 // at::linear(apply_activation(activation, x), weight) without keeping the activation's output.
-// weight: [out, in] (any strides); x: [..., in] for GeluTanh and SquaredRelu, [..., 2 in] for SwigluHalves.
+// weight: [out, in] (any strides); x: [..., in] for GeluTanh, [..., 2 in] for SwigluHalves.
 at::Tensor linear_of_recomputed_activation(RecomputedActivation activation, const at::Tensor& x,
                                            const at::Tensor& weight);
 

@@ -1,8 +1,8 @@
 // The non-gated feed-forward block with a squared ReLU (Hugging Face NemotronHMLP with
 // mlp_hidden_act "relu2", no biases): down(relu(up(x))^2). up is column-parallel, down
 // row-parallel, weights [out, in] (nn.Linear's layout), so Hugging Face's up_proj.weight and
-// down_proj.weight map by name. With ModelContext::recompute_mlp_activation the squared ReLU's
-// output is not kept for backward but recomputed.
+// down_proj.weight map by name. The activation's output is kept for backward:
+// ModelContext::recompute_mlp_activation does not apply to this block.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -24,9 +24,6 @@ class SquaredReluMlp : public torch::nn::Module {
 
   std::shared_ptr<ColumnParallelLinear> up_proj;  // [intermediate, hidden]
   std::shared_ptr<RowParallelLinear> down_proj;   // [hidden, intermediate]
-
- private:
-  bool recompute_activation_;  // ModelContext::recompute_mlp_activation
 };
 
 }  // namespace triax
