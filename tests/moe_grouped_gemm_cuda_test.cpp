@@ -1,5 +1,6 @@
 // The grouped expert GEMM on the GPU (at::_grouped_mm, bf16, sm_90 or later) against the
-// per-expert loop, forward and backward, with empty and uneven groups. Skips without a GPU.
+// per-expert loop, forward and backward, with empty and uneven groups, for SwiGLU and squared-ReLU
+// experts. Skips without a GPU.
 #include <ATen/ATen.h>
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
@@ -29,18 +30,27 @@ TEST(MoeGroupedExpertsCuda, GroupedGemmEqualsTheLoopForwardAndBackward) {
   const at::Tensor down = (at::randn({experts, hidden, features}, options) * 0.05).requires_grad_();
   if (!grouped_mm_applies(rows, gate)) GTEST_SKIP() << "the grouped GEMM needs compute capability 9.0 or later";
   const at::Tensor seed = at::randn({total, hidden}, options);
-  auto run = [&](auto implementation) {
-    for (const at::Tensor& t : {rows, gate, up, down}) const_cast<at::Tensor&>(t).mutable_grad() = at::Tensor();
-    at::Tensor out = implementation(rows, counts, gate, up, down);
-    (out.to(at::kFloat) * seed.to(at::kFloat)).sum().backward();
-    return std::vector<at::Tensor>{out.detach(), rows.grad().clone(), gate.grad().clone(), up.grad().clone(),
-                                   down.grad().clone()};
-  };
-  const auto loop = run(experts_loop), grouped = run(experts_grouped_mm);
-  const char* names[] = {"output", "d rows", "d gate_proj", "d up_proj", "d down_proj"};
-  // Both in bf16 with fp32 accumulation: they differ by rounding only.
-  for (size_t i = 0; i < loop.size(); ++i) EXPECT_LT(relative_difference(grouped[i], loop[i]), 2e-2) << names[i];
-  EXPECT_EQ(grouped[2][1].abs().max().item<double>(), 0.0);  // an expert without rows
+  // SwiGLU experts, then squared-ReLU ones (no gate projection).
+  for (const bool gated : {true, false}) {
+    SCOPED_TRACE(gated ? "swiglu" : "relu2");
+    const at::Tensor gate_used = gated ? gate : at::Tensor();
+    auto run = [&](auto implementation) {
+      for (const at::Tensor& t : {rows, gate, up, down}) const_cast<at::Tensor&>(t).mutable_grad() = at::Tensor();
+      at::Tensor out = implementation(rows, counts, gate_used, up, down);
+      (out.to(at::kFloat) * seed.to(at::kFloat)).sum().backward();
+      std::vector<at::Tensor> results{out.detach(), rows.grad().clone(), up.grad().clone(), down.grad().clone()};
+      if (gated) results.push_back(gate.grad().clone());
+      return results;
+    };
+    const auto loop = run(experts_loop), grouped = run(experts_grouped_mm);
+    const char* names[] = {"output", "d rows", "d up_proj", "d down_proj", "d gate_proj"};
+    // Both in bf16 with fp32 accumulation: they differ by rounding only.
+    for (size_t i = 0; i < loop.size(); ++i) EXPECT_LT(relative_difference(grouped[i], loop[i]), 2e-2) << names[i];
+    EXPECT_EQ(grouped[2][1].abs().max().item<double>(), 0.0);  // an expert without rows
+    if (gated) {
+      EXPECT_EQ(grouped[4][1].abs().max().item<double>(), 0.0);
+    }
+  }
 }
 
 }  // namespace

@@ -1,10 +1,12 @@
 // The moe model plugin's parts on one rank: config refusals naming their keys, the MoE block
 // against a dense per-token reference (both dispatchers), the balance loss pulling a deliberately
-// imbalanced router toward uniform load, and the grouped GEMM against the per-expert loop on CPU.
+// imbalanced router toward uniform load, the grouped GEMM against the per-expert loop on CPU, and
+// the refusals of the block's options (plugins/models/moe_block).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/function.h>
 
+#include <functional>
 #include <iostream>
 
 #include "error_of.hpp"
@@ -14,6 +16,7 @@
 #include "moe_model.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/fused_ops.hpp"
+#include "triax/layers/swiglu_mlp.hpp"
 
 namespace triax::moe {
 namespace {
@@ -58,6 +61,31 @@ TEST(MoeConfig, RefusesExpertsThatDoNotSplitOverEp) {
       << message;
 }
 
+// The first inconsistent option, named by its field, as a plugin would turn it into its key.
+std::string options_error(const std::function<void(MoeBlockOptions&)>& change) {
+  MoeBlockOptions o;
+  o.hidden_size = 16;
+  o.expert_intermediate_size = 8;
+  o.score = RouterScore::Sigmoid;
+  change(o);
+  std::string found = "(no error)";
+  o.check([&](const std::string& field, const std::string& why) { found = field + ": " + why; });
+  return found;
+}
+
+TEST(MoeBlockOptions, RefusesGroupsThatCannotRoute) {
+  EXPECT_EQ(options_error([](MoeBlockOptions& o) { o.n_group = 3; }), "n_group: 3 does not divide num_experts (8)");
+  EXPECT_EQ(options_error([](MoeBlockOptions& o) { o.n_group = 8; }),
+            "n_group: 8 groups of 8 experts leave fewer than two experts per group");
+  EXPECT_EQ(options_error([](MoeBlockOptions& o) { o.n_group = 4; o.topk_group = 5; }),
+            "topk_group: 5 is larger than n_group (4)");
+  EXPECT_EQ(options_error([](MoeBlockOptions& o) { o.n_group = 4; o.topk_group = 1; o.top_k = 3; }),
+            "top_k: 3 is more than the 2 experts of topk_group (1) groups");
+  EXPECT_EQ(options_error([](MoeBlockOptions& o) { o.routed_scaling_factor = 0.0; }),
+            "routed_scaling_factor: must be positive, got 0.000000");
+  EXPECT_EQ(options_error([](MoeBlockOptions& o) { o.n_group = 4; o.topk_group = 2; o.top_k = 4; }), "(no error)");
+}
+
 MoeConfig block_config(bool shared, const std::string& dispatcher) {
   ConfigReader reader = ConfigReader::from_text(
       std::string(kTiny) + "moe_config: {num_experts: 4, top_k: 2, moe_intermediate_size: 8, norm_topk_prob: " +
@@ -83,7 +111,7 @@ TEST(MoeBlock, EqualsThePerTokenDefinition) {
     for (const char* dispatcher : {"alltoall", "allgather"}) {
       SCOPED_TRACE(std::string(dispatcher) + (shared ? ", shared expert" : ""));
       const MoeConfig config = block_config(shared, dispatcher);
-      MoeBlock block(config, ModelContext{});
+      MoeBlock block(config.block_options(), ModelContext{});
       randomize(block, 3);
       at::manual_seed(4);
       const at::Tensor x = at::randn({2, 5, 16});
@@ -101,7 +129,7 @@ TEST(MoeBlock, EqualsThePerTokenDefinition) {
                                                 block.experts->down_proj[e])[0];
         }
         if (shared) {
-          const auto& s = *block.shared_expert;
+          const auto& s = dynamic_cast<const SwiGluMlp&>(*block.shared_expert.module);
           expected += at::sigmoid(at::dot(block.shared_expert_gate->weight[0], row)) *
                       swiglu_expert(row.unsqueeze(0), s.gate_up_proj->weight[0], s.gate_up_proj->weight[1],
                                     s.down_proj->weight)[0];
@@ -124,7 +152,7 @@ TEST(MoeBlock, RecomputedEqualsTheKeptBlock) {
     std::string node;
   };
   auto run = [&](const ModelContext& context) {
-    MoeBlock block(config, context);
+    MoeBlock block(config.block_options(), context);
     randomize(block, 3);
     at::manual_seed(4);
     const at::Tensor x = at::randn({2, 5, 16}).requires_grad_();
@@ -157,7 +185,11 @@ TEST(MoeBlock, RecomputedEqualsTheKeptBlock) {
 // A router whose scores all lean to expert 0: minimising the balance loss alone moves the load
 // toward the uniform share (max 2.0 at top-2 of 4 when every token picks expert 0).
 TEST(MoeRouter, BalanceLossPullsAnImbalancedRouterTowardUniform) {
-  TopKRouter router(16, 4, 2, true, ModelContext{});
+  MoeBlockOptions options;
+  options.hidden_size = 16;
+  options.num_experts = 4;
+  options.top_k = 2;
+  TopKRouter router(options, ModelContext{});
   at::manual_seed(5);
   const at::Tensor direction = at::randn({16});
   const at::Tensor tokens = at::randn({512, 16}) + direction;  // every token leans one way

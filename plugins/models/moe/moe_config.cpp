@@ -57,6 +57,19 @@ bool MoeConfig::is_moe_layer(int64_t layer) const {
   return std::find(moe.layers.begin(), moe.layers.end(), layer) != moe.layers.end();
 }
 
+MoeBlockOptions MoeConfig::block_options() const {
+  MoeBlockOptions o;
+  o.hidden_size = hidden_size;
+  o.num_experts = moe.num_experts;
+  o.top_k = moe.top_k;
+  o.expert_intermediate_size = moe.moe_intermediate_size;
+  o.norm_topk_prob = moe.norm_topk_prob;
+  o.shared_expert = moe.enable_shared_expert ? SharedExpert::Gated : SharedExpert::None;
+  o.shared_expert_intermediate_size = moe.shared_expert_intermediate_size;
+  o.dispatcher = TokenDispatcher::kind_of(moe.token_dispatcher_type);
+  return o;
+}
+
 int64_t MoeConfig::moe_layer_count() const {
   int64_t count = 0;
   for (int64_t i = 0; i < num_hidden_layers; ++i) count += is_moe_layer(i) ? 1 : 0;
@@ -102,9 +115,7 @@ std::vector<double> moe_block_costs(const MoeConfig& c, int64_t sequence_length)
   const double projections = h * (q + 2.0 * kv) + q * h;
   const double attention = 2.0 * seq * q;
   const double dense_mlp = 3.0 * h * static_cast<double>(c.intermediate_size);
-  double moe_mlp = h * static_cast<double>(c.moe.num_experts) +  // router
-                   static_cast<double>(c.moe.top_k) * 3.0 * h * static_cast<double>(c.moe.moe_intermediate_size);
-  if (c.moe.enable_shared_expert) moe_mlp += 3.0 * h * static_cast<double>(c.moe.shared_expert_intermediate_size) + h;
+  const double moe_mlp = c.block_options().multiply_adds_per_token();
   std::vector<double> costs;
   costs.reserve(static_cast<size_t>(c.num_blocks()));
   costs.push_back(0.0);  // embedding lookup

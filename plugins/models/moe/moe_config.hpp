@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "moe_block_options.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/decoder_config.hpp"
 
@@ -47,6 +48,8 @@ struct MoeConfig : DecoderConfig {
   MoeSettings moe;
 
   bool is_moe_layer(int64_t layer) const;
+  // The MoE block of this config: softmax routing, SwiGLU experts, the shared expert gated.
+  MoeBlockOptions block_options() const;
   int64_t moe_layer_count() const;
 
   // Reads and validates every key of `reader`, then calls reader.finish(); defaults are recorded

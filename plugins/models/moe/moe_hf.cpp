@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "moe_block_hf.hpp"
 #include "triax/layers/swiglu_mlp.hpp"
 
 namespace triax::moe {
@@ -48,45 +49,25 @@ void moe_layers_to_hf(const MoeConfig& c, nlohmann::json& json) {
 }
 
 std::vector<HfTensorRule> moe_tensor_rules(const MoeConfig& c, bool mixtral_names) {
-  const int64_t h = c.hidden_size, e = c.moe.num_experts, f = c.moe.moe_intermediate_size;
+  const int64_t h = c.hidden_size;
   std::vector<HfTensorRule> rules;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, const std::string& hf_name = "") {
-    rules.push_back(HfTensorRule::rename(name, std::move(shape), hf_name));
-  };
-  // One HF tensor per expert, stacked along dim 0.
-  auto stack = [&](const std::string& name, std::vector<int64_t> shape, const std::string& prefix,
-                   const std::string& suffix) {
-    std::vector<std::string> names;
-    for (int64_t j = 0; j < e; ++j) names.push_back(prefix + std::to_string(j) + suffix);
-    rules.push_back(HfTensorRule::stack(name, std::move(shape), 0, std::move(names)));
-  };
-  add("model.embed_tokens.weight", {c.vocab_size, h});
+  rules.push_back(HfTensorRule::rename("model.embed_tokens.weight", {c.vocab_size, h}));
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
     const std::string layer = "model.layers." + std::to_string(i) + ".";
     c.add_hf_attention_rules(rules, layer + "self_attn.");
     const std::string mlp = layer + "mlp.";
-    // Mixtral's experts sit in block_sparse_moe with w1 (gate), w3 (up), w2 (down).
-    const std::string hf = mixtral_names ? layer + "block_sparse_moe." : mlp;
-    const char* const suffixes[3] = {mixtral_names ? ".w1.weight" : ".gate_proj.weight",
-                                     mixtral_names ? ".w3.weight" : ".up_proj.weight",
-                                     mixtral_names ? ".w2.weight" : ".down_proj.weight"};
     if (!c.is_moe_layer(i)) {
       rules.push_back(SwiGluMlp::hf_rule(mlp, h, c.intermediate_size));
-      add(mlp + "down_proj.weight", {h, c.intermediate_size});
+      rules.push_back(HfTensorRule::rename(mlp + "down_proj.weight", {h, c.intermediate_size}));
     } else {
-      add(mlp + "gate.weight", {e, h}, hf + "gate.weight");
-      stack(mlp + "experts.gate_proj", {e, f, h}, hf + "experts.", suffixes[0]);
-      stack(mlp + "experts.up_proj", {e, f, h}, hf + "experts.", suffixes[1]);
-      stack(mlp + "experts.down_proj", {e, h, f}, hf + "experts.", suffixes[2]);
+      // Mixtral's experts sit in block_sparse_moe with w1 (gate), w3 (up), w2 (down).
+      const std::vector<HfTensorRule> block =
+          mixtral_names ? moe_block_hf_rules(c.block_options(), mlp, layer + "block_sparse_moe.", MoeHfNames::mixtral())
+                        : moe_block_hf_rules(c.block_options(), mlp, mlp);
+      rules.insert(rules.end(), block.begin(), block.end());
     }
-    if (c.is_moe_layer(i) && c.moe.enable_shared_expert) {
-      const int64_t s = c.moe.shared_expert_intermediate_size;
-      rules.push_back(SwiGluMlp::hf_rule(mlp + "shared_expert.", h, s));
-      add(mlp + "shared_expert.down_proj.weight", {h, s});
-      add(mlp + "shared_expert_gate.weight", {1, h});
-    }
-    add(layer + "input_layernorm.weight", {h});
-    add(layer + "post_attention_layernorm.weight", {h});
+    rules.push_back(HfTensorRule::rename(layer + "input_layernorm.weight", {h}));
+    rules.push_back(HfTensorRule::rename(layer + "post_attention_layernorm.weight", {h}));
   }
   c.add_hf_final_rules(rules);
   return rules;

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "moe_block.hpp"
+#include "router_losses.hpp"
 #include "triax/error.hpp"
 #include "triax/init.hpp"
 #include "triax/layers/norm.hpp"
@@ -31,9 +32,6 @@ void check_parallel_split(ConfigReader& reader, const MoeConfig& config, const M
                                               " is not divisible by parallelism.expert_parallel_size (" +
                                               std::to_string(context.ep_size) + "): each ep rank holds as many experts");
 }
-
-const char* const kAuxNames[] = {"load_balancing_loss", "router_z_loss", "expert_load_min", "expert_load_max",
-                                 "expert_load_cv"};
 
 }  // namespace
 
@@ -64,7 +62,7 @@ MoeModel::MoeModel(const MoeConfig& config, const ModelContext& context, std::st
       return config.decoder_layer(
           UnaryModule::of(std::make_shared<SwiGluMlp>(config.hidden_size, config.intermediate_size, context)), context,
           layer);
-    moe_blocks_.push_back(std::make_shared<MoeBlock>(config, context));
+    moe_blocks_.push_back(std::make_shared<MoeBlock>(config.block_options(), context));
     return config.decoder_layer(UnaryModule::of(moe_blocks_.back()), context, layer);
   };
   build(make_layer, [&] { return config.final_norm(context); });
@@ -79,28 +77,14 @@ std::vector<at::Tensor> MoeModel::layer_inputs(int64_t positions, c10::ScalarTyp
 
 StageOutput MoeModel::forward(const StageInput& input) {
   StageOutput out = CausalLm::forward(input);
-  add_router_losses(out);
+  add_router_losses(moe_blocks_, {config_.moe.router_aux_loss_coef, config_.moe.router_z_loss_coef},
+                    config_.moe_layer_count(), out.aux_losses);
   return out;
-}
-
-void MoeModel::add_router_losses(StageOutput& out) {
-  const double share = 1.0 / static_cast<double>(std::max<int64_t>(1, config_.moe_layer_count()));
-  at::Tensor sums[5];
-  for (const auto& block : moe_blocks_) {
-    std::optional<RouterStatistics> s = block->take_statistics();
-    if (!s) continue;
-    const at::Tensor values[5] = {s->balance * config_.moe.router_aux_loss_coef,
-                                  s->z_loss * config_.moe.router_z_loss_coef, s->load_min.detach(),
-                                  s->load_max.detach(), s->load_cv.detach()};
-    for (int i = 0; i < 5; ++i) sums[i] = sums[i].defined() ? sums[i] + values[i] * share : values[i] * share;
-  }
-  for (int i = 0; i < 5; ++i)
-    if (sums[i].defined()) out.aux_losses[kAuxNames[i]] = sums[i];
 }
 
 std::vector<std::string> MoeModel::aux_loss_names() const {
   std::vector<std::string> names = CausalLm::aux_loss_names();  // the LM z-loss, when on
-  names.insert(names.end(), std::begin(kAuxNames), std::end(kAuxNames));
+  names.insert(names.end(), router_loss_names().begin(), router_loss_names().end());
   return names;
 }
 
@@ -116,8 +100,7 @@ int64_t MoeModel::total_parameters() const {
   if (c.attention_bias) attention += q + 2 * kv;
   if (c.output_bias()) attention += h;
   if (c.qk_norm) attention += 2 * c.head_dim();
-  int64_t moe_mlp = c.moe.num_experts * (h + 3 * h * c.moe.moe_intermediate_size);
-  if (c.moe.enable_shared_expert) moe_mlp += 3 * h * c.moe.shared_expert_intermediate_size + h;
+  const int64_t moe_mlp = c.block_options().parameter_count();
   const int64_t dense_mlp = 3 * h * c.intermediate_size;
   const int64_t moe_layers = c.moe_layer_count();
   const int64_t embedding = padded_vocab_size() * h;

@@ -6,10 +6,8 @@
 //   model.layers.{i}.mlp.*, model.layers.{i}.{input,post_attention}_layernorm.weight,
 //   model.norm.weight, lm_head.weight (untied embeddings only)
 //
-// Named auxiliary losses, each the mean over this model's MoE layers (a stage reports its own
-// layers' share, so the pipeline's sum is the mean): load_balancing_loss and router_z_loss, each
-// times its coefficient, and the realised expert load expert_load_{min,max,cv} (detached: logged,
-// no gradient), relative to the uniform share.
+// Named auxiliary losses: the router losses of its MoE layers (router_losses.hpp), with
+// moe_config's router_aux_loss_coef and router_z_loss_coef.
 #pragma once
 
 #include <memory>
@@ -72,8 +70,6 @@ class MoeModel : public CausalLm {
   // The checks before allocating anything, and the init method (read first, so that a bad one fails fast).
   static ScaledInitMethod checked_init(ConfigReader& reader, const MoeConfig& config, const ModelContext& context,
                                        const std::string& model_name);
-  // The router statistics of this forward's MoE layers into out.aux_losses.
-  void add_router_losses(StageOutput& out);
 
   MoeConfig config_;
   std::string resolved_yaml_;

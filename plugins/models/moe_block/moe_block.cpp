@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 
 #include "triax/layers/recompute.hpp"
+#include "triax/layers/squared_relu_mlp.hpp"
+#include "triax/layers/swiglu_mlp.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
 
 namespace triax::moe {
@@ -17,20 +19,22 @@ at::Tensor SharedExpertGate::forward(const at::Tensor& x) {
   return at::sigmoid(at::linear(x, replicated_on_sequence_shard(weight, tp_)));
 }
 
-MoeBlock::MoeBlock(const MoeConfig& c, const ModelContext& context)
-    : top_k_(c.moe.top_k),
+MoeBlock::MoeBlock(const MoeBlockOptions& o, const ModelContext& context)
+    : top_k_(o.top_k),
       recomputed_(context.recompute_moe_layers),
-      dispatcher_(TokenDispatcher::kind_of(c.moe.token_dispatcher_type), c.moe.num_experts, context) {
+      dispatcher_(o.dispatcher, o.num_experts, context) {
   // Registration order gives the Hugging Face parameter order.
-  gate = register_module("gate", std::make_shared<TopKRouter>(c.hidden_size, c.moe.num_experts, c.moe.top_k,
-                                                              c.moe.norm_topk_prob, context));
-  experts = register_module(
-      "experts", std::make_shared<GroupedExperts>(c.moe.num_experts, c.hidden_size, c.moe.moe_intermediate_size, context));
-  if (c.moe.enable_shared_expert) {
-    shared_expert = register_module(
-        "shared_expert", std::make_shared<SwiGluMlp>(c.hidden_size, c.moe.shared_expert_intermediate_size, context));
-    shared_expert_gate = register_module("shared_expert_gate", std::make_shared<SharedExpertGate>(c.hidden_size, context));
-  }
+  gate = register_module("gate", std::make_shared<TopKRouter>(o, context));
+  experts = register_module("experts", std::make_shared<GroupedExperts>(o.num_experts, o.hidden_size,
+                                                                        o.expert_intermediate_size, o.activation, context));
+  if (o.shared_expert == SharedExpert::None) return;
+  const int64_t h = o.hidden_size, f = o.shared_expert_intermediate_size;
+  shared_expert = o.activation == ExpertActivation::SwiGlu
+                      ? UnaryModule::of(std::make_shared<SwiGluMlp>(h, f, context))
+                      : UnaryModule::of(std::make_shared<SquaredReluMlp>(h, f, context));
+  register_module("shared_expert", shared_expert.module);
+  if (o.shared_expert == SharedExpert::Gated)
+    shared_expert_gate = register_module("shared_expert_gate", std::make_shared<SharedExpertGate>(h, context));
 }
 
 at::Tensor MoeBlock::forward(const at::Tensor& x) {
@@ -58,7 +62,10 @@ at::Tensor MoeBlock::route_and_combine(const at::Tensor& x) {
   at::Tensor combined =
       (outputs.reshape({n, top_k_, hidden}) * routing.gates.to(outputs.scalar_type()).unsqueeze(-1)).sum(1);
   at::Tensor out = combined.reshape(x.sizes());
-  if (shared_expert) out = out + shared_expert_gate->forward(x) * shared_expert->forward(x);
+  if (shared_expert_gate)
+    out = out + shared_expert_gate->forward(x) * shared_expert.forward(x);
+  else if (shared_expert.module)
+    out = out + shared_expert.forward(x);
   return out;
 }
 

@@ -1,6 +1,7 @@
-// This ep rank's experts: SwiGLU feed-forward blocks down(silu(gate(x)) * up(x)) stored as one
-// tensor per projection, [local experts, out, in] (nn.Linear's layout per expert), sharded over
-// the ep group along dim 0 and replicated over tp and edp.
+// This ep rank's experts: SwiGLU feed-forward blocks down(silu(gate(x)) * up(x)), or squared-ReLU
+// ones down(relu(up(x))^2) without a gate projection, stored as one tensor per projection,
+// [local experts, out, in] (nn.Linear's layout per expert), sharded over the ep group along dim 0
+// and replicated over tp and edp.
 //
 // forward() takes the rows routed to this rank grouped by local expert. On a CUDA device, in
 // bf16, with sizes the kernel accepts, each projection is one grouped GEMM (at::_grouped_mm, all
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "moe_block_options.hpp"
 #include "triax/layers/tensor_parallel.hpp"
 #include "triax/model.hpp"
 #include "triax/parameter.hpp"
@@ -22,7 +24,8 @@ namespace triax::moe {
 class GroupedExperts : public SpecifiedModule {
  public:
   // num_experts: all experts of the layer; this rank holds num_experts / ep_size of them.
-  GroupedExperts(int64_t num_experts, int64_t hidden_size, int64_t intermediate_size, const ModelContext& context);
+  GroupedExperts(int64_t num_experts, int64_t hidden_size, int64_t intermediate_size, ExpertActivation activation,
+                 const ModelContext& context);
 
   // rows: [sum(counts), hidden], the first counts[0] rows for local expert 0, and so on;
   // counts: one per local expert (0 allowed) -> [sum(counts), hidden].
@@ -31,7 +34,7 @@ class GroupedExperts : public SpecifiedModule {
   int64_t local_experts() const { return local_experts_; }
   int64_t first_expert() const { return first_expert_; }
 
-  at::Tensor gate_proj, up_proj;  // [local experts, intermediate, hidden]
+  at::Tensor gate_proj, up_proj;  // [local experts, intermediate, hidden]; gate_proj SwiGLU only
   at::Tensor down_proj;           // [local experts, hidden, intermediate]
 
  private:
@@ -39,13 +42,14 @@ class GroupedExperts : public SpecifiedModule {
   TensorParallel tp_;
 };
 
-// The two implementations, on explicit weights (tests compare them).
+// The two implementations, on explicit weights (tests compare them); an undefined gate: the
+// squared-ReLU experts.
 at::Tensor experts_loop(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
                         const at::Tensor& up, const at::Tensor& down);
 at::Tensor experts_grouped_mm(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
                               const at::Tensor& up, const at::Tensor& down);
 // Whether experts_grouped_mm runs on these operands: CUDA, bf16, compute capability 9.0 or later,
 // every inner dimension a multiple of 8 (16-byte strides).
-bool grouped_mm_applies(const at::Tensor& rows, const at::Tensor& gate);
+bool grouped_mm_applies(const at::Tensor& rows, const at::Tensor& up);
 
 }  // namespace triax::moe

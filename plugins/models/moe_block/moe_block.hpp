@@ -1,12 +1,15 @@
-// The mixture-of-experts feed-forward block (Hugging Face MixtralSparseMoeBlock /
-// Qwen2MoeSparseMoeBlock): the router picks top_k experts per token, the token dispatcher brings
-// each assignment to the ep rank holding its expert, the SwiGLU experts transform it, and the
-// results come back weighted by their gates; with enable_shared_expert, a dense SwiGLU block
-// gated per token by sigmoid(shared_expert_gate(x)) is added.
+// The mixture-of-experts feed-forward block (Hugging Face MixtralSparseMoeBlock,
+// Qwen2MoeSparseMoeBlock, NemotronHMoE): the router picks top_k experts per token
+// (moe_block_options.hpp), the token dispatcher brings each assignment to the ep rank holding its
+// expert, the experts (SwiGLU or squared ReLU) transform it, and the results come back weighted
+// by their gates; with a shared expert, a dense block of the experts' kind is added, gated per
+// token by sigmoid(shared_expert_gate(x)) or as it is.
 //
-// Parameters (Qwen2-MoE's names): gate.weight [E, hidden] (the router), experts.{gate,up}_proj
-// [E, F, hidden] and experts.down_proj [E, hidden, F] (this ep rank's E / ep experts),
-// shared_expert.{gate,up,down}_proj.weight, shared_expert_gate.weight [1, hidden].
+// Parameters (Qwen2-MoE's names): gate.weight [E, hidden] (the router), gate.e_score_correction.bias
+// [E] (sigmoid routing), experts.{gate,up}_proj [E, F, hidden] (no gate_proj for squared ReLU) and
+// experts.down_proj [E, hidden, F] (this ep rank's E / ep experts), shared_expert.gate_up_proj.weight
+// (SwiGLU) or shared_expert.up_proj.weight (squared ReLU), shared_expert.down_proj.weight,
+// shared_expert_gate.weight [1, hidden] (gated).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -15,11 +18,11 @@
 #include <optional>
 
 #include "grouped_experts.hpp"
-#include "moe_config.hpp"
+#include "moe_block_options.hpp"
 #include "router.hpp"
 #include "token_dispatcher.hpp"
 #include "triax/layers/side_outputs.hpp"
-#include "triax/layers/swiglu_mlp.hpp"
+#include "triax/layers/unary_module.hpp"
 
 namespace triax::moe {
 
@@ -35,7 +38,8 @@ class SharedExpertGate : public SpecifiedModule {
 
 class MoeBlock : public torch::nn::Module {
  public:
-  MoeBlock(const MoeConfig& config, const ModelContext& context);
+  // options.check() should have passed (the plugin reports its own keys).
+  MoeBlock(const MoeBlockOptions& options, const ModelContext& context);
 
   // x: [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode) -> the same shape.
   // In training mode, where they can reach a backward (side_outputs.hpp), records the router
@@ -47,8 +51,8 @@ class MoeBlock : public torch::nn::Module {
 
   std::shared_ptr<TopKRouter> gate;
   std::shared_ptr<GroupedExperts> experts;
-  std::shared_ptr<SwiGluMlp> shared_expert;             // with enable_shared_expert
-  std::shared_ptr<SharedExpertGate> shared_expert_gate;  // with enable_shared_expert
+  UnaryModule shared_expert;                             // SwiGluMlp or SquaredReluMlp; null module without one
+  std::shared_ptr<SharedExpertGate> shared_expert_gate;  // SharedExpert::Gated
 
  private:
   at::Tensor route_and_combine(const at::Tensor& x);
