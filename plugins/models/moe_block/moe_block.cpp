@@ -3,8 +3,8 @@
 #include <ATen/ATen.h>
 
 #include "triax/layers/recompute.hpp"
-#include "triax/layers/squared_relu_mlp.hpp"
 #include "triax/layers/swiglu_mlp.hpp"
+#include "triax/layers/ungated_mlp.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
 
 namespace triax::moe {
@@ -29,9 +29,10 @@ MoeBlock::MoeBlock(const MoeBlockOptions& o, const ModelContext& context)
                                                                         o.expert_intermediate_size, o.activation, context));
   if (o.shared_expert == SharedExpert::None) return;
   const int64_t h = o.hidden_size, f = o.shared_expert_intermediate_size;
-  shared_expert = o.activation == ExpertActivation::SwiGlu
-                      ? UnaryModule::of(std::make_shared<SwiGluMlp>(h, f, context))
-                      : UnaryModule::of(std::make_shared<SquaredReluMlp>(h, f, context));
+  shared_expert =
+      o.activation == ExpertActivation::SwiGlu
+          ? UnaryModule::of(std::make_shared<SwiGluMlp>(h, f, context))
+          : UnaryModule::of(std::make_shared<UngatedMlp>(h, f, UngatedMlpOptions::relu_squared(false), context));
   register_module("shared_expert", shared_expert.module);
   if (o.shared_expert == SharedExpert::Gated)
     shared_expert_gate = register_module("shared_expert_gate", std::make_shared<SharedExpertGate>(h, context));

@@ -51,7 +51,7 @@ class MoeBlock : public torch::nn::Module {
 
   std::shared_ptr<TopKRouter> gate;
   std::shared_ptr<GroupedExperts> experts;
-  UnaryModule shared_expert;                             // SwiGluMlp or SquaredReluMlp; null module without one
+  UnaryModule shared_expert;                             // SwiGluMlp or UngatedMlp (relu²); null module without one
   std::shared_ptr<SharedExpertGate> shared_expert_gate;  // SharedExpert::Gated
 
  private:
