@@ -53,8 +53,7 @@ endforeach()
 # The soak's drill in the suite: 300 steps at dp=2 x pp=2, a checkpoint every 25 steps, a rank
 # killed every ~100 steps (about 2.5 minutes). The full soak (2,000 steps, every 50, every ~300)
 # takes about 25 minutes on two cores, over the suite's budget: docs/reliability.md gives its
-# command and its last result. One core reserved: the kills' timeouts and restarts leave the
-# ranks waiting (measured: 30 s of CPU over the 30 s the test takes in the suite).
-triax_fault_test(soak PROCESSORS 1 TIMEOUT 1200 LABELS slow
+# command and its last result.
+triax_fault_test(soak PROCESSORS 4 TIMEOUT 1200 LABELS slow
                  COMMAND ${FAULTS_SCRIPTS}/soak_test.sh $<TARGET_FILE:triax> ${FAULTS_CONFIG} ${FAULTS_DIR}/soak
                          300 25 100 15)
