@@ -4,7 +4,7 @@
 # (Testing/Temporary/CTestCostData.txt) its own measurements take over. Only the order counts:
 # refresh a value when a test's time changes by much.
 set(triax_test_costs
-  faults.corrupt_inputs 68
+  faults.corrupt_inputs 45
   mup.transfer 36
   gpt2.build 35  # the setup of the gpt2 tests: started early, it frees them early too
   faults.soak 30
