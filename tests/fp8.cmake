@@ -3,8 +3,8 @@
 add_executable(fp8_linear_test ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_linear_test.cpp)
 target_link_libraries(fp8_linear_test PRIVATE triax_sdk GTest::gtest_main)
 triax_use_pch(fp8_linear_test)
-gtest_discover_tests(fp8_linear_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_linear_test_cpu)
-gtest_discover_tests(fp8_linear_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_linear_test_cuda PROPERTIES LABELS gpu)
+triax_discover_test_suites(fp8_linear_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_linear_test_cpu)
+triax_discover_test_suites(fp8_linear_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_linear_test_cuda PROPERTIES LABELS gpu)
 
 # Column- and row-parallel fp8 layers at tp 2 (both modes, both recipes) against the whole layer:
 # the scales of sharded operands agree across the tp ranks.

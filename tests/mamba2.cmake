@@ -6,7 +6,7 @@ add_executable(mamba2_test ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_test.cpp ${CMAKE
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_model_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_cache_test.cpp)
 target_link_libraries(mamba2_test PRIVATE triax_mamba2_impl GTest::gtest_main)
 triax_use_pch(mamba2_test)
-gtest_discover_tests(mamba2_test PROPERTIES LABELS mamba2)
+triax_discover_test_suites(mamba2_test PROPERTIES LABELS mamba2)
 
 # The demo config trains with the triax command and its loss falls (tests/mamba2_training_test.py).
 add_test(NAME mamba2_demo_trains
