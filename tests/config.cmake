@@ -22,14 +22,14 @@ target_include_directories(config_test PRIVATE
 target_link_libraries(config_test PRIVATE triax_config GTest::gtest_main)
 target_compile_definitions(config_test PRIVATE TRIAX_TEST_DATA_DIR="${CMAKE_CURRENT_LIST_DIR}/data"
   TRIAX_CONFIGS_DIR="${PROJECT_SOURCE_DIR}/configs")
-gtest_discover_tests(config_test)
+triax_discover_test_suites(config_test)
 
 # The configuration reference against the loader, and docs/config-reference.md against both.
 add_executable(config_reference_test ${CMAKE_CURRENT_LIST_DIR}/config_reference_test.cpp ${TRIAX_CONFIG_LOADER_SOURCES}
   $<TARGET_OBJECTS:triax_config_reference>)
 target_include_directories(config_reference_test PRIVATE ${PROJECT_SOURCE_DIR}/core/include ${PROJECT_SOURCE_DIR}/sdk/include)
 target_link_libraries(config_reference_test PRIVATE triax_config triax_data_config GTest::gtest_main)
-gtest_discover_tests(config_reference_test)
+triax_discover_test_suites(config_reference_test)
 add_test(NAME config_reference.docs_current
          COMMAND ${CMAKE_CURRENT_LIST_DIR}/config_reference_check_test.sh $<TARGET_FILE:triax>
                  ${PROJECT_SOURCE_DIR}/docs/config-reference.md)
@@ -45,7 +45,7 @@ target_include_directories(mesh_test PRIVATE
   ${PROJECT_SOURCE_DIR}/core/include
   ${PROJECT_SOURCE_DIR}/sdk/include)
 target_link_libraries(mesh_test PRIVATE GTest::gtest_main)
-gtest_discover_tests(mesh_test)
+triax_discover_test_suites(mesh_test)
 
 # Durable writes (temporary name, fsync, rename, fsync of the folder): no LibTorch either.
 add_executable(durable_file_test
@@ -53,4 +53,4 @@ add_executable(durable_file_test
   ${PROJECT_SOURCE_DIR}/interop/src/durable_file.cpp)
 target_include_directories(durable_file_test PRIVATE ${PROJECT_SOURCE_DIR}/interop/include ${PROJECT_SOURCE_DIR}/sdk/include)
 target_link_libraries(durable_file_test PRIVATE GTest::gtest_main)
-gtest_discover_tests(durable_file_test)
+triax_discover_test_suites(durable_file_test)

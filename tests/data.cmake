@@ -1,15 +1,17 @@
 # Token datasets: unit tests, datatrove compatibility, training on tokenized text, and the loader
-# benchmark (built, not run by ctest: `build/bin/data_loader_bench`).
+# benchmark (not run by ctest, built by `cmake --build build --target triax_benches`:
+# `build/bin/data_loader_bench`).
 add_executable(data_test token_files_test.cpp training_data_test.cpp validation_data_test.cpp document_positions_test.cpp
   data_sources_test.cpp $<TARGET_OBJECTS:triax_config_reference>)
 target_link_libraries(data_test PRIVATE triax_data GTest::gtest_main)  # the data library alone
 triax_use_pch(data_test)
-gtest_discover_tests(data_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+triax_discover_test_suites(data_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
 
 add_executable(data_dump data_dump.cpp)
 target_link_libraries(data_dump PRIVATE triax_data)
 
-add_executable(data_loader_bench data_loader_bench.cpp)
+add_executable(data_loader_bench EXCLUDE_FROM_ALL data_loader_bench.cpp)
+add_dependencies(triax_benches data_loader_bench)
 # It reads the config itself: the loader, then the SDK's config reader the loader calls into.
 target_link_libraries(data_loader_bench PRIVATE triax_data triax_config triax_sdk)
 triax_use_pch(data_loader_bench)

@@ -9,7 +9,7 @@ target_compile_definitions(config_fuzz_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRI
   TRIAX_CONFIGS_DIR="${PROJECT_SOURCE_DIR}/configs" TRIAX_FUZZ_WITH_PLUGINS)
 add_dependencies(config_fuzz_test triax_llama triax_mamba triax_moe triax_afab triax_1f1b triax_interleaved_1f1b
   triax_adamw triax_zero1_adamw)
-gtest_discover_tests(config_fuzz_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS faults)
+triax_discover_test_suites(config_fuzz_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS faults)
 
 # The same mutations through the loader alone (no LibTorch): what tools/sanitize.sh runs under
 # AddressSanitizer and UndefinedBehaviorSanitizer.
@@ -21,7 +21,7 @@ target_include_directories(config_fuzz_loader_test PRIVATE
   ${PROJECT_SOURCE_DIR}/core/include ${PROJECT_SOURCE_DIR}/sdk/include)
 target_link_libraries(config_fuzz_loader_test PRIVATE triax_config GTest::gtest_main)
 target_compile_definitions(config_fuzz_loader_test PRIVATE TRIAX_CONFIGS_DIR="${PROJECT_SOURCE_DIR}/configs")
-gtest_discover_tests(config_fuzz_loader_test PROPERTIES TIMEOUT 300 LABELS faults)
+triax_discover_test_suites(config_fuzz_loader_test PROPERTIES TIMEOUT 300 LABELS faults)
 
 # Corrupt token files, index files and checkpoints (every kind of dataset of a rank file, the
 # metadata, the `latest` pointer) through the real command line: a named error, never a signal.

@@ -8,8 +8,8 @@ target_compile_definitions(faults_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PL
                            TRIAX_PARITY_CONFIG="${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml")
 add_dependencies(faults_test triax_llama triax_afab triax_adamw)
 triax_use_pch(faults_test)
-gtest_discover_tests(faults_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS faults
-                     ENVIRONMENT "OMP_NUM_THREADS=1")
+triax_discover_test_suites(faults_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS faults
+                           ENVIRONMENT "OMP_NUM_THREADS=1")
 
 set(FAULTS_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml)
 set(FAULTS_DIR ${CMAKE_CURRENT_BINARY_DIR}/faults)

@@ -3,8 +3,8 @@
 add_executable(fp8_linear_test ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_linear_test.cpp)
 target_link_libraries(fp8_linear_test PRIVATE triax_sdk GTest::gtest_main)
 triax_use_pch(fp8_linear_test)
-gtest_discover_tests(fp8_linear_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_linear_test_cpu)
-gtest_discover_tests(fp8_linear_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_linear_test_cuda PROPERTIES LABELS gpu)
+triax_discover_test_suites(fp8_linear_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_linear_test_cpu)
+triax_discover_test_suites(fp8_linear_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_linear_test_cuda PROPERTIES LABELS gpu)
 
 # The scaling kernels against the LibTorch composition, bit for bit (label gpu), and the fp8
 # weights kept across micro-batches (CPU emulation).
@@ -13,8 +13,8 @@ add_executable(fp8_cast_test ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_cast_test.cpp
 target_link_libraries(fp8_cast_test PRIVATE triax_sdk GTest::gtest_main)
 target_include_directories(fp8_cast_test PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)  # fp8_matmul.hpp
 triax_use_pch(fp8_cast_test)
-gtest_discover_tests(fp8_cast_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_cast_test_cpu)
-gtest_discover_tests(fp8_cast_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_cast_test_cuda PROPERTIES LABELS gpu)
+triax_discover_test_suites(fp8_cast_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_cast_test_cpu)
+triax_discover_test_suites(fp8_cast_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_cast_test_cuda PROPERTIES LABELS gpu)
 
 # The amax computed by the producers of fp8 operands (RMSNorm, SwiGLU): the records and the
 # choice of norms (CPU), the kernels' amaxes exact and a step's bits unchanged (label gpu).
@@ -22,8 +22,8 @@ add_executable(fp8_producer_amax_test ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_producer
 target_link_libraries(fp8_producer_amax_test PRIVATE triax_sdk GTest::gtest_main)
 target_include_directories(fp8_producer_amax_test PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)  # recorded_amax.hpp
 triax_use_pch(fp8_producer_amax_test)
-gtest_discover_tests(fp8_producer_amax_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_producer_amax_test_cpu)
-gtest_discover_tests(fp8_producer_amax_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_producer_amax_test_cuda
+triax_discover_test_suites(fp8_producer_amax_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_producer_amax_test_cpu)
+triax_discover_test_suites(fp8_producer_amax_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_producer_amax_test_cuda
                      PROPERTIES LABELS gpu)
 
 # bf16 against fp8 per linear shape of SmolLM-135M/360M/1.7B, to place fp8.min_gemm_size (built,
@@ -32,6 +32,7 @@ if(TRIAX_CUDA)
   add_executable(fp8_linear_bench ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_linear_bench.cpp)
   target_link_libraries(fp8_linear_bench PRIVATE triax_sdk)
   triax_use_pch(fp8_linear_bench)
+  add_dependencies(triax_benches fp8_linear_bench)
 endif()
 
 # Column- and row-parallel fp8 layers at tp 2 (both modes, both recipes) against the whole layer:

@@ -8,7 +8,7 @@ target_link_libraries(generation_test PRIVATE triax_generate GTest::gtest_main)
 target_compile_definitions(generation_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(generation_test triax_llama)
 triax_use_pch(generation_test)
-gtest_discover_tests(generation_test PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
+triax_discover_test_suites(generation_test PROPERTIES ENVIRONMENT "OMP_NUM_THREADS=1")
 
 # One tiny checkpoint (the quickstart's config, 20 steps) for the command-line tests.
 set(GENERATE_WORK ${CMAKE_CURRENT_BINARY_DIR}/generate_cli)

@@ -4,7 +4,7 @@
 add_executable(inference_cache_test ${CMAKE_CURRENT_LIST_DIR}/inference_cache_test.cpp)
 target_link_libraries(inference_cache_test PRIVATE triax_llama_impl triax_core GTest::gtest_main)
 triax_use_pch(inference_cache_test)
-gtest_discover_tests(inference_cache_test)
+triax_discover_test_suites(inference_cache_test)
 
 add_executable(inference_cache_tp_test ${CMAKE_CURRENT_LIST_DIR}/inference_cache_tp_test.cpp)
 target_link_libraries(inference_cache_tp_test PRIVATE triax_llama_impl triax_multi_rank_main)

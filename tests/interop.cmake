@@ -5,12 +5,12 @@
 add_executable(safetensors_test ${CMAKE_CURRENT_LIST_DIR}/safetensors_test.cpp)
 target_link_libraries(safetensors_test PRIVATE triax_interop nlohmann_json::nlohmann_json GTest::gtest_main)
 triax_use_pch(safetensors_test)
-gtest_discover_tests(safetensors_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 60 ENVIRONMENT "OMP_NUM_THREADS=1")
+triax_discover_test_suites(safetensors_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 60 ENVIRONMENT "OMP_NUM_THREADS=1")
 
 add_executable(tensor_map_test ${CMAKE_CURRENT_LIST_DIR}/tensor_map_test.cpp)
 target_link_libraries(tensor_map_test PRIVATE triax_interop GTest::gtest_main)
 triax_use_pch(tensor_map_test)
-gtest_discover_tests(tensor_map_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 60 ENVIRONMENT "OMP_NUM_THREADS=1")
+triax_discover_test_suites(tensor_map_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 60 ENVIRONMENT "OMP_NUM_THREADS=1")
 
 # Model plugins that only declare nanotron markers (no Hugging Face mapping), plain C.
 add_library(test_plugin_model_markers MODULE ${CMAKE_CURRENT_LIST_DIR}/plugins/model_markers/model_markers.c)
@@ -28,7 +28,7 @@ foreach(test model_selection_test hf_llama_test)
                                              TRIAX_TEST_PLUGINS_DIR="${TRIAX_TEST_PLUGINS_DIR}")
   add_dependencies(${test} triax_llama triax_mamba triax_moe triax_qwen2 test_plugin_model_markers)
   triax_use_pch(${test})
-  gtest_discover_tests(${test} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
+  triax_discover_test_suites(${test} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 ENVIRONMENT "OMP_NUM_THREADS=1")
 endforeach()
 # The plugin's own parameter table is compared with its tensor map.
 target_link_libraries(hf_llama_test PRIVATE triax_llama_impl)
@@ -66,9 +66,10 @@ add_test(NAME hf_convert_round_trips
 set_tests_properties(hf_convert_round_trips PROPERTIES TIMEOUT 300 LABELS "python;checkpoint"
                      ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
 
-# Throughput on a SmolLM2-1.7B-shaped model against plain write()/read() (built, not run by ctest:
-# `build/bin/safetensors_bench [FOLDER]`).
-add_executable(safetensors_bench ${CMAKE_CURRENT_LIST_DIR}/interop/safetensors_bench.cpp)
+# Throughput on a SmolLM2-1.7B-shaped model against plain write()/read() (not run by ctest, built by
+# the triax_benches target: `build/bin/safetensors_bench [FOLDER]`).
+add_executable(safetensors_bench EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/interop/safetensors_bench.cpp)
+add_dependencies(triax_benches safetensors_bench)
 target_link_libraries(safetensors_bench PRIVATE triax_convert triax_core)
 target_compile_definitions(safetensors_bench PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(safetensors_bench triax_llama)

@@ -5,8 +5,8 @@ foreach(test fused_ops_test fused_linear_cross_entropy_test)
   add_executable(${test} ${CMAKE_CURRENT_LIST_DIR}/${test}.cpp)
   target_link_libraries(${test} PRIVATE triax_sdk GTest::gtest_main)
   triax_use_pch(${test})
-  gtest_discover_tests(${test} TEST_FILTER "*Cpu.*" TEST_LIST ${test}_cpu)
-  gtest_discover_tests(${test} TEST_FILTER "*Cuda.*" TEST_LIST ${test}_cuda PROPERTIES LABELS gpu)
+  triax_discover_test_suites(${test} TEST_FILTER "*Cpu.*" TEST_LIST ${test}_cpu)
+  triax_discover_test_suites(${test} TEST_FILTER "*Cuda.*" TEST_LIST ${test}_cuda PROPERTIES LABELS gpu)
 endforeach()
 
 # Fused against unfused on one GPU at SmolLM-135M shapes (built, not run by ctest).
@@ -14,6 +14,7 @@ if(TRIAX_CUDA)
   add_executable(fused_ops_bench ${CMAKE_CURRENT_LIST_DIR}/fused_ops_bench.cpp)
   target_link_libraries(fused_ops_bench PRIVATE triax_sdk)
   triax_use_pch(fused_ops_bench)
+  add_dependencies(triax_benches fused_ops_bench)
 endif()
 
 # Mixed precision: 50 bf16 steps on the GPU (nccl at world size 1) follow the fp32 CPU run.

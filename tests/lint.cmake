@@ -16,3 +16,8 @@ set_tests_properties(lint_layering PROPERTIES TIMEOUT 60 LABELS lint)
 add_test(NAME lint_layering_checker
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/lint/layering_test.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(lint_layering_checker PROPERTIES TIMEOUT 60 LABELS lint)
+# GoogleTest programs register one ctest entry per suite (tests/gtest_suites.cmake), not one per
+# case: no direct gtest_discover_tests() in the tests' CMake files.
+add_test(NAME lint_one_entry_per_suite
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/lint/one_entry_per_suite.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(lint_one_entry_per_suite PROPERTIES TIMEOUT 60 LABELS lint)

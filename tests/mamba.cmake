@@ -5,4 +5,4 @@ add_executable(mamba_test ${CMAKE_CURRENT_LIST_DIR}/mamba_model_test.cpp ${CMAKE
   ${CMAKE_CURRENT_LIST_DIR}/mamba_op_count_test.cpp)
 target_link_libraries(mamba_test PRIVATE triax_mamba_impl GTest::gtest_main)
 triax_use_pch(mamba_test)
-gtest_discover_tests(mamba_test)
+triax_discover_test_suites(mamba_test)

@@ -8,9 +8,9 @@ add_executable(mamba2_test ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_test.cpp ${CMAKE
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_cache_test.cpp)
 target_link_libraries(mamba2_test PRIVATE triax_mamba2_impl GTest::gtest_main)
 triax_use_pch(mamba2_test)
-gtest_discover_tests(mamba2_test TEST_FILTER "-*Cuda.*" TEST_LIST mamba2_test_cpu PROPERTIES LABELS mamba2)
+triax_discover_test_suites(mamba2_test TEST_FILTER "-*Cuda.*" TEST_LIST mamba2_test_cpu PROPERTIES LABELS mamba2)
 # The SSD on CUDA against the CPU's fp64 (skipped without a GPU).
-gtest_discover_tests(mamba2_test TEST_FILTER "*Cuda.*" TEST_LIST mamba2_test_cuda PROPERTIES LABELS "gpu;mamba2")
+triax_discover_test_suites(mamba2_test TEST_FILTER "*Cuda.*" TEST_LIST mamba2_test_cuda PROPERTIES LABELS "gpu;mamba2")
 
 # The demo config trains with the triax command and its loss falls (tests/mamba2_training_test.py).
 add_test(NAME mamba2_demo_trains
@@ -57,7 +57,9 @@ triax_checkpoint_resume(tp2_sp_to_single SOURCE tp2_sp RANKS 1 ${MAMBA2_CHECKPOI
 triax_checkpoint_resume(single_to_tp2_sp SOURCE single RANKS 2 ${MAMBA2_CHECKPOINT} ${MAMBA2_TP2_SP})
 
 # The SSD's forward and backward timed at the mamba2-780m layer shape and what one layer keeps for
-# its backward (`build/bin/mamba2_ssd_bench [--cuda] [batch [length]]`); built, not run by ctest.
-add_executable(mamba2_ssd_bench ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_bench.cpp)
+# its backward (`build/bin/mamba2_ssd_bench [--cuda] [batch [length]]`); not run by ctest, built by the
+# triax_benches target.
+add_executable(mamba2_ssd_bench EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_bench.cpp)
+add_dependencies(triax_benches mamba2_ssd_bench)
 target_link_libraries(mamba2_ssd_bench PRIVATE triax_mamba2_impl)
 triax_use_pch(mamba2_ssd_bench)

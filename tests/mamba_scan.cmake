@@ -4,8 +4,8 @@
 add_executable(mamba_scan_test ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_cuda_test.cpp)
 target_link_libraries(mamba_scan_test PRIVATE triax_mamba_scan GTest::gtest_main)
 triax_use_pch(mamba_scan_test)
-gtest_discover_tests(mamba_scan_test TEST_FILTER "*Cpu.*" TEST_LIST mamba_scan_test_cpu)
-gtest_discover_tests(mamba_scan_test TEST_FILTER "*Cuda.*" TEST_LIST mamba_scan_test_cuda PROPERTIES LABELS gpu)
+triax_discover_test_suites(mamba_scan_test TEST_FILTER "*Cpu.*" TEST_LIST mamba_scan_test_cpu)
+triax_discover_test_suites(mamba_scan_test TEST_FILTER "*Cuda.*" TEST_LIST mamba_scan_test_cuda PROPERTIES LABELS gpu)
 
 # Time and achieved memory bandwidth of the kernels at Mamba-130m shapes, with --peer mamba-ssm's
 # selective_scan_fn on the same tensors (built, not run by ctest).
@@ -15,4 +15,5 @@ if(TRIAX_CUDA)
   target_compile_definitions(mamba_scan_bench PRIVATE
     TRIAX_MAMBA_SCAN_PEER_SCRIPT="${PROJECT_SOURCE_DIR}/tools/device/mamba_scan_peer.py")
   triax_use_pch(mamba_scan_bench)
+  add_dependencies(triax_benches mamba_scan_bench)
 endif()

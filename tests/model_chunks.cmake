@@ -4,7 +4,7 @@
 # by key, from whole runs under mpirun. The parity matrix (parity.cmake) trains with it.
 add_executable(interleaved_schedule_test ${CMAKE_CURRENT_LIST_DIR}/interleaved_schedule_test.cpp)
 target_link_libraries(interleaved_schedule_test PRIVATE triax_pipeline_schedules GTest::gtest_main)
-gtest_discover_tests(interleaved_schedule_test)
+triax_discover_test_suites(interleaved_schedule_test)
 
 add_executable(interleaved_pipeline_test ${CMAKE_CURRENT_LIST_DIR}/interleaved_pipeline_test.cpp)
 target_link_libraries(interleaved_pipeline_test PRIVATE triax_multi_rank_main)

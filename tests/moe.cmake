@@ -6,9 +6,9 @@
 add_executable(moe_test ${CMAKE_CURRENT_LIST_DIR}/moe_test.cpp ${CMAKE_CURRENT_LIST_DIR}/moe_grouped_gemm_cuda_test.cpp)
 target_link_libraries(moe_test PRIVATE triax_moe_impl GTest::gtest_main)
 triax_use_pch(moe_test)
-gtest_discover_tests(moe_test TEST_FILTER "-*Cuda*" TEST_LIST moe_test_cpu PROPERTIES LABELS "moe")
+triax_discover_test_suites(moe_test TEST_FILTER "-*Cuda*" TEST_LIST moe_test_cpu PROPERTIES LABELS "moe")
 # The *Cuda suite (grouped GEMM against the loop in bf16) skips without a GPU.
-gtest_discover_tests(moe_test TEST_FILTER "*Cuda*" TEST_LIST moe_test_cuda TEST_SUFFIX ".gpu" PROPERTIES LABELS "moe;gpu")
+triax_discover_test_suites(moe_test TEST_FILTER "*Cuda*" TEST_LIST moe_test_cuda TEST_SUFFIX ".gpu" PROPERTIES LABELS "moe;gpu")
 # The whole parity model in bf16 on one GPU (the grouped GEMM path) follows its fp32 CPU run,
 # within 5% rather than the dense model's 2%: bf16 rounding flips top-2 choices between nearly
 # tied experts, and from there the curve wanders (measured 4.2% at step 49 with the fused kernels

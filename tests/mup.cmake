@@ -14,7 +14,7 @@ target_link_libraries(mup_test PRIVATE triax_core GTest::gtest_main)
 target_compile_definitions(mup_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(mup_test triax_llama triax_moe triax_mamba triax_adamw triax_zero1_adamw)
 triax_use_pch(mup_test)
-gtest_discover_tests(mup_test DISCOVERY_TIMEOUT 60 PROPERTIES LABELS mup ENVIRONMENT "OMP_NUM_THREADS=1")
+triax_discover_test_suites(mup_test DISCOVERY_TIMEOUT 60 PROPERTIES LABELS mup ENVIRONMENT "OMP_NUM_THREADS=1")
 
 # Parity (after parity.cmake, whose parity_runner and run_case.sh these use): the tiny Llama of
 # the parity matrix with spectral muP and untied embeddings (so that the vocabulary-parallel head

@@ -5,7 +5,7 @@
 add_executable(nemotron_h_test ${CMAKE_CURRENT_LIST_DIR}/nemotron_h_test.cpp)
 target_link_libraries(nemotron_h_test PRIVATE triax_nemotron_h_impl GTest::gtest_main)
 triax_use_pch(nemotron_h_test)
-gtest_discover_tests(nemotron_h_test PROPERTIES LABELS nemotron_h)
+triax_discover_test_suites(nemotron_h_test PROPERTIES LABELS nemotron_h)
 
 # The demo config trains with the triax command and its loss falls (tests/mamba2_training_test.py).
 add_test(NAME nemotron_h_demo_trains

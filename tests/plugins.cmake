@@ -51,7 +51,7 @@ target_compile_definitions(plugin_registry_test PRIVATE
 triax_use_pch(plugin_registry_test)
 add_dependencies(plugin_registry_test test_plugin_good test_plugin_duplicate test_plugin_abi_1_0 ${triax_broken_targets})
 # OutOfTreePlugin.* runs only under the out_of_tree_plugin test below.
-gtest_discover_tests(plugin_registry_test DISCOVERY_TIMEOUT 60 TEST_FILTER "-OutOfTreePlugin.*")
+triax_discover_test_suites(plugin_registry_test DISCOVERY_TIMEOUT 60 TEST_FILTER "-OutOfTreePlugin.*")
 
 # The SDK as plugin authors get it: install this build into a scratch prefix, build
 # tests/out_of_tree_plugin (its own project, find_package(triax)) against it, and load the result.

@@ -4,7 +4,7 @@ target_link_libraries(training_test PRIVATE triax_core GTest::gtest_main)
 target_compile_definitions(training_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(training_test triax_llama triax_afab triax_adamw triax_zero1_adamw)
 triax_use_pch(training_test)
-gtest_discover_tests(training_test DISCOVERY_TIMEOUT 60 TEST_FILTER "-*Cuda.*" PROPERTIES TIMEOUT 300)
+triax_discover_test_suites(training_test DISCOVERY_TIMEOUT 60 TEST_FILTER "-*Cuda.*" PROPERTIES TIMEOUT 300)
 # The fused AdamW kernel against LibTorch's fused AdamW (skips without a GPU).
-gtest_discover_tests(training_test DISCOVERY_TIMEOUT 60 TEST_FILTER "*Cuda.*" TEST_LIST training_test_cuda
-                     PROPERTIES LABELS gpu)
+triax_discover_test_suites(training_test DISCOVERY_TIMEOUT 60 TEST_FILTER "*Cuda.*" TEST_LIST training_test_cuda
+                           PROPERTIES LABELS gpu)

@@ -5,12 +5,12 @@
 # (parity.cmake, moe.cmake) and `triax inspect schedule`. Label: zero_bubble.
 add_executable(zero_bubble_schedule_test ${CMAKE_CURRENT_LIST_DIR}/zero_bubble_schedule_test.cpp)
 target_link_libraries(zero_bubble_schedule_test PRIVATE triax_pipeline_schedules GTest::gtest_main)
-gtest_discover_tests(zero_bubble_schedule_test PROPERTIES LABELS zero_bubble)
+triax_discover_test_suites(zero_bubble_schedule_test PROPERTIES LABELS zero_bubble)
 
 add_executable(deferred_weight_gradients_test ${CMAKE_CURRENT_LIST_DIR}/deferred_weight_gradients_test.cpp)
 target_link_libraries(deferred_weight_gradients_test PRIVATE triax_sdk GTest::gtest_main)
 triax_use_pch(deferred_weight_gradients_test)
-gtest_discover_tests(deferred_weight_gradients_test PROPERTIES LABELS zero_bubble)
+triax_discover_test_suites(deferred_weight_gradients_test PROPERTIES LABELS zero_bubble)
 
 add_executable(zero_bubble_pipeline_test ${CMAKE_CURRENT_LIST_DIR}/zero_bubble_pipeline_test.cpp)
 target_link_libraries(zero_bubble_pipeline_test PRIVATE triax_multi_rank_main triax_pipeline_schedules)
