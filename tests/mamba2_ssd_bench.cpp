@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cpu_live_bytes.hpp"
+#include "mamba2_config.hpp"
 #include "mamba2_mixer.hpp"
 #include "model_reference_support.hpp"
 #include "ssd.hpp"
