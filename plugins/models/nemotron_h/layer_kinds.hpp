@@ -46,7 +46,7 @@ struct LayerKind {
   std::function<int64_t(const NemotronHConfig&)> parameter_count;
   // Initialises a parameter of this kind's mixer (false: not one of its names).
   std::function<bool(const NamedParameter&, const NemotronHConfig&, const LayerInit&)> init_parameter;
-  // Refuses, naming the key of `reader`, a tensor-parallel size the mixer cannot split.
+  // Refuses, naming the key of `reader`, a tensor- or expert-parallel size the mixer cannot split.
   std::function<void(ConfigReader& reader, const NemotronHConfig&, const ModelContext&)> check_tensor_parallel;
 };
 
