@@ -164,7 +164,9 @@ LayerKind moe_kind() {
     for (HfTensorRule& rule : moe::moe_block_hf_rules(*c.moe_block, prefix, prefix, moe::MoeHfNames::nemotron_h()))
       rules.push_back(std::move(rule));
   };
-  kind.multiply_adds_per_token = [](const NemotronHConfig& c, int64_t) { return c.moe_block->multiply_adds_per_token(); };
+  kind.multiply_adds_per_token = [](const NemotronHConfig& c, int64_t) {
+    return c.moe_block->multiply_adds_per_token();
+  };
   kind.parameter_count = [](const NemotronHConfig& c) { return c.moe_block->parameter_count(); };
   kind.init_parameter = [](const NamedParameter& p, const NemotronHConfig&, const LayerInit& init) {
     if (ends_with(p.name, "e_score_correction.bias")) {
@@ -190,18 +192,11 @@ LayerKind moe_kind() {
 
 }  // namespace
 
-const LayerKind* find_layer_kind(char letter) {
+const LayerKind& layer_kind(char letter) {
   static const std::vector<LayerKind> kinds = {mamba2_kind(), attention_kind(), mlp_kind(), moe_kind()};
   for (const LayerKind& kind : kinds)
-    if (kind.letter == letter) return &kind;
-  return nullptr;
-}
-
-const LayerKind& layer_kind(char letter) {
-  const LayerKind* kind = find_layer_kind(letter);
-  if (kind == nullptr)
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string("nemotron_h: no layer kind for the letter '") + letter + "'");
-  return *kind;
+    if (kind.letter == letter) return kind;
+  throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string("nemotron_h: no layer kind for the letter '") + letter + "'");
 }
 
 }  // namespace triax::nemotron_h

@@ -1,7 +1,7 @@
 // The layer kinds of a Nemotron-H pattern (hybrid_override_pattern), one row per letter: what the
 // layer's mixer is, its Hugging Face tensors, its cost, its parameter count and initialisation,
-// and what it refuses of the topology. A letter of Hugging Face's NemotronH without a row here is
-// refused by the config reader; a new kind is one more row.
+// and what it refuses of the topology. Every letter of Hugging Face's NemotronH has a row; a new
+// kind is one more row.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -50,8 +50,6 @@ struct LayerKind {
   std::function<void(ConfigReader& reader, const NemotronHConfig&, const ModelContext&)> check_tensor_parallel;
 };
 
-// The kinds this build has; nullptr for any other letter.
-const LayerKind* find_layer_kind(char letter);
 // The kind of each letter of the pattern (every letter has one: the reader checked).
 const LayerKind& layer_kind(char letter);
 

@@ -70,7 +70,8 @@ void read_moe_keys(ConfigReader& reader, NemotronHConfig& c) {
   o.score = moe::RouterScore::Sigmoid;
   o.activation = moe::ExpertActivation::SquaredRelu;  // mlp_hidden_act relu2, the only one read
   o.shared_expert = moe::SharedExpert::Ungated;
-  o.dispatcher = moe::TokenDispatcher::kind_of(reader.choice("token_dispatcher_type", {"alltoall", "allgather"}, "alltoall"));
+  o.dispatcher =
+      moe::TokenDispatcher::kind_of(reader.choice("token_dispatcher_type", {"alltoall", "allgather"}, "alltoall"));
   c.router_losses.balance = reader.get<double>("router_aux_loss_coef", c.router_losses.balance);
   c.router_losses.z_loss = reader.get<double>("router_z_loss_coef", c.router_losses.z_loss);
   c.moe_block = o;
@@ -120,7 +121,8 @@ void check_moe(const ConfigReader& reader, const NemotronHConfig& c) {
   if (!c.moe_block) return;
   require_not_negative(reader, "router_aux_loss_coef", c.router_losses.balance);
   require_not_negative(reader, "router_z_loss_coef", c.router_losses.z_loss);
-  c.moe_block->check([&](const std::string& field, const std::string& why) { reader.fail(kMoeKeyOfField.at(field), why); });
+  c.moe_block->check(
+      [&](const std::string& field, const std::string& why) { reader.fail(kMoeKeyOfField.at(field), why); });
   if (c.mlp_bias)
     reader.fail("mlp_bias", "is true, but the E layers' shared expert has no biases (triax's MoE block): set it false");
 }

@@ -69,8 +69,7 @@ StageOutput NemotronHModel::forward(const StageInput& input) {
 
 std::vector<std::string> NemotronHModel::aux_loss_names() const {
   std::vector<std::string> names = CausalLm::aux_loss_names();  // the LM z-loss, when on
-  if (config_.moe_block)
-    names.insert(names.end(), moe::router_loss_names().begin(), moe::router_loss_names().end());
+  if (config_.moe_block) names.insert(names.end(), moe::router_loss_names().begin(), moe::router_loss_names().end());
   return names;
 }
 
