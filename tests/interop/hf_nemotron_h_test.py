@@ -4,13 +4,14 @@ NemotronHForCausalLM on CPU (its PyTorch path: the reference), fp32, max |logit 
 1. export: a tiny hybrid trained by triax -> `triax convert --to hf` ->
    NemotronHForCausalLM.from_pretrained gives triax's logits; a tied one is refused (transformers'
    NemotronHForCausalLM never ties its lm_head);
-2. import: a NemotronHForCausalLM made by transformers (every letter but E; one with MLP and Mamba
-   biases) -> `triax convert --from hf` -> triax gives transformers' logits, also straight from the
-   folder; exported back, every tensor is bit-identical to the one imported;
+2. import: a NemotronHForCausalLM made by transformers (one with MLP and Mamba biases, one with E
+   layers: grouped sigmoid routing with a nonzero e_score_correction_bias) -> `triax convert --from
+   hf` -> triax gives transformers' logits, also straight from the folder; exported back, every
+   tensor is bit-identical to the one imported;
 3. generation: `triax generate` with the cache (conv and SSM state per Mamba-2 layer, K/V per
-   attention layer) gives transformers' greedy generate() tokens;
-4. refusals: an E layer (not available in this build), groups that do not divide the heads and
-   chunk_size 0, each naming config.json and the key.
+   attention layer, nothing for MLP and E layers) gives transformers' greedy generate() tokens;
+4. refusals: E layers without n_routed_experts, moe_latent_size set, groups that do not divide the
+   heads and chunk_size 0, each naming config.json and the key.
 
 usage: hf_nemotron_h_test.py TRIAX TRIAX_LOGITS CONFIG WORK_DIR
 """
@@ -37,9 +38,9 @@ MODEL = [M + "vocab_size=100", M + "hidden_size=32", M + "mamba_num_heads=8", M 
 # 1. triax -> Hugging Face
 run_dir, hf_dir, exported = check.train_and_export(triax, config, MODEL, "untied")
 assert exported["architectures"] == ["NemotronHForCausalLM"], exported
-assert exported["layers_block_type"][:2] == ["linear_attention", "mlp"], exported
+assert exported["layers_block_type"][-1] == "moe" and exported["n_routed_experts"] == 4, exported
 model = NemotronHForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
-assert model.config.hybrid_override_pattern == "M-M*-", model.config.hybrid_override_pattern
+assert model.config.hybrid_override_pattern == "M-M*E", model.config.hybrid_override_pattern
 compare("export", check.triax_logits(run_dir), check.hf_logits(model))
 tied_run = os.path.join(work, "run_tied")
 run(triax, "train", config, *[arg for s in MODEL for arg in ("--set", s)], "--set", f"{M}tie_word_embeddings=true",
@@ -49,22 +50,31 @@ refused("export of tied embeddings", [triax, "convert", "--to", "hf", tied_run, 
         "tie_word_embeddings", "never ties")
 
 
+# E layers: 8 experts in 4 groups, 3 per token from the best 2 groups, renormalised and scaled.
+MOE = dict(n_routed_experts=8, num_experts_per_tok=3, n_group=4, topk_group=2, norm_topk_prob=True,
+           routed_scaling_factor=2.5, moe_intermediate_size=24, moe_shared_expert_intermediate_size=40)
+
+
 def made_model(pattern, bias, tied, seed=3, time_step_min=0.01):
     torch.manual_seed(seed)
     made = NemotronHForCausalLM(NemotronHConfig(
         vocab_size=100, hidden_size=32, hybrid_override_pattern=pattern, num_attention_heads=4, num_key_value_heads=2,
         head_dim=8, intermediate_size=48, mlp_bias=bias, mamba_num_heads=8, mamba_head_dim=8, ssm_state_size=8,
         n_groups=2, conv_kernel=4, chunk_size=4, use_bias=bias, tie_word_embeddings=tied, initializer_range=0.3,
-        time_step_min=time_step_min, pad_token_id=0, bos_token_id=1, eos_token_id=2, dtype="float32")).eval()
-    with torch.no_grad():  # initialised biases are 0: make them count
+        time_step_min=time_step_min, pad_token_id=0, bos_token_id=1, eos_token_id=2, dtype="float32",
+        **MOE)).eval()
+    with torch.no_grad():  # initialised biases are 0: make them count; the routing bias changes choices
         for pname, p in made.named_parameters():
             if pname.endswith(".bias"):
                 p.normal_(0.0, 0.3)
+        for bname, b in made.named_buffers():
+            if bname.endswith("e_score_correction_bias"):
+                b.normal_(0.0, 0.2)
     return made
 
 
 # 2. Hugging Face -> triax, and back
-for pattern, bias, tied in (("M*-M-*", False, False), ("*M-M", True, True)):
+for pattern, bias, tied in (("M*-M-*", False, False), ("*M-M", True, True), ("M*EM-E", False, False)):
     # tie_word_embeddings in config.json: transformers still keeps lm_head apart, and so does the import.
     name = pattern.replace("*", "A").replace("-", "P") + ("_bias" if bias else "")
     made_dir = check.import_and_compare(triax, made_model(pattern, bias, tied), name)
@@ -84,35 +94,37 @@ for pattern, bias, tied in (("M*-M-*", False, False), ("*M-M", True, True)):
 # 3. greedy generation through the caches against transformers' generate()
 # transformers clamps dt at time_step_min in its chunked scan but not in its one-token decoding
 # step, and triax clamps in both: a minimum of 1e-6 keeps the clamp from deciding a token.
-made = made_model("M*-M-*", False, False, seed=5, time_step_min=1e-6)
-gen_dir = os.path.join(work, "made_generate")
-made.save_pretrained(gen_dir, safe_serialization=True)
 PROMPTS = [[5, 17, 99, 3, 42, 64, 7], [88, 21], [13, 77, 5, 5, 9, 31, 40, 41, 60, 70, 3]]
-out = os.path.join(work, "generated.jsonl")
-run(triax, "generate", gen_dir, "--max-new-tokens", "12", "--output", out,
-    *[arg for p in PROMPTS for arg in ("--prompt-ids", " ".join(map(str, p)))])
-with open(out) as lines:
-    ours = [json.loads(line)["new_ids"] for line in lines]
-for i, prompt in enumerate(PROMPTS):
-    with torch.no_grad():
-        theirs = made.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
-                               max_new_tokens=12, do_sample=False)[0, len(prompt):].tolist()
-    if ours[i] != theirs:
-        check.fail(f"generation, prompt {i}: triax {ours[i]} != transformers {theirs}")
-    else:
-        print(f"generation, prompt {i}: {len(theirs)} greedy tokens equal transformers' generate()")
+for pattern in ("M*-M-*", "M*EM-E"):
+    made = made_model(pattern, False, False, seed=5, time_step_min=1e-6)
+    gen_dir = os.path.join(work, "made_generate_" + pattern.replace("*", "A").replace("-", "P"))
+    made.save_pretrained(gen_dir, safe_serialization=True)
+    out = os.path.join(gen_dir, "generated.jsonl")
+    run(triax, "generate", gen_dir, "--max-new-tokens", "12", "--output", out,
+        *[arg for p in PROMPTS for arg in ("--prompt-ids", " ".join(map(str, p)))])
+    with open(out) as lines:
+        ours = [json.loads(line)["new_ids"] for line in lines]
+    for i, prompt in enumerate(PROMPTS):
+        with torch.no_grad():
+            theirs = made.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                   max_new_tokens=12, do_sample=False)[0, len(prompt):].tolist()
+        if ours[i] != theirs:
+            check.fail(f"generation {pattern}, prompt {i}: triax {ours[i]} != transformers {theirs}")
+        else:
+            print(f"generation {pattern}, prompt {i}: {len(theirs)} greedy tokens equal transformers' generate()")
 
 # 4. refusals
 made_dir = os.path.join(work, "made_MAPMPA")
 
 
-def refused_config(what, change, *needles):
-    check.refused_config(triax, made_dir, what, change, *needles)
+def refused_config(what, change, *needles, folder=made_dir):
+    check.refused_config(triax, folder, what, change, *needles)
 
 
-refused_config("a mixture of experts layer", {"layers_block_type": ["linear_attention", "moe", "full_attention", "mlp",
-                                                                    "linear_attention", "full_attention"]},
-               "hybrid_override_pattern", "not available in this build")
+moe_dir = os.path.join(work, "made_MAEMPE")
+refused_config("E layers without their experts", {"n_routed_experts": None}, "n_routed_experts", folder=moe_dir)
+refused_config("a latent projection", {"moe_latent_size": 16}, "moe_latent_size", "no latent projection",
+               folder=moe_dir)
 refused_config("groups that do not divide the heads", {"n_groups": 3}, "n_groups", "do not divide mamba_num_heads (8)")
 refused_config("no chunks", {"chunk_size": 0}, "chunk_size", "must be positive")
 

@@ -7,10 +7,6 @@
 namespace triax::moe {
 namespace {
 
-void require_not_negative(ConfigReader& reader, const char* key, double value) {
-  if (!(value >= 0.0)) reader.fail(key, "must not be negative, got " + std::to_string(value));
-}
-
 MoeSettings read_moe_settings(ConfigReader& r, int64_t intermediate_size, int64_t num_layers) {
   MoeSettings m;
   m.num_experts = r.get<int64_t>("num_experts", m.num_experts);

@@ -43,6 +43,16 @@ const std::vector<HfConfigKey> kModelKeys = {{"vocab_size", HfValue::Integer},
                                              {"bos_token_id", HfValue::TokenId},
                                              {"eos_token_id", HfValue::TokenId},
                                              {"pad_token_id", HfValue::TokenId}};
+// The E layers' keys, carried only for a pattern with E (model_config knows them only then).
+const std::vector<HfConfigKey> kMoeKeys = {{"n_routed_experts", HfValue::Integer},
+                                           {"num_experts_per_tok", HfValue::Integer},
+                                           {"moe_intermediate_size", HfValue::Integer},
+                                           {"moe_shared_expert_intermediate_size", HfValue::Integer},
+                                           {"moe_latent_size", HfValue::Integer},
+                                           {"n_group", HfValue::Integer},
+                                           {"topk_group", HfValue::Integer},
+                                           {"norm_topk_prob", HfValue::Boolean},
+                                           {"routed_scaling_factor", HfValue::Number}};
 
 // transformers' layer type names, by pattern letter.
 const std::vector<std::pair<char, std::string>> kLayerTypes = {
@@ -72,8 +82,10 @@ YAML::Node config_from_hf(ConfigReader& hf) {
   require_hf_value(hf, "mlp_hidden_act", "relu2", "triax's nemotron_h MLP uses relu2");
   require_hf_value(hf, "mamba_hidden_act", "silu", "triax's Mamba-2 mixer uses SiLU");
   YAML::Node m(YAML::NodeType::Map);
-  m["hybrid_override_pattern"] = pattern_from_hf(hf);
+  const std::string pattern = pattern_from_hf(hf);
+  m["hybrid_override_pattern"] = pattern;
   hf_keys_to_model_config(hf, kModelKeys, m);
+  if (pattern.find('E') != std::string::npos) hf_keys_to_model_config(hf, kMoeKeys, m);
   // The reader's refusals name config.json and the key.
   ConfigReader check(YAML::Clone(m), "", "config.json");
   NemotronHConfig::read(check);
@@ -100,6 +112,7 @@ std::string config_to_hf(ConfigReader& model_config, const std::string& dtype) {
                {"use_cache", true},
                {"torch_dtype", dtype}};
   model_config_keys_to_hf(model_config.resolved(), kModelKeys, json);
+  if (c.moe_block) model_config_keys_to_hf(model_config.resolved(), kMoeKeys, json);
   return json.dump(2) + "\n";
 }
 

@@ -3,7 +3,7 @@
 //   residual_in_fp32),
 // the norm an RMSNorm over hidden_size, the mixer the letter's (layer_kinds.hpp). Registered in
 // Hugging Face's order: norm, then mixer. Generation: the mixer's own cache (conv and SSM state
-// of a Mamba-2 layer, keys and values of an attention layer, nothing for an MLP).
+// of a Mamba-2 layer, keys and values of an attention layer, nothing for an MLP or MoE layer).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,6 +28,7 @@ class HybridLayer : public CausalLmLayer {
                             const CachedStep& step) override;
 
   std::shared_ptr<RMSNorm> norm;
+  const std::shared_ptr<torch::nn::Module>& mixer() const { return mixer_.module; }
 
  private:
   at::Tensor residual_of(const at::Tensor& x) const { return residual_in_fp32_ ? x.to(at::kFloat) : x; }

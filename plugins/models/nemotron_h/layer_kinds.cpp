@@ -7,6 +7,8 @@
 #include "mamba2_mixer.hpp"
 #include "mamba2_mixer_hf.hpp"
 #include "mamba2_mixer_init.hpp"
+#include "moe_block.hpp"
+#include "moe_block_hf.hpp"
 #include "pytorch_default_init.hpp"
 #include "triax/error.hpp"
 #include "triax/init.hpp"
@@ -145,20 +147,56 @@ LayerKind mlp_kind() {
   return kind;
 }
 
-}  // namespace
-
-const LayerKind* find_layer_kind(char letter) {
-  static const std::vector<LayerKind> kinds = {mamba2_kind(), attention_kind(), mlp_kind()};
-  for (const LayerKind& kind : kinds)
-    if (kind.letter == letter) return &kind;
-  return nullptr;
+// E: the shared MoE block with NemotronHMoE's options (sigmoid routing, relu² experts, an ungated
+// shared expert). Initialised as transformers does: router and every projection ~ N(0,
+// initializer_range), e_score_correction_bias 0.
+LayerKind moe_kind() {
+  LayerKind kind;
+  kind.letter = 'E';
+  kind.make = [](const NemotronHConfig& c, const ModelContext& context) {
+    auto block = std::make_shared<moe::MoeBlock>(*c.moe_block, context);
+    moe::MoeBlock* raw = block.get();
+    return LayerMixer{block, [raw](const at::Tensor& x) { return raw->forward(x); },
+                      [](int64_t) { return std::make_unique<LayerCache>(); },  // keeps nothing
+                      [raw](const at::Tensor& x, const CachedStep&) { return raw->forward(x); }};
+  };
+  kind.add_hf_rules = [](const NemotronHConfig& c, std::vector<HfTensorRule>& rules, const std::string& prefix) {
+    for (HfTensorRule& rule : moe::moe_block_hf_rules(*c.moe_block, prefix, prefix, moe::MoeHfNames::nemotron_h()))
+      rules.push_back(std::move(rule));
+  };
+  kind.multiply_adds_per_token = [](const NemotronHConfig& c, int64_t) {
+    return c.moe_block->multiply_adds_per_token();
+  };
+  kind.parameter_count = [](const NemotronHConfig& c) { return c.moe_block->parameter_count(); };
+  kind.init_parameter = [](const NamedParameter& p, const NemotronHConfig&, const LayerInit& init) {
+    if (ends_with(p.name, "e_score_correction.bias")) {
+      init_constant(p, 0.0);
+    } else if (ends_with(p.name, "gate.weight") || ends_with(p.name, "up_proj") || ends_with(p.name, "down_proj") ||
+               ends_with(p.name, "up_proj.weight") || ends_with(p.name, "down_proj.weight")) {
+      init_normal(p, init.initializer_range, init.seed);
+    } else {
+      return false;
+    }
+    return true;
+  };
+  kind.check_tensor_parallel = [](ConfigReader& reader, const NemotronHConfig& c, const ModelContext& context) {
+    require_divisible(reader, "moe_shared_expert_intermediate_size", c.moe_block->shared_expert_intermediate_size,
+                      context.tp_size, "the shared expert's up_proj is split by its output features");
+    if (c.moe_block->num_experts % context.ep_size != 0)
+      reader.fail("n_routed_experts", std::to_string(c.moe_block->num_experts) +
+                                          " is not divisible by parallelism.expert_parallel_size (" +
+                                          std::to_string(context.ep_size) + "): each ep rank holds as many experts");
+  };
+  return kind;
 }
 
+}  // namespace
+
 const LayerKind& layer_kind(char letter) {
-  const LayerKind* kind = find_layer_kind(letter);
-  if (kind == nullptr)
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string("nemotron_h: no layer kind for the letter '") + letter + "'");
-  return *kind;
+  static const std::vector<LayerKind> kinds = {mamba2_kind(), attention_kind(), mlp_kind(), moe_kind()};
+  for (const LayerKind& kind : kinds)
+    if (kind.letter == letter) return kind;
+  throw Error(TRIAX_ERROR_INVALID_ARGUMENT, std::string("nemotron_h: no layer kind for the letter '") + letter + "'");
 }
 
 }  // namespace triax::nemotron_h

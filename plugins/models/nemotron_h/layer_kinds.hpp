@@ -1,7 +1,7 @@
 // The layer kinds of a Nemotron-H pattern (hybrid_override_pattern), one row per letter: what the
 // layer's mixer is, its Hugging Face tensors, its cost, its parameter count and initialisation,
-// and what it refuses of the topology. A letter of Hugging Face's NemotronH without a row here is
-// refused by the config reader; a new kind is one more row.
+// and what it refuses of the topology. Every letter of Hugging Face's NemotronH has a row; a new
+// kind is one more row.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -46,12 +46,10 @@ struct LayerKind {
   std::function<int64_t(const NemotronHConfig&)> parameter_count;
   // Initialises a parameter of this kind's mixer (false: not one of its names).
   std::function<bool(const NamedParameter&, const NemotronHConfig&, const LayerInit&)> init_parameter;
-  // Refuses, naming the key of `reader`, a tensor-parallel size the mixer cannot split.
+  // Refuses, naming the key of `reader`, a tensor- or expert-parallel size the mixer cannot split.
   std::function<void(ConfigReader& reader, const NemotronHConfig&, const ModelContext&)> check_tensor_parallel;
 };
 
-// The kinds this build has; nullptr for any other letter.
-const LayerKind* find_layer_kind(char letter);
 // The kind of each letter of the pattern (every letter has one: the reader checked).
 const LayerKind& layer_kind(char letter);
 

@@ -1,5 +1,7 @@
 #include "nemotron_h_config.hpp"
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 
@@ -35,6 +37,46 @@ void read_mamba_keys(ConfigReader& reader, NemotronHConfig& c) {
   m.layer_norm_epsilon = c.layer_norm_epsilon;
 }
 
+bool has_letter(const NemotronHConfig& c, char letter) {
+  return c.hybrid_override_pattern.find(letter) != std::string::npos;
+}
+
+// MoeBlockOptions' fields by the config keys they come from (for check()'s refusals).
+const std::map<std::string, std::string> kMoeKeyOfField = {
+    {"num_experts", "n_routed_experts"},
+    {"top_k", "num_experts_per_tok"},
+    {"expert_intermediate_size", "moe_intermediate_size"},
+    {"shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"},
+    {"n_group", "n_group"},
+    {"topk_group", "topk_group"},
+    {"routed_scaling_factor", "routed_scaling_factor"}};
+
+// The keys of the E layers (NemotronHMoE), only for a pattern with E: without one they are unknown.
+void read_moe_keys(ConfigReader& reader, NemotronHConfig& c) {
+  if (!has_letter(c, 'E')) return;
+  if (const auto latent = reader.optional<int64_t>("moe_latent_size"))
+    reader.fail("moe_latent_size", "is " + std::to_string(*latent) +
+                                       ", but triax's E layers have no latent projection: leave it unset (null)");
+  moe::MoeBlockOptions o;
+  o.hidden_size = c.hidden_size;
+  o.num_experts = reader.required<int64_t>("n_routed_experts");
+  o.top_k = reader.required<int64_t>("num_experts_per_tok");
+  o.expert_intermediate_size = reader.required<int64_t>("moe_intermediate_size");
+  o.shared_expert_intermediate_size = reader.required<int64_t>("moe_shared_expert_intermediate_size");
+  o.n_group = reader.get<int64_t>("n_group", o.n_group);
+  o.topk_group = reader.get<int64_t>("topk_group", o.topk_group);
+  o.norm_topk_prob = reader.get<bool>("norm_topk_prob", o.norm_topk_prob);
+  o.routed_scaling_factor = reader.get<double>("routed_scaling_factor", o.routed_scaling_factor);
+  o.score = moe::RouterScore::Sigmoid;
+  o.activation = moe::ExpertActivation::SquaredRelu;  // mlp_hidden_act relu2, the only one read
+  o.shared_expert = moe::SharedExpert::Ungated;
+  o.dispatcher =
+      moe::TokenDispatcher::kind_of(reader.choice("token_dispatcher_type", {"alltoall", "allgather"}, "alltoall"));
+  c.router_losses.balance = reader.get<double>("router_aux_loss_coef", c.router_losses.balance);
+  c.router_losses.z_loss = reader.get<double>("router_z_loss_coef", c.router_losses.z_loss);
+  c.moe_block = o;
+}
+
 void read_keys(ConfigReader& reader, NemotronHConfig& c) {
   c.hybrid_override_pattern = reader.required<std::string>("hybrid_override_pattern");
   c.num_hidden_layers =
@@ -50,6 +92,7 @@ void read_keys(ConfigReader& reader, NemotronHConfig& c) {
   c.layer_norm_epsilon = reader.get<double>("layer_norm_epsilon", c.layer_norm_epsilon);
   c.residual_in_fp32 = reader.get<bool>("residual_in_fp32", c.residual_in_fp32);
   read_mamba_keys(reader, c);
+  read_moe_keys(reader, c);
   c.tie_word_embeddings = reader.get<bool>("tie_word_embeddings", c.tie_word_embeddings);
   c.pad_token_id = reader.optional<int64_t>("pad_token_id");
   c.bos_token_id = reader.get<int64_t>("bos_token_id", c.bos_token_id);
@@ -66,9 +109,6 @@ void check_pattern(const ConfigReader& reader, const NemotronHConfig& c) {
       reader.fail("hybrid_override_pattern",
                   std::string("unknown letter '") + letter + "' at layer " + text(i) +
                       " (the letters are M Mamba-2, * attention, - MLP, E mixture of experts)");
-    if (find_layer_kind(letter) == nullptr)
-      reader.fail("hybrid_override_pattern", std::string("the letter '") + letter + "' at layer " + text(i) +
-                                                 " is not available in this build (available: M, *, -)");
   }
   if (static_cast<int64_t>(pattern.size()) != c.num_hidden_layers)
     reader.fail("num_hidden_layers", "is " + text(c.num_hidden_layers) + ", but hybrid_override_pattern \"" + pattern +
@@ -76,8 +116,15 @@ void check_pattern(const ConfigReader& reader, const NemotronHConfig& c) {
                                          " letters (one per layer)");
 }
 
-bool has_letter(const NemotronHConfig& c, char letter) {
-  return c.hybrid_override_pattern.find(letter) != std::string::npos;
+// The E layers' options, and their shared expert, which has no biases.
+void check_moe(const ConfigReader& reader, const NemotronHConfig& c) {
+  if (!c.moe_block) return;
+  require_not_negative(reader, "router_aux_loss_coef", c.router_losses.balance);
+  require_not_negative(reader, "router_z_loss_coef", c.router_losses.z_loss);
+  c.moe_block->check(
+      [&](const std::string& field, const std::string& why) { reader.fail(kMoeKeyOfField.at(field), why); });
+  if (c.mlp_bias)
+    reader.fail("mlp_bias", "is true, but the E layers' shared expert has no biases (triax's MoE block): set it false");
 }
 
 void check_sizes(const ConfigReader& reader, const NemotronHConfig& c) {
@@ -104,6 +151,7 @@ void check_sizes(const ConfigReader& reader, const NemotronHConfig& c) {
     reader.fail("n_groups", text(c.mamba.n_groups) + " groups do not divide mamba_num_heads (" +
                                 text(c.mamba.num_heads) + "): each group of heads shares one B and one C");
   if (has_letter(c, '*')) check_key_value_groups(reader, c.num_attention_heads, c.num_key_value_heads);
+  check_moe(reader, c);
 }
 
 }  // namespace
@@ -118,6 +166,10 @@ NemotronHConfig NemotronHConfig::read(ConfigReader& reader) {
   check_parameter_count(reader, "hidden_size", static_cast<double>(c.vocab_size * c.hidden_size) * 2.0 + layers,
                         "vocab_size, hidden_size, hybrid_override_pattern and the layers' sizes");
   return c;
+}
+
+int64_t NemotronHConfig::layers_of(char letter) const {
+  return static_cast<int64_t>(std::count(hybrid_override_pattern.begin(), hybrid_override_pattern.end(), letter));
 }
 
 std::vector<double> nemotron_h_block_costs(const NemotronHConfig& c, int64_t sequence_length) {

@@ -7,7 +7,9 @@
 
 #include "hybrid_layer.hpp"
 #include "layer_kinds.hpp"
+#include "moe_block.hpp"
 #include "nemotron_h_init.hpp"
+#include "router_losses.hpp"
 #include "ssm_backbone.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/context_parallel.hpp"
@@ -49,8 +51,26 @@ NemotronHModel::NemotronHModel(const NemotronHConfig& config, const ModelContext
                context),
       config_(config),
       resolved_yaml_(std::move(resolved_yaml)) {
-  build([&](int64_t layer) { return std::make_shared<HybridLayer>(config, layer_kind(config.letter(layer)), context); },
-        [&] { return mamba::ssm_final_norm(config.hidden_size, config.layer_norm_epsilon, context); });
+  build(
+      [&](int64_t layer) {
+        auto hybrid = std::make_shared<HybridLayer>(config, layer_kind(config.letter(layer)), context);
+        if (auto block = std::dynamic_pointer_cast<moe::MoeBlock>(hybrid->mixer())) moe_blocks_.push_back(block);
+        return hybrid;
+      },
+      [&] { return mamba::ssm_final_norm(config.hidden_size, config.layer_norm_epsilon, context); });
+}
+
+StageOutput NemotronHModel::forward(const StageInput& input) {
+  StageOutput out = CausalLm::forward(input);
+  if (config_.moe_block)
+    moe::add_router_losses(moe_blocks_, config_.router_losses, config_.layers_of('E'), out.aux_losses);
+  return out;
+}
+
+std::vector<std::string> NemotronHModel::aux_loss_names() const {
+  std::vector<std::string> names = CausalLm::aux_loss_names();  // the LM z-loss, when on
+  if (config_.moe_block) names.insert(names.end(), moe::router_loss_names().begin(), moe::router_loss_names().end());
+  return names;
 }
 
 double NemotronHModel::flops_per_token(int64_t sequence_length) const {

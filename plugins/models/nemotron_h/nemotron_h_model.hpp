@@ -1,13 +1,17 @@
 // The Nemotron-H hybrid model (Hugging Face NemotronHForCausalLM) as a triax model plugin: a
 // causal LM (triax/causal_lm.hpp) of HybridLayer layers, each the kind its letter of
-// hybrid_override_pattern names (Mamba-2 mixer, attention without positions, relu² MLP), and a
-// final RMSNorm. Parameter names are those of Hugging Face's folders (transformers renames
+// hybrid_override_pattern names (Mamba-2 mixer, attention without positions, relu² MLP, the
+// shared MoE block), and a final RMSNorm. Parameter names are those of Hugging Face's folders (transformers renames
 // backbone. to model. as it loads them):
 //   backbone.embeddings.weight
 //   backbone.layers.{i}.norm.weight
-//   backbone.layers.{i}.mixer.*         (the letter's: mamba2_mixer.hpp, qkv_proj/o_proj, up_proj/down_proj)
+//   backbone.layers.{i}.mixer.*         (the letter's: mamba2_mixer.hpp, qkv_proj/o_proj, up_proj/down_proj,
+//                                        moe_block.hpp)
 //   backbone.norm_f.weight
 //   lm_head.weight                      (untied embeddings only)
+//
+// Named auxiliary losses, with E layers: their router losses (router_losses.hpp), with
+// model_config's router_aux_loss_coef and router_z_loss_coef.
 #pragma once
 
 #include <memory>
@@ -18,6 +22,10 @@
 #include "triax/causal_lm.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/hf_mapping.hpp"
+
+namespace triax::moe {
+class MoeBlock;
+}
 
 namespace triax::nemotron_h {
 
@@ -34,7 +42,8 @@ class NemotronHModel : public CausalLm {
   static constexpr const char* kFlopsFormula =
       "3 x forward at 2 FLOPs per multiply-add, per layer by its letter: Mamba-2 (in_proj, conv1d, the chunked "
       "SSD, out_proj), attention (q, k, v, o and the scores over the whole sequence, no causal discount), MLP "
-      "(up_proj, down_proj); lm_head";
+      "(up_proj, down_proj), MoE (the router, the top_k routed experts and the shared expert a token passes "
+      "through); lm_head";
   // Read strictly, so that a bad model_config is refused naming its key.
   static int64_t vocab_size(ConfigReader& config) { return NemotronHConfig::read(config).vocab_size; }
   static HfMapping hf_mapping();  // NemotronHForCausalLM (hf_mapping.cpp)
@@ -43,6 +52,8 @@ class NemotronHModel : public CausalLm {
 
   NemotronHModel(const NemotronHConfig& config, const ModelContext& context, std::string resolved_yaml);
 
+  StageOutput forward(const StageInput& input) override;
+  std::vector<std::string> aux_loss_names() const override;
   double flops_per_token(int64_t sequence_length) const override;
   int64_t total_parameters() const override;
   std::string resolved_config() const override { return resolved_yaml_; }
@@ -52,6 +63,7 @@ class NemotronHModel : public CausalLm {
  private:
   NemotronHConfig config_;
   std::string resolved_yaml_;
+  std::vector<std::shared_ptr<moe::MoeBlock>> moe_blocks_;  // of this stage's E layers, in layer order
 };
 
 }  // namespace triax::nemotron_h

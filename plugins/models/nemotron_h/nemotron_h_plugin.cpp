@@ -4,5 +4,5 @@
 
 TRIAX_PLUGIN_LIBRARY(triax::model_plugin<triax::nemotron_h::NemotronHModel>(
     "nemotron_h", "1.0.0",
-    "Nemotron-H hybrid LM (Hugging Face NemotronHForCausalLM): Mamba-2, attention and relu² MLP layers by "
+    "Nemotron-H hybrid LM (Hugging Face NemotronHForCausalLM): Mamba-2, attention, relu² MLP and MoE layers by "
     "hybrid_override_pattern"))

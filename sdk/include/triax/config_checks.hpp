@@ -40,6 +40,10 @@ inline void require_positive(const ConfigReader& reader, const char* key, double
   if (!(value > 0.0)) reader.fail(key, "must be positive, got " + std::to_string(value));
 }
 
+inline void require_not_negative(const ConfigReader& reader, const char* key, double value) {
+  if (!(value >= 0.0)) reader.fail(key, "must not be negative, got " + std::to_string(value));
+}
+
 // The query heads group evenly over num_key_value_heads.
 inline void check_key_value_groups(const ConfigReader& reader, int64_t num_attention_heads,
                                    int64_t num_key_value_heads) {
