@@ -254,6 +254,12 @@ experts too. `docs/fp8.md`.)md";
           R"md(`["*"]`: every decoder linear. Patterns over the linears' module names, `*` matching
           any run of characters (`model.layers.*.mlp.*`: the MLPs only); each chosen layer's
           dimensions on its tensor-parallel rank must be multiples of 16)md"),
+      Key("min_gemm_size", integer(0), "triax",
+          R"md(with the default `linears`, a layer whose weight on its tensor-parallel rank has a side
+          (the N or K of its products) below this stays in the model's dtype: its products are too
+          small for fp8 to repay the casts (SmolLM-135M and 360M have no side of 1024). `0` takes
+          every linear; a `linears` list of the config's own takes exactly the layers it names,
+          whatever their size)md"),
   };
   return s;
 }
