@@ -111,7 +111,8 @@ std::vector<Key> parallelism_mesh_keys() {
           R"md(context parallelism: this many ranks hold slices of the same sequences (rank `i` holds chunks `i`
           and `2·cp−1−i` of `2·cp`), so `tokens.sequence_length` must be a multiple of `2·cp`; attention
           all-gathers K/V over them, the loss and the gradients are averaged over `dp·cp`. A model plugin
-          without attention, or with Mamba-2 layers (`nemotron_h`), is refused, by name. See
+          without attention, or with layers whose state is not passed between cp ranks, is refused, by
+          name. See
           docs/context_parallelism.md)md"),
       Key("context_parallel_attention", choice({"all_gather", "ring"}), "triax",
           R"md(how attention reaches the other cp ranks' keys, with `context_parallel_size > 1`: `all_gather`
