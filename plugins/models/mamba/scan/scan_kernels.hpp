@@ -48,9 +48,18 @@ struct ScanGradients {
   float* ddelta_bias;  // [d] or null, zeroed by the caller
 };
 
+// The backward kernel's variants, kept side by side so that one run can time them
+// (mamba_scan_bench). kPositionRows: the block's dB and dC partial sums in shared memory a row
+// per position (the sum over the block's warps reads them with 32-way bank conflicts);
+// kStateRows: a row per state (conflict-free); kStateRowsFactored: that, with the adjoint's sums
+// over the states factored so that each (position, channel, state) takes three multiplies fewer.
+enum class ScanBackwardVariant { kPositionRows, kStateRows, kStateRowsFactored };
+constexpr ScanBackwardVariant kDefaultScanBackward = ScanBackwardVariant::kStateRowsFactored;
+
 // The gradients of sum(grad_y * y) from the forward's checkpoints (the scan starts from zeros).
 cudaError_t selective_scan_backward(const ScanOperands& in, const float* checkpoints, const void* grad_y,
-                                    const ScanGradients& out, cudaStream_t stream);
+                                    const ScanGradients& out, cudaStream_t stream,
+                                    ScanBackwardVariant variant = kDefaultScanBackward);
 
 // The longest conv1d kernel the CUDA kernels take.
 constexpr int64_t kMaxConvWidth = 8;

@@ -8,6 +8,7 @@
 // back through the piece with g in registers. The gradients of B and C (sums over channels) are
 // summed over a warp's 32 / G channels by a butterfly reduce-scatter, over the block's warps in shared
 // memory, and over the channel tiles with one atomic add per (position, state) and block.
+// The template parameter V picks one of the variants of ScanBackwardVariant (scan_kernels.hpp).
 #include "scan_common.cuh"
 
 namespace triax::mamba::kernels {
@@ -22,15 +23,33 @@ constexpr int kPiece = static_cast<int>(kCheckpointInterval);
 // 132 SMs instead of three.
 constexpr int kSpan = kPiece / 4;
 
-template <int G, int S>
+// What each variant changes (ScanBackwardVariant).
+template <ScanBackwardVariant V>
+struct VariantTraits {
+  // dB | dC partial sums a row per state (read along the positions without bank conflicts).
+  static constexpr bool kStateRows = V != ScanBackwardVariant::kPositionRows;
+  // The adjoint's sums over the states factored (adjoint_position).
+  static constexpr bool kFactored = V == ScanBackwardVariant::kStateRowsFactored;
+};
+
+template <int G, int S, bool kStateRows>
 struct BackwardTiles {
   static constexpr int NS = S * G, kThreads = kChannels * G, kWarps = kThreads / 32;
   StageTiles<kChannels, kPiece, NS> in;
   float dy[kChannels][kPiece + 1];  // first C . h, then the gradient of the ungated y
   float du[kChannels][kPiece + 1];
   float ddelta[kChannels][kPiece + 1];
-  float bc_grad[kWarps][kPiece][2 * NS];           // dB | dC summed over each warp's channels
+  // dB | dC summed over each warp's channels: [warp][slot][position] with padded rows, or
+  // [warp][position][slot], whose sum over the warps reads one bank 32 times per warp.
+  float bc_grad[kWarps][kStateRows ? 2 * NS : kPiece][kStateRows ? kPiece + 1 : 2 * NS];
   alignas(16) float states[kPiece][kThreads * S];  // h_t of every thread's states
+
+  __device__ __forceinline__ float& state_gradient(int warp, int t, int slot) {
+    return kStateRows ? bc_grad[warp][slot][t] : bc_grad[warp][t][slot];
+  }
+  __device__ __forceinline__ float state_gradient(int warp, int t, int slot) const {
+    return kStateRows ? bc_grad[warp][slot][t] : bc_grad[warp][t][slot];
+  }
 };
 
 // Sums v (V values per lane) over the lanes that differ in bits log2(G)..4 (the warp's 32 / G
@@ -121,7 +140,60 @@ __device__ __forceinline__ void store_state_gradients(Tiles& tiles, float (&v)[2
   for (int k = 0; k < kSums; ++k) {
     const int index = first + k;  // index < S: dB of state g*S + index, else dC of g*S + index - S
     const int slot = index < S ? g * S + index : NS + g * S + index - S;
-    tiles.bc_grad[warp][t][slot] = v[k];
+    tiles.state_gradient(warp, t, slot) = v[k];
+  }
+}
+
+// One position of the adjoint recurrence for this lane's S states (prev: h_{t-1}, current: h_t,
+// moved back to h_{t-1}): advances a.adj, adds to a.dA, leaves dB | dC in v and returns this
+// lane's parts of du and d(dt), still to be summed over the channel's lanes. Factored, they are
+// sum_j g_j B_j and sum_j A_j g_j exp(dt A_j) h_{t-1,j}; finish_span forms du = dt (sum g B) and
+// d(dt) = sum A g exp(dt A) h + u (sum g B), which the unfactored form sums per state.
+template <bool kFactored, int S>
+__device__ __forceinline__ float2 adjoint_position(AdjointLane<S>& a, const float (&Bt)[S], const float (&Ct)[S],
+                                                   const float (&prev)[S], float (&current)[S], float dt,
+                                                   float dt_u, float u, float dy, float (&v)[2 * S]) {
+  float du = 0.f, ddt = 0.f;
+#pragma unroll
+  for (int j = 0; j < S; ++j) {
+    const float adjoint = a.decay_next[j] * a.adj[j] + dy * Ct[j];  // dL/dh_t
+    const float decay = fast_exp2(dt * a.A2[j]);
+    const float decayed = decay * prev[j];  // exp(dt A) h_{t-1}
+    du += adjoint * Bt[j];
+    if constexpr (kFactored) {
+      const float weighted = adjoint * decayed;
+      ddt += a.A[j] * weighted;
+      a.dA[j] += dt * weighted;
+    } else {
+      ddt += adjoint * (a.A[j] * decayed + Bt[j] * u);
+      a.dA[j] += adjoint * dt * decayed;
+    }
+    v[j] = adjoint * dt_u;       // dB
+    v[S + j] = dy * current[j];  // dC
+    a.adj[j] = adjoint;
+    a.decay_next[j] = decay;
+    current[j] = prev[j];
+  }
+  return kFactored ? make_float2(du, ddt) : make_float2(du * dt, ddt);
+}
+
+// After a quarter piece's parts are summed over the channel's lanes (this lane holds those of
+// positions first .. first + kSpan / G - 1): du and d(delta) into the tiles, dD and d(delta_bias)
+// into the lane's sums.
+template <bool kFactored, int G, int S, typename Tiles>
+__device__ __forceinline__ void finish_span(Tiles& tiles, AdjointLane<S>& a, const float (&du_part)[kSpan],
+                                            const float (&ddt_part)[kSpan], int first, float D, int c) {
+#pragma unroll
+  for (int k = 0; k < kSpan / G; ++k) {
+    const int t = first + k;
+    const float dy = tiles.dy[c][t], u = tiles.in.u[c][t];
+    const float du = kFactored ? du_part[k] * tiles.in.dt[c][t] : du_part[k];
+    const float ddt = kFactored ? ddt_part[k] + u * du_part[k] : ddt_part[k];
+    const float dd = ddt * tiles.in.slope[c][t];
+    tiles.du[c][t] = du + dy * D;
+    tiles.ddelta[c][t] = dd;
+    a.dD += dy * u;
+    a.ddelta_bias += dd;
   }
 }
 
@@ -129,7 +201,7 @@ __device__ __forceinline__ void store_state_gradients(Tiles& tiles, float (&v)[2
 // the states in tiles.states (h0: the state before the piece). Positions past the end carry
 // dy = 0 and dt = 0 and come first, while g is still zero, so they add nothing. du and d(dt) of
 // each quarter piece are summed over the channel's G lanes by one reduce-scatter each.
-template <int G, int S, typename Tiles>
+template <bool kFactored, int G, int S, typename Tiles>
 __device__ __forceinline__ void adjoint_piece(Tiles& tiles, const float (&h0)[S], AdjointLane<S>& a, float D, int c,
                                               int g, int lane, int warp) {
   float current[S];  // h_t
@@ -139,7 +211,6 @@ __device__ __forceinline__ void adjoint_piece(Tiles& tiles, const float (&h0)[S]
     float du_part[kSpan], ddt_part[kSpan];
 #pragma unroll
     for (int t = span + kSpan - 1; t >= span; --t) {
-      const float dt = tiles.in.dt[c][t], dt_u = tiles.in.dt_u[c][t], u = tiles.in.u[c][t], dy = tiles.dy[c][t];
       float Bt[S], Ct[S], prev[S];  // prev: h_{t-1}
       load_states(tiles.in.B[t], g, Bt);
       load_states(tiles.in.C[t], g, Ct);
@@ -149,36 +220,16 @@ __device__ __forceinline__ void adjoint_piece(Tiles& tiles, const float (&h0)[S]
 #pragma unroll
         for (int j = 0; j < S; ++j) prev[j] = h0[j];
       }
-      float du = 0.f, ddt = 0.f, v[2 * S];
-#pragma unroll
-      for (int j = 0; j < S; ++j) {
-        const float adjoint = a.decay_next[j] * a.adj[j] + dy * Ct[j];  // dL/dh_t
-        const float decay = fast_exp2(dt * a.A2[j]);
-        const float decayed = decay * prev[j];  // exp(dt A) h_{t-1}
-        du += adjoint * Bt[j];
-        ddt += adjoint * (a.A[j] * decayed + Bt[j] * u);
-        a.dA[j] += adjoint * dt * decayed;
-        v[j] = adjoint * dt_u;       // dB
-        v[S + j] = dy * current[j];  // dC
-        a.adj[j] = adjoint;
-        a.decay_next[j] = decay;
-        current[j] = prev[j];
-      }
-      du_part[t - span] = du * dt;
-      ddt_part[t - span] = ddt;
+      float v[2 * S];
+      const float2 parts = adjoint_position<kFactored>(a, Bt, Ct, prev, current, tiles.in.dt[c][t],
+                                                       tiles.in.dt_u[c][t], tiles.in.u[c][t], tiles.dy[c][t], v);
+      du_part[t - span] = parts.x;
+      ddt_part[t - span] = parts.y;
       store_state_gradients<G, S>(tiles, v, t, g, lane, warp);
     }
     const int first = span + sum_over_channel_lanes<G>(du_part, g);
     sum_over_channel_lanes<G>(ddt_part, g);
-#pragma unroll
-    for (int k = 0; k < kSpan / G; ++k) {
-      const int t = first + k;
-      const float dy = tiles.dy[c][t], dd = ddt_part[k] * tiles.in.slope[c][t];
-      tiles.du[c][t] = du_part[k] + dy * D;
-      tiles.ddelta[c][t] = dd;
-      a.dD += dy * tiles.in.u[c][t];
-      a.ddelta_bias += dd;
-    }
+    finish_span<kFactored, G>(tiles, a, du_part, ddt_part, first, D, c);
   }
 }
 
@@ -233,16 +284,17 @@ __device__ __forceinline__ void write_piece_gradients(const ScanOperands& in, co
     if (s >= n || t >= p.len) continue;
     float sum = 0.f;
 #pragma unroll
-    for (int w = 0; w < Tiles::kWarps; ++w) sum += tiles.bc_grad[w][t][which * NS + s];
+    for (int w = 0; w < Tiles::kWarps; ++w) sum += tiles.state_gradient(w, t, which * NS + s);
     atomicAdd((which ? out.dC : out.dB) + (p.b * n + s) * l + p.start + t, sum);
   }
 }
 
-template <typename T, int G, int S>
+template <typename T, int G, int S, ScanBackwardVariant V>
 __global__ void __launch_bounds__(kChannels * G)
     scan_backward_kernel(ScanOperands in, const float* __restrict__ checkpoints, const T* __restrict__ grad_y,
                          ScanGradients out) {
-  using Tiles = BackwardTiles<G, S>;
+  using Traits = VariantTraits<V>;
+  using Tiles = BackwardTiles<G, S, Traits::kStateRows>;
   constexpr int NS = Tiles::NS, kThreads = Tiles::kThreads;
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   auto& tiles = *reinterpret_cast<Tiles*>(shared_bytes);
@@ -285,7 +337,7 @@ __global__ void __launch_bounds__(kChannels * G)
     gate_gradients(in, at, tiles, static_cast<T*>(out.dz));
     __syncthreads();
 
-    adjoint_piece<G, S>(tiles, h0, a, D, c, g, lane, warp);
+    adjoint_piece<Traits::kFactored, G, S>(tiles, h0, a, D, c, g, lane, warp);
     __syncthreads();
 
     write_piece_gradients<T>(in, at, tiles, out);
@@ -295,29 +347,43 @@ __global__ void __launch_bounds__(kChannels * G)
   a.template add_to<G>(out, in, channel, g, live);
 }
 
+template <typename T, int G, int S, ScanBackwardVariant V>
+cudaError_t launch_backward(const ScanOperands& in, const float* checkpoints, const void* grad_y,
+                            const ScanGradients& out, cudaStream_t stream) {
+  auto kernel = scan_backward_kernel<T, G, S, V>;
+  const size_t shared = sizeof(BackwardTiles<G, S, VariantTraits<V>::kStateRows>);
+  if (const cudaError_t status = triax::kernels::allow_dynamic_shared_memory(kernel, shared); status != cudaSuccess)
+    return status;
+  // All of the SM's unified memory as shared memory: three blocks of n = 16 take 220 KB (the
+  // kernel spills nothing to local memory, so it needs little L1).
+  if (const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                      cudaSharedmemCarveoutMaxShared);
+      status != cudaSuccess)
+    return status;
+  const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels), static_cast<unsigned>(in.batch));
+  kernel<<<grid, kChannels * G, shared, stream>>>(in, checkpoints, static_cast<const T*>(grad_y), out);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t selective_scan_backward(const ScanOperands& in, const float* checkpoints, const void* grad_y,
-                                    const ScanGradients& out, cudaStream_t stream) {
+                                    const ScanGradients& out, cudaStream_t stream, ScanBackwardVariant variant) {
   if (in.batch == 0 || in.channels == 0 || in.length == 0) return cudaSuccess;
   return dispatch_scan_dtype(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return dispatch_layout(in.state, [&](auto lanes, auto states) {
       constexpr int G = decltype(lanes)::value, S = decltype(states)::value;
-      auto kernel = scan_backward_kernel<T, G, S>;
-      const size_t shared = sizeof(BackwardTiles<G, S>);
-      if (const cudaError_t status = triax::kernels::allow_dynamic_shared_memory(kernel, shared); status != cudaSuccess)
-        return status;
-      // All of the SM's unified memory as shared memory: three blocks of n = 16 take 220 KB (the
-      // kernel spills nothing to local memory, so it needs little L1).
-      if (const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                          cudaSharedmemCarveoutMaxShared);
-          status != cudaSuccess)
-        return status;
-      const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels),
-                      static_cast<unsigned>(in.batch));
-      kernel<<<grid, kChannels * G, shared, stream>>>(in, checkpoints, static_cast<const T*>(grad_y), out);
-      return cudaGetLastError();
+      switch (variant) {
+        case ScanBackwardVariant::kPositionRows:
+          return launch_backward<T, G, S, ScanBackwardVariant::kPositionRows>(in, checkpoints, grad_y, out, stream);
+        case ScanBackwardVariant::kStateRows:
+          return launch_backward<T, G, S, ScanBackwardVariant::kStateRows>(in, checkpoints, grad_y, out, stream);
+        case ScanBackwardVariant::kStateRowsFactored:
+          return launch_backward<T, G, S, ScanBackwardVariant::kStateRowsFactored>(in, checkpoints, grad_y, out,
+                                                                                    stream);
+      }
+      return cudaErrorInvalidValue;
     });
   });
 }
