@@ -3,6 +3,9 @@
 # kernels against the reference, skipped without a GPU.
 add_executable(mamba_scan_test ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_cuda_test.cpp)
 target_link_libraries(mamba_scan_test PRIVATE triax_mamba_scan GTest::gtest_main)
+if(TRIAX_CUDA)  # every variant of the backward kernel, through its launcher
+  target_sources(mamba_scan_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_backward_variants_test.cpp)
+endif()
 triax_use_pch(mamba_scan_test)
 triax_discover_test_suites(mamba_scan_test TEST_FILTER "*Cpu.*" TEST_LIST mamba_scan_test_cpu)
 triax_discover_test_suites(mamba_scan_test TEST_FILTER "*Cuda.*" TEST_LIST mamba_scan_test_cuda PROPERTIES LABELS gpu)

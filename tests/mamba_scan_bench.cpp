@@ -5,6 +5,9 @@
 // beside it (tools/device/mamba_scan_peer.py; mamba-ssm installed by
 // tools/device/build_mamba_peer.sh). Built with -DTRIAX_CUDA=ON, not run by ctest.
 //   mamba_scan_bench [--peer] [batch channels length state]
+// TRIAX_SCAN_BACKWARD_VARIANTS (comma-separated: state_rows_factored, state_rows, position_rows;
+// unset: the default only) times those backward kernels one after the other; the comparison with
+// the peer takes the first.
 #include <ATen/ATen.h>
 #include <cuda_runtime_api.h>
 
@@ -12,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -73,6 +77,35 @@ void report(const char* name, double ms, double bytes, const Peak& peak) {
               100.0 * rate / peak.bytes_per_s);
 }
 
+struct NamedVariant {
+  std::string name;
+  k::ScanBackwardVariant variant;
+};
+
+// The backward variants to time, from TRIAX_SCAN_BACKWARD_VARIANTS (read once, here only).
+std::vector<NamedVariant> backward_variants() {
+  const std::vector<NamedVariant> known = {{"state_rows_factored", k::ScanBackwardVariant::kStateRowsFactored},
+                                           {"state_rows", k::ScanBackwardVariant::kStateRows},
+                                           {"position_rows", k::ScanBackwardVariant::kPositionRows}};
+  const char* env = std::getenv("TRIAX_SCAN_BACKWARD_VARIANTS");
+  if (env == nullptr || *env == '\0') {
+    for (const NamedVariant& v : known)
+      if (v.variant == k::kDefaultScanBackward) return {v};
+  }
+  std::vector<NamedVariant> chosen;
+  std::stringstream list(env == nullptr ? "" : env);
+  for (std::string name; std::getline(list, name, ',');) {
+    bool found = false;
+    for (const NamedVariant& v : known)
+      if (v.name == name) chosen.push_back(v), found = true;
+    if (!found) {
+      std::fprintf(stderr, "TRIAX_SCAN_BACKWARD_VARIANTS: unknown variant '%s'\n", name.c_str());
+      std::exit(1);
+    }
+  }
+  return chosen;
+}
+
 struct ScanTimes {
   double forward_ms, forward_training_ms, backward_ms;
 };
@@ -90,7 +123,8 @@ void report_peer(const std::map<std::string, at::Tensor>& tensors, const ScanTim
               ours.backward_ms / peer->backward_ms);
 }
 
-void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t n, const Peak& peak, bool peer) {
+void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t n, const Peak& peak, bool peer,
+                 const std::vector<NamedVariant>& variants) {
   const auto act = at::TensorOptions().device(at::kCUDA).dtype(type);
   const auto f32 = at::TensorOptions().device(at::kCUDA).dtype(at::kFloat);
   const double es = static_cast<double>(c10::elementSize(type));
@@ -139,11 +173,16 @@ void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t 
   report(("scan forward (training, +checkpoints)" + tag).c_str(), training, forward_bytes, peak);
   // Backward: u, delta, z, grad_y, B, C, checkpoints in; du, ddelta, dz, dB, dC (fp32) out.
   const double backward_bytes = (7 * rows + 2 * states) * es + 2 * states * 4 + checkpoint_bytes;
-  const double backward = time_ms([&] {
-    check(k::selective_scan_backward(in, checkpoints.const_data_ptr<float>(), grad_y.const_data_ptr(), out, nullptr),
-          "backward");
-  });
-  report(("scan backward" + tag).c_str(), backward, backward_bytes, peak);
+  double backward = 0.0;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const double ms = time_ms([&] {
+      check(k::selective_scan_backward(in, checkpoints.const_data_ptr<float>(), grad_y.const_data_ptr(), out, nullptr,
+                                       variants[i].variant),
+            "backward");
+    });
+    report(("scan backward (" + variants[i].name + ")" + tag).c_str(), ms, backward_bytes, peak);
+    if (i == 0) backward = ms;
+  }
   std::printf(
       "  (checkpoints: %.1f MB written by the training forward, read by the backward; counted in the "
       "backward's bytes only)\n",
@@ -192,7 +231,8 @@ int main(int argc, char** argv) {
   at::Tensor dst = at::empty_like(src);
   const double copy = time_ms([&] { dst.copy_(src); });
   report("device-to-device copy (1 GiB)", copy, 2.0 * src.numel() * 4, peak);
-  for (const c10::ScalarType type : {at::kBFloat16, at::kFloat}) bench_dtype(type, b, d, l, n, peak, peer);
+  const std::vector<NamedVariant> variants = backward_variants();
+  for (const c10::ScalarType type : {at::kBFloat16, at::kFloat}) bench_dtype(type, b, d, l, n, peak, peer, variants);
   check(cudaDeviceSynchronize(), "synchronize");
   return 0;
 }
