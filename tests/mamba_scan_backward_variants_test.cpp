@@ -68,12 +68,12 @@ void check_variant(k::ScanBackwardVariant variant, const ScanShape& shape, c10::
   at::Tensor du = at::empty_like(o.gpu.u), ddelta = at::empty_like(o.gpu.u), dz = at::empty_like(o.gpu.u);
   at::Tensor dA = at::zeros_like(o.gpu.A), dB = at::zeros(o.gpu.B.sizes(), f32), dC = at::zeros(o.gpu.C.sizes(), f32);
   at::Tensor dD = at::zeros_like(o.gpu.D), dbias = at::zeros_like(o.gpu.delta_bias);
-  const k::ScanGradients out{du.mutable_data_ptr(),        ddelta.mutable_data_ptr(),    dz.mutable_data_ptr(),
-                             dA.mutable_data_ptr<float>(), dB.mutable_data_ptr<float>(), dC.mutable_data_ptr<float>(),
+  const k::ScanGradients out{du.mutable_data_ptr(),        ddelta.mutable_data_ptr(),      dz.mutable_data_ptr(),
+                             dA.mutable_data_ptr<float>(), dB.mutable_data_ptr<float>(),   dC.mutable_data_ptr<float>(),
                              dD.mutable_data_ptr<float>(), dbias.mutable_data_ptr<float>()};
-  ASSERT_EQ(k::selective_scan_backward(in, checkpoints.const_data_ptr<float>(), grad.const_data_ptr(), out, nullptr,
-                                       variant),
-            cudaSuccess);
+  ASSERT_EQ(
+      k::selective_scan_backward(in, checkpoints.const_data_ptr<float>(), grad.const_data_ptr(), out, nullptr, variant),
+      cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
   const at::Tensor y_ref = triax::mamba::selective_scan_reference(o.ref, at::Tensor()).first;
@@ -81,17 +81,19 @@ void check_variant(k::ScanBackwardVariant variant, const ScanShape& shape, c10::
   const double tolerance = dtype == at::kFloat ? 1e-4 : 2e-2;
   EXPECT_LT(relative_error(y, y_ref), tolerance);
   const std::vector<std::pair<const char*, std::pair<at::Tensor, at::Tensor>>> gradients = {
-      {"u", {du, o.ref.u.grad()}},         {"delta", {ddelta, o.ref.delta.grad()}}, {"A", {dA, o.ref.A.grad()}},
-      {"B", {dB, o.ref.B.grad()}},         {"C", {dC, o.ref.C.grad()}},             {"D", {dD, o.ref.D.grad()}},
-      {"z", {dz, o.ref.z.grad()}},         {"delta_bias", {dbias, o.ref.delta_bias.grad()}}};
+      {"u", {du, o.ref.u.grad()}}, {"delta", {ddelta, o.ref.delta.grad()}},
+      {"A", {dA, o.ref.A.grad()}}, {"B", {dB, o.ref.B.grad()}},
+      {"C", {dC, o.ref.C.grad()}}, {"D", {dD, o.ref.D.grad()}},
+      {"z", {dz, o.ref.z.grad()}}, {"delta_bias", {dbias, o.ref.delta_bias.grad()}}};
   for (const auto& [name, pair] : gradients)
     EXPECT_LT(relative_error(pair.first, pair.second), tolerance) << "gradient of " << name;
 }
 
 TEST(MambaScanCuda, EveryBackwardVariantMatchesReference) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
-  for (const k::ScanBackwardVariant variant : {k::ScanBackwardVariant::kPositionRows, k::ScanBackwardVariant::kStateRows,
-                                               k::ScanBackwardVariant::kStateRowsFactored}) {
+  for (const k::ScanBackwardVariant variant :
+       {k::ScanBackwardVariant::kPositionRows, k::ScanBackwardVariant::kStateRows,
+        k::ScanBackwardVariant::kStateRowsFactored, k::ScanBackwardVariant::kStoresAfterSpan}) {
     for (const c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) check_variant(variant, {2, 37, 301, 16}, dtype, 1);
     // Every instantiated states-per-thread count, a state size that pads.
     for (const int64_t n : {3, 8, 13, 32}) check_variant(variant, {2, 19, 97, n}, at::kFloat, 10 + n);

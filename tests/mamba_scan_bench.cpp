@@ -5,9 +5,9 @@
 // beside it (tools/device/mamba_scan_peer.py; mamba-ssm installed by
 // tools/device/build_mamba_peer.sh). Built with -DTRIAX_CUDA=ON, not run by ctest.
 //   mamba_scan_bench [--peer] [batch channels length state]
-// TRIAX_SCAN_BACKWARD_VARIANTS (comma-separated: state_rows_factored, state_rows, position_rows;
-// unset: the default only) times those backward kernels one after the other; the comparison with
-// the peer takes the first.
+// TRIAX_SCAN_BACKWARD_VARIANTS (comma-separated: stores_after_span, state_rows_factored, state_rows,
+// position_rows; unset: the default only) times those backward kernels one after the other; the
+// comparison with the peer takes the first.
 #include <ATen/ATen.h>
 #include <cuda_runtime_api.h>
 
@@ -84,7 +84,8 @@ struct NamedVariant {
 
 // The backward variants to time, from TRIAX_SCAN_BACKWARD_VARIANTS (read once, here only).
 std::vector<NamedVariant> backward_variants() {
-  const std::vector<NamedVariant> known = {{"state_rows_factored", k::ScanBackwardVariant::kStateRowsFactored},
+  const std::vector<NamedVariant> known = {{"stores_after_span", k::ScanBackwardVariant::kStoresAfterSpan},
+                                           {"state_rows_factored", k::ScanBackwardVariant::kStateRowsFactored},
                                            {"state_rows", k::ScanBackwardVariant::kStateRows},
                                            {"position_rows", k::ScanBackwardVariant::kPositionRows}};
   const char* env = std::getenv("TRIAX_SCAN_BACKWARD_VARIANTS");
@@ -188,7 +189,14 @@ void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t 
       "backward's bytes only)\n",
       checkpoint_bytes / 1e6);
   if (peer)
-    report_peer({{"u", u}, {"delta", delta}, {"z", z}, {"B", B}, {"C", C}, {"A", A}, {"D", D}, {"delta_bias", bias},
+    report_peer({{"u", u},
+                 {"delta", delta},
+                 {"z", z},
+                 {"B", B},
+                 {"C", C},
+                 {"A", A},
+                 {"D", D},
+                 {"delta_bias", bias},
                  {"grad_y", grad_y}},
                 {inference, training, backward}, forward_bytes, backward_bytes, peak, tag);
 

@@ -52,9 +52,11 @@ struct ScanGradients {
 // (mamba_scan_bench). kPositionRows: the block's dB and dC partial sums in shared memory a row
 // per position (the sum over the block's warps reads them with 32-way bank conflicts);
 // kStateRows: a row per state (conflict-free); kStateRowsFactored: that, with the adjoint's sums
-// over the states factored (about two floating-point instructions fewer a (position, channel, state)).
-enum class ScanBackwardVariant { kPositionRows, kStateRows, kStateRowsFactored };
-constexpr ScanBackwardVariant kDefaultScanBackward = ScanBackwardVariant::kStateRowsFactored;
+// over the states factored (about two floating-point instructions fewer a (position, channel, state));
+// kStoresAfterSpan: that, with the shared-memory stores of every 8 positions made after the
+// last of them, so that no position's loads wait behind the previous position's stores.
+enum class ScanBackwardVariant { kPositionRows, kStateRows, kStateRowsFactored, kStoresAfterSpan };
+constexpr ScanBackwardVariant kDefaultScanBackward = ScanBackwardVariant::kStoresAfterSpan;
 
 // The gradients of sum(grad_y * y) from the forward's checkpoints (the scan starts from zeros).
 cudaError_t selective_scan_backward(const ScanOperands& in, const float* checkpoints, const void* grad_y,

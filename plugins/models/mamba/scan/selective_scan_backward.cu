@@ -29,8 +29,21 @@ struct VariantTraits {
   // dB | dC partial sums a row per state (read along the positions without bank conflicts).
   static constexpr bool kStateRows = V != ScanBackwardVariant::kPositionRows;
   // The adjoint's sums over the states factored (adjoint_position).
-  static constexpr bool kFactored = V == ScanBackwardVariant::kStateRowsFactored;
+  static constexpr bool kFactored = V != ScanBackwardVariant::kPositionRows && V != ScanBackwardVariant::kStateRows;
+  // Each quarter piece's shared-memory stores after its last position (recompute_piece, adjoint_piece).
+  static constexpr bool kStoresAfterSpan = V == ScanBackwardVariant::kStoresAfterSpan;
 };
+
+// The sums of dB | dC a lane holds after reduce_over_channels (2 S values over 32 / G channels).
+template <int G, int S>
+constexpr int kStateSums = 2 * S* G / 32 > 0 ? 2 * S* G / 32 : 1;
+
+// The slot in a row of tiles.bc_grad of the index-th of a lane's 2 S values: dB of state
+// g*S + index, or dC of state g*S + index - S.
+template <int G, int S>
+__device__ __forceinline__ int state_gradient_slot(int index, int g) {
+  return index < S ? g * S + index : S * G + g * S + index - S;
+}
 
 template <int G, int S, bool kStateRows>
 struct BackwardTiles {
@@ -112,14 +125,27 @@ struct AdjointLane {
 // The states of one piece from its checkpoint (h, advanced in place) into tiles.states, and C . h
 // per position into tiles.dy. Positions past the end were staged with dt = 0 and C = 0. Each
 // quarter piece keeps its partial sums in registers, summed over the channel's G lanes by one
-// reduce-scatter instead of a sum per position.
-template <int G, int S, typename Tiles>
+// reduce-scatter instead of a sum per position. kStoresAfterSpan: the quarter piece's states wait
+// in registers too, since the compiler keeps every shared-memory load after a store that comes
+// before it (it cannot tell the tiles apart), and a store per position would hold each
+// position's loads behind the previous position's whole chain.
+template <bool kStoresAfterSpan, int G, int S, typename Tiles>
 __device__ __forceinline__ void recompute_piece(Tiles& tiles, const float (&A2)[S], float (&h)[S], int c, int g) {
 #pragma unroll
   for (int span = 0; span < kPiece; span += kSpan) {
     float y_part[kSpan];
-    scan_positions(tiles.in, span, c, g, A2, h, y_part,
-                   [&](int t, const float(&state)[S]) { store_states(tiles.states[t], threadIdx.x, state); });
+    if constexpr (kStoresAfterSpan) {
+      float kept[kSpan][S];
+      scan_positions(tiles.in, span, c, g, A2, h, y_part, [&](int t, const float(&state)[S]) {
+#pragma unroll
+        for (int j = 0; j < S; ++j) kept[t - span][j] = state[j];
+      });
+#pragma unroll
+      for (int t = 0; t < kSpan; ++t) store_states(tiles.states[span + t], threadIdx.x, kept[t]);
+    } else {
+      scan_positions(tiles.in, span, c, g, A2, h, y_part,
+                     [&](int t, const float(&state)[S]) { store_states(tiles.states[t], threadIdx.x, state); });
+    }
     const int first = span + sum_over_channel_lanes<G>(y_part, g);
 #pragma unroll
     for (int k = 0; k < kSpan / G; ++k) tiles.dy[c][first + k] = y_part[k];
@@ -131,17 +157,26 @@ __device__ __forceinline__ void recompute_piece(Tiles& tiles, const float (&A2)[
 template <int G, int S, typename Tiles>
 __device__ __forceinline__ void store_state_gradients(Tiles& tiles, float (&v)[2 * S], int t, int g, int lane,
                                                       int warp) {
-  constexpr int NS = S * G, kSums = 2 * S * G / 32 > 0 ? 2 * S * G / 32 : 1;
   int first;
   bool writer;
   reduce_over_channels<G>(v, lane, first, writer);
   if (!writer) return;
 #pragma unroll
-  for (int k = 0; k < kSums; ++k) {
-    const int index = first + k;  // index < S: dB of state g*S + index, else dC of g*S + index - S
-    const int slot = index < S ? g * S + index : NS + g * S + index - S;
-    tiles.state_gradient(warp, t, slot) = v[k];
-  }
+  for (int k = 0; k < kStateSums<G, S>; ++k)
+    tiles.state_gradient(warp, t, state_gradient_slot<G, S>(first + k, g)) = v[k];
+}
+
+// A quarter piece's dB | dC sums over the warp's channels (sums, from reduce_over_channels: the
+// lane's values first.. at each position span..) into the warp's rows of tiles.bc_grad.
+template <int G, int S, typename Tiles>
+__device__ __forceinline__ void store_span_state_gradients(Tiles& tiles, const float (&sums)[kSpan][kStateSums<G, S>],
+                                                           int span, int first, bool writer, int g, int warp) {
+  if (!writer) return;
+#pragma unroll
+  for (int t = 0; t < kSpan; ++t)
+#pragma unroll
+    for (int k = 0; k < kStateSums<G, S>; ++k)
+      tiles.state_gradient(warp, span + t, state_gradient_slot<G, S>(first + k, g)) = sums[t][k];
 }
 
 // One position of the adjoint recurrence for this lane's S states (prev: h_{t-1}, current: h_t,
@@ -151,8 +186,8 @@ __device__ __forceinline__ void store_state_gradients(Tiles& tiles, float (&v)[2
 // d(dt) = sum A g exp(dt A) h + u (sum g B), which the unfactored form sums per state.
 template <bool kFactored, int S>
 __device__ __forceinline__ float2 adjoint_position(AdjointLane<S>& a, const float (&Bt)[S], const float (&Ct)[S],
-                                                   const float (&prev)[S], float (&current)[S], float dt,
-                                                   float dt_u, float u, float dy, float (&v)[2 * S]) {
+                                                   const float (&prev)[S], float (&current)[S], float dt, float dt_u,
+                                                   float u, float dy, float (&v)[2 * S]) {
   float du = 0.f, ddt = 0.f;
 #pragma unroll
   for (int j = 0; j < S; ++j) {
@@ -201,14 +236,17 @@ __device__ __forceinline__ void finish_span(Tiles& tiles, AdjointLane<S>& a, con
 // the states in tiles.states (h0: the state before the piece). Positions past the end carry
 // dy = 0 and dt = 0 and come first, while g is still zero, so they add nothing. du and d(dt) of
 // each quarter piece are summed over the channel's G lanes by one reduce-scatter each.
-template <bool kFactored, int G, int S, typename Tiles>
+// kStoresAfterSpan: the dB | dC sums of a quarter piece wait in registers (see recompute_piece).
+template <bool kFactored, bool kStoresAfterSpan, int G, int S, typename Tiles>
 __device__ __forceinline__ void adjoint_piece(Tiles& tiles, const float (&h0)[S], AdjointLane<S>& a, float D, int c,
                                               int g, int lane, int warp) {
   float current[S];  // h_t
   load_states(tiles.states[kPiece - 1], threadIdx.x, current);
 #pragma unroll
   for (int span = kPiece - kSpan; span >= 0; span -= kSpan) {
-    float du_part[kSpan], ddt_part[kSpan];
+    float du_part[kSpan], ddt_part[kSpan], sums[kSpan][kStateSums<G, S>];
+    int first_sum = 0;
+    bool writer = false;
 #pragma unroll
     for (int t = span + kSpan - 1; t >= span; --t) {
       float Bt[S], Ct[S], prev[S];  // prev: h_{t-1}
@@ -221,12 +259,19 @@ __device__ __forceinline__ void adjoint_piece(Tiles& tiles, const float (&h0)[S]
         for (int j = 0; j < S; ++j) prev[j] = h0[j];
       }
       float v[2 * S];
-      const float2 parts = adjoint_position<kFactored>(a, Bt, Ct, prev, current, tiles.in.dt[c][t],
-                                                       tiles.in.dt_u[c][t], tiles.in.u[c][t], tiles.dy[c][t], v);
+      const float2 parts = adjoint_position<kFactored>(a, Bt, Ct, prev, current, tiles.in.dt[c][t], tiles.in.dt_u[c][t],
+                                                       tiles.in.u[c][t], tiles.dy[c][t], v);
       du_part[t - span] = parts.x;
       ddt_part[t - span] = parts.y;
-      store_state_gradients<G, S>(tiles, v, t, g, lane, warp);
+      if constexpr (kStoresAfterSpan) {
+        reduce_over_channels<G>(v, lane, first_sum, writer);
+#pragma unroll
+        for (int k = 0; k < kStateSums<G, S>; ++k) sums[t - span][k] = v[k];
+      } else {
+        store_state_gradients<G, S>(tiles, v, t, g, lane, warp);
+      }
     }
+    if constexpr (kStoresAfterSpan) store_span_state_gradients<G, S>(tiles, sums, span, first_sum, writer, g, warp);
     const int first = span + sum_over_channel_lanes<G>(du_part, g);
     sum_over_channel_lanes<G>(ddt_part, g);
     finish_span<kFactored, G>(tiles, a, du_part, ddt_part, first, D, c);
@@ -290,7 +335,7 @@ __device__ __forceinline__ void write_piece_gradients(const ScanOperands& in, co
 }
 
 template <typename T, int G, int S, ScanBackwardVariant V>
-__global__ void __launch_bounds__(kChannels * G)
+__global__ void __launch_bounds__(kChannels* G)
     scan_backward_kernel(ScanOperands in, const float* __restrict__ checkpoints, const T* __restrict__ grad_y,
                          ScanGradients out) {
   using Traits = VariantTraits<V>;
@@ -331,13 +376,13 @@ __global__ void __launch_bounds__(kChannels * G)
     __syncthreads();
     if (piece > 0) load_piece(piece - 1);
 
-    recompute_piece<G, S>(tiles, a.A2, h, c, g);
+    recompute_piece<Traits::kStoresAfterSpan, G, S>(tiles, a.A2, h, c, g);
     __syncthreads();
 
     gate_gradients(in, at, tiles, static_cast<T*>(out.dz));
     __syncthreads();
 
-    adjoint_piece<Traits::kFactored, G, S>(tiles, h0, a, D, c, g, lane, warp);
+    adjoint_piece<Traits::kFactored, Traits::kStoresAfterSpan, G, S>(tiles, h0, a, D, c, g, lane, warp);
     __syncthreads();
 
     write_piece_gradients<T>(in, at, tiles, out);
@@ -347,17 +392,25 @@ __global__ void __launch_bounds__(kChannels * G)
   a.template add_to<G>(out, in, channel, g, live);
 }
 
-template <typename T, int G, int S, ScanBackwardVariant V>
+// At four states a lane (n > 16) the registers that kStoresAfterSpan holds for a quarter piece
+// spill: those sizes run kStateRowsFactored instead.
+template <int S>
+constexpr ScanBackwardVariant variant_for(ScanBackwardVariant v) {
+  return v == ScanBackwardVariant::kStoresAfterSpan && S > 2 ? ScanBackwardVariant::kStateRowsFactored : v;
+}
+
+template <typename T, int G, int S, ScanBackwardVariant kAsked>
 cudaError_t launch_backward(const ScanOperands& in, const float* checkpoints, const void* grad_y,
                             const ScanGradients& out, cudaStream_t stream) {
+  constexpr ScanBackwardVariant V = variant_for<S>(kAsked);
   auto kernel = scan_backward_kernel<T, G, S, V>;
   const size_t shared = sizeof(BackwardTiles<G, S, VariantTraits<V>::kStateRows>);
   if (const cudaError_t status = triax::kernels::allow_dynamic_shared_memory(kernel, shared); status != cudaSuccess)
     return status;
   // All of the SM's unified memory as shared memory: three blocks of n = 16 take 220 KB (the
   // kernel spills nothing to local memory, so it needs little L1).
-  if (const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                      cudaSharedmemCarveoutMaxShared);
+  if (const cudaError_t status =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
       status != cudaSuccess)
     return status;
   const dim3 grid(static_cast<unsigned>((in.channels + kChannels - 1) / kChannels), static_cast<unsigned>(in.batch));
@@ -381,7 +434,9 @@ cudaError_t selective_scan_backward(const ScanOperands& in, const float* checkpo
           return launch_backward<T, G, S, ScanBackwardVariant::kStateRows>(in, checkpoints, grad_y, out, stream);
         case ScanBackwardVariant::kStateRowsFactored:
           return launch_backward<T, G, S, ScanBackwardVariant::kStateRowsFactored>(in, checkpoints, grad_y, out,
-                                                                                    stream);
+                                                                                   stream);
+        case ScanBackwardVariant::kStoresAfterSpan:
+          return launch_backward<T, G, S, ScanBackwardVariant::kStoresAfterSpan>(in, checkpoints, grad_y, out, stream);
       }
       return cudaErrorInvalidValue;
     });
