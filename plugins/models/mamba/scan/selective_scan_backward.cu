@@ -284,54 +284,75 @@ struct PieceAt {
   int len;
 };
 
+// Calls f(e) for this thread's elements e = threadIdx.x + i * kThreads below kCount: unrolled
+// (kUnrolled: the iterations are independent and issue together) or as a loop over blockDim.x.
+template <bool kUnrolled, int kThreads, int kCount, typename F>
+__device__ __forceinline__ void for_each_element(F&& f) {
+  if constexpr (kUnrolled) {
+    static_assert(kCount % kThreads == 0, "whole rounds");
+#pragma unroll 2
+    for (int i = 0; i < kCount / kThreads; ++i) f(static_cast<int>(threadIdx.x) + i * kThreads);
+  } else {
+    for (int e = threadIdx.x; e < kCount; e += blockDim.x) f(e);
+  }
+}
+
 // The gate out = y * silu(z) with y = C . h + D u (C . h in tiles.dy): writes dz and leaves the
-// gradient of the ungated y in tiles.dy (zero past the end).
-template <typename T, typename Tiles>
+// gradient of the ungated y in tiles.dy (zero past the end). kBatched: all of the thread's
+// elements are read before any is stored (see recompute_piece).
+template <bool kBatched, typename T, typename Tiles>
 __device__ __forceinline__ void gate_gradients(const ScanOperands& in, const PieceAt& p, Tiles& tiles, T* dz_out) {
-  for (int e = threadIdx.x; e < kChannels * kPiece; e += blockDim.x) {
+  constexpr int kCount = kChannels * kPiece, kThreads = Tiles::kThreads;
+  auto gradient_of_y = [&](int e) {
     const int cc = e / kPiece, t = e % kPiece;
     const int64_t ch = p.c0 + cc;
-    float dy = 0.f;
-    if (ch < in.channels && t < p.len) {
-      const int64_t at = (p.b * in.channels + ch) * in.length + p.start + t;
-      const float grad = tiles.in.grad[cc][t];
-      if (in.z) {
-        const float y = tiles.dy[cc][t] + (in.D ? in.D[ch] : 0.f) * tiles.in.u[cc][t];
-        const float zz = tiles.in.z[cc][t];
-        const float sig = 1.f / (1.f + __expf(-zz));
-        dz_out[at] = from_float<T>(grad * y * sig * (1.f + zz * (1.f - sig)));
-        dy = grad * zz * sig;
-      } else {
-        dy = grad;
-      }
+    if (ch >= in.channels || t >= p.len) return 0.f;
+    const float grad = tiles.in.grad[cc][t];
+    if (!in.z) return grad;
+    const int64_t at = (p.b * in.channels + ch) * in.length + p.start + t;
+    const float y = tiles.dy[cc][t] + (in.D ? in.D[ch] : 0.f) * tiles.in.u[cc][t];
+    const float zz = tiles.in.z[cc][t];
+    const float sig = 1.f / (1.f + __expf(-zz));
+    dz_out[at] = from_float<T>(grad * y * sig * (1.f + zz * (1.f - sig)));
+    return grad * zz * sig;
+  };
+  if constexpr (kBatched) {
+    float dy[kCount / kThreads];
+#pragma unroll
+    for (int i = 0; i < kCount / kThreads; ++i) dy[i] = gradient_of_y(threadIdx.x + i * kThreads);
+#pragma unroll
+    for (int i = 0; i < kCount / kThreads; ++i) {
+      const int e = threadIdx.x + i * kThreads;
+      tiles.dy[e / kPiece][e % kPiece] = dy[i];
     }
-    tiles.dy[cc][t] = dy;
+  } else {
+    for_each_element<false, kThreads, kCount>([&](int e) { tiles.dy[e / kPiece][e % kPiece] = gradient_of_y(e); });
   }
 }
 
 // The piece's du and d(delta) out, and its dB and dC (summed over the block's warps) added to
 // the sums over the channel tiles, one atomic add per (position, state).
-template <typename T, typename Tiles>
+template <bool kUnrolled, typename T, typename Tiles>
 __device__ __forceinline__ void write_piece_gradients(const ScanOperands& in, const PieceAt& p, const Tiles& tiles,
                                                       const ScanGradients& out) {
-  constexpr int NS = Tiles::NS;
+  constexpr int NS = Tiles::NS, kThreads = Tiles::kThreads;
   const int64_t n = in.state, l = in.length;
-  for (int e = threadIdx.x; e < kChannels * kPiece; e += blockDim.x) {
+  for_each_element<kUnrolled, kThreads, kChannels * kPiece>([&](int e) {
     const int cc = e / kPiece, t = e % kPiece;
     const int64_t ch = p.c0 + cc;
-    if (ch >= in.channels || t >= p.len) continue;
+    if (ch >= in.channels || t >= p.len) return;
     const int64_t at = (p.b * in.channels + ch) * l + p.start + t;
     static_cast<T*>(out.du)[at] = from_float<T>(tiles.du[cc][t]);
     static_cast<T*>(out.ddelta)[at] = from_float<T>(tiles.ddelta[cc][t]);
-  }
-  for (int e = threadIdx.x; e < 2 * NS * kPiece; e += blockDim.x) {
+  });
+  for_each_element<kUnrolled, kThreads, 2 * NS * kPiece>([&](int e) {
     const int which = e / (NS * kPiece), s = (e / kPiece) % NS, t = e % kPiece;
-    if (s >= n || t >= p.len) continue;
+    if (s >= n || t >= p.len) return;
     float sum = 0.f;
 #pragma unroll
     for (int w = 0; w < Tiles::kWarps; ++w) sum += tiles.state_gradient(w, t, which * NS + s);
     atomicAdd((which ? out.dC : out.dB) + (p.b * n + s) * l + p.start + t, sum);
-  }
+  });
 }
 
 template <typename T, int G, int S, ScanBackwardVariant V>
@@ -379,13 +400,13 @@ __global__ void __launch_bounds__(kChannels* G)
     recompute_piece<Traits::kStoresAfterSpan, G, S>(tiles, a.A2, h, c, g);
     __syncthreads();
 
-    gate_gradients(in, at, tiles, static_cast<T*>(out.dz));
+    gate_gradients<Traits::kStoresAfterSpan>(in, at, tiles, static_cast<T*>(out.dz));
     __syncthreads();
 
     adjoint_piece<Traits::kFactored, Traits::kStoresAfterSpan, G, S>(tiles, h0, a, D, c, g, lane, warp);
     __syncthreads();
 
-    write_piece_gradients<T>(in, at, tiles, out);
+    write_piece_gradients<Traits::kStoresAfterSpan, T>(in, at, tiles, out);
     __syncthreads();
   }
 
