@@ -54,7 +54,9 @@ struct ScanGradients {
 // kStateRows: a row per state (conflict-free); kStateRowsFactored: that, with the adjoint's sums
 // over the states factored (about two floating-point instructions fewer a (position, channel, state));
 // kStoresAfterSpan: that, with the shared-memory stores of every 8 positions made after the
-// last of them, so that no position's loads wait behind the previous position's stores.
+// last of them, so that no position's loads wait behind the previous position's stores (and the
+// gate's and the gradient writes' elements in flight together); at n > 16 it runs
+// kStateRowsFactored.
 enum class ScanBackwardVariant { kPositionRows, kStateRows, kStateRowsFactored, kStoresAfterSpan };
 constexpr ScanBackwardVariant kDefaultScanBackward = ScanBackwardVariant::kStoresAfterSpan;
 

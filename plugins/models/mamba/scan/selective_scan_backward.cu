@@ -284,8 +284,9 @@ struct PieceAt {
   int len;
 };
 
-// Calls f(e) for this thread's elements e = threadIdx.x + i * kThreads below kCount: unrolled
-// (kUnrolled: the iterations are independent and issue together) or as a loop over blockDim.x.
+// Calls f(e) for this thread's elements e = threadIdx.x + i * kThreads below kCount: two at a
+// time (kUnrolled: independent iterations issue together; the whole sequence unrolled took 196
+// registers in the backward kernel, which leaves two blocks an SM) or as a loop over blockDim.x.
 template <bool kUnrolled, int kThreads, int kCount, typename F>
 __device__ __forceinline__ void for_each_element(F&& f) {
   if constexpr (kUnrolled) {
