@@ -36,20 +36,15 @@ struct Operands {
   }
 
   k::ScanOperands kernel_operands() const {
-    return {kernel_dtype(gpu.u.scalar_type()),
-            gpu.u.size(0),
-            gpu.u.size(1),
-            gpu.u.size(2),
-            gpu.A.size(1),
-            gpu.u.const_data_ptr(),
-            gpu.delta.const_data_ptr(),
-            gpu.B.const_data_ptr(),
-            gpu.C.const_data_ptr(),
-            gpu.z.const_data_ptr(),
-            gpu.A.const_data_ptr<float>(),
-            gpu.D.const_data_ptr<float>(),
-            gpu.delta_bias.const_data_ptr<float>(),
-            true};
+    k::ScanOperands in{};
+    in.dtype = kernel_dtype(gpu.u.scalar_type());
+    in.batch = gpu.u.size(0), in.channels = gpu.u.size(1), in.length = gpu.u.size(2), in.state = gpu.A.size(1);
+    in.u = gpu.u.const_data_ptr(), in.delta = gpu.delta.const_data_ptr(), in.z = gpu.z.const_data_ptr();
+    in.B = gpu.B.const_data_ptr(), in.C = gpu.C.const_data_ptr();
+    in.A = gpu.A.const_data_ptr<float>(), in.D = gpu.D.const_data_ptr<float>();
+    in.delta_bias = gpu.delta_bias.const_data_ptr<float>();
+    in.delta_softplus = true;
+    return in;
   }
 };
 
