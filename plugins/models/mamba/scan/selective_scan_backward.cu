@@ -126,9 +126,9 @@ struct AdjointLane {
 // per position into tiles.dy. Positions past the end were staged with dt = 0 and C = 0. Each
 // quarter piece keeps its partial sums in registers, summed over the channel's G lanes by one
 // reduce-scatter instead of a sum per position. kStoresAfterSpan: the quarter piece's states wait
-// in registers too, since the compiler keeps every shared-memory load after a store that comes
-// before it (it cannot tell the tiles apart), and a store per position would hold each
-// position's loads behind the previous position's whole chain.
+// in registers too, since the compiled code keeps each shared-memory load after the stores that
+// precede it (the compiler cannot tell the tiles apart), and a store per position would hold
+// each position's loads behind the previous position's whole chain.
 template <bool kStoresAfterSpan, int G, int S, typename Tiles>
 __device__ __forceinline__ void recompute_piece(Tiles& tiles, const float (&A2)[S], float (&h)[S], int c, int g) {
 #pragma unroll
