@@ -3,6 +3,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <string>
+#include <vector>
+
 #include "checkpoint/device_staging.hpp"
 #include "checkpoint/host_snapshot.hpp"
 #include "checkpoint/piece_copies.hpp"
@@ -124,6 +128,41 @@ TEST(HostSnapshot, CopiesTheValuesOfTheMomentIntoReusedBuffers) {
   EXPECT_EQ(second.parameters.front()->tensor.data_ptr(), buffer);  // the same host memory, no new allocation
   EXPECT_TRUE(at::equal(second.parameters.front()->tensor, weight.tensor));
   EXPECT_EQ(snapshot.buffer_bytes(), bytes);
+}
+
+// On a GPU the staged pieces go through one kernel launch: pieces of every size and alignment
+// (a 0-dim counter, 3 bytes, a view starting at an odd byte, several chunks) land in host memory
+// equal to the live tensors, and the event times are there once the next optimizer step waited.
+TEST(HostSnapshotCuda, StagedPiecesInOneLaunchEqualTheLiveTensors) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  const auto on_gpu = at::TensorOptions().device(at::kCUDA);
+  const at::Tensor bytes = at::randint(0, 255, {4099}, on_gpu.dtype(at::kByte));
+  const std::vector<at::Tensor> values = {at::randn({3 * 1024 * 1024 + 5}, on_gpu), at::randn({}, on_gpu),
+                                          bytes.narrow(0, 0, 3), bytes.narrow(0, 1, 4097),
+                                          at::randn({64, 96}, on_gpu.dtype(at::kBFloat16))};
+  std::deque<NamedParameter> parameters;
+  RankContents live;
+  for (size_t i = 0; i < values.size(); ++i) {
+    parameters.push_back({"p" + std::to_string(i), values[i], ParameterSpec::replicated(values[i])});
+    live.parameters.push_back(&parameters.back());
+  }
+  std::vector<at::Tensor> expected;
+  for (const at::Tensor& v : values) expected.push_back(v.cpu());
+  HostSnapshot snapshot(values.front().device());
+  StagingConditions conditions;
+  conditions.steps_measured = true;
+  const RankContents copy = snapshot.take(live, conditions);
+  EXPECT_NE(snapshot.copy_path().find("staged in device memory"), std::string::npos) << snapshot.copy_path();
+  snapshot.before_optimizer_step();
+  for (const at::Tensor& v : values) v.zero_();  // the optimizer step, queued after the wait
+  snapshot.wait_until_copied();
+  for (size_t i = 0; i < values.size(); ++i)
+    EXPECT_TRUE(at::equal(copy.parameters[i]->tensor, expected[i])) << "piece " << i;
+  const CopyTimes times = snapshot.copy_times();
+  EXPECT_TRUE(times.stall_measured);
+  EXPECT_GT(times.device_copies, 0.0);
+  EXPECT_GE(times.stall, 0.0);
+  EXPECT_EQ(times.allocator_retries, 0);
 }
 
 }  // namespace

@@ -201,7 +201,9 @@ void MuonUpdate::apply(const std::vector<at::Tensor>& orthogonalised, double lea
     const double lr = learning_rate * t.lr_scale;
     const double scale = options_.update_rms * std::sqrt(static_cast<double>(std::max(t.view.rows, t.view.cols)));
     if (t.weight_decay != 0.0) t.master.mul_(1.0 - lr * t.weight_decay);
-    t.master.add_(orthogonalised[i].to(at::kFloat), -lr * scale);
+    // The result is read in its own dtype and widened inside the add, exactly as a fp32 copy of it
+    // would be, without writing that copy.
+    t.master.add_(orthogonalised[i], -lr * scale);
     if (t.rounded.defined()) t.rounded.copy_(t.master);
   }
 }
