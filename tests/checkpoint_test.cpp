@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "test_plugin_registry.hpp"
 #include "triax/config_reader.hpp"
