@@ -11,7 +11,10 @@ triax_discover_test_suites(checkpoint_test DISCOVERY_TIMEOUT 60 TEST_FILTER "-*C
 add_executable(checkpoint_staging_test checkpoint_staging_test.cpp)
 target_link_libraries(checkpoint_staging_test PRIVATE triax_core GTest::gtest_main)
 triax_use_pch(checkpoint_staging_test)
-triax_discover_test_suites(checkpoint_staging_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 60)
+triax_discover_test_suites(checkpoint_staging_test DISCOVERY_TIMEOUT 60 TEST_FILTER "-*Cuda.*" PROPERTIES TIMEOUT 60)
+# Its staged copies through one kernel launch on a GPU (label gpu; skipped without a GPU).
+triax_discover_test_suites(checkpoint_staging_test DISCOVERY_TIMEOUT 60 TEST_FILTER "*Cuda.*"
+                           TEST_LIST checkpoint_staging_test_cuda PROPERTIES LABELS gpu TIMEOUT 60)
 # A background save staged in spare device memory on one GPU (label gpu; skipped without a GPU).
 triax_discover_test_suites(checkpoint_test DISCOVERY_TIMEOUT 60 TEST_FILTER "*Cuda.*" TEST_LIST checkpoint_test_cuda
                            PROPERTIES LABELS gpu TIMEOUT 300)

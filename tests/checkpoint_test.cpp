@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "test_plugin_registry.hpp"
 #include "triax/config_reader.hpp"
@@ -269,6 +270,11 @@ TEST(CheckpointResume, AsyncSaveStoresWhatASynchronousSaveStores) {
     for (const auto& check : async_saved.verify()) EXPECT_EQ(check.problem, "") << check.dataset;
   }
   EXPECT_EQ(resolve_checkpoint(async_dir.string()), async_dir / step_folder_name(6));
+  // What a committed save cost goes into a later logged step's metrics: step 2's (step 4's is
+  // committed by step 6's save, after the last line).
+  std::ifstream metrics(async_dir / "metrics.jsonl");
+  const std::string lines((std::istreambuf_iterator<char>(metrics)), std::istreambuf_iterator<char>());
+  EXPECT_NE(lines.find("\"checkpoint\": {\"step\": 2, \"stall_s\": "), std::string::npos) << lines;
 }
 
 // Removing an old checkpoint (keep_last) runs off the training thread: with the removal of step 2

@@ -7,7 +7,8 @@
 # for bit at the same topology and within 1e-5 at others, between muon and zero1_muon. A quality
 # check on real text: Muon reaches AdamW's final loss in fewer steps. Label: muon (the runs also
 # carry parity / checkpoint / multi_rank).
-add_executable(muon_test ${CMAKE_CURRENT_LIST_DIR}/muon_test.cpp ${CMAKE_CURRENT_LIST_DIR}/muon_selection_test.cpp)
+add_executable(muon_test ${CMAKE_CURRENT_LIST_DIR}/muon_test.cpp ${CMAKE_CURRENT_LIST_DIR}/muon_selection_test.cpp
+                         ${CMAKE_CURRENT_LIST_DIR}/newton_schulz_batches_test.cpp)
 target_link_libraries(muon_test PRIVATE triax_muon_update GTest::gtest_main)
 triax_use_pch(muon_test)
 triax_discover_test_suites(muon_test PROPERTIES LABELS muon ENVIRONMENT "OMP_NUM_THREADS=1")

@@ -94,7 +94,14 @@ std::string to_json_line(const StepMetrics& m) {
       << ", \"skipped_steps\": " << m.skipped_steps << ", \"data_consumed_samples\": {";
   for (size_t i = 0; i < m.dataset_samples.size(); ++i)
     out << (i ? ", " : "") << json_string(m.dataset_samples[i].first) << ": " << m.dataset_samples[i].second;
-  out << "}}";
+  out << "}";
+  if (m.checkpoint)
+    out << ", \"checkpoint\": {\"step\": " << m.checkpoint->step << ", \"stall_s\": " << json_number(m.checkpoint->stall_seconds)
+        << ", \"device_wait_s\": " << json_number(m.checkpoint->device_wait_seconds)
+        << ", \"staging_s\": " << json_number(m.checkpoint->staging_seconds)
+        << ", \"host_copy_s\": " << json_number(m.checkpoint->host_copy_seconds)
+        << ", \"write_s\": " << json_number(m.checkpoint->write_seconds) << "}";
+  out << "}";
   return out.str();
 }
 
@@ -115,6 +122,12 @@ std::vector<std::pair<std::string, double>> scalar_series(const StepMetrics& m) 
                                {"skipped_steps", static_cast<double>(m.skipped_steps)}});
   for (const auto& [folder, samples] : m.dataset_samples)
     series.emplace_back("data_consumed_samples/" + folder, static_cast<double>(samples));
+  if (m.checkpoint)
+    series.insert(series.end(), {{"checkpoint/stall_s", m.checkpoint->stall_seconds},
+                                 {"checkpoint/device_wait_s", m.checkpoint->device_wait_seconds},
+                                 {"checkpoint/staging_s", m.checkpoint->staging_seconds},
+                                 {"checkpoint/host_copy_s", m.checkpoint->host_copy_seconds},
+                                 {"checkpoint/write_s", m.checkpoint->write_seconds}});
   return series;
 }
 

@@ -45,6 +45,9 @@ StagingPlan plan_staging(const std::vector<int64_t>& piece_bytes, const StagingR
 
 std::string StagingRoom::describe() const {
   if (!steps_measured) return gigabytes(needed) + " needed; no step has run yet to measure the training's peak";
+  if (allocator_retried)
+    return gigabytes(needed) + " needed; none spare: the caching allocator ran out of memory beside the last save's "
+           "staging buffer";
   return gigabytes(needed) + " needed, " + gigabytes(spare()) + " spare (" + gigabytes(total) +
          " of device memory less the steps' peak of " + gigabytes(peak_reserved) + " reserved, " +
          gigabytes(outside_allocator) + " outside the caching allocator and a margin of " + gigabytes(margin) + ")";
@@ -73,6 +76,7 @@ StagingRoom DeviceStaging::measure(int64_t bytes, StagingConditions conditions) 
   room.margin = kStagingMargin;
   room.steps_measured = conditions.steps_measured;
   room.small_room = conditions.small_room;
+  room.allocator_retried = conditions.allocator_retried;
   return room;
 }
 

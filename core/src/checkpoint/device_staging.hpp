@@ -21,6 +21,9 @@ namespace triax::checkpoint {
 struct StagingConditions {
   bool steps_measured = false;  // a step ran in this process, so the allocator's peak is the training's
   bool small_room = false;      // TRIAX_FAULT=small_staging_room: spare bytes capped at half those needed
+  // The caching allocator ran out of memory and retried (freeing its cache, a stall) while the
+  // last staged save was in flight: its peak grew beyond the measured one, so stage nothing.
+  bool allocator_retried = false;
 };
 
 // The device memory a save may take for staging, all in bytes.
@@ -32,8 +35,12 @@ struct StagingRoom {
   int64_t margin = 0;             // kept free for the allocator's growth after the measured steps
   bool steps_measured = false;    // a step ran in this process, so the peak is the training's
   bool small_room = false;        // a test's cap: at most half the bytes needed are spare
+  bool allocator_retried = false;  // during the last staged save: no room is spare
 
+  // The device's free memory (total less the allocator's reservations and what lies outside it)
+  // less the growth the allocator had at the steps' peak beyond what it holds now, less the margin.
   int64_t spare() const {
+    if (allocator_retried) return 0;
     const int64_t free_beside_peak = total - peak_reserved - outside_allocator - margin;
     return small_room ? std::min(free_beside_peak, needed / 2) : free_beside_peak;
   }

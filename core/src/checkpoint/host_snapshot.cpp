@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -9,7 +10,10 @@
 #ifdef TRIAX_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
+
+#include "checkpoint/piece_copies.hpp"
 #endif
 
 namespace triax::checkpoint {
@@ -17,15 +21,45 @@ namespace triax::checkpoint {
 #ifdef TRIAX_WITH_CUDA
 struct HostSnapshot::CopyFence {
   c10::cuda::CUDAStream side;
-  at::cuda::CUDAEvent staged;  // the pieces are read: the optimizer may change them
-  at::cuda::CUDAEvent copied;  // the host buffer holds them: the writing thread may read it
+  // Timed, so that copy_times() can tell what the copies cost on the device.
+  at::cuda::CUDAEvent begun{cudaEventDefault};   // the side stream starts the copies
+  at::cuda::CUDAEvent staged{cudaEventDefault};  // the pieces are read: the optimizer may change them
+  at::cuda::CUDAEvent copied{cudaEventDefault};  // the host buffer holds them: the writing thread may read it
+  // On the training stream, around the first optimizer step's wait for `staged` after a take.
+  at::cuda::CUDAEvent optimizer_waits{cudaEventDefault};
+  at::cuda::CUDAEvent optimizer_goes{cudaEventDefault};
+  bool stall_pending = false;   // the take's first optimizer step is yet to come
+  bool stall_recorded = false;  // it came: the two events above are the take's
+  int64_t retries_at_take = 0;  // the caching allocator's retries so far, when the take began
+  bool staged_before = false;   // the last take staged pieces (and its buffer is still held)
   DeviceStaging staging;
+  // A high-priority stream: the copies' blocks are scheduled ahead of the next forward's, so they
+  // are done early in it instead of trailing behind its kernels to the optimizer step.
   explicit CopyFence(c10::Device device)
-      : side(c10::cuda::getStreamFromPool(false, device.index())), staging(device) {}
+      : side(c10::cuda::getStreamFromPool(/*isHighPriority=*/true, device.index())), staging(device) {}
 };
+
+namespace {
+
+int64_t allocator_retries(c10::Device device) {
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index()).num_alloc_retries;
+}
+
+}  // namespace
 #else
 struct HostSnapshot::CopyFence {};
 #endif
+
+std::string CopyTimes::describe() const {
+  std::string text = "the copies took " + std::to_string(device_copies) + " s on the device and " +
+                     std::to_string(host_copy) + " s from the staging buffer to host memory; ";
+  text += stall_measured ? "the next optimizer step waited " + std::to_string(stall) + " s for them"
+                         : "no optimizer step waited for them";
+  if (allocator_retries > 0)
+    text += "; the caching allocator ran out of memory and retried " + std::to_string(allocator_retries) +
+            " times since the copies began";
+  return text;
+}
 
 HostSnapshot::HostSnapshot(c10::Device device) : device_(device) {
 #ifdef TRIAX_WITH_CUDA
@@ -103,7 +137,15 @@ StagingPlan HostSnapshot::begin_copies(const std::vector<int64_t>& sizes,
     at::cuda::CUDAEvent queued;
     queued.record(c10::cuda::getCurrentCUDAStream(device_.index()));
     queued.block(fence_->side);
+    fence_->begun.record(fence_->side);
+    fence_->stall_pending = true;
+    fence_->stall_recorded = false;
+    // The staging buffer is held from save to save: a retry since the last take is beside it.
+    const int64_t retries = allocator_retries(device_);
+    conditions.allocator_retried = fence_->staged_before && retries > fence_->retries_at_take;
+    fence_->retries_at_take = retries;
     StagingPlan plan = fence_->staging.prepare(sizes, conditions);
+    fence_->staged_before = plan.staged_bytes > 0;
     copy_path_ = fence_->staging.decision();
     return plan;
   }
@@ -154,9 +196,40 @@ void HostSnapshot::issue_copies(const std::vector<PieceCopy>& copies) {
   for (const PieceCopy& piece : copies)
     if (!piece.staged) piece.host.copy_(piece.source, /*non_blocking=*/fence_ != nullptr);
 #ifdef TRIAX_WITH_CUDA
+  if (!fence_) return;
+  std::vector<PieceCopy> staged;
   for (const PieceCopy& piece : copies)
-    if (piece.staged) fence_->staging.piece_at(piece.offset, piece.source).copy_(piece.source, /*non_blocking=*/true);
+    if (piece.staged) staged.push_back(piece);
+  for (const PieceCopy& piece : copy_staged_in_one_launch(staged))
+    fence_->staging.piece_at(piece.offset, piece.source).copy_(piece.source, /*non_blocking=*/true);
 #endif
+}
+
+std::vector<HostSnapshot::PieceCopy> HostSnapshot::copy_staged_in_one_launch(
+    [[maybe_unused]] const std::vector<PieceCopy>& staged) {
+  std::vector<PieceCopy> left;
+#ifdef TRIAX_WITH_CUDA
+  std::vector<DeviceCopyPiece> table;
+  for (const PieceCopy& piece : staged) {
+    if (!piece.source.is_contiguous() || !piece.source.is_cuda()) {
+      left.push_back(piece);
+      continue;
+    }
+    table.push_back({piece.source.data_ptr(), fence_->staging.piece_at(piece.offset, piece.source).data_ptr(),
+                     static_cast<int64_t>(piece.source.nbytes()), 0});
+  }
+  const int64_t chunks = number_chunks(table);
+  if (table.empty()) return left;
+  // The table goes to the device on the side stream, from pinned memory that the caching host
+  // allocator keeps until that copy is done.
+  const auto table_bytes = static_cast<int64_t>(table.size() * sizeof(DeviceCopyPiece));
+  at::Tensor host_table = at::empty({table_bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+  std::memcpy(host_table.data_ptr(), table.data(), static_cast<size_t>(table_bytes));
+  const at::Tensor device_table = host_table.to(device_, /*non_blocking=*/true);
+  C10_CUDA_CHECK(launch_piece_copies(static_cast<const DeviceCopyPiece*>(device_table.data_ptr()),
+                                     static_cast<int64_t>(table.size()), chunks, kCopyChunkBytes, fence_->side));
+#endif
+  return left;
 }
 
 void HostSnapshot::end_copies([[maybe_unused]] int64_t staged_bytes) {
@@ -172,7 +245,14 @@ void HostSnapshot::end_copies([[maybe_unused]] int64_t staged_bytes) {
 
 void HostSnapshot::before_optimizer_step() {
 #ifdef TRIAX_WITH_CUDA
-  if (fence_) fence_->staged.block(c10::cuda::getCurrentCUDAStream(device_.index()));
+  if (!fence_) return;
+  const c10::cuda::CUDAStream training = c10::cuda::getCurrentCUDAStream(device_.index());
+  const bool first = fence_->stall_pending;
+  if (first) fence_->optimizer_waits.record(training);
+  fence_->staged.block(training);
+  if (first) fence_->optimizer_goes.record(training);
+  fence_->stall_pending = false;
+  fence_->stall_recorded = fence_->stall_recorded || first;
 #endif
 }
 
@@ -180,6 +260,24 @@ void HostSnapshot::wait_until_copied() {
 #ifdef TRIAX_WITH_CUDA
   if (fence_) fence_->copied.synchronize();
 #endif
+}
+
+CopyTimes HostSnapshot::copy_times() {
+  CopyTimes times;
+#ifdef TRIAX_WITH_CUDA
+  if (!fence_ || !fence_->copied.isCreated()) return times;
+  fence_->copied.synchronize();
+  constexpr double kSecondsPerMillisecond = 1e-3;
+  times.device_copies = fence_->begun.elapsed_time(fence_->staged) * kSecondsPerMillisecond;
+  times.host_copy = fence_->staged.elapsed_time(fence_->copied) * kSecondsPerMillisecond;
+  if (fence_->stall_recorded) {
+    fence_->optimizer_goes.synchronize();
+    times.stall = fence_->optimizer_waits.elapsed_time(fence_->optimizer_goes) * kSecondsPerMillisecond;
+    times.stall_measured = true;
+  }
+  times.allocator_retries = allocator_retries(device_) - fence_->retries_at_take;
+#endif
+  return times;
 }
 
 }  // namespace triax::checkpoint

@@ -26,6 +26,18 @@
 
 namespace triax::checkpoint {
 
+// What a take's copies cost on the device, in seconds, measured by CUDA events (zero on a CPU
+// run): what the next optimizer step waits for, and what runs beside the next steps.
+struct CopyTimes {
+  double device_copies = 0.0;  // the direct copies and the staging copies, which the optimizer waits for
+  double host_copy = 0.0;      // the staging buffer to host memory, beside the next steps
+  double stall = 0.0;          // how long the training stream waited for the copies before the next optimizer step
+  bool stall_measured = false;  // an optimizer step came after the take (not when the run ended first)
+  int64_t allocator_retries = 0;  // the caching allocator's out-of-memory retries since the take (freeing its cache)
+  // "the copies took 0.021 s on the device, the optimizer step waited 0.000 s for them, ...".
+  std::string describe() const;
+};
+
 class HostSnapshot {
  public:
   explicit HostSnapshot(c10::Device device);
@@ -47,6 +59,8 @@ class HostSnapshot {
   void before_optimizer_step();
   // Blocks the calling thread until the copies are complete in host memory.
   void wait_until_copied();
+  // The last take's times: waits for its copies and for the optimizer step's wait on them.
+  CopyTimes copy_times();
   // The host memory the copies hold.
   int64_t buffer_bytes() const { return arena_.defined() ? arena_.numel() : 0; }
 
@@ -64,6 +78,9 @@ class HostSnapshot {
   RankContents place_pieces(const RankContents& live, const StagingPlan& plan, std::vector<PieceCopy>& copies);
   // The direct copies first, then the device-to-device ones into the staging buffer.
   void issue_copies(const std::vector<PieceCopy>& copies);
+  // On a GPU: the staged pieces' device-to-device copies in one kernel launch (piece_copies.hpp);
+  // the pieces it cannot take (not contiguous) are left to copy_().
+  std::vector<PieceCopy> copy_staged_in_one_launch(const std::vector<PieceCopy>& staged);
   // On a GPU: the events that the optimizer step and the writing thread wait for, and the copy of
   // the staging buffer's `staged_bytes` to the host between them.
   void end_copies(int64_t staged_bytes);

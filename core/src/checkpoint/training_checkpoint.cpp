@@ -25,6 +25,7 @@
 #include "triax/data/training_data.hpp"
 #include "triax/faults/fault_injection.hpp"
 #include "triax/report/log.hpp"
+#include "triax/report/metrics.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/report/progress.hpp"
 #include "triax/interop/hf_folder.hpp"
@@ -363,15 +364,31 @@ void TrainingCheckpoint::wait_for_save() {
   wait_for_pruning();  // never beside a commit
   const SaveResult result = save->finish();
   start_pruning(save->step());
+  const CopyTimes copies = snapshot_->copy_times();
   const RankFileWrite& file = save->rank_file();
+  save_cost_ = std::make_unique<SaveCost>();
+  save_cost_->step = save->step();
+  save_cost_->stall_seconds = snapshot_seconds_ + copies.stall + save->waited_seconds() + result.seconds;
+  save_cost_->device_wait_seconds = copies.stall;
+  save_cost_->staging_seconds = copies.device_copies;
+  save_cost_->host_copy_seconds = copies.host_copy;
+  save_cost_->write_seconds = file.seconds;
   const double gigabytes = static_cast<double>(file.bytes) / 1e9;
   log::info("checkpoint: step " + std::to_string(save->step()) + " saved to " + result.folder.string() +
             "; its file written in the background in " + std::to_string(file.seconds) + " s (" +
             std::to_string(gigabytes) + " GB from this rank, " +
             std::to_string(file.seconds > 0 ? gigabytes / file.seconds : 0.0) + " GB/s); the training stalled " +
-            std::to_string(snapshot_seconds_ + save->waited_seconds() + result.seconds) + " s (" +
-            std::to_string(snapshot_seconds_) + " s to copy, " + std::to_string(save->waited_seconds()) +
-            " s waiting for the write, " + std::to_string(result.seconds) + " s to commit)");
+            std::to_string(save_cost_->stall_seconds) + " s (" + std::to_string(snapshot_seconds_) + " s to copy, " +
+            (parts_.device.is_cuda() ? std::to_string(copies.stall) + " s waiting for the copies on the device, " : "") +
+            std::to_string(save->waited_seconds()) + " s waiting for the write, " + std::to_string(result.seconds) +
+            " s to commit)" + (parts_.device.is_cuda() ? "; " + copies.describe() : ""));
+}
+
+bool TrainingCheckpoint::take_save_cost(SaveCost& cost) {
+  if (!save_cost_) return false;
+  cost = *save_cost_;
+  save_cost_.reset();
+  return true;
 }
 
 void TrainingCheckpoint::finish_saves() {

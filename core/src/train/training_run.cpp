@@ -97,6 +97,8 @@ void TrainingRun::report(int64_t step, const StepValues& values, double learning
   known.learning_rate = learning_rate;
   known.consumed_tokens = summary_.consumed_tokens;
   known.skipped_steps = nonfinite_.skipped_steps();
+  SaveCost save_cost;
+  if (s_.checkpoint->take_save_cost(save_cost)) known.checkpoint = save_cost;
   if (s_.is_logging_rank()) {
     const data::DataLoaderState position = s_.data->state(step);
     for (const auto& dataset : position.stages[s_.data->stage_index(step)].datasets)

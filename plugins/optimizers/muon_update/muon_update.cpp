@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "newton_schulz_batches.hpp"
 #include "triax/error.hpp"
 #include "triax/optimizer.hpp"
 #include "triax/tensor_text.hpp"
@@ -171,22 +172,16 @@ std::vector<at::Tensor> MuonUpdate::gather_wholes(const std::vector<at::Tensor>&
 }
 
 std::vector<at::Tensor> MuonUpdate::orthogonalise_wholes(const std::vector<at::Tensor>& wholes) const {
-  // Matrices of one shape go through the iteration together, as one batch.
-  std::map<std::pair<int64_t, int64_t>, std::vector<size_t>> by_shape;
+  std::vector<size_t> slots;  // the targets orthogonalised here
+  std::vector<at::Tensor> matrices;
   for (size_t i = 0; i < targets_.size(); ++i)
-    if (wholes[i].defined()) by_shape[{targets_[i].view.rows, targets_[i].view.cols}].push_back(i);
-  std::vector<at::Tensor> results(targets_.size());
-  for (const auto& [shape, slots] : by_shape) {
-    std::vector<at::Tensor> batch;
-    std::vector<int64_t> counts;
-    for (size_t i : slots) {
-      batch.push_back(wholes[i].view({targets_[i].view.count, shape.first, shape.second}));
-      counts.push_back(targets_[i].view.count);
+    if (wholes[i].defined()) {
+      slots.push_back(i);
+      matrices.push_back(wholes[i].view({targets_[i].view.count, targets_[i].view.rows, targets_[i].view.cols}));
     }
-    const at::Tensor done = orthogonalise(at::cat(batch), options_.coefficients, options_.ns_steps, compute_);
-    const std::vector<at::Tensor> parts = done.split_with_sizes(counts);
-    for (size_t k = 0; k < slots.size(); ++k) results[slots[k]] = parts[k].reshape({-1});
-  }
+  const std::vector<at::Tensor> done = orthogonalise_all(matrices, options_.coefficients, options_.ns_steps, compute_);
+  std::vector<at::Tensor> results(targets_.size());
+  for (size_t k = 0; k < slots.size(); ++k) results[slots[k]] = done[k].reshape({-1});
   return results;
 }
 
@@ -206,7 +201,9 @@ void MuonUpdate::apply(const std::vector<at::Tensor>& orthogonalised, double lea
     const double lr = learning_rate * t.lr_scale;
     const double scale = options_.update_rms * std::sqrt(static_cast<double>(std::max(t.view.rows, t.view.cols)));
     if (t.weight_decay != 0.0) t.master.mul_(1.0 - lr * t.weight_decay);
-    t.master.add_(orthogonalised[i].to(at::kFloat), -lr * scale);
+    // The result is read in its own dtype and widened inside the add, exactly as a fp32 copy of it
+    // would be, without writing that copy.
+    t.master.add_(orthogonalised[i], -lr * scale);
     if (t.rounded.defined()) t.rounded.copy_(t.master);
   }
 }

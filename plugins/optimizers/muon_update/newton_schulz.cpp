@@ -31,11 +31,14 @@ at::Tensor orthogonalise(const at::Tensor& matrices, const NewtonSchulzCoefficie
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "orthogonalise: expected [count, rows, cols], got " +
                                                   std::to_string(matrices.dim()) + " dimensions");
   at::NoGradGuard no_grad;
-  at::Tensor x = matrices.to(at::kFloat);
-  const bool tall = x.size(1) > x.size(2);
-  if (tall) x = x.transpose(1, 2);
-  const at::Tensor norms = at::linalg_vector_norm(x, 2, at::IntArrayRef{1, 2}, /*keepdim=*/true);
-  x = (x / (norms + kNormFloor)).to(compute).contiguous();
+  const bool tall = matrices.size(1) > matrices.size(2);
+  const at::Tensor wide = tall ? matrices.transpose(1, 2) : matrices;
+  // The norms and the division in fp32, written in `compute` by the division itself: no fp32 copy
+  // of the batch (twice its bf16 bytes on a GPU).
+  const at::Tensor norms =
+      at::linalg_vector_norm(wide, 2, at::IntArrayRef{1, 2}, /*keepdim=*/true, /*dtype=*/at::kFloat);
+  at::Tensor x = at::empty(wide.sizes(), wide.options().dtype(compute));
+  at::div_out(x, wide, norms + kNormFloor);
   for (int64_t i = 0; i < steps; ++i) {
     const at::Tensor gram = at::bmm(x, x.transpose(1, 2));
     const at::Tensor polynomial = at::baddbmm(gram, gram, gram, /*beta=*/coefficients.b, /*alpha=*/coefficients.c);

@@ -15,6 +15,16 @@
 
 namespace triax {
 
+// What a background save (checkpoints.async_save) cost the training, once its files are committed.
+struct SaveCost {
+  int64_t step = 0;             // the step saved
+  double stall_seconds = 0.0;   // the training's stall in all: queueing the copies, device_wait, commit
+  double device_wait_seconds = 0.0;  // the next optimizer step's wait on the device for the copies
+  double staging_seconds = 0.0;      // the copies that step waits for, on the device
+  double host_copy_seconds = 0.0;    // the staging buffer to host memory, beside the steps
+  double write_seconds = 0.0;        // this rank's file, written in the background
+};
+
 struct StepMetrics {
   int64_t step = 0;
   int64_t total_steps = 0;
@@ -34,6 +44,8 @@ struct StepMetrics {
   int64_t skipped_steps = 0;  // non-finite steps skipped so far (general.nonfinite_policy: skip)
   // Samples each dataset of the current data stage has given so far (the mixture's counts), by folder.
   std::vector<std::pair<std::string, int64_t>> dataset_samples;
+  // A background save committed since the last logged step: in the JSON line as "checkpoint".
+  std::optional<SaveCost> checkpoint;
 };
 
 // One validation (tokens.val_check_interval): the mean LM cross-entropy over the counted tokens

@@ -21,6 +21,7 @@ namespace triax {
 class Communicator;
 class OptimizerInstance;
 class ReplicaOwnership;
+struct SaveCost;  // triax/report/metrics.hpp
 struct Zero3Layout;
 namespace data {
 class TrainingData;
@@ -95,6 +96,9 @@ class TrainingCheckpoint {
   // Collective: wait_for_save, then waits for the removal of old checkpoints that follows a
   // commit (end of run, preemption).
   void finish_saves();
+  // What the last committed background save cost, into `cost`, once (for the next logged step's
+  // metrics); false when no save was committed since.
+  bool take_save_cost(SaveCost& cost);
 
  private:
   RankContents rank_contents() const;  // what this rank stores, pointing at the live tensors
@@ -113,6 +117,7 @@ class TrainingCheckpoint {
   std::unique_ptr<BackgroundPrune> pruning_;      // rank 0: the removal after the last commit
   int64_t first_step_ = 0;                        // the step this process started after
   double snapshot_seconds_ = 0.0;                 // the stall of the save in flight's step
+  std::unique_ptr<SaveCost> save_cost_;          // the last committed background save's, until taken
   int64_t loaded_bytes_ = 0;  // into this rank's live tensors, for the logged throughput
   double load_seconds_ = 0.0;
 };
