@@ -1,6 +1,7 @@
 #include "triax/layers/decode_gemv.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <cstdlib>
 #include <cstring>
