@@ -51,25 +51,14 @@ bool gemv_applies(int64_t rows, int64_t in_features, int element_size, const voi
 
 cudaError_t gemv(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
                  int64_t in_features, cudaStream_t stream) {
+  if (rows < 1 || rows > kGemvMaxRows) return cudaErrorInvalidValue;
   if (out_features == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    switch (rows) {
-      case 1:
-        launch<T, 1>(x, w, y, out_features, in_features, stream);
-        break;
-      case 2:
-        launch<T, 2>(x, w, y, out_features, in_features, stream);
-        break;
-      case 3:
-        launch<T, 3>(x, w, y, out_features, in_features, stream);
-        break;
-      case 4:
-        launch<T, 4>(x, w, y, out_features, in_features, stream);
-        break;
-      default:
-        return cudaErrorInvalidValue;
-    }
+    using Launch = void (*)(const void*, const void*, void*, int64_t, int64_t, cudaStream_t);
+    // The rows of x as a template argument: their sums stay in registers.
+    constexpr Launch by_rows[kGemvMaxRows] = {launch<T, 1>, launch<T, 2>, launch<T, 3>, launch<T, 4>};
+    by_rows[rows - 1](x, w, y, out_features, in_features, stream);
     return cudaGetLastError();
   });
 }
