@@ -11,3 +11,9 @@ target_link_libraries(inference_cache_tp_test PRIVATE triax_llama_impl triax_mul
 triax_use_pch(inference_cache_tp_test)
 triax_add_multi_rank_test(NAME inference_cache_tp_2_ranks RANKS 2 COMMAND $<TARGET_FILE:inference_cache_tp_test>
                           TIMEOUT 120)
+
+# The ops a decoding step runs per layer (each a kernel launch on a GPU), held at today's count.
+add_executable(decode_op_count_test ${CMAKE_CURRENT_LIST_DIR}/decode_op_count_test.cpp)
+target_link_libraries(decode_op_count_test PRIVATE triax_llama_impl triax_core GTest::gtest_main)
+triax_use_pch(decode_op_count_test)
+triax_discover_test_suites(decode_op_count_test)

@@ -38,3 +38,17 @@ if(TRIAX_CUDA)
                    ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_moe_parity.yaml ${CMAKE_CURRENT_BINARY_DIR}/cuda_graphs_equal_eager)
   set_tests_properties(gpu_cuda_graphs_equal_eager PROPERTIES LABELS gpu TIMEOUT 300)
 endif()
+
+# rotary_qkv_into_cache: the decoding step's rotary kernels writing into the cache.
+add_executable(rotary_cache_test ${CMAKE_CURRENT_LIST_DIR}/rotary_cache_test.cpp)
+target_link_libraries(rotary_cache_test PRIVATE triax_sdk GTest::gtest_main)
+triax_use_pch(rotary_cache_test)
+triax_discover_test_suites(rotary_cache_test TEST_FILTER "*Cpu.*" TEST_LIST rotary_cache_test_cpu)
+triax_discover_test_suites(rotary_cache_test TEST_FILTER "*Cuda.*" TEST_LIST rotary_cache_test_cuda PROPERTIES LABELS gpu)
+
+# decode_gemv: the GEMV kernel of a decoding step's linear layers (TRIAX_DECODE_GEMV=1).
+add_executable(decode_gemv_test ${CMAKE_CURRENT_LIST_DIR}/decode_gemv_test.cpp)
+target_link_libraries(decode_gemv_test PRIVATE triax_sdk GTest::gtest_main)
+triax_use_pch(decode_gemv_test)
+triax_discover_test_suites(decode_gemv_test TEST_FILTER "*Cpu.*" TEST_LIST decode_gemv_test_cpu)
+triax_discover_test_suites(decode_gemv_test TEST_FILTER "*Cuda.*" TEST_LIST decode_gemv_test_cuda PROPERTIES LABELS gpu)

@@ -54,6 +54,11 @@ at::Tensor CausalLmLayer::forward_cached(const at::Tensor&, const std::vector<at
   throw Error(TRIAX_ERROR_UNSUPPORTED, "this model's layers have no cached forward");
 }
 
+ResidualStream CausalLmLayer::forward_cached_stream(const ResidualStream& stream, const std::vector<at::Tensor>& shared,
+                                                    const CachedStep& step) {
+  return {forward_cached(stream.materialized(), shared, step), at::Tensor()};
+}
+
 void CausalLm::check_stage(ConfigReader& config, const char* layers_key, int64_t num_layers,
                            const ModelContext& context, const std::string& model_name) {
   if (context.pp_size > num_layers)

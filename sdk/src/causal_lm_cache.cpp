@@ -104,11 +104,14 @@ StageOutput CausalLm::forward_cached(const std::vector<InferenceCache*>& caches,
       // Padding may reach past the last position: the layers clamp its positions to the tables.
       const int64_t table = layout_.max_positions > 0 ? layout_.max_positions : end + padded - fresh;
       const std::vector<at::Tensor> shared = layer_inputs(table, hidden.scalar_type());
+      // Each layer's last add is done by the next layer's norm kernel.
+      ResidualStream stream{hidden, at::Tensor()};
       for (size_t l = 0; l < layers_.size(); ++l) {
         step.rows.clear();
         for (CausalLmCache* cache : owned) step.rows.push_back(cache->layers[l].get());
-        hidden = layers_[l]->forward_cached(hidden, shared, step);
+        stream = layers_[l]->forward_cached_stream(stream, shared, step);
       }
+      hidden = stream.materialized();
     }
     StageOutput output;
     if (!head_)

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "deferred_weight.hpp"
+#include "triax/layers/decode_gemv.hpp"
 #include "triax/error.hpp"
 
 namespace triax {
@@ -96,7 +97,11 @@ void accumulate_weight_gradient(const at::Tensor& matrix, const at::Tensor& grad
 
 at::Tensor deferrable_linear(const at::Tensor& x, const at::Tensor& matrix, const at::Tensor& bias) {
   const detail::DeferredWeight weight = detail::DeferredWeight::of(x, matrix);
-  if (!weight.active()) return at::linear(x, matrix, bias);
+  if (!weight.active()) {
+    if (const at::Tensor product = decode_gemv(x, matrix); product.defined())
+      return bias.defined() ? product + bias : product;
+    return at::linear(x, matrix, bias);
+  }
   const at::Tensor product = DeferredLinearFunction::apply(x, weight.operand(), weight);
   return bias.defined() ? product + bias : product;
 }

@@ -3,6 +3,7 @@
 #include "triax/layers/fused_ops.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <ATen/core/grad_mode.h>
 #include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -308,6 +309,7 @@ bool fused_kernels_enabled() {
 }
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, AmaxRecording recording) {
+  RECORD_FUNCTION("triax::rms_norm", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0),
           "rms_norm: weight " + shape_text(weight.sizes()) + " does not match the last dim of x " +
               shape_text(x.sizes()));
@@ -320,6 +322,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, A
 
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
                                                double eps, AmaxRecording recording) {
+  RECORD_FUNCTION("triax::add_rms_norm", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(x.sizes() == y.sizes(), "add_rms_norm: x " + shape_text(x.sizes()) + " and y " + shape_text(y.sizes()) +
                                       " must have one shape");
   require(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0),
@@ -336,6 +339,7 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Te
 }
 
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
+  RECORD_FUNCTION("triax::swiglu", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(gate.sizes() == up.sizes(),
           "swiglu: gate " + shape_text(gate.sizes()) + " and up " + shape_text(up.sizes()) +
               " must have the same shape");
@@ -346,6 +350,7 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
 }
 
 at::Tensor swiglu_halves(const at::Tensor& gate_up, AmaxRecording recording) {
+  RECORD_FUNCTION("triax::swiglu_halves", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0,
           "swiglu_halves: gate_up " + shape_text(gate_up.sizes()) + " must have an even last dim (gate, then up)");
 #ifdef TRIAX_WITH_CUDA
@@ -380,6 +385,7 @@ std::pair<at::Tensor, at::Tensor> swiglu_halves_backward_and_output(const at::Te
 }
 
 at::Tensor apply_rotary(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  RECORD_FUNCTION("triax::apply_rotary", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(x.dim() == 4 && x.size(3) % 2 == 0,
           "apply_rotary: x must be [batch, heads, seq, head_dim] with an even head_dim, got " + shape_text(x.sizes()));
   for (const at::Tensor* table : {&cos, &sin})

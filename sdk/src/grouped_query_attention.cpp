@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -152,6 +153,15 @@ at::Tensor GroupedQueryAttention::forward_cached(const at::Tensor& x, const at::
                                                  const CachedStep& step) {
   const at::Tensor blocks = project_blocks(x);
   const int64_t rows = blocks.size(0), fresh = blocks.size(1);
+  const bool prompt_only =
+      std::all_of(step.starts.begin(), step.starts.end(), [](int64_t start) { return start == 0; });
+  if (rotary_ && !rope_interleaved_ && step.keep == fresh && !prompt_only) {
+    // A decoding step: the new keys and values rotated straight into the cache.
+    const KeyValueCache::KeysValues stored = KeyValueCache::stored(step, local_kv_heads_, head_dim_, blocks.options());
+    at::Tensor keys = stored.keys, values = stored.values;
+    const at::Tensor q = rotary_qkv_into_cache(blocks, cos, sin, step.positions, keys, values);
+    return output(KeyValueCache::attend_stored(step, q, stored, scale_, sliding_window_));
+  }
   // Each row at its own positions: the rows' tokens side by side as one sequence, rotated by the
   // tables' rows of their positions (sequence-parallel padding may run past the tables: it reads
   // the last row, and is discarded).

@@ -36,8 +36,14 @@ std::unique_ptr<LayerCache> PreNormDecoderLayer::create_cache(int64_t capacity) 
 
 at::Tensor PreNormDecoderLayer::forward_cached(const at::Tensor& x, const std::vector<at::Tensor>& rotary,
                                                const CachedStep& step) {
-  return with_attention(x, self_attn->forward_cached(input_layernorm->forward(x), rotary.at(0), rotary.at(1), step))
-      .materialized();
+  return forward_cached_stream({x, at::Tensor()}, rotary, step).materialized();
+}
+
+ResidualStream PreNormDecoderLayer::forward_cached_stream(const ResidualStream& stream,
+                                                          const std::vector<at::Tensor>& rotary,
+                                                          const CachedStep& step) {
+  const auto [x, normed] = input_layernorm->forward_of_stream(stream);
+  return with_attention(x, self_attn->forward_cached(normed, rotary.at(0), rotary.at(1), step));
 }
 
 ResidualStream PreNormDecoderLayer::with_attention(const at::Tensor& x, const at::Tensor& attended) {

@@ -1,6 +1,7 @@
 #include "triax/layers/rotary_qkv.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 
 #include <string>
 #include <vector>
@@ -61,13 +62,24 @@ Side slot_of(const at::Tensor& qkv, int64_t first) {
 
 enum class Walk { Rotate, Unrotate, Copy };  // forward, its transpose (backward), the value heads
 
+// Positions read on the device (kernels::RotaryLayout): the tables' row of each vector and where
+// it is written. Unset: position s of the operand, tables of its length.
+struct DevicePositions {
+  const int64_t* table_rows = nullptr;
+  const int64_t* out_rows = nullptr;
+};
+
+// like: qkv or its gradient, [batch, seq, ...].
 void walk(Walk what, const Side& in, const Side& out, int64_t heads, int64_t group, const at::Tensor& like,
-          const at::Tensor& cos, const at::Tensor& sin) {
+          const at::Tensor& cos, const at::Tensor& sin, const DevicePositions& at = {}) {
   kernels::RotaryLayout layout{
-      like.size(0), heads, cos.size(0), cos.size(1), {in.batch, in.block, in.seq}, {out.batch, out.block, out.seq}};
+      like.size(0), heads, like.size(1), cos.size(1), {in.batch, in.block, in.seq}, {out.batch, out.block, out.seq}};
   layout.group = group;
   layout.in_member_stride = in.member;
   layout.out_member_stride = out.member;
+  layout.table_rows = at.table_rows;
+  layout.table_length = cos.size(0);
+  layout.out_rows = at.out_rows;
   const kernels::Dtype dtype = *launch::kernel_dtype(like.scalar_type());
   const cudaStream_t stream = launch::stream_of(like);
   if (what == Walk::Copy) {
@@ -132,9 +144,77 @@ struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
     return {grad, at::Tensor(), at::Tensor()};
   }
 };
+// rotary_qkv_into_cache's kernels: q rotated into attention's layout, k rotated and v copied
+// into the cache at their positions; cos and sin rows chosen by the kernel.
+at::Tensor rotary_qkv_into_cache_kernels(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
+                                         const at::Tensor& positions, const at::Tensor& keys,
+                                         const at::Tensor& values) {
+  c10::cuda::CUDAGuard device(qkv.device());
+  const at::Tensor in = head_dim_contiguous(qkv), c = cos.contiguous(), s = sin.contiguous();
+  const at::Tensor at = positions.contiguous();
+  const int64_t batch = in.size(0), seq = in.size(1), kv_heads = in.size(2), group = in.size(3) - 2;
+  const int64_t heads = kv_heads * group, head_dim = in.size(4);
+  at::Tensor q = at::empty_strided({batch, heads, seq, head_dim}, {seq * heads * head_dim, head_dim, heads * head_dim, 1},
+                                   in.options());
+  const DevicePositions rows_only{at.const_data_ptr<int64_t>(), nullptr};
+  const DevicePositions into_cache{at.const_data_ptr<int64_t>(), at.const_data_ptr<int64_t>()};
+  walk(Walk::Rotate, slot_of(in, 0), side_of(q, group), heads, group, in, c, s, rows_only);
+  walk(Walk::Rotate, slot_of(in, group), side_of(keys, 1), kv_heads, 1, in, c, s, into_cache);
+  walk(Walk::Copy, slot_of(in, group + 1), side_of(values, 1), kv_heads, 1, in, c, s, into_cache);
+  return q;
+}
 #endif  // TRIAX_WITH_CUDA
 
+// The same through rotary_qkv on gathered table rows and scatters into the cache.
+at::Tensor rotary_qkv_into_cache_composition(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
+                                             const at::Tensor& positions, at::Tensor& keys, at::Tensor& values) {
+  const int64_t rows = qkv.size(0), fresh = qkv.size(1), kv_heads = qkv.size(2), head_dim = qkv.size(4);
+  // The rows' tokens side by side as one sequence, rotated by the tables' rows of their positions.
+  const at::Tensor side_by_side = qkv.reshape({1, rows * fresh, kv_heads, qkv.size(3), head_dim});
+  const at::Tensor table_rows = positions.reshape({-1}).clamp_max(cos.size(0) - 1);
+  const auto [q, k, v] = rotary_qkv(side_by_side, cos.index_select(0, table_rows), sin.index_select(0, table_rows));
+  auto by_row = [&](const at::Tensor& t) {  // [1, heads, rows x new, head_dim] -> [rows, heads, new, head_dim]
+    return t.transpose(1, 2).reshape({rows, fresh, t.size(1), head_dim}).transpose(1, 2);
+  };
+  const at::Tensor at = positions.view({rows, 1, fresh, 1}).expand({rows, kv_heads, fresh, head_dim});
+  keys.scatter_(2, at, by_row(k));
+  values.scatter_(2, at, by_row(v));
+  return by_row(q);
+}
+
+void check_into_cache(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
+                      const at::Tensor& positions, const at::Tensor& keys, const at::Tensor& values) {
+  auto fail = [&](const std::string& what) {
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "rotary_qkv_into_cache: " + what + " (qkv " + shape_text(qkv.sizes()) + ", cos " +
+                    shape_text(cos.sizes()) + ", positions " + shape_text(positions.sizes()) + ", keys " +
+                    shape_text(keys.sizes()) + ")");
+  };
+  if (qkv.dim() != 5 || qkv.size(3) < 3 || qkv.size(4) % 2 != 0)
+    fail("qkv must be [rows, new, kv_heads, group + 2, head_dim] with group >= 1 and an even head_dim");
+  if (cos.dim() != 2 || cos.sizes() != sin.sizes() || cos.size(0) < 1 || cos.size(1) != qkv.size(4))
+    fail("cos and sin must be [positions, head_dim]");
+  if (positions.scalar_type() != at::kLong || positions.sizes() != qkv.sizes().slice(0, 2))
+    fail("positions must be int64 [rows, new]");
+  if (keys.dim() != 4 || keys.sizes() != values.sizes() || keys.size(0) != qkv.size(0) ||
+      keys.size(1) != qkv.size(2) || keys.size(3) != qkv.size(4) || !keys.is_contiguous() || !values.is_contiguous() ||
+      keys.scalar_type() != qkv.scalar_type() || values.scalar_type() != qkv.scalar_type())
+    fail("keys and values must be contiguous [rows, kv_heads, capacity, head_dim] in qkv's dtype");
+}
+
 }  // namespace
+
+at::Tensor rotary_qkv_into_cache(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
+                                 const at::Tensor& positions, at::Tensor& keys, at::Tensor& values) {
+  RECORD_FUNCTION("triax::rotary_qkv_into_cache", std::vector<c10::IValue>());  // 3 launches on CUDA
+  check_into_cache(qkv, cos, sin, positions, keys, values);
+#ifdef TRIAX_WITH_CUDA
+  if (qkv.numel() > 0 && positions.device() == qkv.device() &&
+      cuda_launch::kernels_apply({&qkv, &cos, &sin, &keys, &values}))
+    return rotary_qkv_into_cache_kernels(qkv, cos, sin, positions, keys, values);
+#endif
+  return rotary_qkv_into_cache_composition(qkv, cos, sin, positions, keys, values);
+}
 
 std::array<at::Tensor, 3> split_qkv(const at::Tensor& qkv) {
   if (qkv.dim() != 5 || qkv.size(3) < 3)
@@ -145,6 +225,7 @@ std::array<at::Tensor, 3> split_qkv(const at::Tensor& qkv) {
 }
 
 std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin) {
+  RECORD_FUNCTION("triax::rotary_qkv", std::vector<c10::IValue>());  // 3 launches on CUDA
   if (qkv.dim() != 5 || qkv.size(3) < 3 || qkv.size(4) % 2 != 0)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "rotary_qkv: qkv must be [batch, seq, kv_heads, group + 2, head_dim] with group >= 1 and an even "

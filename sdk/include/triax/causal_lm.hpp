@@ -25,8 +25,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "triax/config_reader.hpp"
@@ -74,6 +76,9 @@ struct CachedStep {
   // of the new tokens (starts[i] + j, padding included), and [rows, 1, new, capacity] whether a
   // cached position p is visible from new token j of row i (p <= starts[i] + j).
   at::Tensor positions, visible;
+  // Attention masks made of `visible` once per forward for every layer that shares their key
+  // (query heads per key head, window or -1, dtype): filled by the first such layer.
+  mutable std::map<std::tuple<int64_t, int64_t, c10::ScalarType>, at::Tensor> attention_masks;
 };
 
 // One layer of a causal LM (one pipeline block).
@@ -92,6 +97,11 @@ class CausalLmLayer : public torch::nn::Module {
   // forward() over new tokens continuing the rows of `step`, storing the first step.keep of them.
   virtual at::Tensor forward_cached(const at::Tensor& hidden, const std::vector<at::Tensor>& shared,
                                     const CachedStep& step);
+  // forward_cached() on the stream's sum, which it may return with the last add left pending (as
+  // forward_stream does). CausalLm's cached forward runs its layers through this one. Default:
+  // forward_cached(stream.materialized(), shared, step), nothing pending.
+  virtual ResidualStream forward_cached_stream(const ResidualStream& stream, const std::vector<at::Tensor>& shared,
+                                               const CachedStep& step);
 };
 
 // A model's final norm as CausalLm runs it: the module (registered under layout.norm) and its forward.

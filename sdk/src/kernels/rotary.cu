@@ -42,16 +42,20 @@ __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos
     }
     const T* x_row = x + b * layout.in_stride[0] + block * layout.in_stride[1] + member * layout.in_member_stride +
                      s * layout.in_stride[2];
+    const Index out_s = layout.out_rows == nullptr ? s : static_cast<Index>(layout.out_rows[b * seq + s]);
     T* out_row = out + b * layout.out_stride[0] + block * layout.out_stride[1] + member * layout.out_member_stride +
-                 s * layout.out_stride[2];
+                 out_s * layout.out_stride[2];
     const Pack<T, V> x1 = load_pack<T, V>(x_row + i), x2 = load_pack<T, V>(x_row + i + half);
     if constexpr (kMap == Map::kCopy) {
       store_pack<T, V>(out_row + i, x1);
       store_pack<T, V>(out_row + i + half, x2);
       continue;
     }
-    const T* cos_row = cos + s * static_cast<Index>(layout.head_dim);
-    const T* sin_row = sin + s * static_cast<Index>(layout.head_dim);
+    Index row = s;
+    if (layout.table_rows != nullptr)
+      row = static_cast<Index>(min(layout.table_rows[b * seq + s], layout.table_length - 1));
+    const T* cos_row = cos + row * static_cast<Index>(layout.head_dim);
+    const T* sin_row = sin + row * static_cast<Index>(layout.head_dim);
     const Pack<T, V> c1 = load_pack<T, V>(cos_row + i), c2 = load_pack<T, V>(cos_row + i + half);
     const Pack<T, V> s1 = load_pack<T, V>(sin_row + i), s2 = load_pack<T, V>(sin_row + i + half);
     Pack<T, V> o1, o2;

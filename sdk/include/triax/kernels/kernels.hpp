@@ -104,6 +104,14 @@ struct RotaryLayout {
   int64_t out_stride[3];
   int64_t group = 1;
   int64_t in_member_stride = 0, out_member_stride = 0;
+  // Decoding with a cache, positions read on the device ([batch x seq] int64, row-major), so that
+  // a CUDA graph replays with new positions and no table row is gathered first. table_rows: each
+  // vector's row of cos and sin, clamped to table_length - 1 (the tables are then the whole
+  // [table_length, head_dim] ones); out_rows: the output position of each vector in place of s
+  // (new keys and values written straight into a cache). Null: position s, as above.
+  const int64_t* table_rows = nullptr;
+  int64_t table_length = 0;
+  const int64_t* out_rows = nullptr;
 };
 
 // Forward (inverse = false), with h = head_dim / 2 and i < h:
@@ -119,6 +127,18 @@ cudaError_t rotary(Dtype dtype, const void* x, const void* cos, const void* sin,
 // q/k/v projection into attention's layout and their gradient back, in 16-byte vectors where the
 // strides allow (the strided at::copy_ it replaces took 5.3 ms a step at 1.7b, both ways).
 cudaError_t copy_heads(Dtype dtype, const void* x, void* out, const RotaryLayout& layout, cudaStream_t stream);
+
+// ---- a few rows times a matrix (gemv.cu) -----------------------------------------------------
+
+constexpr int64_t kGemvMaxRows = 4;
+
+// Whether gemv() takes these operands: 1 to kGemvMaxRows rows, whole 16-byte vectors along
+// in_features, x, w and y 16-byte aligned.
+bool gemv_applies(int64_t rows, int64_t in_features, int element_size, const void* x, const void* w, const void* y);
+// y[r, n] = sum_k x[r, k] w[n, k] in fp32, rounded once: x [rows, in_features], w
+// [out_features, in_features], y [rows, out_features], all contiguous.
+cudaError_t gemv(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
+                 int64_t in_features, cudaStream_t stream);
 
 // ---- cross-entropy over a chunk of logits (cross_entropy.cu) ---------------------------------
 

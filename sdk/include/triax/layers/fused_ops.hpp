@@ -5,7 +5,9 @@
 // output dtype. Everywhere else (CPU, fp64, mixed dtypes, a CPU-only build) the plain LibTorch
 // composition written beside each op runs, so CPU results are those of the unfused code.
 // TRIAX_FUSED_KERNELS=0 in the environment makes CUDA tensors take the composition too (for
-// comparisons); docs/kernels.md lists the kernels and their tests.
+// comparisons); docs/kernels.md lists the kernels and their tests. Each op opens a RecordFunction
+// range "triax::NAME" (profiler traces, and the CPU op counts of a decoding step, which count a
+// fused op once however many ops its composition runs).
 #pragma once
 
 #include <ATen/core/Tensor.h>

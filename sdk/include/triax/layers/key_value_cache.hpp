@@ -34,13 +34,26 @@ class KeyValueCache : public LayerCache {
   static at::Tensor attend(const CachedStep& step, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                            double scale, std::optional<int64_t> window = std::nullopt);
 
+  // A decoding step's parts of attend(), for a caller that writes the new keys and values itself
+  // (rotary_qkv_into_cache): first the keys and values [rows, kv_heads, capacity, head_dim] the
+  // rows of `step` share, checked to hold step.keep more tokens of each row; then, once the new
+  // ones are in, the new tokens' attention over them (not for a prompt on empty caches).
+  struct KeysValues {
+    at::Tensor keys, values;
+  };
+  static KeysValues stored(const CachedStep& step, int64_t kv_heads, int64_t head_dim,
+                           const at::TensorOptions& options);
+  static at::Tensor attend_stored(const CachedStep& step, const at::Tensor& q, const KeysValues& stored, double scale,
+                                  std::optional<int64_t> window = std::nullopt);
+
  private:
   struct Store {
     at::Tensor keys, values;  // [rows, kv_heads, capacity, head_dim]
   };
   // The store the rows of `step` share, made (and filled with their cached tokens) when they do
   // not share one yet in this order, capacity, dtype and device.
-  static std::shared_ptr<Store> shared_store(const CachedStep& step, const at::Tensor& k);
+  static std::shared_ptr<Store> shared_store(const CachedStep& step, int64_t kv_heads, int64_t head_dim,
+                                             const at::TensorOptions& options);
 
   int64_t capacity_;
   std::shared_ptr<Store> store_;  // null before the sequence's first forward

@@ -40,6 +40,9 @@ class PreNormDecoderLayer : public CausalLmLayer {
   // rotary: the whole tables, [max_position_embeddings, head_dim].
   at::Tensor forward_cached(const at::Tensor& x, const std::vector<at::Tensor>& rotary,
                             const CachedStep& step) override;
+  // As forward_stream: the MLP's add left pending, a pending one done by input_layernorm's kernel.
+  ResidualStream forward_cached_stream(const ResidualStream& stream, const std::vector<at::Tensor>& rotary,
+                                       const CachedStep& step) override;
 
   std::shared_ptr<GroupedQueryAttention> self_attn;
   UnaryModule mlp;

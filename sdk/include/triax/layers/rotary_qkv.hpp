@@ -23,6 +23,18 @@ namespace triax {
 // split_with_sizes over dim 3, apply_rotary on q and k, v made contiguous.
 std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin);
 
+// Decoding with a cache: q, k and v of new tokens at each row's own positions, k and v written
+// straight into the cache. qkv: [rows, new, kv_heads, group + 2, head_dim]; cos, sin: the whole
+// tables [table length, head_dim] (a position past them reads their last row: sequence-parallel
+// padding, discarded); positions: int64 [rows, new] on qkv's device; keys, values: the cache,
+// contiguous [rows, kv_heads, capacity, head_dim], row r's new token j stored at position
+// positions[r, j]. Returns q in [rows, heads, new, head_dim] (as rotary_qkv lays it out). No
+// autograd. On CUDA one rotary launch each for q, k and v reads the positions on the device (no
+// gathered table rows, no scatter; what a CUDA graph of a decoding step needs). Composition:
+// rotary_qkv on the gathered table rows, then scatter_ into keys and values.
+at::Tensor rotary_qkv_into_cache(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
+                                 const at::Tensor& positions, at::Tensor& keys, at::Tensor& values);
+
 // The same q, k and v without rotation (a NoPE layer): q and k as views of qkv where possible,
 // v a copy as above. Composition only (no kernel).
 std::array<at::Tensor, 3> split_qkv(const at::Tensor& qkv);

@@ -1,0 +1,53 @@
+// decode_gemv (decode_gemv.hpp): the GEMV kernel of a decoding step's linear layers against the
+// LibTorch product in fp32 (DecodeGemvCuda, ctest label gpu, skipped without a GPU), and where it
+// leaves the product to the GEMM (DecodeGemvCpu: CPU tensors, more rows than it takes).
+#include "triax/layers/decode_gemv.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+// Read once by the library: set before the first product.
+const bool kSwitchedOn = setenv("TRIAX_DECODE_GEMV", "1", 1) == 0;
+
+at::Tensor seeded(const std::vector<int64_t>& shape, uint64_t seed, c10::ScalarType dtype, c10::Device device) {
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return at::randn(shape, generator, at::TensorOptions().dtype(at::kDouble)).to(device, dtype);
+}
+
+TEST(DecodeGemvCpu, LeavesCpuTensorsToTheGemm) {
+  ASSERT_TRUE(kSwitchedOn);
+  EXPECT_FALSE(triax::decode_gemv(at::ones({1, 1, 16}), at::ones({8, 16})).defined());
+}
+
+TEST(DecodeGemvCuda, EqualsTheProductInFp32) {
+  ASSERT_TRUE(kSwitchedOn);
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  // 1.7b's o_proj, q/k/v, down_proj; an odd number of features.
+  const std::vector<std::pair<int64_t, int64_t>> shapes{{2048, 2048}, {2048, 6144}, {8192, 2048}, {64, 37}};
+  for (const c10::ScalarType dtype : {at::kBFloat16, at::kFloat})
+    for (const auto& [in, out] : shapes)
+      for (int64_t rows = 1; rows <= 4; ++rows) {
+        const at::Tensor x = seeded({rows, 1, in}, 1, dtype, at::kCUDA), w = seeded({out, in}, 2, dtype, at::kCUDA);
+        const at::Tensor y = triax::decode_gemv(x, w);
+        const std::string what = std::string(c10::toString(dtype)) + " rows " + std::to_string(rows) + " [" +
+                                 std::to_string(out) + ", " + std::to_string(in) + "]";
+        ASSERT_TRUE(y.defined()) << what;
+        ASSERT_EQ(y.sizes(), (std::vector<int64_t>{rows, 1, out})) << what;
+        const at::Tensor expected = at::matmul(x.to(at::kDouble), w.to(at::kDouble).t());
+        const double error = (y.to(at::kDouble) - expected).abs().max().item<double>() /
+                             expected.abs().max().item<double>();
+        EXPECT_LE(error, dtype == at::kFloat ? 1e-5 : 1e-2) << what;
+      }
+  // Five rows: the GEMM's.
+  EXPECT_FALSE(triax::decode_gemv(seeded({5, 64}, 1, at::kBFloat16, at::kCUDA), seeded({8, 64}, 2, at::kBFloat16, at::kCUDA))
+                   .defined());
+}
+
+}  // namespace
