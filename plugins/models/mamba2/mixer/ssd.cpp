@@ -32,7 +32,7 @@ void check_inputs(const SsdInputs& in, int64_t chunk_size) {
 SsdOutputs forward_values(const SsdInputs& in, int64_t chunk_size) {
   const ssd::Chunks k = ssd::into_chunks(in, chunk_size);
   // 1. Within each chunk: y_i = sum_{j <= i} exp(decay_i - decay_j) (C_i . B_j) x_j dt_j, per head.
-  const at::Tensor masked = ssd::decay_mask(k).mul_(ssd::scores(k).unsqueeze(3)).to(k.operand);
+  const at::Tensor masked = ssd::masked_scores(k, ssd::scores(k));
   const at::Tensor x_heads = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).permute({0, 1, 2, 4, 3, 5});
   const at::Tensor diagonal = ssd::product(masked, x_heads, k.type).permute({0, 1, 2, 4, 3, 5});
   // 2. and 3. Each chunk's own final state, then the states at the chunk boundaries.

@@ -18,18 +18,16 @@ at::Tensor reverse_cumsum(const at::Tensor& t) { return t.flip(-1).cumsum(-1).fl
 
 // Within each chunk: y = M xdt per head. dy_heads [b, c, g, r, q, p].
 void diagonal_backward(const Chunks& k, const at::Tensor& dy_heads, ChunkGradients& grads) {
-  const at::Tensor mask = decay_mask(k);
-  const at::Tensor scores_of_group = scores(k).unsqueeze(3);
+  const at::Tensor scores_of_group = scores(k);
   const at::Tensor x_heads = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).permute({0, 1, 2, 4, 3, 5});
   const at::Tensor dy = dy_heads.to(k.operand);
-  const at::Tensor masked = (mask * scores_of_group).to(k.operand);
+  const at::Tensor masked = masked_scores(k, scores_of_group);
   grads.xdt += product(masked.transpose(-1, -2), dy, k.type).permute({0, 1, 2, 4, 3, 5});
-  const at::Tensor weighted = product(dy, x_heads.transpose(-1, -2), k.type).mul_(mask);  // dM o L
-  const at::Tensor dscores = weighted.sum(3).to(k.operand);
-  grads.C += product(dscores, k.B, k.type);
-  grads.B += product(dscores.transpose(-1, -2), k.C, k.type);
-  const at::Tensor g = weighted.mul_(scores_of_group);  // dM o M
-  grads.decay += g.sum(-1) - g.sum(-2);
+  const MaskedScoresGradients d = masked_scores_backward(k, product(dy, x_heads.transpose(-1, -2), k.type),
+                                                         scores_of_group);
+  grads.C += product(d.scores, k.B, k.type);
+  grads.B += product(d.scores.transpose(-1, -2), k.C, k.type);
+  grads.decay += d.decay;
 }
 
 // The read-out of the entering states; returns their gradient [b, c, g, r p, n]. dy [b, c, g, q, r, p].

@@ -5,6 +5,10 @@
 #include <cmath>
 #include <vector>
 
+#ifdef TRIAX_MAMBA2_KERNELS
+#include "ssd_cuda.hpp"
+#endif
+
 namespace triax::mamba2::ssd {
 namespace {
 
@@ -72,6 +76,23 @@ at::Tensor decay_mask(const Chunks& k) {
 }
 
 at::Tensor scores(const Chunks& k) { return product(k.C, k.B.transpose(-1, -2), k.type); }
+
+at::Tensor masked_scores(const Chunks& k, const at::Tensor& scores) {
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_kernels_apply(k)) return masked_scores_cuda(k, scores);
+#endif
+  return decay_mask(k).mul_(scores.unsqueeze(3)).to(k.operand);
+}
+
+MaskedScoresGradients masked_scores_backward(const Chunks& k, at::Tensor d_masked, const at::Tensor& scores) {
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_kernels_apply(k)) return masked_scores_backward_cuda(k, d_masked, scores);
+#endif
+  const at::Tensor weighted = d_masked.mul_(decay_mask(k));  // dM o L
+  const at::Tensor dscores = weighted.sum(3).to(k.operand);
+  const at::Tensor g = weighted.mul_(scores.unsqueeze(3));  // dM o M
+  return {dscores, g.sum(-1) - g.sum(-2)};
+}
 
 at::Tensor to_chunk_end(const Chunks& k) { return at::exp(k.decay.narrow(-1, k.q - 1, 1) - k.decay); }
 

@@ -44,6 +44,19 @@ at::Tensor decay_mask(const Chunks& k);
 // The scores C_i . B_j of each chunk and group, [b, c, g, q, q] in the compute type.
 at::Tensor scores(const Chunks& k);
 
+// decay_mask(k) times each head's group's `scores`, [b, c, g, r, q, q] in the operand type: one
+// CUDA kernel where ssd_kernels_apply (ssd_cuda.hpp), no fp32 mask kept.
+at::Tensor masked_scores(const Chunks& k, const at::Tensor& scores);
+
+struct MaskedScoresGradients {
+  at::Tensor scores;  // [b, c, g, q, q] in the operand type (the next products' operand)
+  at::Tensor decay;   // [b, c, g, r, q] compute type, of the cumulative log-decays
+};
+
+// The backward of masked_scores from its output's gradient d_masked [b, c, g, r, q, q] (compute
+// type; the composition overwrites it).
+MaskedScoresGradients masked_scores_backward(const Chunks& k, at::Tensor d_masked, const at::Tensor& scores);
+
 // exp(decay at the chunk's end - decay_j), [b, c, g, r, q]: position j's decay to the chunk's end.
 at::Tensor to_chunk_end(const Chunks& k);
 
