@@ -4,6 +4,10 @@
 
 #include "ssd_chunks.hpp"
 
+#ifdef TRIAX_MAMBA2_KERNELS
+#include "ssd_cuda.hpp"
+#endif
+
 namespace triax::mamba2::ssd {
 namespace {
 
@@ -80,6 +84,27 @@ void chunk_states_backward(const Chunks& k, const at::Tensor& dstates, ChunkGrad
   grads.decay.select(-1, k.q - 1).add_(dw.sum(-1));
 }
 
+// Across chunks and the entering states' read-out, the state passing's kernel where
+// ssd_kernels_apply; returns the gradients of the chunks' own states and of the initial state.
+PassedGradients across_chunks(const Chunks& k, const SsdInputs& in, const at::Tensor& dy, const at::Tensor& dfinal,
+                              ChunkGradients& grads) {
+  const at::Tensor states = chunk_states(k);
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_kernels_apply(k)) {
+    const PassedStates passed = pass_states(k, in.initial_state, states);
+    const at::Tensor dentering = read_out_backward(k, dy, passed.entering, grads);
+    const PassingGradients g = pass_states_backward_cuda(k, passed.entering, dentering, dfinal);
+    grads.decay.select(-1, k.q - 1).add_(g.chunk_decay);
+    return {g.chunk_states, g.initial_state};
+  }
+#endif
+  const at::Tensor passing = passing_matrix(k);
+  const at::Tensor inputs = boundary_inputs(k, in.initial_state, states);
+  const at::Tensor entering = entering_states(k, boundary_states(passing, inputs));
+  const at::Tensor dentering = read_out_backward(k, dy, entering, grads);
+  return passing_backward(k, passing, inputs, dentering, dfinal, grads);
+}
+
 // dy [b, l, H, p] or undefined -> position-major chunks [b, c, g, q, r, p].
 at::Tensor chunked_grad_y(const Chunks& k, const at::Tensor& grad_y) {
   const at::Tensor dy = grad_y.defined() ? grad_y.to(k.type) : at::zeros({k.b, k.l, k.g * k.r, k.p}, k.dt.options());
@@ -117,11 +142,7 @@ SsdGradients ssd_backward(const SsdInputs& in, int64_t chunk_size, const at::Ten
                        at::zeros({k.b, k.c, k.g, k.q, k.n}, options), at::zeros({k.b, k.c, k.g, k.q, k.n}, options)};
   const at::Tensor dy = chunked_grad_y(k, grad_y);
   diagonal_backward(k, dy.permute({0, 1, 2, 4, 3, 5}), grads);
-  const at::Tensor passing = passing_matrix(k);
-  const at::Tensor inputs = boundary_inputs(k, in.initial_state, chunk_states(k));
-  const at::Tensor entering = entering_states(k, boundary_states(passing, inputs));
-  const at::Tensor dentering = read_out_backward(k, dy, entering, grads);
-  const PassedGradients passed = passing_backward(k, passing, inputs, dentering, grad_final_state, grads);
+  const PassedGradients passed = across_chunks(k, in, dy, grad_final_state, grads);
   chunk_states_backward(k, passed.chunk_states, grads);
   SsdGradients out = to_inputs(k, in, grads);
   if (in.initial_state.defined()) out.initial_state = passed.initial_state;

@@ -124,6 +124,15 @@ at::Tensor entering_states(const Chunks& k, const at::Tensor& boundaries) {
       .reshape({k.b, k.c, k.g, k.r * k.p, k.n});
 }
 
+PassedStates pass_states(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states) {
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_kernels_apply(k)) return pass_states_cuda(k, initial_state, states);
+#endif
+  const at::Tensor boundaries = boundary_states(passing_matrix(k), boundary_inputs(k, initial_state, states));
+  // The final state copied out: a view would keep every boundary state alive.
+  return {entering_states(k, boundaries), boundaries.select(3, k.c).reshape({k.b, k.g * k.r, k.p, k.n}).clone()};
+}
+
 at::Tensor read_out(const Chunks& k, const at::Tensor& entering) {
   return product(k.C, entering.to(k.operand).transpose(-1, -2), k.type);
 }

@@ -76,6 +76,16 @@ at::Tensor boundary_states(const at::Tensor& passing, const at::Tensor& inputs);
 // The states entering each chunk, position-major [b, c, g, r p, n], from boundary_states.
 at::Tensor entering_states(const Chunks& k, const at::Tensor& boundaries);
 
+struct PassedStates {
+  at::Tensor entering;     // [b, c, g, r p, n], as entering_states gives them
+  at::Tensor final_state;  // [b, H, p, n]
+};
+
+// The states across chunks from the initial state (undefined: zeros) and the chunks' own
+// states [b, c, g, r p, n]: one CUDA kernel where ssd_kernels_apply, else the passing matrix's
+// product (boundary_states).
+PassedStates pass_states(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states);
+
 // The entering states read out by C (before the decay from the chunk's start), [b, c, g, q, r p].
 at::Tensor read_out(const Chunks& k, const at::Tensor& entering);
 

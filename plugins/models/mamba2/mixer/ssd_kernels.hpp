@@ -1,6 +1,6 @@
-// The CUDA kernels of the chunked SSD's intra-chunk step (ssd_cuda.hpp), callable without
-// LibTorch: raw pointers, the caller's stream. Shapes per ssd_chunks.hpp, with the batch, chunk
-// and group dimensions flattened into `blocks` = b c g, r heads a group, q positions a chunk.
+// The CUDA kernels of the chunked SSD (ssd_cuda.hpp): the intra-chunk mask and the state passing
+// across chunks, callable without LibTorch: raw pointers, the caller's stream. Shapes per
+// ssd_chunks.hpp; the mask's flatten the batch, chunk and group dimensions into `blocks` = b c g.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,5 +31,26 @@ constexpr int64_t kScoreTile = 32;
 cudaError_t masked_scores_backward(triax::kernels::Dtype operand, const float* d_masked, const float* decay,
                                    const float* scores, void* dscores, float* row_partials, float* column_sums,
                                    const ChunkShape& shape, cudaStream_t stream);
+
+// The states across chunks, one thread per state value walking the chunks in order. Per batch
+// row: states and entering [c, H, p n] (each chunk's own final state; the state entering it),
+// chunk_decay [c, H] (the log-decay over each chunk), initial and final [H, p n] (initial may be
+// null: zeros). All fp32.
+struct PassingShape {
+  int64_t batch, chunks, heads, values;  // b, c, H, p n
+};
+cudaError_t pass_states(const float* states, const float* chunk_decay, const float* initial, float* entering,
+                        float* final_state, const PassingShape& shape, cudaStream_t stream);
+
+// Values a block of the backward covers: chunk_decay_partials has ceil(p n / kPassingSlice) of them.
+constexpr int64_t kPassingSlice = 256;
+
+// The backward, chunks in reverse: from the gradients of the entering states [b, c, H, p n] and
+// of the final state [b, H, p n] (may be null: zeros), those of the chunk states [b, c, H, p n],
+// of the initial state [b, H, p n] and, in partial sums [b, c, H, ceil(p n / kPassingSlice)], of
+// the chunk decays. entering: the forward's.
+cudaError_t pass_states_backward(const float* entering, const float* chunk_decay, const float* d_entering,
+                                 const float* d_final, float* d_states, float* d_initial,
+                                 float* chunk_decay_partials, const PassingShape& shape, cudaStream_t stream);
 
 }  // namespace triax::mamba2::kernels
