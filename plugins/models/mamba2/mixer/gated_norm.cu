@@ -11,10 +11,7 @@
 namespace triax::mamba2::kernels {
 namespace {
 
-using triax::kernels::block_reduce;
-using triax::kernels::from_float;
-using triax::kernels::SumOp;
-using triax::kernels::to_float;
+using namespace triax::kernels;  // the SDK's device helpers (kernel_utils.cuh)
 
 constexpr int kMaxThreads = 256;
 // Blocks of the backward: each sums its rows' weight and D terms; the caller adds the partials.
@@ -123,9 +120,9 @@ Operands<T, Y> operands_of(const GatedNormInputs& in, const GatedNormShape& s) {
 // Calls f(TypeTag<T>{}, TypeTag<Y>{}) for the inputs' activation type and y's type.
 template <typename F>
 cudaError_t dispatch_types(const GatedNormInputs& in, F&& f) {
-  return triax::kernels::dispatch_dtype(in.dtype, [&](auto tag) {
+  return dispatch_dtype(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (in.y_fp32) return f(tag, triax::kernels::TypeTag<float>{});
+    if (in.y_fp32) return f(tag, TypeTag<float>{});
     return f(tag, tag);
   });
 }
@@ -140,8 +137,8 @@ cudaError_t gated_norm_forward(const GatedNormInputs& in, const GatedNormShape& 
   return dispatch_types(in, [&](auto t_tag, auto y_tag) {
     using T = typename decltype(t_tag)::type;
     using Y = typename decltype(y_tag)::type;
-    const unsigned grid = triax::kernels::grid_for(shape.rows * shape.groups, 1, int64_t{1} << 30);
-    const int threads = triax::kernels::row_threads(shape.channels, kMaxThreads);
+    const unsigned grid = grid_for(shape.rows * shape.groups, 1, int64_t{1} << 30);
+    const int threads = row_threads(shape.channels, kMaxThreads);
     gated_norm_forward_kernel<T, Y><<<grid, threads, 0, stream>>>(operands_of<T, Y>(in, shape), shape.rows,
                                                                   static_cast<T*>(out), rstd);
     return cudaGetLastError();
@@ -156,10 +153,10 @@ cudaError_t gated_norm_backward(const GatedNormInputs& in, const GatedNormShape&
     using Y = typename decltype(y_tag)::type;
     const auto kernel = gated_norm_backward_kernel<T, Y>;
     const size_t shared = 2 * sizeof(float) * static_cast<size_t>(shape.groups * shape.channels);
-    const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
+    const cudaError_t allowed = allow_dynamic_shared_memory(kernel, shared);
     if (allowed != cudaSuccess) return allowed;
     const unsigned grid = static_cast<unsigned>(gated_norm_partial_rows(shape.rows));
-    const int threads = triax::kernels::row_threads(shape.channels, kMaxThreads);
+    const int threads = row_threads(shape.channels, kMaxThreads);
     kernel<<<grid, threads, shared, stream>>>(operands_of<T, Y>(in, shape), shape.rows,
                                               static_cast<const T*>(grad_out), rstd, static_cast<Y*>(grads.y),
                                               static_cast<T*>(grads.x), static_cast<T*>(grads.z),
