@@ -1,9 +1,11 @@
 # The mamba2 model plugin's unit tests (included from tests/CMakeLists.txt): the chunked SSD
 # against the sequential scan (fp64, gradients, fp32 and bf16 tolerances), what one layer's forward
-# keeps for the backward, config and bad input, initialisation, logits against an independent
+# keeps for the backward, the gated norm's autograd function against its composition (and its
+# CUDA kernels, with a GPU), config and bad input, initialisation, logits against an independent
 # reference, recomputation, and the Hugging Face mapping. They link the model code directly
 # (triax_mamba2_impl).
 add_executable(mamba2_test ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_saved_bytes_test.cpp
+                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_gated_norm_test.cpp
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_config_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_model_test.cpp
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_cache_test.cpp)
 target_link_libraries(mamba2_test PRIVATE triax_mamba2_impl GTest::gtest_main)

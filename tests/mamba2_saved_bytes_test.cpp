@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cpu_live_bytes.hpp"
+#include "gated_norm.hpp"
 #include "mamba2_config.hpp"
 #include "mamba2_mixer.hpp"
 #include "model_reference_support.hpp"
@@ -76,6 +77,35 @@ TEST(Mamba2SavedBytes, OneLayerKeepsAFewActivationsPerChannelWhateverTheChunkSiz
               static_cast<double>(long_chunks) / activations);
   EXPECT_EQ(long_chunks, short_chunks);
   EXPECT_LT(long_chunks, 16 * activations);
+}
+
+// The gated norm's autograd function (the CUDA path's) keeps nothing but the per-row rstd beyond
+// its inputs; the composition (the CPU path's) keeps fp32 copies of its activations. With the
+// layer's bytes above, their difference estimates what one layer keeps on the GPU.
+TEST(Mamba2SavedBytes, TheGatedNormFunctionKeepsOnlyItsRstd) {
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(14);
+  const int64_t rows = 2 * 256, d = 64;
+  triax::mamba2::GatedNormArgs args{at::randn({2, 256, 8, 8}, g, at::kFloat).requires_grad_(true),
+                                    at::randn({2, 256, 8, 8}, g, at::kFloat).requires_grad_(true),
+                                    at::randn({2, 256, d}, g, at::kFloat).requires_grad_(true),
+                                    at::randn({8}, g, at::kFloat).requires_grad_(true),
+                                    at::randn({d}, g, at::kFloat).requires_grad_(true),
+                                    1,
+                                    1e-5};
+  auto kept_by = [&](auto norm) {
+    CpuLiveBytes live;
+    const int64_t before = live.bytes();
+    const at::Tensor out = norm(args, at::kFloat);
+    return live.bytes() - before - bytes_of(out);
+  };
+  const int64_t fused = kept_by(triax::mamba2::gated_rms_norm_function);
+  const int64_t composed = kept_by(triax::mamba2::gated_rms_norm_composed);
+  std::printf("kept by the gated norm: %lld bytes by the autograd function, %lld by the composition (%.2f x b·l·d "
+              "fp32)\n",
+              static_cast<long long>(fused), static_cast<long long>(composed),
+              static_cast<double>(composed) / (rows * d * 4));
+  EXPECT_EQ(fused, rows * 4);  // rstd: one fp32 per row and group
+  EXPECT_GT(composed, 2 * rows * d * 4);
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 //   mamba2_ssd_bench [--cuda] [batch [length]]
 // CPU (the default): the SSD in fp32, batch 1 unless given; the layer's bytes counted by the CPU
 // allocator. --cuda: the SSD with bf16 x, B and C (fp32 dt and A, as the mixer passes them),
-// batch 8 unless given; bytes and peaks from the CUDA caching allocator. The layer runs in bf16.
+// batch 8 unless given; bytes and peaks from the CUDA caching allocator. The layer runs in bf16,
+// timed forward and backward. TRIAX_MAMBA2_FUSED_NORM=0 and TRIAX_MAMBA2_SSD_KERNELS=0 time the
+// LibTorch compositions the mixer's CUDA kernels replace.
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -150,6 +152,17 @@ void measure_layer(const Setting& s) {
   if (s.device.is_cuda())
     std::printf("one layer's forward + backward: peak %.1f MB above its input\n",
                 (device_bytes(s, false).peak - before_device) / 1e6);
+  const at::Tensor grad_out = at::randn_like(out);
+  const double step = time_ms(s, [&] { mixer->forward(hidden).backward(grad_out); }, s.device.is_cuda() ? 10 : 1);
+  std::printf("one layer's forward + backward %9.3f ms\n", step);
+}
+
+// Which of the mixer's CUDA kernels this run takes (each switched off by its variable set to 0).
+void print_kernel_switches() {
+  for (const char* variable : {"TRIAX_FUSED_KERNELS", "TRIAX_MAMBA2_FUSED_NORM", "TRIAX_MAMBA2_SSD_KERNELS"}) {
+    const char* value = std::getenv(variable);
+    std::printf("%s=%s\n", variable, value ? value : "(unset: on)");
+  }
 }
 
 }  // namespace
@@ -173,6 +186,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(s.batch), static_cast<long long>(s.length), static_cast<long long>(kHeads),
               static_cast<long long>(kHeadDim), static_cast<long long>(kState), static_cast<long long>(kChunk),
               s.device.is_cuda() ? "CUDA, bf16 operands" : "CPU, fp32");
+  print_kernel_switches();
   time_ssd(s);
   measure_layer(s);
   return 0;

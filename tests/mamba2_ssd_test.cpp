@@ -192,33 +192,51 @@ TEST(Mamba2Ssd, Bf16OperandsStayWithinTheirTolerance) {
   }
 }
 
-// The same SSD on a GPU (skipped without one; label gpu): fp32 inputs, then bf16 x, B and C
-// through the tensor-core products (bf16 operands, fp32 accumulation and results), against the
-// CPU's fp64 result on the same (bf16-rounded) values, outputs and every input's gradient.
-TEST(Mamba2SsdCuda, MatchesTheCpuInFp32AndBf16) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
-  SsdInputs in = random_inputs(11, true, {2, 300, 8, 16, 2, 32});
+// The SSD on a GPU against the CPU's fp64 result on the same values: fp32 inputs, then bf16 x, B
+// and C through the tensor-core products (bf16 operands, fp32 accumulation and results; the
+// intra-chunk mask by its CUDA kernel), outputs and every input's gradient, within 1e-4 (fp32)
+// and 1e-2 (bf16) of the largest value.
+void expect_cuda_matches_cpu(Shape shape, uint64_t seed, int64_t chunk, bool with_initial_state) {
+  SsdInputs in = random_inputs(seed, with_initial_state, shape);
   for (at::Tensor* t : {&in.x, &in.B, &in.C}) *t = t->to(at::kBFloat16).to(at::kDouble);
-  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(12);
-  const at::Tensor weight_y = at::randn({2, 300, 8, 16}, g, at::kDouble);
-  const at::Tensor weight_state = at::randn({2, 8, 16, 32}, g, at::kDouble);
-  const auto exact = ssd_chunked(in, 64);
-  const std::vector<at::Tensor> expected = gradients(in, 64, weight_y, weight_state);
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed + 1);
+  const at::Tensor weight_y = at::randn({shape.batch, shape.length, shape.heads, shape.head_dim}, g, at::kDouble);
+  const at::Tensor weight_state = at::randn({shape.batch, shape.heads, shape.head_dim, shape.state}, g, at::kDouble);
+  const auto exact = ssd_chunked(in, chunk);
+  const std::vector<at::Tensor> expected = gradients(in, chunk, weight_y, weight_state);
   for (bool bf16 : {false, true}) {
     SsdInputs gpu = in;
-    for (at::Tensor* t : members(gpu)) *t = t->to(at::kCUDA, at::kFloat);
+    for (at::Tensor* t : members(gpu))
+      if (t->defined()) *t = t->to(at::kCUDA, at::kFloat);
     if (bf16)
       for (at::Tensor* t : {&gpu.x, &gpu.B, &gpu.C}) *t = t->to(at::kBFloat16);
     const double tolerance = bf16 ? 1e-2 : 1e-4;
-    const auto out = ssd_chunked(gpu, 64);
+    const auto out = ssd_chunked(gpu, chunk);
     EXPECT_LT(relative_error(out.y.cpu(), exact.y), tolerance) << "bf16 " << bf16;
     EXPECT_LT(relative_error(out.final_state.cpu(), exact.final_state), tolerance) << "bf16 " << bf16;
     const std::vector<at::Tensor> got =
-        gradients(gpu, 64, weight_y.to(at::kCUDA, at::kFloat), weight_state.to(at::kCUDA, at::kFloat));
+        gradients(gpu, chunk, weight_y.to(at::kCUDA, at::kFloat), weight_state.to(at::kCUDA, at::kFloat));
     for (size_t i = 0; i < got.size(); ++i) {
+      if (!expected[i].defined()) continue;  // no initial state
       EXPECT_TRUE(got[i].is_cuda()) << i;
       EXPECT_LT(relative_error(got[i].cpu(), expected[i]), tolerance) << "input " << i << " bf16 " << bf16;
     }
+  }
+}
+
+// Skipped without a GPU (label gpu): two groups, an initial state, a length chunks of 64 do not divide.
+TEST(Mamba2SsdCuda, MatchesTheCpuInFp32AndBf16) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  expect_cuda_matches_cpu({2, 300, 8, 16, 2, 32}, 11, 64, true);
+}
+
+// Odd lengths, three groups of two heads, chunks of 32 (several tiles of the mask's backward in
+// one chunk, one partial), with and without an initial state.
+TEST(Mamba2SsdCuda, OddLengthsAndSeveralGroupsMatchTheCpu) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  for (bool initial : {false, true}) {
+    expect_cuda_matches_cpu({3, 257, 6, 8, 3, 16}, 21, 48, initial);
+    expect_cuda_matches_cpu({1, 77, 6, 8, 3, 16}, 23, 100, initial);
   }
 }
 

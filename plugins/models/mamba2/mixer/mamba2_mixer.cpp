@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gated_norm.hpp"
 #include "selective_scan.hpp"
 #include "ssm_backbone.hpp"
 #include "ssd.hpp"
@@ -51,16 +52,6 @@ at::Tensor Mamba2Mixer::time_step(const at::Tensor& dt) const {
   return step;
 }
 
-at::Tensor Mamba2Mixer::gated_norm(const at::Tensor& y, const at::Tensor& z) const {
-  const std::vector<int64_t> shape(y.sizes().begin(), y.sizes().end());
-  std::vector<int64_t> grouped(shape.begin(), shape.end() - 1);
-  grouped.push_back(local_groups_);
-  grouped.push_back(-1);
-  const at::Tensor gated = (y * at::silu(z.to(y.scalar_type()))).reshape(grouped);
-  const at::Tensor normed = gated * at::rsqrt(gated.pow(2).mean(-1, true) + config_.layer_norm_epsilon);
-  return normed.reshape(shape) * norm_weight_.to(y.scalar_type());
-}
-
 at::Tensor Mamba2Mixer::conv_weight() const { return conv_weight_.reshape({-1, config_.conv_kernel}); }
 
 at::Tensor Mamba2Mixer::conv_bias() const { return conv_bias_.defined() ? conv_bias_.reshape({-1}) : at::Tensor(); }
@@ -88,10 +79,8 @@ std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, c
   inputs.C = grouped.narrow(3, g + n, n);
   inputs.initial_state = initial_state;
   const SsdOutputs scanned = ssd_chunked(inputs, config_.chunk_size);  // fp32 (fp64 for fp64)
-  const c10::ScalarType type = scanned.y.scalar_type();
-  const at::Tensor y = scanned.y + D.to(type).unsqueeze(-1) * x.to(type);
-  return {gated_norm(y.reshape({b, s, local_heads_ * config_.head_dim}), projected.z).to(dtype),
-          scanned.final_state};
+  const GatedNormArgs gate{scanned.y, x, projected.z, D, norm_weight_, local_groups_, config_.layer_norm_epsilon};
+  return {gated_rms_norm(gate, dtype), scanned.final_state};
 }
 
 at::Tensor Mamba2Mixer::forward(const at::Tensor& hidden) {

@@ -77,8 +77,6 @@ class Mamba2Mixer : public mamba::ChannelShards {
                                         const at::Tensor& initial_state, c10::ScalarType dtype);
   // The scan's step per position and head: softplus(dt + dt_bias), clamped to time_step_limit.
   at::Tensor time_step(const at::Tensor& dt) const;
-  // y * SiLU(z), normalised over each group's channels, times norm.weight (fp32 in, fp32 out).
-  at::Tensor gated_norm(const at::Tensor& y, const at::Tensor& z) const;
 
   Mamba2MixerConfig config_;
   int64_t local_groups_, local_heads_;

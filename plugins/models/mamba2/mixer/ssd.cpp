@@ -32,17 +32,15 @@ void check_inputs(const SsdInputs& in, int64_t chunk_size) {
 SsdOutputs forward_values(const SsdInputs& in, int64_t chunk_size) {
   const ssd::Chunks k = ssd::into_chunks(in, chunk_size);
   // 1. Within each chunk: y_i = sum_{j <= i} exp(decay_i - decay_j) (C_i . B_j) x_j dt_j, per head.
-  const at::Tensor masked = ssd::decay_mask(k).mul_(ssd::scores(k).unsqueeze(3)).to(k.operand);
+  const at::Tensor masked = ssd::masked_scores(k, ssd::scores(k));
   const at::Tensor x_heads = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).permute({0, 1, 2, 4, 3, 5});
   const at::Tensor diagonal = ssd::product(masked, x_heads, k.type).permute({0, 1, 2, 4, 3, 5});
   // 2. and 3. Each chunk's own final state, then the states at the chunk boundaries.
-  const at::Tensor boundaries =
-      ssd::boundary_states(ssd::passing_matrix(k), ssd::boundary_inputs(k, in.initial_state, ssd::chunk_states(k)));
+  const ssd::PassedStates passed = ssd::pass_states(k, in.initial_state, ssd::chunk_states(k));
   // 4. The entering state read out by C, decayed from the chunk's start to each position.
-  const at::Tensor off = ssd::read_out(k, ssd::entering_states(k, boundaries)).view({k.b, k.c, k.g, k.q, k.r, k.p}) *
+  const at::Tensor off = ssd::read_out(k, passed.entering).view({k.b, k.c, k.g, k.q, k.r, k.p}) *
                          ssd::per_position(k.decay.exp());
-  // The final state copied out: a view would keep every boundary state alive.
-  return {ssd::from_chunks(k, diagonal + off), boundaries.select(3, k.c).reshape({k.b, k.g * k.r, k.p, k.n}).clone()};
+  return {ssd::from_chunks(k, diagonal + off), passed.final_state};
 }
 
 // An autograd function takes no undefined input: no initial state travels as an empty tensor.

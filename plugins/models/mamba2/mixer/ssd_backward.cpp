@@ -4,6 +4,10 @@
 
 #include "ssd_chunks.hpp"
 
+#ifdef TRIAX_MAMBA2_KERNELS
+#include "ssd_cuda.hpp"
+#endif
+
 namespace triax::mamba2::ssd {
 namespace {
 
@@ -18,18 +22,16 @@ at::Tensor reverse_cumsum(const at::Tensor& t) { return t.flip(-1).cumsum(-1).fl
 
 // Within each chunk: y = M xdt per head. dy_heads [b, c, g, r, q, p].
 void diagonal_backward(const Chunks& k, const at::Tensor& dy_heads, ChunkGradients& grads) {
-  const at::Tensor mask = decay_mask(k);
-  const at::Tensor scores_of_group = scores(k).unsqueeze(3);
+  const at::Tensor scores_of_group = scores(k);
   const at::Tensor x_heads = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).permute({0, 1, 2, 4, 3, 5});
   const at::Tensor dy = dy_heads.to(k.operand);
-  const at::Tensor masked = (mask * scores_of_group).to(k.operand);
+  const at::Tensor masked = masked_scores(k, scores_of_group);
   grads.xdt += product(masked.transpose(-1, -2), dy, k.type).permute({0, 1, 2, 4, 3, 5});
-  const at::Tensor weighted = product(dy, x_heads.transpose(-1, -2), k.type).mul_(mask);  // dM o L
-  const at::Tensor dscores = weighted.sum(3).to(k.operand);
-  grads.C += product(dscores, k.B, k.type);
-  grads.B += product(dscores.transpose(-1, -2), k.C, k.type);
-  const at::Tensor g = weighted.mul_(scores_of_group);  // dM o M
-  grads.decay += g.sum(-1) - g.sum(-2);
+  const MaskedScoresGradients d = masked_scores_backward(k, product(dy, x_heads.transpose(-1, -2), k.type),
+                                                         scores_of_group);
+  grads.C += product(d.scores, k.B, k.type);
+  grads.B += product(d.scores.transpose(-1, -2), k.C, k.type);
+  grads.decay += d.decay;
 }
 
 // The read-out of the entering states; returns their gradient [b, c, g, r p, n]. dy [b, c, g, q, r, p].
@@ -82,6 +84,27 @@ void chunk_states_backward(const Chunks& k, const at::Tensor& dstates, ChunkGrad
   grads.decay.select(-1, k.q - 1).add_(dw.sum(-1));
 }
 
+// Across chunks and the entering states' read-out, the state passing's kernel where
+// ssd_kernels_apply; returns the gradients of the chunks' own states and of the initial state.
+PassedGradients across_chunks(const Chunks& k, const SsdInputs& in, const at::Tensor& dy, const at::Tensor& dfinal,
+                              ChunkGradients& grads) {
+  const at::Tensor states = chunk_states(k);
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_kernels_apply(k)) {
+    const PassedStates passed = pass_states(k, in.initial_state, states);
+    const at::Tensor dentering = read_out_backward(k, dy, passed.entering, grads);
+    const PassingGradients g = pass_states_backward_cuda(k, passed.entering, dentering, dfinal);
+    grads.decay.select(-1, k.q - 1).add_(g.chunk_decay);
+    return {g.chunk_states, g.initial_state};
+  }
+#endif
+  const at::Tensor passing = passing_matrix(k);
+  const at::Tensor inputs = boundary_inputs(k, in.initial_state, states);
+  const at::Tensor entering = entering_states(k, boundary_states(passing, inputs));
+  const at::Tensor dentering = read_out_backward(k, dy, entering, grads);
+  return passing_backward(k, passing, inputs, dentering, dfinal, grads);
+}
+
 // dy [b, l, H, p] or undefined -> position-major chunks [b, c, g, q, r, p].
 at::Tensor chunked_grad_y(const Chunks& k, const at::Tensor& grad_y) {
   const at::Tensor dy = grad_y.defined() ? grad_y.to(k.type) : at::zeros({k.b, k.l, k.g * k.r, k.p}, k.dt.options());
@@ -119,11 +142,7 @@ SsdGradients ssd_backward(const SsdInputs& in, int64_t chunk_size, const at::Ten
                        at::zeros({k.b, k.c, k.g, k.q, k.n}, options), at::zeros({k.b, k.c, k.g, k.q, k.n}, options)};
   const at::Tensor dy = chunked_grad_y(k, grad_y);
   diagonal_backward(k, dy.permute({0, 1, 2, 4, 3, 5}), grads);
-  const at::Tensor passing = passing_matrix(k);
-  const at::Tensor inputs = boundary_inputs(k, in.initial_state, chunk_states(k));
-  const at::Tensor entering = entering_states(k, boundary_states(passing, inputs));
-  const at::Tensor dentering = read_out_backward(k, dy, entering, grads);
-  const PassedGradients passed = passing_backward(k, passing, inputs, dentering, grad_final_state, grads);
+  const PassedGradients passed = across_chunks(k, in, dy, grad_final_state, grads);
   chunk_states_backward(k, passed.chunk_states, grads);
   SsdGradients out = to_inputs(k, in, grads);
   if (in.initial_state.defined()) out.initial_state = passed.initial_state;

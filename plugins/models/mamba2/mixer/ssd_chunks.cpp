@@ -5,6 +5,10 @@
 #include <cmath>
 #include <vector>
 
+#ifdef TRIAX_MAMBA2_KERNELS
+#include "ssd_cuda.hpp"
+#endif
+
 namespace triax::mamba2::ssd {
 namespace {
 
@@ -73,6 +77,23 @@ at::Tensor decay_mask(const Chunks& k) {
 
 at::Tensor scores(const Chunks& k) { return product(k.C, k.B.transpose(-1, -2), k.type); }
 
+at::Tensor masked_scores(const Chunks& k, const at::Tensor& scores) {
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_kernels_apply(k)) return masked_scores_cuda(k, scores);
+#endif
+  return decay_mask(k).mul_(scores.unsqueeze(3)).to(k.operand);
+}
+
+MaskedScoresGradients masked_scores_backward(const Chunks& k, at::Tensor d_masked, const at::Tensor& scores) {
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_kernels_apply(k)) return masked_scores_backward_cuda(k, d_masked, scores);
+#endif
+  const at::Tensor weighted = d_masked.mul_(decay_mask(k));  // dM o L
+  const at::Tensor dscores = weighted.sum(3).to(k.operand);
+  const at::Tensor g = weighted.mul_(scores.unsqueeze(3));  // dM o M
+  return {dscores, g.sum(-1) - g.sum(-2)};
+}
+
 at::Tensor to_chunk_end(const Chunks& k) { return at::exp(k.decay.narrow(-1, k.q - 1, 1) - k.decay); }
 
 at::Tensor chunk_states(const Chunks& k) {
@@ -101,6 +122,15 @@ at::Tensor entering_states(const Chunks& k, const at::Tensor& boundaries) {
       .reshape({k.b, k.g, k.r, k.c, k.p, k.n})
       .permute({0, 3, 1, 2, 4, 5})
       .reshape({k.b, k.c, k.g, k.r * k.p, k.n});
+}
+
+PassedStates pass_states(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states) {
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_kernels_apply(k)) return pass_states_cuda(k, initial_state, states);
+#endif
+  const at::Tensor boundaries = boundary_states(passing_matrix(k), boundary_inputs(k, initial_state, states));
+  // The final state copied out: a view would keep every boundary state alive.
+  return {entering_states(k, boundaries), boundaries.select(3, k.c).reshape({k.b, k.g * k.r, k.p, k.n}).clone()};
 }
 
 at::Tensor read_out(const Chunks& k, const at::Tensor& entering) {

@@ -44,6 +44,19 @@ at::Tensor decay_mask(const Chunks& k);
 // The scores C_i . B_j of each chunk and group, [b, c, g, q, q] in the compute type.
 at::Tensor scores(const Chunks& k);
 
+// decay_mask(k) times each head's group's `scores`, [b, c, g, r, q, q] in the operand type: one
+// CUDA kernel where ssd_kernels_apply (ssd_cuda.hpp), no fp32 mask kept.
+at::Tensor masked_scores(const Chunks& k, const at::Tensor& scores);
+
+struct MaskedScoresGradients {
+  at::Tensor scores;  // [b, c, g, q, q] in the operand type (the next products' operand)
+  at::Tensor decay;   // [b, c, g, r, q] compute type, of the cumulative log-decays
+};
+
+// The backward of masked_scores from its output's gradient d_masked [b, c, g, r, q, q] (compute
+// type; the composition overwrites it).
+MaskedScoresGradients masked_scores_backward(const Chunks& k, at::Tensor d_masked, const at::Tensor& scores);
+
 // exp(decay at the chunk's end - decay_j), [b, c, g, r, q]: position j's decay to the chunk's end.
 at::Tensor to_chunk_end(const Chunks& k);
 
@@ -62,6 +75,16 @@ at::Tensor boundary_states(const at::Tensor& passing, const at::Tensor& inputs);
 
 // The states entering each chunk, position-major [b, c, g, r p, n], from boundary_states.
 at::Tensor entering_states(const Chunks& k, const at::Tensor& boundaries);
+
+struct PassedStates {
+  at::Tensor entering;     // [b, c, g, r p, n], as entering_states gives them
+  at::Tensor final_state;  // [b, H, p, n]
+};
+
+// The states across chunks from the initial state (undefined: zeros) and the chunks' own
+// states [b, c, g, r p, n]: one CUDA kernel where ssd_kernels_apply, else the passing matrix's
+// product (boundary_states).
+PassedStates pass_states(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states);
 
 // The entering states read out by C (before the decay from the chunk's start), [b, c, g, q, r p].
 at::Tensor read_out(const Chunks& k, const at::Tensor& entering);

@@ -1,0 +1,38 @@
+// The mixer's D skip, gate and group RMSNorm in one step:
+//   out = rmsnorm_per_group((y + D x) silu(z)) weight,
+// in the mixer's order: the skip y + D x, the gate, then each group's RMS and norm.weight.
+// On CUDA one autograd function runs fused kernels (gated_norm_kernels.hpp) that keep only
+// their inputs and the per-row rstd; elsewhere (and with TRIAX_MAMBA2_FUSED_NORM=0) the LibTorch
+// composition, the reference, runs. The autograd function also runs on CPU with LibTorch
+// formulas, so that its backward is checked there against autograd through the composition.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace triax::mamba2 {
+
+struct GatedNormArgs {
+  at::Tensor y;       // [b, l, H, P], the SSD's output (fp32, or the activations' type)
+  at::Tensor x;       // [b, l, H, P], the SSD's input
+  at::Tensor z;       // [b, l, H P], the gate
+  at::Tensor D;       // [H]
+  at::Tensor weight;  // [H P], norm.weight
+  int64_t groups;     // the norm's groups (whole heads each)
+  double eps;
+};
+
+// [b, l, H P] in `dtype`: the fused kernels for CUDA tensors they take, else the composition.
+at::Tensor gated_rms_norm(const GatedNormArgs& args, c10::ScalarType dtype);
+
+// The LibTorch composition (autograd through every op), in y's type promoted to fp32 at least.
+at::Tensor gated_rms_norm_composed(const GatedNormArgs& args, c10::ScalarType dtype);
+
+// The autograd function: the kernels on CUDA (gated_norm_kernels_apply), LibTorch formulas on CPU.
+at::Tensor gated_rms_norm_function(const GatedNormArgs& args, c10::ScalarType dtype);
+
+// Whether the CUDA kernels take these operands (always false in a CPU build).
+bool gated_norm_kernels_apply(const GatedNormArgs& args, c10::ScalarType dtype);
+
+}  // namespace triax::mamba2

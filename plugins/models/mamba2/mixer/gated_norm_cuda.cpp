@@ -1,0 +1,87 @@
+#include "gated_norm_cuda.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "gated_norm_kernels.hpp"
+#include "kernel_switch.hpp"
+#include "triax/kernels/cuda_launch.hpp"
+
+namespace triax::mamba2 {
+namespace {
+
+namespace launch = triax::cuda_launch;
+
+// The backward keeps two fp32 sums per channel in shared memory: up to this many channels.
+constexpr int64_t kMaxChannels = 24 * 1024;
+
+// t as [rows, groups, channels] with unit channel stride: a view where the layout allows one.
+at::Tensor grouped_rows(const at::Tensor& t, int64_t rows, int64_t groups) {
+  at::Tensor r = t.reshape({rows, groups, -1});
+  return r.stride(2) == 1 ? r : r.contiguous();
+}
+
+kernels::GroupedRows rows_of(const at::Tensor& t) { return {t.const_data_ptr(), t.stride(0), t.stride(1)}; }
+
+// The operands in the kernels' form; keeps the reshaped and converted tensors alive.
+struct Prepared {
+  at::Tensor y, x, z, D, weight;
+  kernels::GatedNormInputs inputs;
+  kernels::GatedNormShape shape;
+};
+
+Prepared prepare(const GatedNormArgs& a) {
+  const int64_t rows = a.y.size(0) * a.y.size(1);
+  Prepared p{grouped_rows(a.y, rows, a.groups), grouped_rows(a.x, rows, a.groups), grouped_rows(a.z, rows, a.groups),
+             a.D.to(at::kFloat).contiguous(), a.weight.to(at::kFloat).contiguous(), {}, {}};
+  p.inputs = {*launch::kernel_dtype(a.x.scalar_type()), a.y.scalar_type() == at::kFloat, rows_of(p.y), rows_of(p.x),
+              rows_of(p.z), p.D.const_data_ptr<float>(), p.weight.const_data_ptr<float>()};
+  p.shape = {rows, a.groups, p.y.size(2), a.x.size(3), static_cast<float>(a.eps)};
+  return p;
+}
+
+}  // namespace
+
+bool gated_norm_cuda_takes(const GatedNormArgs& a, c10::ScalarType dtype) {
+  static const bool switched_on = kernel_switched_on("TRIAX_MAMBA2_FUSED_NORM");
+  if (!switched_on || !fused_kernels_enabled() || !a.x.is_cuda()) return false;
+  for (const at::Tensor* t : {&a.y, &a.z, &a.D, &a.weight})
+    if (!t->is_cuda() || t->device() != a.x.device()) return false;
+  const c10::ScalarType type = a.x.scalar_type();
+  return launch::kernel_dtype(type) && a.z.scalar_type() == type && dtype == type &&
+         (a.y.scalar_type() == type || a.y.scalar_type() == at::kFloat) && a.weight.numel() <= kMaxChannels &&
+         a.x.dim() == 4 && a.x.size(2) % a.groups == 0;
+}
+
+GatedNormOutputs gated_norm_forward_cuda(const GatedNormArgs& a) {
+  c10::cuda::CUDAGuard device(a.x.device());
+  const Prepared p = prepare(a);
+  at::Tensor out = at::empty(a.z.sizes(), a.x.options().memory_format(at::MemoryFormat::Contiguous));
+  at::Tensor rstd = at::empty({p.shape.rows, a.groups}, a.x.options().dtype(at::kFloat));
+  launch::check(kernels::gated_norm_forward(p.inputs, p.shape, out.data_ptr(), rstd.data_ptr<float>(),
+                                            launch::stream_of(a.x)),
+                "gated_norm_forward");
+  return {out, rstd};
+}
+
+GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& a, const at::Tensor& rstd,
+                                            const at::Tensor& grad_out) {
+  c10::cuda::CUDAGuard device(a.x.device());
+  const Prepared p = prepare(a);
+  const at::Tensor g = grad_out.to(a.x.scalar_type()).contiguous();
+  const int64_t width = a.weight.numel(), partial_rows = kernels::gated_norm_partial_rows(p.shape.rows);
+  const at::Tensor dy = at::empty(a.y.sizes(), a.y.options().memory_format(at::MemoryFormat::Contiguous));
+  const at::Tensor dx = at::empty(a.x.sizes(), a.x.options().memory_format(at::MemoryFormat::Contiguous));
+  const at::Tensor dz = at::empty(a.z.sizes(), a.z.options().memory_format(at::MemoryFormat::Contiguous));
+  const at::Tensor weight_partials = at::empty({partial_rows, width}, rstd.options());
+  const at::Tensor skip_partials = at::empty({partial_rows, width}, rstd.options());
+  const kernels::GatedNormGradients grads{dy.data_ptr(), dx.data_ptr(), dz.data_ptr(),
+                                          weight_partials.data_ptr<float>(), skip_partials.data_ptr<float>()};
+  launch::check(kernels::gated_norm_backward(p.inputs, p.shape, g.const_data_ptr(), rstd.const_data_ptr<float>(), grads,
+                                             launch::stream_of(a.x)),
+                "gated_norm_backward");
+  const at::Tensor dD = skip_partials.sum(0).view({a.x.size(2), a.x.size(3)}).sum(1);
+  return {dy, dx, dz, dD.to(a.D.scalar_type()), weight_partials.sum(0).view(a.weight.sizes()).to(a.weight.scalar_type())};
+}
+
+}  // namespace triax::mamba2

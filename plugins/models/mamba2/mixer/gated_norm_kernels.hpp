@@ -1,0 +1,56 @@
+// The CUDA kernels of the mixer's gated norm (gated_norm.hpp), callable without LibTorch: raw
+// pointers, the SDK's kernel dtypes, the caller's stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "triax/kernels/kernels.hpp"
+
+namespace triax::mamba2::kernels {
+
+using triax::kernels::Dtype;
+
+// An operand laid out as [rows, groups, channels] with unit stride over the channels: the
+// mixer's views of in_proj's and the convolution's outputs pass without a copy.
+struct GroupedRows {
+  const void* data;
+  int64_t row_stride, group_stride;  // in elements
+};
+
+struct GatedNormShape {
+  int64_t rows, groups, channels;  // channels: a group's, a multiple of head_dim
+  int64_t head_dim;                // channels sharing one D
+  float eps;
+};
+
+// The operands every launch reads. x and z of `dtype`; y of `dtype`, or fp32 with y_fp32 (the
+// SSD's output); D [groups channels / head_dim] and weight [groups channels] in fp32.
+struct GatedNormInputs {
+  Dtype dtype;
+  bool y_fp32;
+  GroupedRows y, x, z;
+  const float* D;
+  const float* weight;
+};
+
+// out [rows, groups channels] contiguous, of `dtype`; rstd [rows, groups] fp32, kept for the backward.
+cudaError_t gated_norm_forward(const GatedNormInputs& in, const GatedNormShape& shape, void* out, float* rstd,
+                               cudaStream_t stream);
+
+// How many rows of fp32 partial sums the backward writes for the weight's and D's gradients.
+int64_t gated_norm_partial_rows(int64_t rows);
+
+// grad_out [rows, groups channels] contiguous, of `dtype`. Writes grad_y (y's type), grad_x and
+// grad_z (`dtype`), all contiguous [rows, groups channels], and per channel the partial sums
+// [gated_norm_partial_rows(rows), groups channels] of the weight's gradient and of the D skip's
+// (summed over a head's channels by the caller).
+struct GatedNormGradients {
+  void *y, *x, *z;
+  float *weight_partials, *skip_partials;
+};
+cudaError_t gated_norm_backward(const GatedNormInputs& in, const GatedNormShape& shape, const void* grad_out,
+                                const float* rstd, const GatedNormGradients& grads, cudaStream_t stream);
+
+}  // namespace triax::mamba2::kernels

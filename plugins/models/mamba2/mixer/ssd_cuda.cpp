@@ -1,0 +1,93 @@
+#include "ssd_cuda.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "kernel_switch.hpp"
+#include "ssd_kernels.hpp"
+#include "triax/kernels/cuda_launch.hpp"
+
+namespace triax::mamba2::ssd {
+namespace {
+
+namespace launch = triax::cuda_launch;
+
+// The backward keeps r x 256 fp32 column sums a block in shared memory (up to 227 KiB).
+constexpr int64_t kMaxHeadsPerGroup = 200;
+
+kernels::ChunkShape shape_of(const Chunks& k) { return {k.b * k.c * k.g, k.r, k.q}; }
+
+kernels::PassingShape passing_shape_of(const Chunks& k) { return {k.b, k.c, k.g * k.r, k.p * k.n}; }
+
+// Each chunk's log-decay, [b, c, g, r] contiguous: the last cumulative one.
+at::Tensor chunk_decays(const Chunks& k) { return k.decay.select(-1, k.q - 1).contiguous(); }
+
+// t in fp32 and contiguous, or undefined: its pointer, or null.
+at::Tensor optional_f32(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
+const float* pointer_or_null(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
+
+}  // namespace
+
+bool ssd_kernels_apply(const Chunks& k) {
+  static const bool switched_on = kernel_switched_on("TRIAX_MAMBA2_SSD_KERNELS");
+  return switched_on && fused_kernels_enabled() && k.dt.is_cuda() && k.type == at::kFloat &&
+         launch::kernel_dtype(k.operand).has_value() && k.r <= kMaxHeadsPerGroup;
+}
+
+at::Tensor masked_scores_cuda(const Chunks& k, const at::Tensor& scores) {
+  c10::cuda::CUDAGuard device(k.dt.device());
+  const at::Tensor decay = k.decay.contiguous(), s = scores.contiguous();
+  at::Tensor out = at::empty({k.b, k.c, k.g, k.r, k.q, k.q}, k.dt.options().dtype(k.operand));
+  launch::check(kernels::masked_scores(*launch::kernel_dtype(k.operand), decay.const_data_ptr<float>(),
+                                       s.const_data_ptr<float>(), out.data_ptr(), shape_of(k), launch::stream_of(s)),
+                "masked_scores");
+  return out;
+}
+
+MaskedScoresGradients masked_scores_backward_cuda(const Chunks& k, const at::Tensor& d_masked,
+                                                  const at::Tensor& scores) {
+  c10::cuda::CUDAGuard device(k.dt.device());
+  const at::Tensor decay = k.decay.contiguous(), s = scores.contiguous(), dm = d_masked.contiguous();
+  const int64_t tiles = (k.q + kernels::kScoreTile - 1) / kernels::kScoreTile;
+  const at::TensorOptions f32 = k.dt.options().dtype(at::kFloat);
+  at::Tensor dscores = at::empty({k.b, k.c, k.g, k.q, k.q}, f32.dtype(k.operand));
+  at::Tensor rows = at::zeros({k.b, k.c, k.g, k.r, k.q, tiles}, f32);
+  at::Tensor columns = at::empty({k.b, k.c, k.g, k.r, k.q}, f32);
+  launch::check(kernels::masked_scores_backward(*launch::kernel_dtype(k.operand), dm.const_data_ptr<float>(),
+                                                decay.const_data_ptr<float>(), s.const_data_ptr<float>(),
+                                                dscores.data_ptr(), rows.data_ptr<float>(), columns.data_ptr<float>(),
+                                                shape_of(k), launch::stream_of(s)),
+                "masked_scores_backward");
+  return {dscores, rows.sum(-1) - columns};
+}
+
+PassedStates pass_states_cuda(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states) {
+  c10::cuda::CUDAGuard device(k.dt.device());
+  const at::Tensor s = states.contiguous(), decays = chunk_decays(k), initial = optional_f32(initial_state);
+  at::Tensor entering = at::empty({k.b, k.c, k.g, k.r * k.p, k.n}, s.options());
+  at::Tensor final_state = at::empty({k.b, k.g * k.r, k.p, k.n}, s.options());
+  launch::check(kernels::pass_states(s.const_data_ptr<float>(), decays.const_data_ptr<float>(), pointer_or_null(initial),
+                                     entering.data_ptr<float>(), final_state.data_ptr<float>(), passing_shape_of(k),
+                                     launch::stream_of(s)),
+                "pass_states");
+  return {entering, final_state};
+}
+
+PassingGradients pass_states_backward_cuda(const Chunks& k, const at::Tensor& entering, const at::Tensor& d_entering,
+                                           const at::Tensor& d_final) {
+  c10::cuda::CUDAGuard device(k.dt.device());
+  const at::Tensor e = entering.contiguous(), de = d_entering.to(at::kFloat).contiguous();
+  const at::Tensor decays = chunk_decays(k), df = optional_f32(d_final);
+  const int64_t slices = (k.p * k.n + kernels::kPassingSlice - 1) / kernels::kPassingSlice;
+  at::Tensor d_states = at::empty({k.b, k.c, k.g, k.r * k.p, k.n}, e.options());
+  at::Tensor d_initial = at::empty({k.b, k.g * k.r, k.p, k.n}, e.options());
+  at::Tensor partials = at::empty({k.b, k.c, k.g, k.r, slices}, e.options());
+  launch::check(kernels::pass_states_backward(e.const_data_ptr<float>(), decays.const_data_ptr<float>(),
+                                              de.const_data_ptr<float>(), pointer_or_null(df), d_states.data_ptr<float>(),
+                                              d_initial.data_ptr<float>(), partials.data_ptr<float>(),
+                                              passing_shape_of(k), launch::stream_of(e)),
+                "pass_states_backward");
+  return {d_states, d_initial, partials.sum(-1)};
+}
+
+}  // namespace triax::mamba2::ssd
