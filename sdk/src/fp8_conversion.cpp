@@ -11,6 +11,7 @@
 #include "triax/fp8.hpp"
 #include "triax/glob_match.hpp"
 #include "triax/layers/fp8_weight_cache.hpp"
+#include "triax/layers/grouped_query_attention.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/layers/pre_norm_decoder_layer.hpp"
 #include "triax/model.hpp"
@@ -59,6 +60,16 @@ void record_norm_amaxes(torch::nn::Module& model, const std::vector<std::string>
     }
 }
 
+// The rotary kernel's backward writes the gradient of qkv_proj's output: with qkv_proj in fp8, it
+// records that gradient's amax. In both tp modes: the column-parallel output gradient is taken as
+// it arrives (its amax is all-reduced over tp by the product, as its own pass's was).
+void record_rotary_gradient_amaxes(torch::nn::Module& model, const std::vector<std::string>& fp8_layers) {
+  for (const auto& item : model.named_modules("", /*include_self=*/false))
+    if (auto attention = std::dynamic_pointer_cast<GroupedQueryAttention>(item.value()))
+      attention->record_qkv_gradient_amax(std::find(fp8_layers.begin(), fp8_layers.end(),
+                                                    item.key() + ".qkv_proj") != fp8_layers.end());
+}
+
 }  // namespace
 
 std::array<int64_t, 2> ColumnParallelLinear::matrix_shape() const { return shape_of(matrix()); }
@@ -99,7 +110,9 @@ void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& contex
     }
   }
   // Rowwise scales come from amaxes along a dimension: the norms' tensor amax would go unused.
-  if (options.recipe == Fp8Recipe::Tensorwise) record_norm_amaxes(model, converted, context);
+  if (options.recipe != Fp8Recipe::Tensorwise) return;
+  record_norm_amaxes(model, converted, context);
+  record_rotary_gradient_amaxes(model, converted);
 }
 
 }  // namespace triax

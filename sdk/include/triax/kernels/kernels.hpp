@@ -104,6 +104,9 @@ struct RotaryLayout {
   int64_t out_stride[3];
   int64_t group = 1;
   int64_t in_member_stride = 0, out_member_stride = 0;
+  // null, or where max |out| is folded (kAmaxSlots): the backward's and the copy's only (the
+  // gradient of the q/k/v projection's output, for its fp8 product).
+  float* amax_slots = nullptr;
 };
 
 // Forward (inverse = false), with h = head_dim / 2 and i < h:
