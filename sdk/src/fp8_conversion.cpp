@@ -2,11 +2,13 @@
 // fp8 products, and convert_linears_to_fp8 picks the layers by their module names.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "fp8_matmul.hpp"
+#include "recorded_amax.hpp"
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
 #include "triax/glob_match.hpp"
@@ -18,6 +20,10 @@
 
 namespace triax {
 namespace {
+
+// Set once a layer of this process computes in tensorwise fp8: its weight's cast can take the
+// amax the optimizer records (fp8_weight_amaxes_wanted).
+std::atomic<bool> tensorwise_fp8_layers{false};
 
 // cuBLASLt's fp8 kernels need both dimensions of the weight in multiples of 16; so does the
 // emulation, which the CPU tests use to stand for the GPU.
@@ -111,8 +117,13 @@ void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& contex
   }
   // Rowwise scales come from amaxes along a dimension: the norms' tensor amax would go unused.
   if (options.recipe != Fp8Recipe::Tensorwise) return;
+  if (!converted.empty()) tensorwise_fp8_layers.store(true, std::memory_order_relaxed);
   record_norm_amaxes(model, converted, context);
   record_rotary_gradient_amaxes(model, converted);
+}
+
+bool fp8_weight_amaxes_wanted() {
+  return tensorwise_fp8_layers.load(std::memory_order_relaxed) && fp8::producer_amax_enabled();
 }
 
 }  // namespace triax

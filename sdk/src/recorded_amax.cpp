@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensor_identity.hpp"
+#include "triax/fp8.hpp"
 
 #ifdef TRIAX_WITH_CUDA
 #include "triax/kernels/kernels.hpp"
@@ -60,6 +61,18 @@ void record_amax(const at::Tensor& t, const at::Tensor& amax_slots) {
              list.end());
   list.push_back({detail::TensorIdentity::of(t), amax_slots});
 }
+
+}  // namespace triax::fp8
+
+namespace triax {
+
+void record_fp8_weight_amax(const at::Tensor& weight, const at::Tensor& amax_slots) {
+  fp8::record_amax(weight, amax_slots);
+}
+
+}  // namespace triax
+
+namespace triax::fp8 {
 
 at::Tensor recorded_amax(const at::Tensor& t) {
   std::lock_guard<std::mutex> guard(records_lock);
