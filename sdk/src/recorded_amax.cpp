@@ -62,17 +62,6 @@ void record_amax(const at::Tensor& t, const at::Tensor& amax_slots) {
   list.push_back({detail::TensorIdentity::of(t), amax_slots});
 }
 
-}  // namespace triax::fp8
-
-namespace triax {
-
-void record_fp8_weight_amax(const at::Tensor& weight, const at::Tensor& amax_slots) {
-  fp8::record_amax(weight, amax_slots);
-}
-
-}  // namespace triax
-
-namespace triax::fp8 {
 
 at::Tensor recorded_amax(const at::Tensor& t) {
   std::lock_guard<std::mutex> guard(records_lock);
@@ -107,3 +96,12 @@ size_t recorded_amax_misses() {
 }
 
 }  // namespace triax::fp8
+
+namespace triax {
+
+// The optimizer's record of a weight it wrote (triax/fp8.hpp): one like any producer's.
+void record_fp8_weight_amax(const at::Tensor& weight, const at::Tensor& amax_slots) {
+  fp8::record_amax(weight, amax_slots);
+}
+
+}  // namespace triax

@@ -72,7 +72,7 @@ struct LayerSize {
   int64_t hidden, heads, kv_heads, intermediate;
 };
 const LayerSize kSmallLayer{64, 4, 2, 128};
-const LayerSize k1p7bLayer{2048, 32, 8, 8192};  // SmolLM-1.7B's
+const LayerSize k1p7bLayer{2048, 32, 32, 8192};  // SmolLM-1.7B's
 
 // A decoder layer of the SDK under a parent, so that its modules have names as in a model.
 struct OneLayer : torch::nn::Module {
