@@ -13,6 +13,7 @@
 #include "recorded_amax.hpp"
 #include "training_test_support.hpp"
 #include "triax/fp8.hpp"
+#include "triax/fp8_weight_amax.hpp"
 #include "triax/layers/swiglu_mlp.hpp"
 #include "triax/model.hpp"
 

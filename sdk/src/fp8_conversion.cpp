@@ -11,6 +11,7 @@
 #include "recorded_amax.hpp"
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
+#include "triax/fp8_weight_amax.hpp"
 #include "triax/glob_match.hpp"
 #include "triax/layers/fp8_weight_cache.hpp"
 #include "triax/layers/grouped_query_attention.hpp"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tensor_identity.hpp"
-#include "triax/fp8.hpp"
+#include "triax/fp8_weight_amax.hpp"
 
 #ifdef TRIAX_WITH_CUDA
 #include "triax/kernels/kernels.hpp"
@@ -99,7 +99,7 @@ size_t recorded_amax_misses() {
 
 namespace triax {
 
-// The optimizer's record of a weight it wrote (triax/fp8.hpp): one like any producer's.
+// The optimizer's record of a weight it wrote (triax/fp8_weight_amax.hpp): one like any producer's.
 void record_fp8_weight_amax(const at::Tensor& weight, const at::Tensor& amax_slots) {
   fp8::record_amax(weight, amax_slots);
 }

@@ -6,7 +6,7 @@
 #include <map>
 #include <utility>
 
-#include "triax/fp8.hpp"
+#include "triax/fp8_weight_amax.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 
 namespace triax::plugins {

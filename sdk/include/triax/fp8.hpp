@@ -29,12 +29,4 @@ void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& contex
 // parameters in place through another tensor than the parameter itself must call it too.
 void fp8_weights_changed();
 
-// For an optimizer kernel that rounds its masters into the parameters (docs/fp8.md, "The amax
-// from the producer"): whether an fp8 cast would take a weight's amax from a record (some layer
-// of this process computes in tensorwise fp8 and TRIAX_FP8_PRODUCER_AMAX is not 0), and the
-// record: max |weight| is the max of `amax_slots`, 32 fp32 on weight's device that the kernel
-// writing weight filled (in stream order). A weight written again in place has no record.
-bool fp8_weight_amaxes_wanted();
-void record_fp8_weight_amax(const at::Tensor& weight, const at::Tensor& amax_slots);
-
 }  // namespace triax
