@@ -37,7 +37,8 @@ TEST(AdamWKernelCuda, RecordsTheRoundedWeightsAmaxForTheNextFp8Cast) {
                                            at::randn({3, 8, 16}, cuda).to(at::kBFloat16)};
   std::vector<at::Tensor> params;
   for (const at::Tensor& p : initial) params.push_back(p.clone());
-  const auto optimizer = testing::make_optimizer("adamw", params, "optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95}\n");
+  const auto optimizer =
+      testing::make_optimizer("adamw", params, "optimizer_factory: {name: adamW, adam_beta1: 0.9, adam_beta2: 0.95}\n");
   auto step = [&] {
     std::vector<at::Tensor> low;
     for (const at::Tensor& p : initial) low.push_back(at::randn(p.sizes(), cuda).to(at::kBFloat16));

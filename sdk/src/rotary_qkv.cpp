@@ -86,8 +86,8 @@ void walk(Walk what, const Side& in, const Side& out, int64_t heads, int64_t gro
 at::Tensor head_dim_contiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
 
 struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
-                               bool record_gradient_amax) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& qkv, const at::Tensor& cos,
+                               const at::Tensor& sin, bool record_gradient_amax) {
     c10::cuda::CUDAGuard device(qkv.device());
     const at::Tensor in = head_dim_contiguous(qkv), c = cos.contiguous(), s = sin.contiguous();
     const int64_t batch = in.size(0), seq = in.size(1), kv_heads = in.size(2), group = in.size(3) - 2;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../gpu_timing.hpp"
+#include "bench_shapes.hpp"
 #include "triax/kernels/kernels.hpp"
 
 namespace {
@@ -80,24 +81,8 @@ void report(const CastShape& shape) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!at::hasCUDA()) {
-    std::fprintf(stderr, "fp8_cast_bench needs a GPU\n");
-    return 1;
-  }
-  std::vector<std::string> models(argv + 1, argv + argc);
-  if (models.empty()) models = {"1.7b", "3b"};
-  std::printf("fp8 casts (bf16 in, fp8 row-major and transposed out) and amax passes (bf16 in), per call\n");
-  for (const std::string& model : models) {
-    bool known = false;
-    for (const CastShape& shape : kShapes)
-      if (model == shape.model) {
-        known = true;
-        report(shape);
-      }
-    if (!known) {
-      std::fprintf(stderr, "unknown model '%s' (1.7b, 3b)\n", model.c_str());
-      return 2;
-    }
-  }
-  return 0;
+  return triax::bench::report_models(
+      argc, argv, "fp8_cast_bench",
+      "fp8 casts (bf16 in, fp8 row-major and transposed out) and amax passes (bf16 in), per call", {"1.7b", "3b"},
+      kShapes, report);
 }

@@ -270,13 +270,15 @@ TEST_F(Fp8ProducerAmaxCuda, AnFp8StepTakesTheProducersAmaxesAndKeepsItsBits) {
 // The gradient of qkv that the rotary kernel's backward writes (q and k heads rotated back, v
 // heads copied), in 16-byte vectors (head_dim 64) and element by element (head_dim 6).
 TEST_F(Fp8ProducerAmaxCuda, RotaryQkvBackwardRecordsTheGradientsAmaxOnlyWhenAsked) {
-  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 37, 3, 5, 64}, std::vector<int64_t>{1, 11, 4, 3, 6}}) {
+  const std::vector<int64_t> shapes[] = {{2, 37, 3, 5, 64}, {1, 11, 4, 3, 6}};
+  for (const std::vector<int64_t>& shape : shapes) {
     const std::string what = "qkv head_dim " + std::to_string(shape[4]);
     const at::Tensor qkv = at::randn(shape, kBf16).requires_grad_(true);
     const at::Tensor cos = at::randn({shape[1], shape[4]}, kBf16), sin = at::randn({shape[1], shape[4]}, kBf16);
     for (bool record : {true, false}) {
       const auto [q, k, v] = triax::rotary_qkv(qkv, cos, sin, record);
-      const auto grads = torch::autograd::grad({q, k, v}, {qkv}, {at::randn_like(q) * 3, at::randn_like(k), at::randn_like(v)});
+      const auto grads =
+          torch::autograd::grad({q, k, v}, {qkv}, {at::randn_like(q) * 3, at::randn_like(k), at::randn_like(v)});
       if (record)
         expect_recorded_amax(grads[0], what);
       else

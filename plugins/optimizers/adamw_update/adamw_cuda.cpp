@@ -70,7 +70,8 @@ void adamw_kernel_step(const AdamWGroupTensors& group, const at::Tensor& grad_sc
     op.grad = group.grads[i].const_data_ptr();
     op.rounded = rounded.defined() ? rounded.data_ptr() : nullptr;
     op.numel = group.masters[i].numel();
-    if (amax_slots.defined() && records_amax(rounded)) op.amax_slots = amax_slots[static_cast<int64_t>(i)].data_ptr<float>();
+    if (amax_slots.defined() && records_amax(rounded))
+      op.amax_slots = amax_slots[static_cast<int64_t>(i)].data_ptr<float>();
     const int grad_kind = static_cast<int>(*launch::kernel_dtype(group.grads[i].scalar_type()));
     const int rounded_kind = rounded.defined() ? static_cast<int>(*launch::kernel_dtype(rounded.scalar_type())) : -1;
     calls[{grad_kind, rounded_kind}].push_back(op);
