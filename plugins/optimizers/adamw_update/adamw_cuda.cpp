@@ -91,7 +91,8 @@ void adamw_kernel_step(const AdamWGroupTensors& group, const at::Tensor& grad_sc
     if (rounded.defined()) rounded.unsafeGetTensorImpl()->bump_version();
   if (amax_slots.defined())
     for (size_t i = 0; i < group.rounded.size(); ++i)
-      if (records_amax(group.rounded[i])) record_fp8_weight_amax(group.rounded[i], amax_slots[static_cast<int64_t>(i)]);
+      if (records_amax(group.rounded[i]))
+        record_fp8_weight_amax(group.rounded[i], amax_slots[static_cast<int64_t>(i)]);
 }
 
 }  // namespace triax::plugins
