@@ -1,5 +1,6 @@
 #include "adamw_cuda.hpp"
 
+#include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
