@@ -33,6 +33,11 @@ if(TRIAX_CUDA)
   target_link_libraries(fp8_linear_bench PRIVATE triax_sdk)
   triax_use_pch(fp8_linear_bench)
   add_dependencies(triax_benches fp8_linear_bench)
+  # The casts and amax passes per tensor of a 1.7b and a 3b layer, in GB/s (docs/fp8.md).
+  add_executable(fp8_cast_bench ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_cast_bench.cpp)
+  target_link_libraries(fp8_cast_bench PRIVATE triax_sdk)
+  triax_use_pch(fp8_cast_bench)
+  add_dependencies(triax_benches fp8_cast_bench)
 endif()
 
 # Column- and row-parallel fp8 layers at tp 2 (both modes, both recipes) against the whole layer:

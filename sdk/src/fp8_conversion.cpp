@@ -2,21 +2,29 @@
 // fp8 products, and convert_linears_to_fp8 picks the layers by their module names.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "fp8_matmul.hpp"
+#include "recorded_amax.hpp"
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
+#include "triax/fp8_weight_amax.hpp"
 #include "triax/glob_match.hpp"
 #include "triax/layers/fp8_weight_cache.hpp"
+#include "triax/layers/grouped_query_attention.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/layers/pre_norm_decoder_layer.hpp"
 #include "triax/model.hpp"
 
 namespace triax {
 namespace {
+
+// Set once a layer of this process computes in tensorwise fp8: its weight's cast can take the
+// amax the optimizer records (fp8_weight_amaxes_wanted).
+std::atomic<bool> tensorwise_fp8_layers{false};
 
 // cuBLASLt's fp8 kernels need both dimensions of the weight in multiples of 16; so does the
 // emulation, which the CPU tests use to stand for the GPU.
@@ -59,6 +67,16 @@ void record_norm_amaxes(torch::nn::Module& model, const std::vector<std::string>
     }
 }
 
+// The rotary kernel's backward writes the gradient of qkv_proj's output: with qkv_proj in fp8, it
+// records that gradient's amax. In both tp modes: the column-parallel output gradient is taken as
+// it arrives (its amax is all-reduced over tp by the product, as its own pass's was).
+void record_rotary_gradient_amaxes(torch::nn::Module& model, const std::vector<std::string>& fp8_layers) {
+  for (const auto& item : model.named_modules("", /*include_self=*/false))
+    if (auto attention = std::dynamic_pointer_cast<GroupedQueryAttention>(item.value()))
+      attention->record_qkv_gradient_amax(std::find(fp8_layers.begin(), fp8_layers.end(),
+                                                    item.key() + ".qkv_proj") != fp8_layers.end());
+}
+
 }  // namespace
 
 std::array<int64_t, 2> ColumnParallelLinear::matrix_shape() const { return shape_of(matrix()); }
@@ -99,7 +117,14 @@ void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& contex
     }
   }
   // Rowwise scales come from amaxes along a dimension: the norms' tensor amax would go unused.
-  if (options.recipe == Fp8Recipe::Tensorwise) record_norm_amaxes(model, converted, context);
+  if (options.recipe != Fp8Recipe::Tensorwise) return;
+  if (!converted.empty()) tensorwise_fp8_layers.store(true, std::memory_order_relaxed);
+  record_norm_amaxes(model, converted, context);
+  record_rotary_gradient_amaxes(model, converted);
+}
+
+bool fp8_weight_amaxes_wanted() {
+  return tensorwise_fp8_layers.load(std::memory_order_relaxed) && fp8::producer_amax_enabled();
 }
 
 }  // namespace triax

@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 #include <ATen/core/grad_mode.h>
-#include <c10/core/InferenceMode.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <cstdlib>
@@ -63,13 +62,7 @@ namespace launch = cuda_launch;
 
 using launch::kernels_apply;
 
-// fp32 zeros for a kernel to fold its output's amax into (kernels.hpp, kAmaxSlots), or (not
-// wanted, switched off, or under inference mode, whose tensors are not recorded: recorded_amax.hpp)
-// an undefined tensor, which the kernel reads as null.
-at::Tensor amax_slots_if(bool wanted, const at::Tensor& like) {
-  if (!wanted || c10::InferenceMode::is_enabled() || !fp8::producer_amax_enabled()) return {};
-  return at::zeros({kernels::kAmaxSlots}, like.options().dtype(at::kFloat));
-}
+using fp8::amax_slots_if;
 
 // An AmaxRecording through an autograd function's arguments and saved data.
 int64_t code_of(AmaxRecording recording) { return static_cast<int64_t>(recording); }
@@ -81,11 +74,7 @@ bool records_input_gradient(int64_t recording) {
          recording == code_of(AmaxRecording::OutputAndInputGradient);
 }
 float* slots_of(const at::Tensor& slots) { return slots.defined() ? slots.mutable_data_ptr<float>() : nullptr; }
-
-// After the launch that filled `slots` (if any): the amax of `t` is theirs.
-void record_if(const at::Tensor& t, const at::Tensor& slots) {
-  if (slots.defined()) fp8::record_amax(t, slots);
-}
+using fp8::record_amax_if;
 
 struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight, double eps,
@@ -101,7 +90,7 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
                                             rstd.mutable_data_ptr<float>(), slots_of(slots), rows, hidden,
                                             static_cast<float>(eps), launch::stream_of(xc)),
                   "rms_norm forward");
-    record_if(y, slots);
+    record_amax_if(y, slots);
     ctx->saved_data["recording"] = recording;
     ctx->save_for_backward({xc, wc, rstd});
     return y;
@@ -135,7 +124,7 @@ struct RmsNormFunction : torch::autograd::Function<RmsNormFunction> {
                                              grad_weight.mutable_data_ptr(), slots_of(slots), rows, hidden,
                                              launch::stream_of(x)),
                   "rms_norm backward");
-    record_if(grad_x, slots);
+    record_amax_if(grad_x, slots);
     return {grad_x, grad_weight};
   }
 };
@@ -157,7 +146,7 @@ struct AddRmsNormFunction : torch::autograd::Function<AddRmsNormFunction> {
                                             sum.mutable_data_ptr(), rstd.mutable_data_ptr<float>(), slots_of(slots),
                                             rows, hidden, static_cast<float>(eps), launch::stream_of(xc)),
                   "add_rms_norm forward");
-    record_if(normed, slots);
+    record_amax_if(normed, slots);
     ctx->saved_data["recording"] = recording;
     ctx->save_for_backward({sum, wc, rstd});
     return {sum, normed};
@@ -223,7 +212,7 @@ at::Tensor swiglu_halves_backward(const at::Tensor& x, const at::Tensor& grad_ou
                                          output ? output->mutable_data_ptr() : nullptr, 2 * cols, slots_of(slots),
                                          rows, cols, launch::stream_of(x)),
                 "swiglu (fused halves) backward");
-  record_if(grad, slots);
+  record_amax_if(grad, slots);
   return grad;
 }
 
@@ -243,7 +232,7 @@ struct SwigluHalvesFunction : torch::autograd::Function<SwigluHalvesFunction> {
                                           2 * cols, y.mutable_data_ptr(), cols, slots_of(slots), rows, cols,
                                           launch::stream_of(x)),
                   "swiglu (fused halves) forward");
-    record_if(y, slots);
+    record_amax_if(y, slots);
     ctx->saved_data["recording"] = recording;
     ctx->save_for_backward({x});
     return y;

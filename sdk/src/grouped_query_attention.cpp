@@ -100,7 +100,7 @@ at::Tensor GroupedQueryAttention::output(const at::Tensor& attended) {
 std::array<at::Tensor, 3> GroupedQueryAttention::positioned_qkv(const at::Tensor& blocks, const at::Tensor& cos,
                                                                  const at::Tensor& sin) const {
   if (!rotary_) return split_qkv(blocks);
-  if (!rope_interleaved_) return rotary_qkv(blocks, cos, sin);
+  if (!rope_interleaved_) return rotary_qkv(blocks, cos, sin, records_qkv_gradient_amax());
   // GPT-J pairs (2i, 2i+1) of q and k regrouped as halves (i, i + head_dim/2): rotating those is
   // the same rotation, and q.k is unchanged when q and k share one order of their features. v keeps its own.
   const at::Tensor qk = blocks.narrow(3, 0, group_ + 1);

@@ -3,6 +3,9 @@
 // only while its tensor's storage does (an activation, at most as long as the step keeps it).
 #include "recorded_amax.hpp"
 
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +13,11 @@
 #include <vector>
 
 #include "tensor_identity.hpp"
+#include "triax/fp8_weight_amax.hpp"
+
+#ifdef TRIAX_WITH_CUDA
+#include "triax/kernels/kernels.hpp"
+#endif
 
 namespace triax::fp8 {
 namespace {
@@ -20,7 +28,7 @@ struct Record {
 };
 
 std::mutex records_lock;
-size_t uses = 0;  // under records_lock
+size_t uses = 0, misses = 0;  // under records_lock
 std::vector<Record>& records() {
   static std::vector<Record> list;
   return list;
@@ -28,7 +36,21 @@ std::vector<Record>& records() {
 
 bool recordable(const at::Tensor& t) { return t.defined() && !t.is_inference() && t.is_contiguous(); }
 
+constexpr int64_t kSlots = 32;
+#ifdef TRIAX_WITH_CUDA
+static_assert(kSlots == kernels::kAmaxSlots, "the kernels fold into this many slots");
+#endif
+
 }  // namespace
+
+at::Tensor amax_slots_if(bool wanted, const at::Tensor& like) {
+  if (!wanted || c10::InferenceMode::is_enabled() || !producer_amax_enabled()) return {};
+  return at::zeros({kSlots}, like.options().dtype(at::kFloat));
+}
+
+void record_amax_if(const at::Tensor& t, const at::Tensor& slots) {
+  if (slots.defined()) record_amax(t, slots);
+}
 
 void record_amax(const at::Tensor& t, const at::Tensor& amax_slots) {
   if (!recordable(t)) return;
@@ -40,14 +62,16 @@ void record_amax(const at::Tensor& t, const at::Tensor& amax_slots) {
   list.push_back({detail::TensorIdentity::of(t), amax_slots});
 }
 
+
 at::Tensor recorded_amax(const at::Tensor& t) {
-  if (!recordable(t)) return {};
   std::lock_guard<std::mutex> guard(records_lock);
-  for (const Record& r : records())
-    if (r.tensor.same_elements(t) && r.tensor.version == t._version()) {
-      ++uses;
-      return r.amax_slots;
-    }
+  if (recordable(t))
+    for (const Record& r : records())
+      if (r.tensor.same_elements(t) && r.tensor.version == t._version()) {
+        ++uses;
+        return r.amax_slots;
+      }
+  ++misses;
   return {};
 }
 
@@ -66,4 +90,18 @@ size_t recorded_amax_uses() {
   return uses;
 }
 
+size_t recorded_amax_misses() {
+  std::lock_guard<std::mutex> guard(records_lock);
+  return misses;
+}
+
 }  // namespace triax::fp8
+
+namespace triax {
+
+// The optimizer's record of a weight it wrote (triax/fp8_weight_amax.hpp): one like any producer's.
+void record_fp8_weight_amax(const at::Tensor& weight, const at::Tensor& amax_slots) {
+  fp8::record_amax(weight, amax_slots);
+}
+
+}  // namespace triax

@@ -18,6 +18,13 @@ namespace triax::fp8 {
 // not recorded.
 void record_amax(const at::Tensor& t, const at::Tensor& amax_slots);
 
+// fp32 zeros for a kernel to fold its output's amax into (kernels.hpp, kAmaxSlots) on like's
+// device, or (not wanted, switched off, or under inference mode, whose tensors are not recorded)
+// an undefined tensor, which the kernel reads as null.
+at::Tensor amax_slots_if(bool wanted, const at::Tensor& like);
+// After the launch that filled `slots` (if defined): the amax of t is theirs.
+void record_amax_if(const at::Tensor& t, const at::Tensor& slots);
+
 // The amax slots recorded for t, or an undefined tensor.
 at::Tensor recorded_amax(const at::Tensor& t);
 
@@ -27,8 +34,10 @@ at::Tensor recorded_amax(const at::Tensor& t);
 bool producer_amax_enabled();
 
 // How many records are held (expired ones are dropped as new ones come), and how many times
-// recorded_amax has found one since the process started (what a comparison checks).
+// recorded_amax has found one, or found none (the consumer then takes an amax pass of its own),
+// since the process started (what a comparison checks).
 size_t recorded_amax_count();
 size_t recorded_amax_uses();
+size_t recorded_amax_misses();
 
 }  // namespace triax::fp8

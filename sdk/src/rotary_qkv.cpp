@@ -14,6 +14,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "recorded_amax.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
@@ -69,9 +70,11 @@ struct DevicePositions {
   const int64_t* out_rows = nullptr;
 };
 
-// like: qkv or its gradient, [batch, seq, ...].
+// like: qkv or its gradient, [batch, seq, ...]. amax_slots: null, or where max |out| is folded
+// (Unrotate and Copy only).
 void walk(Walk what, const Side& in, const Side& out, int64_t heads, int64_t group, const at::Tensor& like,
-          const at::Tensor& cos, const at::Tensor& sin, const DevicePositions& at = {}) {
+          const at::Tensor& cos, const at::Tensor& sin, const DevicePositions& at = {},
+          float* amax_slots = nullptr) {
   kernels::RotaryLayout layout{
       like.size(0), heads, like.size(1), cos.size(1), {in.batch, in.block, in.seq}, {out.batch, out.block, out.seq}};
   layout.group = group;
@@ -80,6 +83,7 @@ void walk(Walk what, const Side& in, const Side& out, int64_t heads, int64_t gro
   layout.table_rows = at.table_rows;
   layout.table_length = cos.size(0);
   layout.out_rows = at.out_rows;
+  layout.amax_slots = amax_slots;
   const kernels::Dtype dtype = *launch::kernel_dtype(like.scalar_type());
   const cudaStream_t stream = launch::stream_of(like);
   if (what == Walk::Copy) {
@@ -96,7 +100,7 @@ at::Tensor head_dim_contiguous(const at::Tensor& t) { return t.stride(-1) == 1 ?
 
 struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& qkv, const at::Tensor& cos,
-                               const at::Tensor& sin) {
+                               const at::Tensor& sin, bool record_gradient_amax) {
     c10::cuda::CUDAGuard device(qkv.device());
     const at::Tensor in = head_dim_contiguous(qkv), c = cos.contiguous(), s = sin.contiguous();
     const int64_t batch = in.size(0), seq = in.size(1), kv_heads = in.size(2), group = in.size(3) - 2;
@@ -114,6 +118,7 @@ struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
     walk(Walk::Copy, slot_of(in, group + 1), side_of(v, 1), kv_heads, 1, in, c, s);
     ctx->save_for_backward({c, s});
     ctx->saved_data["sizes"] = in.sizes().vec();
+    ctx->saved_data["record_gradient_amax"] = record_gradient_amax;
     return {q, k, v};
   }
 
@@ -124,24 +129,30 @@ struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
     const std::vector<int64_t> sizes = ctx->saved_data["sizes"].toIntVector();
     const int64_t kv_heads = sizes[2], group = sizes[3] - 2;
     at::Tensor grad = at::empty(sizes, c.options());
+    // The three walks fold into the same slots: the amax of the whole gradient (a part zeroed
+    // for want of a gradient adds nothing to it).
+    const at::Tensor slots = fp8::amax_slots_if(ctx->saved_data["record_gradient_amax"].toBool(), grad);
+    float* amax = slots.defined() ? slots.mutable_data_ptr<float>() : nullptr;
     // An output that took no gradient (undefined) contributes zeros.
     if (grads[0].defined()) {
       const at::Tensor gq = head_dim_contiguous(grads[0]);
-      walk(Walk::Unrotate, side_of(gq, group), slot_of(grad, 0), kv_heads * group, group, grad, c, s);
+      walk(Walk::Unrotate, side_of(gq, group), slot_of(grad, 0), kv_heads * group, group, grad, c, s, {}, amax);
     } else {
       grad.narrow(3, 0, group).zero_();
     }
     if (grads[1].defined()) {
       const at::Tensor gk = head_dim_contiguous(grads[1]);
-      walk(Walk::Unrotate, side_of(gk, 1), slot_of(grad, group), kv_heads, 1, grad, c, s);
+      walk(Walk::Unrotate, side_of(gk, 1), slot_of(grad, group), kv_heads, 1, grad, c, s, {}, amax);
     } else {
       grad.select(3, group).zero_();
     }
     if (grads[2].defined())
-      walk(Walk::Copy, side_of(head_dim_contiguous(grads[2]), 1), slot_of(grad, group + 1), kv_heads, 1, grad, c, s);
+      walk(Walk::Copy, side_of(head_dim_contiguous(grads[2]), 1), slot_of(grad, group + 1), kv_heads, 1, grad, c, s, {},
+           amax);
     else
       grad.select(3, group + 1).zero_();
-    return {grad, at::Tensor(), at::Tensor()};
+    fp8::record_amax_if(grad, slots);
+    return {grad, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 // rotary_qkv_into_cache's kernels: q rotated into attention's layout, k rotated and v copied
@@ -226,6 +237,8 @@ std::array<at::Tensor, 3> split_qkv(const at::Tensor& qkv) {
 
 std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin) {
   RECORD_FUNCTION("triax::rotary_qkv", std::vector<c10::IValue>());  // 3 launches on CUDA
+std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
+                                     bool record_gradient_amax) {
   if (qkv.dim() != 5 || qkv.size(3) < 3 || qkv.size(4) % 2 != 0)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "rotary_qkv: qkv must be [batch, seq, kv_heads, group + 2, head_dim] with group >= 1 and an even "
@@ -243,7 +256,7 @@ std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& co
       throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                   "rotary_qkv: cos and sin are constant tables; the CUDA kernel does not differentiate them "
                   "(detach them)");
-    const variable_list outputs = RotaryQkvFunction::apply(qkv, cos, sin);
+    const variable_list outputs = RotaryQkvFunction::apply(qkv, cos, sin, record_gradient_amax);
     return {outputs[0], outputs[1], outputs[2]};
   }
 #endif

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../gpu_timing.hpp"
+#include "bench_shapes.hpp"
 #include "triax/layers/fp8_linear.hpp"
 #include "triax/layers/fp8_weight_cache.hpp"
 
@@ -74,24 +75,8 @@ void report(const LinearShape& shape) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!at::hasCUDA()) {
-    std::fprintf(stderr, "fp8_linear_bench needs a GPU\n");
-    return 1;
-  }
-  std::vector<std::string> models(argv + 1, argv + argc);
-  if (models.empty()) models = {"135m", "360m", "1.7b"};
-  std::printf("forward + backward of one linear, bf16 against fp8 tensorwise (speed-up = bf16 / fp8)\n");
-  for (const std::string& model : models) {
-    bool known = false;
-    for (const LinearShape& shape : kShapes)
-      if (model == shape.model) {
-        known = true;
-        report(shape);
-      }
-    if (!known) {
-      std::fprintf(stderr, "unknown model '%s' (135m, 360m, 1.7b)\n", model.c_str());
-      return 2;
-    }
-  }
-  return 0;
+  return triax::bench::report_models(
+      argc, argv, "fp8_linear_bench",
+      "forward + backward of one linear, bf16 against fp8 tensorwise (speed-up = bf16 / fp8)", {"135m", "360m", "1.7b"},
+      kShapes, report);
 }

@@ -21,8 +21,10 @@
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/norm.hpp"
 #include "triax/layers/pre_norm_decoder_layer.hpp"
+#include "triax/layers/rotary_qkv.hpp"
 #include "triax/layers/swiglu_mlp.hpp"
 #include "triax/model.hpp"
+#include "triax/residual_stream.hpp"
 
 namespace {
 
@@ -66,13 +68,19 @@ TEST(Fp8ProducerAmaxCpu, RecordsOfFreedTensorsAreDroppedAndInferenceTensorsNotRe
   EXPECT_FALSE(recorded_amax(inference).defined());
 }
 
+struct LayerSize {
+  int64_t hidden, heads, kv_heads, intermediate;
+};
+const LayerSize kSmallLayer{64, 4, 2, 128};
+const LayerSize k1p7bLayer{2048, 32, 32, 8192};  // SmolLM-1.7B's
+
 // A decoder layer of the SDK under a parent, so that its modules have names as in a model.
 struct OneLayer : torch::nn::Module {
   std::shared_ptr<triax::PreNormDecoderLayer> layer;
-  explicit OneLayer(const triax::ModelContext& context) {
+  explicit OneLayer(const triax::ModelContext& context, const LayerSize& size = kSmallLayer) {
     triax::AttentionShape shape;
-    shape.hidden_size = 64, shape.heads = 4, shape.kv_heads = 2;
-    auto mlp = triax::UnaryModule::of(std::make_shared<triax::SwiGluMlp>(64, 128, context));
+    shape.hidden_size = size.hidden, shape.heads = size.heads, shape.kv_heads = size.kv_heads;
+    auto mlp = triax::UnaryModule::of(std::make_shared<triax::SwiGluMlp>(size.hidden, size.intermediate, context));
     layer = register_module("layer", std::make_shared<triax::PreNormDecoderLayer>(shape, 1e-5, mlp, context));
   }
 };
@@ -96,6 +104,22 @@ TEST(Fp8ProducerAmaxCpu, TheNormsAroundTensorwiseFp8ProductsRecordTheirAmaxes) {
   EXPECT_EQ(norms_recording("linears: ['*.o_proj']"), (std::vector<R>{R::Output, R::InputGradient}));
   EXPECT_EQ(norms_recording("recipe: rowwise\nmin_gemm_size: 0"), (std::vector<R>{R::None, R::None}));
   EXPECT_EQ(norms_recording("{}"), (std::vector<R>{R::None, R::None})) << "every linear below min_gemm_size";
+}
+
+// The rotary kernel's backward writes the gradient of qkv_proj's output: it records that amax for
+// a tensorwise fp8 qkv_proj only.
+TEST(Fp8ProducerAmaxCpu, TheRotaryBackwardRecordsForATensorwiseFp8QkvProjection) {
+  auto records = [](const std::string& yaml) {
+    const triax::ModelContext context = fp8_context(yaml);
+    OneLayer model(context);
+    triax::convert_linears_to_fp8(model, context);
+    return model.layer->self_attn->records_qkv_gradient_amax();
+  };
+  EXPECT_TRUE(records("min_gemm_size: 0"));
+  EXPECT_TRUE(records("linears: ['*.qkv_proj']"));
+  EXPECT_FALSE(records("linears: ['*.mlp.*', '*.o_proj']"));
+  EXPECT_FALSE(records("recipe: rowwise\nmin_gemm_size: 0"));
+  EXPECT_FALSE(records("{}")) << "every linear below min_gemm_size";
 }
 
 // ---- CUDA -------------------------------------------------------------------------------------
@@ -240,6 +264,88 @@ TEST_F(Fp8ProducerAmaxCuda, AnFp8StepTakesTheProducersAmaxesAndKeepsItsBits) {
   for (size_t i = 0; i < own.grads.size(); ++i) {
     ASSERT_TRUE(own.grads[i].defined() && fused.grads[i].defined()) << "gradient " << i;
     EXPECT_TRUE(at::equal(fused.grads[i], own.grads[i])) << "gradient " << i;
+  }
+}
+
+// The gradient of qkv that the rotary kernel's backward writes (q and k heads rotated back, v
+// heads copied), in 16-byte vectors (head_dim 64) and element by element (head_dim 6).
+TEST_F(Fp8ProducerAmaxCuda, RotaryQkvBackwardRecordsTheGradientsAmaxOnlyWhenAsked) {
+  const std::vector<int64_t> shapes[] = {{2, 37, 3, 5, 64}, {1, 11, 4, 3, 6}};
+  for (const std::vector<int64_t>& shape : shapes) {
+    const std::string what = "qkv head_dim " + std::to_string(shape[4]);
+    const at::Tensor qkv = at::randn(shape, kBf16).requires_grad_(true);
+    const at::Tensor cos = at::randn({shape[1], shape[4]}, kBf16), sin = at::randn({shape[1], shape[4]}, kBf16);
+    for (bool record : {true, false}) {
+      const auto [q, k, v] = triax::rotary_qkv(qkv, cos, sin, record);
+      const auto grads =
+          torch::autograd::grad({q, k, v}, {qkv}, {at::randn_like(q) * 3, at::randn_like(k), at::randn_like(v)});
+      if (record)
+        expect_recorded_amax(grads[0], what);
+      else
+        EXPECT_FALSE(recorded_amax(grads[0]).defined()) << what;
+    }
+    const auto [q, k, v] = triax::rotary_qkv(qkv, cos, sin, true);
+    const auto grads = torch::autograd::grad({q, v}, {qkv}, {at::randn_like(q), at::randn_like(v) * 5});
+    expect_recorded_amax(grads[0], what + ", k unused (its part zeros)");
+  }
+}
+
+struct LayerStep {
+  at::Tensor loss;
+  std::vector<at::Tensor> grads;  // the inputs', then every parameter's
+  size_t found, own;              // quantises with a producer's amax, with an amax pass of their own
+};
+
+// One decoder layer's forward and backward with a pending add coming in and its MLP output added
+// by a norm after it (the next layer's input_layernorm), the weights cast as at a step's start.
+LayerStep layer_step(OneLayer& model, const LayerSize& size, int64_t tokens, bool producer_amax) {
+  if (!producer_amax) setenv("TRIAX_FP8_PRODUCER_AMAX", "0", 1);
+  at::manual_seed(9);
+  const int64_t head_dim = size.hidden / size.heads;
+  const at::Tensor x = at::randn({1, tokens, size.hidden}, kBf16).requires_grad_(true);
+  const at::Tensor pending = at::randn({1, tokens, size.hidden}, kBf16).requires_grad_(true);
+  const at::Tensor cos = at::rand({tokens, head_dim}, kBf16), sin = at::rand({tokens, head_dim}, kBf16);
+  const at::Tensor probe = at::randn({1, tokens, size.hidden}, kBf16.dtype(at::kFloat));
+  triax::RMSNorm next_norm(size.hidden, 1e-5, at::kCUDA, at::kBFloat16);
+  next_norm.record_amax(AmaxRecording::InputGradient);
+  triax::fp8_weights_changed();
+  model.zero_grad();
+  const size_t found = triax::fp8::recorded_amax_uses(), own = triax::fp8::recorded_amax_misses();
+  const triax::ResidualStream out = model.layer->forward_stream({x, pending}, {cos, sin});
+  const auto [h, normed] = next_norm.forward_after_add(out.residual, out.pending);
+  const at::Tensor loss = (normed.to(at::kFloat) * probe).sum() + h.to(at::kFloat).sum();
+  loss.backward();
+  unsetenv("TRIAX_FP8_PRODUCER_AMAX");
+  LayerStep s{loss.detach(), {x.grad(), pending.grad()}, triax::fp8::recorded_amax_uses() - found,
+              triax::fp8::recorded_amax_misses() - own};
+  for (const auto& p : model.parameters()) s.grads.push_back(p.grad().clone());
+  return s;
+}
+
+// Of a layer's 12 tensorwise quantises (x and W of 4 products, gy of 4) the producers' amaxes serve
+// 7: the inputs of q/k/v (input_layernorm), gate/up (post_attention_layernorm) and down (SwiGLU),
+// the output gradients of q/k/v (the rotary backward), o (post_attention_layernorm's backward),
+// gate/up (SwiGLU's backward) and down (the next norm's backward). Own passes: the 4 weights and
+// o_proj's input (attention's output). At a small layer and at SmolLM-1.7B's (2,048 tokens).
+TEST_F(Fp8ProducerAmaxCuda, ADecoderLayerTakesSevenOfItsTwelveAmaxesFromProducers) {
+  for (const LayerSize& size : {kSmallLayer, k1p7bLayer}) {
+    const std::string what = "hidden " + std::to_string(size.hidden);
+    const triax::ModelContext context = fp8_context("min_gemm_size: 0", at::kCUDA, at::kBFloat16);
+    at::manual_seed(10);
+    OneLayer model(context, size);
+    triax::convert_linears_to_fp8(model, context);
+    const int64_t tokens = size.hidden == kSmallLayer.hidden ? 72 : 2048;
+    const LayerStep own = layer_step(model, size, tokens, false), fused = layer_step(model, size, tokens, true);
+    EXPECT_EQ(own.found, 0u) << what;
+    EXPECT_EQ(own.own, 12u) << what;
+    EXPECT_EQ(fused.found, 7u) << what;
+    EXPECT_EQ(fused.own, 5u) << what;
+    EXPECT_TRUE(at::equal(fused.loss, own.loss)) << what;
+    ASSERT_EQ(fused.grads.size(), own.grads.size());
+    for (size_t i = 0; i < own.grads.size(); ++i) {
+      ASSERT_TRUE(own.grads[i].defined() && fused.grads[i].defined()) << what << ", gradient " << i;
+      EXPECT_TRUE(at::equal(fused.grads[i], own.grads[i])) << what << ", gradient " << i;
+    }
   }
 }
 

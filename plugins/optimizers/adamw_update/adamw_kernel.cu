@@ -1,7 +1,8 @@
 // The fused AdamW step of adamw_kernel.hpp. Tensors go in batches of kMaxTensors per launch,
 // passed by value (no host-to-device copy, so a CUDA graph could hold the launch); each block
 // updates kElementsPerBlock consecutive elements of one tensor, in 16-byte vectors where every
-// pointer of the tensor allows them.
+// pointer of the tensor allows them. With a tensor's amax slots, its blocks also fold the largest
+// |rounded value| into them (the next step's fp8 weight cast takes its scale from there).
 #include "adamw_kernel.hpp"
 #include "triax/kernels/kernel_utils.cuh"
 
@@ -63,6 +64,52 @@ __device__ __forceinline__ bool aligned_for_packs(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % (sizeof(T) * kWidth) == 0;
 }
 
+// One thread's kPacks vectors of the block's elements from `start` (every pointer of the tensor
+// aligned for them); returns the largest |rounded value| it stored (0 without a rounded copy).
+template <typename Grad, typename Rounded, typename UpdateElement>
+__device__ __forceinline__ float update_packs(const Operands& op, const Grad* grad, Rounded* rounded, int64_t start,
+                                             const Update& update, UpdateElement update_element) {
+  constexpr bool kRounded = !std::is_same_v<Rounded, NoCopy>;
+  using FloatPack = kernels::Pack<float, kWidth>;
+  FloatPack p[kPacks], m[kPacks], v[kPacks];
+  kernels::Pack<Grad, kWidth> g[kPacks];
+  auto first_of = [&](int k) { return start + (int64_t{k} * kThreads + threadIdx.x) * kWidth; };
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const int64_t i = first_of(k);
+    if (i + kWidth > op.numel) continue;
+    p[k] = kernels::load_pack<float, kWidth>(op.master + i);
+    m[k] = kernels::load_pack<float, kWidth>(op.exp_avg + i);
+    v[k] = kernels::load_pack<float, kWidth>(op.exp_avg_sq + i);
+    g[k] = kernels::load_pack<Grad, kWidth>(grad + i);
+  }
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kPacks; ++k) {
+    const int64_t i = first_of(k);
+    if (i >= op.numel) continue;
+    if (i + kWidth > op.numel) {  // the tensor's last elements, fewer than a vector
+      for (int64_t j = i; j < op.numel; ++j) amax = kernels::abs_max(amax, update_element(j));
+      continue;
+    }
+#pragma unroll
+    for (int e = 0; e < kWidth; ++e) update(to_float(g[k].v[e]), p[k].v[e], m[k].v[e], v[k].v[e]);
+    kernels::store_pack<float, kWidth>(op.master + i, p[k]);
+    kernels::store_pack<float, kWidth>(op.exp_avg + i, m[k]);
+    kernels::store_pack<float, kWidth>(op.exp_avg_sq + i, v[k]);
+    if constexpr (kRounded) {
+      kernels::Pack<Rounded, kWidth> r;
+#pragma unroll
+      for (int e = 0; e < kWidth; ++e) {
+        r.v[e] = from_float<Rounded>(p[k].v[e]);
+        amax = kernels::abs_max(amax, to_float(r.v[e]));
+      }
+      kernels::store_pack<Rounded, kWidth>(rounded + i, r);
+    }
+  }
+  return amax;
+}
+
 template <typename Grad, typename Rounded>
 __global__ void __launch_bounds__(kThreads)
     fused_adamw_kernel(const __grid_constant__ Batch batch, const float* grad_scale, Scalars s) {
@@ -79,51 +126,32 @@ __global__ void __launch_bounds__(kThreads)
   bool packed = aligned_for_packs<float>(op.master) && aligned_for_packs<float>(op.exp_avg) &&
                 aligned_for_packs<float>(op.exp_avg_sq) && aligned_for_packs<Grad>(grad);
   if constexpr (kRounded) packed = packed && aligned_for_packs<Rounded>(rounded);
+  // Updates element i; returns |its rounded value| (0 without a rounded copy).
   auto update_element = [&](int64_t i) {
     float p = op.master[i], m = op.exp_avg[i], v = op.exp_avg_sq[i];
     update(to_float(grad[i]), p, m, v);
     op.master[i] = p;
     op.exp_avg[i] = m;
     op.exp_avg_sq[i] = v;
-    if constexpr (kRounded) rounded[i] = from_float<Rounded>(p);
-  };
-  if (!packed) {  // a view at an odd offset: one element at a time
-    const int64_t end = op.numel < start + kElementsPerBlock ? op.numel : start + kElementsPerBlock;
-    for (int64_t i = start + threadIdx.x; i < end; i += kThreads) update_element(i);
-    return;
-  }
-
-  using FloatPack = kernels::Pack<float, kWidth>;
-  FloatPack p[kPacks], m[kPacks], v[kPacks];
-  kernels::Pack<Grad, kWidth> g[kPacks];
-  auto first_of = [&](int k) { return start + (int64_t{k} * kThreads + threadIdx.x) * kWidth; };
-#pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    const int64_t i = first_of(k);
-    if (i + kWidth > op.numel) continue;
-    p[k] = kernels::load_pack<float, kWidth>(op.master + i);
-    m[k] = kernels::load_pack<float, kWidth>(op.exp_avg + i);
-    v[k] = kernels::load_pack<float, kWidth>(op.exp_avg_sq + i);
-    g[k] = kernels::load_pack<Grad, kWidth>(grad + i);
-  }
-#pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-    const int64_t i = first_of(k);
-    if (i >= op.numel) continue;
-    if (i + kWidth > op.numel) {  // the tensor's last elements, fewer than a vector
-      for (int64_t j = i; j < op.numel; ++j) update_element(j);
-      continue;
-    }
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) update(to_float(g[k].v[e]), p[k].v[e], m[k].v[e], v[k].v[e]);
-    kernels::store_pack<float, kWidth>(op.master + i, p[k]);
-    kernels::store_pack<float, kWidth>(op.exp_avg + i, m[k]);
-    kernels::store_pack<float, kWidth>(op.exp_avg_sq + i, v[k]);
     if constexpr (kRounded) {
-      kernels::Pack<Rounded, kWidth> r;
-#pragma unroll
-      for (int e = 0; e < kWidth; ++e) r.v[e] = from_float<Rounded>(p[k].v[e]);
-      kernels::store_pack<Rounded, kWidth>(rounded + i, r);
+      const Rounded r = from_float<Rounded>(p);
+      rounded[i] = r;
+      return fabsf(to_float(r));
+    }
+    return 0.0f;
+  };
+  float amax = 0.0f;
+  if (packed) {
+    amax = update_packs(op, grad, rounded, start, update, update_element);
+  } else {  // a view at an odd offset: one element at a time
+    const int64_t end = op.numel < start + kElementsPerBlock ? op.numel : start + kElementsPerBlock;
+    for (int64_t i = start + threadIdx.x; i < end; i += kThreads) amax = kernels::abs_max(amax, update_element(i));
+  }
+  // The tensor's slots are set or not for all of its blocks alike.
+  if constexpr (kRounded) {
+    if (op.amax_slots != nullptr) {
+      __shared__ float scratch[33];
+      kernels::fold_block_amax(amax, scratch, op.amax_slots);
     }
   }
 }

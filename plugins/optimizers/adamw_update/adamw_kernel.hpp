@@ -24,6 +24,9 @@ struct Operands {
   const void* grad = nullptr;
   void* rounded = nullptr;
   int64_t numel = 0;
+  // null, or kernels::kAmaxSlots zeroed fp32 where max |rounded| is folded (with a rounded copy
+  // only): the weight's amax for its next fp8 cast (docs/fp8.md, "The amax from the producer").
+  float* amax_slots = nullptr;
 };
 
 // One step's scalars (one weight-decay / learning-rate group), computed on the host.

@@ -8,6 +8,8 @@
 // the fused q/k/v projection's [batch, seq, kv_heads, group + 2, head_dim] (grouped heads). The
 // index arithmetic is 32-bit when the work allows: 64-bit divisions cost more than the rotation
 // (the earlier one-pair-per-thread kernel with 64-bit indices took 5x the memory-bound time).
+// With amax slots (the backward and the copy only) each thread also keeps the largest |value| it
+// stores, and the block folds it into the slots at its end (kernel_utils.cuh, fold_block_amax).
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -17,9 +19,18 @@ constexpr int kThreads = 256;
 
 enum class Map { kForward, kInverse, kCopy };
 
-template <typename T, int V, Map kMap, typename Index>
+// max(running, |v|) over a pack as stored.
+template <typename T, int V>
+__device__ __forceinline__ float pack_amax(float running, const Pack<T, V>& p) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) running = abs_max(running, to_float(p.v[k]));
+  return running;
+}
+
+template <typename T, int V, Map kMap, typename Index, bool kAmax = false>
 __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos, const T* __restrict__ sin,
                               T* __restrict__ out, RotaryLayout layout, Index work) {
+  float amax = 0.0f;
   const Index heads = static_cast<Index>(layout.heads), seq = static_cast<Index>(layout.seq);
   const Index half = static_cast<Index>(layout.head_dim / 2), chunks = half / V;
   const Index group = static_cast<Index>(layout.group);
@@ -49,6 +60,7 @@ __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos
     if constexpr (kMap == Map::kCopy) {
       store_pack<T, V>(out_row + i, x1);
       store_pack<T, V>(out_row + i + half, x2);
+      if constexpr (kAmax) amax = pack_amax(pack_amax(amax, x1), x2);
       continue;
     }
     Index row = s;
@@ -73,6 +85,11 @@ __global__ void rotary_kernel(const T* __restrict__ x, const T* __restrict__ cos
     }
     store_pack<T, V>(out_row + i, o1);
     store_pack<T, V>(out_row + i + half, o2);
+    if constexpr (kAmax) amax = pack_amax(pack_amax(amax, o1), o2);
+  }
+  if constexpr (kAmax) {
+    __shared__ float scratch[33];
+    fold_block_amax(amax, scratch, layout.amax_slots);
   }
 }
 
@@ -81,6 +98,13 @@ void launch(const T* x, const T* cos, const T* sin, T* out, const RotaryLayout& 
             cudaStream_t stream) {
   const unsigned grid = grid_for(work, kThreads);
   const Index n = static_cast<Index>(work);
+  if (layout.amax_slots != nullptr) {  // the launcher allows them for the backward and the copy only
+    if (map == Map::kInverse)
+      rotary_kernel<T, V, Map::kInverse, Index, true><<<grid, kThreads, 0, stream>>>(x, cos, sin, out, layout, n);
+    else
+      rotary_kernel<T, V, Map::kCopy, Index, true><<<grid, kThreads, 0, stream>>>(x, cos, sin, out, layout, n);
+    return;
+  }
   switch (map) {
     case Map::kForward:
       rotary_kernel<T, V, Map::kForward, Index><<<grid, kThreads, 0, stream>>>(x, cos, sin, out, layout, n);
@@ -137,6 +161,7 @@ cudaError_t run(Dtype dtype, const void* x, const void* cos, const void* sin, vo
 
 cudaError_t rotary(Dtype dtype, const void* x, const void* cos, const void* sin, void* out, const RotaryLayout& layout,
                    bool inverse, cudaStream_t stream) {
+  if (!inverse && layout.amax_slots != nullptr) return cudaErrorInvalidValue;
   return run(dtype, x, cos, sin, out, layout, inverse ? Map::kInverse : Map::kForward, stream);
 }
 

@@ -112,6 +112,9 @@ struct RotaryLayout {
   const int64_t* table_rows = nullptr;
   int64_t table_length = 0;
   const int64_t* out_rows = nullptr;
+  // null, or where max |out| is folded (kAmaxSlots): the backward's and the copy's only (the
+  // gradient of the q/k/v projection's output, for its fp8 product).
+  float* amax_slots = nullptr;
 };
 
 // Forward (inverse = false), with h = head_dim / 2 and i < h:

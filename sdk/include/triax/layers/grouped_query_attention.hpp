@@ -107,6 +107,15 @@ class GroupedQueryAttention : public torch::nn::Module {
   // maxima start again. Called by every data-parallel rank alike.
   std::array<at::Tensor, 2> qk_clip_factors(double threshold);
 
+  // For a tensorwise fp8 qkv_proj (convert_linears_to_fp8): the rotary kernel's backward also
+  // computes and records the amax of qkv_proj's output gradient as it writes it (docs/fp8.md, "The
+  // amax from the producer"). Only where that gradient is the kernel's own (rotated halves, no
+  // qk-norm); elsewhere the flag changes nothing.
+  void record_qkv_gradient_amax(bool record) { record_qkv_gradient_amax_ = record; }
+  bool records_qkv_gradient_amax() const {
+    return record_qkv_gradient_amax_ && rotary_ && !rope_interleaved_ && !q_norm;
+  }
+
  private:
   // The running maximum of the logits of q against k ([batch, heads, seq, head_dim] each side,
   // k with its kv heads) under the forward's mask.
@@ -135,6 +144,7 @@ class GroupedQueryAttention : public torch::nn::Module {
   std::optional<int64_t> sliding_window_;
   bool cp_ring_;  // with context parallelism: ring attention instead of the K/V all-gather
   at::Tensor logit_maxima_;  // [local heads] fp32 while QK-clip tracks logits, else undefined
+  bool record_qkv_gradient_amax_ = false;
 };
 
 }  // namespace triax

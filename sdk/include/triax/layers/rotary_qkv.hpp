@@ -21,7 +21,12 @@ namespace triax {
 // are copied by the same kernel's copying walk (kernels::copy_heads), and q, k and v come in
 // [batch, seq, heads, head_dim] storage (viewed as [batch, heads, seq, head_dim]). Composition:
 // split_with_sizes over dim 3, apply_rotary on q and k, v made contiguous.
-std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin);
+//
+// record_gradient_amax: the CUDA backward also computes max |gradient of qkv| as it writes it and
+// records it (docs/fp8.md, "The amax from the producer"), for the tensorwise fp8 q/k/v projection
+// whose output qkv is; the composition ignores it.
+std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
+                                     bool record_gradient_amax = false);
 
 // Decoding with a cache: q, k and v of new tokens at each row's own positions, k and v written
 // straight into the cache. qkv: [rows, new, kv_heads, group + 2, head_dim]; cos, sin: the whole
