@@ -235,10 +235,9 @@ std::array<at::Tensor, 3> split_qkv(const at::Tensor& qkv) {
   return split_heads(qkv);
 }
 
-std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin) {
-  RECORD_FUNCTION("triax::rotary_qkv", std::vector<c10::IValue>());  // 3 launches on CUDA
 std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
                                      bool record_gradient_amax) {
+  RECORD_FUNCTION("triax::rotary_qkv", std::vector<c10::IValue>());  // 3 launches on CUDA
   if (qkv.dim() != 5 || qkv.size(3) < 3 || qkv.size(4) % 2 != 0)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "rotary_qkv: qkv must be [batch, seq, kv_heads, group + 2, head_dim] with group >= 1 and an even "
