@@ -17,7 +17,7 @@ namespace {
 using namespace mamba_scan_test;
 namespace k = triax::mamba::kernels;
 
-const c10::Device kCuda(c10::kCUDA, 0);
+const c10::Device kVariantsDevice(c10::kCUDA, 0);
 
 k::Dtype kernel_dtype(c10::ScalarType type) { return type == at::kFloat ? k::Dtype::Float32 : k::Dtype::BFloat16; }
 
@@ -28,8 +28,8 @@ struct Operands {
 
   Operands(const ScanShape& shape, c10::ScalarType dtype, uint64_t seed)
       : gpu(scan_inputs(shape, seed, true, true, true)) {
-    for (at::Tensor* t : {&gpu.u, &gpu.delta, &gpu.B, &gpu.C, &gpu.z}) *t = t->to(kCuda, dtype).contiguous();
-    for (at::Tensor* t : {&gpu.A, &gpu.D, &gpu.delta_bias}) *t = t->to(kCuda, at::kFloat).contiguous();
+    for (at::Tensor* t : {&gpu.u, &gpu.delta, &gpu.B, &gpu.C, &gpu.z}) *t = t->to(kVariantsDevice, dtype).contiguous();
+    for (at::Tensor* t : {&gpu.A, &gpu.D, &gpu.delta_bias}) *t = t->to(kVariantsDevice, at::kFloat).contiguous();
     ref = gpu;
     for (at::Tensor* t : {&ref.u, &ref.delta, &ref.A, &ref.B, &ref.C, &ref.D, &ref.z, &ref.delta_bias})
       *t = t->cpu().to(at::kDouble).requires_grad_(true);
@@ -53,13 +53,13 @@ void check_variant(k::ScanBackwardVariant variant, const ScanShape& shape, c10::
                std::to_string(shape.l) + " n" + std::to_string(shape.n));
   Operands o(shape, dtype, seed);
   const k::ScanOperands in = o.kernel_operands();
-  const auto f32 = at::TensorOptions().device(kCuda).dtype(at::kFloat);
+  const auto f32 = at::TensorOptions().device(kVariantsDevice).dtype(at::kFloat);
   at::Tensor y = at::empty_like(o.gpu.u);
   at::Tensor checkpoints = at::empty({shape.b, shape.d, k::checkpoint_count(shape.l), shape.n}, f32);
   ASSERT_EQ(k::selective_scan_forward(in, nullptr, y.mutable_data_ptr(), nullptr, checkpoints.mutable_data_ptr<float>(),
                                       nullptr),
             cudaSuccess);
-  const at::Tensor grad = seeded({shape.b, shape.d, shape.l}, seed + 100).to(kCuda, dtype);
+  const at::Tensor grad = seeded({shape.b, shape.d, shape.l}, seed + 100).to(kVariantsDevice, dtype);
   at::Tensor du = at::empty_like(o.gpu.u), ddelta = at::empty_like(o.gpu.u), dz = at::empty_like(o.gpu.u);
   at::Tensor dA = at::zeros_like(o.gpu.A), dB = at::zeros(o.gpu.B.sizes(), f32), dC = at::zeros(o.gpu.C.sizes(), f32);
   at::Tensor dD = at::zeros_like(o.gpu.D), dbias = at::zeros_like(o.gpu.delta_bias);
