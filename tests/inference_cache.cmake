@@ -1,8 +1,8 @@
 # Inference with a cache (included from tests/CMakeLists.txt): the Llama plugin's cached
 # incremental logits against its full forward on one rank (with pipeline stages, refusals and
-# the host's ModelInstance), and at tp = 2 under mpirun.
+# the host's ModelInstance through generate's CachedModel), and at tp = 2 under mpirun.
 add_executable(inference_cache_test ${CMAKE_CURRENT_LIST_DIR}/inference_cache_test.cpp)
-target_link_libraries(inference_cache_test PRIVATE triax_llama_impl triax_core GTest::gtest_main)
+target_link_libraries(inference_cache_test PRIVATE triax_llama_impl triax_generate GTest::gtest_main)
 triax_use_pch(inference_cache_test)
 triax_discover_test_suites(inference_cache_test)
 

@@ -18,6 +18,7 @@
 #include "llama_model.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/error.hpp"
+#include "triax/generate/model_cache.hpp"
 #include "triax/plugin.hpp"
 
 namespace {
@@ -211,7 +212,8 @@ triax_model_context c_context() {
 
 TEST(InferenceCacheHost, CachedForwardThroughTheAbi) {
   const triax_model_vtable& vtable = *triax::detail::ModelAdapter<LlamaModel>::vtable();
-  triax::ModelInstance model(vtable, "llama", tiny_yaml(true), c_context());
+  triax::ModelInstance instance(vtable, "llama", tiny_yaml(true), c_context());
+  triax::CachedModel model(instance);
   ASSERT_TRUE(model.has_inference_cache());
   auto reference = build(true);
   const at::Tensor ids = tokens(1, 8, 41);
@@ -252,7 +254,8 @@ TEST(InferenceCacheHost, ModelWithoutCacheIsRefusedByName) {
   triax_model_context context = c_context();
   context.last_block = 1;
   const triax_model_vtable& vtable = *triax::detail::ModelAdapter<NoCacheModel>::vtable();
-  triax::ModelInstance model(vtable, "no_cache", "{}", context);
+  triax::ModelInstance instance(vtable, "no_cache", "{}", context);
+  triax::CachedModel model(instance);
   const std::string refused = error_of([&] { model.create_cache(4); }, TRIAX_ERROR_UNSUPPORTED);
   EXPECT_NE(refused.find("model plugin 'no_cache': this model has no inference cache"), std::string::npos) << refused;
 
@@ -260,7 +263,8 @@ TEST(InferenceCacheHost, ModelWithoutCacheIsRefusedByName) {
   // never reads; it refuses by the plugin's name instead.
   triax_model_vtable old = *triax::detail::ModelAdapter<LlamaModel>::vtable();
   old.struct_size = offsetof(triax_model_vtable, nanotron_marker);
-  triax::ModelInstance old_model(old, "llama_1_2", tiny_yaml(false), c_context());
+  triax::ModelInstance old_instance(old, "llama_1_2", tiny_yaml(false), c_context());
+  triax::CachedModel old_model(old_instance);
   EXPECT_FALSE(old_model.has_inference_cache());
   const std::string old_refused = error_of([&] { old_model.create_cache(4); }, TRIAX_ERROR_UNSUPPORTED);
   EXPECT_NE(old_refused.find("model plugin 'llama_1_2' offers no inference cache"), std::string::npos)

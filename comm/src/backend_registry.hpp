@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "triax/comm/launch_environment.hpp"
-#include "triax/core/comm/comm_settings.hpp"
+#include "triax/comm/comm_settings.hpp"
 #include "triax/core/comm/communicator.hpp"
 
 namespace triax {

@@ -11,6 +11,7 @@
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/error.hpp"
+#include "triax/generate/model_cache.hpp"
 #include "triax/tensor_handle.hpp"
 
 namespace triax::generation {
@@ -87,7 +88,7 @@ void check_prompts(const std::vector<std::vector<int64_t>>& prompts, const Gener
 
 // A cache for prompt `index` and max_new_tokens more; a refusal says whether the prompt itself
 // is too long for the model or only the tokens asked for after it.
-ModelCache create_cache(ModelInstance& model, size_t index, int64_t prompt_length, int64_t max_new_tokens) {
+ModelCache create_cache(CachedModel& model, size_t index, int64_t prompt_length, int64_t max_new_tokens) {
   try {
     return model.create_cache(prompt_length + max_new_tokens);
   } catch (const Error& refused) {
@@ -116,12 +117,13 @@ class GenerationLoop {
         device_(device),
         prompts_(prompts),
         options_(options),
+        cached_(model),
         streams_(options.seed, static_cast<int64_t>(prompts.size())),
         agree_over_tp_(communicator.size(TRIAX_GROUP_TP) > 1) {
     // Every prompt's cache first: a prompt too long is refused before any work.
     caches_.reserve(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i)
-      caches_.push_back(create_cache(model, i, static_cast<int64_t>(prompts[i].size()), options.max_new_tokens));
+      caches_.push_back(create_cache(cached_, i, static_cast<int64_t>(prompts[i].size()), options.max_new_tokens));
     if (!options.use_cache) caches_.clear();
     result_.sequences.resize(prompts.size());
   }
@@ -145,7 +147,7 @@ class GenerationLoop {
         group.push_back(&prompts_[static_cast<size_t>(row)]);
         group_caches.push_back(&caches_[static_cast<size_t>(row)]);
       }
-      advance(model_.forward_cached(group_caches, ids_tensor(group, device_)).logits, row_ids);
+      advance(cached_.forward_cached(group_caches, ids_tensor(group, device_)).logits, row_ids);
     }
     result_.stats.prefill_seconds = seconds_since(start);
   }
@@ -167,7 +169,7 @@ class GenerationLoop {
       profiler.before_step(step);
       if (options_.use_cache) {
         next =
-            advance(model_.forward_cached(every_cache, next, {}, options_.cuda_graphs).logits, every_row).view({-1, 1});
+            advance(cached_.forward_cached(every_cache, next, {}, options_.cuda_graphs).logits, every_row).view({-1, 1});
       } else {
         const std::vector<int64_t> running = running_rows();
         advance(uncached_logits(running), running);
@@ -249,6 +251,7 @@ class GenerationLoop {
   const c10::Device device_;
   const std::vector<std::vector<int64_t>>& prompts_;
   const GenerationOptions& options_;
+  CachedModel cached_;  // the model's inference cache
   std::vector<ModelCache> caches_;
   GenerationResult result_;
   SamplingStreams streams_;

@@ -8,6 +8,7 @@
 #endif
 
 #include <chrono>
+#include <functional>
 #include <ctime>
 #include <set>
 
@@ -99,17 +100,35 @@ void restore_rng_states(const CheckpointReader& reader, int rank, [[maybe_unused
 #endif
 }
 
-// Loads one parameter; a ZeRO-3 shard through its whole box (the store reassembles boxes).
-void load_parameter(const CheckpointReader& reader, const NamedParameter& p, const Zero3Layout& zero3) {
+// Fills one parameter with `fill`, which copies stored values into a shard it is given; a ZeRO-3
+// shard through its whole box (the stores hold boxes, not ZeRO-3 pieces).
+void fill_parameter(const NamedParameter& p, const Zero3Layout& zero3,
+                    const std::function<void(const NamedParameter&)>& fill) {
   const Zero3Piece* piece = zero3.find(p.name);
   if (piece == nullptr) {
-    reader.load_parameter(p);
+    fill(p);
     return;
   }
   const NamedParameter box = whole_box(p, *piece, p.tensor.scalar_type());
-  reader.load_parameter(box);
+  fill(box);
   at::NoGradGuard no_grad;
   p.tensor.detach().copy_(box.tensor.reshape({-1}).narrow(0, piece->range.offset, piece->range.length));
+}
+
+// Loads every parameter from `reader` behind a progress line, then checks that no stored tensor
+// is left over (collective over the world). Returns the bytes loaded into this rank.
+int64_t load_weights(const CheckpointReader& reader, const std::vector<NamedParameter>& parameters,
+                     const Zero3Layout& zero3, Communicator& communicator, const c10::Device& device) {
+  int64_t parameter_bytes = 0;
+  for (const NamedParameter& p : parameters) parameter_bytes += static_cast<int64_t>(p.tensor.nbytes());
+  ProgressMeter progress("loading the weights of " + reader.folder().string(), parameter_bytes);
+  for (const NamedParameter& p : parameters) {
+    fill_parameter(p, zero3, [&](const NamedParameter& target) { reader.load_parameter(target); });
+    progress.advance(static_cast<int64_t>(p.tensor.nbytes()));
+  }
+  progress.finish();
+  check_nothing_left_over(reader, parameters, communicator, device);
+  return parameter_bytes;
 }
 
 }  // namespace
@@ -126,14 +145,9 @@ void load_initial_weights(const std::string& path, const std::vector<NamedParame
       if (it == model.parameters.end())
         throw CheckpointError("Hugging Face folder " + path + " has no tensor " + p.name +
                               " (a model of another shape, or tied where this one is not?)");
-      if (const Zero3Piece* piece = zero3.find(p.name)) {
-        const NamedParameter box = whole_box(p, *piece, p.tensor.scalar_type());
-        copy_shard_from_whole(box, it->second, "Hugging Face folder " + path);
-        at::NoGradGuard no_grad;
-        p.tensor.detach().copy_(box.tensor.reshape({-1}).narrow(0, piece->range.offset, piece->range.length));
-      } else {
-        copy_shard_from_whole(p, it->second, "Hugging Face folder " + path);
-      }
+      fill_parameter(p, zero3, [&](const NamedParameter& target) {
+        copy_shard_from_whole(target, it->second, "Hugging Face folder " + path);
+      });
       used.insert(p.name);
     }
     if (communicator.size(TRIAX_GROUP_PP) == 1)  // every rank holds every name: nothing may be left
@@ -145,15 +159,7 @@ void load_initial_weights(const std::string& path, const std::vector<NamedParame
     return;
   }
   CheckpointReader reader(path);
-  int64_t parameter_bytes = 0;
-  for (const NamedParameter& p : parameters) parameter_bytes += static_cast<int64_t>(p.tensor.nbytes());
-  ProgressMeter progress("loading the weights of " + reader.folder().string(), parameter_bytes);
-  for (const NamedParameter& p : parameters) {
-    load_parameter(reader, p, zero3);
-    progress.advance(static_cast<int64_t>(p.tensor.nbytes()));
-  }
-  progress.finish();
-  check_nothing_left_over(reader, parameters, communicator, device);
+  load_weights(reader, parameters, zero3, communicator, device);
   log::info("model.init_method.path: weights of step " + std::to_string(reader.metadata().step) + " from " +
             reader.folder().string());
 }
@@ -172,16 +178,7 @@ void TrainingCheckpoint::begin_resume() {
   log::info("resuming from " + resume_from_->folder().string() + ": step " + std::to_string(m.step) +
             ", saved at " + m.topology.describe() + " by triax " + m.triax_version);
   const auto start = std::chrono::steady_clock::now();
-  int64_t parameter_bytes = 0;
-  for (const NamedParameter& p : *parts_.parameters) parameter_bytes += static_cast<int64_t>(p.tensor.nbytes());
-  ProgressMeter progress("loading the weights of " + resume_from_->folder().string(), parameter_bytes);
-  for (const NamedParameter& p : *parts_.parameters) {
-    load_parameter(*resume_from_, p, *zero3_);
-    loaded_bytes_ += static_cast<int64_t>(p.tensor.nbytes());
-    progress.advance(static_cast<int64_t>(p.tensor.nbytes()));
-  }
-  progress.finish();
-  check_nothing_left_over(*resume_from_, *parts_.parameters, *parts_.communicator, parts_.device);
+  loaded_bytes_ += load_weights(*resume_from_, *parts_.parameters, *zero3_, *parts_.communicator, parts_.device);
   load_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -219,65 +219,6 @@ std::vector<std::pair<int64_t, at::Tensor>> ModelInstance::qk_clip_factors(doubl
   return out;
 }
 
-ModelCache::ModelCache(ModelCache&& other) noexcept
-    : vtable_(other.vtable_), model_(other.model_), handle_(other.handle_) {
-  other.handle_ = nullptr;
-}
-
-ModelCache::~ModelCache() {
-  if (handle_ != nullptr) vtable_->cache_destroy(model_, handle_);
-}
-
-int64_t ModelCache::length() const { return vtable_->cache_length(model_, handle_); }
-
-bool ModelInstance::has_inference_cache() const {
-  return vtable_.struct_size >= offsetof(triax_model_vtable, forward_cached) + sizeof(vtable_.forward_cached) &&
-         vtable_.cache_create != nullptr && vtable_.cache_destroy != nullptr && vtable_.cache_length != nullptr &&
-         vtable_.forward_cached != nullptr;
-}
-
-void ModelInstance::require_inference_cache() const {
-  if (!has_inference_cache())
-    throw Error(TRIAX_ERROR_UNSUPPORTED, "model plugin '" + name_ + "' offers no inference cache (generation needs "
-                                         "cache_create and forward_cached, ABI 1.3)");
-}
-
-ModelCache ModelInstance::create_cache(int64_t max_tokens) {
-  require_inference_cache();
-  triax_error error{};
-  triax_cache* handle = nullptr;
-  triax_status status = vtable_.cache_create(handle_, max_tokens, &handle, &error);
-  if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");
-  return ModelCache(vtable_, handle_, handle);
-}
-
-ModelInstance::CachedOutput ModelInstance::forward_cached(const std::vector<ModelCache*>& caches,
-                                                          const at::Tensor& input_ids, const at::Tensor& hidden_in,
-                                                          bool cuda_graph) {
-  require_inference_cache();
-  std::vector<triax_cache*> handles;
-  handles.reserve(caches.size());
-  for (const ModelCache* cache : caches) {
-    if (cache->model_ != handle_)
-      throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "model plugin '" + name_ + "': a cache made by another model instance");
-    handles.push_back(cache->handle_);
-  }
-  triax_stage_io io{};
-  io.struct_size = sizeof(io);
-  io.input_ids = borrow_handle(input_ids);
-  io.hidden_in = borrow_handle(hidden_in);
-  io.cuda_graph = cuda_graph ? 1 : 0;
-  triax_error error{};
-  triax_status status =
-      vtable_.forward_cached(handle_, handles.data(), static_cast<int32_t>(handles.size()), &io, &error);
-  // Whatever the plugin handed over is ours, failure or not.
-  CachedOutput out{adopt_handle(io.hidden_out), adopt_handle(io.logits)};
-  adopt_handle(io.loss);
-  adopt_handle(io.aux_loss);
-  if (status != TRIAX_OK) throw_plugin_failure(status, error, "model plugin '" + name_ + "'");
-  return out;
-}
-
 EngineInstance::EngineInstance(const triax_engine_vtable& vtable, std::string name, const triax_engine_context& context)
     : vtable_(vtable), name_(std::move(name)) {
   triax_error error{};

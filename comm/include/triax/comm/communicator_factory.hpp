@@ -10,7 +10,7 @@
 #include <string>
 
 #include "triax/comm/launch_environment.hpp"
-#include "triax/core/comm/comm_settings.hpp"
+#include "triax/comm/comm_settings.hpp"
 #include "triax/core/comm/communicator.hpp"
 
 namespace triax {

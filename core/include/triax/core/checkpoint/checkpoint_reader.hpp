@@ -54,7 +54,6 @@ class CheckpointReader {
   std::string resolved_config() const;  // config.yaml of the saving run
 
   std::vector<std::string> parameter_names() const;
-  bool has_parameter(const std::string& name) const { return model_pieces_.count(name) > 0; }
   std::vector<int64_t> parameter_shape(const std::string& name) const;  // unpadded
   std::string parameter_dtype(const std::string& name) const;
 

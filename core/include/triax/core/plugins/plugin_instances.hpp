@@ -18,27 +18,6 @@ namespace triax {
 // Throws the exception matching a plugin's failure status; `who` prefixes the message.
 void throw_plugin_failure(triax_status status, const triax_error& error, const std::string& who);
 
-// One sequence's inference cache inside a model instance (ABI 1.3), destroyed through the plugin
-// when it goes away. It must not outlive the instance that made it.
-class ModelCache {
- public:
-  ModelCache(ModelCache&& other) noexcept;
-  ModelCache& operator=(ModelCache&&) = delete;
-  ModelCache(const ModelCache&) = delete;
-  ~ModelCache();
-
-  int64_t length() const;  // tokens seen so far
-  triax_cache* handle() const { return handle_; }
-
- private:
-  friend class ModelInstance;
-  ModelCache(const triax_model_vtable& vtable, triax_model* model, triax_cache* handle)
-      : vtable_(&vtable), model_(model), handle_(handle) {}
-  const triax_model_vtable* vtable_;
-  triax_model* model_;
-  triax_cache* handle_;
-};
-
 class ModelInstance {
  public:
   // Forward FLOPs per token of each pipeline block, before any instance exists.
@@ -71,24 +50,7 @@ class ModelInstance {
   // The factors of the parameters holding query or key rows, by this instance's parameter index.
   std::vector<std::pair<int64_t, at::Tensor>> qk_clip_factors(double threshold);
 
-  // Inference with a cache: whether the plugin offers it (ABI 1.3 members present).
-  bool has_inference_cache() const;
-  // A cache for one sequence of up to max_tokens tokens; refused (TRIAX_ERROR_UNSUPPORTED, naming
-  // the plugin) when the plugin has none.
-  ModelCache create_cache(int64_t max_tokens);
-  struct CachedOutput {
-    at::Tensor hidden_out;  // every stage but the last
-    at::Tensor logits;      // last stage: [rows, new, padded vocab / tp]
-  };
-  // New tokens input_ids [rows, new] continuing caches[row] (hidden_in from the previous stage
-  // on a stage without the embedding, else undefined); extends the caches. cuda_graph: the plugin
-  // may run a decoding step as a CUDA graph (ABI 1.9 triax_stage_io.cuda_graph).
-  CachedOutput forward_cached(const std::vector<ModelCache*>& caches, const at::Tensor& input_ids,
-                              const at::Tensor& hidden_in = {}, bool cuda_graph = false);
-
  private:
-  void require_inference_cache() const;
-
   const triax_model_vtable& vtable_;
   std::string name_;
   triax_model* handle_ = nullptr;

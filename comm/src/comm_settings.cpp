@@ -1,4 +1,4 @@
-#include "triax/core/comm/comm_settings.hpp"
+#include "triax/comm/comm_settings.hpp"
 
 #include "triax/config/train_config.hpp"
 
