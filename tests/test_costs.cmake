@@ -40,7 +40,6 @@ endwhile()
 # divided by 5.
 set(triax_suite_costs
   config_fuzz_test.ShippedConfigs/ConfigFuzz 28
-  config_fuzz_loader_test.ShippedConfigs/ConfigFuzz 24
   zero_bubble_schedule_test.ZeroBubbleSchedule 15)
 set(triax_suite_costs_text "")
 while(triax_suite_costs)
