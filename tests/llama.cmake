@@ -23,7 +23,5 @@ triax_discover_test_suites(recompute_test)
 
 # ZeRO-3 blocks (triax/layers/zero3_layer.hpp) and side outputs carried out of them and out of
 # recompute() (triax/layers/side_outputs.hpp), on one process.
-add_executable(zero3_layer_test ${CMAKE_CURRENT_LIST_DIR}/zero3_layer_test.cpp ${CMAKE_CURRENT_LIST_DIR}/side_outputs_test.cpp)
-target_link_libraries(zero3_layer_test PRIVATE triax_sdk GTest::gtest_main)
-triax_use_pch(zero3_layer_test)
-triax_discover_test_suites(zero3_layer_test)
+# In sdk_test (tests/sdk_test.cmake).
+target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/zero3_layer_test.cpp ${CMAKE_CURRENT_LIST_DIR}/side_outputs_test.cpp)
