@@ -8,7 +8,7 @@ target_link_libraries(zero_bubble_schedule_test PRIVATE triax_pipeline_schedules
 triax_discover_test_suites(zero_bubble_schedule_test PROPERTIES LABELS zero_bubble)
 
 target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/deferred_weight_gradients_test.cpp)  # tests/sdk_test.cmake
-triax_add_sdk_suites(SUITES DeferredWeightGradients.* PROPERTIES LABELS zero_bubble)
+triax_add_area_suites(sdk_test SUITES DeferredWeightGradients.* PROPERTIES LABELS zero_bubble)
 
 target_sources(multi_rank_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/zero_bubble_pipeline_test.cpp)
 target_link_libraries(multi_rank_test PRIVATE triax_pipeline_schedules)
