@@ -102,4 +102,5 @@ set_tests_properties(context_parallel.refusals PROPERTIES LABELS "context_parall
 # sequence; the choice read from triax_model_context. Both in sdk_test (tests/sdk_test.cmake).
 target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/context_parallel_slice_test.cpp
                                 ${CMAKE_CURRENT_LIST_DIR}/ring_attention_test.cpp)
-triax_add_area_suites(sdk_test SUITES ContextParallelSlice.* RingAttentionChoice.* RingBlocks.* PROPERTIES LABELS context_parallel)
+triax_add_area_suites(sdk_test SUITES ContextParallelSlice.* RingAttentionChoice.* RingBlocks.*
+                      PROPERTIES LABELS context_parallel)
