@@ -7,4 +7,6 @@ add_executable(core_test)
 target_link_libraries(core_test PRIVATE triax_core GTest::gtest_main)
 target_compile_definitions(core_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 triax_use_pch(core_test)
+# All its files in one unity batch: each batch compiles LibTorch's headers once more.
+set_target_properties(core_test PROPERTIES UNITY_BUILD_BATCH_SIZE 0)
 triax_add_other_suites(core_test)

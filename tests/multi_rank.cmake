@@ -49,6 +49,8 @@ add_executable(multi_rank_test)
 target_link_libraries(multi_rank_test PRIVATE triax_multi_rank_main)
 target_compile_definitions(multi_rank_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 triax_use_pch(multi_rank_test)
+# All its files in one unity batch: each batch compiles LibTorch's headers once more.
+set_target_properties(multi_rank_test PROPERTIES UNITY_BUILD_BATCH_SIZE 0)
 
 function(triax_add_multi_rank_suites)
   cmake_parse_arguments(ARG "" "NAME;RANKS;TIMEOUT;PROCESSORS" "SUITES" ${ARGN})

@@ -9,5 +9,7 @@ add_executable(sdk_test)
 target_link_libraries(sdk_test PRIVATE triax_sdk GTest::gtest_main)
 target_include_directories(sdk_test PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)  # the SDK's private headers
 triax_use_pch(sdk_test)
+# All its files in one unity batch: each batch compiles LibTorch's headers once more.
+set_target_properties(sdk_test PROPERTIES UNITY_BUILD_BATCH_SIZE 0)
 
 triax_add_other_suites(sdk_test)
