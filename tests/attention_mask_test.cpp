@@ -141,7 +141,7 @@ TEST(SlidingWindow, CachedGenerationPastTheWindowEqualsTheFullForward) {
   EXPECT_LT(max_abs_diff(at::cat(pieces, 1), expected), 1e-5);
 }
 
-std::string config_error(const std::string& extra, int64_t sequence_length = 16) {
+std::string block_costs_error(const std::string& extra, int64_t sequence_length = 16) {
   try {
     ConfigReader reader = ConfigReader::from_text(tiny_yaml(false, extra), "model.model_config");
     LlamaModel::block_costs(reader, sequence_length);
@@ -153,17 +153,17 @@ std::string config_error(const std::string& extra, int64_t sequence_length = 16)
 
 TEST(SlidingWindow, BadWindowsAreRefusedNamingTheKey) {
   for (const char* bad : {"0", "-2"}) {
-    const std::string message = config_error(std::string("sliding_window_size: ") + bad + "\n");
+    const std::string message = block_costs_error(std::string("sliding_window_size: ") + bad + "\n");
     EXPECT_NE(message.find("model.model_config.sliding_window_size: must be at least 1"), std::string::npos) << message;
   }
-  const std::string longer = config_error("sliding_window_size: 17\n", 16);
+  const std::string longer = block_costs_error("sliding_window_size: 17\n", 16);
   EXPECT_NE(longer.find("model.model_config.sliding_window_size: is 17, longer than tokens.sequence_length (16)"),
             std::string::npos)
       << longer;
-  EXPECT_EQ(config_error("sliding_window_size: 16\n", 16), "(no ConfigError)");
-  EXPECT_EQ(config_error("sliding_window_size: 16\n", 1), "(no ConfigError)");  // triax generate's question
-  EXPECT_EQ(config_error("sliding_window_size: null\n_use_doc_masking: true\n"), "(no ConfigError)");
-  EXPECT_NE(config_error("_use_doc_masking: 3\n").find("model.model_config._use_doc_masking"), std::string::npos);
+  EXPECT_EQ(block_costs_error("sliding_window_size: 16\n", 16), "(no ConfigError)");
+  EXPECT_EQ(block_costs_error("sliding_window_size: 16\n", 1), "(no ConfigError)");  // triax generate's question
+  EXPECT_EQ(block_costs_error("sliding_window_size: null\n_use_doc_masking: true\n"), "(no ConfigError)");
+  EXPECT_NE(block_costs_error("_use_doc_masking: 3\n").find("model.model_config._use_doc_masking"), std::string::npos);
 }
 
 }  // namespace

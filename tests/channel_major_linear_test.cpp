@@ -11,6 +11,9 @@
 #include "tensor_parallel_group.hpp"
 #include "triax/layers/linear.hpp"
 
+// A namespace of this file's own: the multi-rank test files compile together (tests/multi_rank.cmake)
+// and share names such as kSeq or toy_vtable.
+namespace channel_major_linear_test {
 namespace {
 
 using triax::TensorParallel;
@@ -77,3 +80,4 @@ INSTANTIATE_TEST_SUITE_P(Modes, ChannelMajorLinearTest, ::testing::Values(TpMode
                          });
 
 }  // namespace
+}  // namespace channel_major_linear_test

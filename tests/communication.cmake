@@ -1,18 +1,13 @@
 # The mpi backend under mpirun: every operation over every group kind at 2 and 4 ranks.
-add_executable(communicator_test ${CMAKE_CURRENT_LIST_DIR}/communicator_test.cpp)
-target_link_libraries(communicator_test PRIVATE triax_multi_rank_main)
-triax_use_pch(communicator_test)
-triax_add_multi_rank_test(NAME communicator_2_ranks RANKS 2 COMMAND $<TARGET_FILE:communicator_test> TIMEOUT 120)
+target_sources(multi_rank_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/communicator_test.cpp)
+triax_add_multi_rank_suites(NAME communicator_2_ranks RANKS 2 SUITES MpiCommunicator TIMEOUT 120)
 # Four ranks that mostly wait for each other (about 20% of a core's time each): one core reserved.
-triax_add_multi_rank_test(NAME communicator_4_ranks RANKS 4 PROCESSORS 1 COMMAND $<TARGET_FILE:communicator_test>
-                          TIMEOUT 120)
+triax_add_multi_rank_suites(NAME communicator_4_ranks RANKS 4 PROCESSORS 1 SUITES MpiCommunicator TIMEOUT 120)
 
 # The no-hang guarantee: a stopped or lagging peer is named within the timeout.
-add_executable(communicator_timeout_test ${CMAKE_CURRENT_LIST_DIR}/communicator_timeout_test.cpp)
-target_link_libraries(communicator_timeout_test PRIVATE triax_multi_rank_main)
-triax_use_pch(communicator_timeout_test)
-triax_add_multi_rank_test(NAME communicator_timeout_2_ranks RANKS 2 PROCESSORS 1
-                          COMMAND $<TARGET_FILE:communicator_timeout_test> TIMEOUT 60)
+target_sources(multi_rank_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/communicator_timeout_test.cpp)
+triax_add_multi_rank_suites(NAME communicator_timeout_2_ranks RANKS 2 PROCESSORS 1 SUITES MpiCommunicatorTimeout
+                            TIMEOUT 60)
 
 # `triax launch`, rendezvous errors, a rank killed mid-training, `triax inspect mesh`.
 add_test(NAME launch COMMAND ${CMAKE_CURRENT_LIST_DIR}/launch_test.sh $<TARGET_FILE:triax> ${PROJECT_SOURCE_DIR})

@@ -98,14 +98,9 @@ set_tests_properties(context_parallel.refusals PROPERTIES LABELS "context_parall
                      TIMEOUT 120)
 
 # The slices and the attention mask over the gathered keys, without communication.
-add_executable(context_parallel_slice_test ${CMAKE_CURRENT_LIST_DIR}/context_parallel_slice_test.cpp)
-target_link_libraries(context_parallel_slice_test PRIVATE triax_sdk GTest::gtest_main)
-triax_use_pch(context_parallel_slice_test)
-triax_discover_test_suites(context_parallel_slice_test PROPERTIES LABELS context_parallel)
-
 # Ring attention without communication: its blocks, merged, against plain attention on the whole
-# sequence; the choice read from triax_model_context.
-add_executable(ring_attention_test ${CMAKE_CURRENT_LIST_DIR}/ring_attention_test.cpp)
-target_link_libraries(ring_attention_test PRIVATE triax_sdk GTest::gtest_main)
-triax_use_pch(ring_attention_test)
-triax_discover_test_suites(ring_attention_test PROPERTIES LABELS context_parallel)
+# sequence; the choice read from triax_model_context. Both in sdk_test (tests/sdk_test.cmake).
+target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/context_parallel_slice_test.cpp
+                                ${CMAKE_CURRENT_LIST_DIR}/ring_attention_test.cpp)
+triax_add_area_suites(sdk_test SUITES ContextParallelSlice.* RingAttentionChoice.* RingBlocks.*
+                      PROPERTIES LABELS context_parallel)

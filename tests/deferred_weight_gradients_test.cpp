@@ -20,7 +20,9 @@
 #include "triax/layers/recompute.hpp"
 #include "triax/weight_gradient_queue.hpp"
 
-namespace triax {
+// A namespace of this file's own: the SDK's test files compile together (tests/sdk_test.cmake) and
+// share names such as seeded.
+namespace triax::deferred_weight_gradients_test {
 namespace {
 
 at::Tensor seeded(std::vector<int64_t> shape, uint64_t seed) {
@@ -209,4 +211,4 @@ TEST(DeferredWeightGradients, AFailingProductIsReportedAndTheRestReleased) {
 }
 
 }  // namespace
-}  // namespace triax
+}  // namespace triax::deferred_weight_gradients_test

@@ -7,10 +7,9 @@ triax_add_plugin(test_plugin_expert_toy SOURCES ${CMAKE_CURRENT_LIST_DIR}/plugin
 set_target_properties(test_plugin_expert_toy PROPERTIES OUTPUT_NAME expert_toy
                       LIBRARY_OUTPUT_DIRECTORY "${TRIAX_TEST_PLUGINS_DIR}/expert_toy")
 
-add_executable(expert_parallel_test ${CMAKE_CURRENT_LIST_DIR}/expert_parallel_test.cpp)
-target_link_libraries(expert_parallel_test PRIVATE triax_multi_rank_main)
-triax_use_pch(expert_parallel_test)
-triax_add_multi_rank_test(NAME expert_parallel_4_ranks RANKS 4 COMMAND $<TARGET_FILE:expert_parallel_test> TIMEOUT 60)
+target_sources(multi_rank_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/expert_parallel_test.cpp)
+triax_add_multi_rank_suites(NAME expert_parallel_4_ranks RANKS 4 SUITES AllToAllV ExpertGradients ReplicaOwnership
+                            TIMEOUT 60)
 set_tests_properties(expert_parallel_4_ranks PROPERTIES LABELS "multi_rank;expert_parallel")
 
 set(EXPERT_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/expert_toy_parity.yaml)

@@ -1,15 +1,12 @@
 # Runtime faults (docs/reliability.md), each test labelled `faults`: numerical faults in one
-# process (faults_test); preemption, rank deaths, crashes at every point of a save, a full disk
+# process (faults_test.cpp, in core_test); preemption, rank deaths, crashes at every point of a save, a full disk
 # and error propagation on real processes (tests/faults/*.sh, through `triax launch`); the soak
 # run (label slow).
-add_executable(faults_test faults_test.cpp)
-target_link_libraries(faults_test PRIVATE triax_core GTest::gtest_main)
-target_compile_definitions(faults_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}"
-                           TRIAX_PARITY_CONFIG="${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml")
-add_dependencies(faults_test triax_llama triax_afab triax_adamw)
-triax_use_pch(faults_test)
-triax_discover_test_suites(faults_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 LABELS faults
-                           ENVIRONMENT "OMP_NUM_THREADS=1")
+target_sources(core_test PRIVATE faults_test.cpp)  # tests/core_test.cmake
+target_compile_definitions(core_test PRIVATE TRIAX_PARITY_CONFIG="${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml")
+add_dependencies(core_test triax_llama triax_afab triax_adamw)
+triax_add_area_suites(core_test SUITES FaultInjection.* NonFinitePolicy.* PROPERTIES TIMEOUT 300 LABELS faults
+                      ENVIRONMENT "OMP_NUM_THREADS=1")
 
 set(FAULTS_CONFIG ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_llama_parity.yaml)
 set(FAULTS_DIR ${CMAKE_CURRENT_BINARY_DIR}/faults)

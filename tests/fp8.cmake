@@ -1,30 +1,13 @@
 # FP8 training (docs/fp8.md). The fp8 linear against the exact product (CPU emulation) and, on a
 # GPU (label gpu), at::_scaled_mm against bf16 and against the emulation; the section's refusals.
-add_executable(fp8_linear_test ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_linear_test.cpp)
-target_link_libraries(fp8_linear_test PRIVATE triax_sdk GTest::gtest_main)
-triax_use_pch(fp8_linear_test)
-triax_discover_test_suites(fp8_linear_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_linear_test_cpu)
-triax_discover_test_suites(fp8_linear_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_linear_test_cuda PROPERTIES LABELS gpu)
-
 # The scaling kernels against the LibTorch composition, bit for bit (label gpu), and the fp8
-# weights kept across micro-batches (CPU emulation).
-add_executable(fp8_cast_test ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_cast_test.cpp
-                             ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_weight_cache_test.cpp)
-target_link_libraries(fp8_cast_test PRIVATE triax_sdk GTest::gtest_main)
-target_include_directories(fp8_cast_test PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)  # fp8_matmul.hpp
-triax_use_pch(fp8_cast_test)
-triax_discover_test_suites(fp8_cast_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_cast_test_cpu)
-triax_discover_test_suites(fp8_cast_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_cast_test_cuda PROPERTIES LABELS gpu)
-
-# The amax computed by the producers of fp8 operands (RMSNorm, SwiGLU): the records and the
-# choice of norms (CPU), the kernels' amaxes exact and a step's bits unchanged (label gpu).
-add_executable(fp8_producer_amax_test ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_producer_amax_test.cpp)
-target_link_libraries(fp8_producer_amax_test PRIVATE triax_sdk GTest::gtest_main)
-target_include_directories(fp8_producer_amax_test PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)  # recorded_amax.hpp
-triax_use_pch(fp8_producer_amax_test)
-triax_discover_test_suites(fp8_producer_amax_test TEST_FILTER "*Cpu.*" TEST_LIST fp8_producer_amax_test_cpu)
-triax_discover_test_suites(fp8_producer_amax_test TEST_FILTER "*Cuda.*" TEST_LIST fp8_producer_amax_test_cuda
-                     PROPERTIES LABELS gpu)
+# weights kept across micro-batches (CPU emulation). The amax computed by the producers of fp8
+# operands (RMSNorm, SwiGLU): the records and the choice of norms (CPU), the kernels' amaxes exact
+# and a step's bits unchanged (label gpu). All in sdk_test (tests/sdk_test.cmake).
+target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_linear_test.cpp
+                                ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_cast_test.cpp
+                                ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_weight_cache_test.cpp
+                                ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_producer_amax_test.cpp)
 
 # bf16 against fp8 per linear shape of SmolLM-135M/360M/1.7B, to place fp8.min_gemm_size (built,
 # not run by ctest).
@@ -42,12 +25,10 @@ endif()
 
 # Column- and row-parallel fp8 layers at tp 2 (both modes, both recipes) against the whole layer:
 # the scales of sharded operands agree across the tp ranks.
-add_executable(fp8_tensor_parallel_test ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_tensor_parallel_test.cpp)
-target_link_libraries(fp8_tensor_parallel_test PRIVATE triax_sdk triax_multi_rank_main)
-triax_use_pch(fp8_tensor_parallel_test)
+target_sources(multi_rank_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_tensor_parallel_test.cpp)
 foreach(ranks 1 2)
-  triax_add_multi_rank_test(NAME fp8_tensor_parallel_${ranks}_ranks RANKS ${ranks}
-                            COMMAND $<TARGET_FILE:fp8_tensor_parallel_test> TIMEOUT 120)
+  triax_add_multi_rank_suites(NAME fp8_tensor_parallel_${ranks}_ranks RANKS ${ranks}
+                              SUITES ModesAndRecipes/Fp8TensorParallelTest TIMEOUT 120)
 endforeach()
 
 # Whole fp8 training runs at tp 2 (both modes), with pp 2, recompute and dp 2 + ZeRO-1 beside,

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_test_support.hpp"
 #include "live_cpu_bytes.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/cross_entropy.hpp"
@@ -42,14 +43,7 @@ double tolerance(c10::ScalarType dtype, c10::Device device) {
   return 1e-2;
 }
 
-void expect_close(const at::Tensor& actual, const at::Tensor& expected, double tol, const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what << ": undefined";
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  const at::Tensor a = actual.detach().to(at::kCPU, at::kDouble), e = expected.detach().to(at::kCPU, at::kDouble);
-  const double scale = std::max(e.abs().max().item<double>(), 1e-30);
-  const double error = (a - e).abs().max().item<double>() / scale;
-  EXPECT_LE(error, tol) << what << ": relative error " << error;
-}
+using triax::kernel_testing::expect_close;
 
 // incoming: the gradient the loss receives (the pipeline scales each micro-batch's loss).
 void check(const Case& c, c10::Device device, c10::ScalarType dtype, double incoming = 1.0) {

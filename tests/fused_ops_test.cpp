@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernel_test_support.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/recomputed_activation.hpp"
 #include "triax/layers/rotary_qkv.hpp"
@@ -47,14 +48,7 @@ std::string where(c10::Device device, c10::ScalarType dtype, const std::vector<i
 }
 
 // max |actual - expected| <= tol * max |expected|.
-void expect_close(const at::Tensor& actual, const at::Tensor& expected, double tol, const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what << ": undefined";
-  ASSERT_EQ(actual.sizes(), expected.sizes()) << what;
-  const at::Tensor a = actual.detach().to(at::kCPU, at::kDouble), e = expected.detach().to(at::kCPU, at::kDouble);
-  const double scale = std::max(e.abs().max().item<double>(), 1e-30);
-  const double error = (a - e).abs().max().item<double>() / scale;
-  EXPECT_LE(error, tol) << what << ": relative error " << error;
-}
+using triax::kernel_testing::expect_close;
 
 // The autograd node of a fused op's output: the kernel's own function on CUDA.
 void expect_kernel(const at::Tensor& y, const char* function) {

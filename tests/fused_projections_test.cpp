@@ -21,6 +21,9 @@
 #include "triax/layers/rotary_embedding.hpp"
 #include "triax/layers/swiglu_mlp.hpp"
 
+// A namespace of this file's own: the multi-rank test files compile together (tests/multi_rank.cmake)
+// and share names such as kSeq or toy_vtable.
+namespace fused_projections_test {
 namespace {
 
 using triax::TensorParallel;
@@ -160,3 +163,4 @@ INSTANTIATE_TEST_SUITE_P(Modes, FusedProjectionsTest,
                          });
 
 }  // namespace
+}  // namespace fused_projections_test

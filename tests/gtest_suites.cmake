@@ -72,3 +72,27 @@ function(triax_write_suite_spec stem target filter suffix list_var discovery_tim
     "set(suite_properties_text [==[${properties_text}]==])\n"
     "set(suite_output [==[${stem}_tests.cmake]==])\n")
 endfunction()
+
+# triax_add_area_suites(<target> SUITES <pattern>... [PROPERTIES <name> <value>...])
+#
+# For a program that several areas fill with their files (sdk_test, core_test): registers the
+# suites one area names, with that area's properties. triax_add_other_suites(<target>), called
+# where the program is defined, registers at the end of the directory the suites no area named:
+# the *Cuda ones with the label gpu, the others without a label, so that no suite goes unrun.
+function(triax_add_area_suites target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SUITES;PROPERTIES")
+  list(JOIN arg_SUITES ":" filter)
+  set_property(GLOBAL APPEND PROPERTY triax_named_suites_${target} ${arg_SUITES})
+  triax_discover_test_suites(${target} DISCOVERY_TIMEOUT 60 TEST_FILTER "${filter}" PROPERTIES ${arg_PROPERTIES})
+endfunction()
+
+function(triax_add_other_suites target)
+  cmake_language(EVAL CODE "cmake_language(DEFER CALL triax_register_other_suites [==[${target}]==])")
+endfunction()
+
+function(triax_register_other_suites target)
+  get_property(named GLOBAL PROPERTY triax_named_suites_${target})
+  list(JOIN named ":" named)
+  triax_discover_test_suites(${target} DISCOVERY_TIMEOUT 60 TEST_FILTER "-${named}:*Cuda.*")
+  triax_discover_test_suites(${target} DISCOVERY_TIMEOUT 60 TEST_FILTER "*Cuda.*-${named}" PROPERTIES LABELS gpu)
+endfunction()

@@ -6,11 +6,9 @@ target_link_libraries(inference_cache_test PRIVATE triax_llama_impl triax_genera
 triax_use_pch(inference_cache_test)
 triax_discover_test_suites(inference_cache_test)
 
-add_executable(inference_cache_tp_test ${CMAKE_CURRENT_LIST_DIR}/inference_cache_tp_test.cpp)
-target_link_libraries(inference_cache_tp_test PRIVATE triax_llama_impl triax_multi_rank_main)
-triax_use_pch(inference_cache_tp_test)
-triax_add_multi_rank_test(NAME inference_cache_tp_2_ranks RANKS 2 COMMAND $<TARGET_FILE:inference_cache_tp_test>
-                          TIMEOUT 120)
+target_sources(multi_rank_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/inference_cache_tp_test.cpp)
+target_link_libraries(multi_rank_test PRIVATE triax_llama_impl)
+triax_add_multi_rank_suites(NAME inference_cache_tp_2_ranks RANKS 2 SUITES Modes/InferenceCacheTpTest TIMEOUT 120)
 
 # The ops a decoding step runs per layer (each a kernel launch on a GPU), held at today's count.
 add_executable(decode_op_count_test ${CMAKE_CURRENT_LIST_DIR}/decode_op_count_test.cpp)

@@ -14,6 +14,9 @@
 #include "multi_rank_environment.hpp"
 #include "triax/core/comm/communicator.hpp"
 
+// A namespace of this file's own: the multi-rank test files compile together (tests/multi_rank.cmake)
+// and share names such as kSeq or toy_vtable.
+namespace inference_cache_tp_test {
 namespace {
 
 using triax::TpMode;
@@ -126,3 +129,4 @@ INSTANTIATE_TEST_SUITE_P(Modes, InferenceCacheTpTest, ::testing::Values(TpMode::
                          });
 
 }  // namespace
+}  // namespace inference_cache_tp_test

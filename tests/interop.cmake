@@ -2,15 +2,11 @@
 # architecture, the llama plugin's mapping (config.json <-> model_config, weights), and
 # cross-checks against Hugging Face's own safetensors and transformers libraries (Python, from the
 # venv tools/setup.sh makes; pins there).
-add_executable(safetensors_test ${CMAKE_CURRENT_LIST_DIR}/safetensors_test.cpp)
+# safetensors I/O and the tensor-map engine: one program, so LibTorch's headers are compiled once.
+add_executable(safetensors_test ${CMAKE_CURRENT_LIST_DIR}/safetensors_test.cpp ${CMAKE_CURRENT_LIST_DIR}/tensor_map_test.cpp)
 target_link_libraries(safetensors_test PRIVATE triax_interop nlohmann_json::nlohmann_json GTest::gtest_main)
 triax_use_pch(safetensors_test)
 triax_discover_test_suites(safetensors_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 60 ENVIRONMENT "OMP_NUM_THREADS=1")
-
-add_executable(tensor_map_test ${CMAKE_CURRENT_LIST_DIR}/tensor_map_test.cpp)
-target_link_libraries(tensor_map_test PRIVATE triax_interop GTest::gtest_main)
-triax_use_pch(tensor_map_test)
-triax_discover_test_suites(tensor_map_test DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 60 ENVIRONMENT "OMP_NUM_THREADS=1")
 
 # Model plugins that only declare nanotron markers (no Hugging Face mapping), plain C.
 add_library(test_plugin_model_markers MODULE ${CMAKE_CURRENT_LIST_DIR}/plugins/model_markers/model_markers.c)

@@ -1,13 +1,8 @@
 # The SDK's fused ops and fused lm_head + cross-entropy (docs/kernels.md) against the unfused
 # LibTorch code. The *Cpu suites run everywhere; the *Cuda suites run the CUDA kernels, carry the
-# ctest label `gpu` and skip when no GPU is present.
-foreach(test fused_ops_test fused_linear_cross_entropy_test)
-  add_executable(${test} ${CMAKE_CURRENT_LIST_DIR}/${test}.cpp)
-  target_link_libraries(${test} PRIVATE triax_sdk GTest::gtest_main)
-  triax_use_pch(${test})
-  triax_discover_test_suites(${test} TEST_FILTER "*Cpu.*" TEST_LIST ${test}_cpu)
-  triax_discover_test_suites(${test} TEST_FILTER "*Cuda.*" TEST_LIST ${test}_cuda PROPERTIES LABELS gpu)
-endforeach()
+# ctest label `gpu` and skip when no GPU is present (all in sdk_test, tests/sdk_test.cmake).
+target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fused_ops_test.cpp
+                                ${CMAKE_CURRENT_LIST_DIR}/fused_linear_cross_entropy_test.cpp)
 
 # Fused against unfused on one GPU at SmolLM-135M shapes (built, not run by ctest).
 if(TRIAX_CUDA)

@@ -6,7 +6,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include <string>
 
@@ -34,7 +33,7 @@ std::shared_ptr<Mamba2Mixer> mixer_with_chunks(int64_t chunk_size) {
       "model.model_config");
   auto mixer = std::make_shared<Mamba2Mixer>(Mamba2Config::read(reader), triax::test::tiny_model_context());
   at::Generator g = at::make_generator<at::CPUGeneratorImpl>(11);
-  torch::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;
   for (at::Tensor& p : mixer->parameters()) p.copy_(at::randn(p.sizes(), g, p.options()) * 0.2);
   return mixer;
 }

@@ -6,12 +6,9 @@ add_executable(interleaved_schedule_test ${CMAKE_CURRENT_LIST_DIR}/interleaved_s
 target_link_libraries(interleaved_schedule_test PRIVATE triax_pipeline_schedules GTest::gtest_main)
 triax_discover_test_suites(interleaved_schedule_test)
 
-add_executable(interleaved_pipeline_test ${CMAKE_CURRENT_LIST_DIR}/interleaved_pipeline_test.cpp)
-target_link_libraries(interleaved_pipeline_test PRIVATE triax_multi_rank_main)
-target_compile_definitions(interleaved_pipeline_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
-add_dependencies(interleaved_pipeline_test triax_interleaved_1f1b)
-triax_use_pch(interleaved_pipeline_test)
-triax_add_multi_rank_test(NAME interleaved_pipeline_2_ranks RANKS 2 COMMAND $<TARGET_FILE:interleaved_pipeline_test>)
+target_sources(multi_rank_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/interleaved_pipeline_test.cpp)
+add_dependencies(multi_rank_test triax_interleaved_1f1b)
+triax_add_multi_rank_suites(NAME interleaved_pipeline_2_ranks RANKS 2 SUITES InterleavedPipeline ModelChunksAbi)
 
 # triax_chunk_refusal(<name> "<expected message>" --set KEY=VALUE...): a 2-rank run of the parity
 # model (pp 2) that must stop before training with the message.

@@ -11,9 +11,7 @@ add_test(NAME moe_block.nemotron_h_moe_matches_transformers
 set_tests_properties(moe_block.nemotron_h_moe_matches_transformers PROPERTIES LABELS "python;moe" TIMEOUT 120
                      ENVIRONMENT "OMP_NUM_THREADS=1")
 
-add_executable(moe_block_expert_parallel_test ${CMAKE_CURRENT_LIST_DIR}/moe_block/moe_block_expert_parallel_test.cpp)
-target_link_libraries(moe_block_expert_parallel_test PRIVATE triax_multi_rank_main triax_moe_block)
-triax_use_pch(moe_block_expert_parallel_test)
-triax_add_multi_rank_test(NAME moe_block.expert_parallel_2_ranks RANKS 2
-                          COMMAND $<TARGET_FILE:moe_block_expert_parallel_test> TIMEOUT 120)
+target_sources(multi_rank_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/moe_block/moe_block_expert_parallel_test.cpp)
+target_link_libraries(multi_rank_test PRIVATE triax_moe_block)
+triax_add_multi_rank_suites(NAME moe_block.expert_parallel_2_ranks RANKS 2 SUITES MoeBlockExpertParallel TIMEOUT 120)
 set_property(TEST moe_block.expert_parallel_2_ranks APPEND PROPERTY LABELS moe expert_parallel)

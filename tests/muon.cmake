@@ -14,10 +14,8 @@ triax_use_pch(muon_test)
 triax_discover_test_suites(muon_test PROPERTIES LABELS muon ENVIRONMENT "OMP_NUM_THREADS=1")
 
 # QK-clip on the SDK's attention: the factors bring exactly the heads above the threshold to it.
-add_executable(qk_clip_test ${CMAKE_CURRENT_LIST_DIR}/qk_clip_test.cpp)
-target_link_libraries(qk_clip_test PRIVATE triax_sdk GTest::gtest_main)
-triax_use_pch(qk_clip_test)
-triax_discover_test_suites(qk_clip_test PROPERTIES LABELS muon ENVIRONMENT "OMP_NUM_THREADS=1")
+target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/qk_clip_test.cpp)  # tests/sdk_test.cmake
+triax_add_area_suites(sdk_test SUITES QkClip.* PROPERTIES LABELS muon ENVIRONMENT "OMP_NUM_THREADS=1")
 
 add_test(NAME muon.bad_input COMMAND ${CMAKE_CURRENT_LIST_DIR}/muon_bad_input_test.sh $<TARGET_FILE:triax>
                                      ${CMAKE_SOURCE_DIR})

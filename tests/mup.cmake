@@ -9,12 +9,10 @@ triax_use_pch(mup_transfer_test)
 add_test(NAME mup.transfer COMMAND mup_transfer_test)
 set_tests_properties(mup.transfer PROPERTIES LABELS "mup;slow" ENVIRONMENT "OMP_NUM_THREADS=1" TIMEOUT 600)
 
-add_executable(mup_test ${CMAKE_CURRENT_LIST_DIR}/mup_test.cpp)
-target_link_libraries(mup_test PRIVATE triax_core GTest::gtest_main)
-target_compile_definitions(mup_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
-add_dependencies(mup_test triax_llama triax_moe triax_mamba triax_adamw triax_zero1_adamw)
-triax_use_pch(mup_test)
-triax_discover_test_suites(mup_test DISCOVERY_TIMEOUT 60 PROPERTIES LABELS mup ENVIRONMENT "OMP_NUM_THREADS=1")
+target_sources(core_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/mup_test.cpp)  # tests/core_test.cmake
+add_dependencies(core_test triax_llama triax_moe triax_mamba triax_adamw triax_zero1_adamw)
+triax_add_area_suites(core_test SUITES SpectralMupModels.* SpectralMupOptimizers.* SpectralMupRefusals.* SpectralMupRule.*
+                      PROPERTIES LABELS mup ENVIRONMENT "OMP_NUM_THREADS=1")
 
 # Parity (after parity.cmake, whose parity_runner and run_case.sh these use): the tiny Llama of
 # the parity matrix with spectral muP and untied embeddings (so that the vocabulary-parallel head

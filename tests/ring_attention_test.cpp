@@ -6,7 +6,6 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/torch.h>
 
 #include <cstddef>
 #include <optional>
@@ -42,7 +41,7 @@ void expect_close(const at::Tensor& actual, const at::Tensor& expected, double t
 }
 
 void check_ring(const RingCase& c) {
-  torch::manual_seed(7);
+  at::manual_seed(7);
   const int64_t sequence = 2 * c.cp * kChunk;
   const auto options = at::TensorOptions().dtype(c.dtype);
   const at::Tensor q = at::randn({kBatch, kHeads, sequence, kHeadDim}, options).requires_grad_();

@@ -7,17 +7,13 @@ add_executable(zero_bubble_schedule_test ${CMAKE_CURRENT_LIST_DIR}/zero_bubble_s
 target_link_libraries(zero_bubble_schedule_test PRIVATE triax_pipeline_schedules GTest::gtest_main)
 triax_discover_test_suites(zero_bubble_schedule_test PROPERTIES LABELS zero_bubble)
 
-add_executable(deferred_weight_gradients_test ${CMAKE_CURRENT_LIST_DIR}/deferred_weight_gradients_test.cpp)
-target_link_libraries(deferred_weight_gradients_test PRIVATE triax_sdk GTest::gtest_main)
-triax_use_pch(deferred_weight_gradients_test)
-triax_discover_test_suites(deferred_weight_gradients_test PROPERTIES LABELS zero_bubble)
+target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/deferred_weight_gradients_test.cpp)  # tests/sdk_test.cmake
+triax_add_area_suites(sdk_test SUITES DeferredWeightGradients.* PROPERTIES LABELS zero_bubble)
 
-add_executable(zero_bubble_pipeline_test ${CMAKE_CURRENT_LIST_DIR}/zero_bubble_pipeline_test.cpp)
-target_link_libraries(zero_bubble_pipeline_test PRIVATE triax_multi_rank_main triax_pipeline_schedules)
-target_compile_definitions(zero_bubble_pipeline_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
-add_dependencies(zero_bubble_pipeline_test triax_zb_h1 triax_zb_v)
-triax_use_pch(zero_bubble_pipeline_test)
-triax_add_multi_rank_test(NAME zero_bubble_pipeline_2_ranks RANKS 2 COMMAND $<TARGET_FILE:zero_bubble_pipeline_test>)
+target_sources(multi_rank_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/zero_bubble_pipeline_test.cpp)
+target_link_libraries(multi_rank_test PRIVATE triax_pipeline_schedules)
+add_dependencies(multi_rank_test triax_zb_h1 triax_zb_v)
+triax_add_multi_rank_suites(NAME zero_bubble_pipeline_2_ranks RANKS 2 SUITES ZeroBubblePipeline)
 set_property(TEST zero_bubble_pipeline_2_ranks APPEND PROPERTY LABELS zero_bubble)
 
 # The refusals before step 1, from whole runs of the parity model at pp 2 (model_chunks.cmake).

@@ -23,7 +23,9 @@
 #include "triax/plugin.hpp"
 #include "zero_bubble_schedule.hpp"
 
-namespace triax {
+// A namespace of this file's own: the multi-rank test files compile together (tests/multi_rank.cmake)
+// and share names such as kSeq or toy_vtable.
+namespace triax::zero_bubble_pipeline_test {
 namespace {
 
 constexpr int kBlocks = 4;
@@ -234,4 +236,4 @@ TEST(ZeroBubblePipeline, AVNeedsAHostThatPlacesChunks) {
 }
 
 }  // namespace
-}  // namespace triax
+}  // namespace triax::zero_bubble_pipeline_test

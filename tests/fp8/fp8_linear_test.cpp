@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "fp8_test_support.hpp"
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
 #include "triax/glob_match.hpp"
@@ -22,10 +23,8 @@ namespace {
 using triax::Fp8LinearPlan;
 using triax::Fp8Recipe;
 
-at::Tensor seeded(std::vector<int64_t> shape, uint64_t seed, double std = 1.0) {
-  at::manual_seed(seed);
-  return at::randn(shape, at::TensorOptions().dtype(at::kFloat)) * std;
-}
+using triax::fp8_testing::fp8_context;
+using triax::fp8_testing::seeded;
 
 // ||actual - expected|| / ||expected|| over the whole tensor.
 double relative_error(const at::Tensor& actual, const at::Tensor& expected) {
@@ -160,12 +159,6 @@ struct ThreeLinears : torch::nn::Module {
     }
   }
 };
-
-triax::ModelContext fp8_context(const std::string& yaml) {
-  triax::ModelContext context;
-  context.fp8 = std::make_shared<const triax::Fp8Options>(triax::Fp8Options::from_yaml(yaml));
-  return context;
-}
 
 bool computes_exactly(triax::ColumnParallelLinear& layer, const at::Tensor& x) {
   at::NoGradGuard no_grad;

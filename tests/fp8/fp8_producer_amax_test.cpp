@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "fp8_test_support.hpp"
 #include "recorded_amax.hpp"
 #include "triax/fp8.hpp"
 #include "triax/layers/fused_ops.hpp"
@@ -31,14 +32,7 @@ namespace {
 using triax::AmaxRecording;
 using triax::fp8::recorded_amax;
 
-triax::ModelContext fp8_context(const std::string& yaml, c10::Device device = at::kCPU,
-                                c10::ScalarType dtype = at::kFloat) {
-  triax::ModelContext context;
-  context.device = device;
-  context.dtype = dtype;
-  context.fp8 = std::make_shared<const triax::Fp8Options>(triax::Fp8Options::from_yaml(yaml));
-  return context;
-}
+using triax::fp8_testing::fp8_context;
 
 TEST(Fp8ProducerAmaxCpu, ARecordIsFoundForTheSameElementsOnly) {
   at::Tensor y = at::randn({4, 6, 8});

@@ -13,6 +13,9 @@
 #include "triax/layers/fp8_linear.hpp"
 #include "triax/layers/linear.hpp"
 
+// A namespace of this file's own: the multi-rank test files compile together (tests/multi_rank.cmake)
+// and share names such as kSeq.
+namespace fp8_tensor_parallel_test {
 namespace {
 
 using triax::Fp8Recipe;
@@ -103,3 +106,4 @@ INSTANTIATE_TEST_SUITE_P(ModesAndRecipes, Fp8TensorParallelTest,
                                             ::testing::Values(Fp8Recipe::Tensorwise, Fp8Recipe::Rowwise)));
 
 }  // namespace
+}  // namespace fp8_tensor_parallel_test

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "fp8_test_support.hpp"
 #include "triax/fp8.hpp"
 #include "triax/layers/fp8_linear.hpp"
 
@@ -18,10 +19,7 @@ namespace {
 
 constexpr int kMicroBatches = 4;
 
-at::Tensor seeded(std::vector<int64_t> shape, uint64_t seed, double std = 1.0) {
-  at::manual_seed(seed);
-  return at::randn(shape, at::TensorOptions().dtype(at::kFloat)) * std;
-}
+using triax::fp8_testing::seeded;
 
 triax::Fp8LinearPlan tensorwise_plan(bool keep_weights) {
   triax::Fp8LinearPlan plan;
