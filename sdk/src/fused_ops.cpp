@@ -297,7 +297,8 @@ bool fused_kernels_enabled() {
 #endif
 }
 
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, AmaxRecording recording) {
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps,
+                    [[maybe_unused]] AmaxRecording recording) {  // used by the CUDA kernel only
   RECORD_FUNCTION("triax::rms_norm", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(x.dim() >= 1 && weight.dim() == 1 && x.size(-1) == weight.size(0),
           "rms_norm: weight " + shape_text(weight.sizes()) + " does not match the last dim of x " +
@@ -310,7 +311,7 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps, A
 }
 
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
-                                               double eps, AmaxRecording recording) {
+                                               double eps, [[maybe_unused]] AmaxRecording recording) {
   RECORD_FUNCTION("triax::add_rms_norm", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(x.sizes() == y.sizes(), "add_rms_norm: x " + shape_text(x.sizes()) + " and y " + shape_text(y.sizes()) +
                                       " must have one shape");
@@ -338,7 +339,7 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
   return swiglu_composition(gate, up);
 }
 
-at::Tensor swiglu_halves(const at::Tensor& gate_up, AmaxRecording recording) {
+at::Tensor swiglu_halves(const at::Tensor& gate_up, [[maybe_unused]] AmaxRecording recording) {
   RECORD_FUNCTION("triax::swiglu_halves", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0,
           "swiglu_halves: gate_up " + shape_text(gate_up.sizes()) + " must have an even last dim (gate, then up)");

@@ -236,7 +236,7 @@ std::array<at::Tensor, 3> split_qkv(const at::Tensor& qkv) {
 }
 
 std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
-                                     bool record_gradient_amax) {
+                                     [[maybe_unused]] bool record_gradient_amax) {
   RECORD_FUNCTION("triax::rotary_qkv", std::vector<c10::IValue>());  // 3 launches on CUDA
   if (qkv.dim() != 5 || qkv.size(3) < 3 || qkv.size(4) % 2 != 0)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
