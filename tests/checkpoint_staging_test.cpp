@@ -9,7 +9,7 @@
 
 #include "checkpoint/device_staging.hpp"
 #include "checkpoint/host_snapshot.hpp"
-#include "checkpoint/piece_copies.hpp"
+#include "triax/kernels/piece_copies.hpp"
 
 namespace triax::checkpoint {
 namespace {
@@ -94,6 +94,7 @@ TEST(DeviceStaging, SplitsACheckpointLargerThanTheFreeMemory) {
 
 // The staging copies' kernel: every chunk of every non-empty piece is one block's, in order.
 TEST(PieceCopies, ChunksCoverEveryPieceOnce) {
+  using kernels::DeviceCopyPiece, kernels::number_chunks, kernels::piece_of_chunk;
   std::vector<DeviceCopyPiece> pieces(5);
   const std::vector<int64_t> bytes = {100, 0, 250, 1, 300};
   for (size_t i = 0; i < pieces.size(); ++i) pieces[i].bytes = bytes[i];

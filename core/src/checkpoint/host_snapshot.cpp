@@ -13,7 +13,7 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 
-#include "checkpoint/piece_copies.hpp"
+#include "triax/kernels/piece_copies.hpp"
 #endif
 
 namespace triax::checkpoint {
@@ -209,6 +209,7 @@ std::vector<HostSnapshot::PieceCopy> HostSnapshot::copy_staged_in_one_launch(
     [[maybe_unused]] const std::vector<PieceCopy>& staged) {
   std::vector<PieceCopy> left;
 #ifdef TRIAX_WITH_CUDA
+  using kernels::DeviceCopyPiece;
   std::vector<DeviceCopyPiece> table;
   for (const PieceCopy& piece : staged) {
     if (!piece.source.is_contiguous() || !piece.source.is_cuda()) {
@@ -218,7 +219,7 @@ std::vector<HostSnapshot::PieceCopy> HostSnapshot::copy_staged_in_one_launch(
     table.push_back({piece.source.data_ptr(), fence_->staging.piece_at(piece.offset, piece.source).data_ptr(),
                      static_cast<int64_t>(piece.source.nbytes()), 0});
   }
-  const int64_t chunks = number_chunks(table);
+  const int64_t chunks = kernels::number_chunks(table);
   if (table.empty()) return left;
   // The table goes to the device on the side stream, from pinned memory that the caching host
   // allocator keeps until that copy is done.
@@ -226,8 +227,9 @@ std::vector<HostSnapshot::PieceCopy> HostSnapshot::copy_staged_in_one_launch(
   at::Tensor host_table = at::empty({table_bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
   std::memcpy(host_table.data_ptr(), table.data(), static_cast<size_t>(table_bytes));
   const at::Tensor device_table = host_table.to(device_, /*non_blocking=*/true);
-  C10_CUDA_CHECK(launch_piece_copies(static_cast<const DeviceCopyPiece*>(device_table.data_ptr()),
-                                     static_cast<int64_t>(table.size()), chunks, kCopyChunkBytes, fence_->side));
+  C10_CUDA_CHECK(kernels::launch_piece_copies(static_cast<const DeviceCopyPiece*>(device_table.data_ptr()),
+                                              static_cast<int64_t>(table.size()), chunks, kernels::kCopyChunkBytes,
+                                              fence_->side));
 #endif
   return left;
 }

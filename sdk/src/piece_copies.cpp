@@ -1,8 +1,8 @@
-#include "checkpoint/piece_copies.hpp"
+#include "triax/kernels/piece_copies.hpp"
 
 #include <algorithm>
 
-namespace triax::checkpoint {
+namespace triax::kernels {
 
 int64_t number_chunks(std::vector<DeviceCopyPiece>& pieces, int64_t chunk_bytes) {
   pieces.erase(std::remove_if(pieces.begin(), pieces.end(), [](const DeviceCopyPiece& p) { return p.bytes <= 0; }),
@@ -15,4 +15,4 @@ int64_t number_chunks(std::vector<DeviceCopyPiece>& pieces, int64_t chunk_bytes)
   return chunks;
 }
 
-}  // namespace triax::checkpoint
+}  // namespace triax::kernels

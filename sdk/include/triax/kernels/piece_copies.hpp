@@ -1,4 +1,4 @@
-// Many device-to-device copies in one kernel launch: a save's staging copies are hundreds of
+// Many device-to-device copies in one kernel launch. A checkpoint's staging copies are hundreds of
 // parameters and optimizer state tensors, many of them small (norms, biases, step counters), and
 // as many cudaMemcpyAsync calls would each cost a launch and a gap on the side stream. The pieces
 // are cut into chunks of at most kCopyChunkBytes, one block of the kernel per chunk, so that every
@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-namespace triax::checkpoint {
+namespace triax::kernels {
 
 struct DeviceCopyPiece {
   const void* source = nullptr;
@@ -53,4 +53,4 @@ cudaError_t launch_piece_copies(const DeviceCopyPiece* pieces_on_device, int64_t
                                 int64_t chunk_bytes, cudaStream_t stream);
 #endif
 
-}  // namespace triax::checkpoint
+}  // namespace triax::kernels

@@ -3,9 +3,9 @@
 // a view may start anywhere), byte by byte otherwise.
 #include <cstdint>
 
-#include "checkpoint/piece_copies.hpp"
+#include "triax/kernels/piece_copies.hpp"
 
-namespace triax::checkpoint {
+namespace triax::kernels {
 namespace {
 
 constexpr int kThreads = 512;
@@ -39,4 +39,4 @@ cudaError_t launch_piece_copies(const DeviceCopyPiece* pieces_on_device, int64_t
   return cudaGetLastError();
 }
 
-}  // namespace triax::checkpoint
+}  // namespace triax::kernels
