@@ -41,7 +41,7 @@ triax_use_pch(rotary_cache_test)
 triax_discover_test_suites(rotary_cache_test TEST_FILTER "*Cpu.*" TEST_LIST rotary_cache_test_cpu)
 triax_discover_test_suites(rotary_cache_test TEST_FILTER "*Cuda.*" TEST_LIST rotary_cache_test_cuda PROPERTIES LABELS gpu)
 
-# decode_gemv: the GEMV kernel of a decoding step's linear layers (TRIAX_DECODE_GEMV=1).
+# decode_gemv: the GEMV kernel of a decoding step's linear layers (on unless TRIAX_DECODE_GEMV=0).
 add_executable(decode_gemv_test ${CMAKE_CURRENT_LIST_DIR}/decode_gemv_test.cpp)
 target_link_libraries(decode_gemv_test PRIVATE triax_sdk GTest::gtest_main)
 triax_use_pch(decode_gemv_test)

@@ -1,7 +1,7 @@
 // A decoding step's linear layers at batch <= 4 through the GEMV kernel (kernels::gemv, gemv.cu)
 // instead of cuBLAS: at one row the product only reads the weights, and the kernel reads each
-// weight row once in 16-byte vectors. Switched on by TRIAX_DECODE_GEMV=1 in the environment, read
-// once (default: cuBLAS), so that one build compares both; TRIAX_FUSED_KERNELS=0 turns it off too.
+// weight row once in 16-byte vectors. On unless TRIAX_DECODE_GEMV=0 in the environment (read once),
+// so that one build compares both; TRIAX_FUSED_KERNELS=0 turns it off too.
 #pragma once
 
 #include <ATen/core/Tensor.h>
