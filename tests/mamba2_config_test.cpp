@@ -55,6 +55,21 @@ TEST(Mamba2Config, RefusesBadInputNamingTheKey) {
   expect_refusal(shape + "is_mamba2_config: false\n", "is_mamba2_config", "needs is_mamba2_config: true");
 }
 
+// The vocabulary the data loader checks token ids against comes from the plugin's own reader: its
+// default where the key is missing, and a refusal naming the key where it is not a count.
+TEST(Mamba2Model, GivesItsVocabularyThroughItsStrictReader) {
+  const std::string shape = "hidden_size: 16\nnum_heads: 8\nhead_dim: 4\nn_groups: 2\n";
+  ConfigReader given = ConfigReader::from_text(shape + "vocab_size: 300\n", "model.model_config");
+  EXPECT_EQ(triax::mamba2::Mamba2Model::vocab_size(given), 300);
+  ConfigReader missing = ConfigReader::from_text(shape, "model.model_config");
+  EXPECT_EQ(triax::mamba2::Mamba2Model::vocab_size(missing), read(shape).vocab_size);
+  const std::string error = error_of([&] {
+    ConfigReader bad = ConfigReader::from_text(shape + "vocab_size: many\n", "model.model_config");
+    triax::mamba2::Mamba2Model::vocab_size(bad);
+  });
+  EXPECT_NE(error.find("model.model_config.vocab_size"), std::string::npos) << error;
+}
+
 // Tensor parallelism shards whole groups of heads (the tp 2 runs are in mamba2_parity).
 TEST(Mamba2Model, RefusesGroupsTensorParallelismWouldSplitNamingTheKey) {
   ModelContext context = tiny_model_context();

@@ -33,6 +33,8 @@ class Mamba2Model : public CausalLm {
       "3 x forward at 2 FLOPs per multiply-add: in_proj, conv1d, the chunked SSD (C.B per group and the "
       "weighted sum per head over about chunk_size / 2 positions, 2 x d_inner x state_size for the chunk "
       "states), out_proj, lm_head";
+  // Read strictly, so that a bad model_config is refused naming its key (not by the data loader).
+  static int64_t vocab_size(ConfigReader& config) { return Mamba2Config::read(config).vocab_size; }
   static HfMapping hf_mapping();  // Mamba2ForCausalLM (hf_mapping.cpp)
 
   Mamba2Model(const Mamba2Config& config, const ModelContext& context, std::string resolved_yaml);
