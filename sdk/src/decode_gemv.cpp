@@ -3,13 +3,12 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
 
+#include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
@@ -19,10 +18,7 @@ namespace triax {
 namespace {
 
 bool switched_on() {
-  static const bool on = [] {
-    const char* value = std::getenv("TRIAX_DECODE_GEMV");
-    return value == nullptr || std::strcmp(value, "0") != 0;
-  }();
+  static const bool on = switched_on_unless_zero("TRIAX_DECODE_GEMV");
   return on;
 }
 

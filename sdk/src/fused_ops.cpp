@@ -7,11 +7,10 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "triax/environment_switch.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_text.hpp"
 
@@ -287,10 +286,7 @@ struct RotaryFunction : torch::autograd::Function<RotaryFunction> {
 
 bool fused_kernels_enabled() {
 #ifdef TRIAX_WITH_CUDA
-  static const bool enabled = [] {
-    const char* value = std::getenv("TRIAX_FUSED_KERNELS");
-    return value == nullptr || std::strcmp(value, "0") != 0;
-  }();
+  static const bool enabled = switched_on_unless_zero("TRIAX_FUSED_KERNELS");
   return enabled;
 #else
   return false;

@@ -7,12 +7,11 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <vector>
 
 #include "tensor_identity.hpp"
+#include "triax/environment_switch.hpp"
 #include "triax/fp8_weight_amax.hpp"
 
 #ifdef TRIAX_WITH_CUDA
@@ -76,8 +75,7 @@ at::Tensor recorded_amax(const at::Tensor& t) {
 }
 
 bool producer_amax_enabled() {
-  const char* value = std::getenv("TRIAX_FP8_PRODUCER_AMAX");
-  return value == nullptr || std::strcmp(value, "0") != 0;
+  return switched_on_unless_zero("TRIAX_FP8_PRODUCER_AMAX");
 }
 
 size_t recorded_amax_count() {

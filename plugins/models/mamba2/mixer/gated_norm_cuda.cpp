@@ -4,7 +4,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "gated_norm_kernels.hpp"
-#include "kernel_switch.hpp"
+#include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 
 namespace triax::mamba2 {
@@ -43,7 +43,7 @@ Prepared prepare(const GatedNormArgs& a) {
 }  // namespace
 
 bool gated_norm_cuda_takes(const GatedNormArgs& a, c10::ScalarType dtype) {
-  static const bool switched_on = kernel_switched_on("TRIAX_MAMBA2_FUSED_NORM");
+  static const bool switched_on = switched_on_unless_zero("TRIAX_MAMBA2_FUSED_NORM");
   if (!switched_on || !fused_kernels_enabled() || !a.x.is_cuda()) return false;
   for (const at::Tensor* t : {&a.y, &a.z, &a.D, &a.weight})
     if (!t->is_cuda() || t->device() != a.x.device()) return false;

@@ -3,8 +3,8 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 
-#include "kernel_switch.hpp"
 #include "ssd_kernels.hpp"
+#include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 
 namespace triax::mamba2::ssd {
@@ -29,7 +29,7 @@ const float* pointer_or_null(const at::Tensor& t) { return t.defined() ? t.const
 }  // namespace
 
 bool ssd_kernels_apply(const Chunks& k) {
-  static const bool switched_on = kernel_switched_on("TRIAX_MAMBA2_SSD_KERNELS");
+  static const bool switched_on = switched_on_unless_zero("TRIAX_MAMBA2_SSD_KERNELS");
   return switched_on && fused_kernels_enabled() && k.dt.is_cuda() && k.type == at::kFloat &&
          launch::kernel_dtype(k.operand).has_value() && k.r <= kMaxHeadsPerGroup;
 }

@@ -1,13 +1,13 @@
-#include "kernel_switch.hpp"
+#include "triax/environment_switch.hpp"
 
 #include <cstdlib>
 #include <cstring>
 
-namespace triax::mamba2 {
+namespace triax {
 
-bool kernel_switched_on(const char* variable) {
+bool switched_on_unless_zero(const char* variable) {
   const char* value = std::getenv(variable);
   return value == nullptr || std::strcmp(value, "0") != 0;
 }
 
-}  // namespace triax::mamba2
+}  // namespace triax

@@ -1,0 +1,11 @@
+// A switch read from the environment: on unless the variable is set to "0", so that one build can
+// compare a fused kernel with its LibTorch composition, or a feature with its absence, in one run.
+#pragma once
+
+namespace triax {
+
+// False when `variable` is set to "0", true otherwise (unset included). Where the answer must not
+// change within a process, callers read it once and keep it.
+bool switched_on_unless_zero(const char* variable);
+
+}  // namespace triax
