@@ -1,7 +1,7 @@
 """tools/device/mamba_ssm_peer.py on CPU against a stand-in mamba_ssm package (stand_in_mamba_ssm/):
 the model is built with the benchmark shape's config (Mamba-1 layers, RMSNorm, fp32 residual,
 fused add + norm, tied, vocab 50280), and the JSON line carries the fields tools/device/bench.py
-reads, consistent with each other.
+reads, consistent with each other; with --decode, the generate() calls and one line per batch size.
   python mamba_ssm_peer_test.py <source dir>"""
 import json
 import os
@@ -29,6 +29,22 @@ assert abs(result["tokens_per_s"] - 2 * 16 / (result["step_ms"] / 1e3)) <= 0.02 
 for key in ("mfu_989", "tflops", "peak_mem_gib", "loss", "torch"):
     assert key in result, (key, result)
 assert result["mfu_989"] > 0 and result["loss"] > 0, result
+
+# --decode: one line per batch size from generate(max_length=prompt+new, cg=True, top_k=1) on the bf16 model,
+# each batch size generated once unmeasured, then in whole, then its prefill alone.
+decode = subprocess.run(command[:2] + ["--device", "cpu", "--model", "130m", "--decode", "--batches", "1,3", "--prompt",
+                                       "4", "--new-tokens", "5"], env=env, capture_output=True, text=True, timeout=120)
+assert decode.returncode == 0, decode.stdout + decode.stderr
+lines = decode.stdout.splitlines()
+calls = [json.loads(l.split(": ", 1)[1]) for l in lines if l.startswith("stand-in generate: ")]
+expected_calls = [dict(batch=b, prompt=4, max_length=m, top_k=1, cg=True, dtype="torch.bfloat16")
+                  for b in (1, 3) for m in (9, 9, 5)]
+assert calls == expected_calls, calls
+results = [json.loads(l) for l in lines if l.startswith("{")]
+assert [r["batch"] for r in results] == [1, 3], results
+for r in results:
+    assert (r["peer"], r["mode"], r["model"], r["prompt_tokens"], r["new_tokens"]) == ("mamba-ssm", "decode", "130m", 4, 5), r
+    assert r["decode_tokens_per_s"] > 0 and r["tokens_per_s"] > 0 and r["prefill_s"] > 0, r
 
 # Bad arguments stop before any model is built.
 bad = subprocess.run(command[:2] + ["--model", "7b"], env=env, capture_output=True, text=True, timeout=60)
