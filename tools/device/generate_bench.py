@@ -2,6 +2,10 @@
 """`triax generate` beside transformers' generate() on one GPU, as a markdown table of ratios.
 
     python3 tools/device/generate_bench.py [--build build-gpu] [--new-tokens 128] [--no-peer | --peer-json FILE]
+                                           [--family llama|mamba]
+
+--family mamba: the Mamba-130m shape (configs/bench/mamba-130m.yaml) at batch 1 and 32, with and
+without CUDA graphs, beside mamba-ssm's generate(cg=True) (tools/device/mamba_ssm_peer.py --decode).
 
 Runs, one process each, with random weights (configs/bench/smollm-*.yaml) and the prompt ids
 1..8 (--repeat B for batch B): the 135m shape at batch 1 and 32 with and without CUDA graphs, the
@@ -25,8 +29,8 @@ PARAMETERS = re.compile(r": (\d+) parameters")
 SHAPES = {"135m": (30, 576), "1.7b": (24, 2048)}  # layers, hidden
 
 
-def triax(build, size, batch, new_tokens, prompt_ids, extra=()):
-    cmd = [str(Path(build) / "bin" / "triax"), "generate", "--config", str(ROOT / f"configs/bench/smollm-{size}.yaml"),
+def triax(build, size, batch, new_tokens, prompt_ids, extra=(), config="smollm"):
+    cmd = [str(Path(build) / "bin" / "triax"), "generate", "--config", str(ROOT / f"configs/bench/{config}-{size}.yaml"),
            "--prompt-ids", prompt_ids, "--max-new-tokens", str(new_tokens), "--ignore-eos", "--repeat", str(batch),
            "--warmup", "1", *extra]
     run = subprocess.run(cmd, capture_output=True, text=True)
@@ -37,14 +41,54 @@ def triax(build, size, batch, new_tokens, prompt_ids, extra=()):
             "parameters": int(params[1]) if params else None}
 
 
+def peer_lines(a, script, args):
+    """The peer's JSON lines: from --peer-json, or a run of `script` with `args`; none with --no-peer."""
+    if a.peer_json:
+        lines = Path(a.peer_json).read_text().splitlines()
+    elif a.no_peer:
+        return []
+    else:
+        peer = subprocess.run([sys.executable, str(ROOT / "tools/device" / script), *args], capture_output=True, text=True)
+        lines = peer.stdout.splitlines()
+        if peer.returncode != 0:
+            print(json.dumps({"peer_error": peer.stderr[-800:]}), flush=True)
+    items = [json.loads(line) for line in lines if line.startswith("{")]
+    for item in items:
+        print(json.dumps(item), flush=True)
+    return items
+
+
+def mamba_table(a, short):
+    """Mamba-130m decode at batch 1 and 32: triax with and without graphs, mamba-ssm's cg=True."""
+    rates = {}
+    for batch in (1, 32):
+        for graphs in ("on", "off"):
+            result = triax(a.build, "130m", batch, a.new_tokens, short, ["--cuda-graphs", graphs], config="mamba")
+            print(json.dumps({"run": f"mamba-130m b{batch} graphs {graphs}", **result}), flush=True)
+            rates[(batch, graphs)] = result.get("decode_tokens_per_s")
+    peer = {item["batch"]: item.get("decode_tokens_per_s")
+            for item in peer_lines(a, "mamba_ssm_peer.py", ["--decode", "--model", "130m", "--new-tokens",
+                                                            str(a.new_tokens)]) if item.get("mode") == "decode"}
+    print("\n| what | triax (CUDA graphs) | triax (no graphs) | mamba-ssm generate(cg=True) | triax / mamba-ssm |")
+    print("|---|---|---|---|---|")
+    for batch in (1, 32):
+        t, plain, p = rates[(batch, "on")], rates[(batch, "off")], peer.get(batch)
+        ratio = f"{t / p:.2f}x" if t and p else "—"
+        print(f"| Mamba-130m decode, batch {batch}, tokens/s | {t} | {plain} | {p} | {ratio} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build-gpu")
     ap.add_argument("--new-tokens", type=int, default=128)
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--peer-json", help="the peer's JSON lines, already measured in this call, instead of running it")
+    ap.add_argument("--family", default="llama", choices=["llama", "mamba"])
     a = ap.parse_args()
     short = ",".join(str(i) for i in range(1, 9))
+    if a.family == "mamba":
+        mamba_table(a, short)
+        return
     results = {}
 
     def record(key, value):
@@ -58,21 +102,8 @@ def main():
     long_prompt = ",".join(str(1 + i % 1000) for i in range(2048))
     record("1.7b prefill 2048", triax(a.build, "1.7b", 1, 1, long_prompt,
                                       ["--set", "model.model_config.max_position_embeddings=4096"]))
-    peers = {}
-    if a.peer_json:
-        lines = Path(a.peer_json).read_text().splitlines()
-    elif not a.no_peer:
-        peer = subprocess.run([sys.executable, str(ROOT / "tools/device/generate_peer_bench.py"), "--model", "135m",
-                               "--new-tokens", str(a.new_tokens)], capture_output=True, text=True)
-        lines = peer.stdout.splitlines()
-        if peer.returncode != 0:
-            print(json.dumps({"peer_error": peer.stderr[-800:]}), flush=True)
-    if a.peer_json or not a.no_peer:
-        for line in lines:
-            if line.startswith("{"):
-                item = json.loads(line)
-                print(line, flush=True)
-                peers[(item["mode"], item["batch"])] = item.get("decode_tokens_per_s")
+    peers = {(item["mode"], item["batch"]): item.get("decode_tokens_per_s")
+             for item in peer_lines(a, "generate_peer_bench.py", ["--model", "135m", "--new-tokens", str(a.new_tokens)])}
 
     def rate(key):
         return results.get(key, {}).get("decode_tokens_per_s")
