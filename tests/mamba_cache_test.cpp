@@ -1,7 +1,7 @@
 // Generation with the Mamba plugin's cache (conv state + SSM state per sequence and layer): the
 // logits computed through the caches, a prompt then token by token, equal those of one full forward
-// over the whole sequence (fp32, 1e-5), for rows of different lengths in one batch and for two
-// pipeline stages joined by hidden_out.
+// over the whole sequence (fp32, 1e-5), for rows of different lengths in one batch, for rows
+// regrouped between steps, and for two pipeline stages joined by hidden_out.
 #include <gtest/gtest.h>
 
 #include <utility>
@@ -34,6 +34,41 @@ TEST(MambaCache, RowsOfDifferentLengthsInOneBatch) {
   auto model = build(tiny_yaml(false));
   // a: 6 tokens, then 6..8 with b's 10..12 after b's first 10.
   expect_rows_of_different_lengths_share_a_forward(*model, random_tokens(1, 9, 12), 6, random_tokens(1, 13, 13), 10, 3);
+}
+
+// The rows of a forward share one store of states, read and written in place: prompts cached in
+// groups, then decoded one token at a time together (one store for all), then in the other order
+// and in a group of one (new stores, each row's states carried over) keep every row's logits
+// those of its own full forward.
+TEST(MambaCache, RowsRegroupedBetweenStepsKeepTheirStates) {
+  auto model = build(tiny_yaml(true));
+  const at::Tensor ids = random_tokens(3, 12, 41);
+  const at::Tensor expected = full_logits(*model, ids);
+  auto caches = make_caches(*model, 3, 12);
+  std::vector<at::Tensor> logits(3);
+  auto keep = [&](const std::vector<int64_t>& rows, const at::Tensor& out) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      at::Tensor& row = logits[static_cast<size_t>(rows[i])];
+      row = row.defined() ? at::cat({row, out[static_cast<int64_t>(i)]}, 0) : out[static_cast<int64_t>(i)];
+    }
+  };
+  keep({0, 1}, cached_logits(*model, {caches[0].get(), caches[1].get()}, ids.narrow(0, 0, 2).narrow(1, 0, 4)));
+  keep({2}, cached_logits(*model, {caches[2].get()}, ids.narrow(0, 2, 1).narrow(1, 0, 4)));
+  const std::vector<std::vector<int64_t>> steps{{0, 1, 2}, {0, 1, 2}, {2, 1, 0}, {2, 1, 0}, {1}, {0, 2}};
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const std::vector<int64_t>& rows = steps[k];
+    std::vector<triax::InferenceCache*> row_caches;
+    std::vector<at::Tensor> next;
+    for (int64_t row : rows) {
+      row_caches.push_back(caches[static_cast<size_t>(row)].get());
+      next.push_back(ids[row].narrow(0, row_caches.back()->length(), 1));
+    }
+    keep(rows, cached_logits(*model, row_caches, at::stack(next)));
+  }
+  for (int64_t row = 0; row < 3; ++row) {
+    const at::Tensor& got = logits[static_cast<size_t>(row)];
+    EXPECT_LT(max_abs_diff(got, expected[row].narrow(0, 0, got.size(0))), 1e-5) << "row " << row;
+  }
 }
 
 TEST(MambaCache, PipelineStagesJoinedByHiddenOut) {

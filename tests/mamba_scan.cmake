@@ -1,7 +1,9 @@
-# The Mamba selective scan and causal conv1d (plugins/models/mamba/scan). MambaScanCpu: the
-# LibTorch reference against double loops, everywhere. MambaScanCuda (label gpu): the CUDA
-# kernels against the reference, skipped without a GPU.
-add_executable(mamba_scan_test ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_cuda_test.cpp)
+# The Mamba selective scan, causal conv1d and decoding step (plugins/models/mamba/scan).
+# MambaScanCpu, MambaDecodeStepCpu: the LibTorch reference against double loops, everywhere.
+# MambaScanCuda, MambaDecodeStepCuda (label gpu): the CUDA kernels against the reference, skipped
+# without a GPU.
+add_executable(mamba_scan_test ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_cuda_test.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/mamba_decode_step_test.cpp)
 target_link_libraries(mamba_scan_test PRIVATE triax_mamba_scan GTest::gtest_main)
 if(TRIAX_CUDA)  # every variant of the backward kernel, through its launcher
   target_sources(mamba_scan_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/mamba_scan_backward_variants_test.cpp)

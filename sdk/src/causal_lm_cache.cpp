@@ -88,6 +88,9 @@ StageOutput CausalLm::forward_cached(const std::vector<InferenceCache*>& caches,
   at::Tensor stage_ids = ids;
   if (padded > fresh) stage_ids = at::cat({ids, ids.narrow(1, fresh - 1, 1).expand({rows, padded - fresh})}, 1);
 
+  // A decoding step as a CUDA graph: one new token per row, the whole model on this rank.
+  const bool graphed = input.cuda_graph && ids.is_cuda() && fresh == 1 && tp_.size == 1 && embeds_tokens_ &&
+                       head_ && !position_embedding_ && captures_decode_steps();
   // The device's part of the step: no host synchronisation, and nothing in it depends on the
   // host's values but the shapes and the rows' capacity (what a CUDA graph of it may hold fixed).
   auto device_work = [&](const at::Tensor& step_ids, const at::Tensor& positions) {
@@ -102,7 +105,10 @@ StageOutput CausalLm::forward_cached(const std::vector<InferenceCache*>& caches,
                                                     std::to_string(fresh) + " new tokens per row");
     if (!layers_.empty()) {
       // Padding may reach past the last position: the layers clamp its positions to the tables.
-      const int64_t table = layout_.max_positions > 0 ? layout_.max_positions : end + padded - fresh;
+      // Without a model limit a graphed step's tables cover the rows' capacity, which the graph holds fixed.
+      const int64_t table = layout_.max_positions > 0 ? layout_.max_positions
+                            : graphed                 ? step.capacity
+                                                      : end + padded - fresh;
       const std::vector<at::Tensor> shared = layer_inputs(table, hidden.scalar_type());
       // Each layer's last add is done by the next layer's norm kernel.
       ResidualStream stream{hidden, at::Tensor()};
@@ -123,8 +129,6 @@ StageOutput CausalLm::forward_cached(const std::vector<InferenceCache*>& caches,
 
   const at::Tensor positions = positions_of(step.starts, padded, ids.device());
   StageOutput output;
-  const bool graphed = input.cuda_graph && ids.is_cuda() && fresh == 1 && tp_.size == 1 && embeds_tokens_ &&
-                       head_ && !position_embedding_ && layout_.max_positions > 0 && captures_decode_steps();
   if (graphed) {
     const std::vector<const InferenceCache*> key(owned.begin(), owned.end());
     if (!decode_graph_ || !decode_graph_->serves(key)) decode_graph_ = std::make_shared<CachedDecodeGraph>(key);

@@ -4,9 +4,11 @@
 
 #include <vector>
 
+#include "decode_step.hpp"
 #include "in_projection.hpp"
 #include "ssm_backbone.hpp"
 #include "triax/error.hpp"
+#include "triax/layers/decode_gemv.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
 
 namespace triax::mamba {
@@ -26,6 +28,13 @@ at::Tensor sum_over_channels(const at::Tensor& partial, const TensorParallel& tp
 // transposed input is read in place by the GEMM.
 at::Tensor channel_major_product(const at::Tensor& weight, const at::Tensor& x) {
   return at::bmm(weight.unsqueeze(0).expand({x.size(0), weight.size(0), weight.size(1)}), x);
+}
+
+// x [rows, in] times weight [out, in] transposed, [rows, out]: a decoding step's product, through
+// the GEMV kernel at a few rows (decode_gemv.hpp), else one GEMM.
+at::Tensor row_product(const at::Tensor& x, const at::Tensor& weight) {
+  if (const at::Tensor product = decode_gemv(x, weight); product.defined()) return product;
+  return at::mm(x, weight.t());
 }
 
 }  // namespace
@@ -91,34 +100,48 @@ at::Tensor MambaMixer::forward(const at::Tensor& hidden) {
 at::Tensor MambaMixer::forward_cached(const at::Tensor& hidden, const CachedStep& step) {
   const std::vector<MambaLayerCache*> rows = caches_of<MambaLayerCache>(step, "mamba");
   const at::Tensor gathered = gather_column_parallel_input(hidden, tp());  // [rows, padded, h]
-  const int64_t padded = gathered.size(1), keep = step.keep, taps = config_.ssm.d_conv;
-  auto [x, z] = project_in(gathered.narrow(1, 0, keep));
-  const int64_t local = x.size(1);
+  const int64_t padded = gathered.size(1), keep = step.keep, local = in_proj_weight_.size(1);
+  MambaStates& states = shared_states(rows, local, config_.ssm.d_conv, config_.ssm.d_state, gathered.options());
+  if (keep == 1 && padded == 1 && gathered.is_cuda()) return out_proj->forward(decode_step(gathered, states));
 
+  at::Tensor out = sequence_step(gathered.narrow(1, 0, keep), states).to(hidden.scalar_type());  // [rows, d/tp, keep]
+  if (padded > keep) out = at::cat({out, at::zeros({out.size(0), local, padded - keep}, out.options())}, 2);
+  return out_proj->forward_channel_major(out);
+}
+
+at::Tensor MambaMixer::sequence_step(const at::Tensor& gathered, MambaStates& states) {
+  const int64_t keep = gathered.size(1), taps = config_.ssm.d_conv;
+  auto [x, z] = project_in(gathered);
   // The convolution continues each row's last d_conv - 1 inputs (zeros before the first token).
-  std::vector<at::Tensor> previous, states;
-  for (MambaLayerCache* cache : rows) {
-    previous.push_back(cache->conv_state.defined() ? cache->conv_state
-                                                   : at::zeros({local, taps - 1}, x.options()));
-    states.push_back(cache->ssm_state.defined() ? cache->ssm_state
-                                                : at::zeros({local, config_.ssm.d_state},
-                                                            x.options().dtype(at::kFloat)));
-  }
-  const at::Tensor extended = at::cat({at::stack(previous), x}, 2);  // [rows, d/tp, taps - 1 + keep]
+  const at::Tensor extended = at::cat({states.conv, x}, 2);  // [rows, d/tp, taps - 1 + keep]
   const at::Tensor u = causal_conv1d(extended, conv_weight_.squeeze(1), conv_bias_, true)
                            .narrow(2, taps - 1, keep)
                            .contiguous();
   const SelectiveScanArgs args = scan_args(u, z);
-  auto [y, state] = selective_scan_with_state(args, at::stack(states));
+  auto [y, state] = selective_scan_with_state(args, states.ssm);
+  states.conv.copy_(extended.narrow(2, keep, taps - 1));
+  states.ssm.copy_(state);
+  return y;
+}
 
-  const at::Tensor last_inputs = extended.narrow(2, keep, taps - 1);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    rows[i]->conv_state = last_inputs[static_cast<int64_t>(i)].clone();
-    rows[i]->ssm_state = state[static_cast<int64_t>(i)].clone();
-  }
-  at::Tensor out = y.to(hidden.scalar_type());  // [rows, d/tp, keep]
-  if (padded > keep) out = at::cat({out, at::zeros({out.size(0), local, padded - keep}, out.options())}, 2);
-  return out_proj->forward_channel_major(out);
+at::Tensor MambaMixer::decode_step(const at::Tensor& gathered, MambaStates& states) {
+  const int64_t rows = gathered.size(0), local = in_proj_weight_.size(1);
+  const int64_t r = config_.dt_rank(), n = config_.ssm.d_state;
+  // The x rows then the z rows of in_proj, as one product: [rows, 2 d/tp].
+  at::Tensor xz = row_product(gathered.reshape({rows, -1}), in_proj_weight_.view({2 * local, -1}));
+  if (in_proj_bias_.defined()) xz = xz + in_proj_bias_.view({2 * local});
+  const at::Tensor u = conv_state_step(xz.narrow(1, 0, local), states.conv, conv_weight_.squeeze(1), conv_bias_);
+  const at::Tensor projected = sum_over_channels(row_product(u, x_proj_weight_), tp());  // [rows, r + 2n]
+  SsmStepArgs args;
+  args.u = u;
+  args.delta = row_product(projected.narrow(1, 0, r), dt_proj_weight_);  // [rows, d/tp], before its bias
+  args.A_log = A_log;
+  args.B = projected.narrow(1, r, n);
+  args.C = projected.narrow(1, r + n, n);
+  args.D = D;
+  args.z = xz.narrow(1, local, local);
+  args.delta_bias = dt_proj_bias_;
+  return ssm_state_step(args, states.ssm).unsqueeze(1);
 }
 
 }  // namespace triax::mamba

@@ -24,19 +24,13 @@
 
 #include "channel_shards.hpp"
 #include "mamba_config.hpp"
+#include "mamba_layer_cache.hpp"
 #include "selective_scan.hpp"
 #include "triax/causal_lm.hpp"
 #include "triax/layers/linear.hpp"
 #include "triax/model.hpp"
 
 namespace triax::mamba {
-
-// What one sequence keeps of one layer between cached forwards: the last d_conv - 1 inputs of the
-// convolution and the scan's state, for this rank's channels.
-struct MambaLayerCache : LayerCache {
-  at::Tensor conv_state;  // [d_inner / tp, d_conv - 1], the activations' dtype; undefined: zeros
-  at::Tensor ssm_state;   // [d_inner / tp, d_state] fp32; undefined: zeros
-};
 
 class MambaMixer : public ChannelShards {
  public:
@@ -47,6 +41,8 @@ class MambaMixer : public ChannelShards {
   at::Tensor forward(const at::Tensor& hidden);
   // Inference: the new tokens of each row of `step` continue the row's MambaLayerCache; the first
   // step.keep of them enter it (the rest is sequence-parallel padding, whose outputs are zeros).
+  // One new token per row on CUDA runs the decoding step (scan/decode_step.hpp), which
+  // synchronises nothing with the host and writes the states in place.
   at::Tensor forward_cached(const at::Tensor& hidden, const CachedStep& step);
 
   std::shared_ptr<ChannelShards> in_proj, conv1d, x_proj, dt_proj;
@@ -58,6 +54,13 @@ class MambaMixer : public ChannelShards {
   std::pair<at::Tensor, at::Tensor> project_in(const at::Tensor& gathered);
   // The scan's arguments from the convolution's output u [b, d_inner / tp, s] and the gate z.
   SelectiveScanArgs scan_args(const at::Tensor& u, const at::Tensor& z);
+  // One new token per row, [rows, 1, h] -> y [rows, 1, d/tp] (before out_proj), the states
+  // continued in place: the projections as products of one row each, the conv and the scan as
+  // one step each.
+  at::Tensor decode_step(const at::Tensor& gathered, MambaStates& states);
+  // The tokens of step.keep [rows, keep, h] through the sequence's conv and scan from the states,
+  // which then hold those after the last token -> y [rows, d/tp, keep].
+  at::Tensor sequence_step(const at::Tensor& gathered, MambaStates& states);
 
   MambaConfig config_;
   at::Tensor in_proj_weight_, in_proj_bias_, conv_weight_, conv_bias_, x_proj_weight_, dt_proj_weight_, dt_proj_bias_;

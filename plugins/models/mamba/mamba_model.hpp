@@ -43,6 +43,11 @@ class MambaModel : public CausalLm {
 
   const MambaConfig& config() const { return config_; }
 
+ protected:
+  // A decoding step's layers read and write their states in place and wait for nothing on the
+  // host (MambaMixer::forward_cached): it may run as a CUDA graph.
+  bool captures_decode_steps() const override { return true; }
+
  private:
   MambaConfig config_;
   std::string resolved_yaml_;

@@ -140,7 +140,8 @@ class CausalLm : public Model {
   // rank, tp 1) may run as a CUDA graph when the host asks (StageInput::cuda_graph): every
   // layer's cached forward synchronises nothing with the host, takes the new tokens' positions
   // from CachedStep::positions, and writes its caches in place (as PreNormDecoderLayer's
-  // attention does). Default: no.
+  // attention does). layer_inputs() is then asked for max_positions positions, or for the rows'
+  // capacity where the layout sets no limit. Default: no.
   virtual bool captures_decode_steps() const { return false; }
 
   torch::nn::Module& body() { return *body_; }

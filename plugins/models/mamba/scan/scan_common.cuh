@@ -14,6 +14,7 @@ using triax::kernels::from_float;
 using triax::kernels::to_float;
 
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr int64_t kMaxGridBlocks = (int64_t{1} << 31) - 1;  // of a grid's x dimension
 
 // 2^x in one MUFU instruction (relative error about 2^-22); the scan needs one per state and position.
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -34,6 +35,9 @@ __device__ __forceinline__ float softplus(float x) {
 }
 // Its derivative, the logistic function (1 above the threshold).
 __device__ __forceinline__ float softplus_slope(float x) { return x > 20.f ? 1.f : 1.f / (1.f + __expf(-x)); }
+
+// SiLU, x * sigmoid(x): the output gate's; 0 where exp(-x) overflows.
+__device__ __forceinline__ float silu(float x) { return __fdividef(x, 1.f + __expf(-x)); }
 
 // Sum over the G lanes of one channel (lanes Gc..Gc+G-1 of a warp); every one of them gets it.
 template <int G>

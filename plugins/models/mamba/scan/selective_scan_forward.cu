@@ -88,8 +88,7 @@ __global__ void __launch_bounds__(kChannels * G, 3)
       if (ch >= in.channels || out_t >= len) continue;
       float out = tiles.y[cc][out_t] + D[k] * tiles.in.u[cc][out_t];
       if (in.z) {
-        const float zz = tiles.in.z[cc][out_t];
-        out *= __fdividef(zz, 1.f + __expf(-zz));  // SiLU; 0 where exp(-zz) overflows
+        out *= silu(tiles.in.z[cc][out_t]);
       }
       y[(b * in.channels + ch) * l + start + out_t] = from_float<T>(out);
     }

@@ -1,0 +1,171 @@
+// A Mamba layer's decoding step (scan/decode_step.hpp), one token at a time over several steps so
+// that the conv state shifts through every tap. MambaDecodeStepCpu: the composition (what the CPU
+// runs) against the whole sequence in double loops. MambaDecodeStepCuda (label gpu; skipped
+// without a GPU): the fused kernels against that composition in fp64 from the same input values,
+// the outputs and both states after every step, fp32 within 1e-4 and bf16 within 2e-2 of the
+// largest reference value, at batch 1 and 32, d_state 16 (and 5), 4 taps (and 2), with x, z, B and
+// C read as the strided views of the projections' outputs that the mixer passes.
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "decode_step.hpp"
+#include "mamba_scan_test_support.hpp"
+#include "triax/layers/fused_ops.hpp"
+
+namespace {
+
+using namespace mamba_scan_test;
+using triax::mamba::SsmStepArgs;
+
+struct StepShape {
+  int64_t rows, d, n, taps, steps;
+};
+
+// The whole sequence's inputs, fp64 on the CPU; x and z as the halves of one [rows, 2d, steps]
+// product, B and C as parts of one [rows, r + 2n, steps] (r = 3), as the mixer's views are.
+struct StepInputs {
+  at::Tensor xz, conv_weight, conv_bias, u, delta, A_log, projected, D, delta_bias;
+
+  at::Tensor x(int64_t t) const { return xz.narrow(1, 0, conv_weight.size(0)).select(2, t); }
+  SsmStepArgs ssm(int64_t t, const at::Tensor& u_t) const {
+    const int64_t d = conv_weight.size(0), n = A_log.size(1);
+    return SsmStepArgs{u_t, delta.select(2, t).contiguous(), A_log, projected.narrow(1, 3, n).select(2, t),
+                       projected.narrow(1, 3 + n, n).select(2, t), D, xz.narrow(1, d, d).select(2, t), delta_bias};
+  }
+};
+
+StepInputs step_inputs(const StepShape& s, uint64_t seed) {
+  StepInputs in;
+  in.xz = seeded({s.rows, 2 * s.d, s.steps}, seed).transpose(1, 2).contiguous().transpose(1, 2);
+  in.conv_weight = seeded({s.d, s.taps}, seed + 1, 0.5);
+  in.conv_bias = seeded({s.d}, seed + 2, 0.1);
+  in.u = seeded({s.rows, s.d, s.steps}, seed + 3);
+  in.delta = seeded({s.rows, s.d, s.steps}, seed + 4, 0.5, -3.0);
+  in.A_log = seeded({s.d, s.n}, seed + 5, 0.5, 0.5);
+  in.projected = seeded({s.rows, 3 + 2 * s.n, s.steps}, seed + 6).transpose(1, 2).contiguous().transpose(1, 2);
+  in.D = seeded({s.d}, seed + 7);
+  in.delta_bias = seeded({s.d}, seed + 8, 0.3);
+  return in;
+}
+
+TEST(MambaDecodeStepCpu, ConvStepsEqualTheSequencesConv) {
+  for (int64_t taps : {1, 2, 4}) {
+    SCOPED_TRACE("taps " + std::to_string(taps));
+    const StepShape s{3, 5, 4, taps, 7};
+    const StepInputs in = step_inputs(s, 11);
+    const at::Tensor x = in.xz.narrow(1, 0, s.d);
+    const at::Tensor expected = conv_by_loops(x, in.conv_weight, in.conv_bias, /*silu=*/true);
+    at::Tensor state = at::zeros({s.rows, s.d, taps - 1}, at::kDouble);
+    for (int64_t t = 0; t < s.steps; ++t) {
+      const at::Tensor u = triax::mamba::conv_state_step(in.x(t), state, in.conv_weight, in.conv_bias);
+      EXPECT_LT(relative_error(u, expected.select(2, t)), 1e-12) << "step " << t;
+    }
+    EXPECT_TRUE(at::equal(state, x.narrow(2, s.steps - (taps - 1), taps - 1))) << "the last inputs";
+  }
+}
+
+TEST(MambaDecodeStepCpu, SsmStepsEqualTheSequencesScan) {
+  const StepShape s{3, 5, 16, 4, 7};
+  const StepInputs in = step_inputs(s, 21);
+  triax::mamba::SelectiveScanArgs whole;
+  whole.u = in.u;
+  whole.delta = in.delta;
+  whole.A = -at::exp(in.A_log);
+  whole.B = in.projected.narrow(1, 3, s.n);
+  whole.C = in.projected.narrow(1, 3 + s.n, s.n);
+  whole.D = in.D;
+  whole.z = in.xz.narrow(1, s.d, s.d);
+  whole.delta_bias = in.delta_bias;
+  const auto [expected, expected_state] = scan_by_loops(whole, at::Tensor());
+  at::Tensor state = at::zeros({s.rows, s.d, s.n}, at::kDouble);
+  for (int64_t t = 0; t < s.steps; ++t) {
+    const at::Tensor y = triax::mamba::ssm_state_step(in.ssm(t, in.u.select(2, t)), state);
+    EXPECT_LT(relative_error(y, expected.select(2, t)), 1e-6) << "step " << t;  // the state passes through fp32
+  }
+  EXPECT_LT(relative_error(state, expected_state), 1e-6);
+}
+
+TEST(MambaDecodeStepCpu, MisshapenStateIsRefused) {
+  const StepInputs in = step_inputs({2, 5, 4, 4, 1}, 31);
+  EXPECT_THROW(triax::mamba::conv_state_step(in.x(0), at::zeros({2, 5, 2}, at::kDouble), in.conv_weight, in.conv_bias),
+               std::exception);
+  EXPECT_THROW(triax::mamba::ssm_state_step(in.ssm(0, in.u.select(2, 0)), at::zeros({2, 5, 3}, at::kDouble)),
+               std::exception);
+}
+
+const c10::Device kCuda(c10::kCUDA, 0);
+
+// The concatenations and copies `work` dispatches: the composition's, none of the kernels'.
+thread_local int64_t composition_ops = 0;
+int64_t count_composition_ops(const std::function<void()>& work) {
+  composition_ops = 0;
+  auto callback = at::addThreadLocalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        const std::string name = fn.name();
+        if (name == "aten::cat" || name == "aten::copy_") ++composition_ops;
+        return nullptr;
+      }).scopes({at::RecordScope::FUNCTION}));
+  work();
+  at::removeCallback(callback);
+  return composition_ops;
+}
+
+double tolerance(c10::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : 2e-2; }
+
+// t in dtype on the GPU (its strides kept: the strided views stay strided).
+at::Tensor on_gpu(const at::Tensor& t, c10::ScalarType dtype) { return t.to(kCuda, dtype); }
+
+void check_steps(const StepShape& s, c10::ScalarType dtype) {
+  SCOPED_TRACE(std::string(c10::toString(dtype)) + " rows " + std::to_string(s.rows) + " d " + std::to_string(s.d) +
+               " n " + std::to_string(s.n) + " taps " + std::to_string(s.taps));
+  const StepInputs ref = step_inputs(s, 41 + s.rows);
+  StepInputs gpu;
+  for (auto [from, to] : {std::pair{&ref.xz, &gpu.xz}, {&ref.conv_weight, &gpu.conv_weight},
+                          {&ref.conv_bias, &gpu.conv_bias}, {&ref.delta, &gpu.delta}, {&ref.A_log, &gpu.A_log},
+                          {&ref.projected, &gpu.projected}, {&ref.D, &gpu.D}, {&ref.delta_bias, &gpu.delta_bias}})
+    *to = on_gpu(*from, dtype);
+  StepInputs rounded = ref;  // the reference's inputs: the kernels' values in fp64
+  for (auto [from, to] : {std::pair{&gpu.xz, &rounded.xz}, {&gpu.conv_weight, &rounded.conv_weight},
+                          {&gpu.conv_bias, &rounded.conv_bias}, {&gpu.delta, &rounded.delta},
+                          {&gpu.A_log, &rounded.A_log}, {&gpu.projected, &rounded.projected}, {&gpu.D, &rounded.D},
+                          {&gpu.delta_bias, &rounded.delta_bias}})
+    *to = from->to(at::kCPU, at::kDouble);
+  at::Tensor conv = at::zeros({s.rows, s.d, s.taps - 1}, at::TensorOptions(kCuda).dtype(dtype));
+  at::Tensor ssm = at::zeros({s.rows, s.d, s.n}, at::TensorOptions(kCuda).dtype(at::kFloat));
+  at::Tensor conv_ref = at::zeros({s.rows, s.d, s.taps - 1}, at::kDouble), ssm_ref = at::zeros_like(ssm, at::kDouble).cpu();
+  for (int64_t t = 0; t < s.steps; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    at::Tensor u;
+    EXPECT_EQ(count_composition_ops([&] { u = triax::mamba::conv_state_step(gpu.x(t), conv, gpu.conv_weight, gpu.conv_bias); }), 0)
+        << "the conv step ran the composition, not the kernel";
+    ASSERT_EQ(u.scalar_type(), dtype);
+    const at::Tensor u_ref = triax::mamba::conv_state_step(rounded.x(t), conv_ref, rounded.conv_weight, rounded.conv_bias);
+    EXPECT_LT(relative_error(u, u_ref), tolerance(dtype)) << "u";
+    EXPECT_TRUE(at::equal(conv.cpu().to(at::kDouble), conv_ref)) << "conv state";
+    // Both scans from the kernel's u, so that each half is checked on its own.
+    const SsmStepArgs args = gpu.ssm(t, u);
+    at::Tensor y;
+    EXPECT_EQ(count_composition_ops([&] { y = triax::mamba::ssm_state_step(args, ssm); }), 0)
+        << "the SSM step ran the composition, not the kernel";
+    const at::Tensor y_ref = triax::mamba::ssm_state_step(rounded.ssm(t, u.cpu().to(at::kDouble)), ssm_ref);
+    EXPECT_LT(relative_error(y, y_ref), tolerance(dtype)) << "y";
+    EXPECT_LT(relative_error(ssm, ssm_ref), tolerance(at::kFloat)) << "SSM state";
+  }
+}
+
+TEST(MambaDecodeStepCuda, KernelsMatchTheComposition) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  ASSERT_TRUE(triax::fused_kernels_enabled());
+  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
+    for (int64_t rows : {1, 32}) {
+      check_steps({rows, 1536, 16, 4, 6}, dtype);
+      check_steps({rows, 203, 5, 2, 4}, dtype);
+    }
+}
+
+}  // namespace
