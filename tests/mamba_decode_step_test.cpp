@@ -98,8 +98,6 @@ TEST(MambaDecodeStepCpu, MisshapenStateIsRefused) {
                std::exception);
 }
 
-const c10::Device kCuda(c10::kCUDA, 0);
-
 // The concatenations and copies `work` dispatches: the composition's, none of the kernels'.
 thread_local int64_t composition_ops = 0;
 int64_t count_composition_ops(const std::function<void()>& work) {
@@ -114,8 +112,6 @@ int64_t count_composition_ops(const std::function<void()>& work) {
   at::removeCallback(callback);
   return composition_ops;
 }
-
-double tolerance(c10::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : 2e-2; }
 
 // t in dtype on the GPU (its strides kept: the strided views stay strided).
 at::Tensor on_gpu(const at::Tensor& t, c10::ScalarType dtype) { return t.to(kCuda, dtype); }

@@ -20,10 +20,6 @@ namespace {
 using namespace mamba_scan_test;
 using triax::mamba::SelectiveScanArgs;
 
-const c10::Device kCuda(c10::kCUDA, 0);
-
-double tolerance(c10::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : 2e-2; }
-
 std::vector<at::Tensor*> operand_list(SelectiveScanArgs& a) {
   return {&a.u, &a.delta, &a.A, &a.B, &a.C, &a.D, &a.z, &a.delta_bias};
 }

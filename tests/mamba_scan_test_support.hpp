@@ -96,6 +96,11 @@ inline at::Tensor conv_by_loops(const at::Tensor& x_in, const at::Tensor& w_in, 
   return y;
 }
 
+// The kernel tests' device and tolerances: fp32 within 1e-4 and bf16 within 2e-2 of the largest
+// reference value.
+inline const c10::Device kCuda(c10::kCUDA, 0);
+inline double tolerance(c10::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : 2e-2; }
+
 inline double max_abs(const at::Tensor& t) { return t.numel() ? t.abs().max().item<double>() : 0.0; }
 
 // max |got - want| relative to max |want| (absolute where want is all zeros).
