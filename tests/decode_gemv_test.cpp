@@ -1,11 +1,15 @@
 // decode_gemv (decode_gemv.hpp): the GEMV kernel of a decoding step's linear layers against the
 // LibTorch product in fp32 (DecodeGemvCuda, ctest label gpu, skipped without a GPU), and where it
-// leaves the product to the GEMM (DecodeGemvCpu: CPU tensors, more rows than it takes).
+// leaves the product to the GEMM (DecodeGemvCpu: CPU tensors, more rows than it takes). Its SwiGLU
+// variant, decode_gate_up_swiglu: the bits of the product then swiglu_halves on CUDA, the two ops
+// on CPU, and nothing where a gradient is wanted or there are more rows.
 #include "triax/layers/decode_gemv.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
+
+#include "triax/layers/fused_ops.hpp"
 
 #include <cstdlib>
 #include <string>
@@ -24,6 +28,35 @@ at::Tensor seeded(const std::vector<int64_t>& shape, uint64_t seed, c10::ScalarT
 TEST(DecodeGemvCpu, LeavesCpuTensorsToTheGemm) {
   ASSERT_TRUE(kSwitchedOn);
   EXPECT_FALSE(triax::decode_gemv(at::ones({1, 1, 16}), at::ones({8, 16})).defined());
+}
+
+TEST(DecodeGemvCpu, GateUpSwigluIsTheTwoOpsAndOnlyAtDecodingSizes) {
+  const at::Tensor x = seeded({2, 1, 16}, 1, at::kFloat, at::kCPU), w = seeded({24, 16}, 2, at::kFloat, at::kCPU);
+  const at::Tensor y = triax::decode_gate_up_swiglu(x, w);
+  ASSERT_TRUE(y.defined());
+  EXPECT_TRUE(at::equal(y, triax::swiglu_halves(at::linear(x, w))));
+  EXPECT_FALSE(triax::decode_gate_up_swiglu(seeded({5, 16}, 1, at::kFloat, at::kCPU), w).defined());
+  EXPECT_FALSE(triax::decode_gate_up_swiglu(x, w.clone().requires_grad_(true)).defined());
+}
+
+TEST(DecodeGemvCuda, GateUpSwigluHasTheBitsOfTheProductThenSwiglu) {
+  ASSERT_TRUE(kSwitchedOn);
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  // 1.7b's gate/up projection (2 x 8192 rows over 2048), and a small one.
+  const std::vector<std::pair<int64_t, int64_t>> shapes{{2048, 8192}, {64, 40}};
+  for (const c10::ScalarType dtype : {at::kBFloat16, at::kFloat})
+    for (const auto& [in, half] : shapes)
+      for (int64_t rows = 1; rows <= 4; ++rows) {
+        const at::Tensor x = seeded({rows, 1, in}, 3, dtype, at::kCUDA);
+        const at::Tensor w = seeded({2 * half, in}, 4, dtype, at::kCUDA);
+        const std::string what = std::string(c10::toString(dtype)) + " rows " + std::to_string(rows) + " [2 x " +
+                                 std::to_string(half) + ", " + std::to_string(in) + "]";
+        const at::Tensor y = triax::decode_gate_up_swiglu(x, w);
+        const at::Tensor product = triax::decode_gemv(x, w);
+        ASSERT_TRUE(y.defined() && product.defined()) << what;
+        ASSERT_EQ(y.sizes(), (std::vector<int64_t>{rows, 1, half})) << what;
+        EXPECT_TRUE(at::equal(y, triax::swiglu_halves(product))) << what;
+      }
 }
 
 TEST(DecodeGemvCuda, EqualsTheProductInFp32) {

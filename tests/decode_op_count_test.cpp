@@ -127,10 +127,10 @@ OpCounts per_layer(int64_t rows) {
 
 // Today's count: the input norm (with the add of the last layer's MLP output), the q/k/v
 // projection, rotary_qkv_into_cache (three launches on CUDA), attention, the output projection,
-// the post-attention add and norm, the gate/up projection, SwiGLU and the down projection. Before
-// the decode work a layer also ran a clamp, two index_selects, two scatter_s, the mask's
-// conversion and the residual add.
-constexpr int64_t kOpsPerLayer = 9;
+// the post-attention add and norm, the gate/up projection with SwiGLU (decode_gate_up_swiglu) and
+// the down projection. Before the decode work a layer also ran a clamp, two index_selects, two
+// scatter_s, the mask's conversion and the residual add, and SwiGLU on its own.
+constexpr int64_t kOpsPerLayer = 8;
 
 TEST(DecodeOpCount, PerLayerHeldAtTodaysCount) {
   for (const int64_t rows : {1, 2}) {
@@ -142,6 +142,7 @@ TEST(DecodeOpCount, PerLayerHeldAtTodaysCount) {
     EXPECT_EQ(layer.count("aten::scatter_"), 0u) << "keys and values are written by the rotary kernel";
     EXPECT_EQ(layer.count("aten::where"), 0u) << "the attention mask is built once a step";
     EXPECT_EQ(layer.count("aten::add"), 0u) << "the residual adds are done by the norms";
+    EXPECT_EQ(layer.count("triax::swiglu_halves"), 0u) << "SwiGLU is written by the gate/up product";
   }
 }
 

@@ -8,6 +8,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -170,6 +171,84 @@ TEST_F(GenerationTest, EosStopsOnlyItsSequence) {
     EXPECT_EQ(s.stopped_at_eos, first != free_run[i].end());
   }
   EXPECT_LE(result.sequences[1].tokens.size(), 3u);
+}
+
+// Each free-running sequence up to and with its first token in `eos`, as a stopping run gives it.
+Prompts cut_at_eos(const Prompts& free_run, const std::vector<int64_t>& eos) {
+  Prompts out;
+  for (const auto& s : free_run) {
+    const auto first = std::find_first_of(s.begin(), s.end(), eos.begin(), eos.end());
+    out.emplace_back(s.begin(), first == s.end() ? s.end() : first + 1);
+  }
+  return out;
+}
+
+// Every row ends through EOS, each at its own step, greedy and sampled: the decoding step the host
+// queues before it reads that the last row has ended brings only dropped tokens, so the tokens, the
+// stop reasons and the count of new tokens are the uncached path's (which reads every token before
+// its next step) and the free run's cut at EOS.
+TEST_F(GenerationTest, RowsEndingAtEosAtTheirOwnStepsKeepTheirTokens) {
+  for (const SamplingOptions sampling : {SamplingOptions{}, SamplingOptions{0.9, 20, 0.95}}) {
+    GenerationOptions options = options_;
+    options.sampling = sampling;
+    const auto free_run = tokens(ragged_, options);
+    options.eos = {free_run[0][1], free_run[1][3], free_run[2][5], free_run[3][4]};
+    GenerationOptions uncached = options;
+    uncached.use_cache = false;
+    const GenerationResult cached = run(ragged_, options);
+    const GenerationResult reference = run(ragged_, uncached);
+    const Prompts expected = cut_at_eos(free_run, options.eos);
+    int64_t new_tokens = 0;
+    size_t longest = 0;
+    for (size_t i = 0; i < ragged_.size(); ++i) {
+      longest = std::max(longest, expected[i].size());
+      EXPECT_EQ(cached.sequences[i].tokens, expected[i]) << "prompt " << i;
+      EXPECT_EQ(cached.sequences[i].tokens, reference.sequences[i].tokens) << "prompt " << i;
+      const bool ends_in_eos = std::count(options.eos.begin(), options.eos.end(), expected[i].back()) > 0;
+      EXPECT_EQ(cached.sequences[i].stopped_at_eos, ends_in_eos) << "prompt " << i;
+      EXPECT_EQ(cached.sequences[i].stopped_at_eos, reference.sequences[i].stopped_at_eos) << "prompt " << i;
+      new_tokens += static_cast<int64_t>(expected[i].size());
+    }
+    EXPECT_LE(cached.sequences[0].tokens.size(), 2u);
+    EXPECT_EQ(cached.stats.new_tokens, new_tokens);
+    EXPECT_EQ(reference.stats.new_tokens, new_tokens);
+    // The longest row's tokens need longest - 1 decoding steps (the prefill gives the first);
+    // the cached loop runs at most one more, the uncached one none.
+    EXPECT_EQ(reference.stats.decode_steps, static_cast<int64_t>(longest) - 1);
+    EXPECT_GE(cached.stats.decode_steps, static_cast<int64_t>(longest) - 1);
+    EXPECT_LE(cached.stats.decode_steps, static_cast<int64_t>(longest));
+  }
+}
+
+// One and two new tokens: none or one decoding step, with and without a row ending at EOS in the
+// prefill's token, and no step beyond them.
+TEST_F(GenerationTest, OneAndTwoNewTokensWithAndWithoutEos) {
+  const auto free_run = tokens(ragged_, options_);
+  for (int64_t max_new : {1, 2}) {
+    for (bool stop_row_1 : {false, true}) {
+      GenerationOptions options = options_;
+      options.max_new_tokens = max_new;
+      if (stop_row_1) options.eos = {free_run[1][0]};
+      const GenerationResult result = run(ragged_, options);
+      int64_t new_tokens = 0;
+      size_t longest = 0;
+      for (size_t i = 0; i < ragged_.size(); ++i) {
+        const auto& s = result.sequences[i];
+        longest = std::max(longest, s.tokens.size());
+        const bool stops_first = stop_row_1 && free_run[i][0] == free_run[1][0];
+        const size_t length = stops_first ? 1 : static_cast<size_t>(max_new);
+        EXPECT_EQ(s.tokens, std::vector<int64_t>(free_run[i].begin(), free_run[i].begin() + length))
+            << "prompt " << i << ", max_new_tokens " << max_new;
+        if (i == 1 || !stop_row_1) {
+          EXPECT_EQ(s.stopped_at_eos, stop_row_1) << "prompt " << i;
+        }
+        new_tokens += static_cast<int64_t>(s.tokens.size());
+      }
+      EXPECT_EQ(result.stats.new_tokens, new_tokens);
+      // The first token comes from the prefill: the longest row's others need a step each.
+      EXPECT_EQ(result.stats.decode_steps, static_cast<int64_t>(longest) - 1) << "max_new_tokens " << max_new;
+    }
+  }
 }
 
 TEST_F(GenerationTest, RefusesPromptsTheContextCannotHold) {

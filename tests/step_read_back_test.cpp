@@ -1,7 +1,7 @@
-// The logged values read one step late (core/src/step/step_read_back.hpp): what is handed over is what
+// The logged values read one step late (triax/core/step/step_read_back.hpp): what is handed over is what
 // was queued, for the step it was queued for, also when the values are still being computed on
 // the GPU when they are queued.
-#include "step/step_read_back.hpp"
+#include "triax/core/step/step_read_back.hpp"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Step times cover their own step's work (core/src/step/device_mark.hpp): a mark's time is when
+// Step times cover their own step's work (triax/core/step/device_mark.hpp): a mark's time is when
 // the work before it ended, however late the host reads it; and in a whole run every step, the
 // last one (read at once) as the others (each read inside the next step), lasts at least as long
 // as its injected delays. The old measurement, the host's clock when a step's values were read,
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "scoped_fault.hpp"
-#include "step/device_mark.hpp"
+#include "triax/core/step/device_mark.hpp"
 #include "training_test_support.hpp"
 #include "triax/faults/fault_injection.hpp"
 

@@ -10,6 +10,7 @@
 #include "decode_profiler.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
+#include "triax/core/step/step_read_back.hpp"
 #include "triax/error.hpp"
 #include "triax/generate/model_cache.hpp"
 #include "triax/tensor_handle.hpp"
@@ -138,7 +139,7 @@ class GenerationLoop {
     }
     for (const auto& [length, row_ids] : by_length) {
       if (!options_.use_cache) {
-        advance(uncached_logits(row_ids), row_ids);
+        append(choose(uncached_logits(row_ids), row_ids).cpu(), row_ids);
         continue;
       }
       std::vector<const std::vector<int64_t>*> group;
@@ -147,7 +148,7 @@ class GenerationLoop {
         group.push_back(&prompts_[static_cast<size_t>(row)]);
         group_caches.push_back(&caches_[static_cast<size_t>(row)]);
       }
-      advance(cached_.forward_cached(group_caches, ids_tensor(group, device_)).logits, row_ids);
+      append(choose(cached_.forward_cached(group_caches, ids_tensor(group, device_)).logits, row_ids).cpu(), row_ids);
     }
     result_.stats.prefill_seconds = seconds_since(start);
   }
@@ -158,24 +159,10 @@ class GenerationLoop {
   void decode() {
     const auto start = Clock::now();
     DecodeProfiler profiler(options_.profile_path, device_, options_.profile_steps);
-    std::vector<int64_t> every_row;
-    std::vector<ModelCache*> every_cache;
-    for (size_t i = 0; i < rows(); ++i) {
-      every_row.push_back(static_cast<int64_t>(i));
-      if (options_.use_cache) every_cache.push_back(&caches_[i]);
-    }
-    at::Tensor next = last_tokens();
-    for (int64_t step = 0; !all_finished(); ++step) {
-      profiler.before_step(step);
-      if (options_.use_cache) {
-        next =
-            advance(cached_.forward_cached(every_cache, next, {}, options_.cuda_graphs).logits, every_row).view({-1, 1});
-      } else {
-        const std::vector<int64_t> running = running_rows();
-        advance(uncached_logits(running), running);
-      }
-      profiler.after_step(step);
-    }
+    if (options_.use_cache)
+      decode_cached(profiler);
+    else
+      decode_uncached(profiler);
     profiler.finish();
     result_.stats.decode_seconds = seconds_since(start);
     for (const GeneratedSequence& s : result_.sequences)
@@ -185,16 +172,58 @@ class GenerationLoop {
   GenerationResult& result() { return result_; }
 
  private:
+  // The host runs one step ahead of its reading: step t + 1 is queued before step t's tokens are
+  // read back, so the device works while the host waits for the copy and appends the tokens. A
+  // row's end (EOS, max_new_tokens) is thus known one step late. A step is queued while a row may
+  // still need its token; it is in vain only where step t's tokens were EOS for every such row,
+  // and its tokens are then dropped as a finished row's are.
+  void decode_cached(DecodeProfiler& profiler) {
+    std::vector<int64_t> every_row;
+    std::vector<ModelCache*> every_cache;
+    for (size_t i = 0; i < rows(); ++i) {
+      every_row.push_back(static_cast<int64_t>(i));
+      every_cache.push_back(&caches_[i]);
+    }
+    StepReadBack in_flight(device_);
+    at::Tensor next = last_tokens();
+    for (int64_t step = 0; needs_another_step(in_flight.pending()); ++step) {
+      profiler.before_step(step);
+      const at::Tensor chosen =
+          choose(cached_.forward_cached(every_cache, next, {}, options_.cuda_graphs).logits, every_row);
+      if (in_flight.pending()) append(in_flight.take().host, every_row);
+      in_flight.queue(step, chosen);
+      next = chosen.view({-1, 1});
+      profiler.after_step(step);
+      ++result_.stats.decode_steps;
+    }
+    if (in_flight.pending()) append(in_flight.take().host, every_row);
+  }
+
+  // Without the cache each step recomputes the running rows' sequences, read from the host.
+  void decode_uncached(DecodeProfiler& profiler) {
+    for (int64_t step = 0; needs_another_step(false); ++step) {
+      profiler.before_step(step);
+      const std::vector<int64_t> running = running_rows();
+      append(choose(uncached_logits(running), running).cpu(), running);
+      profiler.after_step(step);
+      ++result_.stats.decode_steps;
+    }
+  }
+
   size_t rows() const { return prompts_.size(); }
 
   bool finished(size_t row) const {
     const GeneratedSequence& s = result_.sequences[row];
     return s.stopped_at_eos || static_cast<int64_t>(s.tokens.size()) >= options_.max_new_tokens;
   }
-  bool all_finished() const {
+  // Whether a row may still need a token, counting the one a step in flight brings each row not
+  // yet finished (EOS in that token may end the row, which the host reads only later).
+  bool needs_another_step(bool step_in_flight) const {
+    const int64_t arriving = step_in_flight ? 1 : 0;
     for (size_t i = 0; i < rows(); ++i)
-      if (!finished(i)) return false;
-    return true;
+      if (!finished(i) && static_cast<int64_t>(result_.sequences[i].tokens.size()) + arriving < options_.max_new_tokens)
+        return true;
+    return false;
   }
   std::vector<int64_t> running_rows() const {
     std::vector<int64_t> running;
@@ -203,24 +232,26 @@ class GenerationLoop {
     return running;
   }
 
-  // Chooses the next token of `row_ids` from their logits on the device, reads the choice back
-  // (the one host synchronisation of a step) and appends it to the rows not yet finished.
-  // Returns the choice, still on the device: the next step's input.
-  at::Tensor advance(const at::Tensor& shard_logits, const std::vector<int64_t>& row_ids) {
+  // The next token of `row_ids` from their logits, chosen on the device (the same at every tp rank).
+  // Sampling draws one uniform per listed row, step after step in the same order.
+  at::Tensor choose(const at::Tensor& shard_logits, const std::vector<int64_t>& row_ids) {
     const at::Tensor logits = whole_vocabulary(shard_logits, communicator_, options_.vocab_size);
     std::vector<double> uniforms;
     if (!options_.sampling.greedy()) uniforms = streams_.next(row_ids);
     at::Tensor chosen = choose_tokens(logits, options_.sampling, uniforms).to(at::kLong).contiguous();
     if (agree_over_tp_) communicator_.broadcast(TRIAX_GROUP_TP, chosen, 0);
-    const at::Tensor host = chosen.cpu();
+    return chosen;
+  }
+
+  // Appends a step's tokens (on the host, one per listed row) to the rows not yet finished.
+  void append(const at::Tensor& host_tokens, const std::vector<int64_t>& row_ids) {
     for (size_t k = 0; k < row_ids.size(); ++k) {
       if (finished(static_cast<size_t>(row_ids[k]))) continue;
       GeneratedSequence& sequence = result_.sequences[static_cast<size_t>(row_ids[k])];
-      const int64_t token = host.data_ptr<int64_t>()[k];
+      const int64_t token = host_tokens.data_ptr<int64_t>()[k];
       sequence.tokens.push_back(token);
       sequence.stopped_at_eos = std::find(options_.eos.begin(), options_.eos.end(), token) != options_.eos.end();
     }
-    return chosen;
   }
 
   // The whole sequence so far of each row (its prompt and its new tokens) through the uncached

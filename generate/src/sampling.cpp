@@ -17,6 +17,20 @@ void SamplingOptions::validate() const {
     throw ConfigError("--top-p: expected a probability in (0, 1], got " + std::to_string(top_p));
 }
 
+namespace {
+
+// The uniforms as float on `device`, uploaded from pinned memory on CUDA: the host, a decoding step
+// ahead of the device, does not wait there for the step before.
+at::Tensor uniforms_on(const std::vector<double>& uniforms, const c10::Device& device) {
+  const auto count = static_cast<int64_t>(uniforms.size());
+  at::Tensor host = at::empty({count}, at::TensorOptions().dtype(at::kFloat).pinned_memory(device.is_cuda()));
+  float* out = host.data_ptr<float>();
+  for (int64_t i = 0; i < count; ++i) out[i] = static_cast<float>(uniforms[static_cast<size_t>(i)]);
+  return host.to(device, /*non_blocking=*/true);
+}
+
+}  // namespace
+
 at::Tensor choose_tokens(const at::Tensor& logits, const SamplingOptions& options,
                          const std::vector<double>& uniforms) {
   if (logits.dim() != 2 || logits.size(0) < 1 || logits.size(1) < 1)
@@ -38,7 +52,7 @@ at::Tensor choose_tokens(const at::Tensor& logits, const SamplingOptions& option
     sorted = sorted.masked_fill(mass_before >= options.top_p, minus_infinity);
   }
   const at::Tensor cdf = sorted.softmax(-1).cumsum(-1);
-  const at::Tensor u = at::tensor(uniforms, at::TensorOptions().dtype(at::kDouble)).to(cdf.device(), at::kFloat);
+  const at::Tensor u = uniforms_on(uniforms, cdf.device());
   const at::Tensor target = (u * cdf.select(1, vocab - 1)).unsqueeze(1).contiguous();
   // The first token whose cumulative probability passes the target; a target rounded up to the
   // total mass takes the last token kept (cut tokens have probability 0 and are never chosen).

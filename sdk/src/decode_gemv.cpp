@@ -2,8 +2,11 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/record_function.h>
 
 #include <vector>
+
+#include "triax/layers/fused_ops.hpp"
 
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -13,26 +16,31 @@
 #endif
 
 namespace triax {
+namespace {
+
+bool gradient_wanted(const at::Tensor& x, const at::Tensor& matrix) {
+  return at::GradMode::is_enabled() && (x.requires_grad() || matrix.requires_grad());
+}
 
 #ifdef TRIAX_WITH_CUDA
-namespace {
+static_assert(kDecodeGemvMaxRows == kernels::kGemvMaxRows);
 
 bool switched_on() {
   static const bool on = switched_on_unless_zero("TRIAX_DECODE_GEMV");
   return on;
 }
 
-bool gradient_wanted(const at::Tensor& x, const at::Tensor& matrix) {
-  return at::GradMode::is_enabled() && (x.requires_grad() || matrix.requires_grad());
-}
+using GemvLauncher = cudaError_t (*)(kernels::Dtype, const void*, const void*, void*, int64_t, int64_t, int64_t,
+                                     cudaStream_t);
 
-}  // namespace
-
-at::Tensor decode_gemv(const at::Tensor& x, const at::Tensor& matrix) {
+// x [..., in] times `matrix` [rows_per_output x out, in] through `launch` into [..., out]; undefined
+// where the kernel does not apply.
+at::Tensor run_gemv(const at::Tensor& x, const at::Tensor& matrix, int64_t rows_per_output, GemvLauncher launch,
+                    const char* what) {
   if (!switched_on() || x.dim() < 1 || matrix.dim() != 2 || x.size(-1) != matrix.size(1)) return {};
   if (gradient_wanted(x, matrix) || !x.is_contiguous() || !matrix.is_contiguous()) return {};
   if (!cuda_launch::kernels_apply({&x, &matrix})) return {};
-  const int64_t in = matrix.size(1), out = matrix.size(0), rows = in == 0 ? 0 : x.numel() / in;
+  const int64_t in = matrix.size(1), out = matrix.size(0) / rows_per_output, rows = in == 0 ? 0 : x.numel() / in;
   if (!kernels::gemv_applies(rows, in, static_cast<int>(x.element_size()), x.const_data_ptr(), matrix.const_data_ptr(),
                              x.const_data_ptr()))
     return {};
@@ -40,14 +48,32 @@ at::Tensor decode_gemv(const at::Tensor& x, const at::Tensor& matrix) {
   shape.back() = out;
   at::Tensor y = at::empty(shape, x.options());  // the allocator's blocks are 512-byte aligned
   c10::cuda::CUDAGuard device(x.device());
-  cuda_launch::check(kernels::gemv(*cuda_launch::kernel_dtype(x.scalar_type()), x.const_data_ptr(),
-                                   matrix.const_data_ptr(), y.mutable_data_ptr(), rows, out, in,
-                                   cuda_launch::stream_of(x)),
-                     "decode_gemv");
+  cuda_launch::check(launch(*cuda_launch::kernel_dtype(x.scalar_type()), x.const_data_ptr(), matrix.const_data_ptr(),
+                            y.mutable_data_ptr(), rows, out, in, cuda_launch::stream_of(x)),
+                     what);
   return y;
 }
-#else
-at::Tensor decode_gemv(const at::Tensor&, const at::Tensor&) { return {}; }
 #endif
+
+}  // namespace
+
+at::Tensor decode_gemv([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& matrix) {
+#ifdef TRIAX_WITH_CUDA
+  return run_gemv(x, matrix, 1, kernels::gemv, "decode_gemv");
+#else
+  return {};
+#endif
+}
+
+at::Tensor decode_gate_up_swiglu(const at::Tensor& x, const at::Tensor& matrix) {
+  if (x.dim() < 1 || matrix.dim() != 2 || matrix.size(0) % 2 != 0 || gradient_wanted(x, matrix)) return {};
+  if (x.size(-1) == 0 || x.numel() / x.size(-1) > kDecodeGemvMaxRows) return {};
+  RECORD_FUNCTION("triax::decode_gate_up_swiglu", std::vector<c10::IValue>());  // one kernel on CUDA
+#ifdef TRIAX_WITH_CUDA
+  if (at::Tensor fused = run_gemv(x, matrix, 2, kernels::gemv_swiglu, "decode_gate_up_swiglu"); fused.defined())
+    return fused;
+#endif
+  return swiglu_halves(at::linear(x, matrix));
+}
 
 }  // namespace triax

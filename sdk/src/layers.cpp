@@ -5,6 +5,7 @@
 #include "triax/error.hpp"
 #include "triax/layers/channel_major_linear.hpp"
 #include "triax/layers/cross_entropy.hpp"
+#include "triax/layers/decode_gemv.hpp"
 #include "triax/layers/deferred_weight_gradients.hpp"
 #include "triax/layers/embedding.hpp"
 #include "triax/layers/fused_ops.hpp"
@@ -111,6 +112,15 @@ at::Tensor ColumnParallelLinear::forward_gathered(const at::Tensor& x) {
     return bias.defined() ? product + bias.reshape({-1}) : product;
   }
   return deferrable_linear(x, matrix(), bias.defined() ? bias.reshape({-1}) : at::Tensor());
+}
+
+at::Tensor ColumnParallelLinear::forward_swiglu_at_decode(const at::Tensor& x) {
+  // Inference only (training keeps its path untouched): without autograd, ALL_REDUCE's gathered
+  // input is x itself.
+  if (at::GradMode::is_enabled() || fp8_ || bias.defined() || tp_.overlap_communication ||
+      tp_.mode == TpMode::ReduceScatter)
+    return {};
+  return decode_gate_up_swiglu(x, matrix());
 }
 
 at::Tensor ColumnParallelLinear::matrix() const {

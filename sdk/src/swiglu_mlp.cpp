@@ -20,6 +20,11 @@ HfTensorRule SwiGluMlp::hf_rule(const std::string& prefix, int64_t hidden_size, 
 }
 
 at::Tensor SwiGluMlp::forward(const at::Tensor& x) {
+  // A decoding step's few rows: SwiGLU written by the gate/up product's kernel. Not where the down
+  // projection would take another path (the recomputed activation's product, fp8's amax).
+  if (!recompute_activation_ && !down_proj->computes_in_fp8())
+    if (const at::Tensor activated = gate_up_proj->forward_swiglu_at_decode(x); activated.defined())
+      return down_proj->forward(activated);
   return down_proj->forward_activated(RecomputedActivation::SwigluHalves, gate_up_proj->forward(x),
                                       recompute_activation_);
 }

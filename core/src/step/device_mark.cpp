@@ -1,4 +1,4 @@
-#include "step/device_mark.hpp"
+#include "triax/core/step/device_mark.hpp"
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 

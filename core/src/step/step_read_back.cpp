@@ -1,4 +1,4 @@
-#include "step/step_read_back.hpp"
+#include "triax/core/step/step_read_back.hpp"
 
 #include <ATen/ATen.h>
 

@@ -13,8 +13,8 @@
 #include <chrono>
 #include <cstdint>
 
-#include "step/device_mark.hpp"
-#include "step/step_read_back.hpp"
+#include "triax/core/step/device_mark.hpp"
+#include "triax/core/step/step_read_back.hpp"
 #include "triax/report/metrics.hpp"
 
 namespace triax {

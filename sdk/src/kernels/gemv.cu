@@ -2,6 +2,10 @@
 // row of w once, in 16-byte vectors, for every row of x, and reduces over its lanes. At one row
 // the product is a matrix-vector one, bound by reading w; a GEMM library may tile it for larger
 // batches and read w at a fraction of the bandwidth.
+//
+// The SwiGLU variant reads a fused gate/up matrix: the warp of feature n reads gate row n and up
+// row n, rounds both sums as the plain product would store them, and writes silu(gate) * up, so
+// that the activation's own launch and its round trip through memory go.
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -9,37 +13,66 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-template <typename T, int R>
+// kSwiglu: w holds 2 x out_features rows (gate, then up) and y out_features columns.
+template <typename T, int R, bool kSwiglu>
 __global__ void gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t out_features,
                             int64_t in_features) {
   constexpr int V = kVectorWidth<T>;
+  constexpr int P = kSwiglu ? 2 : 1;  // rows of w a warp reads
   const int64_t feature = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (feature >= out_features) return;
-  const T* row = w + feature * in_features;
-  float sums[R] = {};
+  const T* rows[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) rows[p] = w + (feature + p * out_features) * in_features;
+  float sums[P][R] = {};
 #pragma unroll 4
   for (int64_t i = static_cast<int64_t>(lane) * V; i < in_features; i += 32 * V) {
-    const Pack<T, V> weights = load_pack<T, V>(row + i);
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const Pack<T, V> inputs = load_pack<T, V>(x + r * in_features + i);
+    for (int p = 0; p < P; ++p) {
+      const Pack<T, V> weights = load_pack<T, V>(rows[p] + i);
 #pragma unroll
-      for (int k = 0; k < V; ++k) sums[r] += to_float(weights.v[k]) * to_float(inputs.v[k]);
+      for (int r = 0; r < R; ++r) {
+        const Pack<T, V> inputs = load_pack<T, V>(x + r * in_features + i);
+#pragma unroll
+        for (int k = 0; k < V; ++k) sums[p][r] += to_float(weights.v[k]) * to_float(inputs.v[k]);
+      }
     }
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    const float total = warp_reduce(sums[r], SumOp());
-    if (lane == 0) y[r * out_features + feature] = from_float<T>(total);
+    float totals[P];
+#pragma unroll
+    for (int p = 0; p < P; ++p) totals[p] = warp_reduce(sums[p][r], SumOp());
+    if (lane != 0) continue;
+    if constexpr (kSwiglu)
+      y[r * out_features + feature] = from_float<T>(swiglu_of(rounded_to<T>(totals[0]), rounded_to<T>(totals[1])));
+    else
+      y[r * out_features + feature] = from_float<T>(totals[0]);
   }
 }
 
-template <typename T, int R>
+template <typename T, int R, bool kSwiglu>
 void launch(const void* x, const void* w, void* y, int64_t out_features, int64_t in_features, cudaStream_t stream) {
   const unsigned grid = grid_for(out_features, kWarpsPerBlock);
-  gemv_kernel<T, R><<<grid, kWarpsPerBlock * 32, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(w),
-                                                              static_cast<T*>(y), out_features, in_features);
+  gemv_kernel<T, R, kSwiglu><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
+      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), out_features, in_features);
+}
+
+template <bool kSwiglu>
+cudaError_t dispatch(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
+                     int64_t in_features, cudaStream_t stream) {
+  if (rows < 1 || rows > kGemvMaxRows) return cudaErrorInvalidValue;
+  if (out_features == 0) return cudaSuccess;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using Launch = void (*)(const void*, const void*, void*, int64_t, int64_t, cudaStream_t);
+    // The rows of x as a template argument: their sums stay in registers.
+    constexpr Launch by_rows[kGemvMaxRows] = {launch<T, 1, kSwiglu>, launch<T, 2, kSwiglu>, launch<T, 3, kSwiglu>,
+                                              launch<T, 4, kSwiglu>};
+    by_rows[rows - 1](x, w, y, out_features, in_features, stream);
+    return cudaGetLastError();
+  });
 }
 
 }  // namespace
@@ -51,16 +84,12 @@ bool gemv_applies(int64_t rows, int64_t in_features, int element_size, const voi
 
 cudaError_t gemv(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
                  int64_t in_features, cudaStream_t stream) {
-  if (rows < 1 || rows > kGemvMaxRows) return cudaErrorInvalidValue;
-  if (out_features == 0) return cudaSuccess;
-  return dispatch_dtype(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    using Launch = void (*)(const void*, const void*, void*, int64_t, int64_t, cudaStream_t);
-    // The rows of x as a template argument: their sums stay in registers.
-    constexpr Launch by_rows[kGemvMaxRows] = {launch<T, 1>, launch<T, 2>, launch<T, 3>, launch<T, 4>};
-    by_rows[rows - 1](x, w, y, out_features, in_features, stream);
-    return cudaGetLastError();
-  });
+  return dispatch<false>(dtype, x, w, y, rows, out_features, in_features, stream);
+}
+
+cudaError_t gemv_swiglu(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
+                        int64_t in_features, cudaStream_t stream) {
+  return dispatch<true>(dtype, x, w, y, rows, out_features, in_features, stream);
 }
 
 }  // namespace triax::kernels

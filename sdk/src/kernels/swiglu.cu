@@ -13,8 +13,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxRowBlocks = 65535;  // gridDim.y's limit
 
-__device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
-
 // Column vectors of one row: this thread's first, and the stride between its next ones.
 __device__ __forceinline__ int64_t first_pack() { return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; }
 __device__ __forceinline__ int64_t pack_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
@@ -36,7 +34,7 @@ __global__ void swiglu_forward_kernel(const T* __restrict__ gate, const T* __res
 #pragma unroll
       for (int k = 0; k < N; ++k) {
         const float g = to_float(gv.v[k]);
-        out.v[k] = from_float<T>(g * sigmoid(g) * to_float(uv.v[k]));
+        out.v[k] = from_float<T>(swiglu_of(g, to_float(uv.v[k])));
         if constexpr (kAmax) amax = abs_max(amax, to_float(out.v[k]));
       }
       store_pack<T, N>(y_row + p * N, out);

@@ -6,9 +6,11 @@
 // groups of equal length, then decoded together: one forward per new token for every row of the
 // batch (a finished row's tokens are dropped), each row continuing its own cache at its own
 // position, so no padding enters any sequence and each one's tokens equal its tokens generated
-// alone. A step's tokens are chosen on the device and read back once. At tp > 1 every rank of
-// the tp group runs the same loop on its shard; the vocabulary shards of the logits are
-// gathered, and tp rank 0's choice is broadcast, so that every rank continues with the same tokens.
+// alone. A step's tokens are chosen on the device, stay there as the next step's input, and are
+// read back once the next step is queued, so the device does not wait for the host between steps.
+// At tp > 1 every rank of the tp group runs the same loop on its shard; the vocabulary shards of
+// the logits are gathered, and tp rank 0's choice is broadcast, so that every rank continues with
+// the same tokens.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -53,6 +55,9 @@ struct GenerationStats {
   int64_t new_tokens = 0;
   double prefill_seconds = 0.0;  // the prompts' forwards, up to each one's first new token
   double decode_seconds = 0.0;   // every later token
+  // The decoding forwards run: with the cache the host learns of a row's EOS one step late, so
+  // one step more than the tokens need may run where EOS ended every row before max_new_tokens.
+  int64_t decode_steps = 0;
 };
 
 struct GenerationResult {

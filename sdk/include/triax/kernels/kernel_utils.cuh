@@ -43,6 +43,12 @@ __device__ __forceinline__ float rounded_to(float v) {
   return to_float(from_float<T>(v));
 }
 
+// ---- activations ----------------------------------------------------------------------------
+
+__device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
+// SwiGLU's output element, silu(g) * u, as every kernel that writes it computes it (same bits).
+__device__ __forceinline__ float swiglu_of(float g, float u) { return g * sigmoid(g) * u; }
+
 // ---- vector access ---------------------------------------------------------------------------
 
 // N consecutive elements moved by one load or store (16 bytes when N = 16 / sizeof(T)).

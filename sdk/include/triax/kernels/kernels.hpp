@@ -142,6 +142,12 @@ bool gemv_applies(int64_t rows, int64_t in_features, int element_size, const voi
 // [out_features, in_features], y [rows, out_features], all contiguous.
 cudaError_t gemv(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
                  int64_t in_features, cudaStream_t stream);
+// y[r, n] = swiglu(g, u) with g = sum_k x[r, k] w[n, k] and u = sum_k x[r, k] w[out_features + n, k],
+// each rounded to the dtype first (a fused gate/up product's output through SwiGLU, with the bits
+// of gemv() then swiglu_halves()): w [2 x out_features, in_features], y [rows, out_features].
+// gemv_applies() tells whether it takes the operands.
+cudaError_t gemv_swiglu(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
+                        int64_t in_features, cudaStream_t stream);
 
 // ---- cross-entropy over a chunk of logits (cross_entropy.cu) ---------------------------------
 

@@ -6,12 +6,25 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+
 namespace triax {
 
+// The most rows (tokens of a step) the kernel takes: kernels::kGemvMaxRows.
+constexpr int64_t kDecodeGemvMaxRows = 4;
+
 // x [..., in] times matrix [out, in] transposed, [..., out], through the kernel; an undefined
-// tensor where the kernel does not apply (switched off, not CUDA, more than kernels::kGemvMaxRows
+// tensor where the kernel does not apply (switched off, not CUDA, more than kDecodeGemvMaxRows
 // rows, a gradient wanted, operands not contiguous, of other dtypes or misaligned): the caller's
 // GEMM then runs.
 at::Tensor decode_gemv(const at::Tensor& x, const at::Tensor& matrix);
+
+// SwiGLU of a fused gate/up projection at a decoding step's size: swiglu_halves(x matrix^T) for
+// matrix [2n, in] (n gate rows, then n up rows), [..., n]. Where decode_gemv applies, one kernel
+// (kernels::gemv_swiglu) with the bits of the two ops, one launch and one round trip through memory
+// fewer; elsewhere the two ops (at::linear, swiglu_halves). A fused op: its RecordFunction range
+// "triax::decode_gate_up_swiglu" counts once in a step's op count. Undefined where a gradient is
+// wanted or x has more than kDecodeGemvMaxRows rows: the caller runs the two ops itself.
+at::Tensor decode_gate_up_swiglu(const at::Tensor& x, const at::Tensor& matrix);
 
 }  // namespace triax

@@ -78,6 +78,10 @@ class ColumnParallelLinear : public SpecifiedModule {
   at::Tensor forward(const at::Tensor& x);
   // x already through gather_column_parallel_input: [..., in] -> [..., out/tp].
   at::Tensor forward_gathered(const at::Tensor& x);
+  // A fused gate/up layer (two parts) at a decoding step's few rows: SwiGLU of forward(x)
+  // computed with the product (decode_gate_up_swiglu), [..., out/tp / 2]; undefined where that
+  // does not apply (grad mode on, fp8, a bias, sequence-parallel or overlapped tp, more rows).
+  at::Tensor forward_swiglu_at_decode(const at::Tensor& x);
   // From now on the products run in fp8. `name` (the module's) names the layer in the error
   // raised when its dimensions on this rank are not multiples of 16, or it keeps the model's dtype.
   void compute_in_fp8(Fp8Recipe recipe, const std::string& name);
@@ -112,6 +116,7 @@ class RowParallelLinear : public SpecifiedModule {
   at::Tensor forward_activated(RecomputedActivation activation, const at::Tensor& x, bool recompute);
   // As ColumnParallelLinear::compute_in_fp8.
   void compute_in_fp8(Fp8Recipe recipe, const std::string& name);
+  bool computes_in_fp8() const { return fp8_.has_value(); }
   std::array<int64_t, 2> matrix_shape() const;  // [out, in/tp]: the product's N and K on this rank
   at::Tensor weight, bias;
 

@@ -1,4 +1,5 @@
-// The logged values of a step (losses, gradient norm), read on the host one step late.
+// A step's values read on the host one step late: the logged values of a training step (losses,
+// gradient norm), the chosen tokens of a decoding step (triax generate).
 //
 // Reading them at once waits for the step's last kernel (the optimizer's), so the host launched
 // the next step into an idle GPU. Instead they are copied behind the step's work and read after
@@ -12,7 +13,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "step/device_mark.hpp"
+#include "triax/core/step/device_mark.hpp"
 
 namespace triax {
 
