@@ -98,11 +98,12 @@ def main():
     args = parser.parse_args()
     started = time.monotonic()
     predicted, pass_times = predicted_steps(args.triax, args, args.set)
-    rows = ["ms; one process: the simulator fed with the stage measured alone, against metrics.jsonl's step; "
-            "record: fed with each rank's own pass times in the run (pipeline: the engine's part of the step; "
-            "step: with the least time any rank spent outside it), against the record's slowest rank\n",
-            "| engine | one process: predicted | measured | ratio | record: pipeline predicted | measured | ratio | "
-            "step predicted | measured | ratio |\n|---|---|---|---|---|---|---|---|---|---|"]
+    print("ms; one process: the simulator fed with the stage measured alone, against metrics.jsonl's step; "
+          "record: fed with each rank's own pass times in the run (pipeline: the engine's part of the step; "
+          "step: with the least time any rank spent outside it), against the record's slowest rank\n")
+    header = ("| engine | one process: predicted | measured | ratio | record: pipeline predicted | measured | ratio | "
+              "step predicted | measured | ratio |\n|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
     with tempfile.TemporaryDirectory() as folder:
         for engine in args.engines:
             measured, record = measured_step(args.triax, args, args.set + [pass_times], engine, pathlib.Path(folder))
@@ -110,7 +111,8 @@ def main():
             rows.append(f"| {engine} | {predicted[engine]:.1f} | {measured:.1f} | {measured / predicted[engine]:.3f} | "
                         f"{pipeline:.1f} | {pipeline_run:.1f} | {pipeline_run / pipeline:.3f} | "
                         f"{step:.1f} | {step_run:.1f} | {step_run / step:.3f} |")
-            print("\n".join(rows), flush=True)  # the table so far: a call that runs out of time keeps it
+            print(rows[-1], flush=True)  # a call that runs out of time keeps the rows done
+    print("\n" + header + "\n" + "\n".join(rows))
     print(f"{time.monotonic() - started:.0f} s in all")
     return 0
 
