@@ -1,10 +1,10 @@
 // The schedule simulator fed per pipeline rank and model chunk (RankPassTimes, what `triax inspect
 // schedule --record` gives it from a run): schedules small enough to time by hand.
+#include "schedule_simulator.hpp"
+
 #include <gtest/gtest.h>
 
 #include <stdexcept>
-
-#include "schedule_simulator.hpp"
 
 namespace triax::plugins {
 namespace {
@@ -16,10 +16,8 @@ ChunkPassTimes split(double forward, double input, double weight) { return {forw
 //   rank 1: F0 [1, 4], F1 [4, 7], B0 [7, 11], B1 [11, 15]
 //   rank 0: F0 [0, 1], F1 [1, 2], B0 waits for rank 1's B0: [11, 13], B1 [15, 17]
 TEST(RankPassTimes, EachRankAtItsOwnPace) {
-  const std::vector<Pass> afab = {{PassKind::Forward, 0, 0},
-                                  {PassKind::Forward, 0, 1},
-                                  {PassKind::Backward, 0, 0},
-                                  {PassKind::Backward, 0, 1}};
+  const std::vector<Pass> afab = {
+      {PassKind::Forward, 0, 0}, {PassKind::Forward, 0, 1}, {PassKind::Backward, 0, 0}, {PassKind::Backward, 0, 1}};
   RankPassTimes times{{{whole(1, 2)}, {whole(3, 4)}}, 0.0};
   const SimulatedStep step = simulate_schedule({2, 1, 2}, TRIAX_CHUNKS_INTERLEAVED, {afab, afab}, times);
   EXPECT_DOUBLE_EQ(step.step_time, 17.0);

@@ -1,11 +1,12 @@
 #include "inspect_pass_record.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <optional>
 #include <sstream>
-#include <yaml-cpp/yaml.h>
 
 #include "commands.hpp"
 #include "pass_record_reading.hpp"
@@ -84,10 +85,11 @@ int inspect_pass_record(const RecordInspection& inspection) {
     const plugins::ScheduleShape shape{run.pp_size, run.chunks, run.micro_batches};
     const plugins::SimulatedStep simulated =
         plugins::simulate_schedule(shape, shipped ? shipped->placement : TRIAX_CHUNKS_INTERLEAVED, order, times);
-    std::cout << "record: " << run.engine << ", pp " << run.pp_size << ", " << run.micro_batches << " micro-batches, "
-              << run.chunks << " chunk(s) per rank, steps " << run.steps.front() << "-" << run.steps.back() << "; order "
-              << (shipped ? "as the simulator's schedule of " + run.engine : "as recorded (not a shipped schedule's)")
-              << "\nper rank, ms: F, B, W, backward (whole) the mean pass per micro-batch; the rest medians per step\n\n";
+    std::cout
+        << "record: " << run.engine << ", pp " << run.pp_size << ", " << run.micro_batches << " micro-batches, "
+        << run.chunks << " chunk(s) per rank, steps " << run.steps.front() << "-" << run.steps.back() << "; order "
+        << (shipped ? "as the simulator's schedule of " + run.engine : "as recorded (not a shipped schedule's)")
+        << "\nper rank, ms: F, B, W, backward (whole) the mean pass per micro-batch; the rest medians per step\n\n";
     print_ranks(run);
     const double pipeline = simulated.step_time, step = pipeline + outside;
     const double measured_pipeline = run.slowest_engine, measured_step = run.slowest_step;

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "triax/core/pass_record_format.hpp"
 #include "triax/error.hpp"
@@ -60,13 +60,13 @@ void check_passes(const std::vector<plugins::Pass>& passes, const RecordedRun& r
     for (int i = 0; i < run.micro_batches; ++i) {
       auto n = [&](PassKind kind) { return count[{static_cast<int>(kind), c, i}]; };
       const bool whole = n(PassKind::Backward) == 1 && n(PassKind::BackwardInput) + n(PassKind::BackwardWeight) == 0;
-      const bool split = n(PassKind::Backward) == 0 && n(PassKind::BackwardInput) == 1 && n(PassKind::BackwardWeight) == 1;
+      const bool split =
+          n(PassKind::Backward) == 0 && n(PassKind::BackwardInput) == 1 && n(PassKind::BackwardWeight) == 1;
       if (n(PassKind::Forward) != 1 || !(whole || split))
         throw ConfigError(where + ": micro-batch " + std::to_string(i) + " of chunk " + std::to_string(c) +
                           " does not go once forward and once backward (or once through B and W)");
     }
-  if (passes.size() != count.size())
-    throw ConfigError(where + ": a pass outside the run's chunks and micro-batches");
+  if (passes.size() != count.size()) throw ConfigError(where + ": a pass outside the run's chunks and micro-batches");
 }
 
 // One rank's kept lines: its order, mean pass times per chunk and median step parts.
@@ -141,8 +141,8 @@ RecordedRun read_pass_record(const std::string& run_folder, int skip_steps) {
   run.chunks = first.at("chunks").get<int>();
   run.micro_batches = first.at("micro_batches").get<int>();
   if (static_cast<int>(by_pp_rank.size()) != run.pp_size || by_pp_rank.rbegin()->first != run.pp_size - 1)
-    throw ConfigError(folder.string() + ": records of " + std::to_string(by_pp_rank.size()) + " pipeline ranks, pp is " +
-                      std::to_string(run.pp_size));
+    throw ConfigError(folder.string() + ": records of " + std::to_string(by_pp_rank.size()) +
+                      " pipeline ranks, pp is " + std::to_string(run.pp_size));
   std::map<int64_t, std::pair<double, double>> slowest;  // step: the most engine and step time of any rank
   for (const auto& [pp_rank, kept] : by_pp_rank) {
     run.ranks.push_back(summarize_rank(kept.second, run, kept.first));

@@ -43,10 +43,11 @@ void wait_for_device(const c10::Device& device) {
 template <class Work>
 void PipelineStage::timed(triax_pass_kind kind, int chunk, int index, Work&& work) {
   if (!request_.records_passes()) return work();
-  const auto start = std::chrono::steady_clock::now();
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
   work();
   wait_for_device(device_);
-  request_.pass_timed(kind, chunk, index, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  request_.pass_timed(kind, chunk, index, std::chrono::duration<double>(Clock::now() - start).count());
 }
 
 PipelineStage::PipelineStage(const EngineContext& context, const StepRequest& request, PipelineStageOptions options)

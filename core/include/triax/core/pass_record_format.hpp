@@ -11,9 +11,9 @@
 namespace triax {
 
 // A triax_pass_kind's name in the record, indexed by the kind.
-inline constexpr std::array<const char*, 8> kPassKindNames = {
-    "forward",       "backward",    "backward_input",   "backward_weight",
-    "receive_input", "send_output", "receive_gradient", "send_gradient"};
+inline constexpr std::array<const char*, 8> kPassKindNames = {"forward",          "backward",      "backward_input",
+                                                              "backward_weight",  "receive_input", "send_output",
+                                                              "receive_gradient", "send_gradient"};
 
 // World rank `rank`'s file of the record in `run_folder` (checkpoints.checkpoints_path).
 inline std::string pass_record_path(const std::string& run_folder, int rank) {
