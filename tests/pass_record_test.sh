@@ -8,6 +8,7 @@ triax=$1 mpiexec=$2 config=$3 out=$4 engine=$5
 shift 5
 steps=3
 rm -rf "$out"
+mkdir -p "$(dirname "$out")"
 "$mpiexec" -n 2 --oversubscribe "$triax" train --config "$config" --set checkpoints.checkpoints_path="$out" \
   --set checkpoints.checkpoint_interval=1000 --set parallelism.pp=2 --set parallelism.pp_engine="$engine" \
   --set parallelism.pp_pass_record=true --set tokens.train_steps=$steps "$@" > "$out.log" 2>&1 \

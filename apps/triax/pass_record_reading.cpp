@@ -56,6 +56,7 @@ std::vector<Json> read_lines(const std::filesystem::path& path) {
 void check_passes(const std::vector<plugins::Pass>& passes, const RecordedRun& run, const std::string& where) {
   std::map<std::tuple<int, int, int>, int> count;  // (kind, chunk, micro-batch)
   for (const plugins::Pass& p : passes) ++count[{static_cast<int>(p.kind), p.chunk, p.micro_batch}];
+  const size_t distinct = count.size();  // the checks below add zeros
   for (int c = 0; c < run.chunks; ++c)
     for (int i = 0; i < run.micro_batches; ++i) {
       auto n = [&](PassKind kind) { return count[{static_cast<int>(kind), c, i}]; };
@@ -66,7 +67,7 @@ void check_passes(const std::vector<plugins::Pass>& passes, const RecordedRun& r
         throw ConfigError(where + ": micro-batch " + std::to_string(i) + " of chunk " + std::to_string(c) +
                           " does not go once forward and once backward (or once through B and W)");
     }
-  if (passes.size() != count.size()) throw ConfigError(where + ": a pass outside the run's chunks and micro-batches");
+  if (passes.size() != distinct) throw ConfigError(where + ": a pass outside the run's chunks and micro-batches");
 }
 
 // One rank's kept lines: its order, mean pass times per chunk and median step parts.
