@@ -8,7 +8,6 @@
 #include <optional>
 #include <sstream>
 
-#include "commands.hpp"
 #include "pass_record_reading.hpp"
 #include "schedule_simulator.hpp"
 #include "shipped_schedules.hpp"
@@ -36,17 +35,14 @@ plugins::PassTimes ordering_times(const std::string& run_folder) {
   return times;
 }
 
-// The shipped engine's schedule at the run's shape, when it is one and its order is the run's.
-std::optional<plugins::EngineSchedule> shipped_order(const RecordedRun& run,
-                                                     const std::vector<std::vector<plugins::Pass>>& order,
-                                                     const std::string& run_folder) {
+// The shipped engine's schedule at the run's shape (its chunks' placement, and the order the
+// simulator computes for it), or none for an engine that is not shipped or refuses the shape.
+std::optional<plugins::EngineSchedule> shipped_schedule_of(const RecordedRun& run, const std::string& run_folder) {
   try {
-    plugins::EngineSchedule schedule =
-        plugins::shipped_schedule(run.engine, run.pp_size, run.micro_batches, ordering_times(run_folder));
-    if (schedule.shape.chunks == run.chunks && schedule.passes == order) return schedule;
+    return plugins::shipped_schedule(run.engine, run.pp_size, run.micro_batches, ordering_times(run_folder));
   } catch (const std::invalid_argument&) {
+    return std::nullopt;
   }
-  return std::nullopt;
 }
 
 void print_ranks(const RecordedRun& run) {
@@ -69,45 +65,36 @@ void print_ranks(const RecordedRun& run) {
 
 }  // namespace
 
-int inspect_pass_record(const RecordInspection& inspection) {
-  try {
-    const RecordedRun run = read_pass_record(inspection.run_folder, inspection.skip_steps);
-    std::vector<std::vector<plugins::Pass>> order;
-    plugins::RankPassTimes times;
-    times.transfer = inspection.transfer;
-    double outside = run.ranks.front().outside;
-    for (const RecordedRank& rank : run.ranks) {
-      order.push_back(rank.order);
-      times.by_rank.push_back(rank.chunk_times);
-      outside = std::min(outside, rank.outside);
-    }
-    const std::optional<plugins::EngineSchedule> shipped = shipped_order(run, order, inspection.run_folder);
-    const plugins::ScheduleShape shape{run.pp_size, run.chunks, run.micro_batches};
-    const plugins::SimulatedStep simulated =
-        plugins::simulate_schedule(shape, shipped ? shipped->placement : TRIAX_CHUNKS_INTERLEAVED, order, times);
-    std::cout
-        << "record: " << run.engine << ", pp " << run.pp_size << ", " << run.micro_batches << " micro-batches, "
-        << run.chunks << " chunk(s) per rank, steps " << run.steps.front() << "-" << run.steps.back() << "; order "
-        << (shipped ? "as the simulator's schedule of " + run.engine : "as recorded (not a shipped schedule's)")
-        << "\nper rank, ms: F, B, W, backward (whole) the mean pass per micro-batch; the rest medians per step\n\n";
-    print_ranks(run);
-    const double pipeline = simulated.step_time, step = pipeline + outside;
-    const double measured_pipeline = run.slowest_engine, measured_step = run.slowest_step;
-    std::cout << "\nsimulated from these times: bubble " << std::fixed << std::setprecision(1)
-              << 100.0 * simulated.bubble_fraction << "%; outside the engine: " << ms(outside)
-              << " ms, the least of any rank\n"
-              << "pipeline (ms): predicted " << ms(pipeline) << ", measured " << ms(measured_pipeline) << ", ratio "
-              << ms(measured_pipeline / pipeline) << "\n"
-              << "step (ms): predicted " << ms(step) << ", measured " << ms(measured_step) << ", ratio "
-              << ms(measured_step / step) << "\n";
-    return kExitOk;
-  } catch (const ConfigError& e) {
-    std::cerr << "triax inspect schedule: " << e.what() << "\n";
-    return kExitInvalidConfig;
-  } catch (const std::exception& e) {
-    std::cerr << "triax inspect schedule: " << e.what() << "\n";
-    return kExitFailure;
+void inspect_pass_record(const RecordInspection& inspection) {
+  const RecordedRun run = read_pass_record(inspection.run_folder, inspection.skip_steps);
+  std::vector<std::vector<plugins::Pass>> order;
+  plugins::RankPassTimes times;
+  times.transfer = inspection.transfer;
+  double outside = run.ranks.front().outside;
+  for (const RecordedRank& rank : run.ranks) {
+    order.push_back(rank.order);
+    times.by_rank.push_back(rank.chunk_times);
+    outside = std::min(outside, rank.outside);
   }
+  const std::optional<plugins::EngineSchedule> shipped = shipped_schedule_of(run, inspection.run_folder);
+  const bool shipped_order = shipped && shipped->shape.chunks == run.chunks && shipped->passes == order;
+  const plugins::ScheduleShape shape{run.pp_size, run.chunks, run.micro_batches};
+  const plugins::SimulatedStep simulated =
+      plugins::simulate_schedule(shape, shipped ? shipped->placement : TRIAX_CHUNKS_INTERLEAVED, order, times);
+  std::cout << "record: " << run.engine << ", pp " << run.pp_size << ", " << run.micro_batches << " micro-batches, "
+            << run.chunks << " chunk(s) per rank, steps " << run.steps.front() << "-" << run.steps.back() << "; order "
+            << (shipped_order ? "as the simulator's schedule of " + run.engine : "as recorded (not the simulator's)")
+            << "\nper rank, ms: F, B, W, backward (whole) the mean pass per micro-batch; the rest medians per step\n\n";
+  print_ranks(run);
+  const double pipeline = simulated.step_time, step = pipeline + outside;
+  const double measured_pipeline = run.slowest_engine, measured_step = run.slowest_step;
+  std::cout << "\nsimulated from these times: bubble " << std::fixed << std::setprecision(1)
+            << 100.0 * simulated.bubble_fraction << "%; outside the engine: " << ms(outside)
+            << " ms, the least of any rank\n"
+            << "pipeline (ms): predicted " << ms(pipeline) << ", measured " << ms(measured_pipeline) << ", ratio "
+            << ms(measured_pipeline / pipeline) << "\n"
+            << "step (ms): predicted " << ms(step) << ", measured " << ms(measured_step) << ", ratio "
+            << ms(measured_step / step) << "\n";
 }
 
 }  // namespace triax::cli

@@ -15,7 +15,7 @@ struct RecordInspection {
   double transfer = 0.0;  // ms per transfer between ranks, for the simulator
 };
 
-// Prints the comparison; returns the exit status (ConfigError: kExitInvalidConfig).
-int inspect_pass_record(const RecordInspection& inspection);
+// Prints the comparison; ConfigError for a missing or malformed record.
+void inspect_pass_record(const RecordInspection& inspection);
 
 }  // namespace triax::cli

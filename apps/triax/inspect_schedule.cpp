@@ -109,11 +109,12 @@ std::string table_row(const ScheduleInspection& s, const std::string& engine, in
 }
 
 int inspect_schedule(ScheduleInspection s) {
-  if (!s.record.run_folder.empty()) {
-    s.record.transfer = s.times.transfer;
-    return inspect_pass_record(s.record);
-  }
   try {
+    if (!s.record.run_folder.empty()) {
+      s.record.transfer = s.times.transfer;
+      inspect_pass_record(s.record);
+      return kExitOk;
+    }
     if (!s.measure.config.empty()) {
       const StageTimes measured = measure_stage_times(s.measure);
       // As printed, and as parallelism.pp_pass_times takes them: the orders depend on the digits.
