@@ -7,6 +7,11 @@ add_executable(zero_bubble_schedule_test ${CMAKE_CURRENT_LIST_DIR}/zero_bubble_s
 target_link_libraries(zero_bubble_schedule_test PRIVATE triax_pipeline_schedules GTest::gtest_main)
 triax_discover_test_suites(zero_bubble_schedule_test PROPERTIES LABELS zero_bubble)
 
+# The simulator fed per rank and chunk, as from a run's record of its passes.
+add_executable(schedule_simulator_test ${CMAKE_CURRENT_LIST_DIR}/schedule_simulator_test.cpp)
+target_link_libraries(schedule_simulator_test PRIVATE triax_pipeline_schedules GTest::gtest_main)
+triax_discover_test_suites(schedule_simulator_test PROPERTIES LABELS zero_bubble)
+
 target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/deferred_weight_gradients_test.cpp)  # tests/sdk_test.cmake
 triax_add_area_suites(sdk_test SUITES DeferredWeightGradients.* PROPERTIES LABELS zero_bubble)
 
@@ -72,3 +77,14 @@ add_test(NAME zero_bubble.inspect_schedule_measure
                  --pp 2 --micro-batches 4 --repeat 1)
 set_tests_properties(zero_bubble.inspect_schedule_measure PROPERTIES LABELS zero_bubble ENVIRONMENT "OMP_NUM_THREADS=1"
                      PASS_REGULAR_EXPRESSION "measured: 1 of the model's 2 layers.*pp_pass_times=.*\\| zb_v \\| 2 \\| 4 \\|")
+
+# The record of pipeline passes (parallelism.pp_pass_record) of a 2-rank run, with whole backwards
+# (1f1b) and with split ones in a V (zb_v): its structure (pass_record_check.py), and `triax
+# inspect schedule --record` predicting the run's step from it.
+foreach(engine 1f1b zb_v)
+  add_test(NAME zero_bubble.pass_record_${engine}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/pass_record_test.sh $<TARGET_FILE:triax> ${MPIEXEC_EXECUTABLE}
+                   ${PARITY_CONFIG} ${CMAKE_CURRENT_BINARY_DIR}/pass_record/${engine} ${engine})
+  set_tests_properties(zero_bubble.pass_record_${engine} PROPERTIES LABELS "zero_bubble;multi_rank" PROCESSORS 2
+                       TIMEOUT 180 ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
+endforeach()

@@ -5,11 +5,16 @@ Measures one stage's F, B and W times of CONFIG's model (`triax inspect schedule
 the simulator predict each engine's step at --pp ranks and --micro-batches, then trains each
 engine for --steps steps under mpirun (one rank per pipeline stage, --threads threads each, the
 measure too) and prints the median step time of metrics.jsonl (after the first two steps), the
-prediction and their ratio. The ranks need --threads cores each: on a shared or smaller machine
-the measured steps time-share cores and the comparison says nothing about the schedules.
+prediction and their ratio. Each run also records the time of every pass on every rank
+(parallelism.pp_pass_record), and `triax inspect schedule --record` predicts the run's step from
+those, each rank's own F, B and W, plus the least time a rank spent outside the engine (the
+optimizer, the gradient norm): that comparison checks the schedule (order, dependencies, bubble)
+whatever the passes cost inside a multi-rank run. The ranks need --threads cores each: on a shared
+or smaller machine the measured steps time-share cores and the comparison says nothing about the
+schedules.
 
     tools/pipeline_bubble_check.py CONFIG [--pp 4] [--micro-batches 16] [--steps 8] [--threads 1]
-                                   [--triax build/bin/triax] [--set KEY=VALUE]...
+                                   [--triax build/bin/triax] [--set KEY=VALUE]... [--engines ENGINE...]
 """
 import argparse
 import json
@@ -52,13 +57,15 @@ def predicted_steps(triax, args, sets):
 
 
 def measured_step(triax, args, sets, engine, folder):
-    """The median step time (ms) of a run of `engine`, after its first two steps."""
+    """The median step time (ms) of a run of `engine` after its first two steps, and the prediction
+    from its record: {"pipeline": (predicted, measured), "step": (predicted, measured)}."""
     run = folder / engine
     command = ["mpirun", "-n", str(args.pp), "--oversubscribe", "--bind-to", "none", triax, "train", "--config",
                args.config, "--set", f"parallelism.pp={args.pp}", "--set", f"parallelism.pp_engine={engine}",
                "--set", f"tokens.batch_accumulation_per_replica={args.micro_batches}",
                "--set", f"tokens.train_steps={args.steps}", "--set", f"checkpoints.checkpoints_path={run}",
-               "--set", "checkpoints.checkpoint_interval=1000000", "--set", "logging.iteration_step_info_interval=1"]
+               "--set", "checkpoints.checkpoint_interval=1000000", "--set", "logging.iteration_step_info_interval=1",
+               "--set", "parallelism.pp_pass_record=true"]
     if engine == "interleaved_1f1b":
         command += ["--set", "parallelism.pp_chunks_per_rank=2"]
     for s in sets:
@@ -66,7 +73,14 @@ def measured_step(triax, args, sets, engine, folder):
     subprocess.run(command, check=True, capture_output=True, env=thread_environment(args))
     lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     steps = [line["step_s"] * 1000 for line in lines if "loss" in line and line["step"] > 2]
-    return statistics.median(steps)
+    inspect = subprocess.run([triax, "inspect", "schedule", "--record", str(run), "--skip-steps", "2",
+                              "--transfer", str(args.transfer)], check=True, capture_output=True, text=True).stdout
+    print(inspect, flush=True)
+    from_record = {}
+    for part in ("pipeline", "step"):
+        found = re.search(rf"^{part} \(ms\): predicted ([0-9.]+), measured ([0-9.]+)", inspect, re.MULTILINE)
+        from_record[part] = (float(found.group(1)), float(found.group(2)))
+    return statistics.median(steps), from_record
 
 
 def main():
@@ -80,15 +94,25 @@ def main():
     parser.add_argument("--transfer", type=float, default=0.0, help="ms per transfer between ranks, for the simulator")
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE, for the measure and every run")
     parser.add_argument("--triax", default=str(ROOT / "build" / "bin" / "triax"))
+    parser.add_argument("--engines", nargs="+", default=ENGINES, choices=ENGINES, help="the engines to run (all)")
     args = parser.parse_args()
     started = time.monotonic()
     predicted, pass_times = predicted_steps(args.triax, args, args.set)
-    print(f"| engine | predicted step (ms) | measured step (ms) | measured / predicted |\n|---|---|---|---|")
+    print("ms; one process: the simulator fed with the stage measured alone, against metrics.jsonl's step; "
+          "record: fed with each rank's own pass times in the run (pipeline: the engine's part of the step; "
+          "step: with the least time any rank spent outside it), against the record's slowest rank\n")
+    header = ("| engine | one process: predicted | measured | ratio | record: pipeline predicted | measured | ratio | "
+              "step predicted | measured | ratio |\n|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for engine in ENGINES:
-            measured = measured_step(args.triax, args, args.set + [pass_times], engine, pathlib.Path(folder))
-            print(f"| {engine} | {predicted[engine]:.1f} | {measured:.1f} | {measured / predicted[engine]:.3f} |",
-                  flush=True)
+        for engine in args.engines:
+            measured, record = measured_step(args.triax, args, args.set + [pass_times], engine, pathlib.Path(folder))
+            (pipeline, pipeline_run), (step, step_run) = record["pipeline"], record["step"]
+            rows.append(f"| {engine} | {predicted[engine]:.1f} | {measured:.1f} | {measured / predicted[engine]:.3f} | "
+                        f"{pipeline:.1f} | {pipeline_run:.1f} | {pipeline_run / pipeline:.3f} | "
+                        f"{step:.1f} | {step_run:.1f} | {step_run / step:.3f} |")
+            print(rows[-1], flush=True)  # a call that runs out of time keeps the rows done
+    print("\n" + header + "\n" + "\n".join(rows))
     print(f"{time.monotonic() - started:.0f} s in all")
     return 0
 

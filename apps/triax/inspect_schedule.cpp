@@ -2,7 +2,8 @@
 // times of one micro-batch's forward (F), input backward (B) and weight backward (W) through one
 // pipeline stage, given or measured, each shipped engine's step time, bubble (the share of the
 // step a rank idles, averaged over ranks) and peak of activations in flight, for every pp and
-// micro-batch count asked, from the engines' own schedules (plugins/engines/schedules).
+// micro-batch count asked, from the engines' own schedules (plugins/engines/schedules); or, from
+// the times a run's ranks recorded, that run's step (inspect_pass_record.hpp).
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <iomanip>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "inspect_pass_record.hpp"
 #include "parsed_options.hpp"
 #include "schedule_simulator.hpp"
 #include "shipped_schedules.hpp"
@@ -27,6 +29,7 @@ struct ScheduleInspection {
   plugins::PassTimes times;
   std::string unit = "units";
   StageTimingRequest measure;  // with a config: measure the times first
+  RecordInspection record;     // with a run folder: the times its ranks recorded
 };
 
 po::options_description schedule_option_table(ScheduleInspection& s) {
@@ -47,7 +50,11 @@ po::options_description schedule_option_table(ScheduleInspection& s) {
       "stage-layers", po::value<int>(&s.measure.stage_layers), "with --measure: the stage's layers (layers / pp)")(
       "repeat", po::value<int>(&s.measure.repeat)->default_value(5), "with --measure: timed runs")(
       "plugin-path", po::value<std::vector<std::string>>(&s.measure.plugin_paths)->composing(),
-      "with --measure: another folder of plugins");
+      "with --measure: another folder of plugins")(
+      "record", po::value<std::string>(&s.record.run_folder),
+      "predict the step of a run from the pass times its ranks recorded (parallelism.pp_pass_record) in this run "
+      "folder, beside what it measured")(
+      "skip-steps", po::value<int>(&s.record.skip_steps)->default_value(2), "with --record: the first steps left out");
   return options;
 }
 
@@ -103,6 +110,11 @@ std::string table_row(const ScheduleInspection& s, const std::string& engine, in
 
 int inspect_schedule(ScheduleInspection s) {
   try {
+    if (!s.record.run_folder.empty()) {
+      s.record.transfer = s.times.transfer;
+      inspect_pass_record(s.record);
+      return kExitOk;
+    }
     if (!s.measure.config.empty()) {
       const StageTimes measured = measure_stage_times(s.measure);
       // As printed, and as parallelism.pp_pass_times takes them: the orders depend on the digits.

@@ -60,6 +60,7 @@ ParallelismConfig read_parallelism(ConfigReader& root) {
   if (p.pp_pass_times && (p.pp_pass_times->size() != 3 ||
                           !std::all_of(p.pp_pass_times->begin(), p.pp_pass_times->end(), [](double t) { return t > 0; })))
     r.fail("pp_pass_times", "expected three times above 0: [forward, input backward, weight backward] of one stage");
+  p.pp_pass_record = r.get<bool>("pp_pass_record", p.pp_pass_record);
   p.recompute_num_layers = optional_int(r, "recompute_num_layers", 1, INT32_MAX);
   if (p.recompute_num_layers && !p.recompute_layer)
     r.fail("recompute_num_layers", "needs parallelism.recompute_layer: true (it limits which layers are recomputed)");

@@ -36,6 +36,10 @@ void check_cuda_graphs(const TrainConfig& c) {
                       std::to_string(c.parallelism.context_parallel_size) +
                       "): a captured step cannot hold the attention's collectives over the cp group");
   // ZeRO-3 gathers parameters over dp inside every block and repoints the modules at them.
+  if (c.parallelism.pp_pass_record)
+    throw ConfigError(prefix(c.origin) +
+                      "general.cuda_graphs: not with parallelism.pp_pass_record (a replayed step runs no host code "
+                      "that could time its passes)");
   if (c.optimizer.zero_stage == 3)
     throw ConfigError(prefix(c.origin) +
                       "general.cuda_graphs: not with optimizer.zero_stage 3 (each block all-gathers its parameters "

@@ -2,9 +2,11 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "triax/error.hpp"
@@ -29,7 +31,24 @@ typename Map::mapped_type take(Map& map, const typename Map::key_type& key, cons
   return value;
 }
 
+// A pass's wall time includes its work on the device.
+void wait_for_device(const c10::Device& device) {
+  if (device.is_cpu()) return;
+  const c10::impl::VirtualGuardImpl guard(device.type());
+  guard.getStream(device).synchronize();
+}
+
 }  // namespace
+
+template <class Work>
+void PipelineStage::timed(triax_pass_kind kind, int chunk, int index, Work&& work) {
+  if (!request_.records_passes()) return work();
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  work();
+  wait_for_device(device_);
+  request_.pass_timed(kind, chunk, index, std::chrono::duration<double>(Clock::now() - start).count());
+}
 
 PipelineStage::PipelineStage(const EngineContext& context, const StepRequest& request, PipelineStageOptions options)
     : request_(request),
@@ -114,7 +133,7 @@ void PipelineStage::receive_input(int chunk, int index) {
   StageInput input = request_.micro_batch(index);
   device_ = input.input_ids.defined() ? input.input_ids.device() : device_;
   // The received tensors are leaves of this stage's graph; their gradients go back.
-  input.boundary_in = receive_boundary(chunk, index);
+  timed(TRIAX_PASS_RECEIVE_INPUT, chunk, index, [&] { input.boundary_in = receive_boundary(chunk, index); });
   for (at::Tensor& tensor : input.boundary_in)
     if (carries_gradient(tensor)) tensor.requires_grad_(true);
   input.hidden_in = input.boundary_in.front();
@@ -122,6 +141,10 @@ void PipelineStage::receive_input(int chunk, int index) {
 }
 
 void PipelineStage::run_forward(int chunk, int index) {
+  timed(TRIAX_PASS_FORWARD, chunk, index, [&] { compute_forward(chunk, index); });
+}
+
+void PipelineStage::compute_forward(int chunk, int index) {
   const Key key{chunk, index};
   if (live_.count(key) || awaiting_weights_.count(key))
     throw Error("pipeline: " + pass_name(chunk, index) + " was forwarded twice");
@@ -154,7 +177,8 @@ void PipelineStage::run_forward(int chunk, int index) {
 }
 
 void PipelineStage::send_output(int chunk, int index) {
-  send_boundary(chunk, index, take(outputs_, Key{chunk, index}, "the output to send"));
+  std::vector<at::Tensor> output = take(outputs_, Key{chunk, index}, "the output to send");
+  timed(TRIAX_PASS_SEND_OUTPUT, chunk, index, [&] { send_boundary(chunk, index, output); });
 }
 
 void PipelineStage::receive_output_gradient(int chunk, int index) {
@@ -163,17 +187,29 @@ void PipelineStage::receive_output_gradient(int chunk, int index) {
   if (it == live_.end())
     throw Error("pipeline: a gradient for " + pass_name(chunk, index) + ", which is not in flight");
   const TensorPointer from = next(chunk);
-  output_gradients_[key] = from.pp_rank != pp_rank_
-                               ? channel_.receive_gradients(it->second.boundary_out, from)
-                               : take(handed_gradients_, key, "the gradient handed back by the chunk after");
+  timed(TRIAX_PASS_RECEIVE_GRADIENT, chunk, index, [&] {
+    output_gradients_[key] = from.pp_rank != pp_rank_
+                                 ? channel_.receive_gradients(it->second.boundary_out, from)
+                                 : take(handed_gradients_, key, "the gradient handed back by the chunk after");
+  });
 }
 
 void PipelineStage::run_backward(int chunk, int index) {
-  run_backward_input(chunk, index);
-  run_backward_weight(chunk, index);
+  timed(TRIAX_PASS_BACKWARD, chunk, index, [&] {
+    compute_backward_input(chunk, index);
+    compute_backward_weight(chunk, index);
+  });
 }
 
 void PipelineStage::run_backward_input(int chunk, int index) {
+  timed(TRIAX_PASS_BACKWARD_INPUT, chunk, index, [&] { compute_backward_input(chunk, index); });
+}
+
+void PipelineStage::run_backward_weight(int chunk, int index) {
+  timed(TRIAX_PASS_BACKWARD_WEIGHT, chunk, index, [&] { compute_backward_weight(chunk, index); });
+}
+
+void PipelineStage::compute_backward_input(int chunk, int index) {
   const Key key{chunk, index};
   InFlight flight = take(live_, key, "backward: the forward");  // frees the activations at the end
   const TraceRange range("backward " + pass_name(chunk, index));
@@ -207,7 +243,7 @@ void PipelineStage::run_backward_input(int chunk, int index) {
   awaiting_weights_.insert(key);
 }
 
-void PipelineStage::run_backward_weight(int chunk, int index) {
+void PipelineStage::compute_backward_weight(int chunk, int index) {
   const Key key{chunk, index};
   if (!awaiting_weights_.erase(key))
     throw Error("pipeline: the weight gradients of " + pass_name(chunk, index) + " before its backward input");
@@ -223,8 +259,10 @@ void PipelineStage::run_backward_weight(int chunk, int index) {
 void PipelineStage::send_input_gradient(int chunk, int index) {
   std::vector<at::Tensor> gradients = take(input_gradients_, Key{chunk, index}, "the input gradient to send");
   const TensorPointer to = previous(chunk);
-  if (to.pp_rank != pp_rank_) return channel_.send_gradients(gradients, to);
-  handed_gradients_.emplace(Key{holder_of(virtual_stage(chunk) - 1).chunk, index}, std::move(gradients));
+  timed(TRIAX_PASS_SEND_GRADIENT, chunk, index, [&] {
+    if (to.pp_rank != pp_rank_) return channel_.send_gradients(gradients, to);
+    handed_gradients_.emplace(Key{holder_of(virtual_stage(chunk) - 1).chunk, index}, std::move(gradients));
+  });
 }
 
 void PipelineStage::check_nothing_left() const {

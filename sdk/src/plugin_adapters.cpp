@@ -440,6 +440,8 @@ StageOutput ModelRef::forward(const StageInput& input) const {
 }
 
 StepRequest::StepRequest(const triax_step_request& request) : request_(request) {
+  if (request.struct_size >= offsetof(triax_step_request, pass_timed) + sizeof(request.pass_timed))
+    pass_timed_ = request.pass_timed;
   // A host before 1.3 passes one model and calls every backward after_backward.
   const bool lists_chunks = request.struct_size >= offsetof(triax_step_request, after_chunk_backward) +
                                                        sizeof(request.after_chunk_backward) &&
@@ -465,6 +467,10 @@ StageInput StepRequest::micro_batch(int index) const {
   input.hidden_in = adopt_handle(io.hidden_in);
   input.position_ids = adopt_handle(io.position_ids);
   return input;
+}
+
+void StepRequest::pass_timed(triax_pass_kind kind, int chunk, int index, double seconds) const {
+  if (pass_timed_ != nullptr) pass_timed_(request_.hooks_self, kind, chunk, index, seconds);
 }
 
 void StepRequest::after_backward(int chunk, int index) const {

@@ -183,6 +183,13 @@ std::vector<Key> parallelism_placement_keys() {
           and `zb_v` order their passes for them (with F, B and W far from equal the order of equal times
           idles longer). Other engines ignore it)md")
           .with_default(R"md(equal times)md"),
+      Key("pp_pass_record", boolean(), "triax",
+          R"md(every rank writes `<run folder>/pass_record/rank<R>.jsonl`: per step a JSON line with the
+          start and wall time of each forward, backward (B and W when split) and transfer its pipeline
+          engine ran, per model chunk and micro-batch (receives include their wait), and the step's parts
+          outside the engine (gradient reduction and norm, optimizer); the device is waited for after each.
+          `triax inspect schedule --record <run folder>` predicts the step from it. Off: nothing timed.
+          Not with `general.cuda_graphs`)md"),
       Key("recompute_num_layers", integer(1).or_null(), "triax",
           R"md(with `recompute_layer: true`: recompute only the first N decoder layers of each pipeline stage
           (Megatron's `--recompute-num-layers` with the block method; with 1F1B the first layers hold the

@@ -49,6 +49,10 @@ triax_status EngineStep::fold_chunk(void* self, int32_t chunk, int32_t, triax_er
   }
 }
 
+void EngineStep::record_pass(void* self, int32_t kind, int32_t chunk, int32_t index, double seconds) {
+  static_cast<EngineStep*>(self)->parts_.record->pass_timed(static_cast<triax_pass_kind>(kind), chunk, index, seconds);
+}
+
 EngineInstance::Result EngineStep::run_engine(int64_t step, const at::Tensor& step_samples) {
   MicroBatchRequest batches(parts_.place, *parts_.model, step_samples, step, parts_.micro_batches);
   parts_.gradients->begin_step();
@@ -58,6 +62,7 @@ EngineInstance::Result EngineStep::run_engine(int64_t step, const at::Tensor& st
   request.after_backward = [](void* self, int32_t index, triax_error* error) {
     return fold_chunk(self, 0, index, error);
   };
+  if (parts_.record != nullptr && parts_.record->on()) request.pass_timed = record_pass;
   return parts_.engine->train_step(request);
 }
 

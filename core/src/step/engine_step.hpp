@@ -16,6 +16,7 @@
 #include <string>
 
 #include "gradients/step_gradients.hpp"
+#include "step/pass_record.hpp"
 #include "step/micro_batch_request.hpp"
 #include "step/model_chunks.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
@@ -31,6 +32,7 @@ struct EngineStepParts {
   std::string model_plugin;  // names for the error of a step that cannot be captured
   MicroBatchPlace place;
   int64_t micro_batches = 0;
+  PassRecord* record = nullptr;  // parallelism.pp_pass_record: told of each pass while on
 };
 
 class EngineStep {
@@ -46,6 +48,7 @@ class EngineStep {
   EngineInstance::Result run_engine(int64_t step, const at::Tensor& step_samples);
   EngineInstance::Result capture(int64_t step, const at::Tensor& step_samples);
   static triax_status fold_chunk(void* self, int32_t chunk, int32_t index, triax_error* error);
+  static void record_pass(void* self, int32_t kind, int32_t chunk, int32_t index, double seconds);
 
   EngineStepParts parts_;
   int64_t steps_run_ = 0;  // by this process

@@ -180,6 +180,7 @@ void TrainerState::make_step(std::unique_ptr<TiedGradients> tied) {
   parts.model_plugin = c.model.plugin;
   parts.place = micro_batch_place();
   parts.micro_batches = c.tokens.batch_accumulation_per_replica;
+  parts.record = &pass_record;
   engine_step = std::make_unique<EngineStep>(std::move(parts), c.general.cuda_graphs);
 }
 

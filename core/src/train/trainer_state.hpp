@@ -43,6 +43,7 @@ struct TrainerState {
   std::unique_ptr<StepLosses> step_losses;
   std::unique_ptr<StepGradients> gradients;
   std::unique_ptr<EngineStep> engine_step;
+  PassRecord pass_record;  // parallelism.pp_pass_record; off until the run opens it
   std::vector<double> block_costs;           // forward FLOPs per token of each pipeline block
   std::vector<StageBlocks> pipeline_stages;  // blocks of each virtual stage (pp x model chunks)
   std::unique_ptr<data::TrainingData> data;

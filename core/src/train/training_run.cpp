@@ -9,6 +9,7 @@
 #include "train/report_options.hpp"
 #include "train/trainer_state.hpp"
 #include "triax/core/device.hpp"
+#include "triax/core/pass_record_format.hpp"
 #include "triax/faults/fault_injection.hpp"
 #include "triax/fp8.hpp"
 #include "triax/report/log.hpp"
@@ -29,6 +30,7 @@ TrainingRun::TrainingRun(TrainerState& state)
   if (validation_.enabled()) log::info(validation_.describe());
   for (const auto& line : reporter_.describe()) log::info(line);
   if (c_.profiler) log::info(profiler_.describe());
+  if (c_.parallelism.pp_pass_record) open_pass_record();
   summary_.consumed_tokens = s_.resume.consumed_tokens;
 }
 
@@ -58,16 +60,22 @@ TrainSummary TrainingRun::run() {
 
 TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_rate) {
   const int rank = s_.communicator.rank(TRIAX_GROUP_WORLD);
+  PassRecord& record = s_.pass_record;  // parallelism.pp_pass_record: the step's parts, when on
+  record.begin_step(step);
   s_.communicator.set_step(step);  // labels communication errors and this rank's heartbeat
   // Every step casts its fp8 weights afresh at its first micro-batch (a step recorded in a CUDA
   // graph records those casts), whatever changed the weights before it (loads, steps).
   fp8_weights_changed();
   const EngineInstance::Result result = s_.engine_step->run(step, s_.data->step_samples(step));  // prefetched
+  record.part_done("engine");
   logger_->flush();  // the GPU has this step's work queued: the last logged step's values are read now
+  record.part_done("log");
   summary_.peak_live_micro_batches = std::max(summary_.peak_live_micro_batches, result.peak_live_micro_batches);
   if (fault::armed("nan_grad", rank, step)) s_.gradients->accumulated().front().fill_(NAN);
   const GlobalNorm clipping = s_.gradients->reduce(c_.optimizer.clip_grad);
+  record.part_done("gradients");
   const at::Tensor losses = s_.step_losses->reduce(result, s_.communicator, s_.device);  // LM loss, aux losses
+  record.part_done("losses");
   if (fault::armed("nan_loss", rank, step)) losses[0].fill_(NAN);
   fault::kill_if_armed("optimizer_step", rank, step);
   s_.checkpoint->before_optimizer_step();  // a save's copies read the parameters this step changes
@@ -79,11 +87,27 @@ TrainingRun::StepValues TrainingRun::train_step(int64_t step, double learning_ra
   // The step's collectives have completed, or a CommunicationError names the silent peer. The
   // GPU still has the optimizer's work queued, so this wait costs it nothing.
   s_.communicator.settle();
+  record.part_done("optimizer");
+  record.end_step();
   losses_.push_back(losses[0]);
   norms_.push_back(clipping.norm);
   summary_.learning_rates.push_back(learning_rate);
   summary_.consumed_tokens += s_.tokens_per_step();
   return {losses, clipping.norm};
+}
+
+void TrainingRun::open_pass_record() {
+  PassRecordPlace place;
+  place.rank = s_.communicator.rank(TRIAX_GROUP_WORLD);
+  place.pp_rank = s_.communicator.rank(TRIAX_GROUP_PP);
+  place.pp_size = s_.communicator.size(TRIAX_GROUP_PP);
+  place.chunks = s_.model->chunk_count();
+  place.micro_batches = c_.tokens.batch_accumulation_per_replica;
+  place.engine = c_.parallelism.pp_engine;
+  place.device = s_.device;
+  const std::string path = pass_record_path(c_.run_dir(), place.rank);
+  s_.pass_record.open(path, std::move(place));
+  log::info("pass record: each step's pipeline passes and parts, timed, into " + path);
 }
 
 void TrainingRun::report(int64_t step, const StepValues& values, double learning_rate) {

@@ -44,6 +44,8 @@ class TrainingRun {
   // Saves when the checkpoint interval or a preemption signal says so; true when the run stops.
   bool save_or_stop(int64_t step, const StepValues& values);
   void finish();
+  // parallelism.pp_pass_record: this rank's record, opened before the first step.
+  void open_pass_record();
   // Whether `step` has a log line (logging.iteration_step_info_interval, and the last step).
   bool logged(int64_t step) const;
 

@@ -15,7 +15,7 @@ constexpr double kNotArrived = std::numeric_limits<double>::infinity();
 
 class Timeline {
  public:
-  Timeline(const ScheduleShape& shape, triax_chunk_placement placement, const PassTimes& times)
+  Timeline(const ScheduleShape& shape, triax_chunk_placement placement, const RankPassTimes& times)
       : shape_(shape),
         placement_(placement),
         times_(times),
@@ -36,7 +36,7 @@ class Timeline {
       ready = std::max(ready, arrival(input_gradient_end_[stage + 1][pass.micro_batch], stage + 1, rank));
     if (pass.kind == PassKind::BackwardWeight) ready = std::max(ready, input_gradient_end_[stage][pass.micro_batch]);
     if (ready == kNotArrived) return false;
-    const double duration = duration_of(pass.kind);
+    const double duration = times_.duration(rank, pass);
     const double start = std::max(ready, free_at_[rank]), end = start + duration;
     starts_[rank].push_back(start);
     free_at_[rank] = end;
@@ -67,11 +67,10 @@ class Timeline {
     const bool crosses = holder_of_virtual_stage(placement_, shape_.pp_size, from_stage).pp_rank != rank;
     return crosses ? end + times_.transfer : end;
   }
-  double duration_of(PassKind kind) const { return pass_duration(times_, kind, shape_.chunks); }
 
   ScheduleShape shape_;
   triax_chunk_placement placement_;
-  PassTimes times_;
+  const RankPassTimes& times_;
   std::vector<std::vector<double>> forward_end_, input_gradient_end_;  // per virtual stage and micro-batch
   std::vector<double> free_at_, busy_;                                 // per rank
   std::vector<std::vector<double>> starts_;                            // per rank and pass
@@ -94,8 +93,44 @@ double pass_duration(const PassTimes& times, PassKind kind, int chunks) {
   return 0.0;
 }
 
+RankPassTimes RankPassTimes::uniform(const PassTimes& times, const ScheduleShape& shape) {
+  ChunkPassTimes chunk;
+  chunk.forward = pass_duration(times, PassKind::Forward, shape.chunks);
+  chunk.backward_input = pass_duration(times, PassKind::BackwardInput, shape.chunks);
+  chunk.backward_weight = pass_duration(times, PassKind::BackwardWeight, shape.chunks);
+  chunk.backward = pass_duration(times, PassKind::Backward, shape.chunks);
+  RankPassTimes uniform;
+  uniform.by_rank.assign(shape.pp_size, std::vector<ChunkPassTimes>(shape.chunks, chunk));
+  uniform.transfer = times.transfer;
+  return uniform;
+}
+
+double RankPassTimes::duration(int rank, const Pass& pass) const {
+  if (rank < 0 || rank >= static_cast<int>(by_rank.size()) || pass.chunk < 0 ||
+      pass.chunk >= static_cast<int>(by_rank[rank].size()))
+    throw std::logic_error("schedule simulator: no times for chunk " + std::to_string(pass.chunk) +
+                           " of pipeline rank " + std::to_string(rank));
+  const ChunkPassTimes& chunk = by_rank[rank][pass.chunk];
+  switch (pass.kind) {
+    case PassKind::Forward:
+      return chunk.forward;
+    case PassKind::Backward:
+      return chunk.backward;
+    case PassKind::BackwardInput:
+      return chunk.backward_input;
+    case PassKind::BackwardWeight:
+      return chunk.backward_weight;
+  }
+  return 0.0;
+}
+
 SimulatedStep simulate_schedule(const ScheduleShape& shape, triax_chunk_placement placement,
                                 const std::vector<std::vector<Pass>>& passes, const PassTimes& times) {
+  return simulate_schedule(shape, placement, passes, RankPassTimes::uniform(times, shape));
+}
+
+SimulatedStep simulate_schedule(const ScheduleShape& shape, triax_chunk_placement placement,
+                                const std::vector<std::vector<Pass>>& passes, const RankPassTimes& times) {
   if (static_cast<int>(passes.size()) != shape.pp_size)
     throw std::logic_error("schedule simulator: passes for " + std::to_string(passes.size()) + " ranks, pp is " +
                            std::to_string(shape.pp_size));

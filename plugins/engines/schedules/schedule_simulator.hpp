@@ -24,6 +24,26 @@ struct PassTimes {
   double transfer = 0.0;         // one activation or gradient from a rank to another
 };
 
+// The durations of one pass of each kind through one chunk of one rank.
+struct ChunkPassTimes {
+  double forward = 0.0;
+  double backward_input = 0.0;   // B
+  double backward_weight = 0.0;  // W
+  double backward = 0.0;         // the whole backward (B + W, unless measured unsplit)
+};
+
+// The durations per pipeline rank and model chunk, as a run measured them (`triax inspect
+// schedule --record`), and the transfer time between ranks.
+struct RankPassTimes {
+  std::vector<std::vector<ChunkPassTimes>> by_rank;  // [pipeline rank][chunk]
+  double transfer = 0.0;
+
+  // Every rank's chunks alike: a pass through one of shape.chunks takes 1/chunks of `times`.
+  static RankPassTimes uniform(const PassTimes& times, const ScheduleShape& shape);
+  // How long `pass` takes on `rank`; std::logic_error outside the table.
+  double duration(int rank, const Pass& pass) const;
+};
+
 struct SimulatedStep {
   double step_time = 0.0;                   // until the last pass of any rank ends
   double bubble_fraction = 0.0;             // mean over ranks of the step's idle share
@@ -39,5 +59,8 @@ double pass_duration(const PassTimes& times, PassKind kind, int chunks);
 // comes (an order no run could follow).
 SimulatedStep simulate_schedule(const ScheduleShape& shape, triax_chunk_placement placement,
                                 const std::vector<std::vector<Pass>>& passes, const PassTimes& times);
+// The same with each rank's and chunk's own durations.
+SimulatedStep simulate_schedule(const ScheduleShape& shape, triax_chunk_placement placement,
+                                const std::vector<std::vector<Pass>>& passes, const RankPassTimes& times);
 
 }  // namespace triax::plugins

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define TRIAX_ABI_VERSION_MAJOR 1
-#define TRIAX_ABI_VERSION_MINOR 13
+#define TRIAX_ABI_VERSION_MINOR 14
 #define TRIAX_PLUGIN_ENTRY_SYMBOL "triax_plugin_entry"
 #define TRIAX_ERROR_MESSAGE_CAPACITY 4096
 #define TRIAX_MAX_TENSOR_DIMS 8
@@ -416,6 +416,19 @@ typedef struct triax_engine_context {
   int32_t places_chunks;
 } triax_engine_context;
 
+/* since 1.14: what an engine's step timed for the host's record of pipeline passes
+ * (triax_step_request.pass_timed): a pass of one micro-batch through one chunk, or a transfer */
+typedef enum triax_pass_kind {
+  TRIAX_PASS_FORWARD = 0,
+  TRIAX_PASS_BACKWARD = 1,        /* the whole backward */
+  TRIAX_PASS_BACKWARD_INPUT = 2,  /* B: the gradients of the inputs (split backward) */
+  TRIAX_PASS_BACKWARD_WEIGHT = 3, /* W: the weights' gradients (split backward) */
+  TRIAX_PASS_RECEIVE_INPUT = 4,
+  TRIAX_PASS_SEND_OUTPUT = 5,
+  TRIAX_PASS_RECEIVE_GRADIENT = 6,
+  TRIAX_PASS_SEND_GRADIENT = 7
+} triax_pass_kind;
+
 typedef struct triax_step_request {
   size_t struct_size;
   triax_model_ref model;
@@ -434,6 +447,10 @@ typedef struct triax_step_request {
   const triax_model_ref* models;
   triax_status (*after_chunk_backward)(void* hooks_self, int32_t chunk, int32_t micro_batch_index,
                                        triax_error* error);
+  /* since 1.14: NULL unless the host records the step's passes (parallelism.pp_pass_record). Then
+   * the engine calls it as each pass or transfer (a triax_pass_kind) ends, with its wall time in
+   * seconds, the device's work waited for; the host notes when it ended. */
+  void (*pass_timed)(void* hooks_self, int32_t kind, int32_t chunk, int32_t micro_batch_index, double seconds);
 } triax_step_request;
 
 typedef struct triax_step_result {

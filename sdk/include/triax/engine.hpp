@@ -52,11 +52,16 @@ class StepRequest {
   // chunk's gradients (and may start reducing them after the last micro-batch).
   void after_backward(int chunk, int index) const;
   void after_backward(int index) const { after_backward(0, index); }
+  // Whether the host records the step's passes (ABI 1.14: parallelism.pp_pass_record), and the
+  // record of one pass or transfer that just ended, `seconds` long (PipelineStage times them).
+  bool records_passes() const { return pass_timed_ != nullptr; }
+  void pass_timed(triax_pass_kind kind, int chunk, int index, double seconds) const;
 
  private:
   const triax_step_request& request_;
   std::vector<ModelRef> models_;
   bool chunk_hook_ = false;  // the host gave after_chunk_backward (ABI 1.3)
+  decltype(triax_step_request::pass_timed) pass_timed_ = nullptr;  // ABI 1.14, NULL: no record
 };
 
 struct StepResult {

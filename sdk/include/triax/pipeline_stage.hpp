@@ -3,7 +3,8 @@
 // gradient of what was sent, backpropagate, send the gradient of what was received. An engine
 // is then only a schedule: the order in which it calls forward() and backward() (per model
 // chunk, when it asked for several), or, splitting each backward, backward_input() (B) and
-// backward_weight() (W).
+// backward_weight() (W). Where the host records the step's passes (ABI 1.14), each pass and
+// transfer is timed here, for every engine.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -105,6 +106,13 @@ class PipelineStage {
   std::vector<at::Tensor> receive_boundary(int chunk, int index);
   void send_boundary(int chunk, int index, const std::vector<at::Tensor>& boundary);
   void check_nothing_left() const;
+  // Runs `work`, one pass or transfer; where the host records the step's passes, tells it how long
+  // that took, the device's work waited for (nothing is timed otherwise).
+  template <class Work>
+  void timed(triax_pass_kind kind, int chunk, int index, Work&& work);
+  void compute_forward(int chunk, int index);
+  void compute_backward_input(int chunk, int index);
+  void compute_backward_weight(int chunk, int index);
 
   const StepRequest& request_;
   int pp_rank_, pp_size_;

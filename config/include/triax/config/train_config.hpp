@@ -76,6 +76,9 @@ struct ParallelismConfig {
   // triax: [F, B, W], the times of one micro-batch's forward, input backward and weight backward
   // through one stage, by which the zero-bubble engines order their passes; default equal
   std::optional<std::vector<double>> pp_pass_times;
+  // triax: each rank records the wall time of every pass and transfer of its pipeline engine and the
+  // step's parts outside the engine, a JSON line per step (docs/pipeline-schedules.md)
+  bool pp_pass_record = false;
   YAML::Node section;                  // the whole section as read, for the engine plugin
 };
 
