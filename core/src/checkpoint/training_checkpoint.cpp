@@ -20,7 +20,6 @@
 #include "checkpoint/host_snapshot.hpp"
 #include "triax/parallel/zero3_pieces.hpp"
 #include "comm/world_reduce.hpp"
-#include "triax/core/checkpoint/hf_weights.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/parallel/replica_ownership.hpp"
 #include "triax/data/training_data.hpp"
@@ -29,7 +28,6 @@
 #include "triax/report/metrics.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/report/progress.hpp"
-#include "triax/interop/hf_folder.hpp"
 #include "triax/torch_version.hpp"
 
 namespace triax::checkpoint {
@@ -135,27 +133,14 @@ int64_t load_weights(const CheckpointReader& reader, const std::vector<NamedPara
 
 void load_initial_weights(const std::string& path, const std::vector<NamedParameter>& parameters,
                           Communicator& communicator, const c10::Device& device, const PluginRegistry& registry,
-                          const std::string& model_plugin) {
+                          const std::string& model_plugin, const ExternalModelFormat* external) {
   const Zero3Layout zero3 = zero3_layout(parameters, communicator, ReplicaGroups::of(communicator), device);
-  if (interop::is_hf_folder(path)) {
-    const HfModel model = read_hf_model(registry, path, model_plugin);
-    std::set<std::string> used;
-    for (const NamedParameter& p : parameters) {
-      auto it = model.parameters.find(p.name);
-      if (it == model.parameters.end())
-        throw CheckpointError("Hugging Face folder " + path + " has no tensor " + p.name +
-                              " (a model of another shape, or tied where this one is not?)");
-      fill_parameter(p, zero3, [&](const NamedParameter& target) {
-        copy_shard_from_whole(target, it->second, "Hugging Face folder " + path);
-      });
-      used.insert(p.name);
-    }
-    if (communicator.size(TRIAX_GROUP_PP) == 1)  // every rank holds every name: nothing may be left
-      for (const auto& [name, tensor] : model.parameters)
-        if (!used.count(name))
-          throw CheckpointError("Hugging Face folder " + path + " holds " + name +
-                                ", which this model does not have (untied head into a tied model?)");
-    log::info("model.init_method.path: weights from the Hugging Face folder " + path);
+  if (external != nullptr && external->holds(path)) {
+    // Without pipeline stages every rank holds every name: nothing stored may be left over.
+    external->load_weights(path, parameters, registry, model_plugin, communicator.size(TRIAX_GROUP_PP) == 1,
+                           [&](const NamedParameter& p, const std::function<void(const NamedParameter&)>& copy) {
+                             fill_parameter(p, zero3, copy);
+                           });
     return;
   }
   CheckpointReader reader(path);

@@ -16,6 +16,7 @@
 namespace triax {
 
 class Communicator;
+class ExternalModelFormat;
 class PluginRegistry;
 struct TrainerState;
 
@@ -35,7 +36,11 @@ struct TrainSummary {
 class Trainer {
  public:
   // Builds everything; configuration and plugin errors surface here, before any step.
-  Trainer(TrainConfig config, PluginRegistry& registry, Communicator& communicator);
+  // `external_models`: the folder format besides checkpoints that model.init_method.path may name
+  // (a Hugging Face folder: triax/convert/hf_model_format.hpp), used while the Trainer is built;
+  // without it the path is a checkpoint's and the model's memory is not checked beforehand.
+  Trainer(TrainConfig config, PluginRegistry& registry, Communicator& communicator,
+          const ExternalModelFormat* external_models = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

@@ -14,6 +14,7 @@
 
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/config/train_config.hpp"
+#include "triax/core/plugins/external_model_format.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 #include "triax/parameter.hpp"
 
@@ -55,12 +56,12 @@ struct TrainingParts {
   std::string model_plugin;
 };
 
-// Copies a checkpoint's (or a Hugging Face folder's) weights into `parameters`: the weights only,
-// for model.init_method.path. Collective over the world (checks no stored tensor is left over).
-// A Hugging Face folder is read with the mapping of `model_plugin`.
+// Copies a checkpoint's (or a folder `external` holds: a Hugging Face folder) weights into
+// `parameters`: the weights only, for model.init_method.path. Collective over the world (checks no
+// stored tensor is left over). An external folder is read with the mapping of `model_plugin`.
 void load_initial_weights(const std::string& path, const std::vector<NamedParameter>& parameters,
                           Communicator& communicator, const c10::Device& device, const PluginRegistry& registry,
-                          const std::string& model_plugin);
+                          const std::string& model_plugin, const ExternalModelFormat* external);
 
 class TrainingCheckpoint {
  public:
