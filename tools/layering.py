@@ -7,7 +7,8 @@ below the core (data, report, faults, lr) include nothing of it but the config. 
 core's mesh (parallel) includes of the core only the folders up to its place in CORE_ORDER, and
 only the core's folders after that place include it. The core reads no folder format but its own
 checkpoints: it includes none of interop's Hugging Face headers (convert/ implements the core's
-ExternalModelFormat with them). Exit status 1 when anything points up, with one line per include:
+ExternalModelFormat with them). The libraries above the core (comm, convert, checkpoint_async) use
+it; the core includes none of them. Exit status 1 when anything points up, with one line per include:
 file, line, the include, and why.
 """
 import argparse
@@ -20,7 +21,7 @@ CORE_ORDER = ["comm", "plugins", "gradients", "checkpoint", "step", "train"]
 CORE_TOP_HEADERS = {"device.hpp": "train", "trainer.hpp": "train"}
 BELOW_CORE = ["config", "data", "report", "faults", "lr"]
 # Libraries above the core: they use it, it knows none of them.
-ABOVE_CORE = ["comm", "convert"]
+ABOVE_CORE = ["comm", "convert", "checkpoint_async"]
 # Libraries between the core's folders: each sits right after the named folder of CORE_ORDER.
 OVER_CORE_FOLDER = {"parallel": "comm"}
 # Headers of a format the core reaches only through a library above it.

@@ -126,6 +126,7 @@ void TrainerState::load_weights() {
   parts.ownership = ownership.get();
   parts.device = device;
   parts.model_plugin = c.model.plugin;
+  parts.save_strategies = save_strategies;
   checkpoint = std::make_unique<checkpoint::TrainingCheckpoint>(parts);
   const std::optional<std::string>& init_path = contexts->init_path();
   if (c.checkpoints.resume_checkpoint_path) {

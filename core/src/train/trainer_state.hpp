@@ -32,6 +32,7 @@ struct TrainerState {
   PluginRegistry& registry;
   Communicator& communicator;
   const ExternalModelFormat* external_models;  // may be null; only while the Trainer is built
+  const checkpoint::SaveStrategyChoice* save_strategies = nullptr;  // may be null; only while built
   HostServices host;
   c10::Device device = c10::Device(c10::kCPU);
   std::string device_name;
