@@ -2,6 +2,9 @@
 # (checkpoint_test.cpp, checkpoint_staging_test.cpp, in core_test: tests/core_test.cmake); resharding
 # across topologies and crash safety on real processes are in checkpoint_topology.cmake.
 target_sources(core_test PRIVATE checkpoint_test.cpp checkpoint_staging_test.cpp)
+# checkpoints.async_save, and its staging's private headers (checkpoint_staging_test.cpp).
+target_link_libraries(core_test PRIVATE triax_checkpoint_async)
+target_include_directories(core_test PRIVATE ${PROJECT_SOURCE_DIR}/checkpoint_async/src)
 add_dependencies(core_test triax_llama triax_afab triax_adamw triax_zero1_adamw)
 triax_add_area_suites(core_test SUITES CheckpointErrors.* CheckpointFolder.* CheckpointInit.* CheckpointResume.* Hdf5File.*
                       PROPERTIES TIMEOUT 300)

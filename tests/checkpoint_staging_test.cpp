@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/device_staging.hpp"
-#include "checkpoint/host_snapshot.hpp"
+#include "device_staging.hpp"
+#include "host_snapshot.hpp"
 #include "triax/kernels/piece_copies.hpp"
 
 namespace triax::checkpoint {

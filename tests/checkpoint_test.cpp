@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "test_plugin_registry.hpp"
+#include "triax/checkpoint_async/save_strategies.hpp"
 #include "triax/config_reader.hpp"
 #include "triax/core/checkpoint/checkpoint_error.hpp"
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
@@ -174,7 +175,8 @@ Finished train(const std::string& yaml, const std::vector<std::string>& override
   for (const auto& o : overrides) apply_override(root, o);
   TrainConfig config = parse_train_config(root, "test.yaml");
   SingleProcessCommunicator comm;
-  Trainer trainer(std::move(config), testing::test_plugin_registry(), comm);
+  const RegisteredSaveStrategies save_strategies;  // checkpoints.async_save
+  Trainer trainer(std::move(config), testing::test_plugin_registry(), comm, nullptr, &save_strategies);
   Finished out;
   out.summary = trainer.train();
   for (const auto& p : trainer.parameters()) out.parameters[p.name] = p.tensor.detach().clone();

@@ -4,7 +4,7 @@ add_executable(config_fuzz_test
   ${CMAKE_CURRENT_LIST_DIR}/config_fuzz_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/config_mutations.cpp
   ${PROJECT_SOURCE_DIR}/apps/triax/run_check.cpp)
-target_link_libraries(config_fuzz_test PRIVATE triax_core GTest::gtest_main)
+target_link_libraries(config_fuzz_test PRIVATE triax_convert triax_core GTest::gtest_main)
 target_compile_definitions(config_fuzz_test PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}"
   TRIAX_CONFIGS_DIR="${PROJECT_SOURCE_DIR}/configs" TRIAX_FUZZ_WITH_PLUGINS)
 add_dependencies(config_fuzz_test triax_llama triax_mamba triax_moe triax_afab triax_1f1b triax_interleaved_1f1b

@@ -2,7 +2,7 @@
 # transformers' (1e-4, fp32) for a model trained by triax and exported, and for a model made by
 # transformers and imported (tests/interop/hf_logits_test.py). Needs the venv's transformers.
 add_executable(triax_logits ${CMAKE_CURRENT_LIST_DIR}/interop/triax_logits.cpp)
-target_link_libraries(triax_logits PRIVATE triax_core)
+target_link_libraries(triax_logits PRIVATE triax_convert triax_core)
 target_compile_definitions(triax_logits PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(triax_logits triax_llama triax_afab triax_adamw)
 triax_use_pch(triax_logits)

@@ -14,8 +14,9 @@
 
 #include "error_of.hpp"
 #include "triax/convert/hf_conversion.hpp"
-#include "triax/core/checkpoint/hf_weights.hpp"
-#include "triax/core/plugins/model_hf_mapping.hpp"
+#include "triax/convert/hf_model_format.hpp"
+#include "triax/convert/hf_weights.hpp"
+#include "triax/convert/model_hf_mapping.hpp"
 #include "triax/error.hpp"
 #include "triax/interop/safetensors.hpp"
 
@@ -24,6 +25,8 @@ namespace fs = std::filesystem;
 namespace {
 
 using triax::test::error_of;
+
+const triax::HfModelFormat kHfFolders;  // what `triax train` reads model.init_method.path with
 
 const char* kTinyLlama =
     "{is_llama_config: true, hidden_size: 16, num_attention_heads: 4, num_key_value_heads: 2, "
@@ -144,7 +147,7 @@ TEST_F(ModelSelectionTest, AHuggingFaceFolderBringsPluginAndModelConfig) {
                  "batch_accumulation_per_replica: 1}\noptimizer: {learning_rate_scheduler: {learning_rate: 0.001}}\n"),
       "run.yaml");
   EXPECT_TRUE(config.model.plugin.empty());
-  triax::resolve_model_section(config, *registry_);
+  triax::resolve_model_section(config, *registry_, &kHfFolders);
   EXPECT_EQ(config.model.plugin, "llama");
   EXPECT_EQ(config.model.model_config["hidden_size"].as<int>(), 16);
   EXPECT_EQ(config.model.model_config["num_key_value_heads"].as<int>(), 2);
@@ -157,14 +160,15 @@ TEST_F(ModelSelectionTest, AHuggingFaceFolderBringsPluginAndModelConfig) {
                  "}}\ntokens: {sequence_length: 16, train_steps: 1, micro_batch_size: 1, "
                  "batch_accumulation_per_replica: 1}\noptimizer: {learning_rate_scheduler: {learning_rate: 0.001}}\n"),
       "run.yaml");
-  const std::string message = error_of<triax::Error>([&] { triax::resolve_model_section(missing, *registry_); });
+  const std::string message =
+      error_of<triax::Error>([&] { triax::resolve_model_section(missing, *registry_, &kHfFolders); });
   EXPECT_NE(message.find("run.yaml: model.model_config: required key is missing"), std::string::npos) << message;
 }
 
 // Keys given beside the folder change what they name; the folder's config.json gives the rest.
 TEST_F(ModelSelectionTest, KeysGivenBesideAFolderAreLaidOverItsConfig) {
   triax::TrainConfig config = config_from_folder(llama_folder(), "{z_loss_enabled: true, rope_theta: 500000.0}");
-  triax::resolve_model_section(config, *registry_);
+  triax::resolve_model_section(config, *registry_, &kHfFolders);
   EXPECT_EQ(config.model.plugin, "llama");
   EXPECT_EQ(config.model.model_config["hidden_size"].as<int>(), 16);
   EXPECT_EQ(config.model.model_config["vocab_size"].as<int>(), 32);
@@ -176,7 +180,8 @@ TEST_F(ModelSelectionTest, KeysGivenBesideAFolderAreLaidOverItsConfig) {
 TEST_F(ModelSelectionTest, AKeyChangingAWeightBesideAFolderIsRefusedNamingBoth) {
   const std::string folder = llama_folder();
   triax::TrainConfig wider = config_from_folder(folder, "{z_loss_enabled: true, hidden_size: 32}");
-  std::string message = error_of<triax::ConfigError>([&] { triax::resolve_model_section(wider, *registry_); });
+  std::string message =
+      error_of<triax::ConfigError>([&] { triax::resolve_model_section(wider, *registry_, &kHfFolders); });
   for (const std::string& part : {std::string("run.yaml: model.model_config.hidden_size"),
                                   "contradicts the weights of the Hugging Face folder " + folder,
                                   std::string("model.embed_tokens.weight is [32, 16] there and [32, 32] with the keys "
@@ -185,7 +190,7 @@ TEST_F(ModelSelectionTest, AKeyChangingAWeightBesideAFolderIsRefusedNamingBoth) 
   EXPECT_EQ(message.find("z_loss_enabled"), std::string::npos) << message;
 
   triax::TrainConfig deeper = config_from_folder(folder, "{num_hidden_layers: 2}");
-  message = error_of<triax::ConfigError>([&] { triax::resolve_model_section(deeper, *registry_); });
+  message = error_of<triax::ConfigError>([&] { triax::resolve_model_section(deeper, *registry_, &kHfFolders); });
   EXPECT_NE(message.find("model.model_config.num_hidden_layers: contradicts"), std::string::npos) << message;
   EXPECT_NE(message.find("model.layers.1.input_layernorm.weight is none there and [16]"), std::string::npos) << message;
 }

@@ -5,7 +5,7 @@
 # within 1e-5 relative. The global batch is the same everywhere (batch_accumulation_per_replica
 # = 8 / dp). Every pair of features that can interact appears in at least one case.
 add_executable(parity_runner ${CMAKE_CURRENT_LIST_DIR}/parity/parity_runner.cpp)
-target_link_libraries(parity_runner PRIVATE triax_comm triax_log)
+target_link_libraries(parity_runner PRIVATE triax_comm triax_checkpoint_async triax_log)
 target_compile_definitions(parity_runner PRIVATE TRIAX_TEST_PLUGIN_DIR="${TRIAX_PLUGIN_OUTPUT_DIRECTORY}")
 add_dependencies(parity_runner triax_llama triax_afab triax_1f1b triax_interleaved_1f1b triax_adamw
                  triax_zero1_adamw triax_zero3_adamw)

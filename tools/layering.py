@@ -5,8 +5,11 @@ Inside the core, a folder of core/src may include only its own folder and those 
 CORE_ORDER; a public header under core/include/triax/core/ counts as its folder's. The libraries
 below the core (data, report, faults, lr) include nothing of it but the config. A library over the
 core's mesh (parallel) includes of the core only the folders up to its place in CORE_ORDER, and
-only the core's folders after that place include it. Exit status 1 when anything points up, with
-one line per include: file, line, the include, and why.
+only the core's folders after that place include it. The core reads no folder format but its own
+checkpoints: it includes none of interop's Hugging Face headers (convert/ implements the core's
+ExternalModelFormat with them). The libraries above the core (comm, convert, checkpoint_async) use
+it; the core includes none of them. Exit status 1 when anything points up, with one line per include:
+file, line, the include, and why.
 """
 import argparse
 import pathlib
@@ -18,9 +21,11 @@ CORE_ORDER = ["comm", "plugins", "gradients", "checkpoint", "step", "train"]
 CORE_TOP_HEADERS = {"device.hpp": "train", "trainer.hpp": "train"}
 BELOW_CORE = ["config", "data", "report", "faults", "lr"]
 # Libraries above the core: they use it, it knows none of them.
-ABOVE_CORE = ["comm", "convert"]
+ABOVE_CORE = ["comm", "convert", "checkpoint_async"]
 # Libraries between the core's folders: each sits right after the named folder of CORE_ORDER.
 OVER_CORE_FOLDER = {"parallel": "comm"}
+# Headers of a format the core reaches only through a library above it.
+FOREIGN_FORMAT = re.compile(r"triax/interop/hf_")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -64,6 +69,8 @@ def upward_includes(root):
             theirs = core_folder_of_include(include)
             if mine in CORE_ORDER and theirs in CORE_ORDER and CORE_ORDER.index(theirs) > CORE_ORDER.index(mine):
                 found.append((path, line, include, f"core/{mine} may not include core/{theirs}"))
+            elif FOREIGN_FORMAT.match(include):
+                found.append((path, line, include, "the core reads Hugging Face folders only through convert/"))
             elif include.split("/")[:2] in [["triax", above] for above in ABOVE_CORE]:
                 above = include.split("/")[1]
                 found.append((path, line, include, f"the core may not include {above}/, which sits above it"))

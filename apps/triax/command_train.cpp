@@ -15,6 +15,8 @@
 #include "run_check.hpp"
 #include "triax/comm/communicator_factory.hpp"
 #include "triax/comm/launch_environment.hpp"
+#include "triax/checkpoint_async/save_strategies.hpp"
+#include "triax/convert/hf_model_format.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/config/train_config.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
@@ -204,7 +206,9 @@ void log_connection(const TrainConfig& config, const LaunchEnvironment& launch, 
 }
 
 void train(TrainConfig config, PluginRegistry& registry, Communicator& communicator, const LaunchEnvironment& launch) {
-  Trainer trainer(std::move(config), registry, communicator);
+  const HfModelFormat hf_folders;  // model.init_method.path may name a Hugging Face folder
+  const checkpoint::RegisteredSaveStrategies save_strategies;  // checkpoints.async_save
+  Trainer trainer(std::move(config), registry, communicator, &hf_folders, &save_strategies);
   const TrainSummary summary = trainer.train();
   if (!summary.preempted_by.empty() && launch.rank == 0)
     std::cout << "triax train: preempted by " << summary.preempted_by

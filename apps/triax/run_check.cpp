@@ -1,5 +1,6 @@
 #include "run_check.hpp"
 
+#include "triax/convert/hf_model_format.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_choice.hpp"
 #include "triax/core/plugins/plugin_contexts.hpp"
@@ -9,7 +10,8 @@
 
 namespace triax {
 void check_run(TrainConfig& config, const PluginRegistry& registry) {
-  const PluginChoice plugins = choose_plugins(config, registry);
+  const HfModelFormat hf_folders;
+  const PluginChoice plugins = choose_plugins(config, registry, &hf_folders);
   const TrainConfig& c = config;
   data::check_source_names(c);  // the data itself is opened by the run
   // The engine and the optimizer read their sections when made; as pipeline rank 0 and data

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 
+#include "triax/convert/hf_model_format.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/config/train_config.hpp"
 #include "triax/core/device.hpp"
@@ -62,7 +63,8 @@ struct MeasuredModel {
 MeasuredModel build_models(const TrainConfig& config, const PluginRegistry& registry, const StageTimingRequest& request,
                            const std::string& device_name, HostServices& host, Communicator& communicator) {
   TrainConfig chosen = config;
-  const PluginChoice plugins = choose_plugins(chosen, registry);
+  const HfModelFormat hf_folders;
+  const PluginChoice plugins = choose_plugins(chosen, registry, &hf_folders);
   const PluginContexts contexts(chosen, RankPlace::first_of(chosen), host);
   MeasuredModel model;
   model.blocks = static_cast<int>(ModelInstance::describe_blocks(*plugins.model, chosen.model.plugin,

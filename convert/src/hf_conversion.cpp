@@ -6,13 +6,13 @@
 #include <tuple>
 
 #include "triax/config_reader.hpp"
+#include "triax/convert/hf_weights.hpp"
+#include "triax/convert/model_hf_mapping.hpp"
 #include "triax/core/checkpoint/checkpoint_error.hpp"
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/checkpoint/checkpoint_writer.hpp"
-#include "triax/core/checkpoint/hf_weights.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/interop/hf_folder.hpp"
 #include "triax/interop/tensor_map.hpp"
 #include "triax/report/progress.hpp"

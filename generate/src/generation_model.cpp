@@ -6,11 +6,12 @@
 #include <sstream>
 
 #include "triax/config_reader.hpp"
+#include "triax/convert/hf_model_format.hpp"
+#include "triax/convert/model_hf_mapping.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/core/checkpoint/training_checkpoint.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_contexts.hpp"
-#include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/core/plugins/model_selection.hpp"
 #include "triax/error.hpp"
 #include "triax/interop/hf_folder.hpp"
@@ -148,7 +149,8 @@ GenerationModelSpec spec_from_folder(const PluginRegistry& registry, const std::
 }
 
 GenerationModelSpec spec_from_config(const PluginRegistry& registry, TrainConfig config) {
-  resolve_model_section(config, registry);
+  const HfModelFormat hf_folders;
+  resolve_model_section(config, registry, &hf_folders);
   GenerationModelSpec spec;
   spec.origin = config.origin;
   spec.plugin = config.model.plugin;
@@ -200,8 +202,11 @@ std::unique_ptr<ModelInstance> create_generation_model(const PluginRegistry& reg
   context.make_vocab_size_divisible_by = spec.make_vocab_size_divisible_by;
   context.host = host.c_host();
   auto model = std::make_unique<ModelInstance>(vtable, spec.plugin, spec.model_config_yaml, context);
-  if (!spec.weights.empty())
-    checkpoint::load_initial_weights(spec.weights, model->parameters(), communicator, device, registry, spec.plugin);
+  if (!spec.weights.empty()) {
+    const HfModelFormat hf_folders;
+    checkpoint::load_initial_weights(spec.weights, model->parameters(), communicator, device, registry, spec.plugin,
+                                     &hf_folders);
+  }
   model->set_training(false);
   return model;
 }

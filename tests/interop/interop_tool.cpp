@@ -30,7 +30,7 @@
 #include "triax/config_reader.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
 #include "triax/convert/hf_conversion.hpp"
-#include "triax/core/checkpoint/hf_weights.hpp"
+#include "triax/convert/hf_weights.hpp"
 #include "triax/core/plugins/model_selection.hpp"
 #include "triax/error.hpp"
 #include "triax/interop/safetensors.hpp"

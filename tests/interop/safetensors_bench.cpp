@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "triax/convert/hf_conversion.hpp"
-#include "triax/core/checkpoint/hf_weights.hpp"
-#include "triax/core/plugins/model_hf_mapping.hpp"
+#include "triax/convert/hf_weights.hpp"
+#include "triax/convert/model_hf_mapping.hpp"
 #include "triax/interop/safetensors.hpp"
 
 namespace fs = std::filesystem;

@@ -15,8 +15,9 @@
 #include <sstream>
 
 #include "triax/config_reader.hpp"
+#include "triax/convert/hf_model_format.hpp"
+#include "triax/convert/hf_weights.hpp"
 #include "triax/core/checkpoint/checkpoint_reader.hpp"
-#include "triax/core/checkpoint/hf_weights.hpp"
 #include "triax/core/checkpoint/training_checkpoint.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
@@ -70,7 +71,9 @@ int main(int argc, char** argv) {
     context.make_vocab_size_divisible_by = 1;
     context.host = host.c_host();
     ModelInstance model(vtable, plugin, model_yaml, context);
-    checkpoint::load_initial_weights(weights, model.parameters(), alone, c10::Device(c10::kCPU), registry, plugin);
+    const HfModelFormat hf_folders;
+    checkpoint::load_initial_weights(weights, model.parameters(), alone, c10::Device(c10::kCPU), registry, plugin,
+                                     &hf_folders);
     model.set_training(false);
 
     at::Tensor input = at::tensor(tokens, at::kLong).unsqueeze(0);

@@ -50,6 +50,8 @@ LIBRARIES_BESIDE = [
     ("core/src/comm/mesh.cpp", "triax/parallel/norm.hpp", "core/comm may not include parallel/"),
     ("data/src/source.cpp", "triax/parallel/norm.hpp", "data/ sits below the core"),
     ("core/src/checkpoint/store.cpp", "triax/convert/hf_conversion.hpp", "convert/, which sits above it"),
+    ("core/src/plugins/choice.cpp", "triax/interop/hf_folder.hpp", "Hugging Face folders only through convert/"),
+    ("convert/src/format.cpp", "triax/interop/hf_folder.hpp", None),
 ]
 with tempfile.TemporaryDirectory() as folder:
     root = pathlib.Path(folder)

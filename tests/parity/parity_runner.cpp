@@ -33,6 +33,7 @@
 
 #include "../live_cpu_bytes.hpp"
 #include "triax/parallel/zero3_pieces.hpp"
+#include "triax/checkpoint_async/save_strategies.hpp"
 #include "triax/comm/communicator_factory.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/config/train_config.hpp"
@@ -268,9 +269,10 @@ int run(const std::string& config_file, const fs::path& out, const std::vector<s
   // allocator's count, which a whole parameter kept alive by mistake would show.
   auto held = std::make_shared<LiveCpuBytes>();
   std::unique_ptr<Trainer> built;
+  const checkpoint::RegisteredSaveStrategies save_strategies;  // checkpoints.async_save
   {
     c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, held);
-    built = std::make_unique<Trainer>(std::move(config), registry, *communicator);
+    built = std::make_unique<Trainer>(std::move(config), registry, *communicator, nullptr, &save_strategies);
   }
   std::ofstream(out / ("held_bytes.rank" + std::to_string(rank) + ".txt")) << held->live << "\n";
   Trainer& trainer = *built;

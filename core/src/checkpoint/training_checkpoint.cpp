@@ -13,23 +13,18 @@
 #include <set>
 
 #include "checkpoint/background_prune.hpp"
-#include "checkpoint/background_save.hpp"
 #include "triax/core/checkpoint/checkpoint_error.hpp"
 #include "triax/core/checkpoint/checkpoint_folder.hpp"
 #include "triax/core/checkpoint/checkpoint_writer.hpp"
-#include "checkpoint/host_snapshot.hpp"
+#include "triax/core/checkpoint/save_strategy.hpp"
 #include "triax/parallel/zero3_pieces.hpp"
 #include "comm/world_reduce.hpp"
-#include "triax/core/checkpoint/hf_weights.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/parallel/replica_ownership.hpp"
 #include "triax/data/training_data.hpp"
-#include "triax/faults/fault_injection.hpp"
 #include "triax/report/log.hpp"
-#include "triax/report/metrics.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/report/progress.hpp"
-#include "triax/interop/hf_folder.hpp"
 #include "triax/torch_version.hpp"
 
 namespace triax::checkpoint {
@@ -135,27 +130,14 @@ int64_t load_weights(const CheckpointReader& reader, const std::vector<NamedPara
 
 void load_initial_weights(const std::string& path, const std::vector<NamedParameter>& parameters,
                           Communicator& communicator, const c10::Device& device, const PluginRegistry& registry,
-                          const std::string& model_plugin) {
+                          const std::string& model_plugin, const ExternalModelFormat* external) {
   const Zero3Layout zero3 = zero3_layout(parameters, communicator, ReplicaGroups::of(communicator), device);
-  if (interop::is_hf_folder(path)) {
-    const HfModel model = read_hf_model(registry, path, model_plugin);
-    std::set<std::string> used;
-    for (const NamedParameter& p : parameters) {
-      auto it = model.parameters.find(p.name);
-      if (it == model.parameters.end())
-        throw CheckpointError("Hugging Face folder " + path + " has no tensor " + p.name +
-                              " (a model of another shape, or tied where this one is not?)");
-      fill_parameter(p, zero3, [&](const NamedParameter& target) {
-        copy_shard_from_whole(target, it->second, "Hugging Face folder " + path);
-      });
-      used.insert(p.name);
-    }
-    if (communicator.size(TRIAX_GROUP_PP) == 1)  // every rank holds every name: nothing may be left
-      for (const auto& [name, tensor] : model.parameters)
-        if (!used.count(name))
-          throw CheckpointError("Hugging Face folder " + path + " holds " + name +
-                                ", which this model does not have (untied head into a tied model?)");
-    log::info("model.init_method.path: weights from the Hugging Face folder " + path);
+  if (external != nullptr && external->holds(path)) {
+    // Without pipeline stages every rank holds every name: nothing stored may be left over.
+    external->load_weights(path, parameters, registry, model_plugin, communicator.size(TRIAX_GROUP_PP) == 1,
+                           [&](const NamedParameter& p, const std::function<void(const NamedParameter&)>& copy) {
+                             fill_parameter(p, zero3, copy);
+                           });
     return;
   }
   CheckpointReader reader(path);
@@ -167,7 +149,17 @@ void load_initial_weights(const std::string& path, const std::vector<NamedParame
 TrainingCheckpoint::TrainingCheckpoint(TrainingParts parts)
     : parts_(std::move(parts)),
       zero3_(std::make_unique<const Zero3Layout>(
-          zero3_layout(*parts_.parameters, *parts_.communicator, parts_.ownership->groups(), parts_.device))) {}
+          zero3_layout(*parts_.parameters, *parts_.communicator, parts_.ownership->groups(), parts_.device))) {
+  SaveStrategySetup setup{parts_.device, parts_.communicator->rank(TRIAX_GROUP_WORLD),
+                          [this] { return rank_contents(); },
+                          [this](int64_t step, const auto& conclude) { return commit(step, conclude); }};
+  const CheckpointsConfig& c = parts_.config->checkpoints;
+  if (parts_.save_strategies != nullptr) strategy_ = parts_.save_strategies->for_run(c, setup);
+  if (!strategy_ && c.async_save)
+    throw CheckpointError("checkpoints.async_save: this program was built without the asynchronous save "
+                          "(triax_checkpoint_async's save strategies were not handed to the Trainer)");
+  if (!strategy_) strategy_ = synchronous_save(std::move(setup));
+}
 TrainingCheckpoint::~TrainingCheckpoint() = default;
 
 void TrainingCheckpoint::begin_resume() {
@@ -242,17 +234,7 @@ ResumePoint TrainingCheckpoint::finish_resume() {
   return point;
 }
 
-void TrainingCheckpoint::prepare_background_saves() {
-  if (!parts_.config->checkpoints.async_save) return;
-  const auto start = std::chrono::steady_clock::now();
-  snapshot_ = std::make_unique<HostSnapshot>(parts_.device);
-  snapshot_->prepare(rank_contents());
-  log::info("checkpoints.async_save: " + std::to_string(static_cast<double>(snapshot_->buffer_bytes()) / 1e9) +
-            " GB of host memory for the copies of this rank's pieces" + (parts_.device.is_cuda() ? " (pinned)" : "") +
-            ", allocated and touched in " +
-            std::to_string(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()) +
-            " s before the first step");
-}
+void TrainingCheckpoint::prepare_saves() { strategy_->prepare(); }
 
 bool TrainingCheckpoint::due(int64_t step) const {
   const CheckpointsConfig& c = parts_.config->checkpoints;
@@ -310,86 +292,31 @@ CheckpointMetadata TrainingCheckpoint::metadata_of(int64_t step, int64_t consume
 
 void TrainingCheckpoint::save(int64_t step, int64_t consumed_tokens, const LrSchedulerConfig& lr_scheduler,
                               const std::string& resolved_config) {
-  const CheckpointsConfig& c = parts_.config->checkpoints;
-  CheckpointWriter writer(c.checkpoints_path, *parts_.communicator);
-  if (c.async_save) {
-    wait_for_save();  // at most one save in flight: its buffers are the next one's (its own log line)
-    const auto start = std::chrono::steady_clock::now();
-    start_background_save(std::move(writer), metadata_of(step, consumed_tokens, lr_scheduler), resolved_config);
-    snapshot_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    log::info("checkpoint: step " + std::to_string(step) + " copied into host memory in " +
-              std::to_string(snapshot_seconds_) + " s (" + std::to_string(static_cast<double>(snapshot_->buffer_bytes()) / 1e9) +
-              " GB of host buffers, reused from save to save" +
-              (snapshot_->copy_path().empty() ? "" : "; " + snapshot_->copy_path()) +
-              "); its files are written in the background");
-    return;
-  }
+  CheckpointWriter writer(parts_.config->checkpoints.checkpoints_path, *parts_.communicator);
+  strategy_->commit_in_flight();  // at most one save in flight
+  strategy_->save({std::move(writer), metadata_of(step, consumed_tokens, lr_scheduler), resolved_config,
+                   step > first_step_});
+}
+
+SaveResult TrainingCheckpoint::commit(int64_t step, const std::function<SaveResult()>& conclude) {
   wait_for_pruning();  // never beside a commit
-  const SaveResult result = writer.save(metadata_of(step, consumed_tokens, lr_scheduler), rank_contents(), resolved_config);
+  const SaveResult result = conclude();
   start_pruning(step);
-  const double gigabytes = static_cast<double>(result.bytes_written) / 1e9;
-  log::info("checkpoint: step " + std::to_string(step) + " saved to " + result.folder.string() + " in " +
-            std::to_string(result.seconds) + " s (" + std::to_string(gigabytes) + " GB from this rank, " +
-            std::to_string(result.seconds > 0 ? gigabytes / result.seconds : 0.0) + " GB/s)");
+  return result;
 }
 
-void TrainingCheckpoint::start_background_save(CheckpointWriter writer, CheckpointMetadata metadata,
-                                               const std::string& resolved_config) {
-  if (!snapshot_) snapshot_ = std::make_unique<HostSnapshot>(parts_.device);  // without prepare_background_saves
-  const std::filesystem::path partial = writer.begin(metadata.step);
-  // The device's peak memory is the training's once a step ran in this process (staging needs it).
-  const StagingConditions conditions{
-      metadata.step > first_step_,
-      fault::armed("small_staging_room", parts_.communicator->rank(TRIAX_GROUP_WORLD), metadata.step)};
-  RankContents copy = snapshot_->take(rank_contents(), conditions);
-  in_flight_ = std::make_unique<BackgroundSave>(std::move(writer), std::move(metadata), partial, *snapshot_,
-                                                std::move(copy), resolved_config);
-}
-
-void TrainingCheckpoint::before_optimizer_step() {
-  if (in_flight_) snapshot_->before_optimizer_step();
-}
+void TrainingCheckpoint::before_optimizer_step() { strategy_->before_optimizer_step(); }
 
 void TrainingCheckpoint::complete_if_written() {
-  if (!in_flight_) return;
-  if (world_reduce(*parts_.communicator, in_flight_->written() ? 1 : 0, TRIAX_REDUCE_MIN) == 1) wait_for_save();
+  if (!strategy_->in_flight()) return;
+  if (world_reduce(*parts_.communicator, strategy_->written() ? 1 : 0, TRIAX_REDUCE_MIN) == 1)
+    strategy_->commit_in_flight();
 }
 
-void TrainingCheckpoint::wait_for_save() {
-  if (!in_flight_) return;
-  const std::unique_ptr<BackgroundSave> save = std::move(in_flight_);  // finished or failed, never again
-  wait_for_pruning();  // never beside a commit
-  const SaveResult result = save->finish();
-  start_pruning(save->step());
-  const CopyTimes copies = snapshot_->copy_times();
-  const RankFileWrite& file = save->rank_file();
-  save_cost_ = std::make_unique<SaveCost>();
-  save_cost_->step = save->step();
-  save_cost_->stall_seconds = snapshot_seconds_ + copies.stall + save->waited_seconds() + result.seconds;
-  save_cost_->device_wait_seconds = copies.stall;
-  save_cost_->staging_seconds = copies.device_copies;
-  save_cost_->host_copy_seconds = copies.host_copy;
-  save_cost_->write_seconds = file.seconds;
-  const double gigabytes = static_cast<double>(file.bytes) / 1e9;
-  log::info("checkpoint: step " + std::to_string(save->step()) + " saved to " + result.folder.string() +
-            "; its file written in the background in " + std::to_string(file.seconds) + " s (" +
-            std::to_string(gigabytes) + " GB from this rank, " +
-            std::to_string(file.seconds > 0 ? gigabytes / file.seconds : 0.0) + " GB/s); the training stalled " +
-            std::to_string(save_cost_->stall_seconds) + " s (" + std::to_string(snapshot_seconds_) + " s to copy, " +
-            (parts_.device.is_cuda() ? std::to_string(copies.stall) + " s waiting for the copies on the device, " : "") +
-            std::to_string(save->waited_seconds()) + " s waiting for the write, " + std::to_string(result.seconds) +
-            " s to commit)" + (parts_.device.is_cuda() ? "; " + copies.describe() : ""));
-}
-
-bool TrainingCheckpoint::take_save_cost(SaveCost& cost) {
-  if (!save_cost_) return false;
-  cost = *save_cost_;
-  save_cost_.reset();
-  return true;
-}
+bool TrainingCheckpoint::take_save_cost(SaveCost& cost) { return strategy_->take_cost(cost); }
 
 void TrainingCheckpoint::finish_saves() {
-  wait_for_save();
+  strategy_->commit_in_flight();
   wait_for_pruning();
 }
 

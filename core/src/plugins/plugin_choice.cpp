@@ -19,8 +19,8 @@ auto named_by(const TrainConfig& config, const std::string& key_path, Lookup&& l
 
 }  // namespace
 
-PluginChoice choose_plugins(TrainConfig& config, const PluginRegistry& registry) {
-  resolve_model_section(config, registry);
+PluginChoice choose_plugins(TrainConfig& config, const PluginRegistry& registry, const ExternalModelFormat* external) {
+  resolve_model_section(config, registry, external);
   const TrainConfig& c = config;
   PluginChoice choice;
   choice.model = named_by(c, "model.plugin", [&]() -> const triax_model_vtable& { return registry.model(c.model.plugin); });

@@ -4,11 +4,9 @@
 
 #include <fstream>
 #include <iomanip>
-#include <set>
 #include <sstream>
 
 #include "triax/core/device.hpp"
-#include "triax/core/plugins/model_hf_mapping.hpp"
 #include "triax/error.hpp"
 #include "triax/glob_match.hpp"
 #include "triax/tensor_text.hpp"
@@ -20,21 +18,6 @@
 
 namespace triax {
 namespace {
-
-// The model's parameter elements, each parameter once (a tied head reads the embedding's).
-std::optional<double> parameter_elements(const PluginRegistry& registry, const std::string& plugin,
-                                         const std::string& model_yaml) {
-  if (model_plugin_extras(registry.model(plugin)).hf == nullptr) return std::nullopt;
-  std::set<std::string> counted;
-  double elements = 0.0;
-  for (const HfTensorRule& rule : ModelHfMapping(registry, plugin).tensor_map(model_yaml)) {
-    if (rule.kind == TRIAX_HF_IGNORE || !counted.insert(rule.triax_name).second) continue;
-    double numel = 1.0;
-    for (const int64_t size : rule.shape) numel *= static_cast<double>(size);
-    elements += numel;
-  }
-  return elements;
-}
 
 std::string gib(double bytes) {
   std::ostringstream text;
@@ -81,8 +64,10 @@ std::optional<double> free_device_bytes(const c10::Device& device) {
 }
 
 void refuse_model_beyond_free_memory(const TrainConfig& config, const PluginRegistry& registry,
-                                     const std::string& model_yaml, const c10::Device& device) {
-  const std::optional<double> parameters = parameter_elements(registry, config.model.plugin, model_yaml);
+                                     const std::string& model_yaml, const c10::Device& device,
+                                     const ExternalModelFormat* external) {
+  const std::optional<double> parameters =
+      external != nullptr ? external->parameter_elements(registry, config.model.plugin, model_yaml) : std::nullopt;
   const std::optional<double> free = free_device_bytes(device);
   if (!parameters || !free) return;
   const double needed = model_bytes_per_rank(config, *parameters);

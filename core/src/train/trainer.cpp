@@ -10,8 +10,10 @@
 
 namespace triax {
 
-Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& communicator)
-    : state_(std::make_unique<TrainerState>(std::move(config), registry, communicator)) {
+Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& communicator,
+                 const ExternalModelFormat* external_models, const checkpoint::SaveStrategyChoice* save_strategies)
+    : state_(std::make_unique<TrainerState>(std::move(config), registry, communicator, external_models)) {
+  state_->save_strategies = save_strategies;
   TrainerState& s = *state_;
   const TrainConfig& c = s.config;
   validate_for_world(c, communicator.size(TRIAX_GROUP_WORLD));
@@ -21,7 +23,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   // Plugins named by the config, each refused with the file, the key and the available names if
   // unknown; the model plugin chosen by its marker or a Hugging Face folder's architecture where
   // the config names none.
-  const PluginChoice plugins = choose_plugins(s.config, registry);
+  const PluginChoice plugins = choose_plugins(s.config, registry, external_models);
   s.contexts = std::make_unique<PluginContexts>(c, RankPlace::of(communicator), s.host);
   s.open_data(*plugins.model);
   at::manual_seed(static_cast<uint64_t>(c.general.seed));
@@ -31,7 +33,7 @@ Trainer::Trainer(TrainConfig config, PluginRegistry& registry, Communicator& com
   s.make_optimizer(*plugins.optimizer);
   s.checkpoint->set_optimizer(s.optimizer.get());
   s.resume = s.checkpoint->finish_resume();
-  s.checkpoint->prepare_background_saves();
+  s.checkpoint->prepare_saves();
   s.make_step(std::move(tied));
   s.peak = device_peak(device_display_name(s.device), c.logging.peak_tflops);
   s.create_run_folder();

@@ -85,7 +85,7 @@ std::unique_ptr<TiedGradients> TrainerState::make_model(const triax_model_vtable
                                                blocks_per_stage, chunks_engine);
   });
   const triax_model_context context = contexts->model(communicator, device_name);
-  refuse_model_beyond_free_memory(c, registry, contexts->model_yaml(), device);
+  refuse_model_beyond_free_memory(c, registry, contexts->model_yaml(), device, external_models);
   in_config_file(c.origin, [&] {
     try {
       model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, contexts->model_yaml(), context,
@@ -114,7 +114,8 @@ std::unique_ptr<TiedGradients> TrainerState::make_model(const triax_model_vtable
 }
 
 // Weights from a checkpoint: resuming loads everything; model.init_method.path (a checkpoint or a
-// Hugging Face folder) only the weights, over what the plugin initialised.
+// folder of the external format: a Hugging Face folder) only the weights, over what the plugin
+// initialised.
 void TrainerState::load_weights() {
   const TrainConfig& c = config;
   checkpoint::TrainingParts parts;
@@ -125,13 +126,15 @@ void TrainerState::load_weights() {
   parts.ownership = ownership.get();
   parts.device = device;
   parts.model_plugin = c.model.plugin;
+  parts.save_strategies = save_strategies;
   checkpoint = std::make_unique<checkpoint::TrainingCheckpoint>(parts);
   const std::optional<std::string>& init_path = contexts->init_path();
   if (c.checkpoints.resume_checkpoint_path) {
     if (init_path) log::info("model.init_method.path is ignored: resuming from checkpoints.resume_checkpoint_path");
     checkpoint->begin_resume();
   } else if (init_path) {
-    checkpoint::load_initial_weights(*init_path, model->parameters(), communicator, device, registry, c.model.plugin);
+    checkpoint::load_initial_weights(*init_path, model->parameters(), communicator, device, registry, c.model.plugin,
+                                     external_models);
   }
 }
 

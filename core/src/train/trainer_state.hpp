@@ -31,6 +31,8 @@ struct TrainerState {
   TrainConfig config;
   PluginRegistry& registry;
   Communicator& communicator;
+  const ExternalModelFormat* external_models;  // may be null; only while the Trainer is built
+  const checkpoint::SaveStrategyChoice* save_strategies = nullptr;  // may be null; only while built
   HostServices host;
   c10::Device device = c10::Device(c10::kCPU);
   std::string device_name;
@@ -52,8 +54,8 @@ struct TrainerState {
   double flops_per_token = 0.0;
   DevicePeak peak;
 
-  TrainerState(TrainConfig c, PluginRegistry& r, Communicator& comm)
-      : config(std::move(c)), registry(r), communicator(comm), host(comm) {}
+  TrainerState(TrainConfig c, PluginRegistry& r, Communicator& comm, const ExternalModelFormat* external)
+      : config(std::move(c)), registry(r), communicator(comm), external_models(external), host(comm) {}
 
   // The stages of construction, in order.
   void open_data(const triax_model_vtable& model_vtable);

@@ -1,8 +1,8 @@
 // Between triax checkpoints and Hugging Face folders (triax convert), for any model plugin that has
 // a Hugging Face mapping: the plugin translates config.json and gives its tensor map; interop/
 // reads and writes the folder and applies the map; the core's checkpoint store reads and writes
-// the checkpoint (a run starting from a Hugging Face folder reads it with
-// triax/core/checkpoint/hf_weights.hpp).
+// the checkpoint (a run starting from a Hugging Face folder reads it through
+// triax/convert/hf_model_format.hpp).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -16,8 +16,12 @@
 namespace triax {
 
 class Communicator;
+class ExternalModelFormat;
 class PluginRegistry;
 struct TrainerState;
+namespace checkpoint {
+class SaveStrategyChoice;
+}
 
 struct TrainSummary {
   std::vector<double> losses;      // every step's mean LM loss
@@ -35,7 +39,14 @@ struct TrainSummary {
 class Trainer {
  public:
   // Builds everything; configuration and plugin errors surface here, before any step.
-  Trainer(TrainConfig config, PluginRegistry& registry, Communicator& communicator);
+  // `external_models`: the folder format besides checkpoints that model.init_method.path may name
+  // (a Hugging Face folder: triax/convert/hf_model_format.hpp), used while the Trainer is built;
+  // without it the path is a checkpoint's and the model's memory is not checked beforehand.
+  // `save_strategies`: the saves besides the synchronous one (checkpoints.async_save:
+  // triax/checkpoint_async/save_strategies.hpp); without them such a config is refused.
+  Trainer(TrainConfig config, PluginRegistry& registry, Communicator& communicator,
+          const ExternalModelFormat* external_models = nullptr,
+          const checkpoint::SaveStrategyChoice* save_strategies = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;

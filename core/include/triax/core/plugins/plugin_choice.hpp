@@ -8,6 +8,7 @@
 
 #include "triax/abi.h"
 #include "triax/config/train_config.hpp"
+#include "triax/core/plugins/external_model_format.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 
 namespace triax {
@@ -18,10 +19,11 @@ struct PluginChoice {
   const triax_optimizer_vtable* optimizer = nullptr;
 };
 
-// Fills in model.plugin where the config leaves it out, then looks the three up. An unknown name
-// is a PluginError that names the file and the key (with its line) before the registry's list of
-// the available plugins.
-PluginChoice choose_plugins(TrainConfig& config, const PluginRegistry& registry);
+// Fills in model.plugin where the config leaves it out (resolve_model_section, with the folder
+// format `external` reads), then looks the three up. An unknown name is a PluginError that names the
+// file and the key (with its line) before the registry's list of the available plugins.
+PluginChoice choose_plugins(TrainConfig& config, const PluginRegistry& registry,
+                            const ExternalModelFormat* external = nullptr);
 
 // Runs `call`, a plugin reading part of the config from `origin`: a ConfigError it raises that does
 // not name the file yet (a section handed over without to_located_yaml_text) gets it in front.

@@ -1,13 +1,12 @@
-#include "triax/core/checkpoint/hf_weights.hpp"
+#include "triax/convert/hf_weights.hpp"
 
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <filesystem>
 
+#include "triax/convert/model_hf_mapping.hpp"
 #include "triax/core/checkpoint/checkpoint_error.hpp"
-#include "triax/core/plugins/model_hf_mapping.hpp"
-#include "triax/core/plugins/model_selection.hpp"
 #include "triax/interop/hf_folder.hpp"
 #include "triax/interop/tensor_map.hpp"
 #include "triax/tensor_text.hpp"

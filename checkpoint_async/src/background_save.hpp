@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "triax/core/checkpoint/checkpoint_writer.hpp"
-#include "checkpoint/host_snapshot.hpp"
+#include "host_snapshot.hpp"
 
 namespace triax::checkpoint {
 

@@ -1,4 +1,4 @@
-#include "checkpoint/background_save.hpp"
+#include "background_save.hpp"
 
 #include <chrono>
 

@@ -1,6 +1,7 @@
 // Host side of a model plugin's Hugging Face mapping (triax_model_hf_vtable, ABI 1.3): the
 // architectures it reads, config.json <-> model_config, and its tensor map, as C++ calls whose
-// failures are exceptions naming the plugin (and config.json where it is concerned).
+// failures are exceptions naming the plugin (and config.json where it is concerned); and the
+// plugin that reads a folder's architecture.
 #pragma once
 
 #include <string>
@@ -34,5 +35,10 @@ class ModelHfMapping {
 
 // "model plugin 'x'": how messages name a plugin.
 std::string model_plugin_label(const std::string& plugin);
+
+// The model plugin whose Hugging Face architectures include config.json's. None is a PluginError
+// naming `config_path` and its architectures, listing every model plugin with those it reads.
+std::string model_plugin_by_architecture(const PluginRegistry& registry, const std::string& config_json,
+                                         const std::string& config_path);
 
 }  // namespace triax

@@ -1,7 +1,8 @@
 // A Hugging Face folder's weights as a training run starts from them (model.init_method.path), for
 // any model plugin that has a Hugging Face mapping: the plugin translates config.json and gives
-// its tensor map; interop/ reads the folder and applies the map. Conversion both ways (triax
-// convert) is convert/'s (triax/convert/hf_conversion.hpp).
+// its tensor map; interop/ reads the folder and applies the map. The run reaches them through
+// triax/convert/hf_model_format.hpp; conversion both ways (triax convert) is
+// triax/convert/hf_conversion.hpp.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,4 +1,4 @@
-#include "checkpoint/device_staging.hpp"
+#include "device_staging.hpp"
 
 #include <ATen/ATen.h>
 

@@ -1,4 +1,4 @@
-#include "checkpoint/host_snapshot.hpp"
+#include "host_snapshot.hpp"
 
 #include <ATen/ATen.h>
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "triax/core/checkpoint/checkpoint_writer.hpp"
-#include "checkpoint/device_staging.hpp"
+#include "device_staging.hpp"
 
 namespace triax::checkpoint {
 

@@ -1,9 +1,11 @@
-#include "triax/core/plugins/model_hf_mapping.hpp"
+#include "triax/convert/model_hf_mapping.hpp"
 
 #include <cstdio>
 
+#include "triax/core/plugins/model_selection.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/error.hpp"
+#include "triax/interop/hf_folder.hpp"
 
 namespace triax {
 namespace {
@@ -15,6 +17,25 @@ triax_text_sink sink_into(std::string& text) { return {&text, append_text}; }
 }  // namespace
 
 std::string model_plugin_label(const std::string& plugin) { return "model plugin '" + plugin + "'"; }
+
+std::string model_plugin_by_architecture(const PluginRegistry& registry, const std::string& config_json,
+                                         const std::string& config_path) {
+  const std::vector<std::string> architectures = interop::hf_architectures(config_json, config_path);
+  std::vector<std::string> listed;
+  for (const PluginRecord& record : registry.plugins()) {
+    if (record.kind != TRIAX_PLUGIN_MODEL) continue;
+    const ModelPluginExtras extras = model_plugin_extras(*static_cast<const triax_model_vtable*>(record.vtable));
+    std::vector<std::string> reads;
+    for (int32_t i = 0; extras.hf != nullptr && i < extras.hf->architecture_count; ++i)
+      reads.emplace_back(extras.hf->architectures[i]);
+    for (const std::string& name : reads)
+      for (const std::string& wanted : architectures)
+        if (name == wanted) return record.name;
+    listed.push_back(record.name + " (" + (reads.empty() ? "no Hugging Face mapping" : name_list(reads)) + ")");
+  }
+  throw PluginError(config_path + ": architectures [" + name_list(architectures) +
+                    "]: no model plugin reads this architecture (model plugins: " + name_list(listed) + ")");
+}
 
 ModelHfMapping::ModelHfMapping(const PluginRegistry& registry, const std::string& plugin) : plugin_(plugin) {
   hf_ = model_plugin_extras(registry.model(plugin)).hf;
