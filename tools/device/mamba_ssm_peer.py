@@ -10,7 +10,7 @@ builds and installs the two packages on the GPU machine.
 
   python3 mamba_ssm_peer.py --model 130m|370m|1.4b [--mbs 8] [--seq 2048] [--steps 10] [--warmup 3]
 
---decode measures generation instead, the peer of `triax generate` (docs/performance.md): the
+--decode measures generation instead, the peer of `triax generate` (docs/generation-performance.md): the
 model in bf16, B rows of the prompt ids 1..P (`triax generate --prompt-ids 1,...,P --repeat B`),
 `MambaLMHeadModel.generate(input_ids, max_length=P+N, cg=True, top_k=1)` (greedy, mamba-ssm's
 CUDA-graph decoding) after one unmeasured generation at the batch size, then the same with
