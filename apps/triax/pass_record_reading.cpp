@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "triax/core/pass_record_format.hpp"
+#include "triax/report/pass_record_format.hpp"
 #include "triax/error.hpp"
 
 namespace triax::cli {

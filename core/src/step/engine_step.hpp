@@ -16,7 +16,7 @@
 #include <string>
 
 #include "gradients/step_gradients.hpp"
-#include "step/pass_record.hpp"
+#include "triax/report/pass_record.hpp"
 #include "step/micro_batch_request.hpp"
 #include "step/model_chunks.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"

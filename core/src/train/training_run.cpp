@@ -9,7 +9,7 @@
 #include "train/report_options.hpp"
 #include "train/trainer_state.hpp"
 #include "triax/core/device.hpp"
-#include "triax/core/pass_record_format.hpp"
+#include "triax/report/pass_record_format.hpp"
 #include "triax/faults/fault_injection.hpp"
 #include "triax/fp8.hpp"
 #include "triax/report/log.hpp"

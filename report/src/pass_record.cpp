@@ -1,4 +1,4 @@
-#include "step/pass_record.hpp"
+#include "triax/report/pass_record.hpp"
 
 #include <c10/core/impl/VirtualGuardImpl.h>
 
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "triax/core/pass_record_format.hpp"
+#include "triax/report/pass_record_format.hpp"
 #include "triax/error.hpp"
 
 namespace triax {

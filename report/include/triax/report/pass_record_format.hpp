@@ -1,6 +1,6 @@
 // The record of pipeline passes (parallelism.pp_pass_record, docs/pipeline-schedules.md): where
 // each rank writes it and what its "timeline" entries are called. The trainer writes it
-// (core/src/step/pass_record.hpp); `triax inspect schedule --record` reads it.
+// (triax/report/pass_record.hpp); `triax inspect schedule --record` reads it.
 #pragma once
 
 #include <array>
