@@ -1,5 +1,5 @@
 /*
- * triax plugin ABI, part 3: optimizer plugins (their parameters, gradient sharding and state).
+ * triax plugin ABI, part 4: optimizer plugins (their parameters, gradient sharding and state).
  * Included by triax/abi.h, which defines the types used here; include that header, not this.
  */
 #ifndef TRIAX_ABI_OPTIMIZER_H
