@@ -1,7 +1,6 @@
 #include "stage_timing.hpp"
 
 #include <ATen/ATen.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include "triax/core/plugins/plugin_contexts.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
+#include "triax/device_wait.hpp"
 #include "triax/engine.hpp"
 #include "triax/error.hpp"
 #include "triax/weight_gradient_queue.hpp"
@@ -25,14 +25,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void wait_for(const c10::Device& device) {
-  if (device.is_cpu()) return;
-  const c10::impl::VirtualGuardImpl guard(device.type());
-  guard.getStream(device).synchronize();
-}
-
 double milliseconds_since(Clock::time_point start, const c10::Device& device) {
-  wait_for(device);
+  wait_for_device(device);
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
@@ -105,7 +99,7 @@ std::vector<double> one_pass(const ModelRef& stage, StageInput input, const c10:
   input.hidden_in = input.boundary_in.front();
   WeightGradientQueue queue;
   input.weight_gradients = split ? queue.c_queue() : nullptr;
-  wait_for(device);
+  wait_for_device(device);
   Clock::time_point start = Clock::now();
   const StageOutput output = stage.forward(input);
   const double forward = milliseconds_since(start, device);

@@ -1,13 +1,12 @@
 #include "triax/report/pass_record.hpp"
 
-#include <c10/core/impl/VirtualGuardImpl.h>
-
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "triax/report/pass_record_format.hpp"
+#include "triax/device_wait.hpp"
 #include "triax/error.hpp"
+#include "triax/report/pass_record_format.hpp"
 
 namespace triax {
 namespace {
@@ -30,10 +29,7 @@ void PassRecord::open(const std::string& path, PassRecordPlace place) {
 
 double PassRecord::milliseconds_since_start() const {
   // A part's or a pass's time includes its work on the device.
-  if (!place_.device.is_cpu()) {
-    const c10::impl::VirtualGuardImpl guard(place_.device.type());
-    guard.getStream(place_.device).synchronize();
-  }
+  wait_for_device(place_.device);
   return std::chrono::duration<double, std::milli>(Clock::now() - start_).count();
 }
 

@@ -2,13 +2,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <string>
 
+#include "triax/device_wait.hpp"
 #include "triax/error.hpp"
 #include "triax/trace_range.hpp"
 
@@ -29,13 +29,6 @@ typename Map::mapped_type take(Map& map, const typename Map::key_type& key, cons
   auto value = std::move(it->second);
   map.erase(it);
   return value;
-}
-
-// A pass's wall time includes its work on the device.
-void wait_for_device(const c10::Device& device) {
-  if (device.is_cpu()) return;
-  const c10::impl::VirtualGuardImpl guard(device.type());
-  guard.getStream(device).synchronize();
 }
 
 }  // namespace
