@@ -1,7 +1,7 @@
 # Source checks that need no build: no function longer than 60 lines in apps/, generate/, the core
 # and the libraries beside it (tools/function_lengths.py).
 add_test(NAME lint_function_lengths
-  COMMAND python3 ${PROJECT_SOURCE_DIR}/tools/function_lengths.py --max 60 apps generate core config comm data report faults parallel convert checkpoint_async lr
+  COMMAND python3 ${PROJECT_SOURCE_DIR}/tools/function_lengths.py --max 60 apps generate core config comm data report faults parallel convert checkpoint_async lr device
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(lint_function_lengths PROPERTIES TIMEOUT 60 LABELS lint)
 # The checker itself, on hand-made C++: function bodies against initializers, literals and lambdas.

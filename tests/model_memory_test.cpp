@@ -1,7 +1,7 @@
-// What a model holds per rank before it is built (core/src/train/model_memory.hpp): its share of
+// What a model holds per rank before it is built (triax/device/model_memory.hpp): its share of
 // the parameters and gradients in the model's dtype, and of AdamW's fp32 state, each split as the
 // topology and the ZeRO stage split them; and the free memory of the CPU.
-#include "train/model_memory.hpp"
+#include "triax/device/model_memory.hpp"
 
 #include <gtest/gtest.h>
 

@@ -3,13 +3,13 @@
 
 Inside the core, a folder of core/src may include only its own folder and those before it in
 CORE_ORDER; a public header under core/include/triax/core/ counts as its folder's. The libraries
-below the core (data, report, faults, lr) include nothing of it but the config. A library over the
-core's mesh (parallel) includes of the core only the folders up to its place in CORE_ORDER, and
-only the core's folders after that place include it. The core reads no folder format but its own
+below the core (data, report, faults, lr, device) include nothing of it but the config. A library
+over the core's mesh (parallel) includes of the core only the folders up to its place in CORE_ORDER,
+and only the core's folders after that place include it. The core reads no folder format but its own
 checkpoints: it includes none of interop's Hugging Face headers (convert/ implements the core's
 ExternalModelFormat with them). The libraries above the core (comm, convert, checkpoint_async) use
-it; the core includes none of them. Exit status 1 when anything points up, with one line per include:
-file, line, the include, and why.
+it; the core includes none of them. Exit status 1 when anything points up, with one line per
+include: file, line, the include, and why.
 """
 import argparse
 import pathlib
@@ -18,8 +18,8 @@ import sys
 
 CORE_ORDER = ["comm", "plugins", "gradients", "checkpoint", "step", "train"]
 # The core's public headers that stand outside a folder, and the folder they belong to.
-CORE_TOP_HEADERS = {"device.hpp": "train", "trainer.hpp": "train"}
-BELOW_CORE = ["config", "data", "report", "faults", "lr"]
+CORE_TOP_HEADERS = {"trainer.hpp": "train"}
+BELOW_CORE = ["config", "data", "report", "faults", "lr", "device"]
 # Libraries above the core: they use it, it knows none of them.
 ABOVE_CORE = ["comm", "convert", "checkpoint_async"]
 # Libraries between the core's folders: each sits right after the named folder of CORE_ORDER.

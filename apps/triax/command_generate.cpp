@@ -19,7 +19,7 @@
 #include "triax/comm/communicator_factory.hpp"
 #include "triax/comm/launch_environment.hpp"
 #include "triax/core/comm/communicator.hpp"
-#include "triax/core/device.hpp"
+#include "triax/device/device.hpp"
 #include "triax/error.hpp"
 #include "triax/generate/generation_model.hpp"
 #include "triax/generate/generator.hpp"

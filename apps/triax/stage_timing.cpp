@@ -10,7 +10,7 @@
 #include "triax/convert/hf_model_format.hpp"
 #include "triax/core/comm/communicator.hpp"
 #include "triax/config/train_config.hpp"
-#include "triax/core/device.hpp"
+#include "triax/device/device.hpp"
 #include "triax/core/plugins/plugin_choice.hpp"
 #include "triax/core/plugins/plugin_contexts.hpp"
 #include "triax/core/plugins/plugin_instances.hpp"

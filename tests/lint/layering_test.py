@@ -49,6 +49,7 @@ LIBRARIES_BESIDE = [
     ("parallel/src/ownership.cpp", "triax/core/plugins/plugin_registry.hpp", "may include only core/comm"),
     ("core/src/comm/mesh.cpp", "triax/parallel/norm.hpp", "core/comm may not include parallel/"),
     ("data/src/source.cpp", "triax/parallel/norm.hpp", "data/ sits below the core"),
+    ("device/src/memory.cpp", "triax/core/plugins/external_model_format.hpp", "device/ sits below the core"),
     ("core/src/checkpoint/store.cpp", "triax/convert/hf_conversion.hpp", "convert/, which sits above it"),
     ("core/src/plugins/choice.cpp", "triax/interop/hf_folder.hpp", "Hugging Face folders only through convert/"),
     ("convert/src/format.cpp", "triax/interop/hf_folder.hpp", None),

@@ -4,7 +4,7 @@
 
 #include "train/trainer_state.hpp"
 #include "train/training_run.hpp"
-#include "triax/core/device.hpp"
+#include "triax/device/device.hpp"
 #include "triax/core/plugins/plugin_choice.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
 

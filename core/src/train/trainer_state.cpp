@@ -5,9 +5,9 @@
 #include <optional>
 
 #include "gradients/weight_decay.hpp"
-#include "train/model_memory.hpp"
 #include "triax/config_reader.hpp"
-#include "triax/core/device.hpp"
+#include "triax/device/device.hpp"
+#include "triax/device/model_memory.hpp"
 #include "triax/report/log.hpp"
 #include "triax/core/plugins/plugin_choice.hpp"
 #include "triax/core/plugins/plugin_registry.hpp"
@@ -85,7 +85,12 @@ std::unique_ptr<TiedGradients> TrainerState::make_model(const triax_model_vtable
                                                blocks_per_stage, chunks_engine);
   });
   const triax_model_context context = contexts->model(communicator, device_name);
-  refuse_model_beyond_free_memory(c, registry, contexts->model_yaml(), device, external_models);
+  // The model's size as its plugin's mapping to the external format lists it (a Hugging Face
+  // tensor map); a plugin without one, or a run without an external format, is not checked.
+  const std::optional<double> parameters =
+      external_models != nullptr ? external_models->parameter_elements(registry, c.model.plugin, contexts->model_yaml())
+                                 : std::nullopt;
+  if (parameters) refuse_model_beyond_free_memory(c, *parameters, device);
   in_config_file(c.origin, [&] {
     try {
       model = std::make_unique<ModelChunks>(model_vtable, c.model.plugin, contexts->model_yaml(), context,

@@ -6,10 +6,10 @@
 #include <cmath>
 
 #include "comm/world_reduce.hpp"
-#include "train/report_options.hpp"
 #include "train/trainer_state.hpp"
-#include "triax/core/device.hpp"
+#include "triax/device/device.hpp"
 #include "triax/report/pass_record_format.hpp"
+#include "triax/report/report_options.hpp"
 #include "triax/faults/fault_injection.hpp"
 #include "triax/fp8.hpp"
 #include "triax/report/log.hpp"

@@ -9,11 +9,8 @@
 
 #include <cstdint>
 #include <optional>
-#include <string>
 
 #include "triax/config/train_config.hpp"
-#include "triax/core/plugins/external_model_format.hpp"
-#include "triax/core/plugins/plugin_registry.hpp"
 
 namespace triax {
 
@@ -26,12 +23,9 @@ double model_bytes_per_rank(const TrainConfig& config, double parameters);
 // The bytes `device` has free now; nullopt where that cannot be read.
 std::optional<double> free_device_bytes(const c10::Device& device);
 
-// Refuses, with a ConfigError naming the numbers (exit 2), a model whose model_bytes_per_rank
-// exceed free_device_bytes. The parameters are counted from the model plugin's mapping to the
-// `external` format (its Hugging Face tensor map) of `model_yaml`; a plugin without one, or a run
-// without an external format, is not checked.
-void refuse_model_beyond_free_memory(const TrainConfig& config, const PluginRegistry& registry,
-                                     const std::string& model_yaml, const c10::Device& device,
-                                     const ExternalModelFormat* external);
+// Refuses, with a ConfigError naming the numbers (exit 2), a model of `parameters` elements whose
+// model_bytes_per_rank exceed free_device_bytes; a device whose free memory cannot be read is not
+// checked.
+void refuse_model_beyond_free_memory(const TrainConfig& config, double parameters, const c10::Device& device);
 
 }  // namespace triax

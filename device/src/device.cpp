@@ -1,4 +1,4 @@
-#include "triax/core/device.hpp"
+#include "triax/device/device.hpp"
 
 #include <ATen/Context.h>
 #ifdef TRIAX_WITH_CUDA

@@ -1,4 +1,4 @@
-#include "train/report_options.hpp"
+#include "triax/report/report_options.hpp"
 
 #include <filesystem>
 

@@ -1,4 +1,4 @@
-#include "train/model_memory.hpp"
+#include "triax/device/model_memory.hpp"
 
 #include <c10/core/ScalarType.h>
 
@@ -6,7 +6,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "triax/core/device.hpp"
+#include "triax/device/device.hpp"
 #include "triax/error.hpp"
 #include "triax/glob_match.hpp"
 #include "triax/tensor_text.hpp"
@@ -63,17 +63,13 @@ std::optional<double> free_device_bytes(const c10::Device& device) {
   return std::nullopt;
 }
 
-void refuse_model_beyond_free_memory(const TrainConfig& config, const PluginRegistry& registry,
-                                     const std::string& model_yaml, const c10::Device& device,
-                                     const ExternalModelFormat* external) {
-  const std::optional<double> parameters =
-      external != nullptr ? external->parameter_elements(registry, config.model.plugin, model_yaml) : std::nullopt;
+void refuse_model_beyond_free_memory(const TrainConfig& config, double parameters, const c10::Device& device) {
   const std::optional<double> free = free_device_bytes(device);
-  if (!parameters || !free) return;
-  const double needed = model_bytes_per_rank(config, *parameters);
+  if (!free) return;
+  const double needed = model_bytes_per_rank(config, parameters);
   if (needed <= *free) return;
   std::ostringstream text;
-  text << std::setprecision(3) << config.origin << ": model.model_config: the model's " << *parameters
+  text << std::setprecision(3) << config.origin << ": model.model_config: the model's " << parameters
        << " parameters need at least " << gib(needed) << " on this rank (its share of the " << config.model.dtype
        << " parameters and their gradients" << (ends_with(config.optimizer.plugin, "adamw") ? " and AdamW's state" : "")
        << " over tp " << config.parallelism.tp << ", pp " << config.parallelism.pp << "), more than the " << gib(*free)
