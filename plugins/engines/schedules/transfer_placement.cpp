@@ -1,6 +1,10 @@
 #include "transfer_placement.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -105,6 +109,54 @@ std::vector<std::vector<ScheduleStep>> place_transfers_in_time(const ScheduleSha
       throw std::logic_error(schedule + ": pass " + std::to_string(index) + " of pipeline rank " +
                              std::to_string(rank) + " starts before its input is made");
   return std::move(placed).steps();
+}
+
+namespace {
+
+// What identifies a send among a rank's: its kind, chunk and micro-batch.
+using SendKey = std::tuple<ScheduleStep::Kind, int, int>;
+
+// The send a pass's tensor leaves by, if the rank's steps send one.
+std::optional<SendKey> send_made_by(const ScheduleStep& pass) {
+  using Kind = ScheduleStep::Kind;
+  if (pass.kind == Kind::Forward) return SendKey{Kind::SendOutput, pass.chunk, pass.micro_batch};
+  if (pass.kind == Kind::Backward || pass.kind == Kind::BackwardInput)
+    return SendKey{Kind::SendGradient, pass.chunk, pass.micro_batch};
+  return std::nullopt;
+}
+
+std::vector<ScheduleStep> sends_early(const std::vector<ScheduleStep>& steps) {
+  std::map<int, std::deque<ScheduleStep>> by_peer;  // the sends to each peer, in order
+  for (const ScheduleStep& step : steps)
+    if (step.is_send()) by_peer[step.peer].push_back(step);
+  std::set<SendKey> made;
+  std::vector<ScheduleStep> placed;
+  auto flush = [&] {
+    for (auto& [peer, queue] : by_peer)
+      while (!queue.empty() && made.count({queue.front().kind, queue.front().chunk, queue.front().micro_batch})) {
+        placed.push_back(queue.front());
+        queue.pop_front();
+      }
+  };
+  for (const ScheduleStep& step : steps) {
+    if (step.is_send()) continue;
+    placed.push_back(step);
+    if (const std::optional<SendKey> key = send_made_by(step)) made.insert(*key);
+    flush();
+  }
+  for (const auto& [peer, queue] : by_peer)
+    if (!queue.empty())
+      throw std::logic_error("place_sends_early: a send to pipeline rank " + std::to_string(peer) +
+                             " whose tensor no pass of its rank makes");
+  return placed;
+}
+
+}  // namespace
+
+std::vector<std::vector<ScheduleStep>> place_sends_early(const std::vector<std::vector<ScheduleStep>>& steps) {
+  std::vector<std::vector<ScheduleStep>> placed;
+  for (const std::vector<ScheduleStep>& rank_steps : steps) placed.push_back(sends_early(rank_steps));
+  return placed;
 }
 
 }  // namespace triax::plugins
