@@ -102,10 +102,11 @@ void expect_sends_early(const std::vector<ScheduleStep>& placed, const std::vect
 void check_schedule(const ScheduleShape& shape, const std::vector<std::vector<ScheduleStep>>& placed,
                     const std::vector<std::vector<Pass>>& passes, triax_chunk_placement placement,
                     const std::string& name) {
-  const std::string where = name + " pp " + std::to_string(shape.pp_size) + ", " +
-                            std::to_string(shape.micro_batches) + " micro-batches";
+  const std::string where =
+      name + " pp " + std::to_string(shape.pp_size) + ", " + std::to_string(shape.micro_batches) + " micro-batches";
   const std::vector<std::vector<ScheduleStep>> early = place_sends_early(placed);
-  for (int r = 0; r < shape.pp_size; ++r) expect_sends_early(placed[r], early[r], where + ", rank " + std::to_string(r));
+  for (int r = 0; r < shape.pp_size; ++r)
+    expect_sends_early(placed[r], early[r], where + ", rank " + std::to_string(r));
   const RankPassTimes times = RankPassTimes::uniform({1.0, 1.4, 0.8, 0.1}, shape);
   const double as_placed = simulate_steps(placed, times).step_time;
   const double sent_early = simulate_steps(early, times).step_time;
@@ -125,8 +126,8 @@ TEST(EarlySends, EverySendFollowsItsPassAndTheRunIsThePassSimulators) {
       for (const ZeroBubbleLayout& layout : {zb_h1_layout(pp), zb_v_layout(pp)}) {
         const ScheduleShape shape{pp, layout.chunks, micro_batches};
         const std::string name = layout.chunks == 1 ? "zb_h1" : "zb_v";
-        check_schedule(shape, zero_bubble_schedule(shape, layout, name, times), zero_bubble_passes(shape, layout, times),
-                       layout.placement, name);
+        check_schedule(shape, zero_bubble_schedule(shape, layout, name, times),
+                       zero_bubble_passes(shape, layout, times), layout.placement, name);
       }
     }
 }
