@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <deque>
 #include <map>
-#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -57,12 +56,7 @@ class StepTimeline {
   }
 
   SimulatedStep result() const {
-    SimulatedStep step;
-    step.step_time = *std::max_element(clock_.begin(), clock_.end());
-    step.busy = busy_;
-    step.starts = starts_;
-    const double busy = std::accumulate(busy_.begin(), busy_.end(), 0.0) / static_cast<double>(busy_.size());
-    step.bubble_fraction = step.step_time > 0 ? 1.0 - busy / step.step_time : 0.0;
+    SimulatedStep step = simulated_step(clock_, busy_, starts_);
     for (const std::vector<Pass>& passes : passes_) step.peak_in_flight.push_back(peak_in_flight(passes));
     return step;
   }
@@ -79,17 +73,11 @@ class StepTimeline {
 
 SimulatedStep simulate_steps(const std::vector<std::vector<ScheduleStep>>& steps, const RankPassTimes& times) {
   StepTimeline timeline(steps.size(), times);
-  std::vector<size_t> next(steps.size(), 0);
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (size_t r = 0; r < steps.size(); ++r)
-      for (; next[r] < steps[r].size() && timeline.try_run(static_cast<int>(r), steps[r][next[r]]); ++next[r])
-        progressed = true;
-  }
-  for (size_t r = 0; r < steps.size(); ++r)
-    if (next[r] != steps[r].size())
-      throw std::logic_error("step simulator: pipeline rank " + std::to_string(r) + " waits at step " +
-                             std::to_string(next[r]) + " for a tensor that is never sent (the steps deadlock)");
+  const int stuck =
+      run_ranks_in_order(steps, [&](int rank, const ScheduleStep& step) { return timeline.try_run(rank, step); });
+  if (stuck >= 0)
+    throw std::logic_error("step simulator: pipeline rank " + std::to_string(stuck) +
+                           " waits for a tensor that is never sent (the steps deadlock)");
   return timeline.result();
 }
 

@@ -80,17 +80,13 @@ std::vector<std::vector<ScheduleStep>> place_transfers(const ScheduleShape& shap
     throw std::logic_error(schedule + ": passes for " + std::to_string(passes.size()) + " ranks, pp is " +
                            std::to_string(pp));
   Placement placed(shape, placement);
-  std::vector<size_t> next(pp, 0);  // of each rank: its next pass
   // Every rank runs its passes in order as far as their inputs allow, until none can go on.
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (int r = 0; r < pp; ++r)
-      for (; next[r] < passes[r].size() && placed.try_run(r, passes[r][next[r]]); ++next[r]) progressed = true;
-  }
-  for (int r = 0; r < pp; ++r)
-    if (next[r] != passes[r].size() || !placed.outbox_empty(r))
-      throw std::logic_error(schedule + ": the passes of pipeline rank " + std::to_string(r) +
-                             " cannot all run (a pass waits for one that never comes)");
+  int stuck = run_ranks_in_order(passes, [&](int rank, const Pass& pass) { return placed.try_run(rank, pass); });
+  for (int r = 0; r < pp && stuck < 0; ++r)
+    if (!placed.outbox_empty(r)) stuck = r;
+  if (stuck >= 0)
+    throw std::logic_error(schedule + ": the passes of pipeline rank " + std::to_string(stuck) +
+                           " cannot all run (a pass waits for one that never comes)");
   return std::move(placed).steps();
 }
 
