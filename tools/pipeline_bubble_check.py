@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the schedule simulator against real runs on CPU ranks (docs/pipeline-schedules.md).
+"""Checks the schedule simulator against real runs on CPU ranks (docs/pipeline-runs.md).
 
 Measures one stage's F, B and W times of CONFIG's model (`triax inspect schedule --measure`), lets
 the simulator predict each engine's step at --pp ranks and --micro-batches, then trains each
