@@ -300,6 +300,29 @@ TEST(MpiCommunicator, PointToPointBetweenPipelineNeighbours) {
   }
 }
 
+// Sends return at once (triax_engine_context.sends_buffered): both neighbours send twice before
+// either receives, overwriting the tensor they sent in between, and each receives what the tensor
+// held when it was sent, in the order sent.
+TEST(MpiCommunicator, SendsReturnAtOnceFromACopyOfTheirTensor) {
+  for (const MeshShape& shape : meshes_of_this_world()) {
+    if (shape.pp != 2) continue;
+    MpiCommunicator& comm = communicator(shape);
+    EXPECT_TRUE(comm.buffers_sends());
+    const int stage = comm.rank(TRIAX_GROUP_PP), peer = 1 - stage;
+    const int me = comm.context().world_rank(), other = comm.context().members(TRIAX_GROUP_PP)[peer];
+    at::Tensor sent = at::full({256, 1024}, value_of(me));  // 1 MiB: past the eager sizes of MPI transports
+    comm.send(TRIAX_GROUP_PP, sent, peer);
+    sent.fill_(-value_of(me));
+    comm.send(TRIAX_GROUP_PP, sent, peer);
+    sent.fill_(0);
+    at::Tensor first = at::empty({256, 1024}), second = at::empty({256, 1024});
+    comm.recv(TRIAX_GROUP_PP, first, peer);
+    comm.recv(TRIAX_GROUP_PP, second, peer);
+    EXPECT_TRUE(first.eq(value_of(other)).all().item<bool>()) << where(shape, TRIAX_GROUP_PP);
+    EXPECT_TRUE(second.eq(-value_of(other)).all().item<bool>()) << where(shape, TRIAX_GROUP_PP);
+  }
+}
+
 // The message of the Error `body` throws (empty when it throws none).
 template <typename Body>
 std::string error_of(Body&& body) {

@@ -88,3 +88,9 @@ foreach(engine 1f1b zb_v)
   set_tests_properties(zero_bubble.pass_record_${engine} PROPERTIES LABELS "zero_bubble;multi_rank" PROCESSORS 2
                        TIMEOUT 180 ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
 endforeach()
+
+# Sends moved up to just after the passes that make their tensors (hosts whose sends return at
+# once: the mpi backend) and the simulator of the steps as placed.
+add_executable(early_sends_test ${CMAKE_CURRENT_LIST_DIR}/early_sends_test.cpp)
+target_link_libraries(early_sends_test PRIVATE triax_pipeline_schedules GTest::gtest_main)
+triax_discover_test_suites(early_sends_test PROPERTIES LABELS zero_bubble)

@@ -99,7 +99,7 @@ class ToyLinearModel : public testing::ToyModel<ToyLinearModel, kBlocks> {
 
 const triax_model_vtable& toy_vtable() { return *detail::ModelAdapter<ToyLinearModel>::vtable(); }
 
-triax_engine_context engine_context(int rank, const HostServices& host) {
+triax_engine_context engine_context(int rank, const HostServices& host, bool sends_buffered = false) {
   triax_engine_context context{};
   context.struct_size = sizeof(context);
   context.pp_rank = rank;
@@ -108,11 +108,14 @@ triax_engine_context engine_context(int rank, const HostServices& host) {
   context.host = host.c_host();
   context.micro_batches = kMicroBatches;
   context.places_chunks = 1;
+  context.sends_buffered = sends_buffered ? 1 : 0;
   return context;
 }
 
-// Runs `engine_name` at pp 2 over this rank's chunks and checks it against the whole model.
-void expect_engine_matches_the_whole_model(const std::string& engine_name, plugins::ZeroBubbleLayout layout) {
+// Runs `engine_name` at pp 2 over this rank's chunks and checks it against the whole model; with
+// `sends_buffered` the host says its sends return at once, and the engine sends each tensor as made.
+void expect_engine_matches_the_whole_model(const std::string& engine_name, plugins::ZeroBubbleLayout layout,
+                                           bool sends_buffered = false) {
   MpiCommunicator& comm = testing::communicator({1, 2, 1});
   HostServices host(comm);
   const int rank = comm.rank(TRIAX_GROUP_PP);
@@ -120,7 +123,8 @@ void expect_engine_matches_the_whole_model(const std::string& engine_name, plugi
   const auto [reference_loss, reference_grads] = testing::run_whole_model(whole, kMicroBatches);
   events().clear();
 
-  EngineInstance engine(testing::test_plugin_registry().engine(engine_name), engine_name, engine_context(rank, host));
+  EngineInstance engine(testing::test_plugin_registry().engine(engine_name), engine_name,
+                        engine_context(rank, host, sends_buffered));
   ASSERT_EQ(engine.model_chunks(), layout.chunks);
   ASSERT_EQ(engine.chunk_placement(), layout.placement);
   const int blocks_per_stage = kBlocks / (2 * layout.chunks);
@@ -174,6 +178,12 @@ TEST(ZeroBubblePipeline, ZbVMatchesTheWholeModel) {
 TEST(ZeroBubblePipeline, ZbH1MatchesTheWholeModel) {
   TRIAX_REQUIRE_WORLD_SIZE(2);
   expect_engine_matches_the_whole_model("zb_h1", plugins::zb_h1_layout(2));
+}
+
+TEST(ZeroBubblePipeline, BothWithTheirSendsAsSoonAsMadeMatchTheWholeModel) {
+  TRIAX_REQUIRE_WORLD_SIZE(2);
+  expect_engine_matches_the_whole_model("zb_v", plugins::zb_v_layout(2), /*sends_buffered=*/true);
+  expect_engine_matches_the_whole_model("zb_h1", plugins::zb_h1_layout(2), /*sends_buffered=*/true);
 }
 
 // Every forward, then every B, and never a W: the step must fail, naming the engine.

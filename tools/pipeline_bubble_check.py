@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the schedule simulator against real runs on CPU ranks (docs/pipeline-schedules.md).
+"""Checks the schedule simulator against real runs on CPU ranks (docs/pipeline-runs.md).
 
 Measures one stage's F, B and W times of CONFIG's model (`triax inspect schedule --measure`), lets
 the simulator predict each engine's step at --pp ranks and --micro-batches, then trains each
@@ -15,6 +15,7 @@ schedules.
 
     tools/pipeline_bubble_check.py CONFIG [--pp 4] [--micro-batches 16] [--steps 8] [--threads 1]
                                    [--triax build/bin/triax] [--set KEY=VALUE]... [--engines ENGINE...]
+                                   [--keep FOLDER]
 """
 import argparse
 import json
@@ -95,6 +96,7 @@ def main():
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE, for the measure and every run")
     parser.add_argument("--triax", default=str(ROOT / "build" / "bin" / "triax"))
     parser.add_argument("--engines", nargs="+", default=ENGINES, choices=ENGINES, help="the engines to run (all)")
+    parser.add_argument("--keep", help="a folder to keep the runs in (their records included); a temporary one if not given")
     args = parser.parse_args()
     started = time.monotonic()
     predicted, pass_times = predicted_steps(args.triax, args, args.set)
@@ -104,7 +106,8 @@ def main():
     header = ("| engine | one process: predicted | measured | ratio | record: pipeline predicted | measured | ratio | "
               "step predicted | measured | ratio |\n|---|---|---|---|---|---|---|---|---|---|")
     rows = []
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = args.keep or temporary
         for engine in args.engines:
             measured, record = measured_step(args.triax, args, args.set + [pass_times], engine, pathlib.Path(folder))
             (pipeline, pipeline_run), (step, step_run) = record["pipeline"], record["step"]

@@ -31,6 +31,12 @@ int kind_index(const std::string& name, const std::string& where) {
 }
 
 bool is_pass(int kind) { return kind <= TRIAX_PASS_BACKWARD_WEIGHT; }
+plugins::ScheduleStep::Kind step_kind_of(int kind) {
+  using Kind = plugins::ScheduleStep::Kind;
+  static const Kind kinds[] = {Kind::Forward,      Kind::Backward,   Kind::BackwardInput,   Kind::BackwardWeight,
+                               Kind::ReceiveInput, Kind::SendOutput, Kind::ReceiveGradient, Kind::SendGradient};
+  return kinds[kind];
+}
 bool is_receive(int kind) { return kind == TRIAX_PASS_RECEIVE_INPUT || kind == TRIAX_PASS_RECEIVE_GRADIENT; }
 PassKind pass_kind_of(int kind) {
   static const PassKind kinds[] = {PassKind::Forward, PassKind::Backward, PassKind::BackwardInput,
@@ -50,6 +56,24 @@ std::vector<Json> read_lines(const std::filesystem::path& path) {
     }
   }
   return lines;
+}
+
+// The sum over one step's sends of the time from the end of the pass that made the tensor to the
+// start of its send.
+double held_ms(const Json& timeline) {
+  std::map<std::tuple<int, int, int>, double> made;  // (send kind, chunk, micro-batch): the pass's end
+  double held = 0.0;
+  for (const Json& t : timeline) {
+    const std::string pass = t.at("pass").get<std::string>();
+    const std::tuple<int, int> where{t.at("chunk").get<int>(), t.at("micro_batch").get<int>()};
+    const double start = t.at("start_ms").get<double>(), end = start + t.at("ms").get<double>();
+    auto key = [&](int kind) { return std::tuple_cat(std::tuple<int>{kind}, where); };
+    if (pass == "forward") made[key(TRIAX_PASS_SEND_OUTPUT)] = end;
+    if (pass == "backward" || pass == "backward_input") made[key(TRIAX_PASS_SEND_GRADIENT)] = end;
+    for (const int send : {TRIAX_PASS_SEND_OUTPUT, TRIAX_PASS_SEND_GRADIENT})
+      if (pass == kPassKindNames[send] && made.count(key(send))) held += start - made[key(send)];
+  }
+  return held;
 }
 
 // Every micro-batch through every chunk once forward and once backward (whole, or B and W).
@@ -75,15 +99,17 @@ RecordedRank summarize_rank(const std::vector<Json>& lines, const RecordedRun& r
   RecordedRank rank;
   rank.world_rank = lines.front().at("rank").get<int>();
   std::vector<std::array<double, 4>> sums(run.chunks), counts(run.chunks);  // per chunk, by pass kind
-  std::vector<double> receives, sends, engine, outside, step;
+  std::vector<double> receives, sends, engine, outside, step, held;
   for (const Json& line : lines) {
     const std::string where = file + ", step " + std::to_string(line.at("step").get<int64_t>());
     std::vector<plugins::Pass> passes;
+    std::vector<plugins::ScheduleStep> steps;
     double received = 0.0, sent = 0.0;
     for (const Json& t : line.at("timeline")) {
       const int kind = kind_index(t.at("pass").get<std::string>(), where);
       const int chunk = t.at("chunk").get<int>();
       const double ms = t.at("ms").get<double>();
+      steps.push_back({step_kind_of(kind), chunk, t.at("micro_batch").get<int>(), -1});
       if (!is_pass(kind)) {
         (is_receive(kind) ? received : sent) += ms;
         continue;
@@ -94,9 +120,13 @@ RecordedRank summarize_rank(const std::vector<Json>& lines, const RecordedRun& r
       counts[chunk][kind] += 1;
     }
     check_passes(passes, run, where);
-    if (rank.order.empty()) rank.order = passes;
+    if (rank.order.empty()) {
+      rank.order = passes;
+      rank.steps = steps;
+    }
     const double engine_ms = line.at("parts_ms").value("engine", 0.0), step_ms = line.at("step_ms").get<double>();
     receives.push_back(received);
+    held.push_back(held_ms(line.at("timeline")));
     sends.push_back(sent);
     engine.push_back(engine_ms);
     outside.push_back(step_ms - engine_ms);
@@ -111,6 +141,7 @@ RecordedRank summarize_rank(const std::vector<Json>& lines, const RecordedRun& r
   }
   rank.receives = median_of(receives);
   rank.sends = median_of(sends);
+  rank.held = median_of(held);
   rank.engine = median_of(engine);
   rank.outside = median_of(outside);
   rank.step = median_of(step);

@@ -14,11 +14,16 @@ namespace triax::cli {
 
 struct RecordedRank {
   int world_rank = 0;
-  std::vector<plugins::Pass> order;                  // the passes of the first kept step, in the order run
+  std::vector<plugins::Pass> order;  // the passes of the first kept step, in the order run
+  // That step's passes and transfers in the order run; the transfers' peers are not recorded (-1).
+  std::vector<plugins::ScheduleStep> steps;
   std::vector<plugins::ChunkPassTimes> chunk_times;  // per chunk, the mean of each kind (ms)
   // Per step (ms), medians over the kept steps: the receives and the sends (waits included), the
   // engine's part of the step (from the step's start), the rest of it, and the whole step.
   double receives = 0.0, sends = 0.0, engine = 0.0, outside = 0.0, step = 0.0;
+  // Per step (ms), the median: how long the tensors sent waited on this rank between the end of the
+  // pass that made them and the start of their send (hand-overs between its own chunks included).
+  double held = 0.0;
 };
 
 struct RecordedRun {

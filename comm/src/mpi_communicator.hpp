@@ -34,6 +34,8 @@ class MpiCommunicator final : public Communicator {
   // all_reduce and reduce_scatter are posted with MPI_Iallreduce / MPI_Ireduce_scatter_block;
   // they progress whenever this rank calls MPI (any operation, or the handle's test()).
   bool has_asynchronous_collectives() const override { return true; }
+  // Sends are posted from a private copy and complete in the background (run_send).
+  bool buffers_sends() const override { return true; }
   void set_step(int64_t step) override;
   bool failed() const override;
   void report_failure(const std::string& message) override;

@@ -395,6 +395,8 @@ EngineContext EngineContext::from_c(const triax_engine_context& c) {
     context.micro_batches = c.micro_batches;
   if (c.struct_size >= offsetof(triax_engine_context, places_chunks) + sizeof(c.places_chunks))
     context.host_places_chunks = c.places_chunks != 0;
+  if (c.struct_size >= offsetof(triax_engine_context, sends_buffered) + sizeof(c.sends_buffered))
+    context.host_buffers_sends = c.sends_buffered != 0;
   return context;
 }
 

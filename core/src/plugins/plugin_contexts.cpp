@@ -33,7 +33,7 @@ RankPlace RankPlace::first_of(const TrainConfig& config) {
 }
 
 PluginContexts::PluginContexts(const TrainConfig& config, RankPlace place, const HostServices& host)
-    : config_(config), place_(place), host_(host.c_host()) {
+    : config_(config), place_(place), host_(host.c_host()), sends_buffered_(host.communicator().buffers_sends()) {
   const TrainConfig& c = config;
   model_yaml_ = to_located_yaml_text(c.model.model_config, c.origin);
   // init_method.path is the host's business: the plugin initialises as usual and is then overwritten.
@@ -53,6 +53,7 @@ triax_engine_context PluginContexts::engine() const {
   context.host = host_;
   context.micro_batches = static_cast<int32_t>(config_.tokens.batch_accumulation_per_replica);
   context.places_chunks = 1;  // ModelChunks places them as EngineInstance::chunk_placement says
+  context.sends_buffered = sends_buffered_ ? 1 : 0;
   return context;
 }
 

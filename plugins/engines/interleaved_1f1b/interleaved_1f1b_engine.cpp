@@ -39,7 +39,7 @@ class InterleavedOneForwardOneBackwardEngine final : public Engine {
     check(shape);
     auto found = schedules_.find(shape.micro_batches);
     if (found == schedules_.end())
-      found = schedules_.emplace(shape.micro_batches, interleaved_schedule(shape)[context_.pp_rank]).first;
+      found = schedules_.emplace(shape.micro_batches, steps_for_rank(interleaved_schedule(shape), context_)).first;
 
     PipelineStage stage(context_, request);
     run_steps(stage, found->second);

@@ -66,4 +66,20 @@ ScheduleStep::Kind step_kind_of(PassKind kind);
 // from each forward until the pass that frees them.
 int peak_in_flight(const std::vector<Pass>& passes);
 
+// Runs every rank's items in order, each rank as far as `try_run(rank, item)` lets it, round after
+// round until no rank can go on, as ranks running at once would. Returns the pipeline rank of the
+// first that could not run all its items, or -1.
+template <class Item, class TryRun>
+int run_ranks_in_order(const std::vector<std::vector<Item>>& items, TryRun&& try_run) {
+  std::vector<size_t> next(items.size(), 0);
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (size_t r = 0; r < items.size(); ++r)
+      for (; next[r] < items[r].size() && try_run(static_cast<int>(r), items[r][next[r]]); ++next[r]) progressed = true;
+  }
+  for (size_t r = 0; r < items.size(); ++r)
+    if (next[r] != items[r].size()) return static_cast<int>(r);
+  return -1;
+}
+
 }  // namespace triax::plugins

@@ -6,9 +6,20 @@
 #include <vector>
 
 #include "pipeline_schedule.hpp"
+#include "transfer_placement.hpp"
+#include "triax/engine.hpp"
 #include "triax/pipeline_stage.hpp"
 
 namespace triax::plugins {
+
+// This rank's steps of `schedule` (every rank's, its transfers matched one for one): where the
+// host's sends return at once, each send moves up to just after the pass that makes its tensor,
+// so that no receiver waits for the sender's later passes (place_sends_early).
+inline std::vector<ScheduleStep> steps_for_rank(const std::vector<std::vector<ScheduleStep>>& schedule,
+                                                const EngineContext& context) {
+  if (!context.host_buffers_sends) return schedule.at(static_cast<size_t>(context.pp_rank));
+  return place_sends_early(schedule).at(static_cast<size_t>(context.pp_rank));
+}
 
 inline void run_steps(PipelineStage& stage, const std::vector<ScheduleStep>& steps) {
   using Kind = ScheduleStep::Kind;

@@ -46,15 +46,7 @@ class Timeline {
     return true;
   }
 
-  SimulatedStep result() const {
-    SimulatedStep step;
-    step.step_time = *std::max_element(free_at_.begin(), free_at_.end());
-    step.busy = busy_;
-    step.starts = starts_;
-    const double busy = std::accumulate(busy_.begin(), busy_.end(), 0.0) / static_cast<double>(busy_.size());
-    step.bubble_fraction = step.step_time > 0 ? 1.0 - busy / step.step_time : 0.0;
-    return step;
-  }
+  SimulatedStep result() const { return simulated_step(free_at_, busy_, starts_); }
 
  private:
   void check(int stage, int micro_batch) const {
@@ -77,6 +69,17 @@ class Timeline {
 };
 
 }  // namespace
+
+SimulatedStep simulated_step(const std::vector<double>& ends, const std::vector<double>& busy,
+                             const std::vector<std::vector<double>>& starts) {
+  SimulatedStep step;
+  step.step_time = *std::max_element(ends.begin(), ends.end());
+  step.busy = busy;
+  step.starts = starts;
+  const double mean_busy = std::accumulate(busy.begin(), busy.end(), 0.0) / static_cast<double>(busy.size());
+  step.bubble_fraction = step.step_time > 0 ? 1.0 - mean_busy / step.step_time : 0.0;
+  return step;
+}
 
 double pass_duration(const PassTimes& times, PassKind kind, int chunks) {
   const double share = 1.0 / chunks;
@@ -135,17 +138,11 @@ SimulatedStep simulate_schedule(const ScheduleShape& shape, triax_chunk_placemen
     throw std::logic_error("schedule simulator: passes for " + std::to_string(passes.size()) + " ranks, pp is " +
                            std::to_string(shape.pp_size));
   Timeline timeline(shape, placement, times);
-  std::vector<size_t> next(passes.size(), 0);
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (size_t r = 0; r < passes.size(); ++r)
-      for (; next[r] < passes[r].size() && timeline.try_run(static_cast<int>(r), passes[r][next[r]]); ++next[r])
-        progressed = true;
-  }
-  for (size_t r = 0; r < passes.size(); ++r)
-    if (next[r] != passes[r].size())
-      throw std::logic_error("schedule simulator: the passes of pipeline rank " + std::to_string(r) +
-                             " cannot all run (a pass waits for one that never comes)");
+  const int stuck =
+      run_ranks_in_order(passes, [&](int rank, const Pass& pass) { return timeline.try_run(rank, pass); });
+  if (stuck >= 0)
+    throw std::logic_error("schedule simulator: the passes of pipeline rank " + std::to_string(stuck) +
+                           " cannot all run (a pass waits for one that never comes)");
   SimulatedStep step = timeline.result();
   for (const std::vector<Pass>& rank_passes : passes) step.peak_in_flight.push_back(peak_in_flight(rank_passes));
   return step;

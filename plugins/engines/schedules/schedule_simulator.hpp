@@ -52,6 +52,11 @@ struct SimulatedStep {
   std::vector<std::vector<double>> starts;  // per rank and pass: when it starts
 };
 
+// The step of ranks whose last passes ended at `ends` (per rank), busy `busy` with passes that
+// started at `starts`: its time, bubble, busy times and starts (peak_in_flight left to the caller).
+SimulatedStep simulated_step(const std::vector<double>& ends, const std::vector<double>& busy,
+                             const std::vector<std::vector<double>>& starts);
+
 // How long `kind` takes through one of `chunks` chunks.
 double pass_duration(const PassTimes& times, PassKind kind, int chunks);
 

@@ -1,6 +1,10 @@
 #include "transfer_placement.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -76,17 +80,13 @@ std::vector<std::vector<ScheduleStep>> place_transfers(const ScheduleShape& shap
     throw std::logic_error(schedule + ": passes for " + std::to_string(passes.size()) + " ranks, pp is " +
                            std::to_string(pp));
   Placement placed(shape, placement);
-  std::vector<size_t> next(pp, 0);  // of each rank: its next pass
   // Every rank runs its passes in order as far as their inputs allow, until none can go on.
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (int r = 0; r < pp; ++r)
-      for (; next[r] < passes[r].size() && placed.try_run(r, passes[r][next[r]]); ++next[r]) progressed = true;
-  }
-  for (int r = 0; r < pp; ++r)
-    if (next[r] != passes[r].size() || !placed.outbox_empty(r))
-      throw std::logic_error(schedule + ": the passes of pipeline rank " + std::to_string(r) +
-                             " cannot all run (a pass waits for one that never comes)");
+  int stuck = run_ranks_in_order(passes, [&](int rank, const Pass& pass) { return placed.try_run(rank, pass); });
+  for (int r = 0; r < pp && stuck < 0; ++r)
+    if (!placed.outbox_empty(r)) stuck = r;
+  if (stuck >= 0)
+    throw std::logic_error(schedule + ": the passes of pipeline rank " + std::to_string(stuck) +
+                           " cannot all run (a pass waits for one that never comes)");
   return std::move(placed).steps();
 }
 
@@ -105,6 +105,54 @@ std::vector<std::vector<ScheduleStep>> place_transfers_in_time(const ScheduleSha
       throw std::logic_error(schedule + ": pass " + std::to_string(index) + " of pipeline rank " +
                              std::to_string(rank) + " starts before its input is made");
   return std::move(placed).steps();
+}
+
+namespace {
+
+// What identifies a send among a rank's: its kind, chunk and micro-batch.
+using SendKey = std::tuple<ScheduleStep::Kind, int, int>;
+
+// The send a pass's tensor leaves by, if the rank's steps send one.
+std::optional<SendKey> send_made_by(const ScheduleStep& pass) {
+  using Kind = ScheduleStep::Kind;
+  if (pass.kind == Kind::Forward) return SendKey{Kind::SendOutput, pass.chunk, pass.micro_batch};
+  if (pass.kind == Kind::Backward || pass.kind == Kind::BackwardInput)
+    return SendKey{Kind::SendGradient, pass.chunk, pass.micro_batch};
+  return std::nullopt;
+}
+
+std::vector<ScheduleStep> sends_early(const std::vector<ScheduleStep>& steps) {
+  std::map<int, std::deque<ScheduleStep>> by_peer;  // the sends to each peer, in order
+  for (const ScheduleStep& step : steps)
+    if (step.is_send()) by_peer[step.peer].push_back(step);
+  std::set<SendKey> made;
+  std::vector<ScheduleStep> placed;
+  auto flush = [&] {
+    for (auto& [peer, queue] : by_peer)
+      while (!queue.empty() && made.count({queue.front().kind, queue.front().chunk, queue.front().micro_batch})) {
+        placed.push_back(queue.front());
+        queue.pop_front();
+      }
+  };
+  for (const ScheduleStep& step : steps) {
+    if (step.is_send()) continue;
+    placed.push_back(step);
+    if (const std::optional<SendKey> key = send_made_by(step)) made.insert(*key);
+    flush();
+  }
+  for (const auto& [peer, queue] : by_peer)
+    if (!queue.empty())
+      throw std::logic_error("place_sends_early: a send to pipeline rank " + std::to_string(peer) +
+                             " whose tensor no pass of its rank makes");
+  return placed;
+}
+
+}  // namespace
+
+std::vector<std::vector<ScheduleStep>> place_sends_early(const std::vector<std::vector<ScheduleStep>>& steps) {
+  std::vector<std::vector<ScheduleStep>> placed;
+  for (const std::vector<ScheduleStep>& rank_steps : steps) placed.push_back(sends_early(rank_steps));
+  return placed;
 }
 
 }  // namespace triax::plugins

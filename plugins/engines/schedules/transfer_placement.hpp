@@ -31,4 +31,13 @@ std::vector<std::vector<ScheduleStep>> place_transfers_in_time(const ScheduleSha
                                                                const std::vector<std::vector<double>>& starts,
                                                                const std::string& schedule);
 
+// The same steps with every send moved up to just after the pass that made its tensor, for a host
+// whose sends return at once and complete in the background (ABI 1.15: the mpi backend's), where
+// the placement above would hold a tensor back until its receiver asks and so delay the receiver
+// by the sender's passes in between. The sends to each peer keep their order, the order the
+// peer receives in (point-to-point messages match in the order sent): a send whose predecessor to
+// the same peer is not made yet follows that one. Receives and passes stay where they are, so the
+// steps cannot deadlock where `steps` could not.
+std::vector<std::vector<ScheduleStep>> place_sends_early(const std::vector<std::vector<ScheduleStep>>& steps);
+
 }  // namespace triax::plugins

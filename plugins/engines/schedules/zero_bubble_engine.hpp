@@ -36,9 +36,10 @@ class ZeroBubbleEngine : public Engine {
     check(name_, shape);
     auto found = schedules_.find(shape.micro_batches);
     if (found == schedules_.end())
-      found =
-          schedules_.emplace(shape.micro_batches, zero_bubble_schedule(shape, layout_, name_, times_)[context_.pp_rank])
-              .first;
+      found = schedules_
+                  .emplace(shape.micro_batches,
+                           steps_for_rank(zero_bubble_schedule(shape, layout_, name_, times_), context_))
+                  .first;
     PipelineStage stage(context_, request, {layout_.placement, /*split_backward=*/true});
     run_steps(stage, found->second);
     return stage.finish();

@@ -11,7 +11,8 @@
 // one the simulator times shortest wins. zb_v may then hold more chunk passes in flight, up to
 // interleaved_1f1b's peak (zero_bubble_in_flight_cap), where that shortens the step.
 // The transfers are then placed by transfer_placement.hpp in the order of the passes' simulated
-// start times, so the schedule cannot deadlock even with blocking sends.
+// start times, so the schedule cannot deadlock even with blocking sends; where the host's sends
+// return at once, the engine moves each send up to just after its pass (place_sends_early).
 //
 //   zb_h1 (ZB-H1): one chunk per rank, at most pp micro-batches in flight on every rank, the most
 //     1F1B holds (on its first rank). With equal F, B and W times the step is 3m + pp - 1 passes

@@ -40,6 +40,11 @@ typedef struct triax_engine_context {
   /* since 1.13: nonzero when the host places the engine's chunks as its chunk_placement says (an
    * older host places them interleaved) */
   int32_t places_chunks;
+  /* since 1.15: nonzero when the host's sends over TRIAX_GROUP_PP return at once and complete in
+   * the background without waiting for their receiver (the mpi backend's), so that an engine may
+   * send each tensor as soon as it is made; zero (the nccl backend, or an older host) when a send
+   * may wait for its receive, so that the sends must meet their receives in order */
+  int32_t sends_buffered;
 } triax_engine_context;
 
 /* since 1.14: what an engine's step timed for the host's record of pipeline passes

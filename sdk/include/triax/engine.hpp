@@ -33,6 +33,8 @@ struct EngineContext {
   Host host;
   // The host places the engine's chunks as the engine says (ABI 1.13; before: interleaved).
   bool host_places_chunks = false;
+  // The host's pipeline sends return at once, completing in the background (ABI 1.15).
+  bool host_buffers_sends = false;
   static EngineContext from_c(const triax_engine_context& context);
 };
 

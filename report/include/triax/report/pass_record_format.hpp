@@ -1,4 +1,4 @@
-// The record of pipeline passes (parallelism.pp_pass_record, docs/pipeline-schedules.md): where
+// The record of pipeline passes (parallelism.pp_pass_record, docs/pipeline-runs.md): where
 // each rank writes it and what its "timeline" entries are called. The trainer writes it
 // (triax/report/pass_record.hpp); `triax inspect schedule --record` reads it.
 #pragma once

@@ -69,6 +69,10 @@ class Communicator {
   void all_to_all_v(triax_group group, const at::Tensor& output, const at::Tensor& input,
                     const std::vector<int64_t>& output_splits, const std::vector<int64_t>& input_splits);
   void send(triax_group group, const at::Tensor& tensor, int peer);
+  // Whether send returns at once and completes in the background, whatever the receiver does
+  // (triax_engine_context.sends_buffered): the mpi backend's do; the nccl backend's are ordered on
+  // the caller's stream and complete only once the receiver has reached its receive.
+  virtual bool buffers_sends() const { return false; }
   void recv(triax_group group, const at::Tensor& tensor, int peer);
   void barrier(triax_group group);
   // Asynchronous forms of all_reduce, all_gather and reduce_scatter. By default they run the

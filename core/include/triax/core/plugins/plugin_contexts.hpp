@@ -51,6 +51,7 @@ class PluginContexts {
   const TrainConfig& config_;
   RankPlace place_;
   const triax_host* host_;
+  bool sends_buffered_;  // the communicator's sends complete in the background
   std::string model_yaml_, init_method_yaml_, parallelism_yaml_, optimizer_yaml_;
   std::optional<std::string> init_path_;
 };
