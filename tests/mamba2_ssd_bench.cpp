@@ -6,7 +6,8 @@
 // allocator. --cuda: the SSD with bf16 x, B and C (fp32 dt and A, as the mixer passes them),
 // batch 8 unless given; bytes and peaks from the CUDA caching allocator. The layer runs in bf16,
 // timed forward and backward. TRIAX_MAMBA2_FUSED_NORM=0 and TRIAX_MAMBA2_SSD_KERNELS=0 time the
-// LibTorch compositions the mixer's CUDA kernels replace.
+// LibTorch compositions the mixer's CUDA kernels replace. With --cuda, everything is timed twice in
+// one run: the fused chunk scan switched off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1).
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -159,7 +160,9 @@ void measure_layer(const Setting& s) {
 
 // Which of the mixer's CUDA kernels this run takes (each switched off by its variable set to 0).
 void print_kernel_switches() {
-  for (const char* variable : {"TRIAX_FUSED_KERNELS", "TRIAX_MAMBA2_FUSED_NORM", "TRIAX_MAMBA2_SSD_KERNELS"}) {
+  for (const char* variable :
+       {"TRIAX_FUSED_KERNELS", "TRIAX_MAMBA2_FUSED_NORM", "TRIAX_MAMBA2_SSD_KERNELS", "TRIAX_MAMBA2_CHUNK_SCAN",
+        "TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD"}) {
     const char* value = std::getenv(variable);
     std::printf("%s=%s\n", variable, value ? value : "(unset: on)");
   }
@@ -186,8 +189,18 @@ int main(int argc, char** argv) {
               static_cast<long long>(s.batch), static_cast<long long>(s.length), static_cast<long long>(kHeads),
               static_cast<long long>(kHeadDim), static_cast<long long>(kState), static_cast<long long>(kChunk),
               s.device.is_cuda() ? "CUDA, bf16 operands" : "CPU, fp32");
-  print_kernel_switches();
-  time_ssd(s);
-  measure_layer(s);
+  if (!s.device.is_cuda()) {
+    print_kernel_switches();
+    time_ssd(s);
+    measure_layer(s);
+    return 0;
+  }
+  for (const char* chunk_scan : {"0", "1"}) {  // read at every SSD forward (ssd_cuda.hpp)
+    setenv("TRIAX_MAMBA2_CHUNK_SCAN", chunk_scan, 1);
+    std::printf("\n");
+    print_kernel_switches();
+    time_ssd(s);
+    measure_layer(s);
+  }
   return 0;
 }

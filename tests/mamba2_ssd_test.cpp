@@ -2,11 +2,15 @@
 // final states for chunk sizes that do and do not divide the length (and exceed it), grouped B/C,
 // an initial state, every input's gradient (through the SSD's own backward, with either output's
 // gradient alone), fp32 inputs with long chunks and strong decays, bf16 operands, the refusal of a
-// bad chunk size, and (Mamba2SsdCuda, with a GPU) the same SSD on CUDA against the CPU's fp64.
+// bad chunk size, and (Mamba2SsdCuda, with a GPU) the same SSD on CUDA against the CPU's fp64, with
+// and without the fused chunk scan (TRIAX_MAMBA2_CHUNK_SCAN).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -14,6 +18,11 @@
 #include "mamba2_ssd_reference.hpp"
 #include "model_reference_support.hpp"
 #include "ssd.hpp"
+
+#ifdef TRIAX_WITH_CUDA
+#include "ssd_chunks.hpp"
+#include "ssd_cuda.hpp"
+#endif
 
 namespace {
 
@@ -237,6 +246,97 @@ TEST(Mamba2SsdCuda, OddLengthsAndSeveralGroupsMatchTheCpu) {
   for (bool initial : {false, true}) {
     expect_cuda_matches_cpu({3, 257, 6, 8, 3, 16}, 21, 48, initial);
     expect_cuda_matches_cpu({1, 77, 6, 8, 3, 16}, 23, 100, initial);
+  }
+}
+
+// An environment variable set for one scope (the chunk scan's switches are read at every
+// forward and backward), the previous value back after.
+class ScopedVariable {
+ public:
+  ScopedVariable(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) previous_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedVariable() {
+    if (previous_) setenv(name_, previous_->c_str(), 1);
+    else unsetenv(name_);
+  }
+  ScopedVariable(const ScopedVariable&) = delete;
+  ScopedVariable& operator=(const ScopedVariable&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> previous_;
+};
+
+// Whether the forward of `in` (on CUDA) takes the fused chunk scan: else a test of it tests nothing.
+void expect_fused_chunk_scan(const SsdInputs& in, int64_t chunk, bool expected) {
+#ifdef TRIAX_WITH_CUDA
+  EXPECT_EQ(triax::mamba2::ssd::chunk_scan_applies(triax::mamba2::ssd::into_chunks(in, chunk)), expected)
+      << "chunk " << chunk;
+#else
+  (void)in, (void)chunk, (void)expected;
+#endif
+}
+
+SsdInputs bf16_on_cuda(Shape shape, uint64_t seed, bool with_initial_state) {
+  SsdInputs in = random_inputs(seed, with_initial_state, shape);
+  for (at::Tensor* t : members(in))
+    if (t->defined()) *t = t->to(at::kCUDA, at::kFloat);
+  for (at::Tensor* t : {&in.x, &in.B, &in.C}) *t = t->to(at::kBFloat16);
+  return in;
+}
+
+// The fused chunk scan switched on, against the CPU's fp64 (expect_cuda_matches_cpu: its bf16
+// half takes the kernel; the backward is the LibTorch one): chunks of 64, 128 and 256 (one, two
+// and four row tiles), states of 16, 64 and 128, head_dim 16, 32 and 64, one and two groups,
+// lengths the chunk does not divide, with and without an initial state.
+TEST(Mamba2SsdCuda, FusedChunkScanMatchesTheCpu) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  const ScopedVariable on("TRIAX_MAMBA2_CHUNK_SCAN", "1");
+  struct Case {
+    Shape shape;
+    int64_t chunk;
+    bool initial;
+  };
+  for (const Case& c : {Case{{2, 300, 4, 64, 1, 128}, 256, true}, Case{{1, 333, 4, 32, 2, 64}, 128, false},
+                        Case{{2, 200, 6, 16, 2, 16}, 64, true}, Case{{1, 512, 2, 64, 1, 128}, 64, false}}) {
+    expect_fused_chunk_scan(bf16_on_cuda(c.shape, 31, c.initial), c.chunk, true);
+    expect_cuda_matches_cpu(c.shape, 31, c.chunk, c.initial);
+  }
+  expect_fused_chunk_scan(bf16_on_cuda({1, 100, 2, 8, 1, 16}, 31, false), 64, false);  // head_dim 8: fallback
+  expect_fused_chunk_scan(bf16_on_cuda({1, 100, 2, 16, 1, 16}, 31, false), 48, false);  // chunk 48: fallback
+}
+
+// x as the mixer's in_proj split leaves it (a strided view of a wider projection) gives the same
+// output as contiguous x; the fused forward and backward, the fused forward with the composed
+// backward (TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD=0) and the composition (switch off) agree within
+// bf16 rounding, outputs and every input's gradient.
+TEST(Mamba2SsdCuda, FusedChunkScanTakesStridedXAndAgreesWithTheComposition) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  const Shape shape{2, 600, 6, 64, 1, 128};
+  SsdInputs in = bf16_on_cuda(shape, 41, true);
+  const int64_t width = shape.heads * shape.head_dim;
+  const at::Tensor projection = at::randn({shape.batch, shape.length, 3 * width}, in.x.options());
+  projection.narrow(-1, width, width).copy_(in.x.reshape({shape.batch, shape.length, width}));
+  SsdInputs strided = in;
+  strided.x = projection.narrow(-1, width, width).view({shape.batch, shape.length, shape.heads, shape.head_dim});
+  ASSERT_FALSE(strided.x.is_contiguous());
+  const at::Tensor weight_y = at::randn({shape.batch, shape.length, shape.heads, shape.head_dim}, in.dt.options());
+  // y, then the gradients of x, dt, A, B, C and the initial state.
+  auto run = [&](const char* scan, const char* backward) {
+    const ScopedVariable scan_switch("TRIAX_MAMBA2_CHUNK_SCAN", scan);
+    const ScopedVariable backward_switch("TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", backward);
+    expect_fused_chunk_scan(in, 256, scan[0] == '1');
+    std::vector<at::Tensor> out{ssd_chunked(in, 256).y};
+    if (scan[0] == '1') EXPECT_TRUE(at::equal(ssd_chunked(strided, 256).y, out[0]));
+    for (const at::Tensor& g : gradients(in, 256, weight_y, at::Tensor())) out.push_back(g);
+    return out;
+  };
+  const std::vector<at::Tensor> composed = run("0", "0"), fused = run("1", "1"), forward_only = run("1", "0");
+  for (size_t i = 0; i < composed.size(); ++i) {
+    EXPECT_LT(relative_error(fused[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i;
+    EXPECT_LT(relative_error(forward_only[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i;
   }
 }
 

@@ -9,6 +9,10 @@
 #include "ssd_chunks.hpp"
 #include "triax/error.hpp"
 
+#ifdef TRIAX_MAMBA2_KERNELS
+#include "ssd_cuda.hpp"
+#endif
+
 namespace triax::mamba2 {
 namespace {
 
@@ -31,6 +35,12 @@ void check_inputs(const SsdInputs& in, int64_t chunk_size) {
 
 SsdOutputs forward_values(const SsdInputs& in, int64_t chunk_size) {
   const ssd::Chunks k = ssd::into_chunks(in, chunk_size);
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd::chunk_scan_applies(k)) {  // steps 2 and 3, then 1 and 4 in one kernel
+    const ssd::PassedStates passed = ssd::pass_states(k, in.initial_state, ssd::chunk_states(k));
+    return {ssd::chunk_scan_cuda(k, passed.entering), passed.final_state};
+  }
+#endif
   // 1. Within each chunk: y_i = sum_{j <= i} exp(decay_i - decay_j) (C_i . B_j) x_j dt_j, per head.
   const at::Tensor masked = ssd::masked_scores(k, ssd::scores(k));
   const at::Tensor x_heads = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).permute({0, 1, 2, 4, 3, 5});

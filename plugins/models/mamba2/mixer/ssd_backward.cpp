@@ -20,11 +20,22 @@ struct ChunkGradients {
 
 at::Tensor reverse_cumsum(const at::Tensor& t) { return t.flip(-1).cumsum(-1).flip(-1); }
 
-// Within each chunk: y = M xdt per head. dy_heads [b, c, g, r, q, p].
-void diagonal_backward(const Chunks& k, const at::Tensor& dy_heads, ChunkGradients& grads) {
+// Within each chunk: y = M xdt per head. dy position-major [b, c, g, q, r, p]. The fused chunk
+// scan's kernels where chunk_scan_backward_applies, else the masked scores' composition.
+void diagonal_backward(const Chunks& k, const at::Tensor& dy_positions, ChunkGradients& grads) {
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (chunk_scan_backward_applies(k)) {
+    const ChunkScanGradients d = chunk_scan_backward_cuda(k, dy_positions);
+    grads.xdt += d.xdt;
+    grads.C += product(d.scores, k.B, k.type);
+    grads.B += product(d.scores.transpose(-1, -2), k.C, k.type);
+    grads.decay += d.decay;
+    return;
+  }
+#endif
   const at::Tensor scores_of_group = scores(k);
   const at::Tensor x_heads = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).permute({0, 1, 2, 4, 3, 5});
-  const at::Tensor dy = dy_heads.to(k.operand);
+  const at::Tensor dy = dy_positions.permute({0, 1, 2, 4, 3, 5}).to(k.operand);
   const at::Tensor masked = masked_scores(k, scores_of_group);
   grads.xdt += product(masked.transpose(-1, -2), dy, k.type).permute({0, 1, 2, 4, 3, 5});
   const MaskedScoresGradients d = masked_scores_backward(k, product(dy, x_heads.transpose(-1, -2), k.type),
@@ -141,7 +152,7 @@ SsdGradients ssd_backward(const SsdInputs& in, int64_t chunk_size, const at::Ten
   ChunkGradients grads{at::zeros({k.b, k.c, k.g, k.q, k.r, k.p}, options), at::zeros({k.b, k.c, k.g, k.r, k.q}, options),
                        at::zeros({k.b, k.c, k.g, k.q, k.n}, options), at::zeros({k.b, k.c, k.g, k.q, k.n}, options)};
   const at::Tensor dy = chunked_grad_y(k, grad_y);
-  diagonal_backward(k, dy.permute({0, 1, 2, 4, 3, 5}), grads);
+  diagonal_backward(k, dy, grads);
   const PassedGradients passed = across_chunks(k, in, dy, grad_final_state, grads);
   chunk_states_backward(k, passed.chunk_states, grads);
   SsdGradients out = to_inputs(k, in, grads);

@@ -3,6 +3,10 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
 #include "ssd_kernels.hpp"
 #include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
@@ -26,12 +30,74 @@ at::Tensor chunk_decays(const Chunks& k) { return k.decay.select(-1, k.q - 1).co
 at::Tensor optional_f32(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
 const float* pointer_or_null(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
 
+kernels::ChunkScanShape chunk_scan_shape_of(const Chunks& k) { return {k.b, k.c, k.g, k.r, k.p, k.n, k.q, k.l}; }
+
+// t contiguous with its data 16-byte aligned, as the chunk scan's vector loads need: a view at
+// an odd offset is copied.
+at::Tensor contiguous_aligned(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  return reinterpret_cast<std::uintptr_t>(c.const_data_ptr()) % 16 == 0 ? c : c.clone();
+}
+
 }  // namespace
 
 bool ssd_kernels_apply(const Chunks& k) {
   static const bool switched_on = switched_on_unless_zero("TRIAX_MAMBA2_SSD_KERNELS");
   return switched_on && fused_kernels_enabled() && k.dt.is_cuda() && k.type == at::kFloat &&
          launch::kernel_dtype(k.operand).has_value() && k.r <= kMaxHeadsPerGroup;
+}
+
+bool chunk_scan_switched_on() {
+  const char* value = std::getenv("TRIAX_MAMBA2_CHUNK_SCAN");
+  if (value == nullptr || *value == '\0') return kChunkScanByDefault;
+  return std::string(value) != "0";
+}
+
+bool chunk_scan_applies(const Chunks& k) {
+  return chunk_scan_switched_on() && ssd_kernels_apply(k) && (k.operand == at::kBFloat16 || k.operand == at::kHalf) &&
+         kernels::chunk_scan_supports(chunk_scan_shape_of(k));
+}
+
+at::Tensor chunk_scan_cuda(const Chunks& k, const at::Tensor& entering) {
+  if (!chunk_scan_applies(k))
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "chunk_scan_cuda: shape, dtype or device the fused chunk scan does "
+                                              "not take (check chunk_scan_applies first)");
+  c10::cuda::CUDAGuard device(k.dt.device());
+  const at::Tensor C = contiguous_aligned(k.C), B = contiguous_aligned(k.B), xdt = contiguous_aligned(k.xdt);
+  const at::Tensor decay = k.decay.contiguous(), e = entering.to(at::kFloat).contiguous();
+  at::Tensor y = at::empty({k.b, k.l, k.g * k.r, k.p}, k.dt.options());
+  launch::check(kernels::chunk_scan(*launch::kernel_dtype(k.operand), C.const_data_ptr(), B.const_data_ptr(),
+                                    xdt.const_data_ptr(), decay.const_data_ptr<float>(), e.const_data_ptr<float>(),
+                                    y.data_ptr<float>(), chunk_scan_shape_of(k), launch::stream_of(xdt)),
+                "chunk_scan");
+  return y;
+}
+
+bool chunk_scan_backward_applies(const Chunks& k) {
+  const char* value = std::getenv("TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD");
+  return chunk_scan_applies(k) && (value == nullptr || std::string(value) != "0");
+}
+
+ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& dy) {
+  if (!chunk_scan_applies(k))
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "chunk_scan_backward_cuda: shape, dtype or device the fused chunk "
+                                              "scan does not take (check chunk_scan_applies first)");
+  c10::cuda::CUDAGuard device(k.dt.device());
+  const at::Tensor C = contiguous_aligned(k.C), B = contiguous_aligned(k.B), xdt = contiguous_aligned(k.xdt);
+  const at::Tensor d_y = contiguous_aligned(dy.to(k.operand)), decay = k.decay.contiguous();
+  const at::TensorOptions f32 = k.dt.options().dtype(at::kFloat);
+  const int64_t tiles = k.q / kernels::kChunkScanRows;
+  at::Tensor d_xdt = at::empty({k.b, k.c, k.g, k.q, k.r, k.p}, f32);
+  at::Tensor d_scores = at::empty({k.b, k.c, k.g, k.q, k.q}, f32.dtype(k.operand));
+  at::Tensor rows = at::zeros({k.b, k.c, k.g, k.r, k.q, tiles}, f32);
+  at::Tensor columns = at::empty({k.b, k.c, k.g, k.r, k.q}, f32);
+  launch::check(kernels::chunk_scan_backward(*launch::kernel_dtype(k.operand), C.const_data_ptr(), B.const_data_ptr(),
+                                             xdt.const_data_ptr(), d_y.const_data_ptr(), decay.const_data_ptr<float>(),
+                                             d_xdt.data_ptr<float>(), d_scores.data_ptr(), rows.data_ptr<float>(),
+                                             columns.data_ptr<float>(), chunk_scan_shape_of(k),
+                                             launch::stream_of(d_y)),
+                "chunk_scan_backward");
+  return {d_xdt, rows.sum(-1) - columns, d_scores};
 }
 
 at::Tensor masked_scores_cuda(const Chunks& k, const at::Tensor& scores) {

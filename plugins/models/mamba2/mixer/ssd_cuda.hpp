@@ -1,8 +1,8 @@
 // The CUDA side of the chunked SSD's intra-chunk step (ssd_cuda.cpp, built with -DTRIAX_CUDA=ON):
 // the chunks' tensors shaped for the kernels of ssd_kernels.hpp (the intra-chunk mask, the state
-// passing) and their launches. ssd_chunks.cpp
-// and ssd_backward.cpp take them for CUDA chunks in fp32 (ssd_kernels_apply), the LibTorch
-// composition otherwise (and with TRIAX_MAMBA2_SSD_KERNELS=0).
+// passing, the fused chunk scan) and their launches. ssd_chunks.cpp, ssd.cpp and ssd_backward.cpp
+// take them for CUDA chunks in fp32 (ssd_kernels_apply), the LibTorch composition otherwise (and
+// with TRIAX_MAMBA2_SSD_KERNELS=0).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -12,6 +12,36 @@
 namespace triax::mamba2::ssd {
 
 bool ssd_kernels_apply(const Chunks& k);
+
+// The fused chunk scan's default while TRIAX_MAMBA2_CHUNK_SCAN is unset: off until its GPU tests
+// have passed on a GPU (flip it then).
+constexpr bool kChunkScanByDefault = false;
+
+// TRIAX_MAMBA2_CHUNK_SCAN: "0" off, another value on, unset kChunkScanByDefault. Read at every
+// call (once per SSD forward), so that one process can compare both paths.
+bool chunk_scan_switched_on();
+
+// Whether the forward takes chunk_scan_cuda: switched on, ssd_kernels_apply, bf16 or fp16
+// operands and a shape the kernel takes (kernels::chunk_scan_supports).
+bool chunk_scan_applies(const Chunks& k);
+
+// The forward's output y [b, l, H, p] (fp32) in one kernel from the chunks and the states
+// entering them [b, c, g, r p, n] (pass_states): no masked scores in global memory.
+at::Tensor chunk_scan_cuda(const Chunks& k, const at::Tensor& entering);
+
+// Whether the backward takes chunk_scan_backward_cuda: chunk_scan_applies, and
+// TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD not "0" (to time, or rule out, the backward's kernels alone).
+bool chunk_scan_backward_applies(const Chunks& k);
+
+struct ChunkScanGradients {
+  at::Tensor xdt;     // [b, c, g, q, r, p] fp32
+  at::Tensor decay;   // [b, c, g, r, q] fp32, of the cumulative log-decays
+  at::Tensor scores;  // [b, c, g, q, q] in the operand type: C's gradient is scores B, B's scores^T C
+};
+
+// The backward through the intra-chunk term from dy position-major [b, c, g, q, r, p] (any
+// float type): the kernels of ssd_chunk_scan_backward.cu, no [b, c, g, r, q, q] tensor.
+ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& dy);
 
 // decay_mask(k) times the group's scores [b, c, g, q, q] (fp32), as [b, c, g, r, q, q] in k.operand.
 at::Tensor masked_scores_cuda(const Chunks& k, const at::Tensor& scores);

@@ -1,10 +1,11 @@
-// The CUDA kernels of the chunked SSD (ssd_cuda.hpp): the intra-chunk mask and the state passing
-// across chunks, callable without LibTorch: raw pointers, the caller's stream. Shapes per
+// The CUDA kernels of the chunked SSD (ssd_cuda.hpp): the intra-chunk mask, the state passing
+// across chunks and the fused chunk scan (the forward's output in one kernel), callable without LibTorch: raw pointers, the caller's stream. Shapes per
 // ssd_chunks.hpp; the mask's flatten the batch, chunk and group dimensions into `blocks` = b c g.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "triax/kernels/kernels.hpp"
@@ -52,5 +53,43 @@ constexpr int64_t kPassingSlice = 256;
 cudaError_t pass_states_backward(const float* entering, const float* chunk_decay, const float* d_entering,
                                  const float* d_final, float* d_states, float* d_initial,
                                  float* chunk_decay_partials, const PassingShape& shape, cudaStream_t stream);
+
+// The fused chunk scan (ssd_chunk_scan.cu): the forward's output from the chunks' operands in one
+// kernel on tensor cores, per (batch, chunk, group, head, tile of kChunkScanRows positions):
+//   y_i = exp(decay_i) C_i . entering^T + sum_{j <= i} exp(decay_i - decay_j) (C_i . B_j) xdt_j,
+// the masked scores kept in shared memory (rounded to the operand type, as masked_scores does).
+// Operands (bf16 or fp16, contiguous, 16-byte aligned): C and B [b, c, g, q, n], xdt
+// [b, c, g, q, r p]; fp32: decay [b, c, g, r, q], entering [b, c, g, r p, n]; y [b, l, g r, p]
+// fp32, the positions past the length l not written.
+struct ChunkScanShape {
+  int64_t batch, chunks, groups, heads, head_dim, state, positions, length;  // b, c, g, r, p, n, q, l
+};
+
+constexpr int64_t kChunkScanRows = 64;
+
+// Whether the kernels (forward and backward) take `shape`: q a multiple of kChunkScanRows, n a
+// positive multiple of 16, p one of 16, 32, 64, 128, and the shared memory they need within what
+// one block may have.
+bool chunk_scan_supports(const ChunkScanShape& shape);
+
+cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void* B, const void* xdt,
+                       const float* decay, const float* entering, float* y, const ChunkScanShape& shape,
+                       cudaStream_t stream);
+
+
+// The backward through the intra-chunk term (ssd_chunk_scan_backward.cu), from dy position-major
+// [b, c, g, q, r p] in the operand type; with M = L o S the forward's masked scores (rounded to the
+// operand type), dM = dy xdt^T and G = dM L S per head:
+//   d_xdt [b, c, g, q, r p] fp32: M^T dy per head;
+//   d_scores [b, c, g, q, q] in the operand type: dS = sum over the group's heads of dM L;
+//   row_partials [b, c, g, r, q, q / kChunkScanRows] (zeroed by the caller: the tiles above the
+//   diagonal stay zero) and column_sums [b, c, g, r, q]: the decays' gradient is the row sums
+//   of G minus its column sums.
+cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* C, const void* B, const void* xdt,
+                                const void* dy, const float* decay, float* d_xdt, void* d_scores, float* row_partials,
+                                float* column_sums, const ChunkScanShape& shape, cudaStream_t stream);
+
+// The most dynamic shared memory a block of the backward asks for (chunk_scan_supports bounds it).
+size_t chunk_scan_backward_shared_bytes(const ChunkScanShape& shape);
 
 }  // namespace triax::mamba2::kernels
