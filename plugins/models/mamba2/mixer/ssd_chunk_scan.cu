@@ -5,11 +5,12 @@
 // accumulator fragments from start to end:
 //   1. acc = C_rows . entering^T, scaled row by row by exp(decay_i) (the entering state read out);
 //   2. for each 64-column tile j0 <= i0 of the chunk (causal: later tiles are masked out):
-//        S = C_rows . B_tile^T (fp32), M = exp(decay_i - decay_j) S for i >= j else 0, rounded to
-//        the operand type (as masked_scores rounds it), acc += M . xdt_tile;
+//        M = exp(decay_i - decay_j) S_ij for i >= j else 0, S the group's scores C B^T (read from
+//        global memory: one cuBLAS product per group, shared by its heads), rounded to the
+//        operand type (as masked_scores rounds it), acc += M . xdt_tile;
 //   3. acc written to y in [b, l, H, p] order, the padding after the length dropped.
-// Shared memory: the warps' C rows, the B and xdt tiles (reloaded per column tile), the entering
-// state in the operand type (as read_out rounds it), per-warp fp32 scratch and M rows, the decays.
+// Shared memory: the tile's C rows, the xdt tile (reloaded per column tile), the entering state in
+// the operand type (as read_out rounds it), per-warp fp32 scratch and M rows, the decays.
 #include "ssd_chunk_scan.cuh"
 #include "ssd_kernels.hpp"
 #include "triax/kernels/kernel_utils.cuh"
@@ -23,8 +24,8 @@ using triax::kernels::from_float;
 // Where each array lies in the block's shared memory (byte offsets, 128-aligned as WMMA's 32-byte
 // pointers need) and its padded row strides in elements.
 struct SharedLayout {
-  int ld_state, ld_head, ld_tile, ld_scratch;  // C, B, entering: n + 8; xdt: p + 8; M: 64 + 8
-  size_t c, b, x, entering, masked, scratch, decay, total;
+  int ld_state, ld_head, ld_tile, ld_scratch;  // C, entering: n + pad; xdt, fp32: p + pad; M: 64 + pad
+  size_t c, x, entering, masked, scratch, decay, total;
 };
 
 __host__ __device__ inline SharedLayout shared_layout(int64_t n, int64_t p, int64_t q) {
@@ -32,10 +33,9 @@ __host__ __device__ inline SharedLayout shared_layout(int64_t n, int64_t p, int6
   s.ld_state = static_cast<int>(n) + kPad16;
   s.ld_head = static_cast<int>(p) + kPad16;
   s.ld_tile = kRows + kPad16;
-  s.ld_scratch = static_cast<int>(p > kRows ? p : kRows) + kPad32;
+  s.ld_scratch = static_cast<int>(p) + kPad32;
   size_t at = 0;
   s.c = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_state);
-  s.b = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_state);
   s.x = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
   s.entering = at, at += round_up_128(2 * static_cast<size_t>(p) * s.ld_state);
   s.masked = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_tile);
@@ -47,14 +47,13 @@ __host__ __device__ inline SharedLayout shared_layout(int64_t n, int64_t p, int6
 
 template <typename T, int kPFrags>
 __global__ void __launch_bounds__(kThreads)
-    chunk_scan_kernel(const T* __restrict__ C, const T* __restrict__ B, const T* __restrict__ xdt,
+    chunk_scan_kernel(const T* __restrict__ C, const T* __restrict__ xdt, const float* __restrict__ scores,
                       const float* __restrict__ decay, const float* __restrict__ entering, float* __restrict__ y,
                       ChunkScanShape s) {
   constexpr int p = kPFrags * 16;
   extern __shared__ __align__(128) unsigned char shared[];
   const SharedLayout layout = shared_layout(s.state, p, s.positions);
   T* c_tile = reinterpret_cast<T*>(shared + layout.c);
-  T* b_tile = reinterpret_cast<T*>(shared + layout.b);
   T* x_tile = reinterpret_cast<T*>(shared + layout.x);
   T* entering_tile = reinterpret_cast<T*>(shared + layout.entering);
   T* masked_tile = reinterpret_cast<T*>(shared + layout.masked);
@@ -99,24 +98,16 @@ __global__ void __launch_bounds__(kThreads)
 
   // 2. The causal column tiles: the diagonal tile is the last one.
   for (int64_t j0 = 0; j0 <= i0; j0 += kRows) {
-    __syncthreads();  // every warp done with the previous tiles (and with scratch)
-    copy_rows(b_tile, layout.ld_state, B + (block * q + j0) * n, n, kRows, static_cast<int>(n));
+    __syncthreads();  // every warp done with the previous xdt tile
     copy_rows(x_tile, layout.ld_head, xdt + (block * q + j0) * rp + head * p, rp, kRows, p);
     __syncthreads();
 
-    Accumulator scores[kRows / 16];
-#pragma unroll
-    for (int f = 0; f < kRows / 16; ++f) wmma::fill_fragment(scores[f], 0.f);
-    product_transposed<T, kRows / 16>(scores, c_rows, b_tile, layout.ld_state, n);
-#pragma unroll
-    for (int f = 0; f < kRows / 16; ++f)
-      wmma::store_matrix_sync(scratch + f * 16, scores[f], layout.ld_scratch, wmma::mem_row_major);
-    __syncwarp();
-    // The decay mask; no exp above the diagonal (it could overflow there).
+    // The decay mask; no exp above the diagonal (it could overflow there). Lanes read a row's
+    // consecutive columns: coalesced.
     for (int k = lane; k < 16 * kRows; k += 32) {
       const int row = k / kRows, col = k % kRows;
       const int64_t i = i0 + row0 + row, j = j0 + col;
-      const float v = i >= j ? expf(decays[i] - decays[j]) * scratch[row * layout.ld_scratch + col] : 0.f;
+      const float v = i >= j ? expf(decays[i] - decays[j]) * scores[(block * q + i) * q + j] : 0.f;
       masked[row * layout.ld_tile + col] = from_float<T>(v);
     }
     __syncwarp();
@@ -148,30 +139,30 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, int kPFrags>
-cudaError_t launch(const void* C, const void* B, const void* xdt, const float* decay, const float* entering, float* y,
-                   const ChunkScanShape& s, cudaStream_t stream) {
+cudaError_t launch(const void* C, const void* xdt, const float* scores, const float* decay, const float* entering,
+                   float* y, const ChunkScanShape& s, cudaStream_t stream) {
   const auto kernel = chunk_scan_kernel<T, kPFrags>;
   const size_t shared = shared_layout(s.state, s.head_dim, s.positions).total;
   const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
   if (allowed != cudaSuccess) return allowed;
   const int64_t blocks = s.batch * s.chunks * s.groups * s.heads * (s.positions / kRows);
   kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(
-      static_cast<const T*>(C), static_cast<const T*>(B), static_cast<const T*>(xdt), decay, entering, y, s);
+      static_cast<const T*>(C), static_cast<const T*>(xdt), scores, decay, entering, y, s);
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t launch_for_head_dim(const void* C, const void* B, const void* xdt, const float* decay,
+cudaError_t launch_for_head_dim(const void* C, const void* xdt, const float* scores, const float* decay,
                                 const float* entering, float* y, const ChunkScanShape& s, cudaStream_t stream) {
   switch (s.head_dim) {
     case 16:
-      return launch<T, 1>(C, B, xdt, decay, entering, y, s, stream);
+      return launch<T, 1>(C, xdt, scores, decay, entering, y, s, stream);
     case 32:
-      return launch<T, 2>(C, B, xdt, decay, entering, y, s, stream);
+      return launch<T, 2>(C, xdt, scores, decay, entering, y, s, stream);
     case 64:
-      return launch<T, 4>(C, B, xdt, decay, entering, y, s, stream);
+      return launch<T, 4>(C, xdt, scores, decay, entering, y, s, stream);
     case 128:
-      return launch<T, 8>(C, B, xdt, decay, entering, y, s, stream);
+      return launch<T, 8>(C, xdt, scores, decay, entering, y, s, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -186,16 +177,16 @@ bool chunk_scan_supports(const ChunkScanShape& s) {
          chunk_scan_backward_shared_bytes(s) <= kMaxSharedBytes;
 }
 
-cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void* B, const void* xdt,
+cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void* xdt, const float* scores,
                        const float* decay, const float* entering, float* y, const ChunkScanShape& shape,
                        cudaStream_t stream) {
   if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
   if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
   switch (operand) {
     case triax::kernels::Dtype::BFloat16:
-      return launch_for_head_dim<__nv_bfloat16>(C, B, xdt, decay, entering, y, shape, stream);
+      return launch_for_head_dim<__nv_bfloat16>(C, xdt, scores, decay, entering, y, shape, stream);
     case triax::kernels::Dtype::Float16:
-      return launch_for_head_dim<__half>(C, B, xdt, decay, entering, y, shape, stream);
+      return launch_for_head_dim<__half>(C, xdt, scores, decay, entering, y, shape, stream);
     default:
       return cudaErrorInvalidValue;  // WMMA takes 16-bit operands only
   }

@@ -3,10 +3,11 @@
 // (ssd_kernels.hpp). Two kernels on tensor cores, neither writing a [b, c, g, r, q, q] tensor:
 //
 // columns: one block per (batch, chunk, group, head, tile of 64 columns j); it walks the row
-//   tiles i >= j. Per row tile, each warp forms 16 rows of S and of dM = dy xdt^T (fp32), then
-//   M (rounded to the operand type, as the forward rounds it) and G = dM L S; G's row sums go out
-//   per column tile (row_partials), its column sums build up in shared memory; after a barrier each
-//   warp adds M^T dy to its 16 columns' d_xdt, kept in accumulator fragments to the end.
+//   tiles i >= j. Per row tile, each warp forms 16 rows of dM = dy xdt^T (fp32), then, with S
+//   read from global memory (the group's, as the forward reads it), M (rounded to the operand
+//   type, as the forward rounds it) and G = dM L S; G's row sums go out per column tile
+//   (row_partials), its column sums build up in shared memory; after a barrier each warp adds
+//   M^T dy to its 16 columns' d_xdt, kept in accumulator fragments to the end.
 // scores: one block per (batch, chunk, group, row tile, column tile); it walks the heads, adding
 //   dM L to dS in registers (one fixed order: the same bits on every run), and writes dS in the
 //   operand type. dC = dS B and dB = dS^T C are the caller's GEMMs.
@@ -24,23 +25,20 @@ constexpr int kTileFrags = kRows / 16;  // a tile's columns in fragments
 
 // The columns kernel's shared memory: byte offsets (128-aligned) and padded row strides.
 struct ColumnsLayout {
-  int ld_state, ld_head, ld_tile, ld_scratch;  // C, B: n + pad; dy, xdt: p + pad; M: 64 + pad; fp32
-  size_t c, b, dy, x, masked, scores, d_masked, decay, columns, total;
+  int ld_head, ld_tile, ld_scratch;  // dy, xdt: p + pad; M: 64 + pad; fp32: max(64, p) + pad
+  size_t dy, x, masked, scratch, d_masked, decay, columns, total;
 };
 
-__host__ __device__ inline ColumnsLayout columns_layout(int64_t n, int64_t p, int64_t q) {
+__host__ __device__ inline ColumnsLayout columns_layout(int64_t p, int64_t q) {
   ColumnsLayout s;
-  s.ld_state = static_cast<int>(n) + kPad16;
   s.ld_head = static_cast<int>(p) + kPad16;
   s.ld_tile = kRows + kPad16;
   s.ld_scratch = static_cast<int>(p > kRows ? p : kRows) + kPad32;
   size_t at = 0;
-  s.c = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_state);
-  s.b = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_state);
   s.dy = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
   s.x = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
   s.masked = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_tile);
-  s.scores = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
+  s.scratch = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
   s.d_masked = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
   s.decay = at, at += round_up_128(4 * static_cast<size_t>(q));
   s.columns = at, at += round_up_128(4 * static_cast<size_t>(kWarps) * kRows);
@@ -50,23 +48,21 @@ __host__ __device__ inline ColumnsLayout columns_layout(int64_t n, int64_t p, in
 
 template <typename T, int kPFrags>
 __global__ void __launch_bounds__(kThreads)
-    chunk_scan_columns_kernel(const T* __restrict__ C, const T* __restrict__ B, const T* __restrict__ xdt,
-                              const T* __restrict__ dy, const float* __restrict__ decay, float* __restrict__ d_xdt,
+    chunk_scan_columns_kernel(const T* __restrict__ xdt, const T* __restrict__ dy, const float* __restrict__ scores,
+                              const float* __restrict__ decay, float* __restrict__ d_xdt,
                               float* __restrict__ row_partials, float* __restrict__ column_sums, ChunkScanShape s) {
   constexpr int p = kPFrags * 16;
   extern __shared__ __align__(128) unsigned char shared[];
-  const ColumnsLayout layout = columns_layout(s.state, p, s.positions);
-  T* c_tile = reinterpret_cast<T*>(shared + layout.c);
-  T* b_tile = reinterpret_cast<T*>(shared + layout.b);
+  const ColumnsLayout layout = columns_layout(p, s.positions);
   T* dy_tile = reinterpret_cast<T*>(shared + layout.dy);
   T* x_tile = reinterpret_cast<T*>(shared + layout.x);
   T* masked_tile = reinterpret_cast<T*>(shared + layout.masked);
-  float* scores_tile = reinterpret_cast<float*>(shared + layout.scores);
+  float* scratch_tile = reinterpret_cast<float*>(shared + layout.scratch);
   float* d_masked_tile = reinterpret_cast<float*>(shared + layout.d_masked);
   float* decays = reinterpret_cast<float*>(shared + layout.decay);
   float* columns = reinterpret_cast<float*>(shared + layout.columns);  // [kWarps][kRows]
 
-  const int64_t n = s.state, q = s.positions, r = s.heads, rp = r * p;
+  const int64_t q = s.positions, r = s.heads, rp = r * p;
   const int64_t tiles = q / kRows;
   const int64_t column_tile = blockIdx.x % tiles, j0 = column_tile * kRows;
   const int64_t head = (blockIdx.x / tiles) % r;  // within the group
@@ -76,10 +72,9 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int64_t i = threadIdx.x; i < q; i += blockDim.x) decays[i] = decay[(block * r + head) * q + i];
   for (int k = threadIdx.x; k < kWarps * kRows; k += blockDim.x) columns[k] = 0.f;
-  copy_rows(b_tile, layout.ld_state, B + (block * q + j0) * n, n, kRows, static_cast<int>(n));
   copy_rows(x_tile, layout.ld_head, xdt + (block * q + j0) * rp + head * p, rp, kRows, p);
 
-  float* scores = scores_tile + row0 * layout.ld_scratch;      // the warp's own 16 rows
+  float* scratch = scratch_tile + row0 * layout.ld_scratch;    // the warp's own 16 rows
   float* d_masked = d_masked_tile + row0 * layout.ld_scratch;  // the warp's own 16 rows
   float* own_columns = columns + warp * kRows;
   Accumulator acc[kPFrags];  // d_xdt of the warp's 16 columns
@@ -88,26 +83,20 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int64_t i0 = j0; i0 < q; i0 += kRows) {  // rows above the column tile are masked out
     __syncthreads();  // every warp done with the previous row tile (and the first loads)
-    copy_rows(c_tile, layout.ld_state, C + (block * q + i0) * n, n, kRows, static_cast<int>(n));
     copy_rows(dy_tile, layout.ld_head, dy + (block * q + i0) * rp + head * p, rp, kRows, p);
     __syncthreads();
 
     Accumulator tile[kTileFrags];
 #pragma unroll
     for (int f = 0; f < kTileFrags; ++f) wmma::fill_fragment(tile[f], 0.f);
-    product_transposed<T, kTileFrags>(tile, c_tile + row0 * layout.ld_state, b_tile, layout.ld_state, n);
-#pragma unroll
-    for (int f = 0; f < kTileFrags; ++f) {
-      wmma::store_matrix_sync(scores + f * 16, tile[f], layout.ld_scratch, wmma::mem_row_major);
-      wmma::fill_fragment(tile[f], 0.f);
-    }
     product_transposed<T, kTileFrags>(tile, dy_tile + row0 * layout.ld_head, x_tile, layout.ld_head, p);
 #pragma unroll
     for (int f = 0; f < kTileFrags; ++f)
       wmma::store_matrix_sync(d_masked + f * 16, tile[f], layout.ld_scratch, wmma::mem_row_major);
     __syncwarp();
 
-    // M and G row by row; each lane owns columns lane and lane + 32 (its own_columns entries).
+    // M and G row by row; each lane owns columns lane and lane + 32 (its own_columns entries),
+    // so a row's reads of S are coalesced.
     T* masked = masked_tile + row0 * layout.ld_tile;
     for (int row = 0; row < 16; ++row) {
       const int64_t i = i0 + row0 + row;
@@ -118,7 +107,7 @@ __global__ void __launch_bounds__(kThreads)
         const int64_t j = j0 + col;
         float m = 0.f, g = 0.f;
         if (i >= j) {  // no exp above the diagonal (it could overflow there)
-          const float mask = expf(decays[i] - decays[j]), score = scores[row * layout.ld_scratch + col];
+          const float mask = expf(decays[i] - decays[j]), score = scores[(block * q + i) * q + j];
           m = mask * score;
           g = d_masked[row * layout.ld_scratch + col] * mask * score;
         }
@@ -144,15 +133,15 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  // Out: the warp's d_xdt through its scores scratch, then the column sums over the warps.
+  // Out: the warp's d_xdt through its scratch rows, then the column sums over the warps.
   __syncwarp();
 #pragma unroll
   for (int f = 0; f < kPFrags; ++f)
-    wmma::store_matrix_sync(scores + f * 16, acc[f], layout.ld_scratch, wmma::mem_row_major);
+    wmma::store_matrix_sync(scratch + f * 16, acc[f], layout.ld_scratch, wmma::mem_row_major);
   __syncwarp();
   for (int k = lane; k < 16 * p; k += 32) {
     const int row = k / p, col = k % p;
-    d_xdt[(block * q + j0 + row0 + row) * rp + head * p + col] = scores[row * layout.ld_scratch + col];
+    d_xdt[(block * q + j0 + row0 + row) * rp + head * p + col] = scratch[row * layout.ld_scratch + col];
   }
   __syncthreads();
   for (int col = threadIdx.x; col < kRows; col += blockDim.x) {
@@ -247,17 +236,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T, int kPFrags>
-cudaError_t launch_columns(const void* C, const void* B, const void* xdt, const void* dy, const float* decay,
-                           float* d_xdt, float* row_partials, float* column_sums, const ChunkScanShape& s,
-                           cudaStream_t stream) {
+cudaError_t launch_columns(const void* xdt, const void* dy, const float* scores, const float* decay, float* d_xdt,
+                           float* row_partials, float* column_sums, const ChunkScanShape& s, cudaStream_t stream) {
   const auto kernel = chunk_scan_columns_kernel<T, kPFrags>;
-  const size_t shared = columns_layout(s.state, s.head_dim, s.positions).total;
+  const size_t shared = columns_layout(s.head_dim, s.positions).total;
   const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
   if (allowed != cudaSuccess) return allowed;
   const int64_t blocks = s.batch * s.chunks * s.groups * s.heads * (s.positions / kRows);
   kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(
-      static_cast<const T*>(C), static_cast<const T*>(B), static_cast<const T*>(xdt), static_cast<const T*>(dy),
-      decay, d_xdt, row_partials, column_sums, s);
+      static_cast<const T*>(xdt), static_cast<const T*>(dy), scores, decay, d_xdt, row_partials, column_sums, s);
   return cudaGetLastError();
 }
 
@@ -276,22 +263,22 @@ cudaError_t launch_scores(const void* xdt, const void* dy, const float* decay, v
 }
 
 template <typename T>
-cudaError_t launch_both(const void* C, const void* B, const void* xdt, const void* dy, const float* decay,
-                        float* d_xdt, void* d_scores, float* row_partials, float* column_sums, const ChunkScanShape& s,
+cudaError_t launch_both(const void* xdt, const void* dy, const float* scores, const float* decay, float* d_xdt,
+                        void* d_scores, float* row_partials, float* column_sums, const ChunkScanShape& s,
                         cudaStream_t stream) {
   cudaError_t status = cudaErrorInvalidValue;
   switch (s.head_dim) {
     case 16:
-      status = launch_columns<T, 1>(C, B, xdt, dy, decay, d_xdt, row_partials, column_sums, s, stream);
+      status = launch_columns<T, 1>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
       break;
     case 32:
-      status = launch_columns<T, 2>(C, B, xdt, dy, decay, d_xdt, row_partials, column_sums, s, stream);
+      status = launch_columns<T, 2>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
       break;
     case 64:
-      status = launch_columns<T, 4>(C, B, xdt, dy, decay, d_xdt, row_partials, column_sums, s, stream);
+      status = launch_columns<T, 4>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
       break;
     case 128:
-      status = launch_columns<T, 8>(C, B, xdt, dy, decay, d_xdt, row_partials, column_sums, s, stream);
+      status = launch_columns<T, 8>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
       break;
     default:
       break;
@@ -303,21 +290,21 @@ cudaError_t launch_both(const void* C, const void* B, const void* xdt, const voi
 }  // namespace
 
 size_t chunk_scan_backward_shared_bytes(const ChunkScanShape& s) {
-  const size_t columns = columns_layout(s.state, s.head_dim, s.positions).total, scores = scores_layout(s.head_dim).total;
+  const size_t columns = columns_layout(s.head_dim, s.positions).total, scores = scores_layout(s.head_dim).total;
   return columns > scores ? columns : scores;
 }
 
-cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* C, const void* B, const void* xdt,
-                                const void* dy, const float* decay, float* d_xdt, void* d_scores, float* row_partials,
+cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
+                                const float* decay, float* d_xdt, void* d_scores, float* row_partials,
                                 float* column_sums, const ChunkScanShape& shape, cudaStream_t stream) {
   if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
   if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
   switch (operand) {
     case triax::kernels::Dtype::BFloat16:
-      return launch_both<__nv_bfloat16>(C, B, xdt, dy, decay, d_xdt, d_scores, row_partials, column_sums, shape,
+      return launch_both<__nv_bfloat16>(xdt, dy, scores, decay, d_xdt, d_scores, row_partials, column_sums, shape,
                                         stream);
     case triax::kernels::Dtype::Float16:
-      return launch_both<__half>(C, B, xdt, dy, decay, d_xdt, d_scores, row_partials, column_sums, shape, stream);
+      return launch_both<__half>(xdt, dy, scores, decay, d_xdt, d_scores, row_partials, column_sums, shape, stream);
     default:
       return cudaErrorInvalidValue;  // WMMA takes 16-bit operands only
   }

@@ -63,11 +63,11 @@ at::Tensor chunk_scan_cuda(const Chunks& k, const at::Tensor& entering) {
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "chunk_scan_cuda: shape, dtype or device the fused chunk scan does "
                                               "not take (check chunk_scan_applies first)");
   c10::cuda::CUDAGuard device(k.dt.device());
-  const at::Tensor C = contiguous_aligned(k.C), B = contiguous_aligned(k.B), xdt = contiguous_aligned(k.xdt);
+  const at::Tensor C = contiguous_aligned(k.C), xdt = contiguous_aligned(k.xdt), s = scores(k).contiguous();
   const at::Tensor decay = k.decay.contiguous(), e = entering.to(at::kFloat).contiguous();
   at::Tensor y = at::empty({k.b, k.l, k.g * k.r, k.p}, k.dt.options());
-  launch::check(kernels::chunk_scan(*launch::kernel_dtype(k.operand), C.const_data_ptr(), B.const_data_ptr(),
-                                    xdt.const_data_ptr(), decay.const_data_ptr<float>(), e.const_data_ptr<float>(),
+  launch::check(kernels::chunk_scan(*launch::kernel_dtype(k.operand), C.const_data_ptr(), xdt.const_data_ptr(),
+                                    s.const_data_ptr<float>(), decay.const_data_ptr<float>(), e.const_data_ptr<float>(),
                                     y.data_ptr<float>(), chunk_scan_shape_of(k), launch::stream_of(xdt)),
                 "chunk_scan");
   return y;
@@ -83,16 +83,16 @@ ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& d
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "chunk_scan_backward_cuda: shape, dtype or device the fused chunk "
                                               "scan does not take (check chunk_scan_applies first)");
   c10::cuda::CUDAGuard device(k.dt.device());
-  const at::Tensor C = contiguous_aligned(k.C), B = contiguous_aligned(k.B), xdt = contiguous_aligned(k.xdt);
-  const at::Tensor d_y = contiguous_aligned(dy.to(k.operand)), decay = k.decay.contiguous();
+  const at::Tensor xdt = contiguous_aligned(k.xdt), d_y = contiguous_aligned(dy.to(k.operand));
+  const at::Tensor s = scores(k).contiguous(), decay = k.decay.contiguous();
   const at::TensorOptions f32 = k.dt.options().dtype(at::kFloat);
   const int64_t tiles = k.q / kernels::kChunkScanRows;
   at::Tensor d_xdt = at::empty({k.b, k.c, k.g, k.q, k.r, k.p}, f32);
   at::Tensor d_scores = at::empty({k.b, k.c, k.g, k.q, k.q}, f32.dtype(k.operand));
   at::Tensor rows = at::zeros({k.b, k.c, k.g, k.r, k.q, tiles}, f32);
   at::Tensor columns = at::empty({k.b, k.c, k.g, k.r, k.q}, f32);
-  launch::check(kernels::chunk_scan_backward(*launch::kernel_dtype(k.operand), C.const_data_ptr(), B.const_data_ptr(),
-                                             xdt.const_data_ptr(), d_y.const_data_ptr(), decay.const_data_ptr<float>(),
+  launch::check(kernels::chunk_scan_backward(*launch::kernel_dtype(k.operand), xdt.const_data_ptr(), d_y.const_data_ptr(),
+                                             s.const_data_ptr<float>(), decay.const_data_ptr<float>(),
                                              d_xdt.data_ptr<float>(), d_scores.data_ptr(), rows.data_ptr<float>(),
                                              columns.data_ptr<float>(), chunk_scan_shape_of(k),
                                              launch::stream_of(d_y)),

@@ -56,11 +56,12 @@ cudaError_t pass_states_backward(const float* entering, const float* chunk_decay
 
 // The fused chunk scan (ssd_chunk_scan.cu): the forward's output from the chunks' operands in one
 // kernel on tensor cores, per (batch, chunk, group, head, tile of kChunkScanRows positions):
-//   y_i = exp(decay_i) C_i . entering^T + sum_{j <= i} exp(decay_i - decay_j) (C_i . B_j) xdt_j,
+//   y_i = exp(decay_i) C_i . entering^T + sum_{j <= i} exp(decay_i - decay_j) S_ij xdt_j,
 // the masked scores kept in shared memory (rounded to the operand type, as masked_scores does).
-// Operands (bf16 or fp16, contiguous, 16-byte aligned): C and B [b, c, g, q, n], xdt
-// [b, c, g, q, r p]; fp32: decay [b, c, g, r, q], entering [b, c, g, r p, n]; y [b, l, g r, p]
-// fp32, the positions past the length l not written.
+// Operands (bf16 or fp16, contiguous, 16-byte aligned): C [b, c, g, q, n], xdt [b, c, g, q, r p];
+// fp32 and contiguous: scores S = C B^T [b, c, g, q, q] (the group's, shared by its heads), decay
+// [b, c, g, r, q], entering [b, c, g, r p, n]; y [b, l, g r, p] fp32, the positions past the
+// length l not written.
 struct ChunkScanShape {
   int64_t batch, chunks, groups, heads, head_dim, state, positions, length;  // b, c, g, r, p, n, q, l
 };
@@ -72,21 +73,21 @@ constexpr int64_t kChunkScanRows = 64;
 // one block may have.
 bool chunk_scan_supports(const ChunkScanShape& shape);
 
-cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void* B, const void* xdt,
+cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void* xdt, const float* scores,
                        const float* decay, const float* entering, float* y, const ChunkScanShape& shape,
                        cudaStream_t stream);
 
 
 // The backward through the intra-chunk term (ssd_chunk_scan_backward.cu), from dy position-major
-// [b, c, g, q, r p] in the operand type; with M = L o S the forward's masked scores (rounded to the
-// operand type), dM = dy xdt^T and G = dM L S per head:
+// [b, c, g, q, r p] in the operand type (xdt and scores as chunk_scan takes them); with M = L o S
+// the forward's masked scores (rounded to the operand type), dM = dy xdt^T and G = dM L S per head:
 //   d_xdt [b, c, g, q, r p] fp32: M^T dy per head;
 //   d_scores [b, c, g, q, q] in the operand type: dS = sum over the group's heads of dM L;
 //   row_partials [b, c, g, r, q, q / kChunkScanRows] (zeroed by the caller: the tiles above the
 //   diagonal stay zero) and column_sums [b, c, g, r, q]: the decays' gradient is the row sums
 //   of G minus its column sums.
-cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* C, const void* B, const void* xdt,
-                                const void* dy, const float* decay, float* d_xdt, void* d_scores, float* row_partials,
+cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
+                                const float* decay, float* d_xdt, void* d_scores, float* row_partials,
                                 float* column_sums, const ChunkScanShape& shape, cudaStream_t stream);
 
 // The most dynamic shared memory a block of the backward asks for (chunk_scan_supports bounds it).
