@@ -329,7 +329,9 @@ TEST(Mamba2SsdCuda, FusedChunkScanTakesStridedXAndAgreesWithTheComposition) {
     const ScopedVariable backward_switch("TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", backward);
     expect_fused_chunk_scan(in, 256, scan[0] == '1');
     std::vector<at::Tensor> out{ssd_chunked(in, 256).y};
-    if (scan[0] == '1') EXPECT_TRUE(at::equal(ssd_chunked(strided, 256).y, out[0]));
+    if (scan[0] == '1') {
+      EXPECT_TRUE(at::equal(ssd_chunked(strided, 256).y, out[0]));
+    }
     for (const at::Tensor& g : gradients(in, 256, weight_y, at::Tensor())) out.push_back(g);
     return out;
   };
