@@ -111,7 +111,9 @@ __global__ void __launch_bounds__(kThreads)
       masked[row * layout.ld_tile + col] = from_float<T>(v);
     }
     __syncwarp();
-    for (int kk = 0; kk < kRows; kk += 16) {
+    // On the diagonal tile the warp's M is zero right of its own 16 columns: those products skipped.
+    const int columns_used = j0 == i0 ? row0 + 16 : kRows;
+    for (int kk = 0; kk < columns_used; kk += 16) {
       FragmentA<T> a;
       wmma::load_matrix_sync(a, masked + kk, layout.ld_tile);
 #pragma unroll

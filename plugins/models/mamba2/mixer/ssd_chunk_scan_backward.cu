@@ -120,8 +120,9 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();  // M whole: each warp now reads all its rows for its own columns
 
-    // d_xdt[j] += sum_i M_ij dy_i: M^T's rows are M's columns (a column-major A fragment).
-    for (int kk = 0; kk < kRows; kk += 16) {
+    // d_xdt[j] += sum_i M_ij dy_i: M^T's rows are M's columns (a column-major A fragment). On the
+    // diagonal tile M is zero above the warp's own 16 columns' rows: those products skipped.
+    for (int kk = i0 == j0 ? row0 : 0; kk < kRows; kk += 16) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> a;
       wmma::load_matrix_sync(a, masked_tile + kk * layout.ld_tile + row0, layout.ld_tile);
 #pragma unroll
