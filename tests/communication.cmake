@@ -26,3 +26,9 @@ if(TRIAX_CUDA)
   triax_use_pch(nccl_communicator_test)
   triax_discover_test_suites(nccl_communicator_test PROPERTIES LABELS gpu)
 endif()
+
+# The progress thread of the mpi backend, where Open MPI's shared memory has no single copy (as in
+# containers): a large send completes while its sender computes.
+target_sources(multi_rank_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/mpi_progress_test.cpp)
+triax_add_multi_rank_suites(NAME mpi_progress_2_ranks RANKS 2 SUITES MpiProgressThread TIMEOUT 60)
+set_property(TEST mpi_progress_2_ranks APPEND PROPERTY ENVIRONMENT OMPI_MCA_btl_vader_single_copy_mechanism=none)

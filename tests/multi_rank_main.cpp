@@ -67,7 +67,7 @@ MpiCommunicator& communicator(const MeshShape& shape) {
 
 int main(int argc, char** argv) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  MPI_Init_thread(&argc, &argv, triax::MpiCommunicator::required_thread_level(), &provided);
   ::testing::InitGoogleTest(&argc, argv);
   const int rank = triax::testing::world_rank();
   if (rank != 0) {

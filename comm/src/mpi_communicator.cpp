@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -28,8 +29,8 @@ void ensure_mpi_initialized() {
   MPI_Initialized(&initialized);
   if (initialized) return;
   int provided = 0;
-  // Only the main thread calls MPI; the heartbeat thread talks to the TCP store.
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+  // The heartbeat thread talks to the TCP store, not MPI; the progress thread, when on, calls MPI.
+  if (MPI_Init_thread(nullptr, nullptr, MpiCommunicator::required_thread_level(), &provided) != MPI_SUCCESS)
     throw Error("MPI_Init_thread failed: the mpi backend needs a process started by mpirun or srun");
   g_mpi_initialized_here = true;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -94,6 +95,8 @@ int MpiCommunicator::world_rank() {
   return rank;
 }
 
+int MpiCommunicator::required_thread_level() { return MpiProgressThread::required_thread_level(); }
+
 int MpiCommunicator::world_size() {
   ensure_mpi_initialized();
   int size = 0;
@@ -127,6 +130,14 @@ MpiCommunicator::MpiCommunicator(const MeshShape& shape, const CommunicatorOptio
   request = MPI_REQUEST_NULL;
   s.post_or_fail(MPI_Ibarrier(MPI_COMM_WORLD, &request), "liveness store barrier", everyone);
   s.wait(&request, 1, "waiting for every rank to connect to the liveness store", everyone, {});
+  if (MpiProgressThread::requested()) {
+    if (MpiProgressThread::supported())
+      s.progress = std::make_unique<MpiProgressThread>();
+    else if (rank == 0)
+      std::fprintf(stderr,
+                   "triax: MPI was initialised without MPI_THREAD_MULTIPLE: no MPI progress thread, sends move "
+                   "only while their rank calls MPI (TRIAX_MPI_PROGRESS_THREAD)\n");
+  }
   ++g_live_communicators;
 }
 
@@ -141,6 +152,7 @@ MpiCommunicator::~MpiCommunicator() {
     }
   }
   if (s.failed || std::uncaught_exceptions() > 0) s.abandon_sends();
+  s.progress.reset();  // local MPI calls only: safe after a failure too
   s.heartbeat.reset();
   if (s.failed || std::uncaught_exceptions() > 0) return;  // see the header: no collective clean-up
   for (MPI_Comm& comm : s.comms)
@@ -316,7 +328,7 @@ void MpiCommunicator::run_send(triax_group group, const at::Tensor& tensor, int 
   send.suspect = {s.context.members(group)[static_cast<size_t>(peer)]};
   s.post_or_fail(MPI_Isend(send.buffer.data_ptr(), count, type, peer, 0, s.comm(group), &send.request), send.what,
                  send.suspect);
-  s.pending_sends.push_back(std::move(send));
+  s.add_send(std::move(send));
   s.reap_sends();
 }
 

@@ -25,6 +25,9 @@ class MpiCommunicator final : public Communicator {
   // The MPI world as the launcher started it (initialises MPI when nothing did yet).
   static int world_rank();
   static int world_size();
+  // The thread level to initialise MPI with (MPI_THREAD_MULTIPLE unless TRIAX_MPI_PROGRESS_THREAD=0,
+  // mpi_progress_thread.hpp): a program that initialises MPI itself asks for this one.
+  static int required_thread_level();
 
   const ParallelContext& context() const;
 
@@ -34,7 +37,8 @@ class MpiCommunicator final : public Communicator {
   // all_reduce and reduce_scatter are posted with MPI_Iallreduce / MPI_Ireduce_scatter_block;
   // they progress whenever this rank calls MPI (any operation, or the handle's test()).
   bool has_asynchronous_collectives() const override { return true; }
-  // Sends are posted from a private copy and complete in the background (run_send).
+  // Sends are posted from a private copy and complete in the background (run_send), driven by a
+  // progress thread while this rank computes (mpi_progress_thread.hpp).
   bool buffers_sends() const override { return true; }
   void set_step(int64_t step) override;
   bool failed() const override;

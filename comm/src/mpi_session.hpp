@@ -17,6 +17,7 @@
 
 #include "heartbeat.hpp"
 #include "mpi_communicator.hpp"
+#include "mpi_progress_thread.hpp"
 
 namespace triax {
 namespace mpi_detail {
@@ -66,6 +67,16 @@ struct MpiCommunicator::Impl {
     std::vector<int> suspect;
   };
   std::deque<PendingSend> pending_sends;
+  // Drives the sends in flight while this rank computes (null when off or MPI lacks the level).
+  std::unique_ptr<mpi_detail::MpiProgressThread> progress;
+
+  void add_send(PendingSend send) {
+    pending_sends.push_back(std::move(send));
+    if (progress) progress->transfers_posted();
+  }
+  void forget_sends(int count) {
+    if (progress && count > 0) progress->transfers_done(count);
+  }
 
   // Forgets the sends that completed.
   void reap_sends() {
@@ -76,7 +87,12 @@ struct MpiCommunicator::Impl {
         abandon_sends();
         fail(it->what, "failed in MPI (" + mpi_detail::mpi_error_text(code) + ")", it->suspect);
       }
-      it = done ? pending_sends.erase(it) : std::next(it);
+      if (!done) {
+        ++it;
+        continue;
+      }
+      it = pending_sends.erase(it);
+      forget_sends(1);
     }
   }
 
@@ -91,12 +107,14 @@ struct MpiCommunicator::Impl {
         throw;
       }
       pending_sends.pop_front();
+      forget_sends(1);
     }
   }
 
   // After a failure MPI may still read the sends' buffers: they are never freed.
   void abandon_sends() {
     for (const PendingSend& send : pending_sends) mpi_detail::abandon({send.buffer});
+    forget_sends(static_cast<int>(pending_sends.size()));
     pending_sends.clear();
   }
 
