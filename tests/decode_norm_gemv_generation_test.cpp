@@ -1,9 +1,10 @@
 // Greedy generation of a tiny Llama on CUDA with a decoding step's norms folded into the products
 // after them (TRIAX_DECODE_NORM_GEMV=1, decode_norm_gemv.hpp) gives the tokens of the unfolded
 // step (DecodeNormGemvGenerationCuda, ctest label gpu, skipped without a GPU). The library reads
-// the switch once a process, so the test runs this binary twice, once each way, as the suite's
-// Child test, and compares what they print: the tokens (plain and CUDA-graphed steps, fp32 and
-// bf16, 1 and 4 rows) and how many folded ops the plain steps ran.
+// the switch once a process, so the test runs this binary once each way, as the suite's Child
+// test, and compares what they print: the tokens (plain and CUDA-graphed steps, fp32 and bf16, 1
+// and 4 rows) and how many folded ops the plain steps ran. A third run adds programmatic dependent
+// launch of the GEMVs (TRIAX_DECODE_GEMV_PDL=1): the same tokens again, graphed steps included.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/record_function.h>
@@ -97,9 +98,9 @@ TEST(DecodeNormGemvGenerationCuda, Child) {
   std::cout << "folded ops: " << folded << "\n";
 }
 
-// The lines the child prints with TRIAX_DECODE_NORM_GEMV set to `value`.
-std::vector<std::string> child_lines(const std::string& value) {
-  const std::string command = "TRIAX_DECODE_NORM_GEMV=" + value + " " + kChildVariable +
+// The lines the child prints with `switches` ("NAME=value ...") in its environment.
+std::vector<std::string> child_lines(const std::string& switches) {
+  const std::string command = switches + " " + kChildVariable +
                               "=1 /proc/self/exe --gtest_filter=DecodeNormGemvGenerationCuda.Child 2>&1";
   std::vector<std::string> lines;
   FILE* pipe = popen(command.c_str(), "r");
@@ -118,14 +119,22 @@ std::vector<std::string> child_lines(const std::string& value) {
 TEST(DecodeNormGemvGenerationCuda, GreedyTokensEqualTheUnfoldedOnes) {
   if (std::getenv(kChildVariable) != nullptr) GTEST_SKIP() << "the child runs Child only";
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  const std::vector<std::string> off = child_lines("0"), on = child_lines("1");
+  const std::vector<std::string> off = child_lines("TRIAX_DECODE_NORM_GEMV=0");
+  const std::vector<std::string> on = child_lines("TRIAX_DECODE_NORM_GEMV=1");
+  const std::vector<std::string> programmatic = child_lines("TRIAX_DECODE_NORM_GEMV=1 TRIAX_DECODE_GEMV_PDL=1");
   // 2 dtypes x 2 batch sizes x (plain, graphed), then the count.
   ASSERT_EQ(off.size(), 9u);
   ASSERT_EQ(on.size(), 9u);
-  for (size_t i = 0; i + 1 < off.size(); ++i) EXPECT_EQ(on[i], off[i]);
+  ASSERT_EQ(programmatic.size(), 9u);
+  for (size_t i = 0; i + 1 < off.size(); ++i) {
+    EXPECT_EQ(on[i], off[i]);
+    EXPECT_EQ(programmatic[i], off[i]) << "with TRIAX_DECODE_GEMV_PDL=1";
+  }
   EXPECT_EQ(off.back(), "folded ops: 0");
   // Both norms of every layer at every plain step (the prompts have more rows than the kernel takes).
-  EXPECT_EQ(on.back(), "folded ops: " + std::to_string(2 * 2 * 2 * kLayers * kSteps));
+  const std::string folded = "folded ops: " + std::to_string(2 * 2 * 2 * kLayers * kSteps);
+  EXPECT_EQ(on.back(), folded);
+  EXPECT_EQ(programmatic.back(), folded);
 }
 
 }  // namespace

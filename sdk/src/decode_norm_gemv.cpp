@@ -74,7 +74,8 @@ NormedProduct decode_norm_gemv(const ResidualStream& stream, const at::Tensor& n
                                            y.mutable_data_ptr(),
                                            rows,
                                            out,
-                                           in};
+                                           in,
+                                           decode_gemv_programmatic_launch()};
   if (!kernels::norm_gemv_applies(operands, static_cast<int>(x.element_size()))) return {};
   RECORD_FUNCTION("triax::decode_norm_gemv", std::vector<c10::IValue>());  // one kernel: one op of a step
   c10::cuda::CUDAGuard device(x.device());

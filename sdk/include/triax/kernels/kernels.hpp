@@ -157,23 +157,27 @@ cudaError_t gemv_swiglu(Dtype dtype, const void* x, const void* w, void* y, int6
 
 // The operands of norm_gemv: y = rms_norm(x + pending, norm_weight, eps) w^T for x, pending, sum
 // [rows, in_features], w [out_features (x 2 with SwiGLU), in_features], y [rows, out_features].
-// pending null: the row normalised is x itself (no sum written).
+// pending null: the row normalised is x itself (no sum written); norm_weight null (and pending
+// null): no norm, y = x w^T as gemv(). programmatic_launch: launched with programmatic stream
+// serialization, so that it may start while the stream's previous kernel ends (it waits for that
+// kernel before reading x); under stream capture too.
 struct NormGemvOperands {
   const void* x;
   const void* pending;  // or null
   void* sum;            // round(x + pending), with pending
-  const void* norm_weight;
+  const void* norm_weight;  // or null
   float eps;
   const void* w;
   void* y;
   int64_t rows, out_features, in_features;
+  bool programmatic_launch = false;
 };
 
 // The most bytes of normalised rows (rows x in_features elements) a block stages in shared memory.
 constexpr int64_t kNormGemvMaxStagedBytes = 64 * 1024;
 
-// Whether norm_gemv takes these operands: 1 to kGemvMaxRows rows, whole 16-byte vectors along
-// in_features, the staged rows within kNormGemvMaxStagedBytes, every pointer 16-byte aligned.
+// Whether norm_gemv takes these operands: gemv_applies(), and with a norm the staged rows within
+// kNormGemvMaxStagedBytes, every pointer 16-byte aligned.
 bool norm_gemv_applies(const NormGemvOperands& operands, int element_size);
 // The bits of rms_norm_forward (its add with pending) then gemv(): sum written once, y.
 cudaError_t norm_gemv(Dtype dtype, const NormGemvOperands& operands, cudaStream_t stream);
