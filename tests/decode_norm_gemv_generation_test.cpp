@@ -12,7 +12,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
+#include <iomanip>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -33,7 +35,7 @@ std::shared_ptr<triax::llama::LlamaModel> build(c10::ScalarType dtype) {
   const std::string yaml = "hidden_size: 64\nnum_attention_heads: 4\nnum_key_value_heads: 2\nintermediate_size: 96\n"
                            "num_hidden_layers: " +
                            std::to_string(kLayers) + "\nvocab_size: " + std::to_string(kVocab) +
-                           "\nmax_position_embeddings: 32\nrms_norm_eps: 1.0e-5\ntie_word_embeddings: true\n";
+                           "\nmax_position_embeddings: 32\nrms_norm_eps: 1.0e-5\ntie_word_embeddings: false\n";
   triax::ConfigReader reader = triax::ConfigReader::from_text(yaml, "model.model_config");
   triax::ModelContext context;
   context.first_block = 0;
@@ -45,8 +47,13 @@ std::shared_ptr<triax::llama::LlamaModel> build(c10::ScalarType dtype) {
   return triax::llama::LlamaModel::create(reader, context);
 }
 
-// The greedy continuation of a random prompt, [rows, kSteps], one token a step.
-at::Tensor greedy_tokens(triax::llama::LlamaModel& model, int64_t rows, bool graphed) {
+struct Greedy {
+  at::Tensor tokens;    // [rows, kSteps]
+  double logits_norm;  // the L2 norm of the last step's logits: where tokens alone may not tell
+};
+
+// The greedy continuation of a random prompt, one token a step.
+Greedy greedy_tokens(triax::llama::LlamaModel& model, int64_t rows, bool graphed) {
   at::NoGradGuard no_grad;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(11);
   const at::Tensor prompt = at::randint(kVocab, {rows, kPrompt}, generator, at::kLong).to(kCuda);
@@ -60,7 +67,8 @@ at::Tensor greedy_tokens(triax::llama::LlamaModel& model, int64_t rows, bool gra
     input.cuda_graph = graphed;
     logits = model.forward_cached(pointers(caches), input).logits;
   }
-  return at::cat(tokens, 1).cpu();
+  const double norm = logits.select(1, -1).narrow(-1, 0, kVocab).to(at::kDouble).norm().item<double>();
+  return {at::cat(tokens, 1).cpu(), norm};
 }
 
 // Calls of triax::decode_norm_gemv while `work` runs.
@@ -84,14 +92,16 @@ TEST(DecodeNormGemvGenerationCuda, Child) {
   for (const c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     auto model = build(dtype);
     for (const int64_t rows : {1, 4}) {
-      at::Tensor plain;
+      Greedy plain;
       folded += folded_ops([&] { plain = greedy_tokens(*model, rows, false); });
-      const at::Tensor graphed = greedy_tokens(*model, rows, true);
-      for (const auto& [name, tokens] : {std::pair{"plain", plain}, std::pair{"graphed", graphed}}) {
-        std::cout << "tokens " << c10::toString(dtype) << " rows " << rows << " " << name << ":";
+      const Greedy graphed = greedy_tokens(*model, rows, true);
+      for (const auto& [name, run] : {std::pair{"plain", plain}, std::pair{"graphed", graphed}}) {
+        const std::string what = std::string(c10::toString(dtype)) + " rows " + std::to_string(rows) + " " + name;
+        std::cout << "tokens " << what << ":";
+        const at::Tensor& tokens = run.tokens;
         for (const int64_t id : std::vector<int64_t>(tokens.data_ptr<int64_t>(), tokens.data_ptr<int64_t>() + tokens.numel()))
           std::cout << " " << id;
-        std::cout << "\n";
+        std::cout << "\nlogits " << what << ": " << std::setprecision(9) << run.logits_norm << "\n";
       }
     }
   }
@@ -100,8 +110,10 @@ TEST(DecodeNormGemvGenerationCuda, Child) {
 
 // The lines the child prints with `switches` ("NAME=value ...") in its environment.
 std::vector<std::string> child_lines(const std::string& switches) {
-  const std::string command = switches + " " + kChildVariable +
-                              "=1 /proc/self/exe --gtest_filter=DecodeNormGemvGenerationCuda.Child 2>&1";
+  // This binary's path: in the shell popen starts, /proc/self/exe is the shell.
+  const std::string command = switches + " " + kChildVariable + "=1 " +
+                              std::filesystem::read_symlink("/proc/self/exe").string() +
+                              " --gtest_filter=DecodeNormGemvGenerationCuda.Child 2>&1";
   std::vector<std::string> lines;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return lines;
@@ -112,9 +124,13 @@ std::vector<std::string> child_lines(const std::string& switches) {
   EXPECT_EQ(status, 0) << text;
   std::istringstream stream(text);
   for (std::string line; std::getline(stream, line);)
-    if (line.rfind("tokens ", 0) == 0 || line.rfind("folded ops: ", 0) == 0) lines.push_back(line);
+    if (line.rfind("tokens ", 0) == 0 || line.rfind("logits ", 0) == 0 || line.rfind("folded ops: ", 0) == 0)
+      lines.push_back(line);
   return lines;
 }
+
+// The number after the colon of a "logits ...: value" line.
+double logits_norm(const std::string& line) { return std::stod(line.substr(line.rfind(':') + 1)); }
 
 TEST(DecodeNormGemvGenerationCuda, GreedyTokensEqualTheUnfoldedOnes) {
   if (std::getenv(kChildVariable) != nullptr) GTEST_SKIP() << "the child runs Child only";
@@ -122,13 +138,20 @@ TEST(DecodeNormGemvGenerationCuda, GreedyTokensEqualTheUnfoldedOnes) {
   const std::vector<std::string> off = child_lines("TRIAX_DECODE_NORM_GEMV=0");
   const std::vector<std::string> on = child_lines("TRIAX_DECODE_NORM_GEMV=1");
   const std::vector<std::string> programmatic = child_lines("TRIAX_DECODE_NORM_GEMV=1 TRIAX_DECODE_GEMV_PDL=1");
-  // 2 dtypes x 2 batch sizes x (plain, graphed), then the count.
-  ASSERT_EQ(off.size(), 9u);
-  ASSERT_EQ(on.size(), 9u);
-  ASSERT_EQ(programmatic.size(), 9u);
+  // 2 dtypes x 2 batch sizes x (plain, graphed) x (tokens, logits), then the count.
+  ASSERT_EQ(off.size(), 17u);
+  ASSERT_EQ(on.size(), 17u);
+  ASSERT_EQ(programmatic.size(), 17u);
   for (size_t i = 0; i + 1 < off.size(); ++i) {
-    EXPECT_EQ(on[i], off[i]);
-    EXPECT_EQ(programmatic[i], off[i]) << "with TRIAX_DECODE_GEMV_PDL=1";
+    if (off[i].rfind("tokens ", 0) == 0) {
+      EXPECT_EQ(on[i], off[i]);
+      EXPECT_EQ(programmatic[i], off[i]) << "with TRIAX_DECODE_GEMV_PDL=1";
+      continue;
+    }
+    // The same bits are expected; within 1e-3 of the unfolded norm of the logits in any case.
+    const double want = logits_norm(off[i]);
+    EXPECT_NEAR(logits_norm(on[i]), want, 1e-3 * want) << off[i];
+    EXPECT_NEAR(logits_norm(programmatic[i]), want, 1e-3 * want) << off[i] << ", TRIAX_DECODE_GEMV_PDL=1";
   }
   EXPECT_EQ(off.back(), "folded ops: 0");
   // Both norms of every layer at every plain step (the prompts have more rows than the kernel takes).
