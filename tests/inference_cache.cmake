@@ -15,3 +15,10 @@ add_executable(decode_op_count_test ${CMAKE_CURRENT_LIST_DIR}/decode_op_count_te
 target_link_libraries(decode_op_count_test PRIVATE triax_llama_impl triax_core GTest::gtest_main)
 triax_use_pch(decode_op_count_test)
 triax_discover_test_suites(decode_op_count_test)
+
+# Greedy tokens with TRIAX_DECODE_NORM_GEMV=1 (the norms folded into the decoding step's products)
+# equal those without, on CUDA (the test runs its binary once each way).
+add_executable(decode_norm_gemv_generation_test ${CMAKE_CURRENT_LIST_DIR}/decode_norm_gemv_generation_test.cpp)
+target_link_libraries(decode_norm_gemv_generation_test PRIVATE triax_llama_impl triax_core GTest::gtest_main)
+triax_use_pch(decode_norm_gemv_generation_test)
+triax_discover_test_suites(decode_norm_gemv_generation_test PROPERTIES LABELS gpu)

@@ -6,12 +6,12 @@
 
 #include <vector>
 
+#include "triax/environment_switch.hpp"
 #include "triax/layers/fused_ops.hpp"
 
 #ifdef TRIAX_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
 
-#include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
@@ -32,6 +32,16 @@ bool switched_on() {
 
 using GemvLauncher = cudaError_t (*)(kernels::Dtype, const void*, const void*, void*, int64_t, int64_t, int64_t,
                                      cudaStream_t);
+
+// gemv() and gemv_swiglu() as norm_gemv.cu's kernel launches them without a norm: programmatically
+// dependent on the kernel before them (TRIAX_DECODE_GEMV_PDL=1).
+template <bool kSwiglu>
+cudaError_t programmatic_gemv(kernels::Dtype dtype, const void* x, const void* w, void* y, int64_t rows,
+                              int64_t out_features, int64_t in_features, cudaStream_t stream) {
+  kernels::NormGemvOperands operands{x, nullptr, nullptr, nullptr, 0.f, w, y, rows, out_features, in_features};
+  operands.programmatic_launch = true;
+  return kSwiglu ? kernels::norm_gemv_swiglu(dtype, operands, stream) : kernels::norm_gemv(dtype, operands, stream);
+}
 
 // x [..., in] times `matrix` [rows_per_output x out, in] through `launch` into [..., out]; undefined
 // where the kernel does not apply.
@@ -57,8 +67,14 @@ at::Tensor run_gemv(const at::Tensor& x, const at::Tensor& matrix, int64_t rows_
 
 }  // namespace
 
+bool decode_gemv_programmatic_launch() {
+  static const bool on = switched_on_when_one("TRIAX_DECODE_GEMV_PDL");
+  return on;
+}
+
 at::Tensor decode_gemv([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& matrix) {
 #ifdef TRIAX_WITH_CUDA
+  if (decode_gemv_programmatic_launch()) return run_gemv(x, matrix, 1, programmatic_gemv<false>, "decode_gemv");
   return run_gemv(x, matrix, 1, kernels::gemv, "decode_gemv");
 #else
   return {};
@@ -70,8 +86,8 @@ at::Tensor decode_gate_up_swiglu(const at::Tensor& x, const at::Tensor& matrix) 
   if (x.size(-1) == 0 || x.numel() / x.size(-1) > kDecodeGemvMaxRows) return {};
   RECORD_FUNCTION("triax::decode_gate_up_swiglu", std::vector<c10::IValue>());  // one kernel on CUDA
 #ifdef TRIAX_WITH_CUDA
-  if (at::Tensor fused = run_gemv(x, matrix, 2, kernels::gemv_swiglu, "decode_gate_up_swiglu"); fused.defined())
-    return fused;
+  const GemvLauncher launcher = decode_gemv_programmatic_launch() ? programmatic_gemv<true> : kernels::gemv_swiglu;
+  if (at::Tensor fused = run_gemv(x, matrix, 2, launcher, "decode_gate_up_swiglu"); fused.defined()) return fused;
 #endif
   return swiglu_halves(at::linear(x, matrix));
 }

@@ -10,4 +10,9 @@ bool switched_on_unless_zero(const char* variable) {
   return value == nullptr || std::strcmp(value, "0") != 0;
 }
 
+bool switched_on_when_one(const char* variable) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && std::strcmp(value, "1") == 0;
+}
+
 }  // namespace triax

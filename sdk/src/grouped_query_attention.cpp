@@ -75,11 +75,13 @@ GroupedQueryAttention::GroupedQueryAttention(const AttentionShape& shape, const 
   }
 }
 
-at::Tensor GroupedQueryAttention::project_blocks(const at::Tensor& x) {
+at::Tensor GroupedQueryAttention::project_blocks(const at::Tensor& x) { return blocks_of(qkv_proj->forward(x)); }
+
+at::Tensor GroupedQueryAttention::blocks_of(const at::Tensor& projected) {
   // [batch, seq, kv_heads/tp x (group + 2) x head_dim] -> per key/value head: its query heads, its
   // key head, its value head. The sequence length comes from the projection's output (it differs
   // from x's in sequence-parallel mode).
-  const at::Tensor blocks = qkv_proj->forward(x).view({x.size(0), -1, local_kv_heads_, group_ + 2, head_dim_});
+  const at::Tensor blocks = projected.view({projected.size(0), -1, local_kv_heads_, group_ + 2, head_dim_});
   return q_norm ? normalised_query_key_heads(blocks) : blocks;
 }
 
@@ -151,7 +153,12 @@ std::array<at::Tensor, 3> GroupedQueryAttention::positioned_qkv_at(const at::Ten
 
 at::Tensor GroupedQueryAttention::forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin,
                                                  const CachedStep& step) {
-  const at::Tensor blocks = project_blocks(x);
+  return forward_cached_projected(qkv_proj->forward(x), cos, sin, step);
+}
+
+at::Tensor GroupedQueryAttention::forward_cached_projected(const at::Tensor& projected, const at::Tensor& cos,
+                                                           const at::Tensor& sin, const CachedStep& step) {
+  const at::Tensor blocks = blocks_of(projected);
   const int64_t rows = blocks.size(0), fresh = blocks.size(1);
   const bool prompt_only =
       std::all_of(step.starts.begin(), step.starts.end(), [](int64_t start) { return start == 0; });

@@ -6,6 +6,7 @@
 #include "triax/layers/channel_major_linear.hpp"
 #include "triax/layers/cross_entropy.hpp"
 #include "triax/layers/decode_gemv.hpp"
+#include "triax/layers/decode_norm_gemv.hpp"
 #include "triax/layers/deferred_weight_gradients.hpp"
 #include "triax/layers/embedding.hpp"
 #include "triax/layers/fused_ops.hpp"
@@ -115,12 +116,17 @@ at::Tensor ColumnParallelLinear::forward_gathered(const at::Tensor& x) {
 }
 
 at::Tensor ColumnParallelLinear::forward_swiglu_at_decode(const at::Tensor& x) {
+  const at::Tensor m = matrix_at_decode();
+  return m.defined() ? decode_gate_up_swiglu(x, m) : at::Tensor();
+}
+
+at::Tensor ColumnParallelLinear::matrix_at_decode() const {
   // Inference only (training keeps its path untouched): without autograd, ALL_REDUCE's gathered
   // input is x itself.
   if (at::GradMode::is_enabled() || fp8_ || bias.defined() || tp_.overlap_communication ||
       tp_.mode == TpMode::ReduceScatter)
     return {};
-  return decode_gate_up_swiglu(x, matrix());
+  return matrix();
 }
 
 at::Tensor ColumnParallelLinear::matrix() const {
@@ -215,6 +221,12 @@ std::pair<at::Tensor, at::Tensor> RMSNorm::forward_after_add(const at::Tensor& x
 std::pair<at::Tensor, at::Tensor> RMSNorm::forward_of_stream(const ResidualStream& stream) {
   if (stream.pending.defined()) return forward_after_add(stream.residual, stream.pending);
   return {stream.residual, forward(stream.residual)};
+}
+
+NormedProduct RMSNorm::forward_of_stream_times(const ResidualStream& stream, const at::Tensor& matrix,
+                                               DecodeProduct kind) {
+  if (amax_recording_ != AmaxRecording::None) return {};
+  return decode_norm_gemv(stream, replicated_on_sequence_shard(weight, tp_), eps_, matrix, kind);
 }
 
 LayerNorm::LayerNorm(int64_t hidden_size, double eps, c10::Device device, c10::ScalarType dtype,

@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include "triax/layers/decode_norm_gemv.hpp"
 #include "triax/layers/key_value_cache.hpp"
+#include "triax/layers/swiglu_mlp.hpp"
 
 namespace triax {
 
@@ -42,13 +44,30 @@ at::Tensor PreNormDecoderLayer::forward_cached(const at::Tensor& x, const std::v
 ResidualStream PreNormDecoderLayer::forward_cached_stream(const ResidualStream& stream,
                                                           const std::vector<at::Tensor>& rotary,
                                                           const CachedStep& step) {
+  if (decode_norm_gemv_switched_on()) {  // both norms folded into the products after them
+    const NormedProduct qkv =
+        input_layernorm->forward_of_stream_times(stream, self_attn->qkv_proj->matrix_at_decode(), DecodeProduct::Plain);
+    if (qkv.product.defined())
+      return with_attention_at_decode(
+          qkv.sum, self_attn->forward_cached_projected(qkv.product, rotary.at(0), rotary.at(1), step));
+  }
   const auto [x, normed] = input_layernorm->forward_of_stream(stream);
-  return with_attention(x, self_attn->forward_cached(normed, rotary.at(0), rotary.at(1), step));
+  return with_attention_at_decode(x, self_attn->forward_cached(normed, rotary.at(0), rotary.at(1), step));
 }
 
 ResidualStream PreNormDecoderLayer::with_attention(const at::Tensor& x, const at::Tensor& attended) {
   const auto [h, normed] = post_attention_layernorm->forward_after_add(x, attended);  // h = x + attended
   return {h, mlp.forward(normed)};  // the next layer's norm adds them
+}
+
+ResidualStream PreNormDecoderLayer::with_attention_at_decode(const at::Tensor& x, const at::Tensor& attended) {
+  if (decode_norm_gemv_switched_on())
+    if (const auto* swiglu = dynamic_cast<const SwiGluMlp*>(mlp.module.get())) {
+      const NormedProduct activated = post_attention_layernorm->forward_of_stream_times(
+          {x, attended}, swiglu->gate_up_matrix_at_decode(), DecodeProduct::GateUpSwiglu);
+      if (activated.product.defined()) return {activated.sum, swiglu->down_proj->forward(activated.product)};
+    }
+  return with_attention(x, attended);
 }
 
 }  // namespace triax

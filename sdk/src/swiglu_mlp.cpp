@@ -19,6 +19,11 @@ HfTensorRule SwiGluMlp::hf_rule(const std::string& prefix, int64_t hidden_size, 
                              {prefix + "gate_proj.weight", prefix + "up_proj.weight"});
 }
 
+at::Tensor SwiGluMlp::gate_up_matrix_at_decode() const {
+  if (recompute_activation_ || down_proj->computes_in_fp8()) return {};
+  return gate_up_proj->matrix_at_decode();
+}
+
 at::Tensor SwiGluMlp::forward(const at::Tensor& x) {
   // A decoding step's few rows: SwiGLU written by the gate/up product's kernel. Not where the down
   // projection would take another path (the recomputed activation's product, fp8's amax).

@@ -8,4 +8,7 @@ namespace triax {
 // change within a process, callers read it once and keep it.
 bool switched_on_unless_zero(const char* variable);
 
+// True only when `variable` is set to "1": a new path that stays off until it has been measured.
+bool switched_on_when_one(const char* variable);
+
 }  // namespace triax

@@ -4,6 +4,7 @@
 // way per layer. pending undefined: the hidden state is residual itself.
 #pragma once
 
+#include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
 
 namespace triax {

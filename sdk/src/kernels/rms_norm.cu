@@ -12,7 +12,7 @@
 namespace triax::kernels {
 namespace {
 
-constexpr int kMaxThreads = 512;
+constexpr int kMaxThreads = kRmsNormMaxThreads;
 // Thread blocks of the backward pass, each summing the weight gradient of rows/kBackwardBlocks
 // rows; their partial sums are added by the caller. Fixed, so the summation order never changes;
 // 2048 rather than 512 keeps enough warps per SM in flight to hide the loads' latency.

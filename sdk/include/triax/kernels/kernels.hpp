@@ -49,6 +49,10 @@ cudaError_t fp8_scale_from_amax_slots(const float* amax_slots, float largest, fl
 
 // ---- RMSNorm (rms_norm.cu) -------------------------------------------------------------------
 
+// The most threads of rms_norm_forward's block per row (row_threads(hidden / vector, this)): the
+// order of its sum of squares, which norm_gemv replays.
+constexpr int kRmsNormMaxThreads = 512;
+
 // y[r, :] = round(round(x[r, :] * rstd[r]) * weight), rstd[r] = 1 / sqrt(mean(x[r, :]^2) + eps):
 // the normalised row is rounded to the input dtype before the weight multiplies it, as in
 // Hugging Face's LlamaRMSNorm. x, y: [rows, hidden]; weight: [hidden]; rstd: [rows] fp32 (saved
@@ -148,6 +152,37 @@ cudaError_t gemv(Dtype dtype, const void* x, const void* w, void* y, int64_t row
 // gemv_applies() tells whether it takes the operands.
 cudaError_t gemv_swiglu(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
                         int64_t in_features, cudaStream_t stream);
+
+// ---- an RMSNorm then a few rows times a matrix, one launch (norm_gemv.cu) ------------------
+
+// The operands of norm_gemv: y = rms_norm(x + pending, norm_weight, eps) w^T for x, pending, sum
+// [rows, in_features], w [out_features (x 2 with SwiGLU), in_features], y [rows, out_features].
+// pending null: the row normalised is x itself (no sum written); norm_weight null (and pending
+// null): no norm, y = x w^T as gemv(). programmatic_launch: launched with programmatic stream
+// serialization, so that it may start while the stream's previous kernel ends (it waits for that
+// kernel before reading x); under stream capture too.
+struct NormGemvOperands {
+  const void* x;
+  const void* pending;  // or null
+  void* sum;            // round(x + pending), with pending
+  const void* norm_weight;  // or null
+  float eps;
+  const void* w;
+  void* y;
+  int64_t rows, out_features, in_features;
+  bool programmatic_launch = false;
+};
+
+// The most bytes of normalised rows (rows x in_features elements) a block stages in shared memory.
+constexpr int64_t kNormGemvMaxStagedBytes = 64 * 1024;
+
+// Whether norm_gemv takes these operands: gemv_applies(), and with a norm the staged rows within
+// kNormGemvMaxStagedBytes, every pointer 16-byte aligned.
+bool norm_gemv_applies(const NormGemvOperands& operands, int element_size);
+// The bits of rms_norm_forward (its add with pending) then gemv(): sum written once, y.
+cudaError_t norm_gemv(Dtype dtype, const NormGemvOperands& operands, cudaStream_t stream);
+// The bits of rms_norm_forward then gemv_swiglu(): w [2 x out_features, in_features].
+cudaError_t norm_gemv_swiglu(Dtype dtype, const NormGemvOperands& operands, cudaStream_t stream);
 
 // ---- cross-entropy over a chunk of logits (cross_entropy.cu) ---------------------------------
 

@@ -1,7 +1,9 @@
 // A decoding step's linear layers at batch <= 4 through the GEMV kernel (kernels::gemv, gemv.cu)
 // instead of cuBLAS: at one row the product only reads the weights, and the kernel reads each
 // weight row once in 16-byte vectors. On unless TRIAX_DECODE_GEMV=0 in the environment (read once),
-// so that one build compares both; TRIAX_FUSED_KERNELS=0 turns it off too.
+// so that one build compares both; TRIAX_FUSED_KERNELS=0 turns it off too. With
+// TRIAX_DECODE_GEMV_PDL=1 (off by default) the same products launch through norm_gemv.cu's kernel
+// with programmatic dependent launch: each may start while the kernel before it ends.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -12,6 +14,10 @@ namespace triax {
 
 // The most rows (tokens of a step) the kernel takes: kernels::kGemvMaxRows.
 constexpr int64_t kDecodeGemvMaxRows = 4;
+
+// Whether TRIAX_DECODE_GEMV_PDL=1 (read once): the decoding step's GEMV kernels, decode_norm_gemv's
+// too, launch with programmatic stream serialization.
+bool decode_gemv_programmatic_launch();
 
 // x [..., in] times matrix [out, in] transposed, [..., out], through the kernel; an undefined
 // tensor where the kernel does not apply (switched off, not CUDA, more than kDecodeGemvMaxRows

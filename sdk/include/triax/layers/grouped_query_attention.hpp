@@ -88,6 +88,9 @@ class GroupedQueryAttention : public torch::nn::Module {
   // positions, within the shape's sliding window; cos, sin: the whole tables
   // [max_position_embeddings, head_dim].
   at::Tensor forward_cached(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin, const CachedStep& step);
+  // forward_cached from qkv_proj's output (a decoding step's product with the norm folded in).
+  at::Tensor forward_cached_projected(const at::Tensor& projected, const at::Tensor& cos, const at::Tensor& sin,
+                                      const CachedStep& step);
 
   std::shared_ptr<ColumnParallelLinear> qkv_proj;  // QkvLayout
   std::shared_ptr<RowParallelLinear> o_proj;
@@ -124,6 +127,7 @@ class GroupedQueryAttention : public torch::nn::Module {
   // qkv_proj's output as [batch, seq, kv_heads/tp, group + 2, head_dim] (rotary_qkv's input),
   // its query and key heads normalised with qk-norm.
   at::Tensor project_blocks(const at::Tensor& x);
+  at::Tensor blocks_of(const at::Tensor& projected);  // project_blocks of qkv_proj's output
   // project_blocks' query and key heads through q_norm and k_norm, the value heads as they are.
   at::Tensor normalised_query_key_heads(const at::Tensor& blocks) const;
   at::Tensor output(const at::Tensor& attended);  // [batch, heads, seq, head_dim] -> o_proj

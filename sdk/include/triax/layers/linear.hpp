@@ -82,6 +82,10 @@ class ColumnParallelLinear : public SpecifiedModule {
   // computed with the product (decode_gate_up_swiglu), [..., out/tp / 2]; undefined where that
   // does not apply (grad mode on, fp8, a bias, sequence-parallel or overlapped tp, more rows).
   at::Tensor forward_swiglu_at_decode(const at::Tensor& x);
+  // The [out/tp, in] matrix forward multiplies by, where a decoding step's kernel may take the
+  // product in its place (decode_gate_up_swiglu, decode_norm_gemv); undefined where forward does
+  // more (grad mode on, fp8, a bias, sequence-parallel or overlapped tp).
+  at::Tensor matrix_at_decode() const;
   // From now on the products run in fp8. `name` (the module's) names the layer in the error
   // raised when its dimensions on this rank are not multiples of 16, or it keeps the model's dtype.
   void compute_in_fp8(Fp8Recipe recipe, const std::string& name);

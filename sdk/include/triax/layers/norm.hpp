@@ -13,6 +13,7 @@
 
 #include <utility>
 
+#include "triax/layers/decode_norm_gemv.hpp"
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/tensor_parallel.hpp"
 #include "triax/parameter.hpp"
@@ -29,6 +30,10 @@ class RMSNorm : public SpecifiedModule {
   std::pair<at::Tensor, at::Tensor> forward_after_add(const at::Tensor& x, const at::Tensor& y);
   // {the stream's sum, its norm}: forward_after_add when an add is pending, else forward.
   std::pair<at::Tensor, at::Tensor> forward_of_stream(const ResidualStream& stream);
+  // {the stream's sum, `matrix` times its norm} at a decoding step's size, the norm folded into
+  // the product's kernel (decode_norm_gemv); both undefined where that does not apply (amaxes
+  // recorded for fp8 included).
+  NormedProduct forward_of_stream_times(const ResidualStream& stream, const at::Tensor& matrix, DecodeProduct kind);
   at::Tensor weight;  // [hidden], initialised to ones
   double eps() const { return eps_; }
   // Which amaxes the kernels also compute (triax/layers/fused_ops.hpp): the norm's, for the fp8

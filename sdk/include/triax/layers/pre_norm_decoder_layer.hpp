@@ -3,7 +3,9 @@
 //   h = x + self_attn(input_layernorm(x));  out = h + mlp(post_attention_layernorm(h)),
 // self_attn grouped-query attention with rotary embeddings, the norms RMSNorms over hidden_size.
 // Each residual add is done inside the norm after it (add_rms_norm): the one after attention by
-// post_attention_layernorm, the one after the MLP by the next layer's input_layernorm.
+// post_attention_layernorm, the one after the MLP by the next layer's input_layernorm. At a
+// decoding step with TRIAX_DECODE_NORM_GEMV=1 the norms (and their adds) are done inside the
+// products after them: q/k/v's and a SwiGluMlp's gate/up (decode_norm_gemv.hpp).
 // The layers of a stage share the rotary tables, given as the layer inputs {cos, sin}, followed
 // in a masked forward by CausalLm's MaskedAttention tensors (triax/layers/attention_mask.hpp).
 //
@@ -51,6 +53,9 @@ class PreNormDecoderLayer : public CausalLmLayer {
 
  private:
   ResidualStream with_attention(const at::Tensor& x, const at::Tensor& attended);
+  // with_attention at a decoding step: with TRIAX_DECODE_NORM_GEMV=1, post_attention_layernorm
+  // folded into a SwiGluMlp's gate/up product (decode_norm_gemv.hpp).
+  ResidualStream with_attention_at_decode(const at::Tensor& x, const at::Tensor& attended);
 };
 
 }  // namespace triax

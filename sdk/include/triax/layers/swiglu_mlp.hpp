@@ -25,6 +25,11 @@ class SwiGluMlp : public torch::nn::Module {
 
   // x: [batch, seq, hidden] -> [batch, seq, hidden] ([batch, seq/tp, hidden] in REDUCE_SCATTER mode)
   at::Tensor forward(const at::Tensor& x);
+  // gate_up_proj's matrix where forward's decoding path would hand the product to a kernel
+  // (ColumnParallelLinear::matrix_at_decode) and the down projection takes SwiGLU's output as it
+  // is: a decoder layer's norm may then fold into that product (decode_norm_gemv), followed by
+  // down_proj->forward. Undefined elsewhere.
+  at::Tensor gate_up_matrix_at_decode() const;
 
   // The tensor rule between prefix + "gate_up_proj.weight" and Hugging Face's prefix +
   // "gate_proj.weight" and prefix + "up_proj.weight".
