@@ -70,10 +70,10 @@ StepInputs step_inputs(const StepShape& s, uint64_t seed, int64_t r = 3) {
 // Every tensor of `in` in dtype on device (strides kept: the strided views stay strided).
 StepInputs converted(const StepInputs& in, c10::Device device, c10::ScalarType dtype) {
   StepInputs out;
-  at::Tensor StepInputs::*const members[] = {&StepInputs::xz,    &StepInputs::conv_weight, &StepInputs::conv_bias,
-                                             &StepInputs::u,     &StepInputs::delta,       &StepInputs::A_log,
-                                             &StepInputs::projected, &StepInputs::D,       &StepInputs::delta_bias,
-                                             &StepInputs::dt_proj_weight};
+  at::Tensor StepInputs::*const members[] = {
+      &StepInputs::xz,        &StepInputs::conv_weight, &StepInputs::conv_bias,  &StepInputs::u,
+      &StepInputs::delta,     &StepInputs::A_log,       &StepInputs::projected,  &StepInputs::D,
+      &StepInputs::delta_bias, &StepInputs::dt_proj_weight};
   for (auto member : members) out.*member = (in.*member).to(device, dtype);
   return out;
 }

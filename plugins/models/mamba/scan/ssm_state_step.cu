@@ -27,7 +27,8 @@ __device__ __forceinline__ float delta_of(const SsmStepOperands& in, bool live, 
   float partial = 0.f;
   if (live)
     for (int64_t k = g; k < in.dt_rank; k += L)
-      partial += element<T>(in.dt, row * in.dt_row_stride + k) * element<T>(in.dt_proj_weight, channel * in.dt_rank + k);
+      partial +=
+          element<T>(in.dt, row * in.dt_row_stride + k) * element<T>(in.dt_proj_weight, channel * in.dt_rank + k);
 #pragma unroll
   for (int mask = L / 2; mask > 0; mask >>= 1) partial += __shfl_xor_sync(0xffffffffu, partial, mask);
   return triax::kernels::rounded_to<T>(partial);
