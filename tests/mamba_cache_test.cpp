@@ -1,7 +1,8 @@
 // Generation with the Mamba plugin's cache (conv state + SSM state per sequence and layer): the
 // logits computed through the caches, a prompt then token by token, equal those of one full forward
 // over the whole sequence (fp32, 1e-5), for rows of different lengths in one batch, for rows
-// regrouped between steps, and for two pipeline stages joined by hidden_out.
+// regrouped between steps, and for two pipeline stages joined by hidden_out; the residual add left
+// to the next layer's norm (TRIAX_MAMBA_ADD_NORM) changes no logit.
 #include <gtest/gtest.h>
 
 #include <utility>
@@ -69,6 +70,18 @@ TEST(MambaCache, RowsRegroupedBetweenStepsKeepTheirStates) {
     const at::Tensor& got = logits[static_cast<size_t>(row)];
     EXPECT_LT(max_abs_diff(got, expected[row].narrow(0, 0, got.size(0))), 1e-5) << "row " << row;
   }
+}
+
+// TRIAX_MAMBA_ADD_NORM: each layer's residual add left to the next layer's norm (the fp32
+// residual's add, cast and norm, add_rms_norm_fp32_residual) gives the logits of the layers that
+// add at their end, bit for bit on the CPU, prompt and steps alike.
+TEST(MambaCache, AddLeftToTheNextNormKeepsTheLogits) {
+  auto fused = build(tiny_yaml(false)), unfused = build_unfused(tiny_yaml(false));
+  const at::Tensor ids = random_tokens(2, 9, 17);
+  std::vector<std::unique_ptr<triax::InferenceCache>> fused_caches, unfused_caches;
+  const at::Tensor got = prompt_then_steps_logits(*fused, ids, 4, 7, fused_caches);
+  EXPECT_TRUE(at::equal(got, prompt_then_steps_logits(*unfused, ids, 4, 7, unfused_caches)));
+  EXPECT_LT(max_abs_diff(got, full_logits(*fused, ids)), 1e-5);
 }
 
 TEST(MambaCache, PipelineStagesJoinedByHiddenOut) {

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +36,17 @@ inline std::shared_ptr<MambaModel> build(const std::string& yaml,
                                           const ModelContext& context = tiny_model_context()) {
   ConfigReader reader = ConfigReader::from_text(yaml, "model.model_config");
   return MambaModel::create(reader, context);
+}
+
+// The model of `yaml` with the decoding step's fusions off (TRIAX_MAMBA_ADD_NORM=0,
+// TRIAX_MAMBA_DT_IN_STEP=0, read as the layers are built), then the switches back to their default.
+inline std::shared_ptr<MambaModel> build_unfused(const std::string& yaml,
+                                                 const ModelContext& context = tiny_model_context()) {
+  const char* switches[] = {"TRIAX_MAMBA_ADD_NORM", "TRIAX_MAMBA_DT_IN_STEP"};
+  for (const char* name : switches) setenv(name, "0", 1);
+  std::shared_ptr<MambaModel> model = build(yaml, context);
+  for (const char* name : switches) unsetenv(name);
+  return model;
 }
 
 using triax::test::max_abs_diff;

@@ -324,6 +324,38 @@ std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Te
   return {sum, rms_norm_composition(sum, weight, eps)};
 }
 
+std::pair<at::Tensor, at::Tensor> add_rms_norm_fp32_residual(const at::Tensor& residual, const at::Tensor& y,
+                                                              const at::Tensor& weight, double eps) {
+  RECORD_FUNCTION("triax::add_rms_norm_fp32_residual", std::vector<c10::IValue>());  // one kernel on CUDA
+  require(residual.sizes() == y.sizes() && residual.scalar_type() == at::kFloat,
+          "add_rms_norm_fp32_residual: residual " + shape_text(residual.sizes()) + " " +
+              c10::toString(residual.scalar_type()) + " must be fp32 of y's shape " + shape_text(y.sizes()));
+  require(y.dim() >= 1 && weight.dim() == 1 && y.size(-1) == weight.size(0),
+          "add_rms_norm_fp32_residual: weight " + shape_text(weight.sizes()) + " does not match the last dim of y " +
+              shape_text(y.sizes()));
+#ifdef TRIAX_WITH_CUDA
+  const bool differentiated = at::GradMode::is_enabled() &&
+                              (residual.requires_grad() || y.requires_grad() || weight.requires_grad());
+  if (y.numel() > 0 && !differentiated && kernels_apply({&y, &weight}) && residual.is_cuda() &&
+      residual.device() == y.device()) {
+    c10::cuda::CUDAGuard device(y.device());
+    const at::Tensor rc = residual.contiguous(), yc = y.contiguous(), wc = weight.contiguous();
+    const int64_t hidden = wc.numel(), rows = yc.numel() / hidden;
+    at::Tensor sum = at::empty(rc.sizes(), rc.options());
+    at::Tensor normed = at::empty(yc.sizes(), yc.options());
+    at::Tensor rstd = at::empty({rows}, rc.options());
+    launch::check(kernels::add_rms_norm_forward_fp32_sum(
+                      *launch::kernel_dtype(yc.scalar_type()), yc.const_data_ptr(), rc.const_data_ptr<float>(),
+                      wc.const_data_ptr(), normed.mutable_data_ptr(), sum.mutable_data_ptr<float>(),
+                      rstd.mutable_data_ptr<float>(), rows, hidden, static_cast<float>(eps), launch::stream_of(yc)),
+                  "add_rms_norm_fp32_residual");
+    return {sum, normed};
+  }
+#endif
+  const at::Tensor sum = residual + y;  // fp32: y is promoted
+  return {sum, rms_norm_composition(sum.to(y.scalar_type()), weight, eps)};
+}
+
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
   RECORD_FUNCTION("triax::swiglu", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(gate.sizes() == up.sizes(),

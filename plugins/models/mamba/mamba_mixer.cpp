@@ -7,6 +7,7 @@
 #include "decode_step.hpp"
 #include "in_projection.hpp"
 #include "ssm_backbone.hpp"
+#include "triax/environment_switch.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/decode_gemv.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
@@ -40,7 +41,9 @@ at::Tensor row_product(const at::Tensor& x, const at::Tensor& weight) {
 }  // namespace
 
 MambaMixer::MambaMixer(const MambaConfig& config, const ModelContext& context)
-    : ChannelShards(context.device, context.dtype, TensorParallel::of(context)), config_(config) {
+    : ChannelShards(context.device, context.dtype, TensorParallel::of(context)),
+      config_(config),
+      fold_dt_in_step_(switched_on_unless_zero("TRIAX_MAMBA_DT_IN_STEP")) {
   const int64_t h = config.d_model, d = config.d_inner(), n = config.ssm.d_state, r = config.dt_rank();
   auto shards = [&] { return std::make_shared<ChannelShards>(context.device, context.dtype, tp()); };
   // Registration order: Hugging Face's parameter order.
@@ -134,7 +137,13 @@ at::Tensor MambaMixer::decode_step(const at::Tensor& gathered, MambaStates& stat
   const at::Tensor projected = sum_over_channels(row_product(u, x_proj_weight_), tp());  // [rows, r + 2n]
   SsmStepArgs args;
   args.u = u;
-  args.delta = row_product(projected.narrow(1, 0, r), dt_proj_weight_);  // [rows, d/tp], before its bias
+  const at::Tensor dt = projected.narrow(1, 0, r);
+  if (fold_dt_in_step_) {  // dt_proj inside the step's kernel: one launch fewer
+    args.dt = dt;
+    args.dt_proj_weight = dt_proj_weight_;
+  } else {
+    args.delta = row_product(dt, dt_proj_weight_);  // [rows, d/tp], before its bias
+  }
   args.A_log = A_log;
   args.B = projected.narrow(1, r, n);
   args.C = projected.narrow(1, r + n, n);

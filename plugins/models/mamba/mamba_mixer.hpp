@@ -56,13 +56,16 @@ class MambaMixer : public ChannelShards {
   SelectiveScanArgs scan_args(const at::Tensor& u, const at::Tensor& z);
   // One new token per row, [rows, 1, h] -> y [rows, 1, d/tp] (before out_proj), the states
   // continued in place: the projections as products of one row each, the conv and the scan as
-  // one step each.
+  // one step each (dt_proj inside the scan's step unless TRIAX_MAMBA_DT_IN_STEP=0).
   at::Tensor decode_step(const at::Tensor& gathered, MambaStates& states);
   // The tokens of step.keep [rows, keep, h] through the sequence's conv and scan from the states,
   // which then hold those after the last token -> y [rows, d/tp, keep].
   at::Tensor sequence_step(const at::Tensor& gathered, MambaStates& states);
 
   MambaConfig config_;
+  // TRIAX_MAMBA_DT_IN_STEP (default on; read at construction): the decoding step's dt_proj product
+  // computed by the SSM step's kernel (SsmStepArgs::dt_proj_weight), not by a GEMV of its own.
+  bool fold_dt_in_step_;
   at::Tensor in_proj_weight_, in_proj_bias_, conv_weight_, conv_bias_, x_proj_weight_, dt_proj_weight_, dt_proj_bias_;
 };
 

@@ -5,7 +5,7 @@
 // The residual stream is the activation between layers: with residual_in_fp32 it is fp32 from
 // the first layer's output on, and crosses pipeline stages in fp32 (a boundary carries its dtype);
 // the mixer and the norm compute in the model's dtype. Generation: the mixer's states per
-// sequence, in its own cache type.
+// sequence, in its own cache type; the residual add left to the next layer's norm kernel.
 //
 // Mixer: constructed from (MixerConfig, ModelContext), with forward(hidden) and
 // forward_cached(hidden, step) over [b, s, hidden] (s/tp in REDUCE_SCATTER mode); Cache: the
@@ -16,9 +16,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "triax/causal_lm.hpp"
+#include "triax/environment_switch.hpp"
+#include "triax/layers/fused_ops.hpp"
 #include "triax/layers/norm.hpp"
 #include "triax/model.hpp"
 
@@ -36,7 +39,9 @@ class SsmBlock : public CausalLmLayer {
  public:
   template <class MixerConfig>
   SsmBlock(const SsmBlockNorm& block, const MixerConfig& mixer_config, const ModelContext& context)
-      : residual_in_fp32_(block.residual_in_fp32), dtype_(context.dtype) {
+      : residual_in_fp32_(block.residual_in_fp32),
+        add_norm_(switched_on_unless_zero("TRIAX_MAMBA_ADD_NORM")),
+        dtype_(context.dtype) {
     // Registered in Hugging Face's order: norm, then mixer (the parameter table follows it).
     norm = register_module("norm", std::make_shared<RMSNorm>(block.hidden_size, block.eps, context.device,
                                                              context.dtype, TensorParallel::of(context)));
@@ -52,13 +57,33 @@ class SsmBlock : public CausalLmLayer {
     return residual_of(x) + mixer->forward_cached(norm->forward(x.to(dtype_)), step);
   }
 
+  // Inference: the mixer's output left pending, added by the next layer's norm (or CausalLm's
+  // end), whose one kernel adds, casts and normalises: a decoding step's residual add, cast and
+  // norm in one launch (TRIAX_MAMBA_ADD_NORM=0: three, as forward_cached).
+  ResidualStream forward_cached_stream(const ResidualStream& stream, const std::vector<at::Tensor>& shared,
+                                       const CachedStep& step) override {
+    if (!add_norm_) return CausalLmLayer::forward_cached_stream(stream, shared, step);
+    auto [residual, normed] = normed_stream(stream);
+    return {residual, mixer->forward_cached(normed, step)};
+  }
+
   std::shared_ptr<RMSNorm> norm;
   std::shared_ptr<Mixer> mixer;
 
  private:
   at::Tensor residual_of(const at::Tensor& x) const { return residual_in_fp32_ ? x.to(at::kFloat) : x; }
+  // {the residual, the norm's output}: forward_cached's, with a pending add done in the norm's kernel.
+  std::pair<at::Tensor, at::Tensor> normed_stream(const ResidualStream& stream) {
+    if (!stream.pending.defined()) return {residual_of(stream.residual), norm->forward(stream.residual.to(dtype_))};
+    if (residual_in_fp32_) {  // residual_of: an fp64 model's sum back to fp32, as forward_cached does
+      auto [sum, normed] = add_rms_norm_fp32_residual(stream.residual, stream.pending, norm->weight, norm->eps());
+      return {residual_of(sum), normed};
+    }
+    return norm->forward_after_add(stream.residual, stream.pending);
+  }
 
   bool residual_in_fp32_;
+  bool add_norm_;  // TRIAX_MAMBA_ADD_NORM (default on), read at construction
   c10::ScalarType dtype_;
 };
 

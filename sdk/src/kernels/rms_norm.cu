@@ -2,9 +2,12 @@
 // with the weight gradient summed in shared memory (backward). Each thread owns the same vector
 // slots of every row it visits, so the weight-gradient sums need no atomics and come out the
 // same on every run. Both can take a residual add in front of the norm (add_rms_norm): the
-// forward then also writes the sum, the backward adds the sum's own gradient. The forward can
+// forward then also writes the sum, the backward adds the sum's own gradient. The forward's sum
+// may be fp32 over 16-bit rows (add_rms_norm_fp32_residual: a residual stream kept in fp32, cast
+// to the rows' dtype before the norm), an instance of the same kernel. The forward can
 // fold its output's amax, the backward its input gradient's, into slots for the fp8 product that
 // reads them (kernels.hpp, kAmaxSlots).
+#include <cstdint>
 #include <type_traits>
 
 #include "triax/kernels/kernel_utils.cuh"
@@ -18,11 +21,25 @@ constexpr int kMaxThreads = kRmsNormMaxThreads;
 // 2048 rather than 512 keeps enough warps per SM in flight to hide the loads' latency.
 constexpr int64_t kBackwardBlocks = 2048;
 
-// kAdd: the row normalised is round(x + residual), written to `sum` first (the residual stream).
+// A pack of the sum's dtype S as T: the residual stream's cast to the norm's dtype (none when S is T).
+template <typename T, typename S, int N>
+__device__ __forceinline__ Pack<T, N> in_dtype(const Pack<S, N>& p) {
+  if constexpr (std::is_same_v<S, T>) {
+    return p;
+  } else {
+    Pack<T, N> out;
+#pragma unroll
+    for (int k = 0; k < N; ++k) out.v[k] = from_float<T>(to_float(p.v[k]));
+    return out;
+  }
+}
+
+// kAdd: the row normalised is round(x + residual) in T, the sum written to `sum` first (the
+// residual stream) in S: T, or fp32 for a stream kept in fp32 (then cast to T before the norm).
 // kAmax: max |y| folded into amax_slots (an fp8 product reads y; docs/fp8.md).
-template <typename T, int N, bool kAdd, bool kAmax>
-__global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __restrict__ residual,
-                                        const T* __restrict__ weight, T* __restrict__ y, T* __restrict__ sum,
+template <typename T, typename S, int N, bool kAdd, bool kAmax>
+__global__ void rms_norm_forward_kernel(const T* __restrict__ x, const S* __restrict__ residual,
+                                        const T* __restrict__ weight, T* __restrict__ y, S* __restrict__ sum,
                                         float* __restrict__ rstd, float* __restrict__ amax_slots, int64_t rows,
                                         int64_t hidden, float eps) {
   __shared__ float scratch[33];
@@ -31,15 +48,17 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __rest
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* x_row = x + row * hidden;
     T* y_row = y + row * hidden;
-    T* sum_row = kAdd ? sum + row * hidden : nullptr;
+    S* sum_row = kAdd ? sum + row * hidden : nullptr;
     float squares = 0.f;
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
       Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
       if constexpr (kAdd) {
-        const Pack<T, N> rv = load_pack<T, N>(residual + row * hidden + p * N);
+        const Pack<S, N> rv = load_pack<S, N>(residual + row * hidden + p * N);
+        Pack<S, N> sv;
 #pragma unroll
-        for (int k = 0; k < N; ++k) xv.v[k] = from_float<T>(to_float(xv.v[k]) + to_float(rv.v[k]));
-        store_pack<T, N>(sum_row + p * N, xv);
+        for (int k = 0; k < N; ++k) sv.v[k] = from_float<S>(to_float(xv.v[k]) + to_float(rv.v[k]));
+        store_pack<S, N>(sum_row + p * N, sv);
+        xv = in_dtype<T>(sv);
       }
 #pragma unroll
       for (int k = 0; k < N; ++k) {
@@ -52,7 +71,7 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const T* __rest
     if (threadIdx.x == 0) rstd[row] = r;
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
       // With kAdd, this thread's own stores of the first loop.
-      const Pack<T, N> xv = kAdd ? load_pack<T, N>(sum_row + p * N) : load_pack<T, N>(x_row + p * N);
+      const Pack<T, N> xv = kAdd ? in_dtype<T>(load_pack<S, N>(sum_row + p * N)) : load_pack<T, N>(x_row + p * N);
       const Pack<T, N> wv = load_pack<T, N>(weight + p * N);
       Pack<T, N> out;
 #pragma unroll
@@ -172,6 +191,38 @@ __global__ void sum_weight_partials_kernel(const float* __restrict__ partials, i
   grad_weight[column] = from_float<T>(total);
 }
 
+// Whether `p` starts a vector of N elements of S: 16 bytes when S is T, 32 for an fp32 sum of
+// 16-bit rows (two vector accesses).
+template <typename S, int N>
+bool pack_aligned(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % (sizeof(S) * N) == 0;
+}
+
+// The forward's launch for the element type T, the residual and the sum of type S.
+template <typename T, typename S>
+cudaError_t launch_rms_norm_forward(const void* x, const void* residual, const void* weight, void* y, void* sum,
+                                    float* rstd, float* amax_slots, int64_t rows, int64_t hidden, float eps,
+                                    cudaStream_t stream) {
+  const unsigned grid = grid_for(rows, 1, int64_t{1} << 30);
+  auto launch = [&](auto kernel, int threads) {
+    kernel<<<grid, threads, 0, stream>>>(static_cast<const T*>(x), static_cast<const S*>(residual),
+                                         static_cast<const T*>(weight), static_cast<T*>(y), static_cast<S*>(sum), rstd,
+                                         amax_slots, rows, hidden, eps);
+    return cudaGetLastError();
+  };
+  // The kernel for N elements a vector, with or without the residual add and the amax.
+  auto launch_width = [&](auto width, int threads) {
+    return dispatch_switches(residual != nullptr, amax_slots != nullptr, [&](auto add, auto amax) {
+      return launch(rms_norm_forward_kernel<T, S, decltype(width)::value, add.value, amax.value>, threads);
+    });
+  };
+  constexpr int N = kVectorWidth<T>;
+  if (vectorizable<T>(hidden, {x, weight, y}) &&
+      (residual == nullptr || (pack_aligned<S, N>(residual) && pack_aligned<S, N>(sum))))
+    return launch_width(std::integral_constant<int, N>(), row_threads(hidden / N, kMaxThreads));
+  return launch_width(std::integral_constant<int, 1>(), row_threads(hidden, kMaxThreads));
+}
+
 }  // namespace
 
 int64_t rms_norm_weight_partials(int64_t rows) { return std::min(rows, kBackwardBlocks); }
@@ -182,23 +233,18 @@ cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, c
   if (rows == 0 || hidden == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const unsigned grid = grid_for(rows, 1, int64_t{1} << 30);
-    auto launch = [&](auto kernel, int threads) {
-      kernel<<<grid, threads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(residual),
-                                           static_cast<const T*>(weight), static_cast<T*>(y), static_cast<T*>(sum),
-                                           rstd, amax_slots, rows, hidden, eps);
-      return cudaGetLastError();
-    };
-    // The kernel for N elements a vector, with or without the residual add and the amax.
-    auto launch_width = [&](auto width, int threads) {
-      return dispatch_switches(residual != nullptr, amax_slots != nullptr, [&](auto add, auto amax) {
-        return launch(rms_norm_forward_kernel<T, decltype(width)::value, add.value, amax.value>, threads);
-      });
-    };
-    constexpr int N = kVectorWidth<T>;
-    if (vectorizable<T>(hidden, {x, weight, y}) && (residual == nullptr || vectorizable<T>(hidden, {residual, sum})))
-      return launch_width(std::integral_constant<int, N>(), row_threads(hidden / N, kMaxThreads));
-    return launch_width(std::integral_constant<int, 1>(), row_threads(hidden, kMaxThreads));
+    return launch_rms_norm_forward<T, T>(x, residual, weight, y, sum, rstd, amax_slots, rows, hidden, eps, stream);
+  });
+}
+
+cudaError_t add_rms_norm_forward_fp32_sum(Dtype dtype, const void* x, const float* residual, const void* weight,
+                                          void* y, float* sum, float* rstd, int64_t rows, int64_t hidden, float eps,
+                                          cudaStream_t stream) {
+  if (rows == 0 || hidden == 0) return cudaSuccess;
+  if (residual == nullptr || sum == nullptr) return cudaErrorInvalidValue;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_rms_norm_forward<T, float>(x, residual, weight, y, sum, rstd, nullptr, rows, hidden, eps, stream);
   });
 }
 

@@ -34,6 +34,11 @@ at::Tensor conv_composition(const at::Tensor& x, const at::Tensor& conv_state, c
   return u;
 }
 
+// delta before its bias: the operand, or the folded dt_proj product (as the mixer's own product).
+at::Tensor delta_of(const SsmStepArgs& a) {
+  return a.dt_proj_weight.defined() ? at::mm(a.dt, a.dt_proj_weight.t()) : a.delta;
+}
+
 at::Tensor ssm_composition(const SsmStepArgs& a, const at::Tensor& state) {
   const auto one_position = [](const at::Tensor& t) { return t.defined() ? t.unsqueeze(2) : t; };
   // The parameters in fp32, as the mixer's scan takes them (fp64 stays fp64: the tests' reference).
@@ -42,7 +47,7 @@ at::Tensor ssm_composition(const SsmStepArgs& a, const at::Tensor& state) {
   };
   SelectiveScanArgs scan;
   scan.u = one_position(a.u);
-  scan.delta = one_position(a.delta);
+  scan.delta = one_position(delta_of(a));
   scan.A = -at::exp(in_fp32(a.A_log));
   scan.B = one_position(a.B).contiguous();
   scan.C = one_position(a.C).contiguous();
@@ -72,9 +77,12 @@ bool conv_kernel_applies(const at::Tensor& x, const at::Tensor& conv_state, cons
 bool ssm_kernel_applies(const SsmStepArgs& a, const at::Tensor& state) {
   const at::Tensor &D = a.D.defined() ? a.D : a.u, &z = a.z.defined() ? a.z : a.u;
   const at::Tensor& bias = a.delta_bias.defined() ? a.delta_bias : a.u;
-  if (!launch::kernels_apply({&a.u, &a.delta, &a.A_log, &a.B, &a.C, &D, &z, &bias})) return false;
+  const bool folded = a.dt_proj_weight.defined();
+  const at::Tensor &delta = folded ? a.dt : a.delta, &dt_weight = folded ? a.dt_proj_weight : a.u;
+  if (!launch::kernels_apply({&a.u, &delta, &dt_weight, &a.A_log, &a.B, &a.C, &D, &z, &bias})) return false;
   if (!state.is_cuda() || state.device() != a.u.device() || state.scalar_type() != at::kFloat) return false;
-  return dense(a.u) && dense(a.delta) && dense(a.A_log) && dense(a.D) && dense(a.delta_bias) && dense(state) &&
+  const bool delta_readable = folded ? unit_stride(a.dt) && dense(a.dt_proj_weight) : dense(a.delta);
+  return delta_readable && dense(a.u) && dense(a.A_log) && dense(a.D) && dense(a.delta_bias) && dense(state) &&
          unit_stride(a.B) && unit_stride(a.z) && a.B.strides() == a.C.strides();
 }
 #endif
@@ -107,7 +115,13 @@ at::Tensor conv_state_step(const at::Tensor& x, const at::Tensor& conv_state, co
 
 at::Tensor ssm_state_step(const SsmStepArgs& a, const at::Tensor& state) {
   const int64_t rows = a.u.size(0), d = a.u.size(1), n = a.A_log.size(1);
-  require_shape(a.delta, {rows, d}, "delta");
+  if (a.dt_proj_weight.defined()) {
+    if (a.delta.defined()) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "mamba decoding step: both delta and dt_proj");
+    require_shape(a.dt_proj_weight, {d, a.dt_proj_weight.size(1)}, "dt_proj_weight");
+    require_shape(a.dt, {rows, a.dt_proj_weight.size(1)}, "dt");
+  } else {
+    require_shape(a.delta, {rows, d}, "delta");
+  }
   require_shape(a.A_log, {d, n}, "A_log");
   require_shape(a.B, {rows, n}, "B");
   require_shape(a.C, {rows, n}, "C");
@@ -121,7 +135,7 @@ at::Tensor ssm_state_step(const SsmStepArgs& a, const at::Tensor& state) {
                                       a.u.size(1),
                                       a.A_log.size(1),
                                       a.u.const_data_ptr(),
-                                      a.delta.const_data_ptr(),
+                                      optional_ptr(a.delta),
                                       optional_ptr(a.z),
                                       a.z.defined() ? a.z.stride(0) : 0,
                                       a.B.const_data_ptr(),
@@ -129,7 +143,11 @@ at::Tensor ssm_state_step(const SsmStepArgs& a, const at::Tensor& state) {
                                       a.B.stride(0),
                                       a.A_log.const_data_ptr(),
                                       optional_ptr(a.D),
-                                      optional_ptr(a.delta_bias)};
+                                      optional_ptr(a.delta_bias),
+                                      optional_ptr(a.dt),
+                                      a.dt.defined() ? a.dt.stride(0) : 0,
+                                      a.dt.defined() ? a.dt.size(1) : 0,
+                                      optional_ptr(a.dt_proj_weight)};
     launch::check(kernels::ssm_state_step(in, state.mutable_data_ptr<float>(), y.mutable_data_ptr(),
                                           launch::stream_of(a.u)),
                   "ssm_state_step");

@@ -21,6 +21,10 @@ struct SsmStepArgs {
   at::Tensor A_log;             // [d, n]: A = -exp(A_log)
   at::Tensor B, C;              // [rows, n] (rows may be strided, as parts of x_proj's output)
   at::Tensor D, z, delta_bias;  // [d], [rows, d] (rows may be strided), [d]; each may be undefined
+  // dt_proj folded into the step (delta undefined): delta = dt @ dt_proj_weight^T in u's dtype,
+  // computed by the step's kernel, so that dt_proj needs no launch of its own. dt [rows, r] (rows
+  // may be strided: x_proj's output), dt_proj_weight [d, r].
+  at::Tensor dt, dt_proj_weight;
 };
 
 // dt = softplus(delta + delta_bias); h = exp(dt A) h + dt B u; y = (C . h + D u) SiLU(z).

@@ -31,7 +31,7 @@ cudaError_t conv_state_step(const ConvStepOperands& in, void* u, cudaStream_t st
 struct SsmStepOperands {
   Dtype dtype;
   int64_t rows, channels, state;
-  const void *u, *delta;  // [rows, d] contiguous; delta before its bias
+  const void *u, *delta;  // [rows, d] contiguous; delta before its bias, or null with dt_proj_weight
   const void* z;          // [rows, d] with z_row_stride elements between rows, or null (no gate)
   int64_t z_row_stride;
   const void *B, *C;  // [rows, n] each, bc_row_stride elements between rows
@@ -39,6 +39,12 @@ struct SsmStepOperands {
   const void* A_log;       // [d, n]: A = -exp(A_log)
   const void* D;           // [d] or null (no skip)
   const void* delta_bias;  // [d] or null
+  // With dt_proj_weight (delta null): delta = dt_proj_weight @ dt[row], the dt_proj product folded
+  // into the step (rounded to dtype, as the product's output would be). dt: [rows, dt_rank] with
+  // dt_row_stride elements between rows (x_proj's output); dt_proj_weight: [d, dt_rank].
+  const void* dt = nullptr;
+  int64_t dt_row_stride = 0, dt_rank = 0;
+  const void* dt_proj_weight = nullptr;
 };
 
 // dt = softplus(delta + delta_bias); h = exp(dt A) h + dt B u; y = (C . h + D u) SiLU(z):

@@ -63,6 +63,14 @@ cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, c
                              float* rstd, float* amax_slots, int64_t rows, int64_t hidden, float eps,
                              cudaStream_t stream);
 
+// The residual add in front of the norm with the residual stream in fp32 (a model's
+// residual_in_fp32; inference, no backward): sum = x + residual in fp32, then the norm of sum
+// rounded to dtype, as rms_norm_forward computes it. x, y: [rows, hidden] of dtype; residual,
+// sum: [rows, hidden] fp32. One instance of rms_norm_forward's kernel.
+cudaError_t add_rms_norm_forward_fp32_sum(Dtype dtype, const void* x, const float* residual, const void* weight,
+                                          void* y, float* sum, float* rstd, int64_t rows, int64_t hidden, float eps,
+                                          cudaStream_t stream);
+
 // How many fp32 rows of weight-gradient partial sums rms_norm_backward needs as scratch for
 // `rows` rows (one per thread block of its first kernel).
 int64_t rms_norm_weight_partials(int64_t rows);

@@ -39,6 +39,13 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps,
 // the gradient of x and y (one tensor).
 std::pair<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x, const at::Tensor& y, const at::Tensor& weight,
                                                double eps, AmaxRecording recording = AmaxRecording::None);
+// add_rms_norm for a residual stream kept in fp32 (Mamba's residual_in_fp32), at inference:
+// returns {h, rms_norm(h cast to y's dtype, weight, eps)} with h = residual + y in fp32 (fp64 for
+// fp64 y); residual fp32 of y's shape, y and weight of the model's dtype. On CUDA (no gradient asked) one kernel,
+// rms_norm.cu's forward with the add's sum in fp32; else the composition: h = residual + y, the
+// cast, then rms_norm.
+std::pair<at::Tensor, at::Tensor> add_rms_norm_fp32_residual(const at::Tensor& residual, const at::Tensor& y,
+                                                              const at::Tensor& weight, double eps);
 
 // SwiGLU: silu(gate) * up elementwise; gate and up of one shape. Composition: at::silu(gate) * up.
 at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
