@@ -6,6 +6,7 @@
 // The SwiGLU variant reads a fused gate/up matrix: the warp of feature n reads gate row n and up
 // row n, rounds both sums as the plain product would store them, and writes silu(gate) * up, so
 // that the activation's own launch and its round trip through memory go.
+#include "gemv_warp.cuh"
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -17,7 +18,6 @@ constexpr int kWarpsPerBlock = 4;
 template <typename T, int R, bool kSwiglu>
 __global__ void gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t out_features,
                             int64_t in_features) {
-  constexpr int V = kVectorWidth<T>;
   constexpr int P = kSwiglu ? 2 : 1;  // rows of w a warp reads
   const int64_t feature = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -25,31 +25,7 @@ __global__ void gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, T*
   const T* rows[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) rows[p] = w + (feature + p * out_features) * in_features;
-  float sums[P][R] = {};
-#pragma unroll 4
-  for (int64_t i = static_cast<int64_t>(lane) * V; i < in_features; i += 32 * V) {
-#pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const Pack<T, V> weights = load_pack<T, V>(rows[p] + i);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const Pack<T, V> inputs = load_pack<T, V>(x + r * in_features + i);
-#pragma unroll
-        for (int k = 0; k < V; ++k) sums[p][r] += to_float(weights.v[k]) * to_float(inputs.v[k]);
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float totals[P];
-#pragma unroll
-    for (int p = 0; p < P; ++p) totals[p] = warp_reduce(sums[p][r], SumOp());
-    if (lane != 0) continue;
-    if constexpr (kSwiglu)
-      y[r * out_features + feature] = from_float<T>(swiglu_of(rounded_to<T>(totals[0]), rounded_to<T>(totals[1])));
-    else
-      y[r * out_features + feature] = from_float<T>(totals[0]);
-  }
+  warp_gemv_rows<T, R, P>(rows, x, y, feature, out_features, in_features, lane);
 }
 
 template <typename T, int R, bool kSwiglu>

@@ -14,6 +14,7 @@
 // earlier kernel writes), then waits for that kernel (cudaGridDependencySynchronize) before it
 // reads x or writes anything. It lets the next such launch start as soon as all its blocks run.
 // Without the launch attribute the wait returns at once, and the trigger does nothing.
+#include "gemv_warp.cuh"
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -82,7 +83,6 @@ __global__ void norm_gemv_kernel(const T* __restrict__ x, const T* __restrict__ 
                                  const T* __restrict__ norm_weight, T* __restrict__ sum, const T* __restrict__ w,
                                  T* __restrict__ y, int64_t out_features, int64_t in_features, int norm_threads,
                                  float eps) {
-  constexpr int V = kVectorWidth<T>;
   constexpr int P = kSwiglu ? 2 : 1;
   const int64_t feature = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -116,31 +116,7 @@ __global__ void norm_gemv_kernel(const T* __restrict__ x, const T* __restrict__ 
     inputs = normed;
   }
   if (!has_feature) return;
-  float sums[P][R] = {};
-#pragma unroll 4
-  for (int64_t i = static_cast<int64_t>(lane) * V; i < in_features; i += 32 * V) {
-#pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const Pack<T, V> weights = load_pack<T, V>(rows[p] + i);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const Pack<T, V> values = load_pack<T, V>(inputs + r * in_features + i);
-#pragma unroll
-        for (int k = 0; k < V; ++k) sums[p][r] += to_float(weights.v[k]) * to_float(values.v[k]);
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float totals[P];
-#pragma unroll
-    for (int p = 0; p < P; ++p) totals[p] = warp_reduce(sums[p][r], SumOp());
-    if (lane != 0) continue;
-    if constexpr (kSwiglu)
-      y[r * out_features + feature] = from_float<T>(swiglu_of(rounded_to<T>(totals[0]), rounded_to<T>(totals[1])));
-    else
-      y[r * out_features + feature] = from_float<T>(totals[0]);
-  }
+  warp_gemv_rows<T, R, P>(rows, inputs, y, feature, out_features, in_features, lane);
 }
 
 template <typename T, int R, bool kSwiglu>
