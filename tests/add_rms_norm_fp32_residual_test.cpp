@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "dispatched_ops.hpp"
 #include "kernel_test_support.hpp"
 #include "triax/layers/fused_ops.hpp"
 
@@ -66,18 +67,8 @@ TEST(AddRmsNormFp32ResidualCpu, MatchesTheComposition) {
 }
 
 // The LibTorch adds and casts `work` dispatches: the composition's, none of the kernel's.
-thread_local int64_t composition_ops = 0;
 int64_t count_composition_ops(const std::function<void()>& work) {
-  composition_ops = 0;
-  auto callback = at::addThreadLocalCallback(
-      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-        const std::string name = fn.name();
-        if (name == "aten::add" || name == "aten::to" || name == "aten::copy_") ++composition_ops;
-        return nullptr;
-      }).scopes({at::RecordScope::FUNCTION}));
-  work();
-  at::removeCallback(callback);
-  return composition_ops;
+  return count_dispatched_ops(work, {"aten::add", "aten::to", "aten::copy_"});
 }
 
 TEST(AddRmsNormFp32ResidualCuda, KernelMatchesTheComposition) {

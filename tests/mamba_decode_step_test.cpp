@@ -14,6 +14,7 @@
 #include <functional>
 #include <string>
 
+#include "dispatched_ops.hpp"
 #include "decode_step.hpp"
 #include "mamba_scan_test_support.hpp"
 #include "triax/layers/fused_ops.hpp"
@@ -147,18 +148,8 @@ TEST(MambaDecodeStepCpu, MisshapenStateIsRefused) {
 }
 
 // The concatenations and copies `work` dispatches: the composition's, none of the kernels'.
-thread_local int64_t composition_ops = 0;
 int64_t count_composition_ops(const std::function<void()>& work) {
-  composition_ops = 0;
-  auto callback = at::addThreadLocalCallback(
-      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-        const std::string name = fn.name();
-        if (name == "aten::cat" || name == "aten::copy_") ++composition_ops;
-        return nullptr;
-      }).scopes({at::RecordScope::FUNCTION}));
-  work();
-  at::removeCallback(callback);
-  return composition_ops;
+  return count_dispatched_ops(work, {"aten::cat", "aten::copy_"});
 }
 
 void check_steps(const StepShape& s, c10::ScalarType dtype) {
