@@ -74,8 +74,7 @@ at::Tensor chunk_scan_cuda(const Chunks& k, const at::Tensor& entering) {
 }
 
 bool chunk_scan_backward_applies(const Chunks& k) {
-  const char* value = std::getenv("TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD");
-  return chunk_scan_applies(k) && (value == nullptr || std::string(value) != "0");
+  return chunk_scan_applies(k) && switched_on_unless_zero("TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD");
 }
 
 ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& dy) {
