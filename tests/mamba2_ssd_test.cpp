@@ -233,22 +233,6 @@ void expect_cuda_matches_cpu(Shape shape, uint64_t seed, int64_t chunk, bool wit
   }
 }
 
-// Skipped without a GPU (label gpu): two groups, an initial state, a length chunks of 64 do not divide.
-TEST(Mamba2SsdCuda, MatchesTheCpuInFp32AndBf16) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
-  expect_cuda_matches_cpu({2, 300, 8, 16, 2, 32}, 11, 64, true);
-}
-
-// Odd lengths, three groups of two heads, chunks of 32 (several tiles of the mask's backward in
-// one chunk, one partial), with and without an initial state.
-TEST(Mamba2SsdCuda, OddLengthsAndSeveralGroupsMatchTheCpu) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
-  for (bool initial : {false, true}) {
-    expect_cuda_matches_cpu({3, 257, 6, 8, 3, 16}, 21, 48, initial);
-    expect_cuda_matches_cpu({1, 77, 6, 8, 3, 16}, 23, 100, initial);
-  }
-}
-
 // An environment variable set for one scope (the chunk scan's switches are read at every
 // forward and backward), the previous value back after.
 class ScopedVariable {
@@ -268,6 +252,26 @@ class ScopedVariable {
   const char* name_;
   std::optional<std::string> previous_;
 };
+
+// Skipped without a GPU (label gpu): two groups, an initial state, a length chunks of 64 do not divide;
+// the masked-scores kernels and the fused chunk scan each.
+TEST(Mamba2SsdCuda, MatchesTheCpuInFp32AndBf16) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  for (const char* scan : {"0", "1"}) {
+    const ScopedVariable scan_switch("TRIAX_MAMBA2_CHUNK_SCAN", scan);
+    expect_cuda_matches_cpu({2, 300, 8, 16, 2, 32}, 11, 64, true);
+  }
+}
+
+// Odd lengths, three groups of two heads, chunks of 32 (several tiles of the mask's backward in
+// one chunk, one partial), with and without an initial state.
+TEST(Mamba2SsdCuda, OddLengthsAndSeveralGroupsMatchTheCpu) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  for (bool initial : {false, true}) {
+    expect_cuda_matches_cpu({3, 257, 6, 8, 3, 16}, 21, 48, initial);
+    expect_cuda_matches_cpu({1, 77, 6, 8, 3, 16}, 23, 100, initial);
+  }
+}
 
 // Whether the forward of `in` (on CUDA) takes the fused chunk scan: else a test of it tests nothing.
 void expect_fused_chunk_scan(const SsdInputs& in, int64_t chunk, bool expected) {

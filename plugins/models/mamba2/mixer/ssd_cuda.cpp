@@ -4,8 +4,6 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 #include "ssd_kernels.hpp"
 #include "triax/environment_switch.hpp"
@@ -47,11 +45,7 @@ bool ssd_kernels_apply(const Chunks& k) {
          launch::kernel_dtype(k.operand).has_value() && k.r <= kMaxHeadsPerGroup;
 }
 
-bool chunk_scan_switched_on() {
-  const char* value = std::getenv("TRIAX_MAMBA2_CHUNK_SCAN");
-  if (value == nullptr || *value == '\0') return kChunkScanByDefault;
-  return std::string(value) != "0";
-}
+bool chunk_scan_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_CHUNK_SCAN"); }
 
 bool chunk_scan_applies(const Chunks& k) {
   return chunk_scan_switched_on() && ssd_kernels_apply(k) && (k.operand == at::kBFloat16 || k.operand == at::kHalf) &&

@@ -13,12 +13,8 @@ namespace triax::mamba2::ssd {
 
 bool ssd_kernels_apply(const Chunks& k);
 
-// The fused chunk scan's default while TRIAX_MAMBA2_CHUNK_SCAN is unset: off until its GPU tests
-// have passed on a GPU (flip it then).
-constexpr bool kChunkScanByDefault = false;
-
-// TRIAX_MAMBA2_CHUNK_SCAN: "0" off, another value on, unset kChunkScanByDefault. Read at every
-// call (once per SSD forward), so that one process can compare both paths.
+// TRIAX_MAMBA2_CHUNK_SCAN: "0" off, otherwise on (unset included). Read at every call (once per SSD
+// forward), so that one process can compare both paths.
 bool chunk_scan_switched_on();
 
 // Whether the forward takes chunk_scan_cuda: switched on, ssd_kernels_apply, bf16 or fp16
