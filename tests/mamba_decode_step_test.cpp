@@ -214,8 +214,9 @@ TEST(MambaDecodeStepCuda, FoldedDtProjMatchesTheComposition) {
   ASSERT_TRUE(triax::fused_kernels_enabled());
   for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
     for (int64_t rows : {1, 32}) {
-      check_folded_steps({rows, 1536, 16, 4, 5}, 48, dtype);  // Mamba-130m: dt_rank 48 over 16 lanes
-      check_folded_steps({rows, 203, 5, 2, 3}, 3, dtype);     // fewer ranks than lanes
+      check_folded_steps({rows, 1536, 16, 4, 5}, 48, dtype);  // Mamba-130m: dt_rank 48
+      check_folded_steps({rows, 203, 5, 2, 3}, 3, dtype);     // fewer ranks than the sum's 4 chains
+      check_folded_steps({rows, 203, 40, 2, 3}, 7, dtype);    // 3 passes of 16 states, a rank left over
     }
 }
 
@@ -226,6 +227,7 @@ TEST(MambaDecodeStepCuda, KernelsMatchTheComposition) {
     for (int64_t rows : {1, 32}) {
       check_steps({rows, 1536, 16, 4, 6}, dtype);
       check_steps({rows, 203, 5, 2, 4}, dtype);
+      check_steps({rows, 203, 40, 2, 4}, dtype);  // state above 16: passes of 16
     }
 }
 
