@@ -3,7 +3,8 @@
 # the command line, and whole runs of tests/parity/tiny_moe_parity.yaml at expert-parallel
 # topologies against the single-rank run: losses, gradient norms, final parameters and every
 # named auxiliary loss within 1e-5 (fp32, CPU). Label: moe (the runs also carry parity).
-add_executable(moe_test ${CMAKE_CURRENT_LIST_DIR}/moe_test.cpp ${CMAKE_CURRENT_LIST_DIR}/moe_grouped_gemm_cuda_test.cpp)
+add_executable(moe_test ${CMAKE_CURRENT_LIST_DIR}/moe_test.cpp ${CMAKE_CURRENT_LIST_DIR}/moe_grouped_gemm_cuda_test.cpp
+                        ${CMAKE_CURRENT_LIST_DIR}/moe_fp8_experts_test.cpp)
 target_link_libraries(moe_test PRIVATE triax_moe_impl GTest::gtest_main)
 triax_use_pch(moe_test)
 triax_discover_test_suites(moe_test TEST_FILTER "-*Cuda*" TEST_LIST moe_test_cpu PROPERTIES LABELS "moe")
