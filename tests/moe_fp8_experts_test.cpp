@@ -12,6 +12,7 @@
 
 #include "error_of.hpp"
 #include "grouped_experts.hpp"
+#include "moe_model.hpp"
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
 #include "triax/layers/fp8_grouped_linear.hpp"
@@ -158,6 +159,24 @@ TEST(MoeFp8Experts, EmulatedFp8PathFollowsTheLoopWithinFp8Tolerance) {
     EXPECT_GT(relative_error(fp8[i], exact[i]), 1e-3) << kNames[i] << " is not quantised";
   }
   for (size_t i = 2; i < exact.size(); ++i) EXPECT_EQ(fp8[i][1].abs().max().item<double>(), 0.0) << kNames[i];
+}
+
+// In the moe model the fp8 section finds each MoE layer's experts under their module name.
+TEST(MoeFp8Experts, TheModelsExpertsAreChosenByTheirModuleName) {
+  ConfigReader reader = ConfigReader::from_text(
+      "vocab_size: 32\nhidden_size: 16\nintermediate_size: 32\nnum_hidden_layers: 2\nnum_attention_heads: 2\n"
+      "max_position_embeddings: 16\nmoe_config: {num_experts: 4, top_k: 2, layers: [1], moe_intermediate_size: 32}",
+      "model.model_config");
+  ModelContext context = context_with_fp8("{recipe: rowwise, linears: ['model.layers.*.mlp.experts']}");
+  context.last_block = 4;
+  context.init_method = YAML::Load("{std: 0.2}");
+  auto model = MoeModel::create(reader, context);
+  convert_linears_to_fp8(*model, context);
+  std::vector<std::string> chosen;
+  for (const auto& item : model->named_modules("", /*include_self=*/false))
+    if (auto experts = std::dynamic_pointer_cast<GroupedExperts>(item.value()); experts && experts->computes_in_fp8())
+      chosen.push_back(item.key());
+  EXPECT_EQ(chosen, std::vector<std::string>{"model.layers.1.mlp.experts"});
 }
 
 // Where at::_scaled_grouped_mm cannot run (here: the CPU), converted experts compute as before.
