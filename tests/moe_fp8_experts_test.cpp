@@ -219,8 +219,8 @@ TEST_F(MoeFp8ExpertsCuda, FollowsTheBf16GroupedGemmWithinFp8Tolerance) {
   const auto bf16 = outputs_and_gradients(experts_grouped_mm, rows, counts, gate, up, down, seed);
   const int64_t before = fp8_scaled_grouped_products();
   const auto fp8 = outputs_and_gradients(experts_fp8_grouped_mm, rows, counts, gate, up, down, seed);
-  // Three projections, each forward, input gradient and weight gradient.
-  EXPECT_EQ(fp8_scaled_grouped_products() - before, 9);
+  // Two products (gate and up as one, down), each forward, input gradient and weight gradient.
+  EXPECT_EQ(fp8_scaled_grouped_products() - before, 6);
   for (size_t i = 0; i < bf16.size(); ++i) {
     EXPECT_EQ(fp8[i].scalar_type(), at::kBFloat16) << kNames[i];
     EXPECT_LT(relative_error(fp8[i], bf16[i]), kTwoProducts) << kNames[i];
@@ -245,7 +245,9 @@ TEST_F(MoeFp8ExpertsCuda, ScaledGroupedMmEqualsTheCpuEmulation) {
   const auto cpu = outputs_and_gradients(experts_fp8_grouped_mm, rows, counts, gate, up, down, seed);
   const auto gpu = outputs_and_gradients(experts_fp8_grouped_mm, rows.cuda(), counts, gate.cuda(), up.cuda(),
                                          down.cuda(), seed.cuda());
-  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_LT(relative_error(gpu[i], cpu[i]), 1e-2) << kNames[i];
+  // 2e-2 rather than the dense test's 1e-2: here the down projection's input is itself a bf16
+  // result of the first product, and a last-bit difference there can move its fp8 rounding.
+  for (size_t i = 0; i < cpu.size(); ++i) EXPECT_LT(relative_error(gpu[i], cpu[i]), 2e-2) << kNames[i];
 }
 
 // A module converted by the fp8 section computes through at::_scaled_grouped_mm on the GPU.
@@ -256,7 +258,7 @@ TEST_F(MoeFp8ExpertsCuda, ConvertedExpertsTakeTheScaledGroupedProduct) {
   const at::Tensor rows = at::randn({64, 128}, at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16));
   const int64_t before = fp8_scaled_grouped_products();
   const at::Tensor out = model.experts->forward(rows, {10, 30, 0, 24});
-  EXPECT_EQ(fp8_scaled_grouped_products() - before, 3);
+  EXPECT_EQ(fp8_scaled_grouped_products() - before, 2);
   EXPECT_EQ(out.sizes(), rows.sizes());
 }
 

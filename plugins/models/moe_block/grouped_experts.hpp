@@ -61,7 +61,8 @@ at::Tensor experts_loop(const at::Tensor& rows, const std::vector<int64_t>& coun
 at::Tensor experts_grouped_mm(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
                               const at::Tensor& up, const at::Tensor& down);
 // The fp8 path: each expert's rows padded with zero rows to a positive multiple of 16
-// (Fp8RowGroups), the projections through fp8_grouped_linear, the padding dropped again.
+// (Fp8RowGroups), the projections through fp8_grouped_linear (gate and up as one), the padding
+// dropped again.
 at::Tensor experts_fp8_grouped_mm(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
                                   const at::Tensor& up, const at::Tensor& down);
 // Whether experts_grouped_mm runs on these operands: CUDA, bf16, compute capability 9.0 or later,
