@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <optional>
 
 #include "fp8_matmul.hpp"
 #include "triax/error.hpp"
@@ -114,11 +115,19 @@ Fp8RowGroups saved_groups(AutogradContext* ctx) {
   return groups;
 }
 
+// The weights of the product: `first` alone, or `first` and `second` stacked along N.
+at::Tensor stacked(const at::Tensor& first, const at::Tensor& second) {
+  return second.defined() ? at::cat({first, second}, 1) : first;
+}
+
 class Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLinearFunction> {
  public:
-  // x [M, K], weights [E, N, K] -> [M, N].
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weights,
-                            const Fp8RowGroups& groups) {
+  // x [M, K], first [E, N1, K] and second [E, N2, K] or undefined -> [M, N1 + N2].
+  // (An undefined tensor cannot be an autograd input: `second` is absent rather than undefined.)
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& first,
+                            const std::optional<at::Tensor>& maybe_second, const Fp8RowGroups& groups) {
+    const at::Tensor second = maybe_second.value_or(at::Tensor());
+    const at::Tensor weights = stacked(first, second);
     const int64_t experts = weights.size(0), n = weights.size(1), k = weights.size(2);
     const Fp8Matrix xq = per_row(x);
     const Fp8Matrix wq = per_row(weights.reshape({experts * n, k}));
@@ -128,34 +137,40 @@ class Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLine
     ctx->saved_data["rows"] = groups.rows;
     ctx->saved_data["ends"] = groups.ends;
     ctx->saved_data["group_of_block"] = groups.group_of_block;
-    // Rowwise scales depend on the contraction: backward quantises x and the weights again.
-    ctx->save_for_backward({x, weights});
+    // Rowwise scales depend on the contraction: backward quantises x and the weights again. The
+    // parameters are kept, not their concatenation (which would double the weights' memory).
+    ctx->save_for_backward({x, first, second});
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& x = saved[0];
-    const at::Tensor& weights = saved[1];
+    const at::Tensor& first = saved[1];
+    const at::Tensor& second = saved[2];
     const Fp8RowGroups groups = saved_groups(ctx);
     const at::Tensor grad_y = grads[0].contiguous();
-    const int64_t experts = weights.size(0), n = weights.size(1), k = weights.size(2);
     at::Tensor grad_x, grad_weights;
     if (ctx->needs_input_grad(0)) {
       // gy [M, N] per row; W [E, N, K] per column over N, stored [E, K, N] (read column-major).
+      const at::Tensor weights = stacked(first, second);
+      const int64_t experts = weights.size(0), n = weights.size(1), k = weights.size(2);
       const Fp8Matrix gq = per_row(grad_y);
       const Fp8Matrix wq = per_row(weights.transpose(1, 2).contiguous().view({experts * k, n}));
       grad_x = scaled_grouped_mm(gq.data, gq.scale, wq.data.view({experts, k, n}).transpose(1, 2),
                                  wq.scale.view({experts, k}), groups, x.scalar_type(), /*fast_accumulation=*/false);
     }
-    if (ctx->needs_input_grad(1)) {
-      // gy^T [N, M] and x [M, K] (stored [K, M]), scaled per column over each group's rows.
-      const Fp8Matrix gq = per_group_column(grad_y, groups);
-      const Fp8Matrix xq = per_group_column(x, groups);
-      grad_weights = scaled_grouped_mm(gq.transposed, gq.scale, xq.transposed.t(), xq.scale, groups,
-                                       weights.scalar_type(), /*fast_accumulation=*/false);
-    }
-    return {grad_x, grad_weights, at::Tensor()};
+    // needs_input_grad counts the tensors given: index 2 exists only with `second`.
+    if (!ctx->needs_input_grad(1) && !(second.defined() && ctx->needs_input_grad(2)))
+      return {grad_x, at::Tensor(), at::Tensor(), at::Tensor()};
+    // gy^T [N, M] and x [M, K] (stored [K, M]), scaled per column over each group's rows.
+    const Fp8Matrix gq = per_group_column(grad_y, groups);
+    const Fp8Matrix xq = per_group_column(x, groups);
+    grad_weights = scaled_grouped_mm(gq.transposed, gq.scale, xq.transposed.t(), xq.scale, groups, first.scalar_type(),
+                                     /*fast_accumulation=*/false);
+    if (!second.defined()) return {grad_x, grad_weights, at::Tensor(), at::Tensor()};
+    const int64_t n1 = first.size(1);
+    return {grad_x, grad_weights.narrow(1, 0, n1), grad_weights.narrow(1, n1, second.size(1)), at::Tensor()};
   }
 };
 
@@ -197,12 +212,17 @@ int64_t Fp8RowGroups::total() const {
   return sum;
 }
 
-at::Tensor fp8_grouped_linear(const at::Tensor& x, const at::Tensor& weights, const Fp8RowGroups& groups) {
-  if (x.dim() != 2 || weights.dim() != 3 || x.size(1) != weights.size(2) ||
-      weights.size(0) != static_cast<int64_t>(groups.rows.size()) || x.size(0) != groups.total())
+at::Tensor fp8_grouped_linear(const at::Tensor& x, const at::Tensor& weights, const Fp8RowGroups& groups,
+                              const at::Tensor& more_weights) {
+  auto fits = [&](const at::Tensor& w) {
+    return w.dim() == 3 && w.size(2) == x.size(1) && w.size(0) == static_cast<int64_t>(groups.rows.size());
+  };
+  if (x.dim() != 2 || x.size(0) != groups.total() || !fits(weights) || (more_weights.defined() && !fits(more_weights)))
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
                 "fp8_grouped_linear: expected x [rows of the groups, K] and weights [groups, N, K]");
-  return grouped_fp8::Fp8GroupedLinearFunction::apply(x, weights, groups);
+  const std::optional<at::Tensor> second =
+      more_weights.defined() ? std::optional<at::Tensor>(more_weights) : std::nullopt;
+  return grouped_fp8::Fp8GroupedLinearFunction::apply(x, weights, second, groups);
 }
 
 std::string fp8_grouped_products_unavailable(const at::Tensor& x, const at::Tensor& weights) {

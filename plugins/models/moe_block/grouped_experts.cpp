@@ -114,7 +114,7 @@ at::Tensor experts_fp8_grouped_mm(const at::Tensor& rows, const std::vector<int6
   // Gate and up as one product over [E, 2 x intermediate, hidden], as the dense MLP's fused
   // gate_up: x is quantised once and one grouped product runs instead of two, each way.
   const at::Tensor activated = gate.defined()
-                                   ? swiglu_halves(fp8_grouped_linear(x, at::cat({gate, up}, 1), groups))
+                                   ? swiglu_halves(fp8_grouped_linear(x, gate, groups, /*more_weights=*/up))
                                    : at::square(at::relu(fp8_grouped_linear(x, up, groups)));
   return fp8_grouped_linear(activated, down, groups).index_select(0, where);
 }

@@ -57,8 +57,11 @@ struct Fp8RowGroups {
 };
 
 // x [total rows, K] (bf16 on CUDA; any floating dtype on the CPU), weights [groups, N, K] ->
-// [total rows, N] in x's dtype; differentiable in x and weights.
-at::Tensor fp8_grouped_linear(const at::Tensor& x, const at::Tensor& weights, const Fp8RowGroups& groups);
+// [total rows, N] in x's dtype; differentiable in x and the weights. `more_weights` [groups, N2, K]:
+// stacked after `weights` along N, both in one product ([total rows, N + N2]; the MoE experts'
+// gate and up) without keeping their concatenation for backward.
+at::Tensor fp8_grouped_linear(const at::Tensor& x, const at::Tensor& weights, const Fp8RowGroups& groups,
+                              const at::Tensor& more_weights = {});
 
 // Why fp8_grouped_linear cannot run on the GPU for these operands (not CUDA, not bf16, a compute
 // capability other than 9.x or 10.x, or a side not a multiple of 16), or empty when it can.
