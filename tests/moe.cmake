@@ -29,6 +29,11 @@ if(TRIAX_CUDA)
                    0.1 --set model.model_config.moe_config.moe_intermediate_size=32 --set fp8.recipe=rowwise
                    --set "fp8.linears=[model.layers.*.mlp.experts]")
   set_tests_properties(moe.gpu_fp8_experts_follow_cpu_fp32 PROPERTIES LABELS "gpu;moe" TIMEOUT 300)
+  # The experts' forward + backward in bf16 against fp8 at moe-1b's layer (built, not run by ctest).
+  add_executable(moe_fp8_experts_bench ${CMAKE_CURRENT_LIST_DIR}/moe_fp8_experts_bench.cpp)
+  target_link_libraries(moe_fp8_experts_bench PRIVATE triax_moe_block)
+  triax_use_pch(moe_fp8_experts_bench)
+  add_dependencies(triax_benches moe_fp8_experts_bench)
 endif()
 
 add_test(NAME moe.bad_input COMMAND ${CMAKE_CURRENT_LIST_DIR}/moe_bad_input_test.sh $<TARGET_FILE:triax>
