@@ -7,7 +7,7 @@
 // bf16, with sizes the kernel accepts, each projection is one grouped GEMM (at::_grouped_mm, all
 // experts in one call); otherwise it is a loop of one matmul per expert (the CPU path). Both are
 // differentiable and compute the same function (tests/moe_grouped_gemm_cuda_test.cpp). Chosen for
-// fp8 (fp8.recipe rowwise, docs/fp8.md), the three projections run as grouped fp8 products
+// fp8 (fp8.recipe rowwise, docs/fp8.md), the projections run as grouped fp8 products
 // (at::_scaled_grouped_mm, triax/layers/fp8_grouped_linear.hpp) where they can, else (the CPU, a
 // GPU other than sm_90/sm_100) as before, with the reason logged once.
 #pragma once
@@ -54,7 +54,7 @@ class GroupedExperts : public SpecifiedModule, public Fp8GroupedProducts {
   bool fp8_ = false;
 };
 
-// The two implementations, on explicit weights (tests compare them); an undefined gate: the
+// The implementations, on explicit weights (tests compare them); an undefined gate: the
 // squared-ReLU experts.
 at::Tensor experts_loop(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
                         const at::Tensor& up, const at::Tensor& down);
