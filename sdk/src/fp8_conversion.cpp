@@ -9,10 +9,12 @@
 
 #include "fp8_matmul.hpp"
 #include "recorded_amax.hpp"
+#include "triax/environment_switch.hpp"
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
 #include "triax/fp8_weight_amax.hpp"
 #include "triax/glob_match.hpp"
+#include "triax/layers/fp8_grouped_linear.hpp"
 #include "triax/layers/fp8_weight_cache.hpp"
 #include "triax/layers/grouped_query_attention.hpp"
 #include "triax/layers/linear.hpp"
@@ -44,6 +46,37 @@ std::array<int64_t, 2> shape_of(const at::Tensor& matrix) { return {matrix.size(
 // choose exactly the layers they name.
 bool too_small_for_fp8(const Fp8Options& options, const std::array<int64_t, 2>& shape) {
   return options.linears == Fp8Options().linears && std::min(shape[0], shape[1]) < options.min_gemm_size;
+}
+
+// Grouped products (the MoE experts) go to fp8 by the linears' patterns and size rule, with
+// rowwise scales only: at::_scaled_grouped_mm takes e4m3 operands and rowwise scales, not the
+// tensorwise recipe's e5m2 gradients. With the default patterns a tensorwise run keeps them in the
+// model's dtype (said once); patterns of the config's own that name them are refused.
+// TRIAX_FP8_EXPERTS=0 keeps them in the model's dtype (to time their share in one build).
+void convert_grouped_products(Fp8GroupedProducts& module, const std::string& name, const Fp8Options& options,
+                              const ModelContext& context) {
+  if (too_small_for_fp8(options, module.fp8_product_sides())) return;
+  static std::atomic<bool> said{false};
+  auto say_once = [&](const std::string& why) {
+    if (!said.exchange(true))
+      context.host.log(TRIAX_LOG_INFO, "fp8: the grouped products of '" + name +
+                                           "' (and any like it) stay in the model's dtype: " + why);
+  };
+  static const bool experts_on = switched_on_unless_zero("TRIAX_FP8_EXPERTS");
+  if (!experts_on) {
+    say_once("TRIAX_FP8_EXPERTS=0");
+    return;
+  }
+  if (options.recipe != Fp8Recipe::Rowwise) {
+    if (options.linears != Fp8Options().linears)
+      throw Error(TRIAX_ERROR_INVALID_CONFIG,
+                  "fp8.recipe: tensorwise cannot train '" + name +
+                      "' (grouped expert products) in fp8: at::_scaled_grouped_mm takes rowwise scales and e4m3 "
+                      "gradients only; use fp8.recipe: rowwise, or leave it out of fp8.linears");
+    say_once("fp8.recipe tensorwise (the grouped fp8 product is rowwise only; fp8.recipe: rowwise takes them)");
+    return;
+  }
+  module.compute_grouped_in_fp8(name);
 }
 
 // The norms of the SDK's decoder layer compute the amaxes of fp8 operands as they write them, so
@@ -114,6 +147,8 @@ void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& contex
       if (too_small_for_fp8(options, row->matrix_shape())) continue;
       row->compute_in_fp8(options.recipe, name);
       converted.push_back(name);
+    } else if (auto grouped = std::dynamic_pointer_cast<Fp8GroupedProducts>(item.value())) {
+      convert_grouped_products(*grouped, name, options, context);
     }
   }
   // Rowwise scales come from amaxes along a dimension: the norms' tensor amax would go unused.

@@ -52,21 +52,6 @@ void scale_to_fp8(const at::Tensor& t, const at::Tensor& multiplier, c10::Scalar
   if (transposed) m.transposed = m.data.t().contiguous();
 }
 
-struct ScaleAndMultiplier {
-  at::Tensor scale, multiplier;
-};
-
-// The scale (amax / largest) and the multiplier (largest / amax) from the amax, all-reduced (MAX)
-// over tp where the amax spans split dimensions.
-ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, const TensorParallel& tp) {
-  amax = amax.to(at::kFloat).contiguous();
-  if (scaling.across_tp && tp.size > 1) tp.host.all_reduce(TRIAX_GROUP_TP, amax, TRIAX_REDUCE_MAX);
-  amax.clamp_min_(kAmaxFloor);
-  const double largest = largest_value(scaling.format);
-  // Scaled by largest / amax, no value exceeds the format's largest by more than fp32's rounding.
-  return {amax / largest, amax.reciprocal() * largest};
-}
-
 #ifdef TRIAX_WITH_CUDA
 // The tensorwise scales of a contiguous CUDA tensor: {scale, multiplier, amax} in one allocation,
 // the scale at its start (cuBLASLt refuses a scale that is not 16-byte aligned, and
@@ -109,6 +94,15 @@ ScaleAndMultiplier scales_of(const at::Tensor& t, const Scaling& scaling, const 
 }
 
 }  // namespace
+
+ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, const TensorParallel& tp) {
+  amax = amax.to(at::kFloat).contiguous();
+  if (scaling.across_tp && tp.size > 1) tp.host.all_reduce(TRIAX_GROUP_TP, amax, TRIAX_REDUCE_MAX);
+  amax.clamp_min_(kAmaxFloor);
+  const double largest = largest_value(scaling.format);
+  // Scaled by largest / amax, no value exceeds the format's largest by more than fp32's rounding.
+  return {amax / largest, amax.reciprocal() * largest};
+}
 
 Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp, Layout layout) {
   if (t.dim() != 2) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "fp8 quantise: expected a matrix");

@@ -31,6 +31,15 @@ struct Scaling {
 // Which layouts of the fp8 matrix a caller needs (both come from one read where kernels apply).
 enum class Layout { RowMajor, Transposed, Both };
 
+// A scale (amax / largest of the format) and its multiplier (largest / amax), fp32, shaped as the amax.
+struct ScaleAndMultiplier {
+  at::Tensor scale, multiplier;
+};
+
+// The scales from amaxes of any shape (zero amaxes get a finite scale), all-reduced (MAX) over tp
+// first where `scaling.across_tp` says the amax spans split dimensions.
+ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, const TensorParallel& tp);
+
 // t [rows, cols] in any floating dtype -> its fp8 values and scale.
 Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp,
                    Layout layout = Layout::RowMajor);

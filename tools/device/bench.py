@@ -19,6 +19,7 @@ Standard library only: the GPU machine has no package registry.
   tools/device/bench.sh --family mamba2 780m              # Mamba-2 780m against MambaLMHeadModel with Mamba2 layers
   tools/device/bench.sh --peer none 780m                  # the Llama of the same size, for the Mamba-2/Llama ratio
   tools/device/bench.sh --family qwen3                    # Qwen3-0.6B and -1.7B shapes, triax alone
+  tools/device/bench.sh --family moe --peer none 1b --variant bf16 --variant 'fp8 fp8.recipe=rowwise'
 """
 import argparse
 import json
@@ -46,6 +47,9 @@ FAMILIES = {
     # Qwen3's shapes (the qwen3 plugin): triax alone unless --peer names a script for them.
     "qwen3": dict(sizes=["0.6b", "1.7b"], extra_sizes=[], config="configs/bench/qwen3-{size}.yaml",
                   peer="none", peer_args=""),
+    # The Mixtral-shaped mixture of experts against transformers' MixtralForCausalLM of its shape.
+    "moe": dict(sizes=["1b"], extra_sizes=[], config="configs/bench/moe-{size}.yaml",
+                peer=str(ROOT / "tools/device/moe_peer_bench.py"), peer_args="--compile"),
 }
 GIB = 2**30
 
@@ -60,14 +64,15 @@ def parse_args(argv):
     p.add_argument("sizes", nargs="*", help="model sizes: llama " + ", ".join(FAMILIES["llama"]["sizes"])
                    + " (and, when named, " + ", ".join(FAMILIES["llama"]["extra_sizes"]) + "); mamba "
                    + ", ".join(FAMILIES["mamba"]["sizes"]) + "; mamba2 " + ", ".join(FAMILIES["mamba2"]["sizes"])
-                   + "; qwen3 " + ", ".join(FAMILIES["qwen3"]["sizes"])
+                   + "; qwen3 " + ", ".join(FAMILIES["qwen3"]["sizes"]) + "; moe " + ", ".join(FAMILIES["moe"]["sizes"])
                    + " (default: the family's sizes not named 'extra')")
     p.add_argument("--family", default="llama", choices=sorted(FAMILIES),
                    help="llama: configs/bench/smollm-SIZE.yaml against .devdeps/peer_bench.py (default); "
                         "mamba: configs/bench/mamba-SIZE.yaml against tools/device/mamba_ssm_peer.py "
                         "(mamba-ssm, built by tools/device/build_mamba_peer.sh); "
                         "mamba2: configs/bench/mamba2-SIZE.yaml against tools/device/mamba2_ssm_peer.py "
-                        "(mamba-ssm's Mamba2 layers); qwen3: configs/bench/qwen3-SIZE.yaml, no peer")
+                        "(mamba-ssm's Mamba2 layers); qwen3: configs/bench/qwen3-SIZE.yaml, no peer; "
+                        "moe: configs/bench/moe-SIZE.yaml against tools/device/moe_peer_bench.py")
     p.add_argument("--triax", default=str(ROOT / "build-gpu/bin/triax"), help="triax executable")
     p.add_argument("--peer", default=None,
                    help="peer script, or 'none' to run triax only (default: the family's, see --family)")

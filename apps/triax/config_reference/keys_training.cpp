@@ -243,8 +243,10 @@ Section section_fp8() {
 row-parallel linears in fp8: weights, activations and gradients are cast to fp8 with scales
 computed on the fly every step, the products run through `at::_scaled_mm` (GPUs of compute
 capability 8.9 or newer; the CPU emulates them), the parameters, master weights and optimizer are
-unchanged. The embedding, the output head and the MoE router stay in the model's dtype; MoE
-experts too. `docs/fp8.md`.)md";
+unchanged. The embedding, the output head and the MoE router stay in the model's dtype; the MoE
+experts (a module such as `model.layers.1.mlp.experts`, chosen like a linear) train in fp8 with
+`rowwise` only, through `at::_scaled_grouped_mm` (compute capability 9.x and 10.x; elsewhere in the
+model's dtype). `docs/fp8.md`.)md";
   s.keys = {
       Key("recipe", choice({"tensorwise", "rowwise"}), "triax",
           R"md(`tensorwise`: one scale per tensor, activations and weights in e4m3, gradients in e5m2;

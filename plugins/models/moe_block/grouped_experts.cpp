@@ -5,8 +5,11 @@
 #include <ATen/cuda/CUDAContext.h>
 #endif
 
+#include <atomic>
 #include <numeric>
+#include <string>
 
+#include "triax/error.hpp"
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
 
@@ -37,8 +40,28 @@ at::Tensor GroupedExperts::forward(const at::Tensor& rows, const std::vector<int
   const at::Tensor gate = gate_proj.defined() ? replicated_on_sequence_shard(gate_proj, tp_) : at::Tensor();
   const at::Tensor up = replicated_on_sequence_shard(up_proj, tp_);
   const at::Tensor down = replicated_on_sequence_shard(down_proj, tp_);
+  if (fp8_) {
+    const std::string unavailable = fp8_grouped_products_unavailable(rows, up);
+    if (unavailable.empty()) return experts_fp8_grouped_mm(rows, counts, gate, up, down);
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      tp_.host.log(TRIAX_LOG_WARNING, std::string("fp8: the MoE experts compute in ") +
+                                          c10::toString(rows.scalar_type()) + " instead: " + unavailable);
+  }
   if (grouped_mm_applies(rows, up)) return experts_grouped_mm(rows, counts, gate, up, down);
   return experts_loop(rows, counts, gate, up, down);
+}
+
+std::array<int64_t, 2> GroupedExperts::fp8_product_sides() const { return {up_proj.size(1), up_proj.size(2)}; }
+
+void GroupedExperts::compute_grouped_in_fp8(const std::string& name) {
+  const int64_t intermediate = up_proj.size(1), hidden = up_proj.size(2);
+  if (intermediate % 16 != 0 || hidden % 16 != 0)
+    throw Error(TRIAX_ERROR_INVALID_CONFIG, "fp8.linears: experts '" + name + "' are [intermediate " +
+                                                std::to_string(intermediate) + ", hidden " + std::to_string(hidden) +
+                                                "]; fp8 products need both in multiples of 16 (leave them out of "
+                                                "fp8.linears, or train without fp8)");
+  fp8_ = true;
 }
 
 at::Tensor experts_loop(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
@@ -71,6 +94,29 @@ at::Tensor experts_grouped_mm(const at::Tensor& rows, const std::vector<int64_t>
   const at::Tensor activated =
       gate.defined() ? swiglu(at::_grouped_mm(rows, gate.transpose(-2, -1), offs), u) : at::square(at::relu(u));
   return at::_grouped_mm(activated, down.transpose(-2, -1), offs);
+}
+
+at::Tensor experts_fp8_grouped_mm(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
+                                  const at::Tensor& up, const at::Tensor& down) {
+  // Where each row goes in the padded layout. A zero row adds nothing to a weight's gradient and
+  // the rows dropped at the end get no gradient: the padding is exact.
+  std::vector<int64_t> padded(counts.size()), place;
+  place.reserve(static_cast<size_t>(rows.size(0)));
+  int64_t start = 0;
+  for (size_t e = 0; e < counts.size(); ++e) {
+    for (int64_t i = 0; i < counts[e]; ++i) place.push_back(start + i);
+    padded[e] = Fp8RowGroups::padded(counts[e]);
+    start += padded[e];
+  }
+  const Fp8RowGroups groups = Fp8RowGroups::of(std::move(padded), rows.device());
+  const at::Tensor where = at::tensor(place, at::TensorOptions().dtype(at::kLong)).to(rows.device(), true);
+  const at::Tensor x = at::zeros({start, rows.size(1)}, rows.options()).index_copy(0, where, rows);
+  // Gate and up as one product over [E, 2 x intermediate, hidden], as the dense MLP's fused
+  // gate_up: x is quantised once and one grouped product runs instead of two, each way.
+  const at::Tensor activated = gate.defined()
+                                   ? swiglu_halves(fp8_grouped_linear(x, gate, groups, /*more_weights=*/up))
+                                   : at::square(at::relu(fp8_grouped_linear(x, up, groups)));
+  return fp8_grouped_linear(activated, down, groups).index_select(0, where);
 }
 
 bool grouped_mm_applies(const at::Tensor& rows, const at::Tensor& up) {

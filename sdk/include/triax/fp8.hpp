@@ -17,9 +17,11 @@ namespace triax {
 struct ModelContext;
 
 // Switches every column- and row-parallel linear of `model` whose name matches
-// context.fp8->linears to fp8 (nothing when context.fp8 is null). Refuses, naming the key and the
-// layer, a CUDA device without fp8 tensor cores and a layer whose dimensions on this rank are not
-// multiples of 16.
+// context.fp8->linears to fp8 (nothing when context.fp8 is null), and with recipe rowwise every
+// module with grouped products (the MoE experts, triax/layers/fp8_grouped_linear.hpp) chosen the
+// same way. Refuses, naming the key and the layer, a CUDA device without fp8 tensor cores, a layer
+// whose dimensions on this rank are not multiples of 16, and experts named by patterns of the
+// config's own under recipe tensorwise.
 void convert_linears_to_fp8(torch::nn::Module& model, const ModelContext& context);
 
 // The parameters may have changed (an optimizer step, a checkpoint load): the fp8 weights kept
