@@ -284,6 +284,8 @@ TEST_F(Fp8ProducerAmaxCuda, RotaryQkvBackwardRecordsTheGradientsAmaxOnlyWhenAske
   }
 }
 
+bool finite(const at::Tensor& t) { return at::isfinite(t).all().item<bool>(); }
+
 struct LayerStep {
   at::Tensor loss;
   std::vector<at::Tensor> grads;  // the inputs', then every parameter's
@@ -347,7 +349,9 @@ TEST_F(Fp8ProducerAmaxCuda, ADecoderLayerTakesSevenOfItsTwelveAmaxesFromProducer
       if (noise == 0.0)
         EXPECT_TRUE(at::equal(fused.grads[i], own.grads[i])) << what << ", gradient " << i;
       else
-        EXPECT_LE(moved, 4.0 * noise) << what << ", gradient " << i << ": the repeat moved it by " << noise;
+        EXPECT_LE(moved, 4.0 * noise) << what << ", gradient " << i << ": the repeat moved it by " << noise
+                                      << " (all finite: own " << finite(own.grads[i]) << ", with records "
+                                      << finite(fused.grads[i]) << ", repeat " << finite(repeat.grads[i]) << ")";
     }
   }
 }
