@@ -17,6 +17,7 @@
 #include "error_of.hpp"
 #include "mamba2_ssd_reference.hpp"
 #include "model_reference_support.hpp"
+#include "scoped_variable.hpp"
 #include "ssd.hpp"
 
 #ifdef TRIAX_WITH_CUDA
@@ -248,26 +249,6 @@ TEST(Mamba2SsdCuda, OddLengthsAndSeveralGroupsMatchTheCpu) {
     expect_cuda_matches_cpu({1, 77, 6, 8, 3, 16}, 23, 100, initial);
   }
 }
-
-// An environment variable set for one scope (the chunk scan's switches are read at every
-// forward and backward), the previous value back after.
-class ScopedVariable {
- public:
-  ScopedVariable(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedVariable() {
-    if (previous_) setenv(name_, previous_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  ScopedVariable(const ScopedVariable&) = delete;
-  ScopedVariable& operator=(const ScopedVariable&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
-};
 
 // Whether the forward of `in` (on CUDA) takes the fused chunk scan: else a test of it tests nothing.
 void expect_fused_chunk_scan(const SsdInputs& in, int64_t chunk, bool expected) {
