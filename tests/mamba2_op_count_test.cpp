@@ -49,7 +49,7 @@ TEST(Mamba2LayerOps, CopiesFillsAndAddsAroundTheScanStayFew) {
   const OpCounts counts = mixer_step_ops();
   std::cout << "copy, fill, add and cat ops of one Mamba-2 mixer's forward + backward, by caller:\n";
   for (const auto& [name, count] : counts) std::cout << "  " << name << " " << count << "\n";
-  const std::vector<std::string> layout_ops{"aten::contiguous",     "aten::clone",          "aten::reshape",
+  const std::vector<std::string> layout_ops{"aten::contiguous",     "aten::clone",           "aten::reshape",
                                             "aten::slice_backward", "aten::select_backward", "aten::constant_pad_nd"};
   const int64_t copies = total(counts, "aten::copy_", layout_ops), casts = total(counts, "aten::copy_", {"aten::to"});
   const int64_t fills = total(counts, "aten::zero_", {"aten::zeros", "aten::slice_backward", "aten::select_backward"}) +
@@ -58,11 +58,13 @@ TEST(Mamba2LayerOps, CopiesFillsAndAddsAroundTheScanStayFew) {
   const int64_t cats = total(counts, "aten::cat", {"aten::stack"});
   std::cout << "copies " << copies << ", casts " << casts << ", fills " << fills << ", adds " << adds << ", cats "
             << cats << "\n";
-  EXPECT_LE(copies, 99);
-  EXPECT_LE(casts, 99);
-  EXPECT_LE(fills, 99);
-  EXPECT_LE(adds, 99);
-  EXPECT_LE(cats, 99);
+  // Before the split_with_sizes splits and the SSD's one-pass products (main, 2026-12-07): copies
+  // 24, casts 77, fills 13, adds 21, cats 3 (docs/mamba2.md).
+  EXPECT_LE(copies, 12);
+  EXPECT_LE(casts, 64);
+  EXPECT_LE(fills, 3);
+  EXPECT_LE(adds, 13);
+  EXPECT_LE(cats, 5);
 }
 
 }  // namespace
