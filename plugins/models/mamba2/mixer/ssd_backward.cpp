@@ -95,7 +95,11 @@ void chunk_states_backward(const Chunks& k, const at::Tensor& dstates, ChunkGrad
   const at::Tensor ds = dstates.to(k.operand);
   accumulate(grads.B, product(weighted_xdt(k, w), ds, k.type));
   const at::Tensor dweighted = product(k.B, ds.transpose(-1, -2), k.type).view({k.b, k.c, k.g, k.q, k.r, k.p});
-  accumulate(grads.xdt, dweighted * w);
+  // On CUDA one pass (addcmul_); on CPU the product, then the sum: the reference's roundings.
+  if (grads.xdt.is_cuda())
+    grads.xdt.addcmul_(dweighted, w);  // defined: diagonal_backward ran first
+  else
+    grads.xdt.add_(dweighted * w);
   // xdt in the operand type, widened exactly inside the product (no copy in the compute type).
   const at::Tensor x = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p});
   const at::Tensor dw = (dweighted * x).sum(-1).transpose(3, 4) * to_end;  // of decay_end - decay_j
