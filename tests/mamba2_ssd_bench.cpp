@@ -6,8 +6,9 @@
 // allocator. --cuda: the SSD with bf16 x, B and C (fp32 dt and A, as the mixer passes them),
 // batch 8 unless given; bytes and peaks from the CUDA caching allocator. The layer runs in bf16,
 // timed forward and backward. TRIAX_MAMBA2_FUSED_NORM=0 and TRIAX_MAMBA2_SSD_KERNELS=0 time the
-// LibTorch compositions the mixer's CUDA kernels replace. With --cuda, everything is timed twice in
-// one run: the fused chunk scan switched off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1).
+// LibTorch compositions the mixer's CUDA kernels replace. With --cuda, everything is timed three
+// times in one run: the fused chunk scan switched off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1),
+// then on with the token-major conv1d (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two).
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu_live_bytes.hpp"
@@ -162,7 +164,7 @@ void measure_layer(const Setting& s) {
 void print_kernel_switches() {
   for (const char* variable :
        {"TRIAX_FUSED_KERNELS", "TRIAX_MAMBA2_FUSED_NORM", "TRIAX_MAMBA2_SSD_KERNELS", "TRIAX_MAMBA2_CHUNK_SCAN",
-        "TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD"}) {
+        "TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "TRIAX_MAMBA2_TOKEN_MAJOR_CONV"}) {
     const char* value = std::getenv(variable);
     std::printf("%s=%s\n", variable, value ? value : "(unset: on)");
   }
@@ -195,8 +197,11 @@ int main(int argc, char** argv) {
     measure_layer(s);
     return 0;
   }
-  for (const char* chunk_scan : {"0", "1"}) {  // read at every SSD forward (ssd_cuda.hpp)
+  // Both read at every call (ssd_cuda.hpp, token_major_conv_cuda.hpp).
+  const std::pair<const char*, const char*> switches[] = {{"0", "0"}, {"1", "0"}, {"1", "1"}};
+  for (const auto& [chunk_scan, token_major_conv] : switches) {
     setenv("TRIAX_MAMBA2_CHUNK_SCAN", chunk_scan, 1);
+    setenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", token_major_conv, 1);
     std::printf("\n");
     print_kernel_switches();
     time_ssd(s);

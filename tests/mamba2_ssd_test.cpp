@@ -17,6 +17,7 @@
 #include "error_of.hpp"
 #include "mamba2_ssd_reference.hpp"
 #include "model_reference_support.hpp"
+#include "scoped_variable.hpp"
 #include "ssd.hpp"
 
 #ifdef TRIAX_WITH_CUDA
@@ -232,26 +233,6 @@ void expect_cuda_matches_cpu(Shape shape, uint64_t seed, int64_t chunk, bool wit
     }
   }
 }
-
-// An environment variable set for one scope (the chunk scan's switches are read at every
-// forward and backward), the previous value back after.
-class ScopedVariable {
- public:
-  ScopedVariable(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) previous_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedVariable() {
-    if (previous_) setenv(name_, previous_->c_str(), 1);
-    else unsetenv(name_);
-  }
-  ScopedVariable(const ScopedVariable&) = delete;
-  ScopedVariable& operator=(const ScopedVariable&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> previous_;
-};
 
 // Skipped without a GPU (label gpu): two groups, an initial state, a length chunks of 64 do not divide;
 // the masked-scores kernels and the fused chunk scan each.

@@ -4,19 +4,16 @@
 // loops over the sequence, so the counts of two lengths separate the per-token ops of its loop
 // from the fixed ops of the layer. The table is printed (docs/performance.md quotes it) and the
 // fixed counts are held at or below today's.
-#include <ATen/record_function.h>
 #include <gtest/gtest.h>
 
 #include <iostream>
-#include <functional>
-#include <map>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "mamba_mixer.hpp"
 #include "mamba_model.hpp"
 #include "mamba_test_support.hpp"
+#include "ops_by_caller.hpp"
 #include "ssm_block.hpp"
 
 namespace {
@@ -28,46 +25,9 @@ using triax::mamba::MambaMixer;
 using triax::mamba::SsmBlock;
 using triax::mamba::SsmBlockNorm;
 
-using OpCounts = std::map<std::string, int64_t>;
-
-// The ops that launch a copy, cast, fill, add or concatenation kernel of their own, at any depth,
-// each keyed by the top-level op that called it (the op the caller or an autograd node entered):
-// "aten::copy_ <- aten::to" is a cast.
-bool launches_counted_kernel(const std::string& name) {
-  static const std::set<std::string> kernels{"aten::copy_", "aten::fill_", "aten::zero_",
-                                             "aten::add",   "aten::add_",  "aten::cat"};
-  return kernels.count(name) > 0;
-}
-
-// The autograd engine's scope around each backward node: the node's ops count as top-level ones.
-bool is_engine_scope(const at::RecordFunction& fn) { return std::string(fn.name()).rfind("autograd::", 0) == 0; }
-
-thread_local std::vector<std::string> op_stack;
-thread_local OpCounts* counts = nullptr;
-
-OpCounts count_ops(const std::function<void()>& work) {
-  OpCounts result;
-  counts = &result;
-  op_stack.clear();
-  auto callback = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(
-          [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-            if (is_engine_scope(fn)) return nullptr;
-            const std::string name = fn.name();
-            if (counts && launches_counted_kernel(name))
-              ++(*counts)[op_stack.empty() ? name : name + " <- " + op_stack.front()];
-            op_stack.push_back(name);
-            return nullptr;
-          },
-          [](const at::RecordFunction& fn, at::ObserverContext*) {
-            if (!is_engine_scope(fn)) op_stack.pop_back();
-          })
-          .scopes({at::RecordScope::FUNCTION}));
-  work();
-  at::removeCallback(callback);
-  counts = nullptr;
-  return result;
-}
+using ops_by_caller::count_ops;
+using ops_by_caller::OpCounts;
+using ops_by_caller::total;
 
 // One forward and backward of one layer on [2, length, 16], bf16 parameters, fp32 residual.
 OpCounts layer_step_ops(int64_t length) {
@@ -93,18 +53,6 @@ OpCounts fixed_layer_ops() {
     if (const int64_t n = count - length * per_token; n != 0) fixed[name] = n;
   }
   return fixed;
-}
-
-// Sums the counts of `kernel` called at top level or by one of `callers`. Left out: the copies
-// and fills that CPU kernels make inside themselves (bf16 GEMMs, reductions, type promotion),
-// which a GPU kernel does not launch.
-int64_t total(const OpCounts& counts, const std::string& kernel, const std::vector<std::string>& callers) {
-  int64_t sum = counts.count(kernel) ? counts.at(kernel) : 0;
-  for (const std::string& caller : callers) {
-    const auto found = counts.find(kernel + " <- " + caller);
-    if (found != counts.end()) sum += found->second;
-  }
-  return sum;
 }
 
 TEST(MambaLayerOps, CopiesCastsAndAddsAroundTheScanStayFew) {

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "gated_norm.hpp"
 #include "selective_scan.hpp"
 #include "ssm_backbone.hpp"
 #include "ssd.hpp"
+#include "token_major_conv.hpp"
 
 namespace triax::mamba2 {
 
@@ -60,9 +62,10 @@ Mamba2Mixer::Projected Mamba2Mixer::split(const at::Tensor& in_proj_output) cons
   const int64_t b = in_proj_output.size(0), s = in_proj_output.size(1), g = config_.group_channels();
   const int64_t conv = config_.group_conv_dim(), r = config_.heads_per_group();
   const at::Tensor projected = in_proj_output.reshape({b, s, local_groups_, -1});  // [b, s, groups/tp, z|x, B, C|dt]
-  return {projected.narrow(3, 0, g).reshape({b, s, local_groups_ * g}),
-          projected.narrow(3, g, conv).reshape({b, s, local_groups_ * conv}).transpose(1, 2).contiguous(),
-          projected.narrow(3, g + conv, r).reshape({b, s, local_heads_})};
+  // One split instead of three narrows: the backward joins the three gradients in one cat, where
+  // each narrow's would be a zero tensor of the whole output with its part copied in, then summed.
+  const std::vector<at::Tensor> parts = projected.split_with_sizes({g, conv, r}, 3);
+  return {parts[0].reshape({b, s, local_groups_ * g}), parts[1], parts[2].reshape({b, s, local_heads_})};
 }
 
 std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, const at::Tensor& convolved,
@@ -70,13 +73,14 @@ std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, c
   const int64_t b = convolved.size(0), s = convolved.size(1);
   const int64_t g = config_.group_channels(), n = config_.state_size;
   const at::Tensor grouped = convolved.reshape({b, s, local_groups_, config_.group_conv_dim()});  // x, B, C per group
-  const at::Tensor x = grouped.narrow(3, 0, g).reshape({b, s, local_heads_, config_.head_dim});
+  const std::vector<at::Tensor> parts = grouped.split_with_sizes({g, n, n}, 3);  // the gradients joined by one cat
+  const at::Tensor x = parts[0].reshape({b, s, local_heads_, config_.head_dim});
   SsdInputs inputs;
   inputs.x = x;
   inputs.dt = time_step(projected.dt);
   inputs.A = -at::exp(A_log.to(inputs.dt.scalar_type()));
-  inputs.B = grouped.narrow(3, g, n);
-  inputs.C = grouped.narrow(3, g + n, n);
+  inputs.B = parts[1];
+  inputs.C = parts[2];
   inputs.initial_state = initial_state;
   const SsdOutputs scanned = ssd_chunked(inputs, config_.chunk_size);  // fp32 (fp64 for fp64)
   const GatedNormArgs gate{scanned.y, x, projected.z, D, norm_weight_, local_groups_, config_.layer_norm_epsilon};
@@ -85,8 +89,7 @@ std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, c
 
 at::Tensor Mamba2Mixer::forward(const at::Tensor& hidden) {
   const Projected projected = split(in_proj->forward(hidden));  // the whole sequence
-  const at::Tensor convolved = mamba::causal_conv1d(projected.conv_input, conv_weight(), conv_bias(), /*silu=*/true)
-                                   .transpose(1, 2);  // [b, s, conv_dim]
+  const at::Tensor convolved = token_major_causal_conv1d(projected.conv_input, conv_weight(), conv_bias());
   return out_proj->forward(mix(projected, convolved, at::Tensor(), hidden.scalar_type()).first);
 }
 
@@ -106,7 +109,8 @@ at::Tensor Mamba2Mixer::forward_cached(const at::Tensor& hidden, const CachedSte
                          : at::zeros({local_heads_, config_.head_dim, config_.state_size},
                                      hidden.options().dtype(at::kFloat)));
   }
-  const at::Tensor extended = at::cat({at::stack(previous), projected.conv_input}, 2);  // [rows, conv_dim/tp, taps - 1 + keep]
+  // [rows, conv_dim/tp, taps - 1 + keep]
+  const at::Tensor extended = at::cat({at::stack(previous), channel_major(projected.conv_input)}, 2);
   const at::Tensor convolved = mamba::causal_conv1d(extended, conv_weight(), conv_bias(), true)
                                    .narrow(2, taps - 1, keep)
                                    .transpose(1, 2);

@@ -63,7 +63,7 @@ class Mamba2Mixer : public mamba::ChannelShards {
 
  private:
   // in_proj's output over the whole sequence, this rank's groups, split: z [b, s, d/tp], the
-  // convolution's input [b, conv_dim/tp, s] (contiguous), dt [b, s, H/tp].
+  // convolution's input [b, s, groups/tp, group_conv_dim] (a view, token-major), dt [b, s, H/tp].
   struct Projected {
     at::Tensor z, conv_input, dt;
   };
@@ -71,7 +71,7 @@ class Mamba2Mixer : public mamba::ChannelShards {
   // The depthwise convolution's taps [conv_dim/tp, conv_kernel] and bias (undefined without).
   at::Tensor conv_weight() const;
   at::Tensor conv_bias() const;
-  // From the convolution's output [b, s, conv_dim/tp]: out_proj's input [b, s, d/tp] in `dtype` and the
+  // From the convolution's output [b, s, conv_dim/tp] (token_major_conv.hpp): out_proj's input [b, s, d/tp] in `dtype` and the
   // scan's final state, starting from `initial_state` (undefined: zeros).
   std::pair<at::Tensor, at::Tensor> mix(const Projected& projected, const at::Tensor& convolved,
                                         const at::Tensor& initial_state, c10::ScalarType dtype);

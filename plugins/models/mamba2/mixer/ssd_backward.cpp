@@ -11,12 +11,20 @@
 namespace triax::mamba2::ssd {
 namespace {
 
-// The gradients in the chunks' layout, summed over the four steps.
+// The gradients in the chunks' layout, summed over the four steps: each starts as its first term
+// (no zero tensor filled and added to), so the steps add with accumulate().
 struct ChunkGradients {
   at::Tensor xdt;    // [b, c, g, q, r, p]
   at::Tensor decay;  // [b, c, g, r, q], of the cumulative log-decays
   at::Tensor B, C;   // [b, c, g, q, n]
 };
+
+void accumulate(at::Tensor& sum, const at::Tensor& term) {
+  if (sum.defined())
+    sum.add_(term);
+  else
+    sum = term;
+}
 
 at::Tensor reverse_cumsum(const at::Tensor& t) { return t.flip(-1).cumsum(-1).flip(-1); }
 
@@ -26,10 +34,10 @@ void diagonal_backward(const Chunks& k, const at::Tensor& dy_positions, ChunkGra
 #ifdef TRIAX_MAMBA2_KERNELS
   if (chunk_scan_backward_applies(k)) {
     const ChunkScanGradients d = chunk_scan_backward_cuda(k, dy_positions);
-    grads.xdt += d.xdt;
-    grads.C += product(d.scores, k.B, k.type);
-    grads.B += product(d.scores.transpose(-1, -2), k.C, k.type);
-    grads.decay += d.decay;
+    accumulate(grads.xdt, d.xdt);
+    accumulate(grads.C, product(d.scores, k.B, k.type));
+    accumulate(grads.B, product(d.scores.transpose(-1, -2), k.C, k.type));
+    accumulate(grads.decay, d.decay);
     return;
   }
 #endif
@@ -37,22 +45,22 @@ void diagonal_backward(const Chunks& k, const at::Tensor& dy_positions, ChunkGra
   const at::Tensor x_heads = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).permute({0, 1, 2, 4, 3, 5});
   const at::Tensor dy = dy_positions.permute({0, 1, 2, 4, 3, 5}).to(k.operand);
   const at::Tensor masked = masked_scores(k, scores_of_group);
-  grads.xdt += product(masked.transpose(-1, -2), dy, k.type).permute({0, 1, 2, 4, 3, 5});
+  accumulate(grads.xdt, product(masked.transpose(-1, -2), dy, k.type).permute({0, 1, 2, 4, 3, 5}));
   const MaskedScoresGradients d = masked_scores_backward(k, product(dy, x_heads.transpose(-1, -2), k.type),
                                                          scores_of_group);
-  grads.C += product(d.scores, k.B, k.type);
-  grads.B += product(d.scores.transpose(-1, -2), k.C, k.type);
-  grads.decay += d.decay;
+  accumulate(grads.C, product(d.scores, k.B, k.type));
+  accumulate(grads.B, product(d.scores.transpose(-1, -2), k.C, k.type));
+  accumulate(grads.decay, d.decay);
 }
 
 // The read-out of the entering states; returns their gradient [b, c, g, r p, n]. dy [b, c, g, q, r, p].
 at::Tensor read_out_backward(const Chunks& k, const at::Tensor& dy, const at::Tensor& entering,
                              ChunkGradients& grads) {
   const at::Tensor from_start = per_position(k.decay.exp());  // [b, c, g, q, r, 1]
-  const at::Tensor dread = (dy * from_start).to(k.operand).view({k.b, k.c, k.g, k.q, k.r * k.p});
-  grads.C += product(dread, entering.to(k.operand), k.type);
+  const at::Tensor dread = product_stored_as(dy, from_start, k.operand).view({k.b, k.c, k.g, k.q, k.r * k.p});
+  accumulate(grads.C, product(dread, entering.to(k.operand), k.type));
   const at::Tensor read = read_out(k, entering).view({k.b, k.c, k.g, k.q, k.r, k.p});
-  grads.decay += ((dy * read).sum(-1) * from_start.squeeze(-1)).transpose(3, 4);
+  accumulate(grads.decay, ((dy * read).sum(-1) * from_start.squeeze(-1)).transpose(3, 4));
   return product(dread.transpose(-1, -2), k.C, k.type);
 }
 
@@ -84,14 +92,18 @@ PassedGradients passing_backward(const Chunks& k, const at::Tensor& passing, con
 void chunk_states_backward(const Chunks& k, const at::Tensor& dstates, ChunkGradients& grads) {
   const at::Tensor to_end = to_chunk_end(k);  // [b, c, g, r, q]
   const at::Tensor w = per_position(to_end);
-  const at::Tensor x = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).to(k.type);
-  const at::Tensor weighted = (x * w).to(k.operand).view({k.b, k.c, k.g, k.q, k.r * k.p});
   const at::Tensor ds = dstates.to(k.operand);
-  grads.B += product(weighted, ds, k.type);
+  accumulate(grads.B, product(weighted_xdt(k, w), ds, k.type));
   const at::Tensor dweighted = product(k.B, ds.transpose(-1, -2), k.type).view({k.b, k.c, k.g, k.q, k.r, k.p});
-  grads.xdt += dweighted * w;
+  // On CUDA one pass (addcmul_); on CPU the product, then the sum: the reference's roundings.
+  if (grads.xdt.is_cuda())
+    grads.xdt.addcmul_(dweighted, w);  // defined: diagonal_backward ran first
+  else
+    grads.xdt.add_(dweighted * w);
+  // xdt in the operand type, widened exactly inside the product (no copy in the compute type).
+  const at::Tensor x = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p});
   const at::Tensor dw = (dweighted * x).sum(-1).transpose(3, 4) * to_end;  // of decay_end - decay_j
-  grads.decay -= dw;
+  grads.decay.sub_(dw);  // defined: diagonal_backward ran first
   grads.decay.select(-1, k.q - 1).add_(dw.sum(-1));
 }
 
@@ -119,7 +131,8 @@ PassedGradients across_chunks(const Chunks& k, const SsdInputs& in, const at::Te
 // dy [b, l, H, p] or undefined -> position-major chunks [b, c, g, q, r, p].
 at::Tensor chunked_grad_y(const Chunks& k, const at::Tensor& grad_y) {
   const at::Tensor dy = grad_y.defined() ? grad_y.to(k.type) : at::zeros({k.b, k.l, k.g * k.r, k.p}, k.dt.options());
-  const at::Tensor padded = at::constant_pad_nd(dy, {0, 0, 0, 0, 0, k.c * k.q - k.l});
+  // constant_pad_nd copies even when nothing is padded.
+  const at::Tensor padded = k.c * k.q == k.l ? dy : at::constant_pad_nd(dy, {0, 0, 0, 0, 0, k.c * k.q - k.l});
   return padded.reshape({k.b, k.c, k.q, k.g, k.r, k.p}).transpose(2, 3);
 }
 
@@ -135,8 +148,8 @@ SsdGradients to_inputs(const Chunks& k, const SsdInputs& in, const ChunkGradient
     return t.transpose(2, 3).reshape({k.b, k.c * k.q, k.g, k.n}).narrow(1, 0, k.l);
   };
   SsdGradients out;
-  out.x = dxdt * k.dt.unsqueeze(-1);
-  out.dt = (dxdt * in.x.to(k.type)).sum(-1) + da * A;
+  out.x = product_stored_as(dxdt, k.dt.unsqueeze(-1), in.x.scalar_type());  // rounded once, as the cast did
+  out.dt = (dxdt * in.x).sum(-1) + da * A;  // x widened exactly inside the product
   out.A = (da * k.dt).sum(at::IntArrayRef{0, 1});
   out.B = positions(grads.B);
   out.C = positions(grads.C);
@@ -148,9 +161,7 @@ SsdGradients to_inputs(const Chunks& k, const SsdInputs& in, const ChunkGradient
 SsdGradients ssd_backward(const SsdInputs& in, int64_t chunk_size, const at::Tensor& grad_y,
                           const at::Tensor& grad_final_state) {
   const Chunks k = into_chunks(in, chunk_size);
-  const at::TensorOptions options = k.dt.options();
-  ChunkGradients grads{at::zeros({k.b, k.c, k.g, k.q, k.r, k.p}, options), at::zeros({k.b, k.c, k.g, k.r, k.q}, options),
-                       at::zeros({k.b, k.c, k.g, k.q, k.n}, options), at::zeros({k.b, k.c, k.g, k.q, k.n}, options)};
+  ChunkGradients grads;
   const at::Tensor dy = chunked_grad_y(k, grad_y);
   diagonal_backward(k, dy, grads);
   const PassedGradients passed = across_chunks(k, in, dy, grad_final_state, grads);

@@ -21,7 +21,8 @@
 namespace triax::mamba2::ssd {
 
 struct SsdGradients {
-  at::Tensor x, dt, A, B, C;  // in the compute type (ssd_chunks.hpp)
+  at::Tensor x;               // in x's type (the product in the compute type, rounded once)
+  at::Tensor dt, A, B, C;     // in the compute type (ssd_chunks.hpp)
   at::Tensor initial_state;   // undefined without an initial state
 };
 

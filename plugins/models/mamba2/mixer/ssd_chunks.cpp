@@ -1,6 +1,7 @@
 #include "ssd_chunks.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
 
 #include <cmath>
 #include <vector>
@@ -40,6 +41,23 @@ at::Tensor segment_sum(const at::Tensor& a) {
   return sums.masked_fill(at::ones({q, q}, bools).tril(0).logical_not(), -INFINITY);
 }
 
+// [b, l, ...] -> position-major chunks [b, c, g, q, ...] in the operand type, contiguous, in one
+// pass (a cast and a layout change together).
+at::Tensor chunked_operand(const Chunks& k, const at::Tensor& t) {
+  return cut(t, k.c, k.q).transpose(2, 3).to(k.operand, false, false, at::MemoryFormat::Contiguous);
+}
+
+// x dt position-major [b, c, g, q, r p] in the operand type. Without padding one pass: the product
+// in the compute type (x's values widened exactly), rounded once as it is stored into the chunks'
+// layout, the same values as the product's copy cast afterwards, without x's fp32 copy.
+at::Tensor chunked_xdt(const Chunks& k, const at::Tensor& x) {
+  if (k.c * k.q != k.l) return chunked_operand(k, (x.to(k.type) * k.dt.unsqueeze(-1)).reshape({k.b, k.l, k.g, -1}));
+  const at::Tensor out = at::empty({k.b, k.c, k.g, k.q, k.r * k.p}, x.options().dtype(k.operand));
+  at::Tensor positions = out.view({k.b, k.c, k.g, k.q, k.r, k.p}).transpose(2, 3);  // [b, c, q, g, r, p]
+  at::mul_out(positions, x.reshape({k.b, k.c, k.q, k.g, k.r, k.p}), k.dt.reshape({k.b, k.c, k.q, k.g, k.r, 1}));
+  return out;
+}
+
 }  // namespace
 
 Chunks into_chunks(const SsdInputs& in, int64_t chunk_size) {
@@ -49,10 +67,9 @@ Chunks into_chunks(const SsdInputs& in, int64_t chunk_size) {
   k.type = at::promote_types(in.x.scalar_type(), at::kFloat);
   k.operand = at::isReducedFloatingType(in.x.scalar_type()) ? in.x.scalar_type() : k.type;
   k.dt = in.dt.to(k.type);
-  const at::Tensor xdt = (in.x.to(k.type) * k.dt.unsqueeze(-1)).reshape({k.b, k.l, k.g, k.r * k.p});
-  k.xdt = cut(xdt, k.c, k.q).transpose(2, 3).to(k.operand).contiguous();
-  k.B = cut(in.B, k.c, k.q).transpose(2, 3).to(k.operand).contiguous();
-  k.C = cut(in.C, k.c, k.q).transpose(2, 3).to(k.operand).contiguous();
+  k.xdt = chunked_xdt(k, in.x);
+  k.B = chunked_operand(k, in.B);
+  k.C = chunked_operand(k, in.C);
   const at::Tensor a = (k.dt * in.A.to(k.type)).reshape({k.b, k.l, k.g, k.r});
   k.decay = cut(a, k.c, k.q).permute({0, 1, 3, 4, 2}).cumsum(-1);
   return k;
@@ -66,6 +83,16 @@ at::Tensor product(const at::Tensor& a, const at::Tensor& b, c10::ScalarType typ
         .view(shape);
   }
   return at::matmul(a.to(type), b.to(type));
+}
+
+at::Tensor product_stored_as(const at::Tensor& a, const at::Tensor& b, c10::ScalarType dtype) {
+  at::Tensor out = at::empty(at::infer_size(a.sizes(), b.sizes()), a.options().dtype(dtype));
+  return at::mul_out(out, a, b);
+}
+
+at::Tensor weighted_xdt(const Chunks& k, const at::Tensor& w) {
+  const at::Tensor heads = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p});
+  return product_stored_as(heads, w, k.operand).view({k.b, k.c, k.g, k.q, k.r * k.p});
 }
 
 at::Tensor per_position(const at::Tensor& t) { return t.transpose(3, 4).unsqueeze(-1); }
@@ -97,8 +124,7 @@ MaskedScoresGradients masked_scores_backward(const Chunks& k, at::Tensor d_maske
 at::Tensor to_chunk_end(const Chunks& k) { return at::exp(k.decay.narrow(-1, k.q - 1, 1) - k.decay); }
 
 at::Tensor chunk_states(const Chunks& k) {
-  const at::Tensor weighted = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}).to(k.type) * per_position(to_chunk_end(k));
-  return product(weighted.to(k.operand).view({k.b, k.c, k.g, k.q, k.r * k.p}).transpose(-1, -2), k.B, k.type);
+  return product(weighted_xdt(k, per_position(to_chunk_end(k))).transpose(-1, -2), k.B, k.type);
 }
 
 at::Tensor passing_matrix(const Chunks& k) {

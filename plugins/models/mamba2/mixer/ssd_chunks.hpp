@@ -35,6 +35,14 @@ Chunks into_chunks(const SsdInputs& in, int64_t chunk_size);
 // accumulation, the result in the compute type.
 at::Tensor product(const at::Tensor& a, const at::Tensor& b, c10::ScalarType type);
 
+// a * b (broadcast) computed in the type they promote to and stored contiguous in `dtype`: one pass
+// where (a * b).to(dtype) takes two, and the same values (a product rounded once).
+at::Tensor product_stored_as(const at::Tensor& a, const at::Tensor& b, c10::ScalarType dtype);
+
+// xdt weighted per position and head by w [b, c, g, q, r, 1] (compute type): [b, c, g, q, r p] in
+// the operand type.
+at::Tensor weighted_xdt(const Chunks& k, const at::Tensor& w);
+
 // [b, c, g, r, q] -> [b, c, g, q, r, 1]: one factor per position and head, beside position-major values.
 at::Tensor per_position(const at::Tensor& t);
 

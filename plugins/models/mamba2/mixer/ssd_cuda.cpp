@@ -76,7 +76,9 @@ ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& d
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "chunk_scan_backward_cuda: shape, dtype or device the fused chunk "
                                               "scan does not take (check chunk_scan_applies first)");
   c10::cuda::CUDAGuard device(k.dt.device());
-  const at::Tensor xdt = contiguous_aligned(k.xdt), d_y = contiguous_aligned(dy.to(k.operand));
+  // dy comes position-major as a view: cast and laid out contiguous in one pass.
+  const at::Tensor xdt = contiguous_aligned(k.xdt);
+  const at::Tensor d_y = contiguous_aligned(dy.to(k.operand, false, false, at::MemoryFormat::Contiguous));
   const at::Tensor s = scores(k).contiguous(), decay = k.decay.contiguous();
   const at::TensorOptions f32 = k.dt.options().dtype(at::kFloat);
   const int64_t tiles = k.q / kernels::kChunkScanRows;

@@ -1,0 +1,96 @@
+#include "token_major_conv_cuda.hpp"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "token_major_conv_kernels.hpp"
+#include "triax/kernels/cuda_launch.hpp"
+
+namespace triax::mamba2 {
+namespace {
+
+namespace launch = triax::cuda_launch;
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor parameter(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
+const float* float_ptr(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
+
+// x [b, s, groups, group_conv] with unit channel stride, as the kernels address it.
+kernels::TokenMajorInput input_of(const at::Tensor& x) {
+  return {x.const_data_ptr(), x.stride(0), x.stride(1), x.stride(2), x.size(3)};
+}
+
+kernels::TokenMajorConvShape shape_of(const at::Tensor& x, const at::Tensor& weight) {
+  return {x.size(0), x.size(1), x.size(2) * x.size(3), weight.size(1)};
+}
+
+struct TokenMajorConvFunction : torch::autograd::Function<TokenMajorConvFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias_opt) {
+    const at::Tensor bias = bias_opt.value_or(at::Tensor());
+    c10::cuda::CUDAGuard device(x.device());
+    const at::Tensor w = parameter(weight), b = parameter(bias);
+    const kernels::TokenMajorConvShape shape = shape_of(x, w);
+    at::Tensor y = at::empty({shape.batch, shape.length, shape.channels}, x.options());
+    launch::check(kernels::token_major_conv_forward(*launch::kernel_dtype(x.scalar_type()), input_of(x),
+                                                    w.const_data_ptr<float>(), float_ptr(b), y.mutable_data_ptr(),
+                                                    shape, /*silu=*/true, launch::stream_of(x)),
+                  "token_major_conv forward");
+    ctx->save_for_backward({x, w, b});  // x: the view of in_proj's output, no copy kept
+    ctx->saved_data["weight_type"] = static_cast<int64_t>(weight.scalar_type());
+    ctx->saved_data["bias_type"] = bias.defined() ? static_cast<int64_t>(bias.scalar_type()) : int64_t{-1};
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1], &b = saved[2];
+    c10::cuda::CUDAGuard device(x.device());
+    const kernels::TokenMajorConvShape shape = shape_of(x, w);
+    const at::Tensor grad_y = grads[0].to(x.scalar_type(), false, false, at::MemoryFormat::Contiguous);
+    at::Tensor dx = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+    at::Tensor partials = at::empty({kernels::token_major_conv_partial_rows(shape), shape.channels, shape.width + 1},
+                                    x.options().dtype(at::kFloat));
+    launch::check(kernels::token_major_conv_backward(*launch::kernel_dtype(x.scalar_type()), input_of(x),
+                                                     w.const_data_ptr<float>(), float_ptr(b), grad_y.const_data_ptr(),
+                                                     dx.mutable_data_ptr(), partials.mutable_data_ptr<float>(), shape,
+                                                     /*silu=*/true, launch::stream_of(x)),
+                  "token_major_conv backward");
+    const at::Tensor sums = partials.sum(0);  // [channels, width + 1]
+    const int64_t bias_type = ctx->saved_data["bias_type"].toInt();
+    const at::Tensor dw =
+        sums.narrow(1, 0, shape.width).to(static_cast<c10::ScalarType>(ctx->saved_data["weight_type"].toInt()));
+    const at::Tensor db =
+        bias_type < 0 ? at::Tensor() : sums.select(1, shape.width).to(static_cast<c10::ScalarType>(bias_type));
+    return {dx, dw, db};
+  }
+};
+
+}  // namespace
+
+bool token_major_conv_switched_on() {
+  const char* value = std::getenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV");
+  if (value == nullptr || *value == '\0') return kTokenMajorConvByDefault;
+  return std::string(value) != "0";
+}
+
+bool token_major_conv_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (!token_major_conv_switched_on() || !fused_kernels_enabled() || !x.is_cuda() || x.dim() != 4) return false;
+  if (!launch::kernel_dtype(x.scalar_type()) || x.stride(3) != 1 || x.size(1) == 0) return false;
+  if (weight.dim() != 2 || weight.size(0) != x.size(2) * x.size(3) || weight.size(1) > kernels::kMaxTokenMajorConvWidth)
+    return false;
+  if (!weight.is_cuda() || weight.device() != x.device()) return false;
+  return !bias.defined() || (bias.is_cuda() && bias.device() == x.device());
+}
+
+at::Tensor token_major_conv_cuda(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  return TokenMajorConvFunction::apply(x, weight, bias.defined() ? std::optional<at::Tensor>(bias) : std::nullopt);
+}
+
+}  // namespace triax::mamba2

@@ -1,0 +1,166 @@
+// The Mamba-2 mixer's token-major causal conv1d + SiLU (plugins/models/mamba2/mixer/
+// token_major_conv.hpp): on CPU against an independent shifted sum in fp64; with a GPU
+// (Mamba2TokenMajorConvCuda) the kernels, switched on, against the CPU's fp64 result on the same
+// values (outputs and the gradients of the input, the taps and the bias) for in_proj-like strided
+// views over one and several groups, widths 2 to 6, lengths no run divides, vector and element
+// layouts; and one mixer's step with the switch on against the switch off.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "mamba2_config.hpp"
+#include "mamba2_mixer.hpp"
+#include "model_reference_support.hpp"
+#include "scoped_variable.hpp"
+#include "token_major_conv.hpp"
+#include "triax/config_reader.hpp"
+
+#ifdef TRIAX_WITH_CUDA
+#include "token_major_conv_cuda.hpp"
+#endif
+
+namespace {
+
+using triax::mamba2::token_major_causal_conv1d;
+using triax::test::max_abs_diff;
+
+struct ConvCase {
+  int64_t batch, length, groups, group_channels, width;
+  bool bias;
+};
+
+// The convolution's operands: in_proj's output [b, s, groups, extra + group_channels + 3] (fp64),
+// of which the input is the group_channels after `extra`; the taps, the bias (or undefined).
+struct Operands {
+  at::Tensor projection, weight, bias;
+  at::Tensor input() const {
+    const int64_t width = projection.size(3);
+    return projection.narrow(3, 5, width - 8);
+  }
+};
+
+Operands operands_of(const ConvCase& c, uint64_t seed) {
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const at::TensorOptions f64 = at::TensorOptions().dtype(at::kDouble);
+  Operands o;
+  o.projection = at::randn({c.batch, c.length, c.groups, c.group_channels + 8}, g, f64);
+  o.weight = at::randn({c.groups * c.group_channels, c.width}, g, f64) * 0.5;
+  if (c.bias) o.bias = at::randn({c.groups * c.group_channels}, g, f64) * 0.1;
+  return o;
+}
+
+// y[t] = silu(bias + sum_j w[j] x[t - (k - 1) + j]) in fp64, the shifts written out.
+at::Tensor shifted_sum(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  const int64_t b = x.size(0), s = x.size(1), k = weight.size(1);
+  const at::Tensor flat = x.reshape({b, s, -1});
+  at::Tensor y = bias.defined() ? bias.expand(flat.sizes()).clone() : at::zeros(flat.sizes(), flat.options());
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t shift = k - 1 - j;
+    if (shift < s) y.narrow(1, shift, s - shift).add_(flat.narrow(1, 0, s - shift) * weight.select(1, j));
+  }
+  return at::silu(y);
+}
+
+TEST(Mamba2TokenMajorConv, MatchesAShiftedSumOnCpu) {
+  for (const ConvCase& c : {ConvCase{2, 13, 1, 6, 4, true}, ConvCase{1, 9, 3, 5, 3, false}}) {
+    const Operands o = operands_of(c, 3);
+    const at::Tensor y = token_major_causal_conv1d(o.input(), o.weight, o.bias);
+    EXPECT_EQ(y.sizes(), (std::vector<int64_t>{c.batch, c.length, c.groups * c.group_channels}));
+    EXPECT_LT(max_abs_diff(y, shifted_sum(o.input(), o.weight, o.bias)), 1e-12);
+  }
+}
+
+#ifdef TRIAX_WITH_CUDA
+
+// max |got - want| / max |want|, on the CPU whatever the devices.
+double conv_error(const at::Tensor& got, const at::Tensor& want) {
+  return max_abs_diff(got.to(at::kDouble).cpu(), want.to(at::kDouble).cpu()) / want.abs().max().item<double>();
+}
+
+// Output, then the gradients of in_proj's output, the taps and the bias, of sum(y * grad_weights).
+std::vector<at::Tensor> convolved_and_gradients(const Operands& o, const at::Tensor& grad_weights, c10::Device device,
+                                                c10::ScalarType type) {
+  const c10::ScalarType parameters = type == at::kDouble ? at::kDouble : at::kFloat;
+  const at::Tensor projection = o.projection.to(device, type).requires_grad_(true);
+  const at::Tensor weight = o.weight.to(device, parameters).requires_grad_(true);
+  const at::Tensor bias = o.bias.defined() ? o.bias.to(device, parameters).requires_grad_(true) : at::Tensor();
+  const int64_t width = projection.size(3);
+  const at::Tensor y = token_major_causal_conv1d(projection.narrow(3, 5, width - 8), weight, bias);
+  (y.to(at::kDouble) * grad_weights.to(device)).sum().backward();
+  return {y, projection.grad(), weight.grad(), bias.defined() ? bias.grad() : at::Tensor()};
+}
+
+TEST(Mamba2TokenMajorConvCuda, MatchesTheCpuInFp32AndBf16) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  const ScopedVariable on("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "1");
+  // 780m's channels (3328, one group), groups of 40 channels (vectors), of 12 (bf16 element
+  // loads: not a multiple of 8), widths 2 to 6 (the 8-tap window), lengths 1 and runs cut short.
+  for (const ConvCase& c :
+       {ConvCase{2, 300, 1, 3328, 4, true}, ConvCase{3, 77, 2, 40, 4, false}, ConvCase{2, 129, 3, 12, 3, true},
+        ConvCase{1, 1, 1, 16, 4, true}, ConvCase{2, 70, 2, 24, 6, true}, ConvCase{1, 45, 1, 8, 2, false}}) {
+    const Operands o = operands_of(c, 7);
+    at::Generator g = at::make_generator<at::CPUGeneratorImpl>(8);
+    const at::Tensor grad_weights =
+        at::randn({c.batch, c.length, c.groups * c.group_channels}, g, at::TensorOptions().dtype(at::kDouble));
+    // The CPU reference on the values the GPU sees (bf16-rounded inputs for the bf16 run).
+    for (c10::ScalarType type : {at::kFloat, at::kBFloat16}) {
+      Operands rounded = o;
+      rounded.projection = o.projection.to(type).to(at::kDouble);
+      rounded.weight = o.weight.to(at::kFloat).to(at::kDouble);
+      if (o.bias.defined()) rounded.bias = o.bias.to(at::kFloat).to(at::kDouble);
+      const std::vector<at::Tensor> want = convolved_and_gradients(rounded, grad_weights, at::kCPU, at::kDouble);
+      EXPECT_TRUE(triax::mamba2::token_major_conv_applies(rounded.input().to(at::kCUDA, type),
+                                                          rounded.weight.to(at::kCUDA, at::kFloat), at::Tensor()));
+      const std::vector<at::Tensor> got = convolved_and_gradients(rounded, grad_weights, at::kCUDA, type);
+      const double tolerance = type == at::kFloat ? 1e-4 : 1e-2;
+      const std::string what = "channels " + std::to_string(c.group_channels) + " width " + std::to_string(c.width) +
+                               " length " + std::to_string(c.length) + (type == at::kFloat ? " fp32" : " bf16");
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (!want[i].defined()) continue;
+        ASSERT_TRUE(got[i].defined()) << i << " " << what;
+        EXPECT_EQ(got[i].sizes(), want[i].sizes()) << i << " " << what;
+        EXPECT_LT(conv_error(got[i], want[i]), tolerance) << "output " << i << " " << what;
+      }
+    }
+  }
+}
+
+// One bf16 mixer's output and the gradients of its input and parameters, on CUDA, with the
+// token-major conv switched `on` or off (Mamba-1's channel-major kernel between two copies).
+std::vector<at::Tensor> mixer_step(const char* on) {
+  const ScopedVariable conv_switch("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", on);
+  triax::ConfigReader reader = triax::ConfigReader::from_text(
+      "hidden_size: 64\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 16\nstate_size: 32\n"
+      "n_groups: 2\nchunk_size: 64\n",
+      "model.model_config");
+  triax::ModelContext context = triax::test::tiny_model_context();
+  context.device = at::kCUDA;
+  context.dtype = at::kBFloat16;
+  triax::mamba2::Mamba2Mixer mixer(triax::mamba2::Mamba2Config::read(reader), context);
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(5);
+  {
+    at::NoGradGuard no_grad;
+    for (at::Tensor& p : mixer.parameters()) p.copy_(at::randn(p.sizes(), g, at::kFloat) * 0.2);
+  }
+  const at::Tensor hidden = at::randn({2, 200, 64}, g, at::kFloat).to(at::kCUDA, at::kBFloat16).requires_grad_(true);
+  const at::Tensor grad = at::randn({2, 200, 64}, g, at::kFloat).to(at::kCUDA, at::kBFloat16);
+  const at::Tensor out = mixer.forward(hidden);
+  out.backward(grad);
+  std::vector<at::Tensor> result{out, hidden.grad()};
+  for (const at::Tensor& p : mixer.parameters()) result.push_back(p.grad());
+  return result;
+}
+
+TEST(Mamba2TokenMajorConvCuda, OneMixerStepAgreesWithTheChannelMajorConv) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  const std::vector<at::Tensor> off = mixer_step("0"), on = mixer_step("1");
+  ASSERT_EQ(on.size(), off.size());
+  for (size_t i = 0; i < off.size(); ++i) EXPECT_LT(conv_error(on[i], off[i]), 2e-2) << "tensor " << i;
+}
+
+#endif  // TRIAX_WITH_CUDA
+
+}  // namespace
