@@ -17,6 +17,7 @@
 #include "dispatched_ops.hpp"
 #include "decode_step.hpp"
 #include "mamba_scan_test_support.hpp"
+#include "scoped_variable.hpp"
 #include "triax/layers/fused_ops.hpp"
 
 namespace {
@@ -209,26 +210,37 @@ void check_folded_steps(const StepShape& s, int64_t r, c10::ScalarType dtype) {
   }
 }
 
+// Both layouts of the SSM step's kernel (ssm_state_step.cu): a lane per state, a thread per channel.
+const char* const kSsmStepLayouts[] = {"0", "1"};
+
 TEST(MambaDecodeStepCuda, FoldedDtProjMatchesTheComposition) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
   ASSERT_TRUE(triax::fused_kernels_enabled());
-  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
-    for (int64_t rows : {1, 32}) {
-      check_folded_steps({rows, 1536, 16, 4, 5}, 48, dtype);  // Mamba-130m: dt_rank 48
-      check_folded_steps({rows, 203, 5, 2, 3}, 3, dtype);     // fewer ranks than the sum's 4 chains
-      check_folded_steps({rows, 203, 40, 2, 3}, 7, dtype);    // 3 passes of 16 states, a rank left over
-    }
+  for (const char* per_channel : kSsmStepLayouts) {
+    const ScopedVariable layout("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL", per_channel);
+    SCOPED_TRACE(std::string("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL=") + per_channel);
+    for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
+      for (int64_t rows : {1, 32}) {
+        check_folded_steps({rows, 1536, 16, 4, 5}, 48, dtype);  // Mamba-130m: dt_rank 48
+        check_folded_steps({rows, 203, 5, 2, 3}, 3, dtype);     // fewer ranks than lanes or chains
+        check_folded_steps({rows, 203, 40, 2, 3}, 7, dtype);    // state above 16, a rank left over
+      }
+  }
 }
 
 TEST(MambaDecodeStepCuda, KernelsMatchTheComposition) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
   ASSERT_TRUE(triax::fused_kernels_enabled());
-  for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
-    for (int64_t rows : {1, 32}) {
-      check_steps({rows, 1536, 16, 4, 6}, dtype);
-      check_steps({rows, 203, 5, 2, 4}, dtype);
-      check_steps({rows, 203, 40, 2, 4}, dtype);  // state above 16: passes of 16
-    }
+  for (const char* per_channel : kSsmStepLayouts) {
+    const ScopedVariable layout("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL", per_channel);
+    SCOPED_TRACE(std::string("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL=") + per_channel);
+    for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
+      for (int64_t rows : {1, 32}) {
+        check_steps({rows, 1536, 16, 4, 6}, dtype);
+        check_steps({rows, 203, 5, 2, 4}, dtype);
+        check_steps({rows, 203, 40, 2, 4}, dtype);  // state above 16: two lanes' or passes' worth
+      }
+  }
 }
 
 }  // namespace

@@ -28,7 +28,8 @@ if(TRIAX_CUDA)
                    ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_moe_parity.yaml ${CMAKE_CURRENT_BINARY_DIR}/moe_fp8_experts_follow_fp32
                    0.1 --set model.model_config.moe_config.moe_intermediate_size=32 --set fp8.recipe=rowwise
                    --set "fp8.linears=[model.layers.*.mlp.experts]")
-  set_tests_properties(moe.gpu_fp8_experts_follow_cpu_fp32 PROPERTIES LABELS "gpu;moe" TIMEOUT 300)
+  set_tests_properties(moe.gpu_fp8_experts_follow_cpu_fp32 PROPERTIES LABELS "gpu;moe" TIMEOUT 300
+                       ENVIRONMENT TRIAX_FP8_EXPERTS=1)
   # The experts' forward + backward in bf16 against fp8 at moe-1b's layer (built, not run by ctest).
   add_executable(moe_fp8_experts_bench ${CMAKE_CURRENT_LIST_DIR}/moe_fp8_experts_bench.cpp)
   target_link_libraries(moe_fp8_experts_bench PRIVATE triax_moe_block)

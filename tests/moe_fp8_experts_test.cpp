@@ -12,6 +12,7 @@
 
 #include "error_of.hpp"
 #include "grouped_experts.hpp"
+#include "scoped_variable.hpp"
 #include "moe_model.hpp"
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
@@ -51,7 +52,8 @@ struct ExpertsModel {
     at::NoGradGuard no_grad;
     for (at::Tensor& w : experts->parameters()) w.normal_(0.0, 0.05);
   }
-  bool converted_by(const ModelContext& context) {
+  bool converted_by(const ModelContext& context, const char* switch_value = "1") {
+    const ScopedVariable experts_switch("TRIAX_FP8_EXPERTS", switch_value);
     convert_linears_to_fp8(*root, context);
     return experts->computes_in_fp8();
   }
@@ -88,6 +90,11 @@ TEST(MoeFp8Experts, ChosenByTheLinearsPatternsAndSizeRuleWithRowwiseScales) {
       ExpertsModel(16, 32, plain).converted_by(context_with_fp8("{recipe: rowwise, linears: ['*.self_attn.*']}")));
   // Tensorwise with the default patterns: the experts stay in the model's dtype, the run goes on.
   EXPECT_FALSE(ExpertsModel(1024, 1024, plain, 2).converted_by(context_with_fp8("{recipe: tensorwise}")));
+  // Without TRIAX_FP8_EXPERTS=1 (unset, or another value) they stay in the model's dtype too.
+  for (const char* off : {"", "0"})
+    EXPECT_FALSE(ExpertsModel(16, 32, plain).converted_by(context_with_fp8("{recipe: rowwise, linears: ['*.experts']}"),
+                                                          off))
+        << "TRIAX_FP8_EXPERTS='" << off << "'";
 }
 
 TEST(MoeFp8Experts, RefusesWhatTheGroupedProductCannotTake) {
@@ -171,6 +178,7 @@ TEST(MoeFp8Experts, TheModelsExpertsAreChosenByTheirModuleName) {
   context.last_block = 4;
   context.init_method = YAML::Load("{std: 0.2}");
   auto model = MoeModel::create(reader, context);
+  const ScopedVariable experts_switch("TRIAX_FP8_EXPERTS", "1");
   convert_linears_to_fp8(*model, context);
   std::vector<std::string> chosen;
   for (const auto& item : model->named_modules("", /*include_self=*/false))

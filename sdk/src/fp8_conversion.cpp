@@ -52,7 +52,8 @@ bool too_small_for_fp8(const Fp8Options& options, const std::array<int64_t, 2>& 
 // rowwise scales only: at::_scaled_grouped_mm takes e4m3 operands and rowwise scales, not the
 // tensorwise recipe's e5m2 gradients. With the default patterns a tensorwise run keeps them in the
 // model's dtype (said once); patterns of the config's own that name them are refused.
-// TRIAX_FP8_EXPERTS=0 keeps them in the model's dtype (to time their share in one build).
+// They stay in the model's dtype unless TRIAX_FP8_EXPERTS=1 (read at each conversion): the grouped
+// fp8 product is off until it has run and been timed on a GPU.
 void convert_grouped_products(Fp8GroupedProducts& module, const std::string& name, const Fp8Options& options,
                               const ModelContext& context) {
   if (too_small_for_fp8(options, module.fp8_product_sides())) return;
@@ -62,11 +63,6 @@ void convert_grouped_products(Fp8GroupedProducts& module, const std::string& nam
       context.host.log(TRIAX_LOG_INFO, "fp8: the grouped products of '" + name +
                                            "' (and any like it) stay in the model's dtype: " + why);
   };
-  static const bool experts_on = switched_on_unless_zero("TRIAX_FP8_EXPERTS");
-  if (!experts_on) {
-    say_once("TRIAX_FP8_EXPERTS=0");
-    return;
-  }
   if (options.recipe != Fp8Recipe::Rowwise) {
     if (options.linears != Fp8Options().linears)
       throw Error(TRIAX_ERROR_INVALID_CONFIG,
@@ -74,6 +70,10 @@ void convert_grouped_products(Fp8GroupedProducts& module, const std::string& nam
                       "' (grouped expert products) in fp8: at::_scaled_grouped_mm takes rowwise scales and e4m3 "
                       "gradients only; use fp8.recipe: rowwise, or leave it out of fp8.linears");
     say_once("fp8.recipe tensorwise (the grouped fp8 product is rowwise only; fp8.recipe: rowwise takes them)");
+    return;
+  }
+  if (!switched_on_when_one("TRIAX_FP8_EXPERTS")) {
+    say_once("TRIAX_FP8_EXPERTS is not 1 (the grouped fp8 product is off until measured on a GPU)");
     return;
   }
   module.compute_grouped_in_fp8(name);

@@ -12,6 +12,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "step_kernels.hpp"
+#include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
@@ -147,7 +148,8 @@ at::Tensor ssm_state_step(const SsmStepArgs& a, const at::Tensor& state) {
                                       optional_ptr(a.dt),
                                       a.dt.defined() ? a.dt.stride(0) : 0,
                                       a.dt.defined() ? a.dt.size(1) : 0,
-                                      optional_ptr(a.dt_proj_weight)};
+                                      optional_ptr(a.dt_proj_weight),
+                                      switched_on_when_one("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL")};
     launch::check(kernels::ssm_state_step(in, state.mutable_data_ptr<float>(), y.mutable_data_ptr(),
                                           launch::stream_of(a.u)),
                   "ssm_state_step");

@@ -1,9 +1,14 @@
-// The SSM half of a Mamba layer's decoding step (step_kernels.hpp). One thread per (row, channel):
-// it loads everything it reads (its states, A_log's row, the row's B and C, u, z and, with dt_proj
-// folded in, its dt_proj row and the row's dt) before it uses any of it, so that a step is one
-// round trip to memory and the store. (An earlier layout, a lane per state, chained three round
-// trips and took about 14 us a layer at batch 32 against ~2 us of bytes.) The thread's states are
-// consecutive floats; the rows' B, C and dt are read by every channel of the row (from L1/L2).
+// The SSM half of a Mamba layer's decoding step (step_kernels.hpp), in two layouts while the second
+// is measured (SsmStepOperands::thread_per_channel):
+// - lane per state (the default): L lanes share one (row, channel), L the state size rounded up to a
+//   power of two (4 to 32); lane g holds the states g, g + L, ..., so a warp's state reads and
+//   writes are consecutive floats; the lanes' parts of C . h (and, with dt_proj folded in, of the
+//   channel's dot product of dt_proj's weight row and the row's dt) are summed by shuffles.
+// - thread per channel: one thread per (row, channel) loads everything it reads (its states, A_log's
+//   row, the row's B and C, u, z, its dt_proj row and the row's dt) before it uses any of it, so a
+//   step is one round trip to memory and the store. The lane layout chains three (the dt product,
+//   the states, z) over three waves of threads at batch 32: 14 us a layer on an H100 against ~2 us
+//   of bytes.
 #include <cstdint>
 
 #include "scan_common.cuh"
@@ -12,17 +17,66 @@
 namespace triax::mamba::kernels {
 namespace {
 
-constexpr int kThreads = 128;  // 12 blocks of a batch-1 step at d_inner 1536: spread over SMs
+constexpr int kLaneThreads = 256;
+constexpr int kChannelThreads = 128;  // 12 blocks of a batch-1 step at d_inner 1536: spread over SMs
 
 template <typename T>
 __device__ __forceinline__ float element(const void* p, int64_t i) {
   return to_float(static_cast<const T*>(p)[i]);
 }
 
+// delta of (row, channel): the operand, or dt_proj's weight row . dt[row] summed over the L lanes
+// (every lane of the warp calls it: the shuffles need them all), rounded to T as a product's output.
+template <typename T, int L>
+__device__ __forceinline__ float delta_of(const SsmStepOperands& in, bool live, int64_t unit, int64_t row,
+                                          int64_t channel, int g) {
+  if (!in.dt_proj_weight) return live ? element<T>(in.delta, unit) : 0.f;
+  float partial = 0.f;
+  if (live)
+    for (int64_t k = g; k < in.dt_rank; k += L)
+      partial +=
+          element<T>(in.dt, row * in.dt_row_stride + k) * element<T>(in.dt_proj_weight, channel * in.dt_rank + k);
+#pragma unroll
+  for (int mask = L / 2; mask > 0; mask >>= 1) partial += __shfl_xor_sync(0xffffffffu, partial, mask);
+  return triax::kernels::rounded_to<T>(partial);
+}
+
+template <typename T, int L>
+__global__ void __launch_bounds__(kLaneThreads) lane_per_state_kernel(SsmStepOperands in, float* __restrict__ state,
+                                                                  T* __restrict__ y) {
+  const int64_t thread = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t unit = thread / L;  // row * d + channel
+  const int g = static_cast<int>(thread % L);
+  const bool live = unit < in.rows * in.channels;  // idle lanes still join the shuffles
+  const int64_t row = live ? unit / in.channels : 0, channel = live ? unit % in.channels : 0;
+  const float delta = delta_of<T, L>(in, live, unit, row, channel, g);
+  float u = 0.f, partial = 0.f;
+  if (live) {
+    u = element<T>(in.u, unit);
+    const float bias = in.delta_bias ? element<T>(in.delta_bias, channel) : 0.f;
+    // As the scan (selective_scan_forward.cu): dt u formed once, exp(dt A) as 2^(dt A log2 e).
+    const float dt = softplus(delta + bias), dt_u = dt * u;
+    const int64_t bc = row * in.bc_row_stride;
+    float* h = state + unit * in.state;
+    for (int64_t j = g; j < in.state; j += L) {
+      const float A = -expf(element<T>(in.A_log, channel * in.state + j));
+      const float next = fast_exp2(dt * (A * kLog2e)) * h[j] + dt_u * element<T>(in.B, bc + j);
+      h[j] = next;
+      partial += element<T>(in.C, bc + j) * next;
+    }
+  }
+#pragma unroll
+  for (int mask = L / 2; mask > 0; mask >>= 1) partial += __shfl_xor_sync(0xffffffffu, partial, mask);
+  if (!live || g != 0) return;
+  float out = partial + (in.D ? element<T>(in.D, channel) * u : 0.f);
+  if (in.z) out *= silu(element<T>(in.z, row * in.z_row_stride + channel));
+  y[unit] = from_float<T>(out);
+}
+
 // delta of (row, channel): the operand, or dt_proj's weight row . dt[row], rounded to T as the
 // product's output would be.
 template <typename T>
-__device__ __forceinline__ float delta_of(const SsmStepOperands& in, int64_t unit, int64_t row, int64_t channel) {
+__device__ __forceinline__ float channel_delta(const SsmStepOperands& in, int64_t unit, int64_t row, int64_t channel) {
   if (!in.dt_proj_weight) return element<T>(in.delta, unit);
   const T* __restrict__ dt = static_cast<const T*>(in.dt) + row * in.dt_row_stride;
   const T* __restrict__ weight = static_cast<const T*>(in.dt_proj_weight) + channel * in.dt_rank;
@@ -38,7 +92,7 @@ __device__ __forceinline__ float delta_of(const SsmStepOperands& in, int64_t uni
 
 // S states per pass over the channel's state (all of it when state <= S).
 template <typename T, int S>
-__global__ void __launch_bounds__(kThreads) ssm_state_step_kernel(SsmStepOperands in, float* __restrict__ state,
+__global__ void __launch_bounds__(kChannelThreads) thread_per_channel_kernel(SsmStepOperands in, float* __restrict__ state,
                                                                   T* __restrict__ y) {
   const int64_t unit = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // row * d + channel
   if (unit >= in.rows * in.channels) return;
@@ -63,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) ssm_state_step_kernel(SsmStepOperand
       c[i] = in_state ? element<T>(in.C, bc + j) : 0.f;
     }
     if (j0 == 0) {  // as the scan (selective_scan_forward.cu): dt u formed once, exp(dt A) as 2^(dt A log2 e)
-      dt = softplus(delta_of<T>(in, unit, row, channel) + bias);
+      dt = softplus(channel_delta<T>(in, unit, row, channel) + bias);
       dt_u = dt * u;
     }
 #pragma unroll
@@ -81,10 +135,18 @@ __global__ void __launch_bounds__(kThreads) ssm_state_step_kernel(SsmStepOperand
   y[unit] = from_float<T>(out);
 }
 
+template <typename T, int L>
+cudaError_t launch_lanes(const SsmStepOperands& in, float* state, void* y, cudaStream_t stream) {
+  lane_per_state_kernel<T, L><<<triax::kernels::grid_for(in.rows * in.channels * L, kLaneThreads, kMaxGridBlocks),
+                                kLaneThreads, 0, stream>>>(in, state, static_cast<T*>(y));
+  return cudaGetLastError();
+}
+
 template <typename T, int S>
-cudaError_t launch(const SsmStepOperands& in, float* state, void* y, cudaStream_t stream) {
-  ssm_state_step_kernel<T, S><<<triax::kernels::grid_for(in.rows * in.channels, kThreads, kMaxGridBlocks),
-                                kThreads, 0, stream>>>(in, state, static_cast<T*>(y));
+cudaError_t launch_channels(const SsmStepOperands& in, float* state, void* y, cudaStream_t stream) {
+  thread_per_channel_kernel<T, S>
+      <<<triax::kernels::grid_for(in.rows * in.channels, kChannelThreads, kMaxGridBlocks), kChannelThreads, 0,
+         stream>>>(in, state, static_cast<T*>(y));
   return cudaGetLastError();
 }
 
@@ -92,13 +154,19 @@ cudaError_t launch(const SsmStepOperands& in, float* state, void* y, cudaStream_
 
 cudaError_t ssm_state_step(const SsmStepOperands& in, float* state, void* y, cudaStream_t stream) {
   if (in.rows == 0 || in.channels == 0) return cudaSuccess;
-  if (in.state < 1 || in.rows * in.channels > kMaxGridBlocks * kThreads)
-    return cudaErrorInvalidValue;  // one thread per (row, channel), no grid-stride loop
+  if (in.state < 1 || in.rows * in.channels * 32 > kMaxGridBlocks * kLaneThreads)
+    return cudaErrorInvalidValue;  // no grid-stride loop in either layout
   return triax::kernels::dispatch_dtype(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (in.state <= 4) return launch<T, 4>(in, state, y, stream);
-    if (in.state <= 8) return launch<T, 8>(in, state, y, stream);
-    return launch<T, 16>(in, state, y, stream);  // state > 16 (rare in Mamba-1): passes of 16
+    if (in.thread_per_channel) {
+      if (in.state <= 4) return launch_channels<T, 4>(in, state, y, stream);
+      if (in.state <= 8) return launch_channels<T, 8>(in, state, y, stream);
+      return launch_channels<T, 16>(in, state, y, stream);  // state > 16 (rare in Mamba-1): passes of 16
+    }
+    if (in.state <= 4) return launch_lanes<T, 4>(in, state, y, stream);
+    if (in.state <= 8) return launch_lanes<T, 8>(in, state, y, stream);
+    if (in.state <= 16) return launch_lanes<T, 16>(in, state, y, stream);
+    return launch_lanes<T, 32>(in, state, y, stream);
   });
 }
 

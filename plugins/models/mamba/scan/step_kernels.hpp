@@ -45,6 +45,9 @@ struct SsmStepOperands {
   const void* dt = nullptr;
   int64_t dt_row_stride = 0, dt_rank = 0;
   const void* dt_proj_weight = nullptr;
+  // The kernel's layout (ssm_state_step.cu): one thread per (row, channel) instead of a lane per
+  // state; TRIAX_MAMBA_SSM_STEP_PER_CHANNEL=1 until it has been measured.
+  bool thread_per_channel = false;
 };
 
 // dt = softplus(delta + delta_bias); h = exp(dt A) h + dt B u; y = (C . h + D u) SiLU(z):
