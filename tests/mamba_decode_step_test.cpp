@@ -210,37 +210,35 @@ void check_folded_steps(const StepShape& s, int64_t r, c10::ScalarType dtype) {
   }
 }
 
-// Both layouts of the SSM step's kernel (ssm_state_step.cu): a lane per state, a thread per channel.
-const char* const kSsmStepLayouts[] = {"0", "1"};
+// `check` under both layouts of the SSM step's kernel (ssm_state_step.cu): a lane per state, a
+// thread per channel (TRIAX_MAMBA_SSM_STEP_PER_CHANNEL), each at fp32 and bf16, 1 and 32 rows.
+void for_each_layout_dtype_and_rows(const std::function<void(c10::ScalarType, int64_t)>& check) {
+  for (const char* per_channel : {"0", "1"}) {
+    const ScopedVariable layout("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL", per_channel);
+    SCOPED_TRACE(std::string("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL=") + per_channel);
+    for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
+      for (int64_t rows : {1, 32}) check(dtype, rows);
+  }
+}
 
 TEST(MambaDecodeStepCuda, FoldedDtProjMatchesTheComposition) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
   ASSERT_TRUE(triax::fused_kernels_enabled());
-  for (const char* per_channel : kSsmStepLayouts) {
-    const ScopedVariable layout("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL", per_channel);
-    SCOPED_TRACE(std::string("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL=") + per_channel);
-    for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
-      for (int64_t rows : {1, 32}) {
-        check_folded_steps({rows, 1536, 16, 4, 5}, 48, dtype);  // Mamba-130m: dt_rank 48
-        check_folded_steps({rows, 203, 5, 2, 3}, 3, dtype);     // fewer ranks than lanes or chains
-        check_folded_steps({rows, 203, 40, 2, 3}, 7, dtype);    // state above 16, a rank left over
-      }
-  }
+  for_each_layout_dtype_and_rows([](c10::ScalarType dtype, int64_t rows) {
+    check_folded_steps({rows, 1536, 16, 4, 5}, 48, dtype);  // Mamba-130m: dt_rank 48
+    check_folded_steps({rows, 203, 5, 2, 3}, 3, dtype);     // fewer ranks than lanes or chains
+    check_folded_steps({rows, 203, 40, 2, 3}, 7, dtype);    // state above 16, a rank left over
+  });
 }
 
 TEST(MambaDecodeStepCuda, KernelsMatchTheComposition) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
   ASSERT_TRUE(triax::fused_kernels_enabled());
-  for (const char* per_channel : kSsmStepLayouts) {
-    const ScopedVariable layout("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL", per_channel);
-    SCOPED_TRACE(std::string("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL=") + per_channel);
-    for (c10::ScalarType dtype : {at::kFloat, at::kBFloat16})
-      for (int64_t rows : {1, 32}) {
-        check_steps({rows, 1536, 16, 4, 6}, dtype);
-        check_steps({rows, 203, 5, 2, 4}, dtype);
-        check_steps({rows, 203, 40, 2, 4}, dtype);  // state above 16: two lanes' or passes' worth
-      }
-  }
+  for_each_layout_dtype_and_rows([](c10::ScalarType dtype, int64_t rows) {
+    check_steps({rows, 1536, 16, 4, 6}, dtype);
+    check_steps({rows, 203, 5, 2, 4}, dtype);
+    check_steps({rows, 203, 40, 2, 4}, dtype);  // state above 16: two lanes' or passes' worth
+  });
 }
 
 }  // namespace

@@ -11,9 +11,10 @@
 #include <vector>
 
 #include "error_of.hpp"
+#include "fp8/fp8_test_support.hpp"
 #include "grouped_experts.hpp"
-#include "scoped_variable.hpp"
 #include "moe_model.hpp"
+#include "scoped_variable.hpp"
 #include "triax/error.hpp"
 #include "triax/fp8.hpp"
 #include "triax/layers/fp8_grouped_linear.hpp"
@@ -22,21 +23,13 @@
 namespace triax::moe {
 namespace {
 
+using fp8_testing::fp8_context;
 using test::error_of;
 
 // ||actual - expected|| / ||expected|| over the whole tensor.
 double relative_error(const at::Tensor& actual, const at::Tensor& expected) {
   const at::Tensor a = actual.to(at::kDouble).cpu(), e = expected.to(at::kDouble).cpu();
   return ((a - e).norm() / e.norm()).item<double>();
-}
-
-ModelContext context_with_fp8(const std::string& fp8_yaml, c10::Device device = at::kCPU,
-                              c10::ScalarType dtype = at::kFloat) {
-  ModelContext context;
-  context.device = device;
-  context.dtype = dtype;
-  context.fp8 = std::make_shared<const Fp8Options>(Fp8Options::from_yaml(fp8_yaml));
-  return context;
 }
 
 // A model holding experts at "mlp.experts", their weights drawn from N(0, 0.05^2).
@@ -78,36 +71,33 @@ const char* kNames[] = {"output", "d rows", "d gate_proj", "d up_proj", "d down_
 constexpr double kTwoProducts = 8e-2;
 
 TEST(MoeFp8Experts, ChosenByTheLinearsPatternsAndSizeRuleWithRowwiseScales) {
-  const ModelContext plain = context_with_fp8("{}");
+  const ModelContext plain = fp8_context("{}");
   // The default patterns with the size rule: sides 1024 and 1024 pass, 1024 and 512 do not.
-  EXPECT_TRUE(ExpertsModel(1024, 1024, context_with_fp8("{recipe: rowwise}"), 2)
-                  .converted_by(context_with_fp8("{recipe: rowwise}")));
-  EXPECT_FALSE(ExpertsModel(512, 1024, plain, 2).converted_by(context_with_fp8("{recipe: rowwise}")));
-  EXPECT_TRUE(ExpertsModel(512, 1024, plain, 2).converted_by(context_with_fp8("{recipe: rowwise, min_gemm_size: 0}")));
+  EXPECT_TRUE(
+      ExpertsModel(1024, 1024, fp8_context("{recipe: rowwise}"), 2).converted_by(fp8_context("{recipe: rowwise}")));
+  EXPECT_FALSE(ExpertsModel(512, 1024, plain, 2).converted_by(fp8_context("{recipe: rowwise}")));
+  EXPECT_TRUE(ExpertsModel(512, 1024, plain, 2).converted_by(fp8_context("{recipe: rowwise, min_gemm_size: 0}")));
   // Patterns of the config's own: exactly what they name, whatever the size.
-  EXPECT_TRUE(ExpertsModel(16, 32, plain).converted_by(context_with_fp8("{recipe: rowwise, linears: ['*.experts']}")));
-  EXPECT_FALSE(
-      ExpertsModel(16, 32, plain).converted_by(context_with_fp8("{recipe: rowwise, linears: ['*.self_attn.*']}")));
+  EXPECT_TRUE(ExpertsModel(16, 32, plain).converted_by(fp8_context("{recipe: rowwise, linears: ['*.experts']}")));
+  EXPECT_FALSE(ExpertsModel(16, 32, plain).converted_by(fp8_context("{recipe: rowwise, linears: ['*.self_attn.*']}")));
   // Tensorwise with the default patterns: the experts stay in the model's dtype, the run goes on.
-  EXPECT_FALSE(ExpertsModel(1024, 1024, plain, 2).converted_by(context_with_fp8("{recipe: tensorwise}")));
+  EXPECT_FALSE(ExpertsModel(1024, 1024, plain, 2).converted_by(fp8_context("{recipe: tensorwise}")));
   // Without TRIAX_FP8_EXPERTS=1 (unset, or another value) they stay in the model's dtype too.
   for (const char* off : {"", "0"})
-    EXPECT_FALSE(ExpertsModel(16, 32, plain).converted_by(context_with_fp8("{recipe: rowwise, linears: ['*.experts']}"),
-                                                          off))
+    EXPECT_FALSE(
+        ExpertsModel(16, 32, plain).converted_by(fp8_context("{recipe: rowwise, linears: ['*.experts']}"), off))
         << "TRIAX_FP8_EXPERTS='" << off << "'";
 }
 
 TEST(MoeFp8Experts, RefusesWhatTheGroupedProductCannotTake) {
   // Experts named under tensorwise: the grouped kernel has no e5m2 gradients.
   const std::string tensorwise = error_of<Error>([] {
-    ExpertsModel(16, 32, context_with_fp8("{}"))
-        .converted_by(context_with_fp8("{recipe: tensorwise, linears: ['*.experts']}"));
+    ExpertsModel(16, 32, fp8_context("{}")).converted_by(fp8_context("{recipe: tensorwise, linears: ['*.experts']}"));
   });
   EXPECT_NE(tensorwise.find("fp8.recipe: tensorwise cannot train 'mlp.experts'"), std::string::npos) << tensorwise;
   // Sides not in multiples of 16.
   const std::string shape = error_of<Error>([] {
-    ExpertsModel(24, 32, context_with_fp8("{}"))
-        .converted_by(context_with_fp8("{recipe: rowwise, linears: ['*.experts']}"));
+    ExpertsModel(24, 32, fp8_context("{}")).converted_by(fp8_context("{recipe: rowwise, linears: ['*.experts']}"));
   });
   EXPECT_NE(shape.find("fp8.linears: experts 'mlp.experts' are [intermediate 32, hidden 24]"), std::string::npos)
       << shape;
@@ -174,7 +164,7 @@ TEST(MoeFp8Experts, TheModelsExpertsAreChosenByTheirModuleName) {
       "vocab_size: 32\nhidden_size: 16\nintermediate_size: 32\nnum_hidden_layers: 2\nnum_attention_heads: 2\n"
       "max_position_embeddings: 16\nmoe_config: {num_experts: 4, top_k: 2, layers: [1], moe_intermediate_size: 32}",
       "model.model_config");
-  ModelContext context = context_with_fp8("{recipe: rowwise, linears: ['model.layers.*.mlp.experts']}");
+  ModelContext context = fp8_context("{recipe: rowwise, linears: ['model.layers.*.mlp.experts']}");
   context.last_block = 4;
   context.init_method = YAML::Load("{std: 0.2}");
   auto model = MoeModel::create(reader, context);
@@ -189,7 +179,7 @@ TEST(MoeFp8Experts, TheModelsExpertsAreChosenByTheirModuleName) {
 
 // Where at::_scaled_grouped_mm cannot run (here: the CPU), converted experts compute as before.
 TEST(MoeFp8Experts, OnTheCpuConvertedExpertsComputeAsBefore) {
-  const ModelContext context = context_with_fp8("{recipe: rowwise, linears: ['*.experts']}");
+  const ModelContext context = fp8_context("{recipe: rowwise, linears: ['*.experts']}");
   ExpertsModel model(16, 32, context);
   ASSERT_TRUE(model.converted_by(context));
   const std::vector<int64_t> counts = {3, 0, 5, 8};
@@ -260,7 +250,7 @@ TEST_F(MoeFp8ExpertsCuda, ScaledGroupedMmEqualsTheCpuEmulation) {
 
 // A module converted by the fp8 section computes through at::_scaled_grouped_mm on the GPU.
 TEST_F(MoeFp8ExpertsCuda, ConvertedExpertsTakeTheScaledGroupedProduct) {
-  const ModelContext context = context_with_fp8("{recipe: rowwise, min_gemm_size: 0}", at::kCUDA, at::kBFloat16);
+  const ModelContext context = fp8_context("{recipe: rowwise, min_gemm_size: 0}", at::kCUDA, at::kBFloat16);
   ExpertsModel model(128, 256, context);
   ASSERT_TRUE(model.converted_by(context));
   const at::Tensor rows = at::randn({64, 128}, at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16));

@@ -1,5 +1,6 @@
 // What the fp8 tests share (fp8_linear_test.cpp, fp8_weight_cache_test.cpp,
-// fp8_producer_amax_test.cpp): seeded inputs and a model context with an fp8 section.
+// fp8_producer_amax_test.cpp, moe_fp8_experts_test.cpp): seeded inputs and a model context with an
+// fp8 section.
 #pragma once
 
 #include <ATen/ATen.h>
