@@ -83,13 +83,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // 1. The entering state read out, decayed from the chunk's start: the accumulators' start.
   Accumulator acc[kPFrags];
-#pragma unroll
-  for (int f = 0; f < kPFrags; ++f) wmma::fill_fragment(acc[f], 0.f);
-  product_transposed<T, kPFrags>(acc, c_rows, entering_tile, layout.ld_state, n);
-#pragma unroll
-  for (int f = 0; f < kPFrags; ++f)
-    wmma::store_matrix_sync(scratch + f * 16, acc[f], layout.ld_scratch, wmma::mem_row_major);
-  __syncwarp();
+  product_transposed_rows<T, kPFrags>(acc, scratch, layout.ld_scratch, c_rows, entering_tile, layout.ld_state, n);
   for (int k = lane; k < 16 * p; k += 32) scratch[(k / p) * layout.ld_scratch + k % p] *= expf(row_decays[k / p]);
   __syncwarp();
 #pragma unroll
@@ -113,24 +107,12 @@ __global__ void __launch_bounds__(kThreads)
     __syncwarp();
     // On the diagonal tile the warp's M is zero right of its own 16 columns: those products skipped.
     const int columns_used = j0 == i0 ? row0 + 16 : kRows;
-    for (int kk = 0; kk < columns_used; kk += 16) {
-      FragmentA<T> a;
-      wmma::load_matrix_sync(a, masked + kk, layout.ld_tile);
-#pragma unroll
-      for (int f = 0; f < kPFrags; ++f) {
-        FragmentB<T, wmma::row_major> b;
-        wmma::load_matrix_sync(b, x_tile + kk * layout.ld_head + f * 16, layout.ld_head);
-        wmma::mma_sync(acc[f], a, b, acc[f]);
-      }
-    }
+    accumulate_product<T, wmma::row_major>(acc, masked, layout.ld_tile, x_tile, layout.ld_head, 0, columns_used);
   }
 
   // 3. Out through the warp's scratch rows (no other warp reads them any more).
   __syncwarp();
-#pragma unroll
-  for (int f = 0; f < kPFrags; ++f)
-    wmma::store_matrix_sync(scratch + f * 16, acc[f], layout.ld_scratch, wmma::mem_row_major);
-  __syncwarp();
+  store_rows(scratch, layout.ld_scratch, acc);
   const int64_t group = block % s.groups, chunk = (block / s.groups) % s.chunks, batch = block / (s.groups * s.chunks);
   const int64_t heads = s.groups * r, global_head = group * r + head;
   for (int k = lane; k < 16 * p; k += 32) {

@@ -87,13 +87,8 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
 
     Accumulator tile[kTileFrags];
-#pragma unroll
-    for (int f = 0; f < kTileFrags; ++f) wmma::fill_fragment(tile[f], 0.f);
-    product_transposed<T, kTileFrags>(tile, dy_tile + row0 * layout.ld_head, x_tile, layout.ld_head, p);
-#pragma unroll
-    for (int f = 0; f < kTileFrags; ++f)
-      wmma::store_matrix_sync(d_masked + f * 16, tile[f], layout.ld_scratch, wmma::mem_row_major);
-    __syncwarp();
+    product_transposed_rows<T, kTileFrags>(tile, d_masked, layout.ld_scratch, dy_tile + row0 * layout.ld_head, x_tile,
+                                           layout.ld_head, p);
 
     // M and G row by row; each lane owns columns lane and lane + 32 (its own_columns entries),
     // so a row's reads of S are coalesced.
@@ -122,24 +117,13 @@ __global__ void __launch_bounds__(kThreads)
 
     // d_xdt[j] += sum_i M_ij dy_i: M^T's rows are M's columns (a column-major A fragment). On the
     // diagonal tile M is zero above the warp's own 16 columns' rows: those products skipped.
-    for (int kk = i0 == j0 ? row0 : 0; kk < kRows; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::col_major> a;
-      wmma::load_matrix_sync(a, masked_tile + kk * layout.ld_tile + row0, layout.ld_tile);
-#pragma unroll
-      for (int f = 0; f < kPFrags; ++f) {
-        FragmentB<T, wmma::row_major> b;
-        wmma::load_matrix_sync(b, dy_tile + kk * layout.ld_head + f * 16, layout.ld_head);
-        wmma::mma_sync(acc[f], a, b, acc[f]);
-      }
-    }
+    accumulate_product<T, wmma::col_major>(acc, masked_tile + row0, layout.ld_tile, dy_tile, layout.ld_head,
+                                           i0 == j0 ? row0 : 0, kRows);
   }
 
   // Out: the warp's d_xdt through its scratch rows, then the column sums over the warps.
   __syncwarp();
-#pragma unroll
-  for (int f = 0; f < kPFrags; ++f)
-    wmma::store_matrix_sync(scratch + f * 16, acc[f], layout.ld_scratch, wmma::mem_row_major);
-  __syncwarp();
+  store_rows(scratch, layout.ld_scratch, acc);
   for (int k = lane; k < 16 * p; k += 32) {
     const int row = k / p, col = k % p;
     d_xdt[(block * q + j0 + row0 + row) * rp + head * p + col] = scratch[row * layout.ld_scratch + col];
@@ -209,13 +193,8 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncthreads();
       Accumulator tile[kTileFrags];
-#pragma unroll
-      for (int f = 0; f < kTileFrags; ++f) wmma::fill_fragment(tile[f], 0.f);
-      product_transposed<T, kTileFrags>(tile, dy_tile + row0 * layout.ld_head, x_tile, layout.ld_head, p);
-#pragma unroll
-      for (int f = 0; f < kTileFrags; ++f)
-        wmma::store_matrix_sync(scratch + f * 16, tile[f], layout.ld_scratch, wmma::mem_row_major);
-      __syncwarp();
+      product_transposed_rows<T, kTileFrags>(tile, scratch, layout.ld_scratch, dy_tile + row0 * layout.ld_head,
+                                             x_tile, layout.ld_head, p);
 #pragma unroll
       for (int row = 0; row < 16; ++row) {
 #pragma unroll
