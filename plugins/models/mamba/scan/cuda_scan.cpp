@@ -20,6 +20,8 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 namespace launch = triax::cuda_launch;
+using launch::fp32_operand;
+using launch::fp32_or_null;
 
 bool on_device_of(const at::Tensor& first, std::initializer_list<const at::Tensor*> operands) {
   for (const at::Tensor* t : operands)
@@ -27,10 +29,8 @@ bool on_device_of(const at::Tensor& first, std::initializer_list<const at::Tenso
   return true;
 }
 
-// The activations in the kernels' dtype (u's), contiguous; parameters in fp32.
+// The activations in the kernels' dtype (u's), contiguous; parameters in fp32 (fp32_operand).
 at::Tensor activation(const at::Tensor& t, c10::ScalarType type) { return t.defined() ? t.to(type).contiguous() : t; }
-at::Tensor parameter(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
-const float* float_ptr(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
 const void* any_ptr(const at::Tensor& t) { return t.defined() ? t.const_data_ptr() : nullptr; }
 std::optional<at::Tensor> optional_of(const at::Tensor& t) {
   return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt;
@@ -46,9 +46,9 @@ Prepared prepare(const at::Tensor& u, const at::Tensor& delta, const at::Tensor&
                  const at::Tensor& C, const at::Tensor& D, const at::Tensor& z, const at::Tensor& delta_bias,
                  bool softplus) {
   const c10::ScalarType type = u.scalar_type();
-  Prepared p{activation(u, type), activation(delta, type), parameter(A),
-             activation(B, type), activation(C, type),     parameter(D),
-             activation(z, type), parameter(delta_bias),   {}};
+  Prepared p{activation(u, type), activation(delta, type),  fp32_operand(A),
+             activation(B, type), activation(C, type),      fp32_operand(D),
+             activation(z, type), fp32_operand(delta_bias), {}};
   p.operands = {*launch::kernel_dtype(type),
                 p.u.size(0),
                 p.u.size(1),
@@ -60,8 +60,8 @@ Prepared prepare(const at::Tensor& u, const at::Tensor& delta, const at::Tensor&
                 p.C.const_data_ptr(),
                 any_ptr(p.z),
                 p.A.const_data_ptr<float>(),
-                float_ptr(p.D),
-                float_ptr(p.delta_bias),
+                fp32_or_null(p.D),
+                fp32_or_null(p.delta_bias),
                 softplus};
   return p;
 }
@@ -85,14 +85,9 @@ struct SelectiveScanFunction : torch::autograd::Function<SelectiveScanFunction> 
     ctx->save_for_backward({p.u, p.delta, p.A, p.B, p.C, p.D, p.z, p.delta_bias, checkpoints});
     ctx->saved_data["softplus"] = softplus;
     // The caller's dtypes, for the gradients.
-    ctx->saved_data["types"] =
-        std::vector<int64_t>{static_cast<int64_t>(delta.scalar_type()),
-                             static_cast<int64_t>(A.scalar_type()),
-                             static_cast<int64_t>(B.scalar_type()),
-                             static_cast<int64_t>(C.scalar_type()),
-                             D.defined() ? static_cast<int64_t>(D.scalar_type()) : -1,
-                             z.defined() ? static_cast<int64_t>(z.scalar_type()) : -1,
-                             delta_bias.defined() ? static_cast<int64_t>(delta_bias.scalar_type()) : -1};
+    ctx->saved_data["types"] = std::vector<int64_t>{
+        launch::saved_dtype(delta), launch::saved_dtype(A), launch::saved_dtype(B),         launch::saved_dtype(C),
+        launch::saved_dtype(D),     launch::saved_dtype(z), launch::saved_dtype(delta_bias)};
     return y;
   }
 
@@ -123,9 +118,7 @@ struct SelectiveScanFunction : torch::autograd::Function<SelectiveScanFunction> 
     launch::check(kernels::selective_scan_backward(p.operands, checkpoints.const_data_ptr<float>(),
                                                    grad_y.const_data_ptr(), out, launch::stream_of(u)),
                   "selective_scan backward");
-    auto as = [&](const at::Tensor& g, size_t index) {
-      return types[index] < 0 ? at::Tensor() : g.to(static_cast<c10::ScalarType>(types[index]));
-    };
+    auto as = [&](const at::Tensor& g, size_t index) { return launch::in_saved_dtype(g, types[index]); };
     return {du, as(ddelta, 0), as(dA, 1), as(dB, 2), as(dC, 3), as(dD, 4), as(dz, 5), as(dbias, 6), at::Tensor()};
   }
 };
@@ -135,17 +128,17 @@ struct CausalConv1dFunction : torch::autograd::Function<CausalConv1dFunction> {
                             const std::optional<at::Tensor>& bias_opt, bool silu) {
     const at::Tensor bias = bias_opt.value_or(at::Tensor());
     c10::cuda::CUDAGuard device(x.device());
-    const at::Tensor xc = x.contiguous(), w = parameter(weight), b = parameter(bias);
+    const at::Tensor xc = x.contiguous(), w = fp32_operand(weight), b = fp32_operand(bias);
     at::Tensor y = at::empty_like(xc);
     launch::check(
         kernels::causal_conv1d_forward(*launch::kernel_dtype(xc.scalar_type()), xc.const_data_ptr(),
-                                       w.const_data_ptr<float>(), float_ptr(b), y.mutable_data_ptr(), xc.size(0),
+                                       w.const_data_ptr<float>(), fp32_or_null(b), y.mutable_data_ptr(), xc.size(0),
                                        xc.size(1), xc.size(2), w.size(1), silu, launch::stream_of(xc)),
         "causal_conv1d forward");
     ctx->save_for_backward({xc, w, b});
     ctx->saved_data["silu"] = silu;
-    ctx->saved_data["weight_type"] = static_cast<int64_t>(weight.scalar_type());
-    ctx->saved_data["bias_type"] = bias.defined() ? static_cast<int64_t>(bias.scalar_type()) : int64_t{-1};
+    ctx->saved_data["weight_type"] = launch::saved_dtype(weight);
+    ctx->saved_data["bias_type"] = launch::saved_dtype(bias);
     return y;
   }
 
@@ -159,13 +152,12 @@ struct CausalConv1dFunction : torch::autograd::Function<CausalConv1dFunction> {
     at::Tensor db = b.defined() ? at::empty(b.sizes(), b.options()) : at::Tensor();
     launch::check(kernels::causal_conv1d_backward(
                       *launch::kernel_dtype(x.scalar_type()), x.const_data_ptr(), w.const_data_ptr<float>(),
-                      float_ptr(b), grad_y.const_data_ptr(), dx.mutable_data_ptr(), dw.mutable_data_ptr<float>(),
+                      fp32_or_null(b), grad_y.const_data_ptr(), dx.mutable_data_ptr(), dw.mutable_data_ptr<float>(),
                       db.defined() ? db.mutable_data_ptr<float>() : nullptr, x.size(0), x.size(1), x.size(2), w.size(1),
                       ctx->saved_data["silu"].toBool(), launch::stream_of(x)),
                   "causal_conv1d backward");
-    const int64_t bias_type = ctx->saved_data["bias_type"].toInt();
-    return {dx, dw.to(static_cast<c10::ScalarType>(ctx->saved_data["weight_type"].toInt())),
-            bias_type < 0 ? at::Tensor() : db.to(static_cast<c10::ScalarType>(bias_type)), at::Tensor()};
+    return {dx, launch::in_saved_dtype(dw, ctx->saved_data["weight_type"].toInt()),
+            launch::in_saved_dtype(db, ctx->saved_data["bias_type"].toInt()), at::Tensor()};
   }
 };
 
@@ -193,10 +185,10 @@ std::pair<at::Tensor, at::Tensor> selective_scan_with_state_cuda(const Selective
                                                                  const at::Tensor& initial_state) {
   c10::cuda::CUDAGuard device(a.u.device());
   Prepared p = prepare(a.u, a.delta, a.A, a.B, a.C, a.D, a.z, a.delta_bias, a.delta_softplus);
-  const at::Tensor start = parameter(initial_state);
+  const at::Tensor start = fp32_operand(initial_state);
   at::Tensor y = at::empty_like(p.u);
   at::Tensor last = at::empty({p.u.size(0), p.u.size(1), p.A.size(1)}, p.u.options().dtype(at::kFloat));
-  launch::check(kernels::selective_scan_forward(p.operands, float_ptr(start), y.mutable_data_ptr(),
+  launch::check(kernels::selective_scan_forward(p.operands, fp32_or_null(start), y.mutable_data_ptr(),
                                                 last.mutable_data_ptr<float>(), nullptr, launch::stream_of(p.u)),
                 "selective_scan_with_state");
   return {y, last};

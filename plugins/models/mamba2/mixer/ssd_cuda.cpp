@@ -13,6 +13,8 @@ namespace triax::mamba2::ssd {
 namespace {
 
 namespace launch = triax::cuda_launch;
+using launch::fp32_operand;
+using launch::fp32_or_null;
 
 // The backward keeps r x 256 fp32 column sums a block in shared memory (up to 227 KiB).
 constexpr int64_t kMaxHeadsPerGroup = 200;
@@ -23,10 +25,6 @@ kernels::PassingShape passing_shape_of(const Chunks& k) { return {k.b, k.c, k.g 
 
 // Each chunk's log-decay, [b, c, g, r] contiguous: the last cumulative one.
 at::Tensor chunk_decays(const Chunks& k) { return k.decay.select(-1, k.q - 1).contiguous(); }
-
-// t in fp32 and contiguous, or undefined: its pointer, or null.
-at::Tensor optional_f32(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
-const float* pointer_or_null(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
 
 kernels::ChunkScanShape chunk_scan_shape_of(const Chunks& k) { return {k.b, k.c, k.g, k.r, k.p, k.n, k.q, k.l}; }
 
@@ -124,10 +122,10 @@ MaskedScoresGradients masked_scores_backward_cuda(const Chunks& k, const at::Ten
 
 PassedStates pass_states_cuda(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states) {
   c10::cuda::CUDAGuard device(k.dt.device());
-  const at::Tensor s = states.contiguous(), decays = chunk_decays(k), initial = optional_f32(initial_state);
+  const at::Tensor s = states.contiguous(), decays = chunk_decays(k), initial = fp32_operand(initial_state);
   at::Tensor entering = at::empty({k.b, k.c, k.g, k.r * k.p, k.n}, s.options());
   at::Tensor final_state = at::empty({k.b, k.g * k.r, k.p, k.n}, s.options());
-  launch::check(kernels::pass_states(s.const_data_ptr<float>(), decays.const_data_ptr<float>(), pointer_or_null(initial),
+  launch::check(kernels::pass_states(s.const_data_ptr<float>(), decays.const_data_ptr<float>(), fp32_or_null(initial),
                                      entering.data_ptr<float>(), final_state.data_ptr<float>(), passing_shape_of(k),
                                      launch::stream_of(s)),
                 "pass_states");
@@ -138,13 +136,13 @@ PassingGradients pass_states_backward_cuda(const Chunks& k, const at::Tensor& en
                                            const at::Tensor& d_final) {
   c10::cuda::CUDAGuard device(k.dt.device());
   const at::Tensor e = entering.contiguous(), de = d_entering.to(at::kFloat).contiguous();
-  const at::Tensor decays = chunk_decays(k), df = optional_f32(d_final);
+  const at::Tensor decays = chunk_decays(k), df = fp32_operand(d_final);
   const int64_t slices = (k.p * k.n + kernels::kPassingSlice - 1) / kernels::kPassingSlice;
   at::Tensor d_states = at::empty({k.b, k.c, k.g, k.r * k.p, k.n}, e.options());
   at::Tensor d_initial = at::empty({k.b, k.g * k.r, k.p, k.n}, e.options());
   at::Tensor partials = at::empty({k.b, k.c, k.g, k.r, slices}, e.options());
   launch::check(kernels::pass_states_backward(e.const_data_ptr<float>(), decays.const_data_ptr<float>(),
-                                              de.const_data_ptr<float>(), pointer_or_null(df), d_states.data_ptr<float>(),
+                                              de.const_data_ptr<float>(), fp32_or_null(df), d_states.data_ptr<float>(),
                                               d_initial.data_ptr<float>(), partials.data_ptr<float>(),
                                               passing_shape_of(k), launch::stream_of(e)),
                 "pass_states_backward");

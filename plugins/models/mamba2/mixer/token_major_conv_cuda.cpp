@@ -15,11 +15,10 @@ namespace triax::mamba2 {
 namespace {
 
 namespace launch = triax::cuda_launch;
+using launch::fp32_operand;
+using launch::fp32_or_null;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-at::Tensor parameter(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
-const float* float_ptr(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
 
 // x [b, s, groups, group_conv] with unit channel stride, as the kernels address it.
 kernels::TokenMajorInput input_of(const at::Tensor& x) {
@@ -35,16 +34,16 @@ struct TokenMajorConvFunction : torch::autograd::Function<TokenMajorConvFunction
                             const std::optional<at::Tensor>& bias_opt) {
     const at::Tensor bias = bias_opt.value_or(at::Tensor());
     c10::cuda::CUDAGuard device(x.device());
-    const at::Tensor w = parameter(weight), b = parameter(bias);
+    const at::Tensor w = fp32_operand(weight), b = fp32_operand(bias);
     const kernels::TokenMajorConvShape shape = shape_of(x, w);
     at::Tensor y = at::empty({shape.batch, shape.length, shape.channels}, x.options());
     launch::check(kernels::token_major_conv_forward(*launch::kernel_dtype(x.scalar_type()), input_of(x),
-                                                    w.const_data_ptr<float>(), float_ptr(b), y.mutable_data_ptr(),
+                                                    w.const_data_ptr<float>(), fp32_or_null(b), y.mutable_data_ptr(),
                                                     shape, /*silu=*/true, launch::stream_of(x)),
                   "token_major_conv forward");
     ctx->save_for_backward({x, w, b});  // x: the view of in_proj's output, no copy kept
-    ctx->saved_data["weight_type"] = static_cast<int64_t>(weight.scalar_type());
-    ctx->saved_data["bias_type"] = bias.defined() ? static_cast<int64_t>(bias.scalar_type()) : int64_t{-1};
+    ctx->saved_data["weight_type"] = launch::saved_dtype(weight);
+    ctx->saved_data["bias_type"] = launch::saved_dtype(bias);
     return y;
   }
 
@@ -57,18 +56,14 @@ struct TokenMajorConvFunction : torch::autograd::Function<TokenMajorConvFunction
     at::Tensor dx = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
     at::Tensor partials = at::empty({kernels::token_major_conv_partial_rows(shape), shape.channels, shape.width + 1},
                                     x.options().dtype(at::kFloat));
-    launch::check(kernels::token_major_conv_backward(*launch::kernel_dtype(x.scalar_type()), input_of(x),
-                                                     w.const_data_ptr<float>(), float_ptr(b), grad_y.const_data_ptr(),
-                                                     dx.mutable_data_ptr(), partials.mutable_data_ptr<float>(), shape,
-                                                     /*silu=*/true, launch::stream_of(x)),
+    launch::check(kernels::token_major_conv_backward(
+                      *launch::kernel_dtype(x.scalar_type()), input_of(x), w.const_data_ptr<float>(), fp32_or_null(b),
+                      grad_y.const_data_ptr(), dx.mutable_data_ptr(), partials.mutable_data_ptr<float>(), shape,
+                      /*silu=*/true, launch::stream_of(x)),
                   "token_major_conv backward");
     const at::Tensor sums = partials.sum(0);  // [channels, width + 1]
-    const int64_t bias_type = ctx->saved_data["bias_type"].toInt();
-    const at::Tensor dw =
-        sums.narrow(1, 0, shape.width).to(static_cast<c10::ScalarType>(ctx->saved_data["weight_type"].toInt()));
-    const at::Tensor db =
-        bias_type < 0 ? at::Tensor() : sums.select(1, shape.width).to(static_cast<c10::ScalarType>(bias_type));
-    return {dx, dw, db};
+    return {dx, launch::in_saved_dtype(sums.narrow(1, 0, shape.width), ctx->saved_data["weight_type"].toInt()),
+            launch::in_saved_dtype(sums.select(1, shape.width), ctx->saved_data["bias_type"].toInt())};
   }
 };
 

@@ -1,18 +1,20 @@
 // What the autograd functions that call CUDA kernels share, the SDK's (fused_ops.cpp, rotary_qkv.cpp,
 // fused_linear_cross_entropy.cpp) and plugins': whether the kernels apply, their dtype
-// (triax/kernels/kernels.hpp), the stream, the launch check.
+// (triax/kernels/kernels.hpp), the fp32 operands and their gradients' dtypes, the stream, the
+// launch check.
 // Included only when TRIAX_WITH_CUDA is defined (it includes LibTorch's CUDA headers).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
 
-#include "triax/kernels/kernels.hpp"
 #include "triax/error.hpp"
+#include "triax/kernels/kernels.hpp"
 #include "triax/layers/fused_ops.hpp"
 
 namespace triax::cuda_launch {
@@ -30,6 +32,18 @@ inline std::optional<kernels::Dtype> kernel_dtype(c10::ScalarType type) {
     default:
       return std::nullopt;
   }
+}
+
+// An operand the kernels read in fp32 (a weight, a bias, a state), possibly absent: t in fp32 and
+// contiguous, or undefined; then its data, or null, the kernels' "absent".
+inline at::Tensor fp32_operand(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
+inline const float* fp32_or_null(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
+
+// An operand's own dtype, kept in an autograd context's saved_data (an int: it holds no
+// ScalarType), -1 for an absent one; then its fp32 gradient cast back to it (undefined if absent).
+inline int64_t saved_dtype(const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1; }
+inline at::Tensor in_saved_dtype(const at::Tensor& gradient, int64_t dtype) {
+  return dtype < 0 ? at::Tensor() : gradient.to(static_cast<c10::ScalarType>(dtype));
 }
 
 // LibTorch's current stream on t's device: kernels queue behind the ops that produced t.
