@@ -52,15 +52,36 @@ struct ExpertsModel {
   }
 };
 
+// The experts' operands: rows [total, hidden], gate and up [experts, features, hidden], down
+// [experts, hidden, features], and the upstream gradient `seed` of the output [total, hidden].
+struct ExpertOperands {
+  at::Tensor rows, gate, up, down, seed;
+
+  // N(0, 1) rows and seed, N(0, weight_scale^2) weights, drawn in that member order.
+  static ExpertOperands random(int64_t total, int64_t hidden, int64_t features, int64_t experts, double weight_scale,
+                               const at::TensorOptions& options) {
+    ExpertOperands o;
+    o.rows = at::randn({total, hidden}, options);
+    o.gate = at::randn({experts, features, hidden}, options) * weight_scale;
+    o.up = at::randn({experts, features, hidden}, options) * weight_scale;
+    o.down = at::randn({experts, hidden, features}, options) * weight_scale;
+    o.seed = at::randn({total, hidden}, options);
+    return o;
+  }
+  ExpertOperands to(at::Device device) const {
+    return {rows.to(device), gate.to(device), up.to(device), down.to(device), seed.to(device)};
+  }
+};
+
 // The outputs and gradients (rows, gate, up, down) of `implementation` for the upstream `seed`.
 template <typename Implementation>
-std::vector<at::Tensor> outputs_and_gradients(Implementation implementation, const at::Tensor& rows,
-                                              const std::vector<int64_t>& counts, const at::Tensor& gate,
-                                              const at::Tensor& up, const at::Tensor& down, const at::Tensor& seed) {
+std::vector<at::Tensor> outputs_and_gradients(Implementation implementation, const ExpertOperands& operands,
+                                              const std::vector<int64_t>& counts) {
   std::vector<at::Tensor> leaves;
-  for (const at::Tensor& t : {rows, gate, up, down}) leaves.push_back(t.detach().clone().requires_grad_());
+  for (const at::Tensor& t : {operands.rows, operands.gate, operands.up, operands.down})
+    leaves.push_back(t.detach().clone().requires_grad_());
   const at::Tensor out = implementation(leaves[0], counts, leaves[1], leaves[2], leaves[3]);
-  out.backward(seed);
+  out.backward(operands.seed);
   return {out.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad(), leaves[3].grad()};
 }
 
@@ -142,14 +163,10 @@ TEST(MoeFp8Experts, GroupedProductFollowsTheExactOneWithinFp8Tolerance) {
 TEST(MoeFp8Experts, EmulatedFp8PathFollowsTheLoopWithinFp8Tolerance) {
   at::manual_seed(3);
   const std::vector<int64_t> counts = {5, 0, 17, 32, 1, 9};
-  const int64_t total = 64, hidden = 32, features = 48, experts = 6;
-  const at::Tensor rows = at::randn({total, hidden});
-  const at::Tensor gate = at::randn({experts, features, hidden}) * 0.1,
-                   up = at::randn({experts, features, hidden}) * 0.1;
-  const at::Tensor down = at::randn({experts, hidden, features}) * 0.1;
-  const at::Tensor seed = at::randn({total, hidden});
-  const auto exact = outputs_and_gradients(experts_loop, rows, counts, gate, up, down, seed);
-  const auto fp8 = outputs_and_gradients(experts_fp8_grouped_mm, rows, counts, gate, up, down, seed);
+  const ExpertOperands operands = ExpertOperands::random(/*total=*/64, /*hidden=*/32, /*features=*/48,
+                                                         /*experts=*/6, 0.1, at::TensorOptions());
+  const auto exact = outputs_and_gradients(experts_loop, operands, counts);
+  const auto fp8 = outputs_and_gradients(experts_fp8_grouped_mm, operands, counts);
   for (size_t i = 0; i < exact.size(); ++i) {
     ASSERT_EQ(fp8[i].sizes(), exact[i].sizes()) << kNames[i];
     EXPECT_LT(relative_error(fp8[i], exact[i]), kTwoProducts) << kNames[i];
@@ -208,15 +225,11 @@ TEST_F(MoeFp8ExpertsCuda, FollowsTheBf16GroupedGemmWithinFp8Tolerance) {
   const at::TensorOptions options = at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
   at::manual_seed(7);
   const std::vector<int64_t> counts = {40, 0, 1, 300, 7, 0, 128, 36};
-  const int64_t total = 512, hidden = 256, features = 512, experts = 8;
-  const at::Tensor rows = at::randn({total, hidden}, options);
-  const at::Tensor gate = at::randn({experts, features, hidden}, options) * 0.05;
-  const at::Tensor up = at::randn({experts, features, hidden}, options) * 0.05;
-  const at::Tensor down = at::randn({experts, hidden, features}, options) * 0.05;
-  const at::Tensor seed = at::randn({total, hidden}, options);
-  const auto bf16 = outputs_and_gradients(experts_grouped_mm, rows, counts, gate, up, down, seed);
+  const ExpertOperands operands = ExpertOperands::random(/*total=*/512, /*hidden=*/256, /*features=*/512,
+                                                         /*experts=*/8, 0.05, options);
+  const auto bf16 = outputs_and_gradients(experts_grouped_mm, operands, counts);
   const int64_t before = fp8_scaled_grouped_products();
-  const auto fp8 = outputs_and_gradients(experts_fp8_grouped_mm, rows, counts, gate, up, down, seed);
+  const auto fp8 = outputs_and_gradients(experts_fp8_grouped_mm, operands, counts);
   // Two products (gate and up as one, down), each forward, input gradient and weight gradient.
   EXPECT_EQ(fp8_scaled_grouped_products() - before, 6);
   for (size_t i = 0; i < bf16.size(); ++i) {
@@ -233,16 +246,10 @@ TEST_F(MoeFp8ExpertsCuda, FollowsTheBf16GroupedGemmWithinFp8Tolerance) {
 TEST_F(MoeFp8ExpertsCuda, ScaledGroupedMmEqualsTheCpuEmulation) {
   at::manual_seed(8);
   const std::vector<int64_t> counts = {20, 0, 45, 31};
-  const int64_t total = 96, hidden = 64, features = 128, experts = 4;
-  const at::TensorOptions bf16 = at::TensorOptions().dtype(at::kBFloat16);
-  const at::Tensor rows = at::randn({total, hidden}, bf16);
-  const at::Tensor gate = at::randn({experts, features, hidden}, bf16) * 0.05;
-  const at::Tensor up = at::randn({experts, features, hidden}, bf16) * 0.05;
-  const at::Tensor down = at::randn({experts, hidden, features}, bf16) * 0.05;
-  const at::Tensor seed = at::randn({total, hidden}, bf16);
-  const auto cpu = outputs_and_gradients(experts_fp8_grouped_mm, rows, counts, gate, up, down, seed);
-  const auto gpu = outputs_and_gradients(experts_fp8_grouped_mm, rows.cuda(), counts, gate.cuda(), up.cuda(),
-                                         down.cuda(), seed.cuda());
+  const ExpertOperands operands = ExpertOperands::random(/*total=*/96, /*hidden=*/64, /*features=*/128,
+                                                         /*experts=*/4, 0.05, at::TensorOptions().dtype(at::kBFloat16));
+  const auto cpu = outputs_and_gradients(experts_fp8_grouped_mm, operands, counts);
+  const auto gpu = outputs_and_gradients(experts_fp8_grouped_mm, operands.to(at::kCUDA), counts);
   // 2e-2 rather than the dense test's 1e-2: here the down projection's input is itself a bf16
   // result of the first product, and a last-bit difference there can move its fp8 rounding.
   for (size_t i = 0; i < cpu.size(); ++i) EXPECT_LT(relative_error(gpu[i], cpu[i]), 2e-2) << kNames[i];
