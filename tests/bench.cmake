@@ -9,6 +9,12 @@ add_test(NAME step_profile_script
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/bench/step_profile_test.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(step_profile_script PROPERTIES TIMEOUT 60)
 
+# bench.py --family moe without a GPU (both its triax run and its peer, moe_peer_bench.py, need
+# one): a stand-in for the runs; the config and peer it picks, the command lines, the table.
+add_test(NAME bench_moe_family
+  COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/bench/bench_moe_family_test.py ${PROJECT_SOURCE_DIR})
+set_tests_properties(bench_moe_family PROPERTIES TIMEOUT 60)
+
 # The mamba-ssm peers on CPU against a stand-in mamba_ssm package, for Mamba-1 (mamba) and
 # Mamba-2 (mamba2); both need the .venv's torch.
 # ${family}_ssm_peer_script: tools/device/${family}_ssm_peer.py, the config it builds and the JSON
