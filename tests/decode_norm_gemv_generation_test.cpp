@@ -22,6 +22,7 @@
 
 #include "cache_test_support.hpp"
 #include "llama_model.hpp"
+#include "llama_test_support.hpp"
 
 namespace {
 
@@ -31,20 +32,12 @@ constexpr const char* kChildVariable = "TRIAX_DECODE_NORM_GEMV_TEST_CHILD";
 constexpr int64_t kLayers = 3, kPrompt = 5, kSteps = 12, kVocab = 50;
 const c10::Device kCuda(c10::kCUDA, 0);
 
-std::shared_ptr<triax::llama::LlamaModel> build(c10::ScalarType dtype) {
-  const std::string yaml = "hidden_size: 64\nnum_attention_heads: 4\nnum_key_value_heads: 2\nintermediate_size: 96\n"
-                           "num_hidden_layers: " +
-                           std::to_string(kLayers) + "\nvocab_size: " + std::to_string(kVocab) +
-                           "\nmax_position_embeddings: 32\nrms_norm_eps: 1.0e-5\ntie_word_embeddings: false\n";
-  triax::ConfigReader reader = triax::ConfigReader::from_text(yaml, "model.model_config");
-  triax::ModelContext context;
-  context.first_block = 0;
-  context.last_block = static_cast<int32_t>(kLayers) + 2;
+std::shared_ptr<triax::llama::LlamaModel> build_model(c10::ScalarType dtype) {
+  triax::ModelContext context = llama_test::make_context(kLayers, dtype);
   context.seed = 7;
-  context.make_vocab_size_divisible_by = 16;
   context.device = kCuda;
-  context.dtype = dtype;
-  return triax::llama::LlamaModel::create(reader, context);
+  return llama_test::build(llama_test::llama_yaml(/*hidden=*/64, /*intermediate=*/96, kLayers, kVocab, /*tied=*/false),
+                           context);
 }
 
 struct Greedy {
@@ -90,7 +83,7 @@ TEST(DecodeNormGemvGenerationCuda, Child) {
   ASSERT_TRUE(at::hasCUDA());
   int64_t folded = 0;
   for (const c10::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-    auto model = build(dtype);
+    auto model = build_model(dtype);
     for (const int64_t rows : {1, 4}) {
       Greedy plain;
       folded += folded_ops([&] { plain = greedy_tokens(*model, rows, false); });

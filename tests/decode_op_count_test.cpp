@@ -19,6 +19,7 @@
 
 #include "cache_test_support.hpp"
 #include "llama_model.hpp"
+#include "llama_test_support.hpp"
 
 namespace {
 
@@ -81,24 +82,16 @@ OpCounts count_ops(const std::function<void()>& work) {
 }
 
 // SmolLM's shape in small: 4 query heads over 2 key/value heads, head_dim 8.
-std::shared_ptr<triax::llama::LlamaModel> build(int64_t layers) {
-  const std::string yaml = "hidden_size: 32\nnum_attention_heads: 4\nnum_key_value_heads: 2\nintermediate_size: 48\n"
-                           "num_hidden_layers: " +
-                           std::to_string(layers) +
-                           "\nvocab_size: 30\nmax_position_embeddings: 32\nrms_norm_eps: 1.0e-5\n"
-                           "tie_word_embeddings: true\n";
-  triax::ConfigReader reader = triax::ConfigReader::from_text(yaml, "model.model_config");
-  triax::ModelContext context;
-  context.first_block = 0;
-  context.last_block = static_cast<int32_t>(layers) + 2;
+std::shared_ptr<triax::llama::LlamaModel> build_model(int64_t layers) {
+  triax::ModelContext context = llama_test::make_context(layers, at::kFloat);
   context.seed = 7;
-  context.make_vocab_size_divisible_by = 16;
-  return triax::llama::LlamaModel::create(reader, context);
+  return llama_test::build(
+      llama_test::llama_yaml(/*hidden=*/32, /*intermediate=*/48, layers, /*vocab=*/30, /*tied=*/true), context);
 }
 
 // The ops of the third decoding step after a prompt of 5 tokens, `rows` rows.
 OpCounts decode_step_ops(int64_t layers, int64_t rows) {
-  auto model = build(layers);
+  auto model = build_model(layers);
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(3);
   const at::Tensor ids = at::randint(30, {rows, 8}, generator, at::kLong);
   auto caches = make_caches(*model, rows, 16);

@@ -1,6 +1,7 @@
-// Shared by the Llama plugin's unit tests (llama_*_test.cpp): the tiny model they build, and
-// independent references written with plain ATen ops in double precision: RMSNorm, rotary
-// embeddings, grouped-query attention, the SwiGLU MLP and the whole model's loss.
+// Shared by the Llama plugin's unit tests (llama_*_test.cpp) and the decoding step's tests
+// (decode_*_test.cpp): the tiny models they build, and independent references written with plain
+// ATen ops in double precision: RMSNorm, rotary embeddings, grouped-query attention, the SwiGLU
+// MLP and the whole model's loss.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -26,18 +27,19 @@ using triax::llama::LlamaModel;
 
 inline constexpr double kPi = 3.141592653589793;
 
+// A small Llama: 4 query heads over 2 kv heads, 32 positions at most.
+inline std::string llama_yaml(int64_t hidden, int64_t intermediate, int64_t layers, int64_t vocab, bool tied) {
+  const auto line = [](const char* key, const std::string& value) { return key + (": " + value) + "\n"; };
+  return line("hidden_size", std::to_string(hidden)) + line("num_attention_heads", "4") +
+         line("num_key_value_heads", "2") + line("intermediate_size", std::to_string(intermediate)) +
+         line("num_hidden_layers", std::to_string(layers)) + line("vocab_size", std::to_string(vocab)) +
+         line("max_position_embeddings", "32") + line("rms_norm_eps", "1.0e-5") +
+         line("tie_word_embeddings", tied ? "true" : "false");
+}
+
 // hidden 16, 4 heads of 4, 2 kv heads, ffn 24, vocab 30 (padded to 32 below), 2 layers.
 inline std::string tiny_yaml(bool tied, const std::string& extra = "") {
-  return "hidden_size: 16\n"
-         "num_attention_heads: 4\n"
-         "num_key_value_heads: 2\n"
-         "intermediate_size: 24\n"
-         "num_hidden_layers: 2\n"
-         "vocab_size: 30\n"
-         "max_position_embeddings: 32\n"
-         "rms_norm_eps: 1.0e-5\n"
-         "tie_word_embeddings: " +
-         std::string(tied ? "true" : "false") + "\n" + extra;
+  return llama_yaml(/*hidden=*/16, /*intermediate=*/24, /*layers=*/2, /*vocab=*/30, tied) + extra;
 }
 
 inline ModelContext make_context(int64_t layers, c10::ScalarType dtype, const std::string& init = "{std: 0.02}") {
