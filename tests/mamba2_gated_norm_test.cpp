@@ -95,7 +95,7 @@ constexpr Layout kThreeGroupsUnaligned{2, 7, 6, 8, 3, 2 * 48 + 5, 48 + 2, 0};
 constexpr Layout kTwoGroupsAligned{3, 5, 8, 16, 2, 2 * 128 + 8, 128 + 8, 0};
 // 15 channels (heads of 5): rows that no vector tiles.
 constexpr Layout kOddChannels{2, 9, 3, 5, 1, 2 * 15 + 3, 15 + 3, 0};
-// 6144 channels in one group: four vectors of bf16 per thread (two of fp32 would not fit: v1).
+// 6144 channels in one group: four bf16 vectors per thread; in fp32 (1536 vectors) beyond v2: v1.
 constexpr Layout kWideGroup{1, 40, 96, 64, 1, 2 * 6144, 6144, 0};
 
 struct CudaInputs {
