@@ -319,10 +319,10 @@ cudaError_t gated_norm_backward_v2(const GatedNormInputs& in, const GatedNormSha
     const bool vector =
         vectorized<T, Y>(in, shape, {grad_out, grads.y, grads.x, grads.z, grads.weight_partials, grads.skip_partials});
     return dispatch_vectorized(vector, [&](auto v) {
-      gated_norm_backward_v2_kernel<T, Y, decltype(slots)::value, decltype(v)::value>
-          <<<grid, threads_for(in, shape), 0, stream>>>(
-              operands_of<T, Y>(in, shape), shape.rows, static_cast<const T*>(grad_out), rstd, static_cast<Y*>(grads.y),
-              static_cast<T*>(grads.x), static_cast<T*>(grads.z), grads.weight_partials, grads.skip_partials);
+      const auto kernel = gated_norm_backward_v2_kernel<T, Y, decltype(slots)::value, decltype(v)::value>;
+      kernel<<<grid, threads_for(in, shape), 0, stream>>>(
+          operands_of<T, Y>(in, shape), shape.rows, static_cast<const T*>(grad_out), rstd, static_cast<Y*>(grads.y),
+          static_cast<T*>(grads.x), static_cast<T*>(grads.z), grads.weight_partials, grads.skip_partials);
       return cudaGetLastError();
     });
   });
