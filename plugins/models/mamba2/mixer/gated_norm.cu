@@ -1,8 +1,8 @@
-// The gated norm's kernels (gated_norm_kernels.hpp). Forward: one block per (row, group), two
-// passes over the group's channels (the sum of squares, then the output), nothing kept but rstd.
-// Backward: a fixed grid of blocks, each walking rows; every thread owns the same channels of
-// every row, so the weight's and D's per-channel sums need no atomics and come out the same on
-// every run.
+// The gated norm's first kernels, v1 (gated_norm_kernels.hpp; v2 in gated_norm_v2.cu). Forward:
+// one block per (row, group), two passes over the group's channels (the sum of squares, then the
+// output), nothing kept but rstd. Backward: a fixed grid of blocks, each walking rows; every thread
+// owns the same channels of every row, so the weight's and D's per-channel sums need no atomics and
+// come out the same on every run.
 #include <type_traits>
 
 #include "gated_norm_operands.cuh"
