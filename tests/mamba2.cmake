@@ -68,3 +68,11 @@ add_executable(mamba2_ssd_bench EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/mamba
 add_dependencies(triax_benches mamba2_ssd_bench)
 target_link_libraries(mamba2_ssd_bench PRIVATE triax_mamba2_impl)
 triax_use_pch(mamba2_ssd_bench)
+
+# The gated norm's two generations of CUDA kernels (TRIAX_MAMBA2_GATED_NORM_KERNEL=v1, v2) timed at
+# the mamba2-780m shape, forward and backward, ms and GB/s (`build/bin/mamba2_gated_norm_bench
+# [batch [length]]`); not run by ctest, built by the triax_benches target.
+add_executable(mamba2_gated_norm_bench EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/mamba2_gated_norm_bench.cpp)
+add_dependencies(triax_benches mamba2_gated_norm_bench)
+target_link_libraries(mamba2_gated_norm_bench PRIVATE triax_mamba2_impl)
+triax_use_pch(mamba2_gated_norm_bench)

@@ -6,7 +6,8 @@
 // allocator. --cuda: the SSD with bf16 x, B and C (fp32 dt and A, as the mixer passes them),
 // batch 8 unless given; bytes and peaks from the CUDA caching allocator. The layer runs in bf16,
 // timed forward and backward. TRIAX_MAMBA2_FUSED_NORM=0 and TRIAX_MAMBA2_SSD_KERNELS=0 time the
-// LibTorch compositions the mixer's CUDA kernels replace. With --cuda, everything is timed three
+// LibTorch compositions the mixer's CUDA kernels replace; TRIAX_MAMBA2_GATED_NORM_KERNEL=v2 the gated
+// norm's second kernels. With --cuda, everything is timed three
 // times in one run: the fused chunk scan switched off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1),
 // then on with the token-major conv1d (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two).
 #include <ATen/ATen.h>
@@ -163,8 +164,8 @@ void measure_layer(const Setting& s) {
 // Which of the mixer's CUDA kernels this run takes (each switched off by its variable set to 0).
 void print_kernel_switches() {
   for (const char* variable :
-       {"TRIAX_FUSED_KERNELS", "TRIAX_MAMBA2_FUSED_NORM", "TRIAX_MAMBA2_SSD_KERNELS", "TRIAX_MAMBA2_CHUNK_SCAN",
-        "TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "TRIAX_MAMBA2_TOKEN_MAJOR_CONV"}) {
+       {"TRIAX_FUSED_KERNELS", "TRIAX_MAMBA2_FUSED_NORM", "TRIAX_MAMBA2_GATED_NORM_KERNEL", "TRIAX_MAMBA2_SSD_KERNELS",
+        "TRIAX_MAMBA2_CHUNK_SCAN", "TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "TRIAX_MAMBA2_TOKEN_MAJOR_CONV"}) {
     const char* value = std::getenv(variable);
     std::printf("%s=%s\n", variable, value ? value : "(unset: on)");
   }

@@ -15,4 +15,9 @@ bool switched_on_when_one(const char* variable) {
   return value != nullptr && std::strcmp(value, "1") == 0;
 }
 
+bool environment_is(const char* variable, const char* expected) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && std::strcmp(value, expected) == 0;
+}
+
 }  // namespace triax

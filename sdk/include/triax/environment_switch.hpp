@@ -11,4 +11,8 @@ bool switched_on_unless_zero(const char* variable);
 // True only when `variable` is set to "1": a new path that stays off until it has been measured.
 bool switched_on_when_one(const char* variable);
 
+// True only when `variable` is set to exactly `value`: a switch between named variants of a
+// kernel (such as "v1" and "v2"), read at every call.
+bool environment_is(const char* variable, const char* value);
+
 }  // namespace triax

@@ -107,6 +107,14 @@ bool gated_norm_kernels_apply(const GatedNormArgs& args, c10::ScalarType dtype) 
 #endif
 }
 
+const char* gated_norm_kernels_used(const GatedNormArgs& args, c10::ScalarType dtype) {
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (gated_norm_cuda_takes(args, dtype)) return gated_norm_cuda_kernel(args);
+#endif
+  (void)args, (void)dtype;
+  return "composition";
+}
+
 at::Tensor gated_rms_norm_composed(const GatedNormArgs& a, c10::ScalarType dtype) {
   const c10::ScalarType type = compute_type(a);
   const at::Tensor y = (a.y.to(type) + a.D.to(type).unsqueeze(-1) * a.x.to(type)).reshape(a.z.sizes());

@@ -1,12 +1,11 @@
-// The gated norm's kernels (gated_norm_kernels.hpp). Forward: one block per (row, group), two
-// passes over the group's channels (the sum of squares, then the output), nothing kept but rstd.
-// Backward: a fixed grid of blocks, each walking rows; every thread owns the same channels of
-// every row, so the weight's and D's per-channel sums need no atomics and come out the same on
-// every run.
+// The gated norm's first kernels, v1 (gated_norm_kernels.hpp; v2 in gated_norm_v2.cu). Forward:
+// one block per (row, group), two passes over the group's channels (the sum of squares, then the
+// output), nothing kept but rstd. Backward: a fixed grid of blocks, each walking rows; every thread
+// owns the same channels of every row, so the weight's and D's per-channel sums need no atomics and
+// come out the same on every run.
 #include <type_traits>
 
-#include "gated_norm_kernels.hpp"
-#include "triax/kernels/kernel_utils.cuh"
+#include "gated_norm_operands.cuh"
 
 namespace triax::mamba2::kernels {
 namespace {
@@ -16,18 +15,6 @@ using namespace triax::kernels;  // the SDK's device helpers (kernel_utils.cuh)
 constexpr int kMaxThreads = 256;
 // Blocks of the backward: each sums its rows' weight and D terms; the caller adds the partials.
 constexpr int64_t kBackwardBlocks = 1024;
-
-template <typename T, typename Y>
-struct Operands {
-  const Y* y;
-  const T* x;
-  const T* z;
-  GroupedRows ys, xs, zs;  // strides only
-  const float* D;
-  const float* weight;
-  int64_t groups, channels, head_dim;
-  float eps;
-};
 
 // One channel's terms: s = y + D x (the skip added), the gate silu(z) = z sig.
 struct Terms {
@@ -40,7 +27,7 @@ __device__ __forceinline__ Terms terms_at(const Operands<T, Y>& o, int64_t row, 
   const float x = to_float(o.x[row * o.xs.row_stride + group * o.xs.group_stride + c]);
   const float z = to_float(o.z[row * o.zs.row_stride + group * o.zs.group_stride + c]);
   const float y = to_float(o.y[row * o.ys.row_stride + group * o.ys.group_stride + c]);
-  return {y + o.D[channel / o.head_dim] * x, x, z, 1.f / (1.f + __expf(-z))};
+  return {y + o.D[channel / o.head_dim] * x, x, z, gate_sigmoid(z)};
 }
 
 template <typename T, typename Y>
@@ -111,30 +98,15 @@ __global__ void gated_norm_backward_kernel(Operands<T, Y> o, int64_t rows, const
   }
 }
 
-template <typename T, typename Y>
-Operands<T, Y> operands_of(const GatedNormInputs& in, const GatedNormShape& s) {
-  return {static_cast<const Y*>(in.y.data), static_cast<const T*>(in.x.data), static_cast<const T*>(in.z.data),
-          in.y, in.x, in.z, in.D, in.weight, s.groups, s.channels, s.head_dim, s.eps};
-}
-
-// Calls f(TypeTag<T>{}, TypeTag<Y>{}) for the inputs' activation type and y's type.
-template <typename F>
-cudaError_t dispatch_types(const GatedNormInputs& in, F&& f) {
-  return dispatch_dtype(in.dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (in.y_fp32) return f(tag, TypeTag<float>{});
-    return f(tag, tag);
-  });
-}
-
 }  // namespace
 
-int64_t gated_norm_partial_rows(int64_t rows) { return std::max<int64_t>(std::min(rows, kBackwardBlocks), 1); }
+// None without rows: the caller's sums over the partials are then zeros.
+int64_t gated_norm_partial_rows(int64_t rows) { return std::min(rows, kBackwardBlocks); }
 
 cudaError_t gated_norm_forward(const GatedNormInputs& in, const GatedNormShape& shape, void* out, float* rstd,
                                cudaStream_t stream) {
   if (shape.rows == 0 || shape.channels == 0) return cudaSuccess;
-  return dispatch_types(in, [&](auto t_tag, auto y_tag) {
+  return dispatch_gated_norm_types(in, [&](auto t_tag, auto y_tag) {
     using T = typename decltype(t_tag)::type;
     using Y = typename decltype(y_tag)::type;
     const unsigned grid = grid_for(shape.rows * shape.groups, 1, int64_t{1} << 30);
@@ -148,7 +120,7 @@ cudaError_t gated_norm_forward(const GatedNormInputs& in, const GatedNormShape& 
 cudaError_t gated_norm_backward(const GatedNormInputs& in, const GatedNormShape& shape, const void* grad_out,
                                 const float* rstd, const GatedNormGradients& grads, cudaStream_t stream) {
   if (shape.rows == 0 || shape.channels == 0) return cudaSuccess;
-  return dispatch_types(in, [&](auto t_tag, auto y_tag) {
+  return dispatch_gated_norm_types(in, [&](auto t_tag, auto y_tag) {
     using T = typename decltype(t_tag)::type;
     using Y = typename decltype(y_tag)::type;
     const auto kernel = gated_norm_backward_kernel<T, Y>;

@@ -40,7 +40,15 @@ Prepared prepare(const GatedNormArgs& a) {
   return p;
 }
 
+// TRIAX_MAMBA2_GATED_NORM_KERNEL=v2 (read at every call) picks the second generation of kernels
+// (gated_norm_v2.cu) where a row fits its registers; anything else keeps v1 until v2 is measured.
+bool v2_runs(const Prepared& p) {
+  return environment_is("TRIAX_MAMBA2_GATED_NORM_KERNEL", "v2") && kernels::gated_norm_v2_fits(p.inputs, p.shape);
+}
+
 }  // namespace
+
+const char* gated_norm_cuda_kernel(const GatedNormArgs& a) { return v2_runs(prepare(a)) ? "v2" : "v1"; }
 
 bool gated_norm_cuda_takes(const GatedNormArgs& a, c10::ScalarType dtype) {
   static const bool switched_on = switched_on_unless_zero("TRIAX_MAMBA2_FUSED_NORM");
@@ -58,8 +66,8 @@ GatedNormOutputs gated_norm_forward_cuda(const GatedNormArgs& a) {
   const Prepared p = prepare(a);
   at::Tensor out = at::empty(a.z.sizes(), a.x.options().memory_format(at::MemoryFormat::Contiguous));
   at::Tensor rstd = at::empty({p.shape.rows, a.groups}, a.x.options().dtype(at::kFloat));
-  launch::check(kernels::gated_norm_forward(p.inputs, p.shape, out.data_ptr(), rstd.data_ptr<float>(),
-                                            launch::stream_of(a.x)),
+  const auto forward = v2_runs(p) ? kernels::gated_norm_forward_v2 : kernels::gated_norm_forward;
+  launch::check(forward(p.inputs, p.shape, out.data_ptr(), rstd.data_ptr<float>(), launch::stream_of(a.x)),
                 "gated_norm_forward");
   return {out, rstd};
 }
@@ -69,7 +77,10 @@ GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& a, const at::Te
   c10::cuda::CUDAGuard device(a.x.device());
   const Prepared p = prepare(a);
   const at::Tensor g = grad_out.to(a.x.scalar_type()).contiguous();
-  const int64_t width = a.weight.numel(), partial_rows = kernels::gated_norm_partial_rows(p.shape.rows);
+  const bool v2 = v2_runs(p);
+  const int64_t width = a.weight.numel();
+  const int64_t partial_rows = v2 ? kernels::gated_norm_v2_partial_rows(p.inputs, p.shape)
+                                  : kernels::gated_norm_partial_rows(p.shape.rows);
   const at::Tensor dy = at::empty(a.y.sizes(), a.y.options().memory_format(at::MemoryFormat::Contiguous));
   const at::Tensor dx = at::empty(a.x.sizes(), a.x.options().memory_format(at::MemoryFormat::Contiguous));
   const at::Tensor dz = at::empty(a.z.sizes(), a.z.options().memory_format(at::MemoryFormat::Contiguous));
@@ -77,8 +88,9 @@ GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& a, const at::Te
   const at::Tensor skip_partials = at::empty({partial_rows, width}, rstd.options());
   const kernels::GatedNormGradients grads{dy.data_ptr(), dx.data_ptr(), dz.data_ptr(),
                                           weight_partials.data_ptr<float>(), skip_partials.data_ptr<float>()};
-  launch::check(kernels::gated_norm_backward(p.inputs, p.shape, g.const_data_ptr(), rstd.const_data_ptr<float>(), grads,
-                                             launch::stream_of(a.x)),
+  const auto backward = v2 ? kernels::gated_norm_backward_v2 : kernels::gated_norm_backward;
+  launch::check(backward(p.inputs, p.shape, g.const_data_ptr(), rstd.const_data_ptr<float>(), grads,
+                         launch::stream_of(a.x)),
                 "gated_norm_backward");
   const at::Tensor dD = skip_partials.sum(0).view({a.x.size(2), a.x.size(3)}).sum(1);
   return {dy, dx, dz, dD.to(a.D.scalar_type()), weight_partials.sum(0).view(a.weight.sizes()).to(a.weight.scalar_type())};

@@ -53,4 +53,16 @@ struct GatedNormGradients {
 cudaError_t gated_norm_backward(const GatedNormInputs& in, const GatedNormShape& shape, const void* grad_out,
                                 const float* rstd, const GatedNormGradients& grads, cudaStream_t stream);
 
+// The second generation (gated_norm_v2.cu), same operands and results: each input read once (a
+// group's row held in registers between its reduction and its output), 16-byte vectors where the
+// pointers and strides allow, a grid of a few blocks per SM each walking rows.
+// Whether a group's row fits v2's registers (up to 1024 16-byte vectors of channels).
+bool gated_norm_v2_fits(const GatedNormInputs& in, const GatedNormShape& shape);
+// The rows of partial sums v2's backward writes on the current device (its blocks per group).
+int64_t gated_norm_v2_partial_rows(const GatedNormInputs& in, const GatedNormShape& shape);
+cudaError_t gated_norm_forward_v2(const GatedNormInputs& in, const GatedNormShape& shape, void* out, float* rstd,
+                                  cudaStream_t stream);
+cudaError_t gated_norm_backward_v2(const GatedNormInputs& in, const GatedNormShape& shape, const void* grad_out,
+                                   const float* rstd, const GatedNormGradients& grads, cudaStream_t stream);
+
 }  // namespace triax::mamba2::kernels
