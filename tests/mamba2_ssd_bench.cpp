@@ -7,9 +7,11 @@
 // batch 8 unless given; bytes and peaks from the CUDA caching allocator. The layer runs in bf16,
 // timed forward and backward. TRIAX_MAMBA2_FUSED_NORM=0 and TRIAX_MAMBA2_SSD_KERNELS=0 time the
 // LibTorch compositions the mixer's CUDA kernels replace; TRIAX_MAMBA2_GATED_NORM_KERNEL=v2 the gated
-// norm's second kernels. With --cuda, everything is timed three
+// norm's second kernels. With --cuda, everything is timed four
 // times in one run: the fused chunk scan switched off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1),
-// then on with the token-major conv1d (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two).
+// then on with the token-major conv1d (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two), all
+// three with the chunk scan's v1 kernels, then the last again with its v2 kernels
+// (TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v1, then v2).
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -165,7 +167,8 @@ void measure_layer(const Setting& s) {
 void print_kernel_switches() {
   for (const char* variable :
        {"TRIAX_FUSED_KERNELS", "TRIAX_MAMBA2_FUSED_NORM", "TRIAX_MAMBA2_GATED_NORM_KERNEL", "TRIAX_MAMBA2_SSD_KERNELS",
-        "TRIAX_MAMBA2_CHUNK_SCAN", "TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "TRIAX_MAMBA2_TOKEN_MAJOR_CONV"}) {
+        "TRIAX_MAMBA2_CHUNK_SCAN", "TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "TRIAX_MAMBA2_CHUNK_SCAN_KERNEL",
+        "TRIAX_MAMBA2_TOKEN_MAJOR_CONV"}) {
     const char* value = std::getenv(variable);
     std::printf("%s=%s\n", variable, value ? value : "(unset: on)");
   }
@@ -198,11 +201,15 @@ int main(int argc, char** argv) {
     measure_layer(s);
     return 0;
   }
-  // Both read at every call (ssd_cuda.hpp, token_major_conv_cuda.hpp).
-  const std::pair<const char*, const char*> switches[] = {{"0", "0"}, {"1", "0"}, {"1", "1"}};
-  for (const auto& [chunk_scan, token_major_conv] : switches) {
-    setenv("TRIAX_MAMBA2_CHUNK_SCAN", chunk_scan, 1);
-    setenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", token_major_conv, 1);
+  // All read at every call (ssd_cuda.hpp, token_major_conv_cuda.hpp).
+  struct Switches {
+    const char *chunk_scan, *token_major_conv, *chunk_scan_kernel;
+  };
+  for (const Switches& w : {Switches{"0", "0", "v1"}, Switches{"1", "0", "v1"}, Switches{"1", "1", "v1"},
+                            Switches{"1", "1", "v2"}}) {
+    setenv("TRIAX_MAMBA2_CHUNK_SCAN", w.chunk_scan, 1);
+    setenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", w.token_major_conv, 1);
+    setenv("TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", w.chunk_scan_kernel, 1);
     std::printf("\n");
     print_kernel_switches();
     time_ssd(s);

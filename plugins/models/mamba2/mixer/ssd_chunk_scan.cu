@@ -21,30 +21,6 @@ namespace {
 using namespace scan_tiles;  // NOLINT: the fragments, tile sizes and helpers of ssd_chunk_scan.cuh
 using triax::kernels::from_float;
 
-// Where each array lies in the block's shared memory (byte offsets, 128-aligned as WMMA's 32-byte
-// pointers need) and its padded row strides in elements.
-struct SharedLayout {
-  int ld_state, ld_head, ld_tile, ld_scratch;  // C, entering: n + pad; xdt, fp32: p + pad; M: 64 + pad
-  size_t c, x, entering, masked, scratch, decay, total;
-};
-
-__host__ __device__ inline SharedLayout shared_layout(int64_t n, int64_t p, int64_t q) {
-  SharedLayout s;
-  s.ld_state = static_cast<int>(n) + kPad16;
-  s.ld_head = static_cast<int>(p) + kPad16;
-  s.ld_tile = kRows + kPad16;
-  s.ld_scratch = static_cast<int>(p) + kPad32;
-  size_t at = 0;
-  s.c = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_state);
-  s.x = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
-  s.entering = at, at += round_up_128(2 * static_cast<size_t>(p) * s.ld_state);
-  s.masked = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_tile);
-  s.scratch = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
-  s.decay = at, at += round_up_128(4 * static_cast<size_t>(q));
-  s.total = at;
-  return s;
-}
-
 template <typename T, int kPFrags>
 __global__ void __launch_bounds__(kThreads)
     chunk_scan_kernel(const T* __restrict__ C, const T* __restrict__ xdt, const float* __restrict__ scores,
@@ -52,7 +28,7 @@ __global__ void __launch_bounds__(kThreads)
                       ChunkScanShape s) {
   constexpr int p = kPFrags * 16;
   extern __shared__ __align__(128) unsigned char shared[];
-  const SharedLayout layout = shared_layout(s.state, p, s.positions);
+  const ForwardLayout layout = forward_layout(s.state, p, s.positions);
   T* c_tile = reinterpret_cast<T*>(shared + layout.c);
   T* x_tile = reinterpret_cast<T*>(shared + layout.x);
   T* entering_tile = reinterpret_cast<T*>(shared + layout.entering);
@@ -83,12 +59,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // 1. The entering state read out, decayed from the chunk's start: the accumulators' start.
   Accumulator acc[kPFrags];
-  product_transposed_rows<T, kPFrags>(acc, scratch, layout.ld_scratch, c_rows, entering_tile, layout.ld_state, n);
-  for (int k = lane; k < 16 * p; k += 32) scratch[(k / p) * layout.ld_scratch + k % p] *= expf(row_decays[k / p]);
-  __syncwarp();
-#pragma unroll
-  for (int f = 0; f < kPFrags; ++f)
-    wmma::load_matrix_sync(acc[f], scratch + f * 16, layout.ld_scratch, wmma::mem_row_major);
+  read_out_entering<T, kPFrags>(acc, scratch, layout.ld_scratch, c_rows, entering_tile, layout.ld_state, n, row_decays);
 
   // 2. The causal column tiles: the diagonal tile is the last one.
   for (int64_t j0 = 0; j0 <= i0; j0 += kRows) {
@@ -126,7 +97,7 @@ template <typename T, int kPFrags>
 cudaError_t launch(const void* C, const void* xdt, const float* scores, const float* decay, const float* entering,
                    float* y, const ChunkScanShape& s, cudaStream_t stream) {
   const auto kernel = chunk_scan_kernel<T, kPFrags>;
-  const size_t shared = shared_layout(s.state, s.head_dim, s.positions).total;
+  const size_t shared = forward_layout(s.state, s.head_dim, s.positions).total;
   const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
   if (allowed != cudaSuccess) return allowed;
   const int64_t blocks = s.batch * s.chunks * s.groups * s.heads * (s.positions / kRows);
@@ -157,7 +128,7 @@ cudaError_t launch_for_head_dim(const void* C, const void* xdt, const float* sco
 bool chunk_scan_supports(const ChunkScanShape& s) {
   const bool head_dim = s.head_dim == 16 || s.head_dim == 32 || s.head_dim == 64 || s.head_dim == 128;
   return head_dim && s.positions > 0 && s.positions % kRows == 0 && s.state > 0 && s.state % 16 == 0 &&
-         s.heads > 0 && shared_layout(s.state, s.head_dim, s.positions).total <= kMaxSharedBytes &&
+         s.heads > 0 && forward_layout(s.state, s.head_dim, s.positions).total <= kMaxSharedBytes &&
          chunk_scan_backward_shared_bytes(s) <= kMaxSharedBytes;
 }
 

@@ -1,7 +1,9 @@
-// What the chunk scan's kernels (ssd_chunk_scan.cu, ssd_chunk_scan_backward.cu) share: the WMMA
-// fragments (16x16x16, 16-bit operands, fp32 accumulation), the row tile, the staging of 16-bit
-// rows into shared memory, and a warp's products of shared-memory blocks: into its accumulators,
-// or out into its fp32 scratch rows.
+// What the chunk scan's kernels (ssd_chunk_scan.cu, ssd_chunk_scan_backward.cu and their v2,
+// ssd_chunk_scan_v2.cu, ssd_chunk_scan_columns_v2.cu) share: the WMMA fragments (16x16x16, 16-bit
+// operands, fp32 accumulation), the row tile, the shared-memory layouts, the staging of 16-bit rows
+// into shared memory (synchronous or cp.async), the backward mask's arithmetic (one definition, so
+// that v1 and v2 give the same bits), and a warp's products of shared-memory blocks: into its
+// accumulators, or out into its fp32 scratch rows.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,6 +15,7 @@
 #include <type_traits>
 
 #include "ssd_kernels.hpp"
+#include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::mamba2::kernels::scan_tiles {
 
@@ -27,6 +30,12 @@ constexpr size_t kMaxSharedBytes = 160 * 1024;
 // padded strides stay multiples of 16 bytes, as WMMA and the vector copies need.
 constexpr int kPad16 = 8, kPad32 = 4;
 
+// v2's __launch_bounds__ minimum of blocks an SM: 3 (as v1's shared memory allows at P = 64),
+// which leaves ptxas up to 168 registers; 1 at P = 128, whose shared memory fits one block anyway.
+// Without it ptxas picked fewer registers for some P and spilled.
+template <int kPFrags>
+constexpr int kMinBlocks = kPFrags == 8 ? 1 : 3;
+
 template <typename T>
 using FragmentA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major>;
 template <typename T, typename Layout>
@@ -34,6 +43,67 @@ using FragmentB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, Layout>;
 using Accumulator = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 __host__ __device__ inline size_t round_up_128(size_t bytes) { return (bytes + 127) / 128 * 128; }
+__host__ __device__ inline size_t larger(size_t a, size_t b) { return a > b ? a : b; }
+
+// The forward's shared memory: byte offsets (128-aligned, as WMMA's 32-byte pointers need) and
+// padded row strides in elements. The entering state's space is large enough for an xdt tile too:
+// v2 loads the next column tile there once the state has been read out.
+struct ForwardLayout {
+  int ld_state, ld_head, ld_tile, ld_scratch;  // C, entering: n + pad; xdt, fp32: p + pad; M: 64 + pad
+  size_t c, x, entering, masked, scratch, decay, total;
+};
+
+__host__ __device__ inline ForwardLayout forward_layout(int64_t n, int64_t p, int64_t q) {
+  ForwardLayout s;
+  s.ld_state = static_cast<int>(n) + kPad16;
+  s.ld_head = static_cast<int>(p) + kPad16;
+  s.ld_tile = kRows + kPad16;
+  s.ld_scratch = static_cast<int>(p) + kPad32;
+  const size_t x_tile = round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
+  size_t at = 0;
+  s.c = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_state);
+  s.x = at, at += x_tile;
+  s.entering = at, at += larger(round_up_128(2 * static_cast<size_t>(p) * s.ld_state), x_tile);
+  s.masked = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_tile);
+  s.scratch = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
+  s.decay = at, at += round_up_128(4 * static_cast<size_t>(q));
+  s.total = at;
+  return s;
+}
+
+// The backward's columns kernel's shared memory. Its fp32 scratch rows (used at the end only) are
+// larger than a dy tile: v2 loads the next row tile's dy there.
+struct ColumnsLayout {
+  int ld_head, ld_tile, ld_scratch;  // dy, xdt: p + pad; M: 64 + pad; fp32: max(64, p) + pad
+  size_t dy, x, masked, scratch, d_masked, decay, columns, total;
+};
+
+__host__ __device__ inline ColumnsLayout columns_layout(int64_t p, int64_t q) {
+  ColumnsLayout s;
+  s.ld_head = static_cast<int>(p) + kPad16;
+  s.ld_tile = kRows + kPad16;
+  s.ld_scratch = static_cast<int>(p > kRows ? p : kRows) + kPad32;
+  size_t at = 0;
+  s.dy = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
+  s.x = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
+  s.masked = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_tile);
+  s.scratch = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
+  s.d_masked = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
+  s.decay = at, at += round_up_128(4 * static_cast<size_t>(q));
+  s.columns = at, at += round_up_128(4 * static_cast<size_t>(kWarps) * kRows);
+  s.total = at;
+  return s;
+}
+
+// The backward's M_ij and G_ij = dM_ij L_ij S_ij for i >= j, in the order both generations use.
+struct MaskedAndGradient {
+  float m, g;
+};
+__device__ __forceinline__ MaskedAndGradient masked_and_gradient(float decay_i, float decay_j, float score,
+                                                                 float d_masked) {
+  const float mask = expf(decay_i - decay_j);
+  return {mask * score, d_masked * mask * score};
+}
 
 // rows x cols 16-bit values from global (row stride ld_src) into shared (ld_dst), 16 bytes a
 // thread at a time: cols, ld_src and ld_dst multiples of 8, both bases 16-byte aligned.
@@ -45,6 +115,56 @@ __device__ inline void copy_rows(T* dst, int ld_dst, const T* __restrict__ src, 
     *reinterpret_cast<uint4*>(dst + row * ld_dst + v * 8) =
         *reinterpret_cast<const uint4*>(src + row * ld_src + v * 8);
   }
+}
+
+// Row i of the columns kernel's M and G over the column tile at j0, each lane owning columns
+// lane and lane + 32 (its own_columns entries): M into masked_row in the operand type, G added to
+// own_columns, G's row sum returned on every lane. score(half) gives S at column j0 + lane + 32
+// half (asked only where i >= j: no exp above the diagonal, where it could overflow).
+template <typename T, typename Score>
+__device__ inline float masked_and_gradient_row(T* masked_row, const float* d_masked_row, float* own_columns,
+                                                const float* decays, int64_t i, int64_t j0, Score score) {
+  const int lane = threadIdx.x % 32;
+  float row_sum = 0.f;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int col = lane + 32 * half;
+    const int64_t j = j0 + col;
+    float m = 0.f, g = 0.f;
+    if (i >= j) {
+      const MaskedAndGradient mg = masked_and_gradient(decays[i], decays[j], score(half), d_masked_row[col]);
+      m = mg.m, g = mg.g;
+    }
+    masked_row[col] = triax::kernels::from_float<T>(m);
+    row_sum += g;
+    own_columns[col] += g;
+  }
+  return triax::kernels::warp_reduce(row_sum, triax::kernels::SumOp{});
+}
+
+// copy_rows issued as cp.async (sm_80 on; plain copies before): the loads fly while the block
+// computes, and nothing waits for them until wait_async_copies() (then a barrier, before reading).
+template <typename T>
+__device__ inline void copy_rows_async(T* dst, int ld_dst, const T* __restrict__ src, int ld_src, int rows, int cols) {
+  const int vectors = cols / 8;
+  for (int k = threadIdx.x; k < rows * vectors; k += blockDim.x) {
+    const int row = k / vectors, v = k % vectors;
+    T* to = dst + row * ld_dst + v * 8;
+    const T* from = src + row * ld_src + v * 8;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(from) : "memory");
+#else
+    *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
+#endif
+  }
+}
+
+// This thread's cp.async copies landed (a barrier after it makes everyone's visible).
+__device__ inline void wait_async_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
 }
 
 // acc[f] (f < kPFrags, the 16-column blocks of p) += rows . cols^T over k, both rows in shared
@@ -99,6 +219,40 @@ __device__ inline void accumulate_product(Accumulator (&acc)[kFrags], const T* a
       wmma::load_matrix_sync(fb, b + kk * ld_b + f * 16, ld_b);
       wmma::mma_sync(acc[f], fa, fb, acc[f]);
     }
+  }
+}
+
+// The forward's step 1 for a warp: acc = C_rows . entering^T (entering [p][n] in shared memory,
+// stride ld), each row scaled by exp(its decay), through the warp's fp32 scratch rows.
+template <typename T, int kPFrags>
+__device__ inline void read_out_entering(Accumulator (&acc)[kPFrags], float* scratch, int ld_scratch, const T* c_rows,
+                                         const T* entering, int ld, int64_t n, const float* row_decays) {
+  constexpr int p = kPFrags * 16;
+  const int lane = threadIdx.x % 32;
+  product_transposed_rows<T, kPFrags>(acc, scratch, ld_scratch, c_rows, entering, ld, n);
+  for (int k = lane; k < 16 * p; k += 32) scratch[(k / p) * ld_scratch + k % p] *= expf(row_decays[k / p]);
+  __syncwarp();
+#pragma unroll
+  for (int f = 0; f < kPFrags; ++f) wmma::load_matrix_sync(acc[f], scratch + f * 16, ld_scratch, wmma::mem_row_major);
+}
+
+// The columns kernel's end: the warp's d_xdt (acc, 16 rows) out through its scratch rows to rows
+// d_xdt (stride ld_out), then, after a barrier, the tile's column sums of G over the warps
+// (columns [kWarps][kRows] in shared memory) to out_columns.
+template <int kPFrags>
+__device__ inline void write_column_outputs(float* scratch, int ld_scratch, const Accumulator (&acc)[kPFrags],
+                                            float* d_xdt, int64_t ld_out, const float* columns, float* out_columns) {
+  constexpr int p = kPFrags * 16;
+  store_rows(scratch, ld_scratch, acc);
+  for (int k = threadIdx.x % 32; k < 16 * p; k += 32) {
+    const int row = k / p, col = k % p;
+    d_xdt[row * ld_out + col] = scratch[row * ld_scratch + col];
+  }
+  __syncthreads();
+  for (int col = threadIdx.x; col < kRows; col += blockDim.x) {
+    float total = 0.f;
+    for (int w = 0; w < kWarps; ++w) total += columns[w * kRows + col];
+    out_columns[col] = total;
   }
 }
 

@@ -23,29 +23,6 @@ using triax::kernels::from_float;
 
 constexpr int kTileFrags = kRows / 16;  // a tile's columns in fragments
 
-// The columns kernel's shared memory: byte offsets (128-aligned) and padded row strides.
-struct ColumnsLayout {
-  int ld_head, ld_tile, ld_scratch;  // dy, xdt: p + pad; M: 64 + pad; fp32: max(64, p) + pad
-  size_t dy, x, masked, scratch, d_masked, decay, columns, total;
-};
-
-__host__ __device__ inline ColumnsLayout columns_layout(int64_t p, int64_t q) {
-  ColumnsLayout s;
-  s.ld_head = static_cast<int>(p) + kPad16;
-  s.ld_tile = kRows + kPad16;
-  s.ld_scratch = static_cast<int>(p > kRows ? p : kRows) + kPad32;
-  size_t at = 0;
-  s.dy = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
-  s.x = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
-  s.masked = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_tile);
-  s.scratch = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
-  s.d_masked = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
-  s.decay = at, at += round_up_128(4 * static_cast<size_t>(q));
-  s.columns = at, at += round_up_128(4 * static_cast<size_t>(kWarps) * kRows);
-  s.total = at;
-  return s;
-}
-
 template <typename T, int kPFrags>
 __global__ void __launch_bounds__(kThreads)
     chunk_scan_columns_kernel(const T* __restrict__ xdt, const T* __restrict__ dy, const float* __restrict__ scores,
@@ -90,27 +67,14 @@ __global__ void __launch_bounds__(kThreads)
     product_transposed_rows<T, kTileFrags>(tile, d_masked, layout.ld_scratch, dy_tile + row0 * layout.ld_head, x_tile,
                                            layout.ld_head, p);
 
-    // M and G row by row; each lane owns columns lane and lane + 32 (its own_columns entries),
-    // so a row's reads of S are coalesced.
+    // M and G row by row, a row's reads of S coalesced (masked_and_gradient_row).
     T* masked = masked_tile + row0 * layout.ld_tile;
     for (int row = 0; row < 16; ++row) {
       const int64_t i = i0 + row0 + row;
-      float row_sum = 0.f;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int col = lane + 32 * half;
-        const int64_t j = j0 + col;
-        float m = 0.f, g = 0.f;
-        if (i >= j) {  // no exp above the diagonal (it could overflow there)
-          const float mask = expf(decays[i] - decays[j]), score = scores[(block * q + i) * q + j];
-          m = mask * score;
-          g = d_masked[row * layout.ld_scratch + col] * mask * score;
-        }
-        masked[row * layout.ld_tile + col] = from_float<T>(m);
-        row_sum += g;
-        own_columns[col] += g;
-      }
-      row_sum = triax::kernels::warp_reduce(row_sum, triax::kernels::SumOp{});
+      const float* score_row = scores + (block * q + i) * q + j0;
+      const float row_sum =
+          masked_and_gradient_row(masked + row * layout.ld_tile, d_masked + row * layout.ld_scratch, own_columns,
+                                  decays, i, j0, [&](int half) { return score_row[lane + 32 * half]; });
       if (lane == 0) row_partials[((block * r + head) * q + i) * tiles + column_tile] = row_sum;
     }
     __syncthreads();  // M whole: each warp now reads all its rows for its own columns
@@ -121,19 +85,9 @@ __global__ void __launch_bounds__(kThreads)
                                            i0 == j0 ? row0 : 0, kRows);
   }
 
-  // Out: the warp's d_xdt through its scratch rows, then the column sums over the warps.
   __syncwarp();
-  store_rows(scratch, layout.ld_scratch, acc);
-  for (int k = lane; k < 16 * p; k += 32) {
-    const int row = k / p, col = k % p;
-    d_xdt[(block * q + j0 + row0 + row) * rp + head * p + col] = scratch[row * layout.ld_scratch + col];
-  }
-  __syncthreads();
-  for (int col = threadIdx.x; col < kRows; col += blockDim.x) {
-    float total = 0.f;
-    for (int w = 0; w < kWarps; ++w) total += columns[w * kRows + col];
-    column_sums[(block * r + head) * q + j0 + col] = total;
-  }
+  write_column_outputs(scratch, layout.ld_scratch, acc, d_xdt + (block * q + j0 + row0) * rp + head * p, rp, columns,
+                       column_sums + (block * r + head) * q + j0);
 }
 
 // The scores kernel's shared memory.
@@ -243,28 +197,21 @@ cudaError_t launch_scores(const void* xdt, const void* dy, const float* decay, v
 }
 
 template <typename T>
-cudaError_t launch_both(const void* xdt, const void* dy, const float* scores, const float* decay, float* d_xdt,
-                        void* d_scores, float* row_partials, float* column_sums, const ChunkScanShape& s,
-                        cudaStream_t stream) {
-  cudaError_t status = cudaErrorInvalidValue;
+cudaError_t launch_columns_for_head_dim(const void* xdt, const void* dy, const float* scores, const float* decay,
+                                       float* d_xdt, float* row_partials, float* column_sums, const ChunkScanShape& s,
+                                       cudaStream_t stream) {
   switch (s.head_dim) {
     case 16:
-      status = launch_columns<T, 1>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
-      break;
+      return launch_columns<T, 1>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
     case 32:
-      status = launch_columns<T, 2>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
-      break;
+      return launch_columns<T, 2>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
     case 64:
-      status = launch_columns<T, 4>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
-      break;
+      return launch_columns<T, 4>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
     case 128:
-      status = launch_columns<T, 8>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
-      break;
+      return launch_columns<T, 8>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
     default:
-      break;
+      return cudaErrorInvalidValue;
   }
-  if (status != cudaSuccess) return status;
-  return launch_scores<T>(xdt, dy, decay, d_scores, s, stream);
 }
 
 }  // namespace
@@ -274,20 +221,40 @@ size_t chunk_scan_backward_shared_bytes(const ChunkScanShape& s) {
   return columns > scores ? columns : scores;
 }
 
+cudaError_t chunk_scan_scores(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
+                              void* d_scores, const ChunkScanShape& shape, cudaStream_t stream) {
+  if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
+  if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
+  switch (operand) {
+    case triax::kernels::Dtype::BFloat16:
+      return launch_scores<__nv_bfloat16>(xdt, dy, decay, d_scores, shape, stream);
+    case triax::kernels::Dtype::Float16:
+      return launch_scores<__half>(xdt, dy, decay, d_scores, shape, stream);
+    default:
+      return cudaErrorInvalidValue;  // WMMA takes 16-bit operands only
+  }
+}
+
 cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
                                 const float* decay, float* d_xdt, void* d_scores, float* row_partials,
                                 float* column_sums, const ChunkScanShape& shape, cudaStream_t stream) {
   if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
   if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
+  cudaError_t status = cudaErrorInvalidValue;
   switch (operand) {
     case triax::kernels::Dtype::BFloat16:
-      return launch_both<__nv_bfloat16>(xdt, dy, scores, decay, d_xdt, d_scores, row_partials, column_sums, shape,
-                                        stream);
+      status = launch_columns_for_head_dim<__nv_bfloat16>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums,
+                                                          shape, stream);
+      break;
     case triax::kernels::Dtype::Float16:
-      return launch_both<__half>(xdt, dy, scores, decay, d_xdt, d_scores, row_partials, column_sums, shape, stream);
+      status = launch_columns_for_head_dim<__half>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, shape,
+                                                   stream);
+      break;
     default:
-      return cudaErrorInvalidValue;  // WMMA takes 16-bit operands only
+      break;  // WMMA takes 16-bit operands only
   }
+  if (status != cudaSuccess) return status;
+  return chunk_scan_scores(operand, xdt, dy, decay, d_scores, shape, stream);
 }
 
 }  // namespace triax::mamba2::kernels
