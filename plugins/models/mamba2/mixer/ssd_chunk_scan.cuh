@@ -95,6 +95,30 @@ __host__ __device__ inline ColumnsLayout columns_layout(int64_t p, int64_t q) {
   return s;
 }
 
+// The backward's scores kernel's shared memory: its fp32 scratch rows, then `stages` copies (v1
+// 1, v2 2: the next head's while this one's are used) of what a head brings: the dy and xdt tiles
+// and the tile's row and column decays, copy k at k * stage bytes further.
+struct ScoresLayout {
+  int ld_head, ld_scratch;
+  size_t scratch, dy, x, row_decays, column_decays, stage, total;
+};
+
+__host__ __device__ inline ScoresLayout scores_layout(int64_t p, int stages) {
+  ScoresLayout s;
+  s.ld_head = static_cast<int>(p) + kPad16;
+  s.ld_scratch = kRows + kPad32;
+  size_t at = 0;
+  s.scratch = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
+  const size_t first = at;
+  s.dy = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
+  s.x = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
+  s.row_decays = at, at += round_up_128(4 * static_cast<size_t>(kRows));
+  s.column_decays = at, at += round_up_128(4 * static_cast<size_t>(kRows));
+  s.stage = at - first;
+  s.total = first + static_cast<size_t>(stages) * s.stage;
+  return s;
+}
+
 // The backward's M_ij and G_ij = dM_ij L_ij S_ij for i >= j, in the order both generations use.
 struct MaskedAndGradient {
   float m, g;
@@ -142,15 +166,45 @@ __device__ inline float masked_and_gradient_row(T* masked_row, const float* d_ma
   return triax::kernels::warp_reduce(row_sum, triax::kernels::SumOp{});
 }
 
+// The scores kernel's dS rows: sum[row][half] (the warp's 16 rows i_first + row, lane's columns
+// j0 + lane + 32 half) += dM (the warp's fp32 scratch rows) exp(row_decays[row] - column_decays[col])
+// where i >= j: one head's term, added in the heads' order.
+__device__ inline void add_decayed_rows(float (&sum)[16][2], const float* scratch, int ld_scratch,
+                                        const float* row_decays, const float* column_decays, int64_t i_first,
+                                        int64_t j0) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int row = 0; row < 16; ++row) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int col = lane + 32 * half;
+      if (i_first + row >= j0 + col)
+        sum[row][half] += scratch[row * ld_scratch + col] * expf(row_decays[row] - column_decays[col]);
+    }
+  }
+}
+
+// The warp's dS rows out to rows (stride ld) in the operand type.
+template <typename T>
+__device__ inline void write_score_rows(T* rows, int64_t ld, const float (&sum)[16][2]) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int row = 0; row < 16; ++row)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) rows[row * ld + lane + 32 * half] = triax::kernels::from_float<T>(sum[row][half]);
+}
+
 // copy_rows issued as cp.async (sm_80 on; plain copies before): the loads fly while the block
 // computes, and nothing waits for them until wait_async_copies() (then a barrier, before reading).
+// Any T (16-byte vectors: 8 16-bit values, 4 floats); cols, strides and bases as copy_rows asks.
 template <typename T>
 __device__ inline void copy_rows_async(T* dst, int ld_dst, const T* __restrict__ src, int ld_src, int rows, int cols) {
-  const int vectors = cols / 8;
+  constexpr int kPerVector = 16 / sizeof(T);
+  const int vectors = cols / kPerVector;
   for (int k = threadIdx.x; k < rows * vectors; k += blockDim.x) {
     const int row = k / vectors, v = k % vectors;
-    T* to = dst + row * ld_dst + v * 8;
-    const T* from = src + row * ld_src + v * 8;
+    T* to = dst + row * ld_dst + v * kPerVector;
+    const T* from = src + row * ld_src + v * kPerVector;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(from) : "memory");

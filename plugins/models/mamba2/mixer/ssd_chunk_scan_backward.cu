@@ -90,33 +90,13 @@ __global__ void __launch_bounds__(kThreads)
                        column_sums + (block * r + head) * q + j0);
 }
 
-// The scores kernel's shared memory.
-struct ScoresLayout {
-  int ld_head, ld_scratch;
-  size_t dy, x, scratch, row_decays, column_decays, total;
-};
-
-__host__ __device__ inline ScoresLayout scores_layout(int64_t p) {
-  ScoresLayout s;
-  s.ld_head = static_cast<int>(p) + kPad16;
-  s.ld_scratch = kRows + kPad32;
-  size_t at = 0;
-  s.dy = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
-  s.x = at, at += round_up_128(2 * static_cast<size_t>(kRows) * s.ld_head);
-  s.scratch = at, at += round_up_128(4 * static_cast<size_t>(kRows) * s.ld_scratch);
-  s.row_decays = at, at += round_up_128(4 * static_cast<size_t>(kRows));
-  s.column_decays = at, at += round_up_128(4 * static_cast<size_t>(kRows));
-  s.total = at;
-  return s;
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     chunk_scan_scores_kernel(const T* __restrict__ xdt, const T* __restrict__ dy, const float* __restrict__ decay,
                              T* __restrict__ d_scores, ChunkScanShape s) {
   extern __shared__ __align__(128) unsigned char shared[];
   const int64_t p = s.head_dim, q = s.positions, r = s.heads, rp = r * p;
-  const ScoresLayout layout = scores_layout(p);
+  const ScoresLayout layout = scores_layout(p, 1);
   T* dy_tile = reinterpret_cast<T*>(shared + layout.dy);
   T* x_tile = reinterpret_cast<T*>(shared + layout.x);
   float* scratch_tile = reinterpret_cast<float*>(shared + layout.scratch);
@@ -128,7 +108,6 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t block = blockIdx.x / (tiles * tiles);  // (batch, chunk, group) flattened
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = warp * 16;
-  T* out = d_scores + block * q * q;
 
   // dS, 16 rows x 64 columns a warp: lane holds columns lane and lane + 32 of each row.
   float sum[16][2];
@@ -149,24 +128,11 @@ __global__ void __launch_bounds__(kThreads)
       Accumulator tile[kTileFrags];
       product_transposed_rows<T, kTileFrags>(tile, scratch, layout.ld_scratch, dy_tile + row0 * layout.ld_head,
                                              x_tile, layout.ld_head, p);
-#pragma unroll
-      for (int row = 0; row < 16; ++row) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int col = lane + 32 * half;
-          if (i0 + row0 + row >= j0 + col)
-            sum[row][half] += scratch[row * layout.ld_scratch + col] *
-                              expf(row_decays[row0 + row] - column_decays[col]);
-        }
-      }
+      add_decayed_rows(sum, scratch, layout.ld_scratch, row_decays + row0, column_decays, i0 + row0, j0);
       __syncwarp();  // the scratch rows read before the next head's products overwrite them
     }
   }
-#pragma unroll
-  for (int row = 0; row < 16; ++row)
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-      out[(i0 + row0 + row) * q + j0 + lane + 32 * half] = from_float<T>(sum[row][half]);
+  write_score_rows(d_scores + block * q * q + (i0 + row0) * q + j0, q, sum);
 }
 
 template <typename T, int kPFrags>
@@ -186,7 +152,7 @@ template <typename T>
 cudaError_t launch_scores(const void* xdt, const void* dy, const float* decay, void* d_scores,
                           const ChunkScanShape& s, cudaStream_t stream) {
   const auto kernel = chunk_scan_scores_kernel<T>;
-  const size_t shared = scores_layout(s.head_dim).total;
+  const size_t shared = scores_layout(s.head_dim, 1).total;
   const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
   if (allowed != cudaSuccess) return allowed;
   const int64_t tiles = s.positions / kRows;
@@ -214,17 +180,9 @@ cudaError_t launch_columns_for_head_dim(const void* xdt, const void* dy, const f
   }
 }
 
-}  // namespace
-
-size_t chunk_scan_backward_shared_bytes(const ChunkScanShape& s) {
-  const size_t columns = columns_layout(s.head_dim, s.positions).total, scores = scores_layout(s.head_dim).total;
-  return columns > scores ? columns : scores;
-}
-
-cudaError_t chunk_scan_scores(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
-                              void* d_scores, const ChunkScanShape& shape, cudaStream_t stream) {
-  if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
-  if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
+cudaError_t launch_scores_for_operand(triax::kernels::Dtype operand, const void* xdt, const void* dy,
+                                      const float* decay, void* d_scores, const ChunkScanShape& shape,
+                                      cudaStream_t stream) {
   switch (operand) {
     case triax::kernels::Dtype::BFloat16:
       return launch_scores<__nv_bfloat16>(xdt, dy, decay, d_scores, shape, stream);
@@ -233,6 +191,13 @@ cudaError_t chunk_scan_scores(triax::kernels::Dtype operand, const void* xdt, co
     default:
       return cudaErrorInvalidValue;  // WMMA takes 16-bit operands only
   }
+}
+
+}  // namespace
+
+size_t chunk_scan_backward_shared_bytes(const ChunkScanShape& s) {
+  const size_t columns = columns_layout(s.head_dim, s.positions).total, scores = scores_layout(s.head_dim, 1).total;
+  return columns > scores ? columns : scores;
 }
 
 cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
@@ -254,7 +219,7 @@ cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* xdt, 
       break;  // WMMA takes 16-bit operands only
   }
   if (status != cudaSuccess) return status;
-  return chunk_scan_scores(operand, xdt, dy, decay, d_scores, shape, stream);
+  return launch_scores_for_operand(operand, xdt, dy, decay, d_scores, shape, stream);
 }
 
 }  // namespace triax::mamba2::kernels

@@ -8,7 +8,6 @@
 //     registers, loaded (32 coalesced loads a lane, all in flight) before this tile's products,
 //     so the mask waits on no global load (v1: one dependent load per row inside the mask loop).
 // Offsets within a block are int32 (chunk_scan_v2_supports bounds them); the block's bases int64.
-// The scores kernel has no v2: d_scores comes from v1's (chunk_scan_scores).
 #include "ssd_chunk_scan.cuh"
 #include "ssd_kernels.hpp"
 #include "triax/kernels/kernel_utils.cuh"

@@ -190,7 +190,8 @@ cudaError_t launch_for_head_dim(const void* C, const void* xdt, const float* sco
 bool chunk_scan_v2_supports(const ChunkScanShape& s) {
   constexpr int64_t kInt32 = INT32_MAX;
   return chunk_scan_supports(s) && s.positions * s.positions <= kInt32 &&
-         s.positions * s.heads * s.head_dim <= kInt32 && s.heads * s.head_dim * s.state <= kInt32;
+         s.positions * s.heads * s.head_dim <= kInt32 && s.heads * s.head_dim * s.state <= kInt32 &&
+         chunk_scan_scores_v2_shared_bytes(s) <= kMaxSharedBytes;
 }
 
 cudaError_t chunk_scan_v2(triax::kernels::Dtype operand, const void* C, const void* xdt, const float* scores,

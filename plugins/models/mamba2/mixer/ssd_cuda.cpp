@@ -85,7 +85,7 @@ ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& d
   // dy comes position-major as a view: cast and laid out contiguous in one pass.
   const at::Tensor xdt = contiguous_aligned(k.xdt);
   const at::Tensor d_y = contiguous_aligned(dy.to(k.operand, false, false, at::MemoryFormat::Contiguous));
-  const at::Tensor s = contiguous_aligned(scores(k)), decay = k.decay.contiguous();
+  const at::Tensor s = contiguous_aligned(scores(k)), decay = contiguous_aligned(k.decay);
   const at::TensorOptions f32 = k.dt.options().dtype(at::kFloat);
   const int64_t tiles = k.q / kernels::kChunkScanRows;
   at::Tensor d_xdt = at::empty({k.b, k.c, k.g, k.q, k.r, k.p}, f32);
@@ -95,15 +95,15 @@ ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& d
   const triax::kernels::Dtype operand = *launch::kernel_dtype(k.operand);
   const kernels::ChunkScanShape shape = chunk_scan_shape_of(k);
   const cudaStream_t stream = launch::stream_of(d_y);
-  if (chunk_scan_v2_chosen(k)) {  // v2's columns kernel, then the (only) scores kernel
+  if (chunk_scan_v2_chosen(k)) {
     launch::check(kernels::chunk_scan_columns_v2(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
                                                  s.const_data_ptr<float>(), decay.const_data_ptr<float>(),
                                                  d_xdt.data_ptr<float>(), rows.data_ptr<float>(),
                                                  columns.data_ptr<float>(), shape, stream),
                   "chunk_scan_columns_v2");
-    launch::check(kernels::chunk_scan_scores(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
-                                             decay.const_data_ptr<float>(), d_scores.data_ptr(), shape, stream),
-                  "chunk_scan_scores");
+    launch::check(kernels::chunk_scan_scores_v2(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
+                                                decay.const_data_ptr<float>(), d_scores.data_ptr(), shape, stream),
+                  "chunk_scan_scores_v2");
   } else {
     launch::check(kernels::chunk_scan_backward(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
                                                s.const_data_ptr<float>(), decay.const_data_ptr<float>(),

@@ -93,25 +93,27 @@ cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* xdt, 
 // The most dynamic shared memory a block of the backward asks for (chunk_scan_supports bounds it).
 size_t chunk_scan_backward_shared_bytes(const ChunkScanShape& shape);
 
-// chunk_scan_backward's second kernel alone: d_scores (the columns kernel's outputs untouched).
-cudaError_t chunk_scan_scores(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
-                              void* d_scores, const ChunkScanShape& shape, cudaStream_t stream);
-
 // The second generation (TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v2; ssd_chunk_scan_v2.cu,
-// ssd_chunk_scan_columns_v2.cu): the same arithmetic in the same order, so the same bits, with the
+// ssd_chunk_scan_columns_v2.cu, ssd_chunk_scan_scores_v2.cu): the same arithmetic in the same order, so the same bits, with the
 // loads overlapped with the work. It takes what chunk_scan_supports takes whose offsets within a
-// (batch, chunk, group) fit int32: q q, q r p and r p n. Its pointers must also be 16-byte
-// aligned: scores and entering as well as the operands.
+// (batch, chunk, group) fit int32 (q q, q r p and r p n) and whose scores kernel's double buffers
+// fit a block. Its pointers must also be 16-byte aligned: scores, entering and decay as well as
+// the operands.
 bool chunk_scan_v2_supports(const ChunkScanShape& shape);
 
 cudaError_t chunk_scan_v2(triax::kernels::Dtype operand, const void* C, const void* xdt, const float* scores,
                           const float* decay, const float* entering, float* y, const ChunkScanShape& shape,
                           cudaStream_t stream);
 
-// chunk_scan_backward's columns kernel (d_xdt, row_partials, column_sums); d_scores then comes
-// from chunk_scan_scores.
+// chunk_scan_backward's two kernels: the columns kernel (d_xdt, row_partials, column_sums), then
+// the scores kernel (d_scores).
 cudaError_t chunk_scan_columns_v2(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
                                   const float* decay, float* d_xdt, float* row_partials, float* column_sums,
                                   const ChunkScanShape& shape, cudaStream_t stream);
+cudaError_t chunk_scan_scores_v2(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
+                                 void* d_scores, const ChunkScanShape& shape, cudaStream_t stream);
+
+// The dynamic shared memory v2's scores kernel asks for (chunk_scan_v2_supports bounds it).
+size_t chunk_scan_scores_v2_shared_bytes(const ChunkScanShape& shape);
 
 }  // namespace triax::mamba2::kernels
