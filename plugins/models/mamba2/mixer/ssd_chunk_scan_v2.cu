@@ -9,7 +9,7 @@
 //   - each warp holds its 16 score rows of the next column tile in registers (8 16-byte loads a
 //     lane, issued before this tile's products), so the mask waits on no global load (v1: one
 //     dependent 4-byte load per lane per element);
-//   - y goes out in 16-byte stores.
+//   - y goes out in 16-byte stores, M and the converted state go into shared memory 8 bytes a store.
 // Offsets within a block are int32 (chunk_scan_v2_supports bounds them); the block's bases int64.
 #include "ssd_chunk_scan.cuh"
 #include "ssd_kernels.hpp"
@@ -44,12 +44,14 @@ __device__ inline void mask_scores(T* masked, int ld, const float4 (&scores)[kSc
   for (int v = 0; v < kScoreVectors; ++v) {
     const int row = score_row(v, lane), col = score_column(lane), i = i_first + row;
     const float s[4] = {scores[v].x, scores[v].y, scores[v].z, scores[v].w};
+    triax::kernels::Pack<T, 4> out;  // one 8-byte shared store
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int j = j0 + col + e;
       // v1's expression, character for character (a helper for both moved v1's registers into a spill).
-      masked[row * ld + col + e] = from_float<T>(i >= j ? expf(decays[i] - decays[j]) * s[e] : 0.f);
+      out.v[e] = from_float<T>(i >= j ? expf(decays[i] - decays[j]) * s[e] : 0.f);
     }
+    triax::kernels::store_pack(masked + row * ld + col, out);
   }
 }
 
@@ -69,9 +71,9 @@ __device__ inline void load_entering(T* into, int ld, const float* __restrict__ 
     for (int u = 0; u < kInFlight; ++u) {
       const int k = first + u * blockDim.x;
       if (k >= vectors) continue;
-      T* to = into + (k / vectors_per_row) * ld + (k % vectors_per_row) * 4;
-      to[0] = from_float<T>(v[u].x), to[1] = from_float<T>(v[u].y);
-      to[2] = from_float<T>(v[u].z), to[3] = from_float<T>(v[u].w);
+      const triax::kernels::Pack<T, 4> out{{from_float<T>(v[u].x), from_float<T>(v[u].y), from_float<T>(v[u].z),
+                                             from_float<T>(v[u].w)}};
+      triax::kernels::store_pack(into + (k / vectors_per_row) * ld + (k % vectors_per_row) * 4, out);
     }
   }
 }
