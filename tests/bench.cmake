@@ -15,13 +15,14 @@ add_test(NAME bench_moe_family
   COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/bench/bench_moe_family_test.py ${PROJECT_SOURCE_DIR})
 set_tests_properties(bench_moe_family PROPERTIES TIMEOUT 60)
 
-# The mamba-ssm peers on CPU against a stand-in mamba_ssm package, for Mamba-1 (mamba) and
-# Mamba-2 (mamba2); both need the .venv's torch.
-# ${family}_ssm_peer_script: tools/device/${family}_ssm_peer.py, the config it builds and the JSON
-# line bench.py reads (for Mamba-2 also its FLOPs and parameter counts by hand).
+# The mamba-ssm peers on CPU against a stand-in mamba_ssm package, for Mamba-1 (mamba), Mamba-2
+# (mamba2) and the Nemotron-H hybrid (hybrid); all need the .venv's torch.
+# ${family}_ssm_peer_script: tools/device/${family}_ssm_peer.py, the model it builds and the JSON
+# line bench.py reads (for Mamba-2 and the hybrid also its FLOPs and parameter counts by hand).
 # bench_${family}_family: bench.sh --family ${family}, a tiny model against the family's default
-# peer over the same stand-in (for Mamba-2 both sides count the same parameters and FLOPs).
-foreach(family mamba mamba2)
+# peer over the same stand-in (for Mamba-2 and the hybrid both sides count the same parameters and
+# FLOPs).
+foreach(family mamba mamba2 hybrid)
   add_test(NAME ${family}_ssm_peer_script
     COMMAND ${PROJECT_SOURCE_DIR}/.venv/bin/python ${CMAKE_CURRENT_LIST_DIR}/bench/${family}_ssm_peer_test.py
             ${PROJECT_SOURCE_DIR})

@@ -2,10 +2,12 @@
 """Training throughput of triax against the peer baseline, one table (docs/performance.md).
 
 For each size (configs/bench/smollm-SIZE.yaml; with --family mamba configs/bench/mamba-SIZE.yaml, with
---family mamba2 configs/bench/mamba2-SIZE.yaml, with --family qwen3 configs/bench/qwen3-SIZE.yaml)
+--family mamba2 configs/bench/mamba2-SIZE.yaml, with --family hybrid configs/bench/nemotron-h-SIZE.yaml,
+with --family qwen3 configs/bench/qwen3-SIZE.yaml)
 and each variant, runs `triax train` on that config, then the peer (`python3 PEER --model SIZE
 --mbs MBS --seq SEQ --compile`; for Mamba tools/device/mamba_ssm_peer.py and for Mamba-2
-tools/device/mamba2_ssm_peer.py, state-spaces' mamba-ssm with its kernels, without --compile) on the
+tools/device/mamba2_ssm_peer.py, for the Nemotron-H hybrid tools/device/hybrid_ssm_peer.py,
+state-spaces' mamba-ssm with its kernels, without --compile) on the
 same shape once per size, and prints: size, variant, triax tokens/s, MFU, peak GiB, peer tokens/s,
 MFU, peak GiB, triax/peer. triax's numbers are the median over the steps after --warmup of its
 metrics.jsonl (tokens/s, MFU) and its last peak memory; the peer's are its JSON line. With --out
@@ -17,6 +19,7 @@ Standard library only: the GPU machine has no package registry.
   tools/device/bench.sh 360m --variant base --variant 'recompute parallelism.recompute_layer=true'
   tools/device/bench.sh --family mamba 130m               # Mamba-130m against mamba-ssm's MambaLMHeadModel
   tools/device/bench.sh --family mamba2 780m              # Mamba-2 780m against MambaLMHeadModel with Mamba2 layers
+  tools/device/bench.sh --family hybrid small             # Nemotron-H hybrid against a stack of mamba-ssm's modules
   tools/device/bench.sh --peer none 780m                  # the Llama of the same size, for the Mamba-2/Llama ratio
   tools/device/bench.sh --family qwen3                    # Qwen3-0.6B and -1.7B shapes, triax alone
   tools/device/bench.sh --family moe --peer none 1b --variant bf16 --variant 'fp8 fp8.recipe=rowwise'
@@ -44,6 +47,10 @@ FAMILIES = {
                   peer=str(ROOT / "tools/device/mamba_ssm_peer.py"), peer_args=""),
     "mamba2": dict(sizes=["780m"], extra_sizes=[], config="configs/bench/mamba2-{size}.yaml",
                    peer=str(ROOT / "tools/device/mamba2_ssm_peer.py"), peer_args=""),
+    # The small Nemotron-H hybrid (Mamba-2, attention and MLP layers) against the same pattern built
+    # of mamba-ssm's modules.
+    "hybrid": dict(sizes=["small"], extra_sizes=[], config="configs/bench/nemotron-h-{size}.yaml",
+                   peer=str(ROOT / "tools/device/hybrid_ssm_peer.py"), peer_args=""),
     # Qwen3's shapes (the qwen3 plugin): triax alone unless --peer names a script for them.
     "qwen3": dict(sizes=["0.6b", "1.7b"], extra_sizes=[], config="configs/bench/qwen3-{size}.yaml",
                   peer="none", peer_args=""),
@@ -64,6 +71,7 @@ def parse_args(argv):
     p.add_argument("sizes", nargs="*", help="model sizes: llama " + ", ".join(FAMILIES["llama"]["sizes"])
                    + " (and, when named, " + ", ".join(FAMILIES["llama"]["extra_sizes"]) + "); mamba "
                    + ", ".join(FAMILIES["mamba"]["sizes"]) + "; mamba2 " + ", ".join(FAMILIES["mamba2"]["sizes"])
+                   + "; hybrid " + ", ".join(FAMILIES["hybrid"]["sizes"])
                    + "; qwen3 " + ", ".join(FAMILIES["qwen3"]["sizes"]) + "; moe " + ", ".join(FAMILIES["moe"]["sizes"])
                    + " (default: the family's sizes not named 'extra')")
     p.add_argument("--family", default="llama", choices=sorted(FAMILIES),
@@ -71,14 +79,16 @@ def parse_args(argv):
                         "mamba: configs/bench/mamba-SIZE.yaml against tools/device/mamba_ssm_peer.py "
                         "(mamba-ssm, built by tools/device/build_mamba_peer.sh); "
                         "mamba2: configs/bench/mamba2-SIZE.yaml against tools/device/mamba2_ssm_peer.py "
-                        "(mamba-ssm's Mamba2 layers); qwen3: configs/bench/qwen3-SIZE.yaml, no peer; "
+                        "(mamba-ssm's Mamba2 layers); hybrid: configs/bench/nemotron-h-SIZE.yaml against "
+                        "tools/device/hybrid_ssm_peer.py (mamba-ssm's Mamba2, MHA and a relu² MLP in the "
+                        "config's pattern); qwen3: configs/bench/qwen3-SIZE.yaml, no peer; "
                         "moe: configs/bench/moe-SIZE.yaml against tools/device/moe_peer_bench.py")
     p.add_argument("--triax", default=str(ROOT / "build-gpu/bin/triax"), help="triax executable")
     p.add_argument("--peer", default=None,
                    help="peer script, or 'none' to run triax only (default: the family's, see --family)")
     p.add_argument("--peer-args", default=None,
                    help="peer flags besides --model/--mbs/--seq, as one word: --peer-args='--compile --steps 30' "
-                        "(default: --compile for llama, none for mamba and mamba2)")
+                        "(default: --compile for llama, none for mamba, mamba2 and hybrid)")
     p.add_argument("--variant", action="append", default=[], metavar="'NAME [KEY=VALUE ...]'",
                    help="a triax run with these config overrides (repeatable; default: one run named 'triax' "
                         "without overrides), e.g. --variant 'recompute parallelism.recompute_layer=true'")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Mamba peers (tools/device/mamba_ssm_peer.py and mamba2_ssm_peer.py) on the GPU
+# Builds the Mamba peers (tools/device/mamba_ssm_peer.py, mamba2_ssm_peer.py, hybrid_ssm_peer.py) on the GPU
 # machine: state-spaces' mamba-ssm and Dao-AILab's causal-conv1d as wheels for sm_90 (H100, H200)
 # only, then installs them into the machine's Python (--no-deps: torch, triton, einops,
 # transformers are there).

@@ -16,7 +16,7 @@ tools/device/bench.py reads. Its MFU counts triax's FLOPs for the same shape
 
 --device cpu runs the same loop on the CPU (a stand-in mamba_ssm package in the tests).
 """
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 import torch
@@ -44,24 +44,40 @@ class Mamba2Shape:
     tie_word_embeddings: bool
 
 
-def read_shape(path):
-    """The shape in the config at `path`; a ValueError names what mamba-ssm could not build alike."""
+def read_fields(path, shape_class):
+    """A `shape_class` (a dataclass of bool, int and str fields) of the same-named model.model_config
+    keys of the config at `path`; a ValueError names a missing or malformed key. Fields with a
+    default are left at it, for the caller to read (optional keys)."""
     text = Path(path).read_text()
     values = {}
-    for f in fields(Mamba2Shape):
+    for f in fields(shape_class):
+        if f.default is not MISSING:
+            continue
         if f.type is bool:
             word = config_scalar(text, "model", f.name)
             if word not in ("true", "false"):
                 raise ValueError(f"{path}: model.model_config.{f.name} is '{word}', not true or false")
             values[f.name] = word == "true"
+        elif f.type is str:
+            values[f.name] = config_scalar(text, "model", f.name).strip("\"'")
         else:
             values[f.name] = config_value(text, "model", f.name)
-    shape = Mamba2Shape(**values)
+    return shape_class(**values)
+
+
+def require_mamba_ssm_epsilon(path):
+    """mamba-ssm's Mamba2 fixes its gated norm's epsilon at 1e-5: a ValueError for another."""
+    if float(config_scalar(Path(path).read_text(), "model", "layer_norm_epsilon")) != 1e-5:
+        raise ValueError(f"{path}: model.model_config.layer_norm_epsilon must be 1e-5, mamba-ssm's fixed epsilon")
+
+
+def read_shape(path):
+    """The shape in the config at `path`; a ValueError names what mamba-ssm could not build alike."""
+    shape = read_fields(path, Mamba2Shape)
     if shape.num_heads * shape.head_dim != shape.expand * shape.hidden_size:
         raise ValueError(f"{path}: num_heads x head_dim ({shape.num_heads * shape.head_dim}) differs from expand x "
                          f"hidden_size ({shape.expand * shape.hidden_size}); mamba-ssm derives its heads from the latter")
-    if float(config_scalar(text, "model", "layer_norm_epsilon")) != 1e-5:
-        raise ValueError(f"{path}: model.model_config.layer_norm_epsilon must be 1e-5, mamba-ssm's fixed epsilon")
+    require_mamba_ssm_epsilon(path)
     return shape
 
 
@@ -82,13 +98,18 @@ def train_flops_per_token(shape, seq):
     return 3 * (2 * shape.num_hidden_layers * layer + 2 * shape.hidden_size * shape.vocab_size)
 
 
+def mamba2_layer_arguments(shape):
+    """The keyword arguments of mamba-ssm's Mamba2 (besides d_model) for the layers of `shape`."""
+    return dict(d_state=shape.state_size, d_conv=shape.conv_kernel, expand=shape.expand, headdim=shape.head_dim,
+                ngroups=shape.n_groups, chunk_size=shape.chunk_size, bias=shape.use_bias,
+                conv_bias=shape.use_conv_bias)
+
+
 def build_model(a, shape):
     from mamba_ssm.models.config_mamba import MambaConfig
     from mamba_ssm.models.mixer_seq_simple import MambaLMHeadModel
 
-    ssm_cfg = dict(layer="Mamba2", d_state=shape.state_size, d_conv=shape.conv_kernel, expand=shape.expand,
-                   headdim=shape.head_dim, ngroups=shape.n_groups, chunk_size=shape.chunk_size,
-                   bias=shape.use_bias, conv_bias=shape.use_conv_bias)
+    ssm_cfg = dict(layer="Mamba2", **mamba2_layer_arguments(shape))
     config = MambaConfig(d_model=shape.hidden_size, d_intermediate=0, n_layer=shape.num_hidden_layers,
                          vocab_size=shape.vocab_size, ssm_cfg=ssm_cfg, rms_norm=True,
                          residual_in_fp32=shape.residual_in_fp32, fused_add_norm=True, pad_vocab_size_multiple=8,

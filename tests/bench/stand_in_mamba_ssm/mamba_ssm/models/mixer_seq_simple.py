@@ -10,6 +10,12 @@ from mamba_ssm.modules.mamba2 import Mamba2
 CausalLMOutput = namedtuple("CausalLMOutput", ["logits"])
 
 
+def _init_weights(module, n_layer, initializer_range=0.02, rescale_prenorm_residual=True, n_residuals_per_layer=1):
+    """mamba-ssm's initialisation as its callers see it (applied per module); here the embedding's."""
+    if isinstance(module, torch.nn.Embedding):
+        torch.nn.init.normal_(module.weight, std=initializer_range)
+
+
 class MambaLMHeadModel(torch.nn.Module):
     """Prints the config it was given (for the tests to check). With Mamba-1 layers it stands in
     for the model with a tied embedding of width 8 over the config's vocabulary; with ssm_cfg's
