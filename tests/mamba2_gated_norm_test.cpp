@@ -7,6 +7,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <exception>
 #include <functional>
 #include <string>
 #include <utility>
@@ -137,8 +138,13 @@ void expect_kernel_matches(const char* kernel, const Layout& layout, c10::Scalar
   const auto expected = output_and_gradients(in.exact, triax::mamba2::gated_rms_norm_composed, at::kDouble, weight_out);
   ASSERT_TRUE(triax::mamba2::gated_norm_kernels_apply(in.gpu, act)) << label;
   EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, act), kernel) << label;
-  const auto got =
-      output_and_gradients(in.gpu, triax::mamba2::gated_rms_norm, act, weight_out.to(at::kCUDA, at::kFloat));
+  // A kernel's refusal to launch names the case (an exception alone would not).
+  std::vector<at::Tensor> got;
+  try {
+    got = output_and_gradients(in.gpu, triax::mamba2::gated_rms_norm, act, weight_out.to(at::kCUDA, at::kFloat));
+  } catch (const std::exception& e) {
+    FAIL() << label << ": " << e.what();
+  }
   EXPECT_EQ(got[0].scalar_type(), act) << label;
   const double tolerance = act == at::kFloat ? 1e-4 : 1e-2;
   for (size_t i = 0; i < got.size(); ++i) {

@@ -165,12 +165,14 @@ void measure_layer(const Setting& s) {
 
 // Which of the mixer's CUDA kernels this run takes (each switched off by its variable set to 0).
 void print_kernel_switches() {
-  for (const char* variable :
-       {"TRIAX_FUSED_KERNELS", "TRIAX_MAMBA2_FUSED_NORM", "TRIAX_MAMBA2_GATED_NORM_KERNEL", "TRIAX_MAMBA2_SSD_KERNELS",
-        "TRIAX_MAMBA2_CHUNK_SCAN", "TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "TRIAX_MAMBA2_CHUNK_SCAN_KERNEL",
-        "TRIAX_MAMBA2_TOKEN_MAJOR_CONV"}) {
+  const std::pair<const char*, const char*> switches[] = {
+      {"TRIAX_FUSED_KERNELS", "on"},           {"TRIAX_MAMBA2_FUSED_NORM", "on"},
+      {"TRIAX_MAMBA2_GATED_NORM_KERNEL", "v1"}, {"TRIAX_MAMBA2_SSD_KERNELS", "on"},
+      {"TRIAX_MAMBA2_CHUNK_SCAN", "on"},        {"TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "on"},
+      {"TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", "v2"}, {"TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "on"}};
+  for (const auto& [variable, unset] : switches) {
     const char* value = std::getenv(variable);
-    std::printf("%s=%s\n", variable, value ? value : "(unset: on)");
+    std::printf("%s=%s%s\n", variable, value ? value : "(unset: ", value ? "" : (std::string(unset) + ")").c_str());
   }
 }
 

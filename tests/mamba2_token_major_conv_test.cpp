@@ -84,9 +84,12 @@ double conv_error(const at::Tensor& got, const at::Tensor& want) {
 std::vector<at::Tensor> convolved_and_gradients(const Operands& o, const at::Tensor& grad_weights, c10::Device device,
                                                 c10::ScalarType type) {
   const c10::ScalarType parameters = type == at::kDouble ? at::kDouble : at::kFloat;
-  const at::Tensor projection = o.projection.to(device, type).requires_grad_(true);
-  const at::Tensor weight = o.weight.to(device, parameters).requires_grad_(true);
-  const at::Tensor bias = o.bias.defined() ? o.bias.to(device, parameters).requires_grad_(true) : at::Tensor();
+  // Detached: on the CPU in fp64 `to` returns the operand itself, which would otherwise keep
+  // requires_grad for the CUDA call and make its copies non-leaves without .grad.
+  const at::Tensor projection = o.projection.to(device, type).detach().requires_grad_(true);
+  const at::Tensor weight = o.weight.to(device, parameters).detach().requires_grad_(true);
+  const at::Tensor bias =
+      o.bias.defined() ? o.bias.to(device, parameters).detach().requires_grad_(true) : at::Tensor();
   const int64_t width = projection.size(3);
   const at::Tensor y = token_major_causal_conv1d(projection.narrow(3, 5, width - 8), weight, bias);
   (y.to(at::kDouble) * grad_weights.to(device)).sum().backward();

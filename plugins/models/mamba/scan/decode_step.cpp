@@ -4,6 +4,9 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "selective_scan.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_text.hpp"
@@ -12,7 +15,6 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "step_kernels.hpp"
-#include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
@@ -65,6 +67,17 @@ at::Tensor ssm_composition(const SsmStepArgs& a, const at::Tensor& state) {
 namespace launch = triax::cuda_launch;
 
 const void* optional_ptr(const at::Tensor& t) { return t.defined() ? t.const_data_ptr() : nullptr; }
+// The SSM step's layout (ssm_state_step.cu): thread per channel from this many rows, where it
+// measured faster (one H100: +4% decode at 32 rows, -10% at 1 row; docs/mamba-performance.md).
+// TRIAX_MAMBA_SSM_STEP_PER_CHANNEL=1 or 0 forces one layout (read at every step).
+constexpr int64_t kThreadPerChannelFromRows = 16;
+
+bool thread_per_channel(int64_t rows) {
+  const char* forced = std::getenv("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL");
+  if (forced != nullptr && *forced != '\0') return std::string(forced) != "0";
+  return rows >= kThreadPerChannelFromRows;
+}
+
 bool unit_stride(const at::Tensor& t) { return !t.defined() || t.stride(-1) == 1; }
 bool dense(const at::Tensor& t) { return !t.defined() || t.is_contiguous(); }
 
@@ -149,7 +162,7 @@ at::Tensor ssm_state_step(const SsmStepArgs& a, const at::Tensor& state) {
                                       a.dt.defined() ? a.dt.stride(0) : 0,
                                       a.dt.defined() ? a.dt.size(1) : 0,
                                       optional_ptr(a.dt_proj_weight),
-                                      switched_on_when_one("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL")};
+                                      thread_per_channel(rows)};
     launch::check(kernels::ssm_state_step(in, state.mutable_data_ptr<float>(), y.mutable_data_ptr(),
                                           launch::stream_of(a.u)),
                   "ssm_state_step");

@@ -1,10 +1,10 @@
-// The SSM half of a Mamba layer's decoding step (step_kernels.hpp), in two layouts while the second
-// is measured (SsmStepOperands::thread_per_channel):
-// - lane per state (the default): L lanes share one (row, channel), L the state size rounded up to a
+// The SSM half of a Mamba layer's decoding step (step_kernels.hpp), in two layouts, each the faster
+// at its batch size (SsmStepOperands::thread_per_channel, chosen in decode_step.cpp):
+// - lane per state (below 16 rows): L lanes share one (row, channel), L the state size rounded up to a
 //   power of two (4 to 32); lane g holds the states g, g + L, ..., so a warp's state reads and
 //   writes are consecutive floats; the lanes' parts of C . h (and, with dt_proj folded in, of the
 //   channel's dot product of dt_proj's weight row and the row's dt) are summed by shuffles.
-// - thread per channel: one thread per (row, channel) loads everything it reads (its states, A_log's
+// - thread per channel (from 16 rows): one thread per (row, channel) loads everything it reads (its states, A_log's
 //   row, the row's B and C, u, z, its dt_proj row and the row's dt) before it uses any of it, so a
 //   step is one round trip to memory and the store. The lane layout chains three (the dt product,
 //   the states, z) over three waves of threads at batch 32: 14 us a layer on an H100 against ~2 us

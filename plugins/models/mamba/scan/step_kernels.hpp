@@ -46,7 +46,7 @@ struct SsmStepOperands {
   int64_t dt_row_stride = 0, dt_rank = 0;
   const void* dt_proj_weight = nullptr;
   // The kernel's layout (ssm_state_step.cu): one thread per (row, channel) instead of a lane per
-  // state; TRIAX_MAMBA_SSM_STEP_PER_CHANNEL=1 until it has been measured.
+  // state; the caller picks it by the rows (decode_step.cpp).
   bool thread_per_channel = false;
 };
 

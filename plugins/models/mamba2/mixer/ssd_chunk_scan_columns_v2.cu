@@ -1,4 +1,4 @@
-// The fused chunk scan backward's columns kernel, v2 (TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v2): the
+// The fused chunk scan backward's columns kernel, v2 (the default): the
 // arithmetic of v1 (chunk_scan_columns_kernel in ssd_chunk_scan_backward.cu, whose header
 // describes the algorithm) in the same order, so d_xdt, the row partials and the column sums have
 // the same bits, with v1's memory-latency stalls taken out of the critical path:

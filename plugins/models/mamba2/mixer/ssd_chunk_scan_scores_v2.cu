@@ -1,4 +1,4 @@
-// The fused chunk scan backward's scores kernel, v2 (TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v2): the
+// The fused chunk scan backward's scores kernel, v2 (the default): the
 // arithmetic of v1 (chunk_scan_scores_kernel in ssd_chunk_scan_backward.cu) in the same order
 // (dS summed over the heads in order), so d_scores has the same bits. v1 loads each head's dy and
 // xdt tiles and decays, then waits at a barrier, then computes: the block idles through every

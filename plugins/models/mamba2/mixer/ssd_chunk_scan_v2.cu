@@ -1,4 +1,4 @@
-// The fused chunk scan's forward, v2 (TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v2): the arithmetic of v1
+// The fused chunk scan's forward, v2 (the default): the arithmetic of v1
 // (ssd_chunk_scan.cu, whose header describes the algorithm) in the same order, so y has the same
 // bits, with v1's memory-latency stalls taken out of the critical path:
 //   - the entering state comes in 16-byte loads, four in flight a thread, int32 indices (v1: one

@@ -35,8 +35,9 @@ at::Tensor contiguous_aligned(const at::Tensor& t) {
   return reinterpret_cast<std::uintptr_t>(c.const_data_ptr()) % 16 == 0 ? c : c.clone();
 }
 
+// v2 unless TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v1 (read at every call): the same bits, faster (docs/mamba2.md).
 bool chunk_scan_v2_chosen(const Chunks& k) {
-  return environment_is("TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", "v2") &&
+  return !environment_is("TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", "v1") &&
          kernels::chunk_scan_v2_supports(chunk_scan_shape_of(k));
 }
 

@@ -22,8 +22,8 @@ bool chunk_scan_switched_on();
 bool chunk_scan_applies(const Chunks& k);
 
 // "v1" or "v2": the generation of the chunk scan's kernels (forward and backward's columns
-// kernel) a call on these chunks runs: v2 where TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v2 (read at every
-// call; v1 by default until measured) and kernels::chunk_scan_v2_supports takes the shape.
+// kernel) a call on these chunks runs: v2 where kernels::chunk_scan_v2_supports takes the shape,
+// unless TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v1 (read at every call); else v1.
 const char* chunk_scan_kernel(const Chunks& k);
 
 // The forward's output y [b, l, H, p] (fp32) in one kernel from the chunks and the states

@@ -93,7 +93,7 @@ cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* xdt, 
 // The most dynamic shared memory a block of the backward asks for (chunk_scan_supports bounds it).
 size_t chunk_scan_backward_shared_bytes(const ChunkScanShape& shape);
 
-// The second generation (TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v2; ssd_chunk_scan_v2.cu,
+// The second generation (the default; TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v1 keeps v1; ssd_chunk_scan_v2.cu,
 // ssd_chunk_scan_columns_v2.cu, ssd_chunk_scan_scores_v2.cu): the same arithmetic in the same order, so the same bits, with the
 // loads overlapped with the work. It takes what chunk_scan_supports takes whose offsets within a
 // (batch, chunk, group) fit int32 (q q, q r p and r p n) and whose scores kernel's double buffers

@@ -4,11 +4,10 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <cstdlib>
 #include <optional>
-#include <string>
 
 #include "token_major_conv_kernels.hpp"
+#include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 
 namespace triax::mamba2 {
@@ -69,11 +68,7 @@ struct TokenMajorConvFunction : torch::autograd::Function<TokenMajorConvFunction
 
 }  // namespace
 
-bool token_major_conv_switched_on() {
-  const char* value = std::getenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV");
-  if (value == nullptr || *value == '\0') return kTokenMajorConvByDefault;
-  return std::string(value) != "0";
-}
+bool token_major_conv_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_TOKEN_MAJOR_CONV"); }
 
 bool token_major_conv_applies(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
   if (!token_major_conv_switched_on() || !fused_kernels_enabled() || !x.is_cuda() || x.dim() != 4) return false;

@@ -6,12 +6,8 @@
 
 namespace triax::mamba2 {
 
-// The default while TRIAX_MAMBA2_TOKEN_MAJOR_CONV is unset: off until its GPU tests have passed on
-// a GPU (flip it then).
-constexpr bool kTokenMajorConvByDefault = false;
-
-// TRIAX_MAMBA2_TOKEN_MAJOR_CONV: "0" off, another value on, unset kTokenMajorConvByDefault. Read at
-// every call, so that one process can time both paths.
+// TRIAX_MAMBA2_TOKEN_MAJOR_CONV: on unless "0". Read at every call, so that one process can time
+// both paths.
 bool token_major_conv_switched_on();
 
 // Switched on, the fused kernels enabled, x [b, s, groups, group_conv] on CUDA in a kernel dtype with
