@@ -7,11 +7,9 @@
 // batch 8 unless given; bytes and peaks from the CUDA caching allocator. The layer runs in bf16,
 // timed forward and backward. TRIAX_MAMBA2_FUSED_NORM=0 and TRIAX_MAMBA2_SSD_KERNELS=0 time the
 // LibTorch compositions the mixer's CUDA kernels replace; TRIAX_MAMBA2_GATED_NORM_KERNEL=v2 the gated
-// norm's second kernels. With --cuda, everything is timed four
+// norm's second kernels. With --cuda, everything is timed three
 // times in one run: the fused chunk scan switched off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1),
-// then on with the token-major conv1d (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two), all
-// three with the chunk scan's v1 kernels, then the last again with its v2 kernels
-// (TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v1, then v2).
+// then on with the token-major conv1d (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two).
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -169,7 +167,7 @@ void print_kernel_switches() {
       {"TRIAX_FUSED_KERNELS", "on"},           {"TRIAX_MAMBA2_FUSED_NORM", "on"},
       {"TRIAX_MAMBA2_GATED_NORM_KERNEL", "v1"}, {"TRIAX_MAMBA2_SSD_KERNELS", "on"},
       {"TRIAX_MAMBA2_CHUNK_SCAN", "on"},        {"TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "on"},
-      {"TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", "v2"}, {"TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "on"}};
+      {"TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "on"}};
   for (const auto& [variable, unset] : switches) {
     const char* value = std::getenv(variable);
     std::printf("%s=%s%s\n", variable, value ? value : "(unset: ", value ? "" : (std::string(unset) + ")").c_str());
@@ -204,14 +202,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   // All read at every call (ssd_cuda.hpp, token_major_conv_cuda.hpp).
-  struct Switches {
-    const char *chunk_scan, *token_major_conv, *chunk_scan_kernel;
-  };
-  for (const Switches& w : {Switches{"0", "0", "v1"}, Switches{"1", "0", "v1"}, Switches{"1", "1", "v1"},
-                            Switches{"1", "1", "v2"}}) {
-    setenv("TRIAX_MAMBA2_CHUNK_SCAN", w.chunk_scan, 1);
-    setenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", w.token_major_conv, 1);
-    setenv("TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", w.chunk_scan_kernel, 1);
+  const std::pair<const char*, const char*> switches[] = {{"0", "0"}, {"1", "0"}, {"1", "1"}};
+  for (const auto& [chunk_scan, token_major_conv] : switches) {
+    setenv("TRIAX_MAMBA2_CHUNK_SCAN", chunk_scan, 1);
+    setenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", token_major_conv, 1);
     std::printf("\n");
     print_kernel_switches();
     time_ssd(s);

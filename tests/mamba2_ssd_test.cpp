@@ -3,8 +3,7 @@
 // an initial state, every input's gradient (through the SSD's own backward, with either output's
 // gradient alone), fp32 inputs with long chunks and strong decays, bf16 operands, the refusal of a
 // bad chunk size, and (Mamba2SsdCuda, with a GPU) the same SSD on CUDA against the CPU's fp64, with
-// and without the fused chunk scan (TRIAX_MAMBA2_CHUNK_SCAN), its two generations of kernels
-// (TRIAX_MAMBA2_CHUNK_SCAN_KERNEL) each and giving the same bits.
+// and without the fused chunk scan (TRIAX_MAMBA2_CHUNK_SCAN).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -285,13 +284,11 @@ TEST(Mamba2SsdCuda, FusedChunkScanMatchesTheCpu) {
     int64_t chunk;
     bool initial;
   };
-  for (const char* kernel : {"v1", "v2"}) {
-    const ScopedVariable choice("TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", kernel);
-    for (const Case& c : {Case{{2, 300, 4, 64, 1, 128}, 256, true}, Case{{1, 333, 4, 32, 2, 64}, 128, false},
-                          Case{{2, 200, 6, 16, 2, 16}, 64, true}, Case{{1, 512, 2, 64, 1, 128}, 64, false}}) {
-      expect_fused_chunk_scan(bf16_on_cuda(c.shape, 31, c.initial), c.chunk, true);
-      expect_cuda_matches_cpu(c.shape, 31, c.chunk, c.initial);
-    }
+  for (const Case& c : {Case{{2, 300, 4, 64, 1, 128}, 256, true}, Case{{1, 333, 4, 32, 2, 64}, 128, false},
+                        Case{{2, 200, 6, 16, 2, 16}, 64, true}, Case{{1, 512, 2, 64, 1, 128}, 64, false},
+                        Case{{1, 333, 6, 32, 3, 64}, 128, true}, Case{{2, 200, 2, 128, 1, 64}, 192, false}}) {
+    expect_fused_chunk_scan(bf16_on_cuda(c.shape, 31, c.initial), c.chunk, true);
+    expect_cuda_matches_cpu(c.shape, 31, c.chunk, c.initial);
   }
   expect_fused_chunk_scan(bf16_on_cuda({1, 100, 2, 8, 1, 16}, 31, false), 64, false);  // head_dim 8: fallback
   expect_fused_chunk_scan(bf16_on_cuda({1, 100, 2, 16, 1, 16}, 31, false), 48, false);  // chunk 48: fallback
@@ -324,57 +321,11 @@ TEST(Mamba2SsdCuda, FusedChunkScanTakesStridedXAndAgreesWithTheComposition) {
     for (const at::Tensor& g : gradients(in, 256, weight_y, at::Tensor())) out.push_back(g);
     return out;
   };
-  const std::vector<at::Tensor> composed = run("0", "0");
-  for (const char* kernel : {"v1", "v2"}) {
-    const ScopedVariable choice("TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", kernel);
-    const std::vector<at::Tensor> fused = run("1", "1"), forward_only = run("1", "0");
-    for (size_t i = 0; i < composed.size(); ++i) {
-      EXPECT_LT(relative_error(fused[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i << " " << kernel;
-      EXPECT_LT(relative_error(forward_only[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i << " " << kernel;
-    }
+  const std::vector<at::Tensor> composed = run("0", "0"), fused = run("1", "1"), forward_only = run("1", "0");
+  for (size_t i = 0; i < composed.size(); ++i) {
+    EXPECT_LT(relative_error(fused[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i;
+    EXPECT_LT(relative_error(forward_only[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i;
   }
-}
-
-#ifdef TRIAX_WITH_CUDA
-// The chunk scan's kernels of one generation (TRIAX_MAMBA2_CHUNK_SCAN_KERNEL) on the chunks k:
-// y, then from dy the gradients of xdt, of the decays (row sums minus column sums) and of the scores.
-std::vector<at::Tensor> chunk_scan_outputs(const char* kernel, const triax::mamba2::ssd::Chunks& k,
-                                           const at::Tensor& entering, const at::Tensor& dy) {
-  namespace ssd = triax::mamba2::ssd;
-  const ScopedVariable choice("TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", kernel);
-  EXPECT_STREQ(ssd::chunk_scan_kernel(k), kernel);  // else the comparison compares v1 with itself
-  const ssd::ChunkScanGradients d = ssd::chunk_scan_backward_cuda(k, dy);
-  return {ssd::chunk_scan_cuda(k, entering), d.xdt, d.decay, d.scores};
-}
-#endif
-
-// v2 keeps v1's arithmetic in v1's order: the same bits, forward and backward. The 780m bench
-// shape's chunk (256), state (128), head_dim (64) and heads per group (48) on fewer positions (a
-// partial last chunk), then head_dim 16, 32 and 128, states 16 and 64, several groups, chunks of
-// one, two and three row tiles, lengths the chunk does not divide.
-TEST(Mamba2SsdCuda, ChunkScanV2GivesV1sBits) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
-#ifdef TRIAX_WITH_CUDA
-  namespace ssd = triax::mamba2::ssd;
-  const ScopedVariable on("TRIAX_MAMBA2_CHUNK_SCAN", "1");
-  struct Case {
-    Shape shape;
-    int64_t chunk;
-  };
-  for (const Case& c : {Case{{1, 700, 48, 64, 1, 128}, 256}, Case{{2, 300, 4, 16, 2, 16}, 64},
-                        Case{{1, 333, 6, 32, 3, 64}, 128}, Case{{2, 200, 2, 128, 1, 64}, 192}}) {
-    const ssd::Chunks k = ssd::into_chunks(bf16_on_cuda(c.shape, 51, false), c.chunk);
-    ASSERT_TRUE(ssd::chunk_scan_applies(k)) << "chunk " << c.chunk;
-    const at::TensorOptions f32 = k.dt.options().dtype(at::kFloat);
-    const at::Tensor entering = at::randn({k.b, k.c, k.g, k.r * k.p, k.n}, f32);
-    const at::Tensor dy = at::randn({k.b, k.c, k.g, k.q, k.r, k.p}, f32);
-    const std::vector<at::Tensor> v1 = chunk_scan_outputs("v1", k, entering, dy);
-    const std::vector<at::Tensor> v2 = chunk_scan_outputs("v2", k, entering, dy);
-    for (size_t i = 0; i < v1.size(); ++i)
-      EXPECT_TRUE(at::equal(v1[i], v2[i])) << "output " << i << " (y, d_xdt, d_decay, d_scores), chunk " << c.chunk
-                                           << ", max diff " << (v1[i] - v2[i]).abs().max().item<double>();
-  }
-#endif
 }
 
 }  // namespace

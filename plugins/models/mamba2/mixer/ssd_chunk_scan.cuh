@@ -1,8 +1,7 @@
-// What the chunk scan's kernels (ssd_chunk_scan.cu, ssd_chunk_scan_backward.cu and their v2,
-// ssd_chunk_scan_v2.cu, ssd_chunk_scan_columns_v2.cu) share: the WMMA fragments (16x16x16, 16-bit
-// operands, fp32 accumulation), the row tile, the shared-memory layouts, the staging of 16-bit rows
-// into shared memory (synchronous or cp.async), the backward mask's arithmetic (one definition, so
-// that v1 and v2 give the same bits), and a warp's products of shared-memory blocks: into its
+// What the chunk scan's kernels (ssd_chunk_scan.cu, ssd_chunk_scan_columns.cu,
+// ssd_chunk_scan_scores.cu) share: the WMMA fragments (16x16x16, 16-bit operands, fp32
+// accumulation), the row tile, the shared-memory layouts, the staging of rows into shared memory by
+// cp.async, the backward mask's arithmetic, and a warp's products of shared-memory blocks: into its
 // accumulators, or out into its fp32 scratch rows.
 #pragma once
 
@@ -30,7 +29,8 @@ constexpr size_t kMaxSharedBytes = 160 * 1024;
 // padded strides stay multiples of 16 bytes, as WMMA and the vector copies need.
 constexpr int kPad16 = 8, kPad32 = 4;
 
-// v2's __launch_bounds__ minimum of blocks an SM: 3 (as v1's shared memory allows at P = 64),
+// The forward's and columns kernel's __launch_bounds__ minimum of blocks an SM: 3 (as their shared
+// memory allows at P = 64),
 // which leaves ptxas up to 168 registers; 1 at P = 128, whose shared memory fits one block anyway.
 // Without it ptxas picked fewer registers for some P and spilled.
 template <int kPFrags>
@@ -47,7 +47,7 @@ __host__ __device__ inline size_t larger(size_t a, size_t b) { return a > b ? a 
 
 // The forward's shared memory: byte offsets (128-aligned, as WMMA's 32-byte pointers need) and
 // padded row strides in elements. The entering state's space is large enough for an xdt tile too:
-// v2 loads the next column tile there once the state has been read out.
+// the next column tile is loaded there once the state has been read out.
 struct ForwardLayout {
   int ld_state, ld_head, ld_tile, ld_scratch;  // C, entering: n + pad; xdt, fp32: p + pad; M: 64 + pad
   size_t c, x, entering, masked, scratch, decay, total;
@@ -72,7 +72,7 @@ __host__ __device__ inline ForwardLayout forward_layout(int64_t n, int64_t p, in
 }
 
 // The backward's columns kernel's shared memory. Its fp32 scratch rows (used at the end only) are
-// larger than a dy tile: v2 loads the next row tile's dy there.
+// larger than a dy tile: the next row tile's dy is loaded there.
 struct ColumnsLayout {
   int ld_head, ld_tile, ld_scratch;  // dy, xdt: p + pad; M: 64 + pad; fp32: max(64, p) + pad
   size_t dy, x, masked, scratch, d_masked, decay, columns, total;
@@ -95,15 +95,16 @@ __host__ __device__ inline ColumnsLayout columns_layout(int64_t p, int64_t q) {
   return s;
 }
 
-// The backward's scores kernel's shared memory: its fp32 scratch rows, then `stages` copies (v1
-// 1, v2 2: the next head's while this one's are used) of what a head brings: the dy and xdt tiles
-// and the tile's row and column decays, copy k at k * stage bytes further.
+// The backward's scores kernel's shared memory: its fp32 scratch rows, then two copies (the next
+// head's while this one's are used) of what a head brings: the dy and xdt tiles and the tile's row
+// and column decays, copy k at k * stage bytes further.
 struct ScoresLayout {
   int ld_head, ld_scratch;
   size_t scratch, dy, x, row_decays, column_decays, stage, total;
 };
 
-__host__ __device__ inline ScoresLayout scores_layout(int64_t p, int stages) {
+__host__ __device__ inline ScoresLayout scores_layout(int64_t p) {
+  constexpr size_t kStages = 2;
   ScoresLayout s;
   s.ld_head = static_cast<int>(p) + kPad16;
   s.ld_scratch = kRows + kPad32;
@@ -115,11 +116,11 @@ __host__ __device__ inline ScoresLayout scores_layout(int64_t p, int stages) {
   s.row_decays = at, at += round_up_128(4 * static_cast<size_t>(kRows));
   s.column_decays = at, at += round_up_128(4 * static_cast<size_t>(kRows));
   s.stage = at - first;
-  s.total = first + static_cast<size_t>(stages) * s.stage;
+  s.total = first + kStages * s.stage;
   return s;
 }
 
-// The backward's M_ij and G_ij = dM_ij L_ij S_ij for i >= j, in the order both generations use.
+// The backward's M_ij and G_ij = dM_ij L_ij S_ij for i >= j.
 struct MaskedAndGradient {
   float m, g;
 };
@@ -127,18 +128,6 @@ __device__ __forceinline__ MaskedAndGradient masked_and_gradient(float decay_i, 
                                                                  float d_masked) {
   const float mask = expf(decay_i - decay_j);
   return {mask * score, d_masked * mask * score};
-}
-
-// rows x cols 16-bit values from global (row stride ld_src) into shared (ld_dst), 16 bytes a
-// thread at a time: cols, ld_src and ld_dst multiples of 8, both bases 16-byte aligned.
-template <typename T>
-__device__ inline void copy_rows(T* dst, int ld_dst, const T* __restrict__ src, int64_t ld_src, int rows, int cols) {
-  const int vectors = cols / 8;
-  for (int k = threadIdx.x; k < rows * vectors; k += blockDim.x) {
-    const int row = k / vectors, v = k % vectors;
-    *reinterpret_cast<uint4*>(dst + row * ld_dst + v * 8) =
-        *reinterpret_cast<const uint4*>(src + row * ld_src + v * 8);
-  }
 }
 
 // Row i of the columns kernel's M and G over the column tile at j0, each lane owning columns
@@ -194,9 +183,11 @@ __device__ inline void write_score_rows(T* rows, int64_t ld, const float (&sum)[
     for (int half = 0; half < 2; ++half) rows[row * ld + lane + 32 * half] = triax::kernels::from_float<T>(sum[row][half]);
 }
 
-// copy_rows issued as cp.async (sm_80 on; plain copies before): the loads fly while the block
-// computes, and nothing waits for them until wait_async_copies() (then a barrier, before reading).
-// Any T (16-byte vectors: 8 16-bit values, 4 floats); cols, strides and bases as copy_rows asks.
+// rows x cols values from global (row stride ld_src) into shared (ld_dst), 16 bytes a thread at a
+// time, as cp.async (sm_80 on; plain copies before): the loads fly while the block computes, and
+// nothing waits for them until wait_async_copies() (then a barrier, before reading). Any T
+// (16-byte vectors: 8 16-bit values, 4 floats); cols, ld_src and ld_dst whole vectors, both bases
+// 16-byte aligned.
 template <typename T>
 __device__ inline void copy_rows_async(T* dst, int ld_dst, const T* __restrict__ src, int ld_src, int rows, int cols) {
   constexpr int kPerVector = 16 / sizeof(T);

@@ -35,15 +35,7 @@ at::Tensor contiguous_aligned(const at::Tensor& t) {
   return reinterpret_cast<std::uintptr_t>(c.const_data_ptr()) % 16 == 0 ? c : c.clone();
 }
 
-// v2 unless TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v1 (read at every call): the same bits, faster (docs/mamba2.md).
-bool chunk_scan_v2_chosen(const Chunks& k) {
-  return !environment_is("TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", "v1") &&
-         kernels::chunk_scan_v2_supports(chunk_scan_shape_of(k));
-}
-
 }  // namespace
-
-const char* chunk_scan_kernel(const Chunks& k) { return chunk_scan_v2_chosen(k) ? "v2" : "v1"; }
 
 bool ssd_kernels_apply(const Chunks& k) {
   static const bool switched_on = switched_on_unless_zero("TRIAX_MAMBA2_SSD_KERNELS");
@@ -64,12 +56,11 @@ at::Tensor chunk_scan_cuda(const Chunks& k, const at::Tensor& entering) {
                                               "not take (check chunk_scan_applies first)");
   c10::cuda::CUDAGuard device(k.dt.device());
   const at::Tensor C = contiguous_aligned(k.C), xdt = contiguous_aligned(k.xdt), s = contiguous_aligned(scores(k));
-  const at::Tensor decay = k.decay.contiguous(), e = contiguous_aligned(entering.to(at::kFloat));
+  const at::Tensor decay = contiguous_aligned(k.decay), e = contiguous_aligned(entering.to(at::kFloat));
   at::Tensor y = at::empty({k.b, k.l, k.g * k.r, k.p}, k.dt.options());
-  const auto scan = chunk_scan_v2_chosen(k) ? kernels::chunk_scan_v2 : kernels::chunk_scan;
-  launch::check(scan(*launch::kernel_dtype(k.operand), C.const_data_ptr(), xdt.const_data_ptr(),
-                     s.const_data_ptr<float>(), decay.const_data_ptr<float>(), e.const_data_ptr<float>(),
-                     y.data_ptr<float>(), chunk_scan_shape_of(k), launch::stream_of(xdt)),
+  launch::check(kernels::chunk_scan(*launch::kernel_dtype(k.operand), C.const_data_ptr(), xdt.const_data_ptr(),
+                                    s.const_data_ptr<float>(), decay.const_data_ptr<float>(), e.const_data_ptr<float>(),
+                                    y.data_ptr<float>(), chunk_scan_shape_of(k), launch::stream_of(xdt)),
                 "chunk_scan");
   return y;
 }
@@ -96,22 +87,14 @@ ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& d
   const triax::kernels::Dtype operand = *launch::kernel_dtype(k.operand);
   const kernels::ChunkScanShape shape = chunk_scan_shape_of(k);
   const cudaStream_t stream = launch::stream_of(d_y);
-  if (chunk_scan_v2_chosen(k)) {
-    launch::check(kernels::chunk_scan_columns_v2(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
-                                                 s.const_data_ptr<float>(), decay.const_data_ptr<float>(),
-                                                 d_xdt.data_ptr<float>(), rows.data_ptr<float>(),
-                                                 columns.data_ptr<float>(), shape, stream),
-                  "chunk_scan_columns_v2");
-    launch::check(kernels::chunk_scan_scores_v2(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
-                                                decay.const_data_ptr<float>(), d_scores.data_ptr(), shape, stream),
-                  "chunk_scan_scores_v2");
-  } else {
-    launch::check(kernels::chunk_scan_backward(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
-                                               s.const_data_ptr<float>(), decay.const_data_ptr<float>(),
-                                               d_xdt.data_ptr<float>(), d_scores.data_ptr(), rows.data_ptr<float>(),
-                                               columns.data_ptr<float>(), shape, stream),
-                  "chunk_scan_backward");
-  }
+  launch::check(kernels::chunk_scan_columns(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
+                                            s.const_data_ptr<float>(), decay.const_data_ptr<float>(),
+                                            d_xdt.data_ptr<float>(), rows.data_ptr<float>(), columns.data_ptr<float>(),
+                                            shape, stream),
+                "chunk_scan_columns");
+  launch::check(kernels::chunk_scan_scores(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
+                                           decay.const_data_ptr<float>(), d_scores.data_ptr(), shape, stream),
+                "chunk_scan_scores");
   return {d_xdt, rows.sum(-1) - columns, d_scores};
 }
 

@@ -21,11 +21,6 @@ bool chunk_scan_switched_on();
 // operands and a shape the kernel takes (kernels::chunk_scan_supports).
 bool chunk_scan_applies(const Chunks& k);
 
-// "v1" or "v2": the generation of the chunk scan's kernels (forward and backward's columns
-// kernel) a call on these chunks runs: v2 where kernels::chunk_scan_v2_supports takes the shape,
-// unless TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v1 (read at every call); else v1.
-const char* chunk_scan_kernel(const Chunks& k);
-
 // The forward's output y [b, l, H, p] (fp32) in one kernel from the chunks and the states
 // entering them [b, c, g, r p, n] (pass_states): no masked scores in global memory.
 at::Tensor chunk_scan_cuda(const Chunks& k, const at::Tensor& entering);
@@ -41,7 +36,8 @@ struct ChunkScanGradients {
 };
 
 // The backward through the intra-chunk term from dy position-major [b, c, g, q, r, p] (any
-// float type): the kernels of ssd_chunk_scan_backward.cu, no [b, c, g, r, q, q] tensor.
+// float type): the kernels of ssd_chunk_scan_columns.cu and ssd_chunk_scan_scores.cu, no
+// [b, c, g, r, q, q] tensor.
 ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& dy);
 
 // decay_mask(k) times the group's scores [b, c, g, q, q] (fp32), as [b, c, g, r, q, q] in k.operand.

@@ -59,9 +59,9 @@ cudaError_t pass_states_backward(const float* entering, const float* chunk_decay
 //   y_i = exp(decay_i) C_i . entering^T + sum_{j <= i} exp(decay_i - decay_j) S_ij xdt_j,
 // the masked scores kept in shared memory (rounded to the operand type, as masked_scores does).
 // Operands (bf16 or fp16, contiguous, 16-byte aligned): C [b, c, g, q, n], xdt [b, c, g, q, r p];
-// fp32 and contiguous: scores S = C B^T [b, c, g, q, q] (the group's, shared by its heads), decay
-// [b, c, g, r, q], entering [b, c, g, r p, n]; y [b, l, g r, p] fp32, the positions past the
-// length l not written.
+// fp32, contiguous and 16-byte aligned: scores S = C B^T [b, c, g, q, q] (the group's, shared by
+// its heads), decay [b, c, g, r, q], entering [b, c, g, r p, n]; y [b, l, g r, p] fp32, the
+// positions past the length l not written.
 struct ChunkScanShape {
   int64_t batch, chunks, groups, heads, head_dim, state, positions, length;  // b, c, g, r, p, n, q, l
 };
@@ -69,51 +69,32 @@ struct ChunkScanShape {
 constexpr int64_t kChunkScanRows = 64;
 
 // Whether the kernels (forward and backward) take `shape`: q a multiple of kChunkScanRows, n a
-// positive multiple of 16, p one of 16, 32, 64, 128, and the shared memory they need within what
-// one block may have.
+// positive multiple of 16, p one of 16, 32, 64, 128, the offsets within a (batch, chunk, group)
+// within int32 (q q, q r p and r p n), and the shared memory they need within what one block may
+// have.
 bool chunk_scan_supports(const ChunkScanShape& shape);
 
 cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void* xdt, const float* scores,
                        const float* decay, const float* entering, float* y, const ChunkScanShape& shape,
                        cudaStream_t stream);
 
-
-// The backward through the intra-chunk term (ssd_chunk_scan_backward.cu), from dy position-major
-// [b, c, g, q, r p] in the operand type (xdt and scores as chunk_scan takes them); with M = L o S
-// the forward's masked scores (rounded to the operand type), dM = dy xdt^T and G = dM L S per head:
+// The backward through the intra-chunk term in two kernels, from dy position-major [b, c, g, q, r p]
+// in the operand type (xdt, scores and decay as chunk_scan takes them); with M = L o S the
+// forward's masked scores (rounded to the operand type), dM = dy xdt^T and G = dM L S per head.
+// chunk_scan_columns (ssd_chunk_scan_columns.cu):
 //   d_xdt [b, c, g, q, r p] fp32: M^T dy per head;
-//   d_scores [b, c, g, q, q] in the operand type: dS = sum over the group's heads of dM L;
 //   row_partials [b, c, g, r, q, q / kChunkScanRows] (zeroed by the caller: the tiles above the
 //   diagonal stay zero) and column_sums [b, c, g, r, q]: the decays' gradient is the row sums
 //   of G minus its column sums.
-cudaError_t chunk_scan_backward(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
-                                const float* decay, float* d_xdt, void* d_scores, float* row_partials,
-                                float* column_sums, const ChunkScanShape& shape, cudaStream_t stream);
+// chunk_scan_scores (ssd_chunk_scan_scores.cu):
+//   d_scores [b, c, g, q, q] in the operand type: dS = sum over the group's heads of dM L.
+cudaError_t chunk_scan_columns(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
+                               const float* decay, float* d_xdt, float* row_partials, float* column_sums,
+                               const ChunkScanShape& shape, cudaStream_t stream);
+cudaError_t chunk_scan_scores(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
+                              void* d_scores, const ChunkScanShape& shape, cudaStream_t stream);
 
-// The most dynamic shared memory a block of the backward asks for (chunk_scan_supports bounds it).
-size_t chunk_scan_backward_shared_bytes(const ChunkScanShape& shape);
-
-// The second generation (the default; TRIAX_MAMBA2_CHUNK_SCAN_KERNEL=v1 keeps v1; ssd_chunk_scan_v2.cu,
-// ssd_chunk_scan_columns_v2.cu, ssd_chunk_scan_scores_v2.cu): the same arithmetic in the same order, so the same bits, with the
-// loads overlapped with the work. It takes what chunk_scan_supports takes whose offsets within a
-// (batch, chunk, group) fit int32 (q q, q r p and r p n) and whose scores kernel's double buffers
-// fit a block. Its pointers must also be 16-byte aligned: scores, entering and decay as well as
-// the operands.
-bool chunk_scan_v2_supports(const ChunkScanShape& shape);
-
-cudaError_t chunk_scan_v2(triax::kernels::Dtype operand, const void* C, const void* xdt, const float* scores,
-                          const float* decay, const float* entering, float* y, const ChunkScanShape& shape,
-                          cudaStream_t stream);
-
-// chunk_scan_backward's two kernels: the columns kernel (d_xdt, row_partials, column_sums), then
-// the scores kernel (d_scores).
-cudaError_t chunk_scan_columns_v2(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
-                                  const float* decay, float* d_xdt, float* row_partials, float* column_sums,
-                                  const ChunkScanShape& shape, cudaStream_t stream);
-cudaError_t chunk_scan_scores_v2(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
-                                 void* d_scores, const ChunkScanShape& shape, cudaStream_t stream);
-
-// The dynamic shared memory v2's scores kernel asks for (chunk_scan_v2_supports bounds it).
-size_t chunk_scan_scores_v2_shared_bytes(const ChunkScanShape& shape);
+// The dynamic shared memory the scores kernel asks for (chunk_scan_supports bounds it).
+size_t chunk_scan_scores_shared_bytes(const ChunkScanShape& shape);
 
 }  // namespace triax::mamba2::kernels

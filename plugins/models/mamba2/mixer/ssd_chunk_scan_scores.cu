@@ -1,9 +1,9 @@
-// The fused chunk scan backward's scores kernel, v2 (the default): the
-// arithmetic of v1 (chunk_scan_scores_kernel in ssd_chunk_scan_backward.cu) in the same order
-// (dS summed over the heads in order), so d_scores has the same bits. v1 loads each head's dy and
-// xdt tiles and decays, then waits at a barrier, then computes: the block idles through every
-// head's loads. v2 loads the next head's (cp.async, into a second copy of those buffers) while
-// this head's product and mask run. Offsets within a block are int32 (chunk_scan_v2_supports).
+// The fused chunk scan backward's second kernel (ssd_chunk_scan_columns.cu has the first), scores:
+// one block per (batch, chunk, group, row tile, column tile); it walks the heads, adding dM L to dS
+// in registers (one fixed order: the same bits on every run), and writes dS in the operand type;
+// dC = dS B and dB = dS^T C are the caller's GEMMs. It loads the next head's dy and xdt tiles and
+// decays (cp.async, into a second copy of those buffers) while this head's product and mask run.
+// Offsets within a block are int32 (chunk_scan_supports bounds them).
 #include "ssd_chunk_scan.cuh"
 #include "ssd_kernels.hpp"
 #include "triax/kernels/kernel_utils.cuh"
@@ -17,12 +17,12 @@ constexpr int kTileFrags = kRows / 16;  // a tile's columns in fragments
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    chunk_scan_scores_v2_kernel(const T* __restrict__ xdt, const T* __restrict__ dy, const float* __restrict__ decay,
+    chunk_scan_scores_kernel(const T* __restrict__ xdt, const T* __restrict__ dy, const float* __restrict__ decay,
                                 T* __restrict__ d_scores, ChunkScanShape s) {
   extern __shared__ __align__(128) unsigned char shared[];
   const int p = static_cast<int>(s.head_dim), q = static_cast<int>(s.positions), r = static_cast<int>(s.heads);
   const int rp = r * p;
-  const ScoresLayout layout = scores_layout(p, 2);
+  const ScoresLayout layout = scores_layout(p);
   float* scratch = reinterpret_cast<float*>(shared + layout.scratch) + (threadIdx.x / 32) * 16 * layout.ld_scratch;
 
   const int tiles = q / kRows;
@@ -71,13 +71,13 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-size_t chunk_scan_scores_v2_shared_bytes(const ChunkScanShape& s) { return scores_layout(s.head_dim, 2).total; }
+size_t chunk_scan_scores_shared_bytes(const ChunkScanShape& s) { return scores_layout(s.head_dim).total; }
 
-cudaError_t chunk_scan_scores_v2(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
-                                 void* d_scores, const ChunkScanShape& shape, cudaStream_t stream) {
-  if (!chunk_scan_v2_supports(shape)) return cudaErrorInvalidValue;
+cudaError_t chunk_scan_scores(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
+                              void* d_scores, const ChunkScanShape& shape, cudaStream_t stream) {
+  if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
   if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
-  const size_t shared = chunk_scan_scores_v2_shared_bytes(shape);
+  const size_t shared = chunk_scan_scores_shared_bytes(shape);
   const int64_t tiles = shape.positions / kRows;
   const unsigned blocks = static_cast<unsigned>(shape.batch * shape.chunks * shape.groups * tiles * tiles);
   auto run = [&](auto kernel, auto operand_type) {
@@ -90,9 +90,9 @@ cudaError_t chunk_scan_scores_v2(triax::kernels::Dtype operand, const void* xdt,
   };
   switch (operand) {
     case triax::kernels::Dtype::BFloat16:
-      return run(chunk_scan_scores_v2_kernel<__nv_bfloat16>, __nv_bfloat16{});
+      return run(chunk_scan_scores_kernel<__nv_bfloat16>, __nv_bfloat16{});
     case triax::kernels::Dtype::Float16:
-      return run(chunk_scan_scores_v2_kernel<__half>, __half{});
+      return run(chunk_scan_scores_kernel<__half>, __half{});
     default:
       return cudaErrorInvalidValue;  // WMMA takes 16-bit operands only
   }

@@ -1,13 +1,18 @@
-// The fused chunk scan backward's columns kernel, v2 (the default): the
-// arithmetic of v1 (chunk_scan_columns_kernel in ssd_chunk_scan_backward.cu, whose header
-// describes the algorithm) in the same order, so d_xdt, the row partials and the column sums have
-// the same bits, with v1's memory-latency stalls taken out of the critical path:
+// The fused chunk scan's backward through the intra-chunk term y = M xdt per head, M = L o S with
+// S = C B^T (the group's scores) and L_ij = exp(decay_i - decay_j) for i >= j, else 0
+// (ssd_kernels.hpp), in two kernels on tensor cores, neither writing a [b, c, g, r, q, q] tensor.
+// This one, columns: one block per (batch, chunk, group, head, tile of 64 columns j); it walks the
+// row tiles i >= j. Per row tile, each warp forms 16 rows of dM = dy xdt^T (fp32), then, with S
+// read from global memory (the group's, as the forward reads it), M (rounded to the operand type,
+// as the forward rounds it) and G = dM L S; G's row sums go out per column tile (row_partials), its
+// column sums build up in shared memory; after a barrier each warp adds M^T dy to its 16 columns'
+// d_xdt, kept in accumulator fragments to the end. The loads are kept off the critical path:
 //   - the next row tile's dy is loaded by cp.async (double buffering, the second buffer in the
 //     fp32 scratch rows, which only the end uses) while this tile's products and mask run;
 //   - each lane holds the S values of its 2 columns of the warp's 16 rows of the next row tile in
 //     registers, loaded (32 coalesced loads a lane, all in flight) before this tile's products,
-//     so the mask waits on no global load (v1: one dependent load per row inside the mask loop).
-// Offsets within a block are int32 (chunk_scan_v2_supports bounds them); the block's bases int64.
+//     so the mask waits on no global load.
+// Offsets within a block are int32 (chunk_scan_supports bounds them); the block's bases int64.
 #include "ssd_chunk_scan.cuh"
 #include "ssd_kernels.hpp"
 #include "triax/kernels/kernel_utils.cuh"
@@ -31,7 +36,7 @@ __device__ inline void load_column_scores(float (&into)[16][2], const float* __r
 
 template <typename T, int kPFrags>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<kPFrags>)
-    chunk_scan_columns_v2_kernel(const T* __restrict__ xdt, const T* __restrict__ dy, const float* __restrict__ scores,
+    chunk_scan_columns_kernel(const T* __restrict__ xdt, const T* __restrict__ dy, const float* __restrict__ scores,
                                  const float* __restrict__ decay, float* __restrict__ d_xdt,
                                  float* __restrict__ row_partials, float* __restrict__ column_sums, ChunkScanShape s) {
   constexpr int p = kPFrags * 16;
@@ -98,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kPFrags>)
     if (more) load_column_scores(tile_scores, block_scores + (i0 + kRows + row0) * q, q, j0, lane);
     __syncthreads();  // M whole: each warp now reads all its rows for its own columns
 
-    // d_xdt[j] += sum_i M_ij dy_i (as v1: M's columns as a column-major A fragment, the products
+    // d_xdt[j] += sum_i M_ij dy_i (M's columns as a column-major A fragment, the products
     // above the warp's own columns' rows skipped on the diagonal tile).
     accumulate_product<T, wmma::col_major>(acc, masked_tile + row0, layout.ld_tile, dy_tile, layout.ld_head,
                                            i0 == j0 ? row0 : 0, kRows);
@@ -114,7 +119,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kPFrags>)
 template <typename T, int kPFrags>
 cudaError_t launch_columns(const void* xdt, const void* dy, const float* scores, const float* decay, float* d_xdt,
                            float* row_partials, float* column_sums, const ChunkScanShape& s, cudaStream_t stream) {
-  const auto kernel = chunk_scan_columns_v2_kernel<T, kPFrags>;
+  const auto kernel = chunk_scan_columns_kernel<T, kPFrags>;
   const size_t shared = columns_layout(s.head_dim, s.positions).total;
   const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
   if (allowed != cudaSuccess) return allowed;
@@ -144,10 +149,10 @@ cudaError_t launch_for_head_dim(const void* xdt, const void* dy, const float* sc
 
 }  // namespace
 
-cudaError_t chunk_scan_columns_v2(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
-                                  const float* decay, float* d_xdt, float* row_partials, float* column_sums,
-                                  const ChunkScanShape& shape, cudaStream_t stream) {
-  if (!chunk_scan_v2_supports(shape)) return cudaErrorInvalidValue;
+cudaError_t chunk_scan_columns(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
+                               const float* decay, float* d_xdt, float* row_partials, float* column_sums,
+                               const ChunkScanShape& shape, cudaStream_t stream) {
+  if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
   if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
   switch (operand) {
     case triax::kernels::Dtype::BFloat16:
