@@ -38,10 +38,10 @@ from pathlib import Path
 
 import torch
 
-from bench import FAMILIES, config_path, config_scalar
-from mamba2_ssm_peer import (Mamba2Shape, mamba2_layer_arguments, read_fields, require_mamba_ssm_epsilon,
-                             train_flops_per_token as mamba2_train_flops_per_token)
-from mamba_ssm_peer import argument_parser, train_and_report
+from bench import config_scalar
+from mamba2_ssm_peer import (Mamba2Shape, arguments_and_shape, mamba2_layer_arguments, read_fields,
+                             require_mamba_ssm_epsilon, train_flops_per_token as mamba2_train_flops_per_token)
+from mamba_ssm_peer import train_and_report
 
 CausalLMOutput = namedtuple("CausalLMOutput", ["logits"])
 # Optional model_config keys and NemotronHConfig's defaults for them.
@@ -199,15 +199,7 @@ class HybridLMHeadModel(torch.nn.Module):
 
 
 def main(argv=None):
-    family = FAMILIES["hybrid"]
-    ap = argument_parser(family["sizes"] + family["extra_sizes"], family["sizes"][0], __doc__)
-    ap.add_argument("--config", default=None,
-                    help="read the shape from this config instead of configs/bench/nemotron-h-SIZE.yaml")
-    a = ap.parse_args(argv)
-    try:
-        shape = read_shape(a.config or config_path("hybrid", a.model))
-    except (OSError, ValueError) as e:
-        ap.error(str(e))
+    a, shape = arguments_and_shape("hybrid", read_shape, __doc__, argv)
     torch.manual_seed(0)
     model = HybridLMHeadModel(shape, device=a.device, dtype=torch.float32)
     train_and_report(a, model, shape.vocab_size, train_flops_per_token(shape, a.seq))

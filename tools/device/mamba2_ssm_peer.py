@@ -117,16 +117,22 @@ def build_model(a, shape):
     return MambaLMHeadModel(config, device=a.device, dtype=torch.float32)
 
 
-def main(argv=None):
-    family = FAMILIES["mamba2"]
-    ap = argument_parser(family["sizes"] + family["extra_sizes"], family["sizes"][0], __doc__)
+def arguments_and_shape(family_name, read, description, argv):
+    """The peer's flags (mamba_ssm_peer's, and --config) and the shape `read` takes from the config
+    of --model in bench.py's family `family_name` (or from --config); a bad config exits with usage."""
+    family = FAMILIES[family_name]
+    ap = argument_parser(family["sizes"] + family["extra_sizes"], family["sizes"][0], description)
     ap.add_argument("--config", default=None,
-                    help="read the shape from this config instead of configs/bench/mamba2-SIZE.yaml")
+                    help=f"read the shape from this config instead of the {family_name} family's SIZE config")
     a = ap.parse_args(argv)
     try:
-        shape = read_shape(a.config or config_path("mamba2", a.model))
+        return a, read(a.config or config_path(family_name, a.model))
     except (OSError, ValueError) as e:
         ap.error(str(e))
+
+
+def main(argv=None):
+    a, shape = arguments_and_shape("mamba2", read_shape, __doc__, argv)
     torch.manual_seed(0)
     train_and_report(a, build_model(a, shape), shape.vocab_size, train_flops_per_token(shape, a.seq))
 
