@@ -155,10 +155,17 @@ inline unsigned grid_for(int64_t work, int64_t per_block, int64_t max_blocks = i
   return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(blocks, 1), max_blocks));
 }
 
-// Lets `kernel` take `bytes` of dynamic shared memory: beyond 48 KiB a kernel must opt in.
+// Lets `kernel` take `bytes` of dynamic shared memory: a kernel whose static and dynamic shared
+// memory together pass 48 KiB must opt in (48 KiB of dynamic memory beside a static array is
+// refused at launch as an invalid argument).
 template <typename Kernel>
 cudaError_t allow_dynamic_shared_memory(Kernel kernel, size_t bytes) {
-  if (bytes <= 48 * 1024) return cudaSuccess;
+  constexpr size_t kWithoutOptIn = 48 * 1024;
+  if (bytes == 0) return cudaSuccess;
+  cudaFuncAttributes attributes;
+  const cudaError_t read = cudaFuncGetAttributes(&attributes, kernel);
+  if (read != cudaSuccess) return read;
+  if (attributes.sharedSizeBytes + bytes <= kWithoutOptIn) return cudaSuccess;
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
 }
 
