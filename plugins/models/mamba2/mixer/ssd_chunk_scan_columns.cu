@@ -37,8 +37,8 @@ __device__ inline void load_column_scores(float (&into)[16][2], const float* __r
 template <typename T, int kPFrags>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<kPFrags>)
     chunk_scan_columns_kernel(const T* __restrict__ xdt, const T* __restrict__ dy, const float* __restrict__ scores,
-                                 const float* __restrict__ decay, float* __restrict__ d_xdt,
-                                 float* __restrict__ row_partials, float* __restrict__ column_sums, ChunkScanShape s) {
+                              const float* __restrict__ decay, float* __restrict__ d_xdt,
+                              float* __restrict__ row_partials, float* __restrict__ column_sums, ChunkScanShape s) {
   constexpr int p = kPFrags * 16;
   extern __shared__ __align__(128) unsigned char shared[];
   const ColumnsLayout layout = columns_layout(p, s.positions);

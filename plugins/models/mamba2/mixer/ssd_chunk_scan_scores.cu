@@ -18,7 +18,7 @@ constexpr int kTileFrags = kRows / 16;  // a tile's columns in fragments
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     chunk_scan_scores_kernel(const T* __restrict__ xdt, const T* __restrict__ dy, const float* __restrict__ decay,
-                                T* __restrict__ d_scores, ChunkScanShape s) {
+                             T* __restrict__ d_scores, ChunkScanShape s) {
   extern __shared__ __align__(128) unsigned char shared[];
   const int p = static_cast<int>(s.head_dim), q = static_cast<int>(s.positions), r = static_cast<int>(s.heads);
   const int rp = r * p;
