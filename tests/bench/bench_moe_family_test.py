@@ -142,6 +142,7 @@ def check_triax_alone(bench, root, tmp):
                          "--set", "tokens.sequence_length=512"]], commands
     md = (tmp / "out/bench.md").read_text()
     assert "| 1b | bf16 | 350,000 | 35.0% | 4.00 | — | — | — | — |" in md, md  # the median of steps 3 and 4
+    assert "Peer: none." in md and "--compile" not in md, md  # no peer ran: none of its arguments named
     assert "note:" not in md, md
 
 

@@ -312,9 +312,11 @@ def markdown(rows, notes, a):
     torch_versions = sorted({r["peer"].get("torch") for r in rows if r["peer"] and r["peer"].get("torch")})
     lines += ["", f"Measured {time.strftime('%Y-%m-%d %H:%M')} on {', '.join(devices) or 'unknown device'}"
               + (f", peer torch {', '.join(torch_versions)}" if torch_versions else "") + "."]
+    peer = ("none" if a.peer == "none" else
+            "`" + " ".join([Path(a.peer).name] + shlex.split(a.peer_args)) + "` (its warm-up excluded, peak after "
+            "warm-up)")
     lines.append(f"triax: median of steps after {a.warmup} warm-up steps (metrics.jsonl); peak memory: the "
-                 "caching allocator's peak over the run. Peer: `" + " ".join([Path(a.peer).name] + shlex.split(a.peer_args))
-                 + "` (its warm-up excluded, peak after warm-up).")
+                 f"caching allocator's peak over the run. Peer: {peer}.")
     lines.append("Variants: " + "; ".join(f"`{name}`: " + (" ".join(f"`{o}`" for o in ov) if ov else "as configured")
                                           for name, ov in a.variants)
                  + (". Every run: " + " ".join(f"`{s}`" for s in a.set) if a.set else "") + ".")
