@@ -11,38 +11,29 @@
 #include <string>
 #include <vector>
 
-#include "mamba2_config.hpp"
-#include "mamba2_mixer.hpp"
+#include "mamba2_test_support.hpp"
 #include "model_reference_support.hpp"
 #include "ops_by_caller.hpp"
-#include "triax/config_reader.hpp"
 
 namespace {
 
 using ops_by_caller::count_ops;
 using ops_by_caller::OpCounts;
 using ops_by_caller::total;
-using triax::mamba2::Mamba2Config;
-using triax::mamba2::Mamba2Mixer;
 
 // One group of 8 heads of 8 channels, state 16, chunks of 16 (the 780m shape's layout, small),
 // bf16 parameters; [2, 64, 32] in and out: whole chunks, as at the benchmarked shapes.
 OpCounts mixer_step_ops() {
-  triax::ConfigReader reader = triax::ConfigReader::from_text(
-      "hidden_size: 32\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 8\nstate_size: 16\n"
-      "n_groups: 1\nchunk_size: 16\n",
-      "model.model_config");
   triax::ModelContext context = triax::test::tiny_model_context();
   context.dtype = at::kBFloat16;
-  Mamba2Mixer mixer(Mamba2Config::read(reader), context);
   at::Generator g = at::make_generator<at::CPUGeneratorImpl>(21);
-  {
-    at::NoGradGuard no_grad;
-    for (at::Tensor& p : mixer.parameters()) p.copy_(at::randn(p.sizes(), g, at::kFloat) * 0.2);
-  }
+  const auto mixer = mamba2_test::random_mixer(
+      "hidden_size: 32\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 8\nstate_size: 16\n"
+      "n_groups: 1\nchunk_size: 16\n",
+      context, g);
   const at::Tensor hidden = at::randn({2, 64, 32}, g, at::kFloat).to(at::kBFloat16).requires_grad_(true);
   const at::Tensor grad = at::randn({2, 64, 32}, g, at::kFloat).to(at::kBFloat16);
-  return count_ops([&] { mixer.forward(hidden).backward(grad); });
+  return count_ops([&] { mixer->forward(hidden).backward(grad); });
 }
 
 TEST(Mamba2LayerOps, CopiesFillsAndAddsAroundTheScanStayFew) {

@@ -11,15 +11,13 @@
 
 #include "cpu_live_bytes.hpp"
 #include "gated_norm.hpp"
-#include "mamba2_config.hpp"
 #include "mamba2_mixer.hpp"
+#include "mamba2_test_support.hpp"
 #include "model_reference_support.hpp"
 #include "ssd.hpp"
-#include "triax/config_reader.hpp"
 
 namespace {
 
-using triax::mamba2::Mamba2Config;
 using triax::mamba2::Mamba2Mixer;
 using triax::test::CpuLiveBytes;
 
@@ -27,15 +25,11 @@ int64_t bytes_of(const at::Tensor& t) { return static_cast<int64_t>(t.nbytes());
 
 // hidden 32, 8 heads of 8 channels (d 64) in one group, state 16: chunks much longer than a head.
 std::shared_ptr<Mamba2Mixer> mixer_with_chunks(int64_t chunk_size) {
-  triax::ConfigReader reader = triax::ConfigReader::from_text(
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(11);
+  return mamba2_test::random_mixer(
       "hidden_size: 32\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 8\nstate_size: 16\n"
       "n_groups: 1\nchunk_size: " + std::to_string(chunk_size) + "\n",
-      "model.model_config");
-  auto mixer = std::make_shared<Mamba2Mixer>(Mamba2Config::read(reader), triax::test::tiny_model_context());
-  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(11);
-  at::NoGradGuard no_grad;
-  for (at::Tensor& p : mixer->parameters()) p.copy_(at::randn(p.sizes(), g, p.options()) * 0.2);
-  return mixer;
+      triax::test::tiny_model_context(), g);
 }
 
 // Bytes alive after the forward of `mixer` on [2, 256, 32] beyond its input and output.

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "mamba2_config.hpp"
+#include "mamba2_mixer.hpp"
 #include "mamba2_model.hpp"
 #include "mamba2_ssd_reference.hpp"
 #include "model_reference_support.hpp"
@@ -36,6 +38,17 @@ inline std::shared_ptr<Mamba2Model> build(const std::string& yaml,
                                           const ModelContext& context = tiny_model_context()) {
   ConfigReader reader = ConfigReader::from_text(yaml, "model.model_config");
   return Mamba2Model::create(reader, context);
+}
+
+// A lone mixer of the model_config keys `yaml` in `context`, each parameter drawn from `g` as
+// N(0, 0.2^2) in fp32 and cast to the parameter's type; `g` goes on to draw the caller's inputs.
+inline std::shared_ptr<triax::mamba2::Mamba2Mixer> random_mixer(const std::string& yaml, const ModelContext& context,
+                                                                at::Generator& g) {
+  ConfigReader reader = ConfigReader::from_text(yaml, "model.model_config");
+  auto mixer = std::make_shared<triax::mamba2::Mamba2Mixer>(triax::mamba2::Mamba2Config::read(reader), context);
+  at::NoGradGuard no_grad;
+  for (at::Tensor& p : mixer->parameters()) p.copy_(at::randn(p.sizes(), g, at::kFloat) * 0.2);
+  return mixer;
 }
 
 using triax::test::max_abs_diff;

@@ -11,12 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "mamba2_config.hpp"
-#include "mamba2_mixer.hpp"
+#include "mamba2_test_support.hpp"
 #include "model_reference_support.hpp"
 #include "scoped_variable.hpp"
 #include "token_major_conv.hpp"
-#include "triax/config_reader.hpp"
 
 #ifdef TRIAX_WITH_CUDA
 #include "token_major_conv_cuda.hpp"
@@ -135,25 +133,20 @@ TEST(Mamba2TokenMajorConvCuda, MatchesTheCpuInFp32AndBf16) {
 // token-major conv switched `on` or off (Mamba-1's channel-major kernel between two copies).
 std::vector<at::Tensor> mixer_step(const char* on) {
   const ScopedVariable conv_switch("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", on);
-  triax::ConfigReader reader = triax::ConfigReader::from_text(
-      "hidden_size: 64\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 16\nstate_size: 32\n"
-      "n_groups: 2\nchunk_size: 64\n",
-      "model.model_config");
   triax::ModelContext context = triax::test::tiny_model_context();
   context.device = at::kCUDA;
   context.dtype = at::kBFloat16;
-  triax::mamba2::Mamba2Mixer mixer(triax::mamba2::Mamba2Config::read(reader), context);
   at::Generator g = at::make_generator<at::CPUGeneratorImpl>(5);
-  {
-    at::NoGradGuard no_grad;
-    for (at::Tensor& p : mixer.parameters()) p.copy_(at::randn(p.sizes(), g, at::kFloat) * 0.2);
-  }
+  const auto mixer = mamba2_test::random_mixer(
+      "hidden_size: 64\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 16\nstate_size: 32\n"
+      "n_groups: 2\nchunk_size: 64\n",
+      context, g);
   const at::Tensor hidden = at::randn({2, 200, 64}, g, at::kFloat).to(at::kCUDA, at::kBFloat16).requires_grad_(true);
   const at::Tensor grad = at::randn({2, 200, 64}, g, at::kFloat).to(at::kCUDA, at::kBFloat16);
-  const at::Tensor out = mixer.forward(hidden);
+  const at::Tensor out = mixer->forward(hidden);
   out.backward(grad);
   std::vector<at::Tensor> result{out, hidden.grad()};
-  for (const at::Tensor& p : mixer.parameters()) result.push_back(p.grad());
+  for (const at::Tensor& p : mixer->parameters()) result.push_back(p.grad());
   return result;
 }
 
