@@ -146,6 +146,7 @@ void expect_kernel_matches(const char* kernel, const Layout& layout, c10::Scalar
     FAIL() << label << ": " << e.what();
   }
   EXPECT_EQ(got[0].scalar_type(), act) << label;
+  EXPECT_EQ(got[1].scalar_type(), y_type) << label;  // y's gradient in y's type: the SSD's backward reads it so
   const double tolerance = act == at::kFloat ? 1e-4 : 1e-2;
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_TRUE(got[i].is_cuda()) << i;

@@ -7,9 +7,10 @@
 // batch 8 unless given; bytes and peaks from the CUDA caching allocator. The layer runs in bf16,
 // timed forward and backward. TRIAX_MAMBA2_FUSED_NORM=0 and TRIAX_MAMBA2_SSD_KERNELS=0 time the
 // LibTorch compositions the mixer's CUDA kernels replace; TRIAX_MAMBA2_GATED_NORM_KERNEL=v2 the gated
-// norm's second kernels. With --cuda, everything is timed three
-// times in one run: the fused chunk scan switched off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1),
-// then on with the token-major conv1d (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two).
+// norm's second kernels; TRIAX_MAMBA2_Y_IN_OPERAND_TYPE=0 the fused chunk scan's y (and dy) in
+// fp32. With --cuda, everything is timed three times in one run: the fused chunk scan switched
+// off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
+// (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two).
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -105,7 +106,9 @@ void time_ssd(const Setting& s) {
       },
       iterations);
   const double training = time_ms(s, [&] { triax::mamba2::ssd_chunked(in, kChunk); }, iterations);
-  const at::Tensor grad_y = at::randn({s.batch, s.length, kHeads, kHeadDim}, in.dt.options());
+  // dy in y's type, as the gated norm gives it (x's with the fused chunk scan; ssd.hpp).
+  const c10::ScalarType y_type = triax::mamba2::ssd_chunked(in, kChunk).y.scalar_type();
+  const at::Tensor grad_y = at::randn({s.batch, s.length, kHeads, kHeadDim}, in.dt.options().dtype(y_type));
   const double both = time_ms(
       s, [&] { triax::mamba2::ssd_chunked(in, kChunk).y.backward(grad_y); }, iterations);
   std::printf("ssd forward (no grad)     %9.3f ms\n", inference);
@@ -163,11 +166,14 @@ void measure_layer(const Setting& s) {
 
 // Which of the mixer's CUDA kernels this run takes (each switched off by its variable set to 0).
 void print_kernel_switches() {
-  const std::pair<const char*, const char*> switches[] = {
-      {"TRIAX_FUSED_KERNELS", "on"},           {"TRIAX_MAMBA2_FUSED_NORM", "on"},
-      {"TRIAX_MAMBA2_GATED_NORM_KERNEL", "v1"}, {"TRIAX_MAMBA2_SSD_KERNELS", "on"},
-      {"TRIAX_MAMBA2_CHUNK_SCAN", "on"},        {"TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "on"},
-      {"TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "on"}};
+  const std::pair<const char*, const char*> switches[] = {{"TRIAX_FUSED_KERNELS", "on"},
+                                                          {"TRIAX_MAMBA2_FUSED_NORM", "on"},
+                                                          {"TRIAX_MAMBA2_GATED_NORM_KERNEL", "v1"},
+                                                          {"TRIAX_MAMBA2_SSD_KERNELS", "on"},
+                                                          {"TRIAX_MAMBA2_CHUNK_SCAN", "on"},
+                                                          {"TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "on"},
+                                                          {"TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "on"},
+                                                          {"TRIAX_MAMBA2_Y_IN_OPERAND_TYPE", "on"}};
   for (const auto& [variable, unset] : switches) {
     const char* value = std::getenv(variable);
     std::printf("%s=%s%s\n", variable, value ? value : "(unset: ", value ? "" : (std::string(unset) + ")").c_str());

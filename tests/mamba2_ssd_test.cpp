@@ -3,7 +3,8 @@
 // an initial state, every input's gradient (through the SSD's own backward, with either output's
 // gradient alone), fp32 inputs with long chunks and strong decays, bf16 operands, the refusal of a
 // bad chunk size, and (Mamba2SsdCuda, with a GPU) the same SSD on CUDA against the CPU's fp64, with
-// and without the fused chunk scan (TRIAX_MAMBA2_CHUNK_SCAN).
+// and without the fused chunk scan (TRIAX_MAMBA2_CHUNK_SCAN), and its y in x's type against fp32 y
+// (TRIAX_MAMBA2_Y_IN_OPERAND_TYPE), the SSD alone and in one mixer's step.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 
 #include "error_of.hpp"
 #include "mamba2_ssd_reference.hpp"
+#include "mamba2_test_support.hpp"
 #include "model_reference_support.hpp"
 #include "scoped_variable.hpp"
 #include "ssd.hpp"
@@ -325,6 +327,53 @@ TEST(Mamba2SsdCuda, FusedChunkScanTakesStridedXAndAgreesWithTheComposition) {
   for (size_t i = 0; i < composed.size(); ++i) {
     EXPECT_LT(relative_error(fused[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i;
     EXPECT_LT(relative_error(forward_only[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i;
+  }
+}
+
+// The fused chunk scan's y in x's type (TRIAX_MAMBA2_Y_IN_OPERAND_TYPE, on by default) against
+// fp32 y on the same inputs: y in bf16 (fp16) when on, fp32 when off, the final state fp32 either
+// way; y, the final state and every input's gradient (dy then in y's type) within 1e-2 of the
+// largest value. One group with chunks dividing the length (dy read in place), and three groups
+// with a length they do not divide (dy padded and laid out).
+TEST(Mamba2SsdCuda, YInTheOperandTypeAgreesWithFp32Y) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  const ScopedVariable scan("TRIAX_MAMBA2_CHUNK_SCAN", "1");
+  for (const Shape& shape : {Shape{2, 512, 4, 64, 1, 128}, Shape{2, 333, 6, 32, 3, 64}}) {
+    for (c10::ScalarType operand : {at::kBFloat16, at::kHalf}) {
+      SsdInputs in = bf16_on_cuda(shape, 51, true);
+      for (at::Tensor* t : {&in.x, &in.B, &in.C}) *t = t->to(operand);
+      expect_fused_chunk_scan(in, 256, true);
+      const at::Tensor weight_y = at::randn({shape.batch, shape.length, shape.heads, shape.head_dim}, in.dt.options());
+      const at::Tensor weight_state =
+          at::randn({shape.batch, shape.heads, shape.head_dim, shape.state}, in.dt.options());
+      auto run = [&](const char* on) {
+        const ScopedVariable y_switch("TRIAX_MAMBA2_Y_IN_OPERAND_TYPE", on);
+        const auto out = ssd_chunked(in, 256);
+        EXPECT_EQ(out.y.scalar_type(), on[0] == '1' ? operand : at::kFloat) << on;
+        EXPECT_EQ(out.final_state.scalar_type(), at::kFloat) << on;
+        std::vector<at::Tensor> result{out.y, out.final_state};
+        for (const at::Tensor& g : gradients(in, 256, weight_y, weight_state)) result.push_back(g);
+        return result;
+      };
+      const std::vector<at::Tensor> fp32_y = run("0"), operand_y = run("1");
+      for (size_t i = 0; i < fp32_y.size(); ++i)
+        EXPECT_LT(relative_error(operand_y[i].cpu(), fp32_y[i].cpu()), 1e-2)
+            << "output (0, 1) or input " << i - 2 << ", " << c10::toString(operand) << ", groups " << shape.groups;
+    }
+  }
+}
+
+// One bf16 mixer's step with y (and dy) in bf16 against fp32 y: output and the gradients of the
+// input and every parameter within 2e-2 of the largest value.
+TEST(Mamba2SsdCuda, OneMixerStepWithYInTheOperandTypeAgreesWithFp32Y) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  const ScopedVariable scan("TRIAX_MAMBA2_CHUNK_SCAN", "1");
+  const std::vector<at::Tensor> off = mamba2_test::cuda_mixer_step("TRIAX_MAMBA2_Y_IN_OPERAND_TYPE", "0");
+  const std::vector<at::Tensor> on = mamba2_test::cuda_mixer_step("TRIAX_MAMBA2_Y_IN_OPERAND_TYPE", "1");
+  ASSERT_EQ(on.size(), off.size());
+  for (size_t i = 0; i < off.size(); ++i) {
+    ASSERT_TRUE(on[i].defined() && off[i].defined()) << "tensor " << i;
+    EXPECT_LT(relative_error(on[i].cpu(), off[i].cpu()), 2e-2) << "tensor " << i;
   }
 }
 

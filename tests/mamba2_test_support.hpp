@@ -16,6 +16,7 @@
 #include "mamba2_model.hpp"
 #include "mamba2_ssd_reference.hpp"
 #include "model_reference_support.hpp"
+#include "scoped_variable.hpp"
 #include "triax/config_reader.hpp"
 
 namespace mamba2_test {
@@ -54,6 +55,28 @@ inline std::shared_ptr<triax::mamba2::Mamba2Mixer> random_mixer(const std::strin
 using triax::test::max_abs_diff;
 using triax::test::parameters_of;
 using triax::test::rms_norm;
+
+// One bf16 mixer's output and the gradients of its input and parameters on CUDA, `variable` set to
+// `value` for the step: a switch's two paths on the same inputs. 8 heads of 16 in 2 groups, state
+// 32, chunks of 64, [2, 200, 64] in: shapes the fused chunk scan takes, a length it pads.
+inline std::vector<at::Tensor> cuda_mixer_step(const char* variable, const char* value) {
+  const ScopedVariable setting(variable, value);
+  triax::ModelContext context = triax::test::tiny_model_context();
+  context.device = at::kCUDA;
+  context.dtype = at::kBFloat16;
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(5);
+  const auto mixer = random_mixer(
+      "hidden_size: 64\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 16\nstate_size: 32\n"
+      "n_groups: 2\nchunk_size: 64\n",
+      context, g);
+  const at::Tensor hidden = at::randn({2, 200, 64}, g, at::kFloat).to(at::kCUDA, at::kBFloat16).requires_grad_(true);
+  const at::Tensor grad = at::randn({2, 200, 64}, g, at::kFloat).to(at::kCUDA, at::kBFloat16);
+  const at::Tensor out = mixer->forward(hidden);
+  out.backward(grad);
+  std::vector<at::Tensor> result{out, hidden.grad()};
+  for (const at::Tensor& p : mixer->parameters()) result.push_back(p.grad());
+  return result;
+}
 
 // A parameter grouped by head group [G, parts..., rest] as Hugging Face's tensor: each part's rows
 // of every group, part after part, [G x part, rest].

@@ -129,30 +129,11 @@ TEST(Mamba2TokenMajorConvCuda, MatchesTheCpuInFp32AndBf16) {
   }
 }
 
-// One bf16 mixer's output and the gradients of its input and parameters, on CUDA, with the
-// token-major conv switched `on` or off (Mamba-1's channel-major kernel between two copies).
-std::vector<at::Tensor> mixer_step(const char* on) {
-  const ScopedVariable conv_switch("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", on);
-  triax::ModelContext context = triax::test::tiny_model_context();
-  context.device = at::kCUDA;
-  context.dtype = at::kBFloat16;
-  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(5);
-  const auto mixer = mamba2_test::random_mixer(
-      "hidden_size: 64\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 16\nstate_size: 32\n"
-      "n_groups: 2\nchunk_size: 64\n",
-      context, g);
-  const at::Tensor hidden = at::randn({2, 200, 64}, g, at::kFloat).to(at::kCUDA, at::kBFloat16).requires_grad_(true);
-  const at::Tensor grad = at::randn({2, 200, 64}, g, at::kFloat).to(at::kCUDA, at::kBFloat16);
-  const at::Tensor out = mixer->forward(hidden);
-  out.backward(grad);
-  std::vector<at::Tensor> result{out, hidden.grad()};
-  for (const at::Tensor& p : mixer->parameters()) result.push_back(p.grad());
-  return result;
-}
-
 TEST(Mamba2TokenMajorConvCuda, OneMixerStepAgreesWithTheChannelMajorConv) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
-  const std::vector<at::Tensor> off = mixer_step("0"), on = mixer_step("1");
+  // The token-major conv switched on or off (Mamba-1's channel-major kernel between two copies).
+  const std::vector<at::Tensor> off = mamba2_test::cuda_mixer_step("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "0");
+  const std::vector<at::Tensor> on = mamba2_test::cuda_mixer_step("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "1");
   ASSERT_EQ(on.size(), off.size());
   for (size_t i = 0; i < off.size(); ++i) EXPECT_LT(conv_error(on[i], off[i]), 2e-2) << "tensor " << i;
 }

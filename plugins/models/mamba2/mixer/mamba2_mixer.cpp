@@ -82,7 +82,7 @@ std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, c
   inputs.B = parts[1];
   inputs.C = parts[2];
   inputs.initial_state = initial_state;
-  const SsdOutputs scanned = ssd_chunked(inputs, config_.chunk_size);  // fp32 (fp64 for fp64)
+  const SsdOutputs scanned = ssd_chunked(inputs, config_.chunk_size);  // y fp32 (fp64), or x's type (ssd.hpp)
   const GatedNormArgs gate{scanned.y, x, projected.z, D, norm_weight_, local_groups_, config_.layer_norm_epsilon};
   return {gated_rms_norm(gate, dtype), scanned.final_state};
 }

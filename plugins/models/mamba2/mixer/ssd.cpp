@@ -36,7 +36,7 @@ void check_inputs(const SsdInputs& in, int64_t chunk_size) {
 SsdOutputs forward_values(const SsdInputs& in, int64_t chunk_size) {
   const ssd::Chunks k = ssd::into_chunks(in, chunk_size);
 #ifdef TRIAX_MAMBA2_KERNELS
-  if (ssd::chunk_scan_applies(k)) {  // steps 2 and 3, then 1 and 4 in one kernel
+  if (ssd::chunk_scan_applies(k)) {  // steps 2 and 3, then 1 and 4 in one kernel (y maybe in x's type)
     const ssd::PassedStates passed = ssd::pass_states(k, in.initial_state, ssd::chunk_states(k));
     return {ssd::chunk_scan_cuda(k, passed.entering), passed.final_state};
   }

@@ -29,9 +29,11 @@ struct SsdOutputs {
   at::Tensor final_state;  // [b, H, P, N], the state after the last position
 };
 
-// Arithmetic in fp32 (fp64 for fp64 inputs); outputs in that type. With bf16 (fp16) x, the chunk
-// products take bf16 operands with fp32 accumulation (ssd_chunks.hpp). chunk_size > 0; the length
-// need not be a multiple of it.
+// Arithmetic in fp32 (fp64 for fp64 inputs); outputs in that type, but for y where the fused
+// chunk scan runs (CUDA, ssd_cuda.hpp): there y is in x's type (bf16, fp16; fp32 with
+// TRIAX_MAMBA2_Y_IN_OPERAND_TYPE=0), and so is the gradient its backward reads. With bf16 (fp16) x,
+// the chunk products take bf16 operands with fp32 accumulation (ssd_chunks.hpp). chunk_size > 0;
+// the length need not be a multiple of it.
 SsdOutputs ssd_chunked(const SsdInputs& inputs, int64_t chunk_size);
 
 }  // namespace triax::mamba2

@@ -128,9 +128,11 @@ PassedGradients across_chunks(const Chunks& k, const SsdInputs& in, const at::Te
   return passing_backward(k, passing, inputs, dentering, dfinal, grads);
 }
 
-// dy [b, l, H, p] or undefined -> position-major chunks [b, c, g, q, r, p].
+// dy [b, l, H, p] or undefined -> position-major chunks [b, c, g, q, r, p]. A dy in the operand
+// type (that of the fused chunk scan's y) stays so: the products widen it.
 at::Tensor chunked_grad_y(const Chunks& k, const at::Tensor& grad_y) {
-  const at::Tensor dy = grad_y.defined() ? grad_y.to(k.type) : at::zeros({k.b, k.l, k.g * k.r, k.p}, k.dt.options());
+  at::Tensor dy = grad_y.defined() ? grad_y : at::zeros({k.b, k.l, k.g * k.r, k.p}, k.dt.options());
+  if (dy.scalar_type() != k.operand) dy = dy.to(k.type);
   // constant_pad_nd copies even when nothing is padded.
   const at::Tensor padded = k.c * k.q == k.l ? dy : at::constant_pad_nd(dy, {0, 0, 0, 0, 0, k.c * k.q - k.l});
   return padded.reshape({k.b, k.c, k.q, k.g, k.r, k.p}).transpose(2, 3);

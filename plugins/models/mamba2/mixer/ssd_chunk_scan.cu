@@ -8,7 +8,8 @@
 //        M = exp(decay_i - decay_j) S_ij for i >= j else 0, S the group's scores C B^T (read from
 //        global memory: one cuBLAS product per group, shared by its heads), rounded to the
 //        operand type (as masked_scores rounds it), acc += M . xdt_tile;
-//   3. acc written to y in [b, l, H, p] order, the padding after the length dropped.
+//   3. acc written to y in [b, l, H, p] order, the padding after the length dropped: in fp32, or
+//      rounded once to the operand type (half the bytes for the gated norm to read and keep).
 // The loads are kept off the critical path (an earlier version that waited on each, with the same
 // bits, made the SSD's forward 2.94 ms where this one makes it 1.34 ms, 780m shape, one H100):
 //   - the entering state comes in 16-byte loads, four in flight a thread, int32 indices;
@@ -18,7 +19,8 @@
 //     entering state's space, free after step 1) while this tile's mask and products run;
 //   - each warp holds its 16 score rows of the next column tile in registers (8 16-byte loads a
 //     lane, issued before this tile's products), so the mask waits on no global load;
-//   - y goes out in 16-byte stores, M and the converted state go into shared memory 8 bytes a store.
+//   - y goes out in 16-byte stores (4 fp32 or 8 16-bit values), M and the converted state go into
+//     shared memory 8 bytes a store.
 // Offsets within a block are int32 (chunk_scan_supports bounds them); the block's bases int64.
 #include "ssd_chunk_scan.cuh"
 #include "ssd_kernels.hpp"
@@ -87,10 +89,32 @@ __device__ inline void load_entering(T* into, int ld, const float* __restrict__ 
   }
 }
 
-template <typename T, int kPFrags>
+// The warp's 16 rows of y (fp32 in its scratch rows, stride ld) out to y_head (position t's row at
+// t * stride), 16 bytes a store, in Y; rows at or past the length dropped.
+template <typename Y, int p>
+__device__ inline void store_y_rows(Y* y_head, int64_t stride, const float* scratch, int ld, int64_t first_position,
+                                    int64_t length, int lane) {
+  constexpr int kPerStore = 16 / sizeof(Y), kRowVectors = p / kPerStore;
+  for (int k = lane; k < 16 * kRowVectors; k += 32) {
+    const int row = k / kRowVectors, col = (k % kRowVectors) * kPerStore;
+    const int64_t t = first_position + row;
+    if (t >= length) continue;
+    const float4* from = reinterpret_cast<const float4*>(scratch + row * ld + col);
+    triax::kernels::Pack<Y, kPerStore> out;
+#pragma unroll
+    for (int v = 0; v < kPerStore / 4; ++v) {
+      const float4 f = from[v];
+      out.v[4 * v] = from_float<Y>(f.x), out.v[4 * v + 1] = from_float<Y>(f.y);
+      out.v[4 * v + 2] = from_float<Y>(f.z), out.v[4 * v + 3] = from_float<Y>(f.w);
+    }
+    triax::kernels::store_pack(y_head + t * stride + col, out);
+  }
+}
+
+template <typename T, typename Y, int kPFrags>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<kPFrags>)
     chunk_scan_kernel(const T* __restrict__ C, const T* __restrict__ xdt, const float* __restrict__ scores,
-                      const float* __restrict__ decay, const float* __restrict__ entering, float* __restrict__ y,
+                      const float* __restrict__ decay, const float* __restrict__ entering, Y* __restrict__ y,
                       ChunkScanShape s) {
   constexpr int p = kPFrags * 16;
   extern __shared__ __align__(128) unsigned char shared[];
@@ -151,49 +175,53 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kPFrags>)
     __syncthreads();  // the next xdt tile landed; every warp done with this one
   }
 
-  // 3. Out through the warp's scratch rows, 16 bytes a store, the padding after the length dropped.
+  // 3. Out through the warp's scratch rows, the padding after the length dropped.
   store_rows(scratch, layout.ld_scratch, acc);
   const int64_t group = block % s.groups, chunk = (block / s.groups) % s.chunks, batch = block / (s.groups * s.chunks);
   const int64_t heads = s.groups * r;
-  float* y_head = y + (batch * s.length * heads + group * r + head) * p;  // position t's row at t heads p
-  constexpr int kRowVectors = p / 4;
-  for (int k = lane; k < 16 * kRowVectors; k += 32) {
-    const int row = k / kRowVectors, col = (k % kRowVectors) * 4;
-    const int64_t t = chunk * q + i0 + row0 + row;
-    if (t < s.length)
-      *reinterpret_cast<float4*>(y_head + t * heads * p + col) =
-          *reinterpret_cast<const float4*>(scratch + row * layout.ld_scratch + col);
-  }
+  Y* y_head = y + (batch * s.length * heads + group * r + head) * p;  // position t's row at t heads p
+  store_y_rows<Y, p>(y_head, heads * p, scratch, layout.ld_scratch, chunk * q + i0 + row0, s.length, lane);
 }
 
-template <typename T, int kPFrags>
+template <typename T, typename Y, int kPFrags>
 cudaError_t launch(const void* C, const void* xdt, const float* scores, const float* decay, const float* entering,
-                   float* y, const ChunkScanShape& s, cudaStream_t stream) {
-  const auto kernel = chunk_scan_kernel<T, kPFrags>;
+                   void* y, const ChunkScanShape& s, cudaStream_t stream) {
+  const auto kernel = chunk_scan_kernel<T, Y, kPFrags>;
   const size_t shared = forward_layout(s.state, s.head_dim, s.positions).total;
   const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
   if (allowed != cudaSuccess) return allowed;
   const int64_t blocks = s.batch * s.chunks * s.groups * s.heads * (s.positions / kRows);
   kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(
-      static_cast<const T*>(C), static_cast<const T*>(xdt), scores, decay, entering, y, s);
+      static_cast<const T*>(C), static_cast<const T*>(xdt), scores, decay, entering, static_cast<Y*>(y), s);
   return cudaGetLastError();
 }
 
-template <typename T>
+template <typename T, typename Y>
 cudaError_t launch_for_head_dim(const void* C, const void* xdt, const float* scores, const float* decay,
-                                const float* entering, float* y, const ChunkScanShape& s, cudaStream_t stream) {
+                                const float* entering, void* y, const ChunkScanShape& s, cudaStream_t stream) {
   switch (s.head_dim) {
     case 16:
-      return launch<T, 1>(C, xdt, scores, decay, entering, y, s, stream);
+      return launch<T, Y, 1>(C, xdt, scores, decay, entering, y, s, stream);
     case 32:
-      return launch<T, 2>(C, xdt, scores, decay, entering, y, s, stream);
+      return launch<T, Y, 2>(C, xdt, scores, decay, entering, y, s, stream);
     case 64:
-      return launch<T, 4>(C, xdt, scores, decay, entering, y, s, stream);
+      return launch<T, Y, 4>(C, xdt, scores, decay, entering, y, s, stream);
     case 128:
-      return launch<T, 8>(C, xdt, scores, decay, entering, y, s, stream);
+      return launch<T, Y, 8>(C, xdt, scores, decay, entering, y, s, stream);
     default:
       return cudaErrorInvalidValue;
   }
+}
+
+// y in fp32 or in the operand type T.
+template <typename T>
+cudaError_t launch_for_y_type(const void* C, const void* xdt, const float* scores, const float* decay,
+                              const float* entering, triax::kernels::Dtype operand, triax::kernels::Dtype y_type,
+                              void* y, const ChunkScanShape& s, cudaStream_t stream) {
+  if (y_type == triax::kernels::Dtype::Float32)
+    return launch_for_head_dim<T, float>(C, xdt, scores, decay, entering, y, s, stream);
+  if (y_type == operand) return launch_for_head_dim<T, T>(C, xdt, scores, decay, entering, y, s, stream);
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
@@ -210,15 +238,15 @@ bool chunk_scan_supports(const ChunkScanShape& s) {
 }
 
 cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void* xdt, const float* scores,
-                       const float* decay, const float* entering, float* y, const ChunkScanShape& shape,
-                       cudaStream_t stream) {
+                       const float* decay, const float* entering, triax::kernels::Dtype y_type, void* y,
+                       const ChunkScanShape& shape, cudaStream_t stream) {
   if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
   if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
   switch (operand) {
     case triax::kernels::Dtype::BFloat16:
-      return launch_for_head_dim<__nv_bfloat16>(C, xdt, scores, decay, entering, y, shape, stream);
+      return launch_for_y_type<__nv_bfloat16>(C, xdt, scores, decay, entering, operand, y_type, y, shape, stream);
     case triax::kernels::Dtype::Float16:
-      return launch_for_head_dim<__half>(C, xdt, scores, decay, entering, y, shape, stream);
+      return launch_for_y_type<__half>(C, xdt, scores, decay, entering, operand, y_type, y, shape, stream);
     default:
       return cudaErrorInvalidValue;  // WMMA takes 16-bit operands only
   }

@@ -45,6 +45,8 @@ bool ssd_kernels_apply(const Chunks& k) {
 
 bool chunk_scan_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_CHUNK_SCAN"); }
 
+bool y_in_operand_type_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_Y_IN_OPERAND_TYPE"); }
+
 bool chunk_scan_applies(const Chunks& k) {
   return chunk_scan_switched_on() && ssd_kernels_apply(k) && (k.operand == at::kBFloat16 || k.operand == at::kHalf) &&
          kernels::chunk_scan_supports(chunk_scan_shape_of(k));
@@ -57,11 +59,13 @@ at::Tensor chunk_scan_cuda(const Chunks& k, const at::Tensor& entering) {
   c10::cuda::CUDAGuard device(k.dt.device());
   const at::Tensor C = contiguous_aligned(k.C), xdt = contiguous_aligned(k.xdt), s = contiguous_aligned(scores(k));
   const at::Tensor decay = contiguous_aligned(k.decay), e = contiguous_aligned(entering.to(at::kFloat));
-  at::Tensor y = at::empty({k.b, k.l, k.g * k.r, k.p}, k.dt.options());
-  launch::check(kernels::chunk_scan(*launch::kernel_dtype(k.operand), C.const_data_ptr(), xdt.const_data_ptr(),
-                                    s.const_data_ptr<float>(), decay.const_data_ptr<float>(), e.const_data_ptr<float>(),
-                                    y.data_ptr<float>(), chunk_scan_shape_of(k), launch::stream_of(xdt)),
-                "chunk_scan");
+  const c10::ScalarType y_type = y_in_operand_type_switched_on() ? k.operand : at::kFloat;
+  at::Tensor y = at::empty({k.b, k.l, k.g * k.r, k.p}, k.dt.options().dtype(y_type));
+  launch::check(
+      kernels::chunk_scan(*launch::kernel_dtype(k.operand), C.const_data_ptr(), xdt.const_data_ptr(),
+                          s.const_data_ptr<float>(), decay.const_data_ptr<float>(), e.const_data_ptr<float>(),
+                          *launch::kernel_dtype(y_type), y.data_ptr(), chunk_scan_shape_of(k), launch::stream_of(xdt)),
+      "chunk_scan");
   return y;
 }
 
@@ -74,7 +78,8 @@ ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& d
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "chunk_scan_backward_cuda: shape, dtype or device the fused chunk "
                                               "scan does not take (check chunk_scan_applies first)");
   c10::cuda::CUDAGuard device(k.dt.device());
-  // dy comes position-major as a view: cast and laid out contiguous in one pass.
+  // dy comes position-major as a view: cast and laid out contiguous in one pass; in the operand
+  // type already (y was) neither, where the view is contiguous (one group, chunks dividing the length).
   const at::Tensor xdt = contiguous_aligned(k.xdt);
   const at::Tensor d_y = contiguous_aligned(dy.to(k.operand, false, false, at::MemoryFormat::Contiguous));
   const at::Tensor s = contiguous_aligned(scores(k)), decay = contiguous_aligned(k.decay);

@@ -21,8 +21,14 @@ bool chunk_scan_switched_on();
 // operands and a shape the kernel takes (kernels::chunk_scan_supports).
 bool chunk_scan_applies(const Chunks& k);
 
-// The forward's output y [b, l, H, p] (fp32) in one kernel from the chunks and the states
-// entering them [b, c, g, r p, n] (pass_states): no masked scores in global memory.
+// TRIAX_MAMBA2_Y_IN_OPERAND_TYPE: "0" off, otherwise on (unset included); read at every call. On,
+// chunk_scan_cuda writes y in the operand type (bf16, fp16): half the bytes written, read by the
+// gated norm, kept for its backward, and in the gradient dy the backward reads.
+bool y_in_operand_type_switched_on();
+
+// The forward's output y [b, l, H, p] in one kernel from the chunks and the states entering them
+// [b, c, g, r p, n] (pass_states): no masked scores in global memory. y in k.operand (the fp32
+// accumulators rounded once) where y_in_operand_type_switched_on, else fp32.
 at::Tensor chunk_scan_cuda(const Chunks& k, const at::Tensor& entering);
 
 // Whether the backward takes chunk_scan_backward_cuda: chunk_scan_applies, and
@@ -36,8 +42,8 @@ struct ChunkScanGradients {
 };
 
 // The backward through the intra-chunk term from dy position-major [b, c, g, q, r, p] (any
-// float type): the kernels of ssd_chunk_scan_columns.cu and ssd_chunk_scan_scores.cu, no
-// [b, c, g, r, q, q] tensor.
+// float type; one in the operand type read in place where the view is contiguous): the kernels
+// of ssd_chunk_scan_columns.cu and ssd_chunk_scan_scores.cu, no [b, c, g, r, q, q] tensor.
 ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& dy);
 
 // decay_mask(k) times the group's scores [b, c, g, q, q] (fp32), as [b, c, g, r, q, q] in k.operand.

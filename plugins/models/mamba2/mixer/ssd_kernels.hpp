@@ -60,8 +60,9 @@ cudaError_t pass_states_backward(const float* entering, const float* chunk_decay
 // the masked scores kept in shared memory (rounded to the operand type, as masked_scores does).
 // Operands (bf16 or fp16, contiguous, 16-byte aligned): C [b, c, g, q, n], xdt [b, c, g, q, r p];
 // fp32, contiguous and 16-byte aligned: scores S = C B^T [b, c, g, q, q] (the group's, shared by
-// its heads), decay [b, c, g, r, q], entering [b, c, g, r p, n]; y [b, l, g r, p] fp32, the
-// positions past the length l not written.
+// its heads), decay [b, c, g, r, q], entering [b, c, g, r p, n]; y [b, l, g r, p] contiguous and
+// 16-byte aligned, of y_type: fp32, or the operand type (the fp32 accumulators rounded once, as
+// they are stored), the positions past the length l not written.
 struct ChunkScanShape {
   int64_t batch, chunks, groups, heads, head_dim, state, positions, length;  // b, c, g, r, p, n, q, l
 };
@@ -75,8 +76,8 @@ constexpr int64_t kChunkScanRows = 64;
 bool chunk_scan_supports(const ChunkScanShape& shape);
 
 cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void* xdt, const float* scores,
-                       const float* decay, const float* entering, float* y, const ChunkScanShape& shape,
-                       cudaStream_t stream);
+                       const float* decay, const float* entering, triax::kernels::Dtype y_type, void* y,
+                       const ChunkScanShape& shape, cudaStream_t stream);
 
 // The backward through the intra-chunk term in two kernels, from dy position-major [b, c, g, q, r p]
 // in the operand type (xdt, scores and decay as chunk_scan takes them); with M = L o S the
