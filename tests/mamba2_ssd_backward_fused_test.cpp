@@ -4,8 +4,7 @@
 // off, at a mamba2-780m-like shape (with the fused chunk scan's contiguous d xdt) and odd ones
 // (lengths the chunk does not divide, several groups, head_dim 32 and 16, chunks the chunk scan
 // does not take, whose d xdt is a permuted view), fp32, bf16 and fp16 inputs, x contiguous and
-// as a strided view, dy in fp32 and bf16. The same math with sums in another order: within 1e-4
-// of the largest value, x's gradient in bf16 / fp16 within one rounding of its type.
+// as a strided view, dy in fp32 and bf16. The same math with sums in another order (tolerance_of).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -82,6 +81,23 @@ double relative_difference(const at::Tensor& a, const at::Tensor& b) {
   return triax::test::max_abs_diff(a64, b64) / b64.abs().max().item<double>();
 }
 
+// How far gradient i (x, dt, A, B, C, initial state) of the two paths may differ, relative to its
+// largest value. x's is stored in x's type: in bf16 / fp16 one value may round the other way (one
+// unit in its last place: up to 2^-7 of the largest in bf16, 2^-10 in fp16). dt's and A's come through the decays'
+// reverse cumulative sums, which cancel: reordered sums show there, though well below fp32's own error against fp64
+// (4e-5 at length 1024). B's, C's and the initial state's take the same dread (the same product, rounded once).
+double tolerance_of(size_t i, at::ScalarType type) {
+  switch (i) {
+    case 0:
+      return type == at::kBFloat16 ? 1e-2 : type == at::kHalf ? 2e-3 : 1e-5;
+    case 1:
+    case 2:
+      return 5e-4;
+    default:
+      return 1e-6;
+  }
+}
+
 void expect_fused_matches_composition(const FusedCase& c, at::ScalarType type, at::ScalarType dy_type) {
   const BackwardProblem p = backward_problem_on_cuda(c, type, dy_type, 7 + static_cast<uint64_t>(c.length));
   const std::vector<at::Tensor> fused = gradients_with_fused_passes(p, c.chunk, true),
@@ -95,9 +111,7 @@ void expect_fused_matches_composition(const FusedCase& c, at::ScalarType type, a
     EXPECT_TRUE(fused[i].is_cuda()) << names[i];
     EXPECT_EQ(fused[i].scalar_type(), composed[i].scalar_type()) << names[i] << " " << label;
     EXPECT_EQ(fused[i].sizes(), composed[i].sizes()) << names[i] << " " << label;
-    // x's gradient is stored in x's type: one value may round the other way (2^-8 of bf16's largest).
-    const double tolerance = i == 0 && type != at::kFloat ? 5e-3 : 1e-4;
-    EXPECT_LT(relative_difference(fused[i], composed[i]), tolerance) << names[i] << " " << label;
+    EXPECT_LT(relative_difference(fused[i], composed[i]), tolerance_of(i, type)) << names[i] << " " << label;
   }
 }
 
