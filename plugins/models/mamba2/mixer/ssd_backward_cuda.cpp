@@ -43,7 +43,8 @@ void expect_chunked(const at::Tensor& t, const Chunks& k, const char* what) {
 
 bool ssd_backward_fused_applies(const Chunks& k) {
   return switched_on_unless_zero("TRIAX_MAMBA2_SSD_BACKWARD_FUSED") && fused_kernels_enabled() && k.dt.is_cuda() &&
-         k.type == at::kFloat && launch::kernel_dtype(k.operand).has_value();
+         k.type == at::kFloat && launch::kernel_dtype(k.operand).has_value() &&
+         k.b * k.c * k.g * k.q * k.r <= kernels::kMaxTermsPairs;
 }
 
 at::Tensor chunk_states_terms_cuda(const Chunks& k, const at::Tensor& dweighted, const at::Tensor& to_end,

@@ -11,7 +11,8 @@
 namespace triax::mamba2::ssd {
 
 // TRIAX_MAMBA2_SSD_BACKWARD_FUSED not "0" (read at every call, so that one process can compare
-// both paths), the fused kernels enabled, CUDA chunks in fp32 with operands in a kernel dtype.
+// both paths), the fused kernels enabled, CUDA chunks in fp32 with operands in a kernel dtype, at
+// most kernels::kMaxTermsPairs (position, head) pairs.
 bool ssd_backward_fused_applies(const Chunks& k);
 
 // The chunk states' backward from dweighted = d(xdt o w) [b, c, g, q, r, p] fp32 and w = to_end

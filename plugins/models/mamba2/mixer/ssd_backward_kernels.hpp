@@ -18,6 +18,10 @@ struct TermsShape {
   int64_t batch, chunks, groups, heads, head_dim, positions, length;  // b, c, g, r, p, q, l
 };
 
+// The most (position, head) pairs, b c g q r, a launch takes (the kernels index them in int32);
+// past it the launchers return cudaErrorInvalidValue.
+constexpr int64_t kMaxTermsPairs = int64_t{1} << 30;
+
 // An operand in the chunks' layout [b, c, g, q, r, p] as a view: unit channel stride, the other
 // five dims at these strides (chunked_grad_y's dy, or a head-major [b, c, g, r, q, p] permuted).
 struct ChunkedStrides {

@@ -17,55 +17,64 @@ using triax::kernels::warp_reduce;
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 
-// Calls f(pair) for this warp's pairs among `pairs`: every lane of a warp takes the same ones (the
-// warp's reductions need all 32).
+// Calls f(pair) for this warp's pairs among `pairs` (at most kMaxTermsPairs: a pair's index and its
+// decomposition in int32, as int64 division, done for every pair by the whole warp, would cost
+// more than its loads). Every lane of a warp takes the same ones (the warp's reductions need all 32).
 template <typename F>
-__device__ __forceinline__ void for_each_pair(int64_t pairs, F&& f) {
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
-  for (int64_t pair = warp; pair < pairs; pair += warps) f(pair);
+__device__ __forceinline__ void for_each_pair(int pairs, F&& f) {
+  const int warp = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / 32);
+  const int warps = static_cast<int>(gridDim.x * blockDim.x / 32);
+  for (int pair = warp; pair < pairs; pair += warps) f(pair);
+}
+
+// The sizes below the pair count, as int32 (they divide it).
+struct Dims {
+  int groups, chunks, heads, positions, length;
+};
+
+Dims dims_of(const TermsShape& s) {
+  return {static_cast<int>(s.groups), static_cast<int>(s.chunks), static_cast<int>(s.heads),
+          static_cast<int>(s.positions), static_cast<int>(s.length)};
 }
 
 // The pairs of the chunks' layout [b, c, g, q, r]: pair (block, i, h) with block = (b c g); the
 // factors' offset in [b, c, g, r, q].
 struct ChunkPair {
-  int64_t block, position, head, factor;
+  int block, position, head, factor;
 };
 
-__device__ __forceinline__ ChunkPair chunk_pair(int64_t pair, const TermsShape& s) {
-  const int64_t head = pair % s.heads, row = pair / s.heads;
-  const int64_t position = row % s.positions, block = row / s.positions;
-  return {block, position, head, (block * s.heads + head) * s.positions + position};
+__device__ __forceinline__ ChunkPair chunk_pair(int pair, const Dims& d) {
+  const int head = pair % d.heads, row = pair / d.heads;
+  const int position = row % d.positions, block = row / d.positions;
+  return {block, position, head, (block * d.heads + head) * d.positions + position};
 }
 
 // The offset of (block, position, head)'s channels in an operand at `strides`.
-__device__ __forceinline__ int64_t chunked_offset(const ChunkedStrides& strides, const TermsShape& s, int64_t block,
-                                                  int64_t position, int64_t head) {
-  const int64_t group = block % s.groups, chunk = (block / s.groups) % s.chunks, batch = block / (s.groups * s.chunks);
+__device__ __forceinline__ int64_t chunked_offset(const ChunkedStrides& strides, const Dims& d, int block, int position,
+                                                  int head) {
+  const int group = block % d.groups, chunk = (block / d.groups) % d.chunks, batch = block / (d.groups * d.chunks);
   return batch * strides.batch + chunk * strides.chunk + group * strides.group + position * strides.position +
          head * strides.head;
 }
 
-__host__ __device__ inline int64_t chunk_pairs(const TermsShape& s) {
-  return s.batch * s.chunks * s.groups * s.positions * s.heads;
-}
+int64_t chunk_pairs(const TermsShape& s) { return s.batch * s.chunks * s.groups * s.positions * s.heads; }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     chunk_states_terms_kernel(const float* __restrict__ dweighted, const T* __restrict__ xdt,
                               const float* __restrict__ to_end, float* __restrict__ d_xdt, ChunkedStrides d_xdt_strides,
-                              float* __restrict__ dw, TermsShape s) {
+                              float* __restrict__ dw, Dims dims, int head_dim, int pairs) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  for_each_pair(chunk_pairs(s), [&](int64_t pair) {
-    const ChunkPair at = chunk_pair(pair, s);
-    float* d_head = d_xdt + chunked_offset(d_xdt_strides, s, at.block, at.position, at.head);
+  for_each_pair(pairs, [&](int pair) {
+    const ChunkPair at = chunk_pair(pair, dims);
+    float* d_head = d_xdt + chunked_offset(d_xdt_strides, dims, at.block, at.position, at.head);
     const float w = to_end[at.factor];
-    const int64_t values = pair * s.head_dim;
+    const int64_t values = static_cast<int64_t>(pair) * head_dim;
     float dot = 0.f;
-    for (int64_t e = lane; e < s.head_dim; e += 32) {
-      const float d = dweighted[values + e];
-      d_head[e] += d * w;
-      dot += d * to_float(xdt[values + e]);
+    for (int e = lane; e < head_dim; e += 32) {
+      const float g = dweighted[values + e];
+      d_head[e] += g * w;
+      dot += g * to_float(xdt[values + e]);
     }
     dot = warp_reduce(dot, SumOp{});
     if (lane == 0) dw[at.factor] = dot * w;
@@ -75,19 +84,19 @@ __global__ void __launch_bounds__(kThreads)
 template <typename D, typename T>
 __global__ void __launch_bounds__(kThreads)
     read_out_terms_kernel(const D* __restrict__ dy, ChunkedStrides dy_strides, const float* __restrict__ from_start,
-                          const float* __restrict__ read, T* __restrict__ dread, float* __restrict__ d_decay,
-                          TermsShape s) {
+                          const float* __restrict__ read, T* __restrict__ dread, float* __restrict__ d_decay, Dims dims,
+                          int head_dim, int pairs) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  for_each_pair(chunk_pairs(s), [&](int64_t pair) {
-    const ChunkPair at = chunk_pair(pair, s);
-    const D* dy_head = dy + chunked_offset(dy_strides, s, at.block, at.position, at.head);
+  for_each_pair(pairs, [&](int pair) {
+    const ChunkPair at = chunk_pair(pair, dims);
+    const D* dy_head = dy + chunked_offset(dy_strides, dims, at.block, at.position, at.head);
     const float f = from_start[at.factor];
-    const int64_t values = pair * s.head_dim;
+    const int64_t values = static_cast<int64_t>(pair) * head_dim;
     float dot = 0.f;
-    for (int64_t e = lane; e < s.head_dim; e += 32) {
-      const float d = to_float(dy_head[e]);
-      dread[values + e] = from_float<T>(d * f);
-      dot += d * read[values + e];
+    for (int e = lane; e < head_dim; e += 32) {
+      const float g = to_float(dy_head[e]);
+      dread[values + e] = from_float<T>(g * f);
+      dot += g * read[values + e];
     }
     dot = warp_reduce(dot, SumOp{});
     if (lane == 0) d_decay[at.factor] = dot * f;
@@ -99,21 +108,21 @@ template <typename T>
 __global__ void __launch_bounds__(kThreads)
     input_terms_kernel(const float* __restrict__ d_xdt, ChunkedStrides d_xdt_strides, const T* __restrict__ x,
                        InputStrides x_strides, const float* __restrict__ dt, T* __restrict__ dx,
-                       float* __restrict__ d_dt, TermsShape s) {
+                       float* __restrict__ d_dt, Dims dims, int head_dim, int pairs) {
   const int lane = static_cast<int>(threadIdx.x % 32);
-  const int64_t heads = s.groups * s.heads;
-  for_each_pair(s.batch * s.length * heads, [&](int64_t pair) {
-    const int64_t head = pair % heads, t = (pair / heads) % s.length, batch = pair / (heads * s.length);
-    const int64_t block = (batch * s.chunks + t / s.positions) * s.groups + head / s.heads;
-    const float* d_head = d_xdt + chunked_offset(d_xdt_strides, s, block, t % s.positions, head % s.heads);
+  const int heads = dims.groups * dims.heads;
+  for_each_pair(pairs, [&](int pair) {
+    const int head = pair % heads, t = (pair / heads) % dims.length, batch = pair / (heads * dims.length);
+    const int block = (batch * dims.chunks + t / dims.positions) * dims.groups + head / dims.heads;
+    const float* d_head = d_xdt + chunked_offset(d_xdt_strides, dims, block, t % dims.positions, head % dims.heads);
     const T* x_head = x + batch * x_strides.batch + t * x_strides.position + head * x_strides.head;
     const float f = dt[pair];
-    const int64_t values = pair * s.head_dim;
+    const int64_t values = static_cast<int64_t>(pair) * head_dim;
     float dot = 0.f;
-    for (int64_t e = lane; e < s.head_dim; e += 32) {
-      const float d = d_head[e];
-      dx[values + e] = from_float<T>(d * f);
-      dot += d * to_float(x_head[e]);
+    for (int e = lane; e < head_dim; e += 32) {
+      const float g = d_head[e];
+      dx[values + e] = from_float<T>(g * f);
+      dot += g * to_float(x_head[e]);
     }
     dot = warp_reduce(dot, SumOp{});
     if (lane == 0) d_dt[pair] = dot;
@@ -129,10 +138,12 @@ cudaError_t chunk_states_terms(triax::kernels::Dtype operand, const float* dweig
                                const TermsShape& shape, cudaStream_t stream) {
   const int64_t pairs = chunk_pairs(shape);
   if (pairs == 0) return cudaSuccess;
+  if (pairs > kMaxTermsPairs) return cudaErrorInvalidValue;
   return triax::kernels::dispatch_dtype(operand, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    chunk_states_terms_kernel<T><<<blocks_for(pairs), kThreads, 0, stream>>>(dweighted, static_cast<const T*>(xdt),
-                                                                             to_end, d_xdt, d_xdt_strides, dw, shape);
+    chunk_states_terms_kernel<T><<<blocks_for(pairs), kThreads, 0, stream>>>(
+        dweighted, static_cast<const T*>(xdt), to_end, d_xdt, d_xdt_strides, dw, dims_of(shape),
+        static_cast<int>(shape.head_dim), static_cast<int>(pairs));
     return cudaGetLastError();
   });
 }
@@ -142,12 +153,14 @@ cudaError_t read_out_terms(triax::kernels::Dtype dy_type, triax::kernels::Dtype 
                            float* d_decay, const TermsShape& shape, cudaStream_t stream) {
   const int64_t pairs = chunk_pairs(shape);
   if (pairs == 0) return cudaSuccess;
+  if (pairs > kMaxTermsPairs) return cudaErrorInvalidValue;
   return triax::kernels::dispatch_dtype(dy_type, [&](auto dy_tag) {
     using D = typename decltype(dy_tag)::type;
     return triax::kernels::dispatch_dtype(operand, [&](auto tag) {
       using T = typename decltype(tag)::type;
       read_out_terms_kernel<D, T><<<blocks_for(pairs), kThreads, 0, stream>>>(
-          static_cast<const D*>(dy), dy_strides, from_start, read, static_cast<T*>(dread), d_decay, shape);
+          static_cast<const D*>(dy), dy_strides, from_start, read, static_cast<T*>(dread), d_decay, dims_of(shape),
+          static_cast<int>(shape.head_dim), static_cast<int>(pairs));
       return cudaGetLastError();
     });
   });
@@ -158,10 +171,12 @@ cudaError_t input_terms(triax::kernels::Dtype x_type, const float* d_xdt, const 
                         const TermsShape& shape, cudaStream_t stream) {
   const int64_t pairs = shape.batch * shape.length * shape.groups * shape.heads;
   if (pairs == 0) return cudaSuccess;
+  if (pairs > kMaxTermsPairs) return cudaErrorInvalidValue;
   return triax::kernels::dispatch_dtype(x_type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    input_terms_kernel<T><<<blocks_for(pairs), kThreads, 0, stream>>>(d_xdt, d_xdt_strides, static_cast<const T*>(x),
-                                                                      x_strides, dt, static_cast<T*>(dx), d_dt, shape);
+    input_terms_kernel<T><<<blocks_for(pairs), kThreads, 0, stream>>>(
+        d_xdt, d_xdt_strides, static_cast<const T*>(x), x_strides, dt, static_cast<T*>(dx), d_dt, dims_of(shape),
+        static_cast<int>(shape.head_dim), static_cast<int>(pairs));
     return cudaGetLastError();
   });
 }
