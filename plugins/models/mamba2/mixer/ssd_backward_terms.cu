@@ -1,8 +1,9 @@
 // The SSD backward's elementwise passes (ssd_backward_kernels.hpp). Each warp takes one (position,
 // head) at a time, grid-stride: its lanes walk the head's p channels (coalesced: consecutive lanes,
-// consecutive channels), write the scaled product and sum the dot product lane by lane, then a
-// butterfly across the warp; lane 0 writes the (position, head)'s term. The scaled products are
-// rounded once, as LibTorch's product stored in the output type is.
+// consecutive channels; up to four a lane loaded before any is used), write the scaled product and
+// sum the dot product lane by lane, then a butterfly across the warp; lane 0 writes the (position,
+// head)'s term. The scaled products are rounded once, as LibTorch's product stored in the output
+// type is.
 #include "ssd_backward_kernels.hpp"
 #include "triax/kernels/kernel_utils.cuh"
 
@@ -59,6 +60,35 @@ __device__ __forceinline__ int64_t chunked_offset(const ChunkedStrides& strides,
 
 int64_t chunk_pairs(const TermsShape& s) { return s.batch * s.chunks * s.groups * s.positions * s.heads; }
 
+// Channels a lane loads before it uses any: head_dim up to 32 kSteps in one round.
+constexpr int kSteps = 4;
+
+// Walks a head's head_dim channels, the lane taking lane, lane + 32, ...: per round, load(e, a, b,
+// c) for each of its channels (the round's loads issued together), then write(e, a, c); returns
+// the warp's sum of a b over the channels (each lane's in channel order, then the butterfly).
+template <typename Load, typename Write>
+__device__ __forceinline__ float walk_channels(int head_dim, int lane, Load&& load, Write&& write) {
+  float dot = 0.f;
+  for (int base = 0; base < head_dim; base += 32 * kSteps) {
+    float a[kSteps], b[kSteps], c[kSteps];
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      const int e = base + lane + 32 * k;
+      a[k] = b[k] = c[k] = 0.f;
+      if (e < head_dim) load(e, a[k], b[k], c[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k) {
+      const int e = base + lane + 32 * k;
+      if (e < head_dim) {
+        write(e, a[k], c[k]);
+        dot += a[k] * b[k];
+      }
+    }
+  }
+  return warp_reduce(dot, SumOp{});
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     chunk_states_terms_kernel(const float* __restrict__ dweighted, const T* __restrict__ xdt,
@@ -70,13 +100,12 @@ __global__ void __launch_bounds__(kThreads)
     float* d_head = d_xdt + chunked_offset(d_xdt_strides, dims, at.block, at.position, at.head);
     const float w = to_end[at.factor];
     const int64_t values = static_cast<int64_t>(pair) * head_dim;
-    float dot = 0.f;
-    for (int e = lane; e < head_dim; e += 32) {
-      const float g = dweighted[values + e];
-      d_head[e] += g * w;
-      dot += g * to_float(xdt[values + e]);
-    }
-    dot = warp_reduce(dot, SumOp{});
+    const float dot = walk_channels(
+        head_dim, lane,
+        [&](int e, float& g, float& x, float& sum) {
+          g = dweighted[values + e], x = to_float(xdt[values + e]), sum = d_head[e];
+        },
+        [&](int e, float g, float sum) { d_head[e] = sum + g * w; });
     if (lane == 0) dw[at.factor] = dot * w;
   });
 }
@@ -92,13 +121,9 @@ __global__ void __launch_bounds__(kThreads)
     const D* dy_head = dy + chunked_offset(dy_strides, dims, at.block, at.position, at.head);
     const float f = from_start[at.factor];
     const int64_t values = static_cast<int64_t>(pair) * head_dim;
-    float dot = 0.f;
-    for (int e = lane; e < head_dim; e += 32) {
-      const float g = to_float(dy_head[e]);
-      dread[values + e] = from_float<T>(g * f);
-      dot += g * read[values + e];
-    }
-    dot = warp_reduce(dot, SumOp{});
+    const float dot = walk_channels(
+        head_dim, lane, [&](int e, float& g, float& r, float&) { g = to_float(dy_head[e]), r = read[values + e]; },
+        [&](int e, float g, float) { dread[values + e] = from_float<T>(g * f); });
     if (lane == 0) d_decay[at.factor] = dot * f;
   });
 }
@@ -118,13 +143,9 @@ __global__ void __launch_bounds__(kThreads)
     const T* x_head = x + batch * x_strides.batch + t * x_strides.position + head * x_strides.head;
     const float f = dt[pair];
     const int64_t values = static_cast<int64_t>(pair) * head_dim;
-    float dot = 0.f;
-    for (int e = lane; e < head_dim; e += 32) {
-      const float g = d_head[e];
-      dx[values + e] = from_float<T>(g * f);
-      dot += g * to_float(x_head[e]);
-    }
-    dot = warp_reduce(dot, SumOp{});
+    const float dot = walk_channels(
+        head_dim, lane, [&](int e, float& g, float& v, float&) { g = d_head[e], v = to_float(x_head[e]); },
+        [&](int e, float g, float) { dx[values + e] = from_float<T>(g * f); });
     if (lane == 0) d_dt[pair] = dot;
   });
 }
