@@ -6,7 +6,8 @@
 // allocator. --cuda: the SSD with bf16 x, B and C (fp32 dt and A, as the mixer passes them),
 // batch 8 unless given; bytes and peaks from the CUDA caching allocator. The layer runs in bf16,
 // timed forward and backward. TRIAX_MAMBA2_FUSED_NORM=0 and TRIAX_MAMBA2_SSD_KERNELS=0 time the
-// LibTorch compositions the mixer's CUDA kernels replace; TRIAX_MAMBA2_GATED_NORM_KERNEL=v2 the gated
+// LibTorch compositions the mixer's CUDA kernels replace (TRIAX_MAMBA2_SSD_BACKWARD_FUSED=0 those of
+// the SSD backward's elementwise passes alone); TRIAX_MAMBA2_GATED_NORM_KERNEL=v2 the gated
 // norm's second kernels; TRIAX_MAMBA2_Y_IN_OPERAND_TYPE=0 the fused chunk scan's y (and dy) in
 // fp32. With --cuda, everything is timed three times in one run: the fused chunk scan switched
 // off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
@@ -173,7 +174,8 @@ void print_kernel_switches() {
                                                           {"TRIAX_MAMBA2_CHUNK_SCAN", "on"},
                                                           {"TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "on"},
                                                           {"TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "on"},
-                                                          {"TRIAX_MAMBA2_Y_IN_OPERAND_TYPE", "on"}};
+                                                          {"TRIAX_MAMBA2_Y_IN_OPERAND_TYPE", "on"},
+                                                          {"TRIAX_MAMBA2_SSD_BACKWARD_FUSED", "on"}};
   for (const auto& [variable, unset] : switches) {
     const char* value = std::getenv(variable);
     std::printf("%s=%s%s\n", variable, value ? value : "(unset: ", value ? "" : (std::string(unset) + ")").c_str());

@@ -5,6 +5,7 @@
 #include "ssd_chunks.hpp"
 
 #ifdef TRIAX_MAMBA2_KERNELS
+#include "ssd_backward_cuda.hpp"
 #include "ssd_cuda.hpp"
 #endif
 
@@ -54,13 +55,25 @@ void diagonal_backward(const Chunks& k, const at::Tensor& dy_positions, ChunkGra
 }
 
 // The read-out of the entering states; returns their gradient [b, c, g, r p, n]. dy [b, c, g, q, r, p].
-at::Tensor read_out_backward(const Chunks& k, const at::Tensor& dy, const at::Tensor& entering,
-                             ChunkGradients& grads) {
-  const at::Tensor from_start = per_position(k.decay.exp());  // [b, c, g, q, r, 1]
-  const at::Tensor dread = product_stored_as(dy, from_start, k.operand).view({k.b, k.c, k.g, k.q, k.r * k.p});
+// On CUDA dread and the decays' term in one kernel (ssd_backward_cuda.hpp).
+at::Tensor read_out_backward(const Chunks& k, const at::Tensor& dy, const at::Tensor& entering, ChunkGradients& grads) {
+  const at::Tensor from_start = k.decay.exp();    // [b, c, g, r, q]
+  const at::Tensor read = read_out(k, entering);  // [b, c, g, q, r p]
+  at::Tensor dread;
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_backward_fused_applies(k)) {
+    ReadOutTerms terms = read_out_terms_cuda(k, dy, from_start, read);
+    dread = terms.dread;
+    accumulate(grads.decay, terms.decay);
+  }
+#endif
+  if (!dread.defined()) {
+    const at::Tensor factor = per_position(from_start);  // [b, c, g, q, r, 1]
+    dread = product_stored_as(dy, factor, k.operand).view({k.b, k.c, k.g, k.q, k.r * k.p});
+    const at::Tensor heads = read.view({k.b, k.c, k.g, k.q, k.r, k.p});
+    accumulate(grads.decay, ((dy * heads).sum(-1) * factor.squeeze(-1)).transpose(3, 4));
+  }
   accumulate(grads.C, product(dread, entering.to(k.operand), k.type));
-  const at::Tensor read = read_out(k, entering).view({k.b, k.c, k.g, k.q, k.r, k.p});
-  accumulate(grads.decay, ((dy * read).sum(-1) * from_start.squeeze(-1)).transpose(3, 4));
   return product(dread.transpose(-1, -2), k.C, k.type);
 }
 
@@ -88,13 +101,32 @@ PassedGradients passing_backward(const Chunks& k, const at::Tensor& passing, con
   return {states, dinputs.select(3, 0).reshape({k.b, k.g * k.r, k.p, k.n})};
 }
 
-// Each chunk's own state S = (xdt o w)^T B. dstates [b, c, g, r p, n].
-void chunk_states_backward(const Chunks& k, const at::Tensor& dstates, ChunkGradients& grads) {
-  const at::Tensor to_end = to_chunk_end(k);  // [b, c, g, r, q]
-  const at::Tensor w = per_position(to_end);
+// The chunk states' weights w = to_chunk_end(k) [b, c, g, r, q] and xdt o w (weighted_xdt), which
+// the chunk states and their backward both take.
+struct ChunkWeights {
+  at::Tensor to_end, weighted;
+};
+
+// The gradient dw [b, c, g, r, q] of the weights' logs decay_end - decay_j into the decays'.
+void add_to_end_gradient(const Chunks& k, const at::Tensor& dw, ChunkGradients& grads) {
+  grads.decay.sub_(dw);  // defined: diagonal_backward ran first
+  grads.decay.select(-1, k.q - 1).add_(dw.sum(-1));
+}
+
+// Each chunk's own state S = (xdt o w)^T B. dstates [b, c, g, r p, n]. On CUDA the update of
+// d xdt and the weights' gradient in one kernel (ssd_backward_cuda.hpp).
+void chunk_states_backward(const Chunks& k, const ChunkWeights& weights, const at::Tensor& dstates,
+                           ChunkGradients& grads) {
   const at::Tensor ds = dstates.to(k.operand);
-  accumulate(grads.B, product(weighted_xdt(k, w), ds, k.type));
+  accumulate(grads.B, product(weights.weighted, ds, k.type));
   const at::Tensor dweighted = product(k.B, ds.transpose(-1, -2), k.type).view({k.b, k.c, k.g, k.q, k.r, k.p});
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_backward_fused_applies(k)) {
+    add_to_end_gradient(k, chunk_states_terms_cuda(k, dweighted, weights.to_end, grads.xdt), grads);
+    return;
+  }
+#endif
+  const at::Tensor w = per_position(weights.to_end);
   // On CUDA one pass (addcmul_); on CPU the product, then the sum: the reference's roundings.
   if (grads.xdt.is_cuda())
     grads.xdt.addcmul_(dweighted, w);  // defined: diagonal_backward ran first
@@ -102,16 +134,14 @@ void chunk_states_backward(const Chunks& k, const at::Tensor& dstates, ChunkGrad
     grads.xdt.add_(dweighted * w);
   // xdt in the operand type, widened exactly inside the product (no copy in the compute type).
   const at::Tensor x = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p});
-  const at::Tensor dw = (dweighted * x).sum(-1).transpose(3, 4) * to_end;  // of decay_end - decay_j
-  grads.decay.sub_(dw);  // defined: diagonal_backward ran first
-  grads.decay.select(-1, k.q - 1).add_(dw.sum(-1));
+  add_to_end_gradient(k, (dweighted * x).sum(-1).transpose(3, 4) * weights.to_end, grads);
 }
 
 // Across chunks and the entering states' read-out, the state passing's kernel where
 // ssd_kernels_apply; returns the gradients of the chunks' own states and of the initial state.
-PassedGradients across_chunks(const Chunks& k, const SsdInputs& in, const at::Tensor& dy, const at::Tensor& dfinal,
-                              ChunkGradients& grads) {
-  const at::Tensor states = chunk_states(k);
+PassedGradients across_chunks(const Chunks& k, const SsdInputs& in, const ChunkWeights& weights, const at::Tensor& dy,
+                              const at::Tensor& dfinal, ChunkGradients& grads) {
+  const at::Tensor states = chunk_states(k, weights.weighted);
 #ifdef TRIAX_MAMBA2_KERNELS
   if (ssd_kernels_apply(k)) {
     const PassedStates passed = pass_states(k, in.initial_state, states);
@@ -140,7 +170,6 @@ at::Tensor chunked_grad_y(const Chunks& k, const at::Tensor& grad_y) {
 
 // The chunk-layout gradients back to the inputs'.
 SsdGradients to_inputs(const Chunks& k, const SsdInputs& in, const ChunkGradients& grads) {
-  const at::Tensor dxdt = from_chunks(k, grads.xdt);
   const at::Tensor da = reverse_cumsum(grads.decay)
                             .permute({0, 1, 4, 2, 3})
                             .reshape({k.b, k.c * k.q, k.g * k.r})
@@ -150,8 +179,18 @@ SsdGradients to_inputs(const Chunks& k, const SsdInputs& in, const ChunkGradient
     return t.transpose(2, 3).reshape({k.b, k.c * k.q, k.g, k.n}).narrow(1, 0, k.l);
   };
   SsdGradients out;
-  out.x = product_stored_as(dxdt, k.dt.unsqueeze(-1), in.x.scalar_type());  // rounded once, as the cast did
-  out.dt = (dxdt * in.x).sum(-1) + da * A;  // x widened exactly inside the product
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (ssd_backward_fused_applies(k) && in.x.scalar_type() == k.operand) {  // x and dt's sum in one kernel
+    InputTerms terms = input_terms_cuda(k, grads.xdt, in.x);
+    out.x = terms.x;
+    out.dt = terms.dt.add_(da * A);
+  }
+#endif
+  if (!out.x.defined()) {
+    const at::Tensor dxdt = from_chunks(k, grads.xdt);
+    out.x = product_stored_as(dxdt, k.dt.unsqueeze(-1), in.x.scalar_type());  // rounded once, as the cast did
+    out.dt = (dxdt * in.x).sum(-1) + da * A;  // x widened exactly inside the product
+  }
   out.A = (da * k.dt).sum(at::IntArrayRef{0, 1});
   out.B = positions(grads.B);
   out.C = positions(grads.C);
@@ -166,8 +205,10 @@ SsdGradients ssd_backward(const SsdInputs& in, int64_t chunk_size, const at::Ten
   ChunkGradients grads;
   const at::Tensor dy = chunked_grad_y(k, grad_y);
   diagonal_backward(k, dy, grads);
-  const PassedGradients passed = across_chunks(k, in, dy, grad_final_state, grads);
-  chunk_states_backward(k, passed.chunk_states, grads);
+  const at::Tensor to_end = to_chunk_end(k);
+  const ChunkWeights weights{to_end, weighted_xdt(k, per_position(to_end))};
+  const PassedGradients passed = across_chunks(k, in, weights, dy, grad_final_state, grads);
+  chunk_states_backward(k, weights, passed.chunk_states, grads);
   SsdGradients out = to_inputs(k, in, grads);
   if (in.initial_state.defined()) out.initial_state = passed.initial_state;
   return out;

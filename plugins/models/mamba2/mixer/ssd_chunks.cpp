@@ -123,8 +123,10 @@ MaskedScoresGradients masked_scores_backward(const Chunks& k, at::Tensor d_maske
 
 at::Tensor to_chunk_end(const Chunks& k) { return at::exp(k.decay.narrow(-1, k.q - 1, 1) - k.decay); }
 
-at::Tensor chunk_states(const Chunks& k) {
-  return product(weighted_xdt(k, per_position(to_chunk_end(k))).transpose(-1, -2), k.B, k.type);
+at::Tensor chunk_states(const Chunks& k) { return chunk_states(k, weighted_xdt(k, per_position(to_chunk_end(k)))); }
+
+at::Tensor chunk_states(const Chunks& k, const at::Tensor& weighted) {
+  return product(weighted.transpose(-1, -2), k.B, k.type);
 }
 
 at::Tensor passing_matrix(const Chunks& k) {

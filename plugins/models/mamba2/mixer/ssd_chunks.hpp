@@ -70,6 +70,9 @@ at::Tensor to_chunk_end(const Chunks& k);
 
 // Each chunk's own final state from its inputs alone, [b, c, g, r p, n] in the compute type.
 at::Tensor chunk_states(const Chunks& k);
+// The same from weighted = weighted_xdt(k, per_position(to_chunk_end(k))) at hand (the backward
+// uses it again).
+at::Tensor chunk_states(const Chunks& k, const at::Tensor& weighted);
 
 // The decays between chunk boundaries: [b, g, r, c + 1, c + 1], entry (u, v) the decay from the
 // start of chunk v to the start of chunk u (chunk c: the end), 0 for u < v.
