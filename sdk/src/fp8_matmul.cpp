@@ -66,15 +66,16 @@ ScaleAndMultiplier tensor_scales_of(const at::Tensor& out, const Scaling& scalin
 // at::_scaled_mm passes it as it is). From the amax its producer recorded (recorded_amax.hpp), one
 // warp; else one kernel over the whole tensor (fp8_amax.cu).
 ScaleAndMultiplier tensor_scales_on_device(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp) {
-  if (const at::Tensor slots = recorded_amax(t); slots.defined()) return tensor_scales_from_amax_slots(slots, scaling, tp);
+  if (const at::Tensor slots = recorded_amax(t); slots.defined())
+    return tensor_scales_from_amax_slots(slots, scaling, tp);
   const at::Tensor out = at::empty({3}, t.options().dtype(at::kFloat));
   // The block maxima and ticket.
   const at::Tensor workspace = at::empty({kernels::kFp8ScaleBlocks + 1}, t.options().dtype(at::kFloat));
-  cuda_launch::check(kernels::fp8_tensor_scale(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(), t.numel(),
-                                               static_cast<float>(largest_value(scaling.format)),
-                                               static_cast<float>(kAmaxFloor), workspace.data_ptr<float>(),
-                                               out.data_ptr<float>(), cuda_launch::stream_of(t)),
-                     "fp8_tensor_scale");
+  cuda_launch::check(
+      kernels::fp8_tensor_scale(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(), t.numel(),
+                                static_cast<float>(largest_value(scaling.format)), static_cast<float>(kAmaxFloor),
+                                workspace.data_ptr<float>(), out.data_ptr<float>(), cuda_launch::stream_of(t)),
+      "fp8_tensor_scale");
   return tensor_scales_of(out, scaling, tp);
 }
 #endif
@@ -108,10 +109,9 @@ ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, con
 ScaleAndMultiplier tensor_scales_from_amax_slots(const at::Tensor& slots, const Scaling& scaling,
                                                  const TensorParallel& tp) {
   const at::Tensor out = at::empty({3}, slots.options());
-  cuda_launch::check(kernels::fp8_scale_from_amax_slots(slots.data_ptr<float>(),
-                                                        static_cast<float>(largest_value(scaling.format)),
-                                                        static_cast<float>(kAmaxFloor), out.data_ptr<float>(),
-                                                        cuda_launch::stream_of(slots)),
+  cuda_launch::check(kernels::fp8_scale_from_amax_slots(
+                         slots.data_ptr<float>(), static_cast<float>(largest_value(scaling.format)),
+                         static_cast<float>(kAmaxFloor), out.data_ptr<float>(), cuda_launch::stream_of(slots)),
                      "fp8_scale_from_amax_slots");
   return tensor_scales_of(out, scaling, tp);
 }

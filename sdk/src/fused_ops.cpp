@@ -376,7 +376,7 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
 }
 
 at::Tensor swiglu_halves(const at::Tensor& gate_up, [[maybe_unused]] AmaxRecording recording,
-                         [[maybe_unused]] bool gradient_in_fp8) {  // used by the CUDA kernel only
+                         [[maybe_unused]] bool gradient_in_fp8) {       // used by the CUDA kernel only
   RECORD_FUNCTION("triax::swiglu_halves", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0,
           "swiglu_halves: gate_up " + shape_text(gate_up.sizes()) + " must have an even last dim (gate, then up)");

@@ -165,8 +165,8 @@ at::Tensor RowParallelLinear::forward_channel_major(const at::Tensor& x) {
   return reduce(channel_major_linear(x, matrix()));
 }
 
-at::Tensor RowParallelLinear::forward_activated(RecomputedActivation activation, const at::Tensor& x,
-                                                bool recompute, bool input_gradient_in_fp8) {
+at::Tensor RowParallelLinear::forward_activated(RecomputedActivation activation, const at::Tensor& x, bool recompute,
+                                                bool input_gradient_in_fp8) {
   // A tensorwise fp8 product takes SwiGLU's amax from its kernel, and so does the fp8 product
   // before it (gate_up's, whose output gradient SwiGLU's backward writes, or hands over in fp8).
   if (fp8_ && fp8_->recipe == Fp8Recipe::Tensorwise && activation == RecomputedActivation::SwigluHalves)

@@ -72,9 +72,8 @@ DirectQuantiser take_direct_quantiser(const at::Tensor& t) {
 
 size_t quantised_stand_ins_waiting() {
   std::lock_guard<std::mutex> guard(stand_ins_lock);
-  return static_cast<size_t>(
-      std::count_if(stand_in_records().begin(), stand_in_records().end(),
-                    [](const StandInRecord& r) { return !r.storage.expired(); }));
+  return static_cast<size_t>(std::count_if(stand_in_records().begin(), stand_in_records().end(),
+                                           [](const StandInRecord& r) { return !r.storage.expired(); }));
 }
 
 size_t quantised_stand_ins_taken() {

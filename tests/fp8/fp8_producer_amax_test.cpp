@@ -247,7 +247,9 @@ Step step(TwoBlocks& model, const char* switched_off) {
   const at::Tensor loss = (model.mlp[1]->forward(normed2).to(at::kFloat) * probe).sum() + h2.to(at::kFloat).sum();
   loss.backward();
   if (switched_off != nullptr) unsetenv(switched_off);
-  Step s{loss.detach(), {x.grad(), pending.grad()}, triax::fp8::recorded_amax_uses() - uses,
+  Step s{loss.detach(),
+         {x.grad(), pending.grad()},
+         triax::fp8::recorded_amax_uses() - uses,
          triax::fp8::quantised_stand_ins_taken() - taken};
   for (const auto& p : model.parameters()) s.grads.push_back(p.grad().clone());
   return s;
@@ -297,8 +299,9 @@ TEST_F(Fp8ProducerAmaxCuda, SwigluGradientInFp8HasTheBytesOfTheCast) {
     bool zeros;
     c10::ScalarType dtype;
   };
-  const Case cases[] = {{144, 24, false, at::kBFloat16}, {32, 2048, false, at::kBFloat16}, {2048, 8192, false, at::kBFloat16},
-                        {16, 8, true, at::kBFloat16},    {48, 200, false, at::kFloat},     {37, 64, false, at::kBFloat16}};
+  const Case cases[] = {{144, 24, false, at::kBFloat16},    {32, 2048, false, at::kBFloat16},
+                        {2048, 8192, false, at::kBFloat16}, {16, 8, true, at::kBFloat16},
+                        {48, 200, false, at::kFloat},       {37, 64, false, at::kBFloat16}};
   const triax::fp8::Scaling e5m2{c10::ScalarType::Float8_e5m2};
   for (const Case& c : cases) {
     const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.cols) + " " + c10::toString(c.dtype);
@@ -307,10 +310,11 @@ TEST_F(Fp8ProducerAmaxCuda, SwigluGradientInFp8HasTheBytesOfTheCast) {
         (c.zeros ? at::zeros({c.rows, 2 * c.cols}, options) : at::randn({c.rows, 2 * c.cols}, options) * 3)
             .requires_grad_(true);
     const at::Tensor grad_y = at::randn({c.rows, c.cols}, options);
-    const at::Tensor bf16 = torch::autograd::grad({triax::swiglu_halves(gate_up, AmaxRecording::InputGradient)},
-                                                  {gate_up}, {grad_y})[0];
-    const at::Tensor handed = torch::autograd::grad(
-        {triax::swiglu_halves(gate_up, AmaxRecording::InputGradient, /*gradient_in_fp8=*/true)}, {gate_up}, {grad_y})[0];
+    const at::Tensor bf16 =
+        torch::autograd::grad({triax::swiglu_halves(gate_up, AmaxRecording::InputGradient)}, {gate_up}, {grad_y})[0];
+    const at::Tensor handed =
+        torch::autograd::grad({triax::swiglu_halves(gate_up, AmaxRecording::InputGradient, /*gradient_in_fp8=*/true)},
+                              {gate_up}, {grad_y})[0];
     const triax::fp8::Fp8Matrix cast = triax::fp8::quantise(bf16, e5m2, {}, triax::fp8::Layout::Both);
     if (c.rows % 16 != 0) {
       EXPECT_FALSE(triax::fp8::is_quantised_stand_in(handed)) << what;
@@ -390,8 +394,9 @@ LayerStep layer_step(OneLayer& model, const LayerSize& size, int64_t tokens, boo
 // Of a layer's 12 tensorwise quantises (x and W of 4 products, gy of 4) the producers' amaxes serve
 // 7: the inputs of q/k/v (input_layernorm), gate/up (post_attention_layernorm) and down (SwiGLU),
 // the output gradients of q/k/v (the rotary backward), o (post_attention_layernorm's backward),
-// gate/up (SwiGLU's backward, which hands it over in fp8: no record used) and down (the next
-// norm's backward). Own passes: the 4 weights and o_proj's input (attention's output). At a small layer and at SmolLM-1.7B's (2,048 tokens).
+// gate/up (SwiGLU's backward; a stand-in in fp8 instead where its rows allow) and down (the
+// next norm's backward). Own passes: the 4 weights and o_proj's input (attention's output). At a
+// small layer and at SmolLM-1.7B's (2,048 tokens).
 // The gradients equal those of the run without records bit for bit where that run repeats itself
 // bit for bit; cuDNN's attention backward may sum in another order from run to run (PyTorch counts
 // it as nondeterministic), and then the records may move a gradient by no more than a repeat does.
@@ -409,8 +414,10 @@ TEST_F(Fp8ProducerAmaxCuda, ADecoderLayerTakesSevenOfItsTwelveAmaxesFromProducer
     const LayerStep repeat = layer_step(model, size, tokens, false);
     EXPECT_EQ(own.found, 0u) << what;
     EXPECT_EQ(own.own, 12u) << what;
-    EXPECT_EQ(fused.found, 6u) << what;
-    EXPECT_EQ(fp8_gradients, 1u) << what;
+    // SwiGLU's gradient goes over in fp8 where its rows are a multiple of 16 (not the small layer's 72).
+    const bool in_fp8 = tokens % 16 == 0;
+    EXPECT_EQ(fused.found, in_fp8 ? 6u : 7u) << what;
+    EXPECT_EQ(fp8_gradients, in_fp8 ? 1u : 0u) << what;
     EXPECT_EQ(fused.own, 5u) << what;
     EXPECT_TRUE(at::equal(fused.loss, own.loss)) << what;
     ASSERT_EQ(fused.grads.size(), own.grads.size());

@@ -33,7 +33,8 @@ TEST(Fp8QuantisedStandInCpu, IsFoundThroughAReshapeTakenOnceAndReadsAsNan) {
   const at::Tensor values = at::randn({2, 8, 32});
   auto calls = std::make_shared<int>(0);
   const size_t taken = triax::fp8::quantised_stand_ins_taken();
-  const at::Tensor stand_in = triax::fp8::quantised_stand_in(values.sizes(), values.options(), quantiser_of(values, calls));
+  const at::Tensor stand_in =
+      triax::fp8::quantised_stand_in(values.sizes(), values.options(), quantiser_of(values, calls));
   EXPECT_EQ(stand_in.sizes(), values.sizes());
   EXPECT_EQ(stand_in.scalar_type(), values.scalar_type());
   EXPECT_EQ(stand_in.storage().nbytes(), sizeof(float)) << "one element, broadcast";
@@ -45,7 +46,8 @@ TEST(Fp8QuantisedStandInCpu, IsFoundThroughAReshapeTakenOnceAndReadsAsNan) {
   const at::Tensor rows = stand_in.reshape({16, 32});  // the fp8 linear's rows
   ASSERT_TRUE(triax::fp8::is_quantised_stand_in(rows));
   const Fp8Matrix direct = triax::fp8::quantise(rows, {c10::ScalarType::Float8_e5m2}, {}, Layout::Both);
-  const Fp8Matrix cast = triax::fp8::quantise(values.reshape({16, 32}), {c10::ScalarType::Float8_e5m2}, {}, Layout::Both);
+  const Fp8Matrix cast =
+      triax::fp8::quantise(values.reshape({16, 32}), {c10::ScalarType::Float8_e5m2}, {}, Layout::Both);
   EXPECT_EQ(*calls, 1);
   EXPECT_EQ(triax::fp8::quantised_stand_ins_taken(), taken + 1);
   EXPECT_TRUE(at::equal(direct.data.view(at::kByte), cast.data.view(at::kByte)));
@@ -60,7 +62,8 @@ TEST(Fp8QuantisedStandInCpu, TheRecordOfADeadStandInIsDropped) {
   auto calls = std::make_shared<int>(0);
   {
     const at::Tensor values = at::randn({4, 16});
-    const at::Tensor stand_in = triax::fp8::quantised_stand_in(values.sizes(), values.options(), quantiser_of(values, calls));
+    const at::Tensor stand_in =
+        triax::fp8::quantised_stand_in(values.sizes(), values.options(), quantiser_of(values, calls));
     EXPECT_EQ(triax::fp8::quantised_stand_ins_waiting(), waiting + 1);
   }
   EXPECT_EQ(triax::fp8::quantised_stand_ins_waiting(), waiting);

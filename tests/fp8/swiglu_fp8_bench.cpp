@@ -65,10 +65,11 @@ void report(const GateUpShape& shape) {
   // Bytes: backward 2n + 4n read, 4n written; cast 4n read, 2n + 2n written. Direct: 6n read (amax), then
   // 6n read, 2n + 2n written. bytes / (ms x 1e6) = GB/s.
   const double cast_bytes = n * (6 + 4 + 4 + 4), direct_bytes = n * (6 + 6 + 4);
-  std::printf("%-4s gate/up gradient [%6lld, %6lld]  bf16 + cast %8.1f us %7.0f GB/s   fp8 direct %8.1f us %7.0f GB/s"
-              "   %.2fx\n",
-              shape.model, static_cast<long long>(rows), static_cast<long long>(2 * cols), cast_ms * 1e3,
-              cast_bytes / (cast_ms * 1e6), direct_ms * 1e3, direct_bytes / (direct_ms * 1e6), cast_ms / direct_ms);
+  std::printf(
+      "%-4s gate/up gradient [%6lld, %6lld]  bf16 + cast %8.1f us %7.0f GB/s   fp8 direct %8.1f us %7.0f GB/s"
+      "   %.2fx\n",
+      shape.model, static_cast<long long>(rows), static_cast<long long>(2 * cols), cast_ms * 1e3,
+      cast_bytes / (cast_ms * 1e6), direct_ms * 1e3, direct_bytes / (direct_ms * 1e6), cast_ms / direct_ms);
 }
 
 }  // namespace

@@ -20,10 +20,9 @@ constexpr int64_t kMaxRowBlocks = 65535;  // gridDim.y's limit
 // cols % 8 == 0, grad_y, gate, up and out_t 16-byte aligned, in_stride % 8 == 0 (launcher).
 template <typename T, typename F>
 __global__ void __launch_bounds__(fp8_tiles::kThreads)
-    swiglu_backward_fp8_tiles_kernel(const T* __restrict__ grad_y, const T* __restrict__ gate,
-                                     const T* __restrict__ up, int64_t in_stride, const float* __restrict__ multiplier,
-                                     uint8_t* __restrict__ out, uint8_t* __restrict__ out_t, int64_t rows,
-                                     int64_t cols) {
+    swiglu_backward_fp8_tiles_kernel(const T* __restrict__ grad_y, const T* __restrict__ gate, const T* __restrict__ up,
+                                     int64_t in_stride, const float* __restrict__ multiplier, uint8_t* __restrict__ out,
+                                     uint8_t* __restrict__ out_t, int64_t rows, int64_t cols) {
   __shared__ __align__(16) fp8_tiles::TransposedTile gate_tile, up_tile;
   const int t = threadIdx.x, group = t % 8, word = t / 8;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * fp8_tiles::kTileCols, c = c0 + group * 8;
@@ -62,16 +61,16 @@ __global__ void __launch_bounds__(fp8_tiles::kThreads)
 
 }  // namespace
 
-bool swiglu_backward_to_fp8_applies(int64_t rows, int64_t cols, int64_t in_stride, const void* grad_y,
-                                    const void* gate, const void* up, const void* out, const void* out_t) {
+bool swiglu_backward_to_fp8_applies(int64_t rows, int64_t cols, int64_t in_stride, const void* grad_y, const void* gate,
+                                    const void* up, const void* out, const void* out_t) {
   return rows % 16 == 0 && cols % 8 == 0 && in_stride % 8 == 0 && aligned16(grad_y) && aligned16(gate) &&
          aligned16(up) && reinterpret_cast<std::uintptr_t>(out) % 8 == 0 && aligned16(out_t) && out != nullptr &&
          out_t != nullptr;
 }
 
-cudaError_t swiglu_backward_to_fp8(Dtype dtype, const void* grad_y, const void* gate, const void* up,
-                                   int64_t in_stride, const float* multiplier, bool e5m2, void* out, void* out_t,
-                                   int64_t rows, int64_t cols, cudaStream_t stream) {
+cudaError_t swiglu_backward_to_fp8(Dtype dtype, const void* grad_y, const void* gate, const void* up, int64_t in_stride,
+                                   const float* multiplier, bool e5m2, void* out, void* out_t, int64_t rows,
+                                   int64_t cols, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
   if (!swiglu_backward_to_fp8_applies(rows, cols, in_stride, grad_y, gate, up, out, out_t))
     return cudaErrorInvalidValue;
@@ -79,11 +78,11 @@ cudaError_t swiglu_backward_to_fp8(Dtype dtype, const void* grad_y, const void* 
     using T = typename decltype(tag)::type;
     auto launch = [&](auto kernel) {
       const dim3 grid(static_cast<unsigned>((cols + fp8_tiles::kTileCols - 1) / fp8_tiles::kTileCols),
-                      static_cast<unsigned>(std::min<int64_t>((rows + fp8_tiles::kTileRows - 1) / fp8_tiles::kTileRows, kMaxRowBlocks)));
-      kernel<<<grid, fp8_tiles::kThreads, 0, stream>>>(static_cast<const T*>(grad_y), static_cast<const T*>(gate),
-                                                       static_cast<const T*>(up), in_stride, multiplier,
-                                                       static_cast<uint8_t*>(out), static_cast<uint8_t*>(out_t), rows,
-                                                       cols);
+                      static_cast<unsigned>(
+                          std::min<int64_t>((rows + fp8_tiles::kTileRows - 1) / fp8_tiles::kTileRows, kMaxRowBlocks)));
+      kernel<<<grid, fp8_tiles::kThreads, 0, stream>>>(
+          static_cast<const T*>(grad_y), static_cast<const T*>(gate), static_cast<const T*>(up), in_stride, multiplier,
+          static_cast<uint8_t*>(out), static_cast<uint8_t*>(out_t), rows, cols);
       return cudaGetLastError();
     };
     return e5m2 ? launch(swiglu_backward_fp8_tiles_kernel<T, __nv_fp8_e5m2>)

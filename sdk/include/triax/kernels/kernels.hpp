@@ -112,13 +112,13 @@ cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride,
 // and out_t its transpose [2 x cols, rows], from one read of grad_y [rows, cols] (contiguous) and
 // gate, up (row stride in_stride). Both outputs are written: the bytes of swiglu_backward into a
 // [rows, 2 x cols] tensor, then scale_to_fp8 of it.
-cudaError_t swiglu_backward_to_fp8(Dtype dtype, const void* grad_y, const void* gate, const void* up,
-                                   int64_t in_stride, const float* multiplier, bool e5m2, void* out, void* out_t,
-                                   int64_t rows, int64_t cols, cudaStream_t stream);
+cudaError_t swiglu_backward_to_fp8(Dtype dtype, const void* grad_y, const void* gate, const void* up, int64_t in_stride,
+                                   const float* multiplier, bool e5m2, void* out, void* out_t, int64_t rows,
+                                   int64_t cols, cudaStream_t stream);
 // Whether swiglu_backward_to_fp8 takes these operands: rows a multiple of 16, cols and in_stride of
 // 8, grad_y, gate, up and out_t 16-byte aligned, out 8-byte aligned, neither output null.
-bool swiglu_backward_to_fp8_applies(int64_t rows, int64_t cols, int64_t in_stride, const void* grad_y,
-                                    const void* gate, const void* up, const void* out, const void* out_t);
+bool swiglu_backward_to_fp8_applies(int64_t rows, int64_t cols, int64_t in_stride, const void* grad_y, const void* gate,
+                                    const void* up, const void* out, const void* out_t);
 
 // ---- rotary embedding (rotary.cu) ------------------------------------------------------------
 

@@ -93,9 +93,7 @@ class ColumnParallelLinear : public SpecifiedModule {
   // Whether forward's output gradient reaches the tensorwise fp8 product alone (no bias between),
   // so that the product can take it already in fp8 from the kernel that computes it (SwiGLU's
   // backward: triax/layers/fused_ops.hpp's swiglu_halves).
-  bool accepts_fp8_output_gradient() const {
-    return fp8_ && fp8_->recipe == Fp8Recipe::Tensorwise && !bias.defined();
-  }
+  bool accepts_fp8_output_gradient() const { return fp8_ && fp8_->recipe == Fp8Recipe::Tensorwise && !bias.defined(); }
   std::array<int64_t, 2> matrix_shape() const;  // [out/tp, in]: the product's N and K on this rank
   at::Tensor weight, bias;
 
