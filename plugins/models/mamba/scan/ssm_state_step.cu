@@ -14,9 +14,9 @@
 // pointer and stride 16-byte aligned, else the scalar form) it reads its states, A_log's row, B, C,
 // dt and dt_proj's row in 16-byte vectors (26 loads at bf16, 44 at fp32) and stores the states
 // as float4: the same sums in the same order (the dt product's four chains take the elements
-// k = i mod 4 in k order, C . h in j order), so the same bits. Not split over several threads a
-// channel: C . h summed in j order would be a serial chain across the lanes, and the dt chains
-// would lose their vectors, for twice or four times the threads of an issue-bound step.
+// k = i mod 4 in k order, C . h in j order), so the same bits. Not (yet) split over two or four
+// threads a channel for more warps: to keep the bits, C . h (j order) and the dt chains (k order)
+// would be handed from lane to lane by shuffles, one after another; left until this form is timed.
 #include <cstdint>
 
 #include "scan_common.cuh"
