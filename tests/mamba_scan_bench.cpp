@@ -7,7 +7,8 @@
 //   mamba_scan_bench [--peer] [batch channels length state]
 //   mamba_scan_bench --step: the decoding step's SSM kernel alone (step_kernels.hpp) at Mamba-130m
 //   (dt_rank 48, dt_proj folded in), batch 1 and 32: the lane layout, the thread-per-channel layout
-//   with scalar loads and with 16-byte vectors (TRIAX_MAMBA_SSM_STEP_VECTOR's two sides).
+//   with scalar loads and with 16-byte vectors (TRIAX_MAMBA_SSM_STEP_VECTOR's two sides), each
+//   the mean of 2,000 steps replayed from CUDA graphs.
 // TRIAX_SCAN_BACKWARD_VARIANTS (comma-separated: stores_after_span, state_rows_factored, state_rows,
 // position_rows; unset: the default only) times those backward kernels one after the other; the
 // comparison with the peer takes the first.
@@ -223,6 +224,27 @@ void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t 
   report(("conv1d backward (k 4, SiLU)" + tag).c_str(), conv_backward, 3 * rows * es, peak);
 }
 
+// Mean milliseconds of one step, the steps replayed from a CUDA graph of kGraphSteps launches (as
+// the decoding step runs them), so that a few-microsecond kernel is not timed by its launches.
+double graphed_step_ms(const k::SsmStepOperands& in, at::Tensor& state, at::Tensor& y) {
+  constexpr int kGraphSteps = 100;
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream), "stream");  // blocking: ordered with time_ms's events on stream 0
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int i = 0; i < kGraphSteps; ++i)
+    check(k::ssm_state_step(in, state.mutable_data_ptr<float>(), y.mutable_data_ptr(), stream), "step");
+  cudaGraph_t graph;
+  cudaGraphExec_t replay;
+  check(cudaStreamEndCapture(stream, &graph), "end capture");
+  check(cudaGraphInstantiate(&replay, graph, 0), "instantiate");
+  const double ms = time_ms([&] { check(cudaGraphLaunch(replay, stream), "replay"); }, 3, 20) / kGraphSteps;
+  check(cudaStreamSynchronize(stream), "synchronize");
+  cudaGraphExecDestroy(replay);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return ms;
+}
+
 // One SSM step of `rows` tokens at d_inner d, state n, dt_rank r, the operands laid out as the mixer
 // passes them: dt, B, C as parts of x_proj's [rows, r + 2n] output, z the second half of [rows, 2d].
 void bench_step(c10::ScalarType type, int64_t rows, int64_t d, int64_t n, int64_t r, const Peak& peak) {
@@ -266,9 +288,7 @@ void bench_step(c10::ScalarType type, int64_t rows, int64_t d, int64_t n, int64_
       std::fprintf(stderr, "mamba_scan_bench --step: the vectors do not apply to these operands\n");
       std::exit(1);
     }
-    const double ms = time_ms(
-        [&] { check(k::ssm_state_step(in, state.mutable_data_ptr<float>(), y.mutable_data_ptr(), nullptr), "step"); },
-        20, 500);
+    const double ms = graphed_step_ms(in, state, y);
     std::printf("SSM step, %-36s batch %2lld %-9s %8.2f us %6.1f MB %5.1f%% of peak\n", layout.name,
                 static_cast<long long>(rows), c10::toString(type), ms * 1e3, bytes / 1e6,
                 100.0 * bytes / (ms * 1e-3) / peak.bytes_per_s);
