@@ -5,12 +5,18 @@
 // beside it (tools/device/mamba_scan_peer.py; mamba-ssm installed by
 // tools/device/build_mamba_peer.sh). Built with -DTRIAX_CUDA=ON, not run by ctest.
 //   mamba_scan_bench [--peer] [batch channels length state]
+//   mamba_scan_bench --step: the decoding step's SSM kernel alone (step_kernels.hpp) at Mamba-130m
+//   (dt_rank 48, dt_proj folded in), batch 1 and 32: the lane layout, the thread-per-channel layout
+//   with scalar loads, with 16-byte vectors (TRIAX_MAMBA_SSM_STEP_VECTOR's two sides) and with
+//   four lanes a channel (TRIAX_MAMBA_SSM_STEP_FOUR_LANES=1), each
+//   the mean of 2,000 steps replayed from CUDA graphs.
 // TRIAX_SCAN_BACKWARD_VARIANTS (comma-separated: stores_after_span, state_rows_factored, state_rows,
 // position_rows; unset: the default only) times those backward kernels one after the other; the
 // comparison with the peer takes the first.
 #include <ATen/ATen.h>
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +27,7 @@
 
 #include "mamba_scan_peer_times.hpp"
 #include "scan_kernels.hpp"
+#include "step_kernels.hpp"
 
 namespace {
 
@@ -218,10 +225,91 @@ void bench_dtype(c10::ScalarType type, int64_t b, int64_t d, int64_t l, int64_t 
   report(("conv1d backward (k 4, SiLU)" + tag).c_str(), conv_backward, 3 * rows * es, peak);
 }
 
+// Mean milliseconds of one step, the steps replayed from a CUDA graph of kGraphSteps launches (as
+// the decoding step runs them), so that a few-microsecond kernel is not timed by its launches.
+double graphed_step_ms(const k::SsmStepOperands& in, at::Tensor& state, at::Tensor& y) {
+  constexpr int kGraphSteps = 100;
+  cudaStream_t stream;
+  check(cudaStreamCreate(&stream), "stream");  // blocking: ordered with time_ms's events on stream 0
+  check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+  for (int i = 0; i < kGraphSteps; ++i)
+    check(k::ssm_state_step(in, state.mutable_data_ptr<float>(), y.mutable_data_ptr(), stream), "step");
+  cudaGraph_t graph;
+  cudaGraphExec_t replay;
+  check(cudaStreamEndCapture(stream, &graph), "end capture");
+  check(cudaGraphInstantiate(&replay, graph, 0), "instantiate");
+  const double ms = time_ms([&] { check(cudaGraphLaunch(replay, stream), "replay"); }, 3, 20) / kGraphSteps;
+  check(cudaStreamSynchronize(stream), "synchronize");
+  cudaGraphExecDestroy(replay);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  return ms;
+}
+
+// One SSM step of `rows` tokens at d_inner d, state n, dt_rank r, the operands laid out as the mixer
+// passes them: dt, B, C as parts of x_proj's [rows, r + 2n] output, z the second half of [rows, 2d].
+void bench_step(c10::ScalarType type, int64_t rows, int64_t d, int64_t n, int64_t r, const Peak& peak) {
+  const auto act = at::TensorOptions().device(at::kCUDA).dtype(type);
+  const double es = static_cast<double>(c10::elementSize(type));
+  const at::Tensor projected = at::randn({rows, r + 2 * n}, act), xz = at::randn({rows, 2 * d}, act);
+  const at::Tensor u = at::randn({rows, d}, act), A_log = at::randn({d, n}, act) * 0.5 + 0.5;
+  const at::Tensor D = at::randn({d}, act), bias = at::randn({d}, act) * 0.3 - 3.0;
+  const at::Tensor weight = at::randn({d, r}, act) / std::sqrt(static_cast<double>(r));
+  at::Tensor state = at::zeros({rows, d, n}, act.dtype(at::kFloat)), y = at::empty({rows, d}, act);
+  k::SsmStepOperands in{type == at::kFloat ? k::Dtype::Float32 : k::Dtype::BFloat16,
+                        rows,
+                        d,
+                        n,
+                        u.const_data_ptr(),
+                        nullptr,
+                        xz.narrow(1, d, d).const_data_ptr(),
+                        xz.stride(0),
+                        projected.narrow(1, r, n).const_data_ptr(),
+                        projected.narrow(1, r + n, n).const_data_ptr(),
+                        projected.stride(0),
+                        A_log.const_data_ptr(),
+                        D.const_data_ptr(),
+                        bias.const_data_ptr(),
+                        projected.const_data_ptr(),
+                        projected.stride(0),
+                        r,
+                        weight.const_data_ptr()};
+  // The state read and written, x_proj's row, u, z and y, and the parameters.
+  const double bytes = rows * (d * n * 8.0 + (r + 2 * n + 3 * d) * es) + d * (n + r + 2) * es;
+  const struct {
+    const char* name;
+    bool thread_per_channel, vector_loads, four_lanes;
+  } layouts[] = {{"lane per state", false, false, false},
+                 {"thread per channel, scalar loads", true, false, false},
+                 {"thread per channel, 16-byte vectors", true, true, false},
+                 {"four lanes per channel, 16-byte vectors", true, true, true}};
+  for (const auto& layout : layouts) {
+    in.thread_per_channel = layout.thread_per_channel;
+    in.vector_loads = layout.vector_loads;
+    in.four_lanes = layout.four_lanes;
+    if (layout.vector_loads && !k::ssm_state_step_vectorizes(in, state.data_ptr<float>())) {
+      std::fprintf(stderr, "mamba_scan_bench --step: the vectors do not apply to these operands\n");
+      std::exit(1);
+    }
+    const double ms = graphed_step_ms(in, state, y);
+    std::printf("SSM step, %-40s batch %2lld %-9s %8.2f us %6.1f MB %5.1f%% of peak\n", layout.name,
+                static_cast<long long>(rows), c10::toString(type), ms * 1e3, bytes / 1e6,
+                100.0 * bytes / (ms * 1e-3) / peak.bytes_per_s);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (!args.empty() && args.front() == "--step") {
+    if (!at::hasCUDA()) return std::fprintf(stderr, "mamba_scan_bench: no GPU\n"), 1;
+    const Peak peak = peak_bandwidth();
+    for (const c10::ScalarType type : {at::kBFloat16, at::kFloat})
+      for (const int64_t rows : {1, 32}) bench_step(type, rows, 1536, 16, 48, peak);
+    check(cudaDeviceSynchronize(), "synchronize");
+    return 0;
+  }
   const bool peer = !args.empty() && args.front() == "--peer";
   if (peer) args.erase(args.begin());
   auto arg = [&](size_t i, int64_t fallback) { return args.size() > i ? std::atoll(args[i].c_str()) : fallback; };

@@ -15,6 +15,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include "step_kernels.hpp"
+#include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
@@ -77,6 +78,12 @@ bool thread_per_channel(int64_t rows) {
   if (forced != nullptr && *forced != '\0') return std::string(forced) != "0";
   return rows >= kThreadPerChannelFromRows;
 }
+
+// TRIAX_MAMBA_SSM_STEP_VECTOR=0: the thread-per-channel layout's scalar loads instead of its
+// 16-byte vectors (same bits; ssm_state_step.cu), for timing one against the other. Read at every step.
+bool vector_loads() { return switched_on_unless_zero("TRIAX_MAMBA_SSM_STEP_VECTOR"); }
+// TRIAX_MAMBA_SSM_STEP_FOUR_LANES=1: with the vectors, four lanes a channel (same bits; off until timed).
+bool four_lanes() { return switched_on_when_one("TRIAX_MAMBA_SSM_STEP_FOUR_LANES"); }
 
 bool unit_stride(const at::Tensor& t) { return !t.defined() || t.stride(-1) == 1; }
 bool dense(const at::Tensor& t) { return !t.defined() || t.is_contiguous(); }
@@ -162,7 +169,9 @@ at::Tensor ssm_state_step(const SsmStepArgs& a, const at::Tensor& state) {
                                       a.dt.defined() ? a.dt.stride(0) : 0,
                                       a.dt.defined() ? a.dt.size(1) : 0,
                                       optional_ptr(a.dt_proj_weight),
-                                      thread_per_channel(rows)};
+                                      thread_per_channel(rows),
+                                      vector_loads(),
+                                      four_lanes()};
     launch::check(kernels::ssm_state_step(in, state.mutable_data_ptr<float>(), y.mutable_data_ptr(),
                                           launch::stream_of(a.u)),
                   "ssm_state_step");

@@ -9,6 +9,14 @@
 //   step is one round trip to memory and the store. The lane layout chains three (the dt product,
 //   the states, z) over three waves of threads at batch 32: 14 us a layer on an H100 against ~2 us
 //   of bytes.
+// The thread-per-channel step is latency and issue bound (49k threads at Mamba-130m, batch 32: a
+// few warps an SM), and its scalar form issues ~160 loads a thread. With vector_loads (and every
+// pointer and stride 16-byte aligned, else the scalar form) it reads its states, A_log's row, B, C,
+// dt and dt_proj's row in 16-byte vectors (26 loads at bf16, 44 at fp32) and stores the states
+// as float4: the same sums in the same order (the dt product's four chains take the elements
+// k = i mod 4 in k order, C . h in j order), so the same bits. With four_lanes as well (off by
+// default, untimed) four lanes share a channel for four times the warps: each lane computes the
+// whole dt product (same loads, same bits) and C . h is handed from lane to lane in j order.
 #include <cstdint>
 
 #include "scan_common.cuh"
@@ -23,6 +31,13 @@ constexpr int kChannelThreads = 128;  // 12 blocks of a batch-1 step at d_inner 
 template <typename T>
 __device__ __forceinline__ float element(const void* p, int64_t i) {
   return to_float(static_cast<const T*>(p)[i]);
+}
+
+// One state's update, as the scan (selective_scan_forward.cu): exp(dt A) as 2^(dt A log2 e), dt u
+// formed once by the caller. Every layout calls it, so that they agree bit for bit.
+__device__ __forceinline__ float next_state(float dt, float dt_u, float a_log, float held, float b) {
+  const float A = -expf(a_log);
+  return fast_exp2(dt * (A * kLog2e)) * held + dt_u * b;
 }
 
 // delta of (row, channel): the operand, or dt_proj's weight row . dt[row] summed over the L lanes
@@ -59,8 +74,8 @@ __global__ void __launch_bounds__(kLaneThreads) lane_per_state_kernel(SsmStepOpe
     const int64_t bc = row * in.bc_row_stride;
     float* h = state + unit * in.state;
     for (int64_t j = g; j < in.state; j += L) {
-      const float A = -expf(element<T>(in.A_log, channel * in.state + j));
-      const float next = fast_exp2(dt * (A * kLog2e)) * h[j] + dt_u * element<T>(in.B, bc + j);
+      const float next = next_state(dt, dt_u, element<T>(in.A_log, channel * in.state + j), h[j],
+                                    element<T>(in.B, bc + j));
       h[j] = next;
       partial += element<T>(in.C, bc + j) * next;
     }
@@ -124,12 +139,157 @@ __global__ void __launch_bounds__(kChannelThreads) thread_per_channel_kernel(Ssm
     for (int i = 0; i < S; ++i) {
       const int64_t j = j0 + i;
       if (j >= in.state) break;
-      const float A = -expf(a_log[i]);
-      const float next = fast_exp2(dt * (A * kLog2e)) * held[i] + dt_u * b[i];
+      const float next = next_state(dt, dt_u, a_log[i], held[i], b[i]);
       h[j] = next;
       out += c[i] * next;
     }
   }
+  out += d_skip * u;
+  if (in.z) out *= silu(z);
+  y[unit] = from_float<T>(out);
+}
+
+using triax::kernels::kVectorWidth;
+using triax::kernels::load_pack;
+using triax::kernels::Pack;
+
+// V elements of T from 16 bytes at p (16-byte aligned) into out[0 .. V), in fp32.
+template <typename T, int V = kVectorWidth<T>>
+__device__ __forceinline__ void load_vector(const T* p, float* out) {
+  const Pack<T, V> pack = load_pack<T, V>(p);
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = to_float(pack.v[i]);
+}
+
+// channel_delta from 16-byte vectors (dt_rank a multiple of the vector width, which is a multiple
+// of 4): element k of a vector goes to chain k mod 4, in k order, as channel_delta's loop adds them.
+template <typename T>
+__device__ __forceinline__ float channel_delta_by_vectors(const SsmStepOperands& in, int64_t unit, int64_t row,
+                                                          int64_t channel) {
+  if (!in.dt_proj_weight) return element<T>(in.delta, unit);
+  constexpr int V = kVectorWidth<T>;
+  static_assert(V % 4 == 0, "a vector holds whole rounds of the four chains");
+  const T* __restrict__ dt = static_cast<const T*>(in.dt) + row * in.dt_row_stride;
+  const T* __restrict__ weight = static_cast<const T*>(in.dt_proj_weight) + channel * in.dt_rank;
+  float sums[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+  for (int64_t k = 0; k < in.dt_rank; k += V) {
+    float dt_k[V], weight_k[V];
+    load_vector<T>(dt + k, dt_k);
+    load_vector<T>(weight + k, weight_k);
+#pragma unroll
+    for (int i = 0; i < V; ++i) sums[i % 4] += dt_k[i] * weight_k[i];
+  }
+  return triax::kernels::rounded_to<T>((sums[0] + sums[1]) + (sums[2] + sums[3]));
+}
+
+// thread_per_channel_kernel with 16-byte loads and stores (vector_loads_apply holds): the states as
+// float4, A_log's row, B, C in vectors of T; the same operations in the same order.
+template <typename T, int S>
+__global__ void __launch_bounds__(kChannelThreads)
+    vector_thread_per_channel_kernel(SsmStepOperands in, float* __restrict__ state, T* __restrict__ y) {
+  constexpr int V = kVectorWidth<T>;
+  static_assert(S % V == 0 && V % 4 == 0, "a pass holds whole vectors of T and of float4");
+  const int64_t unit = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;  // row * d + channel
+  if (unit >= in.rows * in.channels) return;
+  const int64_t row = unit / in.channels, channel = unit % in.channels;
+  const int64_t bc = row * in.bc_row_stride;
+  const float u = element<T>(in.u, unit);
+  const float z = in.z ? element<T>(in.z, row * in.z_row_stride + channel) : 0.f;
+  const float d_skip = in.D ? element<T>(in.D, channel) : 0.f;
+  const float bias = in.delta_bias ? element<T>(in.delta_bias, channel) : 0.f;
+  float4* __restrict__ h = reinterpret_cast<float4*>(state + unit * in.state);
+  const T* __restrict__ a_row = static_cast<const T*>(in.A_log) + channel * in.state;
+  const T* __restrict__ b_row = static_cast<const T*>(in.B) + bc;
+  const T* __restrict__ c_row = static_cast<const T*>(in.C) + bc;
+  float out = 0.f, dt = 0.f, dt_u = 0.f;
+  for (int64_t j0 = 0; j0 < in.state; j0 += S) {  // state a multiple of V: each vector wholly in or out
+    float held[S], a_log[S], b[S], c[S];
+#pragma unroll
+    for (int i = 0; i < S; i += 4) {
+      const float4 four = j0 + i < in.state ? h[(j0 + i) / 4] : make_float4(0.f, 0.f, 0.f, 0.f);
+      held[i] = four.x, held[i + 1] = four.y, held[i + 2] = four.z, held[i + 3] = four.w;
+    }
+#pragma unroll
+    for (int i = 0; i < S; i += V) {
+      if (j0 + i >= in.state) break;
+      load_vector<T>(a_row + j0 + i, a_log + i);
+      load_vector<T>(b_row + j0 + i, b + i);
+      load_vector<T>(c_row + j0 + i, c + i);
+    }
+    if (j0 == 0) {
+      dt = softplus(channel_delta_by_vectors<T>(in, unit, row, channel) + bias);
+      dt_u = dt * u;
+    }
+#pragma unroll
+    for (int i = 0; i < S; ++i) {
+      if (j0 + i >= in.state) break;
+      held[i] = next_state(dt, dt_u, a_log[i], held[i], b[i]);
+      out += c[i] * held[i];
+    }
+#pragma unroll
+    for (int i = 0; i < S; i += 4) {
+      if (j0 + i >= in.state) break;
+      h[(j0 + i) / 4] = make_float4(held[i], held[i + 1], held[i + 2], held[i + 3]);
+    }
+  }
+  out += d_skip * u;
+  if (in.z) out *= silu(z);
+  y[unit] = from_float<T>(out);
+}
+
+// vector_thread_per_channel_kernel's channel over kFourLanes lanes (four_lanes; state a multiple of
+// 16): lane g holds the states 4g .. 4g + 3 of every 16 (one float4, a warp's loads consecutive),
+// four times the warps. Every lane computes the whole dt product (the same loads, coalesced: the
+// same bits); C . h is handed from lane to lane in j order, so that its sum is the one thread's.
+constexpr int kFourLanes = 4;
+
+template <typename T>
+__global__ void __launch_bounds__(kChannelThreads)
+    four_lanes_per_channel_kernel(SsmStepOperands in, float* __restrict__ state, T* __restrict__ y) {
+  const int64_t thread = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t unit = thread / kFourLanes;  // row * d + channel
+  const int g = static_cast<int>(thread % kFourLanes);
+  const bool live = unit < in.rows * in.channels;  // idle lanes still join the shuffles
+  const int64_t row = live ? unit / in.channels : 0, channel = live ? unit % in.channels : 0;
+  const int64_t bc = row * in.bc_row_stride;
+  float u = 0.f, z = 0.f, d_skip = 0.f, bias = 0.f, dt = 0.f, dt_u = 0.f;
+  if (live) {
+    u = element<T>(in.u, unit);
+    z = in.z ? element<T>(in.z, row * in.z_row_stride + channel) : 0.f;
+    d_skip = in.D ? element<T>(in.D, channel) : 0.f;
+    bias = in.delta_bias ? element<T>(in.delta_bias, channel) : 0.f;
+  }
+  float4* __restrict__ h = reinterpret_cast<float4*>(state + unit * in.state);
+  const T* __restrict__ a_row = static_cast<const T*>(in.A_log) + channel * in.state;
+  const T* __restrict__ b_row = static_cast<const T*>(in.B) + bc;
+  const T* __restrict__ c_row = static_cast<const T*>(in.C) + bc;
+  float out = 0.f;
+  for (int64_t j0 = 4 * g; j0 < in.state; j0 += 4 * kFourLanes) {
+    float held[4] = {0.f, 0.f, 0.f, 0.f}, a_log[4], b[4], c[4] = {0.f, 0.f, 0.f, 0.f};
+    if (live) {
+      const float4 four = h[j0 / 4];
+      held[0] = four.x, held[1] = four.y, held[2] = four.z, held[3] = four.w;
+      load_vector<T, 4>(a_row + j0, a_log);
+      load_vector<T, 4>(b_row + j0, b);
+      load_vector<T, 4>(c_row + j0, c);
+      if (j0 == 4 * g) {
+        dt = softplus(channel_delta_by_vectors<T>(in, unit, row, channel) + bias);
+        dt_u = dt * u;
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) held[i] = next_state(dt, dt_u, a_log[i], held[i], b[i]);
+      h[j0 / 4] = make_float4(held[0], held[1], held[2], held[3]);
+    }
+    // C . h in j order: lane 0 adds its four, hands the sum to lane 1, which adds its four, ...
+#pragma unroll
+    for (int turn = 0; turn < kFourLanes; ++turn) {
+      if (g == turn)
+        for (int i = 0; i < 4; ++i) out += c[i] * held[i];
+      out = __shfl_sync(0xffffffffu, out, turn, kFourLanes);
+    }
+  }
+  if (!live || g != 0) return;
   out += d_skip * u;
   if (in.z) out *= silu(z);
   y[unit] = from_float<T>(out);
@@ -142,11 +302,35 @@ cudaError_t launch_lanes(const SsmStepOperands& in, float* state, void* y, cudaS
   return cudaGetLastError();
 }
 
+// Every vector the vector kernel reads or writes 16-byte aligned and whole: the state size and the
+// row strides multiples of the vector width (of T, hence of float4), the base pointers aligned.
+template <typename T>
+bool vector_loads_apply(const SsmStepOperands& in, const float* state) {
+  using triax::kernels::vectorizable;
+  const bool states =
+      vectorizable<T>(in.state, {state, in.A_log, in.B, in.C}) && in.bc_row_stride % kVectorWidth<T> == 0;
+  const bool dt_product = !in.dt_proj_weight || (vectorizable<T>(in.dt_rank, {in.dt, in.dt_proj_weight}) &&
+                                                  in.dt_row_stride % kVectorWidth<T> == 0);
+  return states && dt_product;
+}
+
+// The vector kernel where asked for and applicable, else the scalar one; S states per pass.
 template <typename T, int S>
 cudaError_t launch_channels(const SsmStepOperands& in, float* state, void* y, cudaStream_t stream) {
-  thread_per_channel_kernel<T, S>
-      <<<triax::kernels::grid_for(in.rows * in.channels, kChannelThreads, kMaxGridBlocks), kChannelThreads, 0,
-         stream>>>(in, state, static_cast<T*>(y));
+  const unsigned blocks = triax::kernels::grid_for(in.rows * in.channels, kChannelThreads, kMaxGridBlocks);
+  if (in.vector_loads && vector_loads_apply<T>(in, state)) {
+    // A pass of at least one vector of T (a state below it is no multiple of it: never here).
+    constexpr int kPass = S < kVectorWidth<T> ? kVectorWidth<T> : S;
+    if (in.four_lanes && in.state % (4 * kFourLanes) == 0) {
+      const unsigned lane_blocks =
+          triax::kernels::grid_for(in.rows * in.channels * kFourLanes, kChannelThreads, kMaxGridBlocks);
+      four_lanes_per_channel_kernel<T><<<lane_blocks, kChannelThreads, 0, stream>>>(in, state, static_cast<T*>(y));
+    } else {
+      vector_thread_per_channel_kernel<T, kPass><<<blocks, kChannelThreads, 0, stream>>>(in, state, static_cast<T*>(y));
+    }
+  } else {
+    thread_per_channel_kernel<T, S><<<blocks, kChannelThreads, 0, stream>>>(in, state, static_cast<T*>(y));
+  }
   return cudaGetLastError();
 }
 
@@ -168,6 +352,19 @@ cudaError_t ssm_state_step(const SsmStepOperands& in, float* state, void* y, cud
     if (in.state <= 16) return launch_lanes<T, 16>(in, state, y, stream);
     return launch_lanes<T, 32>(in, state, y, stream);
   });
+}
+
+bool ssm_state_step_vectorizes(const SsmStepOperands& in, const float* state) {
+  if (!in.thread_per_channel || !in.vector_loads) return false;
+  switch (in.dtype) {
+    case Dtype::Float32:
+      return vector_loads_apply<float>(in, state);
+    case Dtype::BFloat16:
+      return vector_loads_apply<__nv_bfloat16>(in, state);
+    case Dtype::Float16:
+      return vector_loads_apply<__half>(in, state);
+  }
+  return false;
 }
 
 }  // namespace triax::mamba::kernels

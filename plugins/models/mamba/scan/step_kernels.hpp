@@ -48,10 +48,20 @@ struct SsmStepOperands {
   // The kernel's layout (ssm_state_step.cu): one thread per (row, channel) instead of a lane per
   // state; the caller picks it by the rows (decode_step.cpp).
   bool thread_per_channel = false;
+  // The thread-per-channel layout's 16-byte loads and stores where every pointer and stride allows
+  // (else its scalar loads); the same bits either way (TRIAX_MAMBA_SSM_STEP_VECTOR, decode_step.cpp).
+  bool vector_loads = false;
+  // With vector_loads (and a state a multiple of 16): four lanes a channel, each four of every 16
+  // states; the same bits (TRIAX_MAMBA_SSM_STEP_FOUR_LANES=1, off by default until timed).
+  bool four_lanes = false;
 };
 
 // dt = softplus(delta + delta_bias); h = exp(dt A) h + dt B u; y = (C . h + D u) SiLU(z):
 // state [rows, d, n] fp32 updated in place, y [rows, d] contiguous.
 cudaError_t ssm_state_step(const SsmStepOperands& in, float* state, void* y, cudaStream_t stream);
+
+// Whether ssm_state_step(in, state, ...) runs the thread-per-channel layout's 16-byte vectors: both
+// flags set and every pointer and stride they read 16-byte aligned (else it takes scalar loads).
+bool ssm_state_step_vectorizes(const SsmStepOperands& in, const float* state);
 
 }  // namespace triax::mamba::kernels
