@@ -33,6 +33,22 @@ __device__ __forceinline__ float element(const void* p, int64_t i) {
   return to_float(static_cast<const T*>(p)[i]);
 }
 
+// A (row, channel)'s scalars besides its states: u, z, D and the dt bias (0 where absent).
+struct ChannelScalars {
+  float u = 0.f, z = 0.f, d_skip = 0.f, bias = 0.f;
+};
+
+template <typename T>
+__device__ __forceinline__ ChannelScalars channel_scalars(const SsmStepOperands& in, int64_t unit, int64_t row,
+                                                          int64_t channel) {
+  ChannelScalars s;
+  s.u = element<T>(in.u, unit);
+  s.z = in.z ? element<T>(in.z, row * in.z_row_stride + channel) : 0.f;
+  s.d_skip = in.D ? element<T>(in.D, channel) : 0.f;
+  s.bias = in.delta_bias ? element<T>(in.delta_bias, channel) : 0.f;
+  return s;
+}
+
 // One state's update, as the scan (selective_scan_forward.cu): exp(dt A) as 2^(dt A log2 e), dt u
 // formed once by the caller. Every layout calls it, so that they agree bit for bit.
 __device__ __forceinline__ float next_state(float dt, float dt_u, float a_log, float held, float b) {
@@ -114,10 +130,7 @@ __global__ void __launch_bounds__(kChannelThreads) thread_per_channel_kernel(Ssm
   const int64_t row = unit / in.channels, channel = unit % in.channels;
   const int64_t bc = row * in.bc_row_stride;
   // Loaded first, used after the states' loads below have been issued.
-  const float u = element<T>(in.u, unit);
-  const float z = in.z ? element<T>(in.z, row * in.z_row_stride + channel) : 0.f;
-  const float d_skip = in.D ? element<T>(in.D, channel) : 0.f;
-  const float bias = in.delta_bias ? element<T>(in.delta_bias, channel) : 0.f;
+  const auto [u, z, d_skip, bias] = channel_scalars<T>(in, unit, row, channel);
   float* __restrict__ h = state + unit * in.state;
   float out = 0.f, dt = 0.f, dt_u = 0.f;
   for (int64_t j0 = 0; j0 < in.state; j0 += S) {
@@ -194,10 +207,7 @@ __global__ void __launch_bounds__(kChannelThreads)
   if (unit >= in.rows * in.channels) return;
   const int64_t row = unit / in.channels, channel = unit % in.channels;
   const int64_t bc = row * in.bc_row_stride;
-  const float u = element<T>(in.u, unit);
-  const float z = in.z ? element<T>(in.z, row * in.z_row_stride + channel) : 0.f;
-  const float d_skip = in.D ? element<T>(in.D, channel) : 0.f;
-  const float bias = in.delta_bias ? element<T>(in.delta_bias, channel) : 0.f;
+  const auto [u, z, d_skip, bias] = channel_scalars<T>(in, unit, row, channel);
   float4* __restrict__ h = reinterpret_cast<float4*>(state + unit * in.state);
   const T* __restrict__ a_row = static_cast<const T*>(in.A_log) + channel * in.state;
   const T* __restrict__ b_row = static_cast<const T*>(in.B) + bc;
@@ -253,13 +263,8 @@ __global__ void __launch_bounds__(kChannelThreads)
   const bool live = unit < in.rows * in.channels;  // idle lanes still join the shuffles
   const int64_t row = live ? unit / in.channels : 0, channel = live ? unit % in.channels : 0;
   const int64_t bc = row * in.bc_row_stride;
-  float u = 0.f, z = 0.f, d_skip = 0.f, bias = 0.f, dt = 0.f, dt_u = 0.f;
-  if (live) {
-    u = element<T>(in.u, unit);
-    z = in.z ? element<T>(in.z, row * in.z_row_stride + channel) : 0.f;
-    d_skip = in.D ? element<T>(in.D, channel) : 0.f;
-    bias = in.delta_bias ? element<T>(in.delta_bias, channel) : 0.f;
-  }
+  const auto [u, z, d_skip, bias] = live ? channel_scalars<T>(in, unit, row, channel) : ChannelScalars{};
+  float dt = 0.f, dt_u = 0.f;
   float4* __restrict__ h = reinterpret_cast<float4*>(state + unit * in.state);
   const T* __restrict__ a_row = static_cast<const T*>(in.A_log) + channel * in.state;
   const T* __restrict__ b_row = static_cast<const T*>(in.B) + bc;
