@@ -182,6 +182,18 @@ TEST(Mamba2GatedNormCuda, V2LeavesRowsBeyondItsRegistersToV1) {
       "v2");
 }
 
+// v2 is the default (2.2x v1 on an H100); TRIAX_MAMBA2_GATED_NORM_KERNEL=v1 keeps v1.
+TEST(Mamba2GatedNormCuda, V2RunsUnlessV1IsAskedFor) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  const CudaInputs in = cuda_inputs(k780mLike, at::kBFloat16, at::kFloat, 8);
+  {
+    ScopedVariable unset("TRIAX_MAMBA2_GATED_NORM_KERNEL", nullptr);
+    EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v2");
+  }
+  ScopedVariable choice("TRIAX_MAMBA2_GATED_NORM_KERNEL", "v1");
+  EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v1");
+}
+
 // v2's backward sums the weight's and D's terms in a fixed order: two runs give the same bits.
 TEST(Mamba2GatedNormCuda, V2GivesTheSameBitsTwice) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";

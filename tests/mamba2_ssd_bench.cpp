@@ -7,8 +7,8 @@
 // batch 8 unless given; bytes and peaks from the CUDA caching allocator. The layer runs in bf16,
 // timed forward and backward. TRIAX_MAMBA2_FUSED_NORM=0 and TRIAX_MAMBA2_SSD_KERNELS=0 time the
 // LibTorch compositions the mixer's CUDA kernels replace (TRIAX_MAMBA2_SSD_BACKWARD_FUSED=0 those of
-// the SSD backward's elementwise passes alone); TRIAX_MAMBA2_GATED_NORM_KERNEL=v2 the gated
-// norm's second kernels; TRIAX_MAMBA2_Y_IN_OPERAND_TYPE=0 the fused chunk scan's y (and dy) in
+// the SSD backward's elementwise passes alone); TRIAX_MAMBA2_GATED_NORM_KERNEL=v1 the gated
+// norm's first kernels; TRIAX_MAMBA2_Y_IN_OPERAND_TYPE=0 the fused chunk scan's y (and dy) in
 // fp32. With --cuda, everything is timed three times in one run: the fused chunk scan switched
 // off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
 // (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two).
@@ -169,7 +169,7 @@ void measure_layer(const Setting& s) {
 void print_kernel_switches() {
   const std::pair<const char*, const char*> switches[] = {{"TRIAX_FUSED_KERNELS", "on"},
                                                           {"TRIAX_MAMBA2_FUSED_NORM", "on"},
-                                                          {"TRIAX_MAMBA2_GATED_NORM_KERNEL", "v1"},
+                                                          {"TRIAX_MAMBA2_GATED_NORM_KERNEL", "v2"},
                                                           {"TRIAX_MAMBA2_SSD_KERNELS", "on"},
                                                           {"TRIAX_MAMBA2_CHUNK_SCAN", "on"},
                                                           {"TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "on"},

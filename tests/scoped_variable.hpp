@@ -1,5 +1,5 @@
 // An environment variable set for one scope (switches read at every call, such as the Mamba-2
-// kernels'), the previous value back after.
+// kernels'), or unset for it (value nullptr); the previous value back after.
 #pragma once
 
 #include <cstdlib>
@@ -10,7 +10,10 @@ class ScopedVariable {
  public:
   ScopedVariable(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) previous_ = old;
-    setenv(name, value, 1);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~ScopedVariable() {
     if (previous_)

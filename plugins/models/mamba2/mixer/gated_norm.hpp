@@ -35,8 +35,8 @@ at::Tensor gated_rms_norm_function(const GatedNormArgs& args, c10::ScalarType dt
 // Whether the CUDA kernels take these operands (always false in a CPU build).
 bool gated_norm_kernels_apply(const GatedNormArgs& args, c10::ScalarType dtype);
 
-// Which kernels gated_rms_norm runs for these operands: "v1" or "v2" (the CUDA kernels; v2 with
-// TRIAX_MAMBA2_GATED_NORM_KERNEL=v2 where a group's row fits its registers), else "composition".
+// Which kernels gated_rms_norm runs for these operands: "v1" or "v2" (the CUDA kernels; v2 where a
+// group's row fits its registers, unless TRIAX_MAMBA2_GATED_NORM_KERNEL=v1), else "composition".
 const char* gated_norm_kernels_used(const GatedNormArgs& args, c10::ScalarType dtype);
 
 }  // namespace triax::mamba2

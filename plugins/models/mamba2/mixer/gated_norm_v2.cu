@@ -1,4 +1,5 @@
-// The gated norm's second-generation kernels (gated_norm_kernels.hpp, TRIAX_MAMBA2_GATED_NORM_KERNEL=v2).
+// The gated norm's second-generation kernels (gated_norm_kernels.hpp; the default where a row fits,
+// TRIAX_MAMBA2_GATED_NORM_KERNEL=v1 keeps the first).
 // A block of up to 256 threads covers one group's channels; each thread owns up to kMaxSlots
 // 16-byte vectors of them (slot k: vector k * blockDim.x + threadIdx.x) and keeps those values
 // in registers between the row's reduction and its output, so every input is read from global
