@@ -3,13 +3,11 @@
 # The scaling kernels against the LibTorch composition, bit for bit (label gpu), and the fp8
 # weights kept across micro-batches (CPU emulation). The amax computed by the producers of fp8
 # operands (RMSNorm, SwiGLU): the records and the choice of norms (CPU), the kernels' amaxes exact
-# and a step's bits unchanged (label gpu); SwiGLU's gradient handed to the gate/up product in fp8
-# (a stand-in, CPU; its bytes and a step's bits, label gpu). All in sdk_test (tests/sdk_test.cmake).
+# and a step's bits unchanged (label gpu). All in sdk_test (tests/sdk_test.cmake).
 target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_linear_test.cpp
                                 ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_cast_test.cpp
                                 ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_weight_cache_test.cpp
-                                ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_producer_amax_test.cpp
-                                ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_quantised_stand_in_test.cpp)
+                                ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_producer_amax_test.cpp)
 
 # bf16 against fp8 per linear shape of SmolLM-135M/360M/1.7B, to place fp8.min_gemm_size (built,
 # not run by ctest).
@@ -23,11 +21,6 @@ if(TRIAX_CUDA)
   target_link_libraries(fp8_cast_bench PRIVATE triax_sdk)
   triax_use_pch(fp8_cast_bench)
   add_dependencies(triax_benches fp8_cast_bench)
-  # SwiGLU's backward into gate/up's fp8 operands: bf16 then the cast, against fp8 directly.
-  add_executable(swiglu_fp8_bench ${CMAKE_CURRENT_LIST_DIR}/fp8/swiglu_fp8_bench.cpp)
-  target_link_libraries(swiglu_fp8_bench PRIVATE triax_sdk)
-  triax_use_pch(swiglu_fp8_bench)
-  add_dependencies(triax_benches swiglu_fp8_bench)
 endif()
 
 # Column- and row-parallel fp8 layers at tp 2 (both modes, both recipes) against the whole layer:

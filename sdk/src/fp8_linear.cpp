@@ -20,7 +20,6 @@
 
 #include "deferred_weight.hpp"
 #include "fp8_matmul.hpp"
-#include "quantised_stand_in.hpp"
 #include "saved_tensor_parallel.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/fp8_weight_cache.hpp"
@@ -85,8 +84,7 @@ class Fp8LinearFunction : public torch::autograd::Function<Fp8LinearFunction> {
     const c10::ScalarType x_dtype = ctx->saved_data["x_dtype"].toScalarType();
     const c10::ScalarType weight_dtype = ctx->saved_data["weight_dtype"].toScalarType();
     const variable_list saved = ctx->get_saved_variables();
-    // A stand-in (SwiGLU's gradient, quantised by its producer) is passed on as it is.
-    const at::Tensor grad_y = fp8::is_quantised_stand_in(grads[0]) ? grads[0] : grads[0].contiguous();
+    const at::Tensor grad_y = grads[0].contiguous();
 
     // grad_x = gy [M, N] W [N, K]; grad_weight = gy^T [N, M] x [M, K]: the operands by layout,
     // [rows, contraction] row-major, each with its scale. The weight's product runs now, or in W

@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <limits>
 
-#include "quantised_stand_in.hpp"
 #include "triax/error.hpp"
 
 namespace triax::fp8 {
@@ -54,29 +53,29 @@ void scale_to_fp8(const at::Tensor& t, const at::Tensor& multiplier, c10::Scalar
 }
 
 #ifdef TRIAX_WITH_CUDA
-// {scale, multiplier, amax} in `out` ([3], fp32) as scales: all-reduced first where the amax spans
-// split dimensions, as any other.
-ScaleAndMultiplier tensor_scales_of(const at::Tensor& out, const Scaling& scaling, const TensorParallel& tp) {
-  if (scaling.across_tp && tp.size > 1) return scales_from_amax(out.narrow(0, 2, 1).view({1, 1}), scaling, tp);
-  return {out.narrow(0, 0, 1).view({1, 1}), out.narrow(0, 1, 1).view({1, 1})};
-}
-
 // The tensorwise scales of a contiguous CUDA tensor: {scale, multiplier, amax} in one allocation,
 // the scale at its start (cuBLASLt refuses a scale that is not 16-byte aligned, and
 // at::_scaled_mm passes it as it is). From the amax its producer recorded (recorded_amax.hpp), one
-// warp; else one kernel over the whole tensor (fp8_amax.cu).
+// warp; else one kernel over the whole tensor (fp8_amax.cu). Where the amax spans split
+// dimensions it is all-reduced first, as any other.
 ScaleAndMultiplier tensor_scales_on_device(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp) {
-  if (const at::Tensor slots = recorded_amax(t); slots.defined())
-    return tensor_scales_from_amax_slots(slots, scaling, tp);
   const at::Tensor out = at::empty({3}, t.options().dtype(at::kFloat));
-  // The block maxima and ticket.
-  const at::Tensor workspace = at::empty({kernels::kFp8ScaleBlocks + 1}, t.options().dtype(at::kFloat));
-  cuda_launch::check(
-      kernels::fp8_tensor_scale(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(), t.numel(),
-                                static_cast<float>(largest_value(scaling.format)), static_cast<float>(kAmaxFloor),
-                                workspace.data_ptr<float>(), out.data_ptr<float>(), cuda_launch::stream_of(t)),
-      "fp8_tensor_scale");
-  return tensor_scales_of(out, scaling, tp);
+  const float largest = static_cast<float>(largest_value(scaling.format));
+  const cudaStream_t stream = cuda_launch::stream_of(t);
+  if (const at::Tensor slots = recorded_amax(t); slots.defined()) {
+    cuda_launch::check(kernels::fp8_scale_from_amax_slots(slots.data_ptr<float>(), largest,
+                                                          static_cast<float>(kAmaxFloor), out.data_ptr<float>(), stream),
+                       "fp8_scale_from_amax_slots");
+  } else {
+    // The block maxima and ticket.
+    const at::Tensor workspace = at::empty({kernels::kFp8ScaleBlocks + 1}, t.options().dtype(at::kFloat));
+    cuda_launch::check(kernels::fp8_tensor_scale(*cuda_launch::kernel_dtype(t.scalar_type()), t.data_ptr(), t.numel(),
+                                                 largest, static_cast<float>(kAmaxFloor), workspace.data_ptr<float>(),
+                                                 out.data_ptr<float>(), stream),
+                       "fp8_tensor_scale");
+  }
+  if (scaling.across_tp && tp.size > 1) return scales_from_amax(out.narrow(0, 2, 1).view({1, 1}), scaling, tp);
+  return {out.narrow(0, 0, 1).view({1, 1}), out.narrow(0, 1, 1).view({1, 1})};
 }
 #endif
 
@@ -105,21 +104,8 @@ ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, con
   return {amax / largest, amax.reciprocal() * largest};
 }
 
-#ifdef TRIAX_WITH_CUDA
-ScaleAndMultiplier tensor_scales_from_amax_slots(const at::Tensor& slots, const Scaling& scaling,
-                                                 const TensorParallel& tp) {
-  const at::Tensor out = at::empty({3}, slots.options());
-  cuda_launch::check(kernels::fp8_scale_from_amax_slots(
-                         slots.data_ptr<float>(), static_cast<float>(largest_value(scaling.format)),
-                         static_cast<float>(kAmaxFloor), out.data_ptr<float>(), cuda_launch::stream_of(slots)),
-                     "fp8_scale_from_amax_slots");
-  return tensor_scales_of(out, scaling, tp);
-}
-#endif
-
 Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp, Layout layout) {
   if (t.dim() != 2) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "fp8 quantise: expected a matrix");
-  if (const DirectQuantiser producer = take_direct_quantiser(t)) return producer(scaling, tp, layout);
   const ScaleAndMultiplier scales = scales_of(t, scaling, tp);
   Fp8Matrix m;
   m.scale = scales.scale;

@@ -40,16 +40,7 @@ struct ScaleAndMultiplier {
 // first where `scaling.across_tp` says the amax spans split dimensions.
 ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, const TensorParallel& tp);
 
-#ifdef TRIAX_WITH_CUDA
-// The tensorwise scales from amax slots a producer kernel filled (kernels.hpp, kAmaxSlots; one
-// warp), all-reduced over tp where `scaling.across_tp` says: what quantise takes from a recorded
-// amax. The scale starts an allocation of its own (cuBLASLt reads it only 16-byte aligned).
-ScaleAndMultiplier tensor_scales_from_amax_slots(const at::Tensor& slots, const Scaling& scaling,
-                                                 const TensorParallel& tp);
-#endif
-
-// t [rows, cols] in any floating dtype -> its fp8 values and scale. A stand-in whose producer
-// writes its fp8 copy itself (quantised_stand_in.hpp) is quantised by that producer.
+// t [rows, cols] in any floating dtype -> its fp8 values and scale.
 Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp,
                    Layout layout = Layout::RowMajor);
 

@@ -19,7 +19,6 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "recorded_amax.hpp"
-#include "swiglu_fp8_gradient.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
@@ -219,7 +218,7 @@ at::Tensor swiglu_halves_backward(const at::Tensor& x, const at::Tensor& grad_ou
 // gate and up as the halves of each row of one tensor: read in place, and the gradient written
 // into one tensor of the same layout, so the fused GEMM's output and input gradient need no copy.
 struct SwigluHalvesFunction : torch::autograd::Function<SwigluHalvesFunction> {
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up, int64_t recording, bool gradient_in_fp8) {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up, int64_t recording) {
     c10::cuda::CUDAGuard device(gate_up.device());
     const at::Tensor x = gate_up.contiguous();
     const int64_t cols = x.size(-1) / 2, rows = x.numel() / (2 * cols);
@@ -234,20 +233,13 @@ struct SwigluHalvesFunction : torch::autograd::Function<SwigluHalvesFunction> {
                   "swiglu (fused halves) forward");
     record_amax_if(y, slots);
     ctx->saved_data["recording"] = recording;
-    ctx->saved_data["gradient_in_fp8"] = gradient_in_fp8;
     ctx->save_for_backward({x});
     return y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const at::Tensor x = ctx->get_saved_variables()[0];
-    if (ctx->saved_data["gradient_in_fp8"].toBool()) {
-      const at::Tensor grad_y = grads[0].contiguous();
-      if (swiglu_gradient_in_fp8_applies(x, grad_y))
-        return {swiglu_gradient_in_fp8(x, grad_y), at::Tensor(), at::Tensor()};
-    }
     const bool record_amax = records_input_gradient(ctx->saved_data["recording"].toInt());
-    return {swiglu_halves_backward(x, grads[0], nullptr, record_amax), at::Tensor(), at::Tensor()};
+    return {swiglu_halves_backward(ctx->get_saved_variables()[0], grads[0], nullptr, record_amax), at::Tensor()};
   }
 };
 
@@ -375,14 +367,13 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up) {
   return swiglu_composition(gate, up);
 }
 
-at::Tensor swiglu_halves(const at::Tensor& gate_up, [[maybe_unused]] AmaxRecording recording,
-                         [[maybe_unused]] bool gradient_in_fp8) {       // used by the CUDA kernel only
+at::Tensor swiglu_halves(const at::Tensor& gate_up, [[maybe_unused]] AmaxRecording recording) {
   RECORD_FUNCTION("triax::swiglu_halves", std::vector<c10::IValue>());  // one fused kernel on CUDA
   require(gate_up.dim() >= 1 && gate_up.size(-1) % 2 == 0,
           "swiglu_halves: gate_up " + shape_text(gate_up.sizes()) + " must have an even last dim (gate, then up)");
 #ifdef TRIAX_WITH_CUDA
   if (gate_up.numel() > 0 && kernels_apply({&gate_up}))
-    return SwigluHalvesFunction::apply(gate_up, code_of(recording), gradient_in_fp8);
+    return SwigluHalvesFunction::apply(gate_up, code_of(recording));
 #endif
   return swiglu_halves_composition(gate_up);
 }

@@ -2,7 +2,6 @@
 // (triax/layers/tensor_parallel_ops.hpp) in forward.
 #include <ATen/ATen.h>
 
-#include "quantised_stand_in.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/channel_major_linear.hpp"
 #include "triax/layers/cross_entropy.hpp"
@@ -165,13 +164,12 @@ at::Tensor RowParallelLinear::forward_channel_major(const at::Tensor& x) {
   return reduce(channel_major_linear(x, matrix()));
 }
 
-at::Tensor RowParallelLinear::forward_activated(RecomputedActivation activation, const at::Tensor& x, bool recompute,
-                                                bool input_gradient_in_fp8) {
+at::Tensor RowParallelLinear::forward_activated(RecomputedActivation activation, const at::Tensor& x,
+                                                bool recompute) {
   // A tensorwise fp8 product takes SwiGLU's amax from its kernel, and so does the fp8 product
-  // before it (gate_up's, whose output gradient SwiGLU's backward writes, or hands over in fp8).
+  // before it (gate_up's, whose output gradient SwiGLU's backward writes).
   if (fp8_ && fp8_->recipe == Fp8Recipe::Tensorwise && activation == RecomputedActivation::SwigluHalves)
-    return forward(swiglu_halves(x, AmaxRecording::OutputAndInputGradient,
-                                 input_gradient_in_fp8 && fp8::swiglu_gradient_in_fp8_enabled()));
+    return forward(swiglu_halves(x, AmaxRecording::OutputAndInputGradient));
   if (!recompute || fp8_) return forward(apply_activation(activation, x));
   return reduce(linear_of_recomputed_activation(activation, x, matrix()));
 }

@@ -31,7 +31,7 @@ at::Tensor SwiGluMlp::forward(const at::Tensor& x) {
     if (const at::Tensor activated = gate_up_proj->forward_swiglu_at_decode(x); activated.defined())
       return down_proj->forward(activated);
   return down_proj->forward_activated(RecomputedActivation::SwigluHalves, gate_up_proj->forward(x),
-                                      recompute_activation_, gate_up_proj->accepts_fp8_output_gradient());
+                                      recompute_activation_);
 }
 
 }  // namespace triax

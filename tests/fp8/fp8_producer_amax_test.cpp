@@ -5,9 +5,7 @@
 // (ctest label gpu, skipped without a GPU): the amaxes of the RMSNorm kernels (output, input
 // gradient) and the SwiGLU kernels (output, input gradient) equal max |tensor| exactly (bf16, odd
 // sizes, zeros), nothing is recorded unless asked, and a training step through norms and fp8 MLPs
-// takes the recorded amaxes and gives the bits it gives without them. SwiGLU's gradient handed to
-// the gate/up product in fp8 (docs/fp8.md, "SwiGLU's gradient in fp8"): the bytes and scale of
-// the gradient cast, and a step's bits with TRIAX_FP8_SWIGLU_GRAD_FP8 on and off.
+// takes the recorded amaxes and gives the bits it gives without them.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -18,9 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "fp8_matmul.hpp"
 #include "fp8_test_support.hpp"
-#include "quantised_stand_in.hpp"
 #include "recorded_amax.hpp"
 #include "triax/fp8.hpp"
 #include "triax/layers/fused_ops.hpp"
@@ -227,107 +223,41 @@ struct Step {
   at::Tensor loss;
   std::vector<at::Tensor> grads;  // the inputs', then every parameter's
   size_t amax_uses;
-  size_t fp8_gradients;  // SwiGLU's gradients handed over in fp8 (stand-ins taken)
 };
 
-const char* const kProducerAmax = "TRIAX_FP8_PRODUCER_AMAX";
-const char* const kSwigluGradientInFp8 = "TRIAX_FP8_SWIGLU_GRAD_FP8";
-
-// One forward and backward; `switched_off` (or null) set to 0 for it.
-Step step(TwoBlocks& model, const char* switched_off) {
-  if (switched_off != nullptr) setenv(switched_off, "0", 1);
+// One forward and backward; `producer_amax` false: TRIAX_FP8_PRODUCER_AMAX=0 for it.
+Step step(TwoBlocks& model, bool producer_amax) {
+  if (!producer_amax) setenv("TRIAX_FP8_PRODUCER_AMAX", "0", 1);
   at::manual_seed(8);
   const at::Tensor x = at::randn({2, 72, 256}, kBf16).requires_grad_(true);
   const at::Tensor pending = at::randn({2, 72, 256}, kBf16).requires_grad_(true);
   const at::Tensor probe = at::randn({2, 72, 256}, kBf16.dtype(at::kFloat));
-  const size_t uses = triax::fp8::recorded_amax_uses(), taken = triax::fp8::quantised_stand_ins_taken();
+  const size_t uses = triax::fp8::recorded_amax_uses();
   model.zero_grad();
   const auto [h, normed] = model.norm[0]->forward_after_add(x, pending);
   const auto [h2, normed2] = model.norm[1]->forward_after_add(h, model.mlp[0]->forward(normed));
   const at::Tensor loss = (model.mlp[1]->forward(normed2).to(at::kFloat) * probe).sum() + h2.to(at::kFloat).sum();
   loss.backward();
-  if (switched_off != nullptr) unsetenv(switched_off);
-  Step s{loss.detach(),
-         {x.grad(), pending.grad()},
-         triax::fp8::recorded_amax_uses() - uses,
-         triax::fp8::quantised_stand_ins_taken() - taken};
+  unsetenv("TRIAX_FP8_PRODUCER_AMAX");
+  Step s{loss.detach(), {x.grad(), pending.grad()}, triax::fp8::recorded_amax_uses() - uses};
   for (const auto& p : model.parameters()) s.grads.push_back(p.grad().clone());
   return s;
-}
-
-void expect_same_bits(const Step& a, const Step& b, const std::string& what) {
-  EXPECT_TRUE(at::equal(a.loss, b.loss)) << what << ": " << a.loss.item<float>() << " against " << b.loss.item<float>();
-  ASSERT_EQ(a.grads.size(), b.grads.size());
-  for (size_t i = 0; i < b.grads.size(); ++i) {
-    ASSERT_TRUE(b.grads[i].defined() && a.grads[i].defined()) << what << ", gradient " << i;
-    EXPECT_TRUE(at::equal(a.grads[i], b.grads[i])) << what << ", gradient " << i;
-  }
 }
 
 // The amax is exact either way and the scale comes from it by the same arithmetic: the step with
 // the producers' amaxes has the bits of the step with the fp8 products' own amax passes.
 TEST_F(Fp8ProducerAmaxCuda, AnFp8StepTakesTheProducersAmaxesAndKeepsItsBits) {
   TwoBlocks model(fp8_context("min_gemm_size: 0", at::kCUDA, at::kBFloat16));
-  const Step own = step(model, kProducerAmax), fused = step(model, nullptr);
+  const Step own = step(model, false), fused = step(model, true);
   EXPECT_EQ(own.amax_uses, 0u);
-  EXPECT_EQ(own.fp8_gradients, 0u);
-  // Each MLP: gate_up's input (the norm) and output gradient (SwiGLU: now handed over in fp8),
-  // down's input (SwiGLU); the first MLP's down: its output gradient (the second norm's backward).
-  EXPECT_EQ(fused.amax_uses, 5u);
-  EXPECT_EQ(fused.fp8_gradients, 2u);
-  expect_same_bits(fused, own, "with the producers' amaxes");
-}
-
-// SwiGLU's backward writing gate/up's output gradient in fp8 (its own amax pass, then both layouts)
-// against writing it in bf16 for the product's cast: the MLPs' input and weight gradients, bit for bit.
-TEST_F(Fp8ProducerAmaxCuda, SwigluGradientInFp8KeepsAStepsBits) {
-  TwoBlocks model(fp8_context("min_gemm_size: 0", at::kCUDA, at::kBFloat16));
-  const Step cast = step(model, kSwigluGradientInFp8), direct = step(model, nullptr);
-  EXPECT_EQ(cast.fp8_gradients, 0u);
-  EXPECT_EQ(cast.amax_uses, 7u);
-  EXPECT_EQ(direct.fp8_gradients, 2u);
-  expect_same_bits(direct, cast, "SwiGLU's gradient in fp8");
-  EXPECT_EQ(triax::fp8::quantised_stand_ins_waiting(), 0u) << "every stand-in taken";
-}
-
-// The stand-in's quantise against the bf16 gradient's (with its recorded amax), both layouts:
-// whole and partial 64-column tiles, 1.7b's [16384 x 8192] halves in a slice of its rows, zeros,
-// and fp32; where the kernel does not apply (rows not a multiple of 16), the gradient as before.
-TEST_F(Fp8ProducerAmaxCuda, SwigluGradientInFp8HasTheBytesOfTheCast) {
-  struct Case {
-    int64_t rows, cols;
-    bool zeros;
-    c10::ScalarType dtype;
-  };
-  const Case cases[] = {{144, 24, false, at::kBFloat16},    {32, 2048, false, at::kBFloat16},
-                        {2048, 8192, false, at::kBFloat16}, {16, 8, true, at::kBFloat16},
-                        {48, 200, false, at::kFloat},       {37, 64, false, at::kBFloat16}};
-  const triax::fp8::Scaling e5m2{c10::ScalarType::Float8_e5m2};
-  for (const Case& c : cases) {
-    const std::string what = std::to_string(c.rows) + " x " + std::to_string(c.cols) + " " + c10::toString(c.dtype);
-    const auto options = kBf16.dtype(c.dtype);
-    const at::Tensor gate_up =
-        (c.zeros ? at::zeros({c.rows, 2 * c.cols}, options) : at::randn({c.rows, 2 * c.cols}, options) * 3)
-            .requires_grad_(true);
-    const at::Tensor grad_y = at::randn({c.rows, c.cols}, options);
-    const at::Tensor bf16 =
-        torch::autograd::grad({triax::swiglu_halves(gate_up, AmaxRecording::InputGradient)}, {gate_up}, {grad_y})[0];
-    const at::Tensor handed =
-        torch::autograd::grad({triax::swiglu_halves(gate_up, AmaxRecording::InputGradient, /*gradient_in_fp8=*/true)},
-                              {gate_up}, {grad_y})[0];
-    const triax::fp8::Fp8Matrix cast = triax::fp8::quantise(bf16, e5m2, {}, triax::fp8::Layout::Both);
-    if (c.rows % 16 != 0) {
-      EXPECT_FALSE(triax::fp8::is_quantised_stand_in(handed)) << what;
-      EXPECT_TRUE(at::equal(handed, bf16)) << what;
-      continue;
-    }
-    ASSERT_TRUE(triax::fp8::is_quantised_stand_in(handed)) << what;
-    const triax::fp8::Fp8Matrix direct = triax::fp8::quantise(handed, e5m2, {}, triax::fp8::Layout::Both);
-    EXPECT_TRUE(at::equal(direct.scale, cast.scale)) << what;
-    EXPECT_TRUE(at::equal(direct.data.view(at::kByte), cast.data.view(at::kByte))) << what;
-    EXPECT_TRUE(at::equal(direct.transposed.view(at::kByte), cast.transposed.view(at::kByte))) << what;
-    for (const at::Tensor* t : {&direct.data, &direct.transposed, &direct.scale})
-      EXPECT_TRUE(triax::fp8::aligned_for_cublaslt(*t)) << what;
+  // Each MLP: gate_up's input (the norm) and output gradient (SwiGLU), down's input (SwiGLU);
+  // the first MLP's down: its output gradient (the second norm's backward).
+  EXPECT_EQ(fused.amax_uses, 7u);
+  EXPECT_TRUE(at::equal(fused.loss, own.loss)) << fused.loss.item<float>() << " against " << own.loss.item<float>();
+  ASSERT_EQ(fused.grads.size(), own.grads.size());
+  for (size_t i = 0; i < own.grads.size(); ++i) {
+    ASSERT_TRUE(own.grads[i].defined() && fused.grads[i].defined()) << "gradient " << i;
+    EXPECT_TRUE(at::equal(fused.grads[i], own.grads[i])) << "gradient " << i;
   }
 }
 
@@ -364,8 +294,7 @@ struct LayerStep {
 
 // One decoder layer's forward and backward with a pending add coming in and its MLP output added
 // by a norm after it (the next layer's input_layernorm), the weights cast as at a step's start.
-LayerStep layer_step(OneLayer& model, const LayerSize& size, int64_t tokens, bool producer_amax,
-                     size_t* fp8_gradients = nullptr) {
+LayerStep layer_step(OneLayer& model, const LayerSize& size, int64_t tokens, bool producer_amax) {
   if (!producer_amax) setenv("TRIAX_FP8_PRODUCER_AMAX", "0", 1);
   at::manual_seed(9);
   const int64_t head_dim = size.hidden / size.heads;
@@ -378,7 +307,6 @@ LayerStep layer_step(OneLayer& model, const LayerSize& size, int64_t tokens, boo
   triax::fp8_weights_changed();
   model.zero_grad();
   const size_t found = triax::fp8::recorded_amax_uses(), own = triax::fp8::recorded_amax_misses();
-  const size_t taken = triax::fp8::quantised_stand_ins_taken();
   const triax::ResidualStream out = model.layer->forward_stream({x, pending}, {cos, sin});
   const auto [h, normed] = next_norm.forward_after_add(out.residual, out.pending);
   const at::Tensor loss = (normed.to(at::kFloat) * probe).sum() + h.to(at::kFloat).sum();
@@ -387,16 +315,14 @@ LayerStep layer_step(OneLayer& model, const LayerSize& size, int64_t tokens, boo
   LayerStep s{loss.detach(), {x.grad(), pending.grad()}, triax::fp8::recorded_amax_uses() - found,
               triax::fp8::recorded_amax_misses() - own};
   for (const auto& p : model.parameters()) s.grads.push_back(p.grad().clone());
-  if (fp8_gradients != nullptr) *fp8_gradients = triax::fp8::quantised_stand_ins_taken() - taken;
   return s;
 }
 
 // Of a layer's 12 tensorwise quantises (x and W of 4 products, gy of 4) the producers' amaxes serve
 // 7: the inputs of q/k/v (input_layernorm), gate/up (post_attention_layernorm) and down (SwiGLU),
 // the output gradients of q/k/v (the rotary backward), o (post_attention_layernorm's backward),
-// gate/up (SwiGLU's backward; a stand-in in fp8 instead where its rows allow) and down (the
-// next norm's backward). Own passes: the 4 weights and o_proj's input (attention's output). At a
-// small layer and at SmolLM-1.7B's (2,048 tokens).
+// gate/up (SwiGLU's backward) and down (the next norm's backward). Own passes: the 4 weights and
+// o_proj's input (attention's output). At a small layer and at SmolLM-1.7B's (2,048 tokens).
 // The gradients equal those of the run without records bit for bit where that run repeats itself
 // bit for bit; cuDNN's attention backward may sum in another order from run to run (PyTorch counts
 // it as nondeterministic), and then the records may move a gradient by no more than a repeat does.
@@ -408,16 +334,11 @@ TEST_F(Fp8ProducerAmaxCuda, ADecoderLayerTakesSevenOfItsTwelveAmaxesFromProducer
     OneLayer model(context, size);
     triax::convert_linears_to_fp8(model, context);
     const int64_t tokens = size.hidden == kSmallLayer.hidden ? 72 : 2048;
-    size_t fp8_gradients = 0;
-    const LayerStep own = layer_step(model, size, tokens, false);
-    const LayerStep fused = layer_step(model, size, tokens, true, &fp8_gradients);
+    const LayerStep own = layer_step(model, size, tokens, false), fused = layer_step(model, size, tokens, true);
     const LayerStep repeat = layer_step(model, size, tokens, false);
     EXPECT_EQ(own.found, 0u) << what;
     EXPECT_EQ(own.own, 12u) << what;
-    // SwiGLU's gradient goes over in fp8 where its rows are a multiple of 16 (not the small layer's 72).
-    const bool in_fp8 = tokens % 16 == 0;
-    EXPECT_EQ(fused.found, in_fp8 ? 6u : 7u) << what;
-    EXPECT_EQ(fp8_gradients, in_fp8 ? 1u : 0u) << what;
+    EXPECT_EQ(fused.found, 7u) << what;
     EXPECT_EQ(fused.own, 5u) << what;
     EXPECT_TRUE(at::equal(fused.loss, own.loss)) << what;
     ASSERT_EQ(fused.grads.size(), own.grads.size());

@@ -9,7 +9,6 @@
 // 32 x 32 tile kernel).
 #include <cuda_fp8.h>
 
-#include "fp8_tiles.cuh"
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -70,28 +69,51 @@ __global__ void scale_to_fp8_transposed_kernel(const T* __restrict__ x, const fl
   }
 }
 
-// The vectorised transposing kernel (fp8_tiles.cuh): a block of 256 threads scales a tile of 128
-// rows x 64 columns. rows % 16 == 0, cols % 8 == 0, x 16-byte, out 8-byte and out_t 16-byte
-// aligned (launcher).
+// The vectorised transposing kernel: a block of 256 threads scales a tile of 128 rows x 64 columns.
+// Thread t reads 4 rows x 8 columns (rows 4 * (t / 8) + i, columns 8 * (t % 8) + k): each row of
+// the tile is one 128-byte read by 8 neighbouring threads. The 4 bytes a thread makes per column
+// (4 consecutive rows) form one word of the transposed tile in shared memory; each transposed row
+// (128 bytes) is then stored by 8 threads in 16-byte pieces. Words are placed at index
+// word ^ swizzle(column), so that neither the word stores nor the 16-byte loads of shared memory
+// meet in one bank.
+constexpr int kVecTileRows = 128, kVecTileCols = 64, kVecThreads = 256;
+constexpr int kWordsPerColumn = kVecTileRows / 4;
+
+// XOR on the word index's bits 2-4: a group of 4 words (16 bytes) stays together and in order.
+__device__ __forceinline__ int swizzled(int word, int column) { return word ^ (((column / 8) % 8) * 4); }
+
+// The 8 elements at p (16-byte aligned) in fp32.
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float (&v)[8]) {
+  constexpr int N = kVectorWidth<T>;
+#pragma unroll
+  for (int part = 0; part < 8 / N; ++part) {
+    const Pack<T, N> in = load_pack<T, N>(p + part * N);
+#pragma unroll
+    for (int k = 0; k < N; ++k) v[part * N + k] = to_float(in.v[k]);
+  }
+}
+
+// rows % 16 == 0, cols % 8 == 0, x 16-byte, out 8-byte and out_t 16-byte aligned (launcher).
 template <typename T, typename F>
-__global__ void __launch_bounds__(fp8_tiles::kThreads)
+__global__ void __launch_bounds__(kVecThreads)
     scale_to_fp8_tiles_kernel(const T* __restrict__ x, const float* __restrict__ multiplier,
                               int64_t multiplier_row_stride, int64_t multiplier_col_stride, uint8_t* __restrict__ out,
                               uint8_t* __restrict__ out_t, int64_t rows, int64_t cols) {
-  __shared__ __align__(16) fp8_tiles::TransposedTile tile;
+  __shared__ __align__(16) uint32_t tile[kVecTileCols][kWordsPerColumn];
   const int t = threadIdx.x, group = t % 8, word = t / 8;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * fp8_tiles::kTileCols, c = c0 + group * 8;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kVecTileCols, c = c0 + group * 8;
   const bool one_multiplier = multiplier_row_stride == 0 && multiplier_col_stride == 0;
   const float tensor_multiplier = one_multiplier ? *multiplier : 0.0f;
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * fp8_tiles::kTileRows; r0 < rows;
-       r0 += static_cast<int64_t>(gridDim.y) * fp8_tiles::kTileRows) {
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kVecTileRows; r0 < rows;
+       r0 += static_cast<int64_t>(gridDim.y) * kVecTileRows) {
     uint32_t words[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int64_t r = r0 + word * 4 + i;
       if (r >= rows || c >= cols) continue;
       float v[8];
-      fp8_tiles::load8(x + r * cols + c, v);
+      load8(x + r * cols + c, v);
       Pack<uint8_t, 8> q;
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
@@ -102,9 +124,18 @@ __global__ void __launch_bounds__(fp8_tiles::kThreads)
       }
       if (out != nullptr) store_pack<uint8_t, 8>(out + r * cols + c, q);
     }
-    fp8_tiles::stage_words(tile, words, t);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) tile[group * 8 + k][swizzled(word, group * 8 + k)] = words[k];
     __syncthreads();
-    fp8_tiles::store_transposed(tile, out_t, r0, c0, rows, cols, t);
+    // Transposed row (column c0 + column) of 128 bytes: 8 pieces of 16 (4 words), one per thread.
+#pragma unroll
+    for (int pass = 0; pass < kVecTileCols / (kVecThreads / 8); ++pass) {
+      const int column = t / 8 + pass * (kVecThreads / 8), piece = t % 8;
+      const int64_t r = r0 + piece * 16;
+      if (c0 + column < cols && r < rows)
+        *reinterpret_cast<uint4*>(out_t + (c0 + column) * rows + r) =
+            *reinterpret_cast<const uint4*>(&tile[column][swizzled(piece * 4, column)]);
+    }
     __syncthreads();
   }
 }
@@ -129,10 +160,10 @@ cudaError_t scale_to_fp8(Dtype dtype, const void* x, const float* multiplier, in
     const bool vector_tiles = rows % 16 == 0 && cols % 8 == 0 && aligned16(x) && aligned16(out_t) &&
                               reinterpret_cast<std::uintptr_t>(out) % 8 == 0;
     if (out_t != nullptr && vector_tiles)
-      return e5m2 ? launch_tiles(scale_to_fp8_tiles_kernel<T, __nv_fp8_e5m2>, dim3(fp8_tiles::kThreads),
-                                 fp8_tiles::kTileRows, fp8_tiles::kTileCols)
-                  : launch_tiles(scale_to_fp8_tiles_kernel<T, __nv_fp8_e4m3>, dim3(fp8_tiles::kThreads),
-                                 fp8_tiles::kTileRows, fp8_tiles::kTileCols);
+      return e5m2 ? launch_tiles(scale_to_fp8_tiles_kernel<T, __nv_fp8_e5m2>, dim3(kVecThreads), kVecTileRows,
+                                 kVecTileCols)
+                  : launch_tiles(scale_to_fp8_tiles_kernel<T, __nv_fp8_e4m3>, dim3(kVecThreads), kVecTileRows,
+                                 kVecTileCols);
     if (out_t != nullptr)
       return e5m2
                  ? launch_tiles(scale_to_fp8_transposed_kernel<T, __nv_fp8_e5m2>, dim3(kTile, kTileRows), kTile, kTile)

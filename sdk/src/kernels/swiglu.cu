@@ -47,9 +47,8 @@ __global__ void swiglu_forward_kernel(const T* __restrict__ gate, const T* __res
 }
 
 // kOutput: y (laid out as grad_y) is written too, with the forward kernel's bits: a backward that
-// did not keep y gets it from the same read of gate and up. kGradient false: nothing is stored, only
-// the gradients' amax folded (the first pass of the gradient written in fp8, swiglu_fp8.cu).
-template <typename T, int N, bool kOutput, bool kAmax, bool kGradient = true>
+// did not keep y gets it from the same read of gate and up.
+template <typename T, int N, bool kOutput, bool kAmax>
 __global__ void swiglu_backward_kernel(const T* __restrict__ grad_y, int64_t out_stride, const T* __restrict__ gate,
                                        const T* __restrict__ up, T* __restrict__ grad_gate, T* __restrict__ grad_up,
                                        T* __restrict__ y, int64_t in_stride, float* __restrict__ amax_slots,
@@ -59,6 +58,8 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ grad_y, int64_t out
     const T* d_row = grad_y + r * out_stride;
     const T* g_row = gate + r * in_stride;
     const T* u_row = up + r * in_stride;
+    T* dg_row = grad_gate + r * in_stride;
+    T* du_row = grad_up + r * in_stride;
     for (int64_t p = first_pack(); p < packs; p += pack_stride()) {
       const Pack<T, N> dv = load_pack<T, N>(d_row + p * N);
       const Pack<T, N> gv = load_pack<T, N>(g_row + p * N);
@@ -66,17 +67,17 @@ __global__ void swiglu_backward_kernel(const T* __restrict__ grad_y, int64_t out
       Pack<T, N> dg, du, out;
 #pragma unroll
       for (int k = 0; k < N; ++k) {
+        const float d = to_float(dv.v[k]);
         const float g = to_float(gv.v[k]);
-        const SwigluGradients grads = swiglu_gradients(to_float(dv.v[k]), g, to_float(uv.v[k]));
-        dg.v[k] = from_float<T>(grads.gate);
-        du.v[k] = from_float<T>(grads.up);
-        if constexpr (kOutput) out.v[k] = from_float<T>(swiglu_of(g, to_float(uv.v[k])));  // as the forward kernel
+        const float s = sigmoid(g);
+        // silu'(g) = s (1 + g (1 - s))
+        dg.v[k] = from_float<T>(d * to_float(uv.v[k]) * s * (1.f + g * (1.f - s)));
+        du.v[k] = from_float<T>(d * g * s);
+        if constexpr (kOutput) out.v[k] = from_float<T>(g * s * to_float(uv.v[k]));  // as the forward kernel
         if constexpr (kAmax) amax = abs_max(abs_max(amax, to_float(dg.v[k])), to_float(du.v[k]));
       }
-      if constexpr (kGradient) {
-        store_pack<T, N>(grad_gate + r * in_stride + p * N, dg);
-        store_pack<T, N>(grad_up + r * in_stride + p * N, du);
-      }
+      store_pack<T, N>(dg_row + p * N, dg);
+      store_pack<T, N>(du_row + p * N, du);
       if constexpr (kOutput) store_pack<T, N>(y + r * out_stride + p * N, out);
     }
   }
@@ -126,8 +127,6 @@ cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride,
                             void* grad_gate, void* grad_up, void* y, int64_t in_stride, float* amax_slots,
                             int64_t rows, int64_t cols, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  if ((grad_gate == nullptr) != (grad_up == nullptr) || (grad_gate == nullptr && (amax_slots == nullptr || y != nullptr)))
-    return cudaErrorInvalidValue;  // both gradients, or neither and the amax alone
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     auto launch = [&](auto kernel, int64_t packs) {
@@ -138,13 +137,10 @@ cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride,
           packs);
       return cudaGetLastError();
     };
-    // The kernel for N elements a vector, with or without the output and the amax; without the
-    // gradients, the amax alone.
+    // The kernel for N elements a vector, with or without the output and the amax.
     auto launch_width = [&](auto width, int64_t packs) {
-      constexpr int W = decltype(width)::value;
-      if (grad_gate == nullptr) return launch(swiglu_backward_kernel<T, W, false, true, false>, packs);
       return dispatch_switches(y != nullptr, amax_slots != nullptr, [&](auto output, auto amax) {
-        return launch(swiglu_backward_kernel<T, W, output.value, amax.value>, packs);
+        return launch(swiglu_backward_kernel<T, decltype(width)::value, output.value, amax.value>, packs);
       });
     };
     constexpr int N = kVectorWidth<T>;

@@ -48,16 +48,6 @@ __device__ __forceinline__ float rounded_to(float v) {
 __device__ __forceinline__ float sigmoid(float v) { return 1.f / (1.f + expf(-v)); }
 // SwiGLU's output element, silu(g) * u, as every kernel that writes it computes it (same bits).
 __device__ __forceinline__ float swiglu_of(float g, float u) { return g * sigmoid(g) * u; }
-// SwiGLU's gradients for its output's gradient d, in fp32 before the rounding to the stored dtype,
-// as every kernel that computes them does (same bits): gate = d u silu'(g) with
-// silu'(g) = s (1 + g (1 - s)), up = d silu(g).
-struct SwigluGradients {
-  float gate, up;
-};
-__device__ __forceinline__ SwigluGradients swiglu_gradients(float d, float g, float u) {
-  const float s = sigmoid(g);
-  return {d * u * s * (1.f + g * (1.f - s)), d * g * s};
-}
 
 // ---- vector access ---------------------------------------------------------------------------
 

@@ -100,25 +100,9 @@ cudaError_t swiglu_forward(Dtype dtype, const void* gate, const void* up, int64_
 // two gradients as gate and up (into one [rows, 2 x cols] gradient for fused halves). y: null, or
 // where the forward's output is written again (laid out as grad_y), from the same reads.
 // amax_slots: null, or where the max of |grad_gate| and |grad_up| is folded (kAmaxSlots).
-// grad_gate and grad_up both null (and y null, amax_slots not): the amax alone, nothing stored.
 cudaError_t swiglu_backward(Dtype dtype, const void* grad_y, int64_t out_stride, const void* gate, const void* up,
                             void* grad_gate, void* grad_up, void* y, int64_t in_stride, float* amax_slots,
                             int64_t rows, int64_t cols, cudaStream_t stream);
-
-// ---- SwiGLU's backward into fp8 (swiglu_fp8.cu) ------------------------------------------------
-
-// The gradient of gate and up (swiglu_backward's bits, rounded to dtype) times *multiplier, rounded
-// to fp8 (e5m2, or e4m3) as scale_to_fp8 rounds: out [rows, 2 x cols] (gate's columns, then up's)
-// and out_t its transpose [2 x cols, rows], from one read of grad_y [rows, cols] (contiguous) and
-// gate, up (row stride in_stride). Both outputs are written: the bytes of swiglu_backward into a
-// [rows, 2 x cols] tensor, then scale_to_fp8 of it.
-cudaError_t swiglu_backward_to_fp8(Dtype dtype, const void* grad_y, const void* gate, const void* up, int64_t in_stride,
-                                   const float* multiplier, bool e5m2, void* out, void* out_t, int64_t rows,
-                                   int64_t cols, cudaStream_t stream);
-// Whether swiglu_backward_to_fp8 takes these operands: rows a multiple of 16, cols and in_stride of
-// 8, grad_y, gate, up and out_t 16-byte aligned, out 8-byte aligned, neither output null.
-bool swiglu_backward_to_fp8_applies(int64_t rows, int64_t cols, int64_t in_stride, const void* grad_y, const void* gate,
-                                    const void* up, const void* out, const void* out_t);
 
 // ---- rotary embedding (rotary.cu) ------------------------------------------------------------
 

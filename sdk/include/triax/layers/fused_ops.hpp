@@ -52,12 +52,7 @@ at::Tensor swiglu(const at::Tensor& gate, const at::Tensor& up);
 // SwiGLU of one fused gate/up projection's output: gate_up [..., 2n] holds gate in the first n of
 // its last dim and up in the last n; returns [..., n]. Its gradient comes back in gate_up's layout
 // (on CUDA without splitting or joining the halves). Composition: swiglu over gate_up.chunk(2, -1).
-// `gradient_in_fp8`: gate_up is the output of a tensorwise fp8 linear that nothing else reads
-// (ColumnParallelLinear::accepts_fp8_output_gradient); on CUDA, where the kernel applies, backward
-// then hands that linear the gradient's fp8 copy instead of writing it (docs/fp8.md, "SwiGLU's
-// gradient in fp8"; any other reader of the gradient would read NaN).
-at::Tensor swiglu_halves(const at::Tensor& gate_up, AmaxRecording recording = AmaxRecording::None,
-                         bool gradient_in_fp8 = false);
+at::Tensor swiglu_halves(const at::Tensor& gate_up, AmaxRecording recording = AmaxRecording::None);
 // swiglu_halves run again in backward: {the gradient of gate_up for grad_y, swiglu_halves(gate_up)}
 // (what a backward that did not keep the output needs: linear_of_recomputed_activation). On CUDA
 // one kernel reads gate_up once for both, and the output has swiglu_halves's bits. Composition:

@@ -90,10 +90,6 @@ class ColumnParallelLinear : public SpecifiedModule {
   // raised when its dimensions on this rank are not multiples of 16, or it keeps the model's dtype.
   void compute_in_fp8(Fp8Recipe recipe, const std::string& name);
   bool keeps_model_dtype() const { return keeps_model_dtype_; }
-  // Whether forward's output gradient reaches the tensorwise fp8 product alone (no bias between),
-  // so that the product can take it already in fp8 from the kernel that computes it (SwiGLU's
-  // backward: triax/layers/fused_ops.hpp's swiglu_halves).
-  bool accepts_fp8_output_gradient() const { return fp8_ && fp8_->recipe == Fp8Recipe::Tensorwise && !bias.defined(); }
   std::array<int64_t, 2> matrix_shape() const;  // [out/tp, in]: the product's N and K on this rank
   at::Tensor weight, bias;
 
@@ -121,11 +117,7 @@ class RowParallelLinear : public SpecifiedModule {
   // forward(apply_activation(activation, x)). With `recompute` the activation's output is not kept
   // for backward, which runs the activation again (triax/layers/recomputed_activation.hpp).
   // In fp8 the activation's output is kept (as the fp8 product's input) even with `recompute`.
-  // `input_gradient_in_fp8`: x is the output of a ColumnParallelLinear that accepts its gradient in
-  // fp8 (accepts_fp8_output_gradient) and nothing else reads x; a tensorwise fp8 SwiGLU then hands
-  // it that gradient in fp8 (unless TRIAX_FP8_SWIGLU_GRAD_FP8=0).
-  at::Tensor forward_activated(RecomputedActivation activation, const at::Tensor& x, bool recompute,
-                               bool input_gradient_in_fp8 = false);
+  at::Tensor forward_activated(RecomputedActivation activation, const at::Tensor& x, bool recompute);
   // As ColumnParallelLinear::compute_in_fp8.
   void compute_in_fp8(Fp8Recipe recipe, const std::string& name);
   bool computes_in_fp8() const { return fp8_.has_value(); }
