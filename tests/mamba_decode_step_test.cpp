@@ -6,7 +6,7 @@
 // largest reference value, at batch 1 and 32, d_state 16 (and 5), 4 taps (and 2), with x, z, B and
 // C read as the strided views of the projections' outputs that the mixer passes. The .Folded*
 // tests: dt_proj folded into the SSM step (TRIAX_MAMBA_DT_IN_STEP), dt read from x_proj's output.
-// .VectorLoads*: the thread-per-channel step's 16-byte loads (and four lanes a channel) against its
+// .VectorLoads*: the thread-per-channel step's 16-byte loads against its
 // scalar loads, bit for bit.
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
@@ -224,8 +224,7 @@ void for_each_layout_dtype_and_rows(const std::function<void(c10::ScalarType, in
 }
 
 // TRIAX_MAMBA_SSM_STEP_VECTOR: the thread-per-channel kernel's 16-byte loads give its scalar
-// loads' bits, y and the state after every step, with dt_proj folded in and without; so do four
-// lanes a channel (TRIAX_MAMBA_SSM_STEP_FOUR_LANES=1; states 16 and 48 here, else one thread).
+// loads' bits, y and the state after every step, with dt_proj folded in and without.
 void check_vector_loads_keep_the_bits(const StepShape& s, int64_t r, c10::ScalarType dtype) {
   SCOPED_TRACE(std::string(c10::toString(dtype)) + " rows " + std::to_string(s.rows) + " d " + std::to_string(s.d) +
                " n " + std::to_string(s.n) + " r " + std::to_string(r));
@@ -234,24 +233,19 @@ void check_vector_loads_keep_the_bits(const StepShape& s, int64_t r, c10::Scalar
   for (bool folded : {false, true}) {
     SCOPED_TRACE(folded ? "folded dt_proj" : "delta given");
     at::Tensor scalar_state = at::zeros({s.rows, s.d, s.n}, at::TensorOptions(kCuda).dtype(at::kFloat));
-    at::Tensor vector_state = scalar_state.clone(), lanes_state = scalar_state.clone();
+    at::Tensor vector_state = scalar_state.clone();
     for (int64_t t = 0; t < s.steps; ++t) {
       SCOPED_TRACE("step " + std::to_string(t));
       const at::Tensor u = gpu.u.select(2, t).contiguous();
       const SsmStepArgs args = folded ? gpu.folded_ssm(t, u) : gpu.ssm(t, u);
-      const auto step = [&](const char* vector_loads, const char* four_lanes, const at::Tensor& state) {
+      const auto step = [&](const char* vector_loads, const at::Tensor& state) {
         const ScopedVariable loads("TRIAX_MAMBA_SSM_STEP_VECTOR", vector_loads);
-        const ScopedVariable lanes("TRIAX_MAMBA_SSM_STEP_FOUR_LANES", four_lanes);
         return triax::mamba::ssm_state_step(args, state);
       };
-      const at::Tensor scalar_y = step("0", "0", scalar_state), vector_y = step("1", "0", vector_state);
-      const at::Tensor lanes_y = step("1", "1", lanes_state);
+      const at::Tensor scalar_y = step("0", scalar_state), vector_y = step("1", vector_state);
       ASSERT_GT(scalar_y.abs().max().item<double>(), 0.0);
       EXPECT_TRUE(at::equal(scalar_y, vector_y)) << "y differs by up to " << (scalar_y - vector_y).abs().max().item<double>();
       EXPECT_TRUE(at::equal(scalar_state, vector_state)) << "SSM state";
-      EXPECT_TRUE(at::equal(scalar_y, lanes_y)) << "four lanes: y differs by up to "
-                                                << (scalar_y - lanes_y).abs().max().item<double>();
-      EXPECT_TRUE(at::equal(scalar_state, lanes_state)) << "four lanes: SSM state";
     }
   }
 }
@@ -263,7 +257,7 @@ TEST(MambaDecodeStepCuda, VectorLoadsGiveTheScalarLoadsBits) {
       check_vector_loads_keep_the_bits({rows, 1536, 16, 4, 4}, 48, dtype);  // Mamba-130m: x_proj rows of 80
       check_vector_loads_keep_the_bits({rows, 203, 8, 2, 3}, 8, dtype);     // one pass of 8 states
       check_vector_loads_keep_the_bits({rows, 203, 40, 2, 3}, 8, dtype);    // passes of 16, 16 and 8
-      check_vector_loads_keep_the_bits({rows, 203, 48, 2, 3}, 8, dtype);    // four lanes: three passes
+      check_vector_loads_keep_the_bits({rows, 203, 48, 2, 3}, 8, dtype);    // three passes of 16
       // Unaligned, the scalar loads: dt_rank 7 (x_proj rows of 39), dt_rank 3 and 5 states.
       check_vector_loads_keep_the_bits({rows, 203, 16, 2, 3}, 7, dtype);
       check_vector_loads_keep_the_bits({rows, 203, 5, 2, 3}, 3, dtype);

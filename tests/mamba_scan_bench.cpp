@@ -7,8 +7,7 @@
 //   mamba_scan_bench [--peer] [batch channels length state]
 //   mamba_scan_bench --step: the decoding step's SSM kernel alone (step_kernels.hpp) at Mamba-130m
 //   (dt_rank 48, dt_proj folded in), batch 1 and 32: the lane layout, the thread-per-channel layout
-//   with scalar loads, with 16-byte vectors (TRIAX_MAMBA_SSM_STEP_VECTOR's two sides) and with
-//   four lanes a channel (TRIAX_MAMBA_SSM_STEP_FOUR_LANES=1), each
+//   with scalar loads and with 16-byte vectors (TRIAX_MAMBA_SSM_STEP_VECTOR's two sides), each
 //   the mean of 2,000 steps replayed from CUDA graphs.
 // TRIAX_SCAN_BACKWARD_VARIANTS (comma-separated: stores_after_span, state_rows_factored, state_rows,
 // position_rows; unset: the default only) times those backward kernels one after the other; the
@@ -278,15 +277,13 @@ void bench_step(c10::ScalarType type, int64_t rows, int64_t d, int64_t n, int64_
   const double bytes = rows * (d * n * 8.0 + (r + 2 * n + 3 * d) * es) + d * (n + r + 2) * es;
   const struct {
     const char* name;
-    bool thread_per_channel, vector_loads, four_lanes;
-  } layouts[] = {{"lane per state", false, false, false},
-                 {"thread per channel, scalar loads", true, false, false},
-                 {"thread per channel, 16-byte vectors", true, true, false},
-                 {"four lanes per channel, 16-byte vectors", true, true, true}};
+    bool thread_per_channel, vector_loads;
+  } layouts[] = {{"lane per state", false, false},
+                 {"thread per channel, scalar loads", true, false},
+                 {"thread per channel, 16-byte vectors", true, true}};
   for (const auto& layout : layouts) {
     in.thread_per_channel = layout.thread_per_channel;
     in.vector_loads = layout.vector_loads;
-    in.four_lanes = layout.four_lanes;
     if (layout.vector_loads && !k::ssm_state_step_vectorizes(in, state.data_ptr<float>())) {
       std::fprintf(stderr, "mamba_scan_bench --step: the vectors do not apply to these operands\n");
       std::exit(1);

@@ -82,8 +82,6 @@ bool thread_per_channel(int64_t rows) {
 // TRIAX_MAMBA_SSM_STEP_VECTOR=0: the thread-per-channel layout's scalar loads instead of its
 // 16-byte vectors (same bits; ssm_state_step.cu), for timing one against the other. Read at every step.
 bool vector_loads() { return switched_on_unless_zero("TRIAX_MAMBA_SSM_STEP_VECTOR"); }
-// TRIAX_MAMBA_SSM_STEP_FOUR_LANES=1: with the vectors, four lanes a channel (same bits; off until timed).
-bool four_lanes() { return switched_on_when_one("TRIAX_MAMBA_SSM_STEP_FOUR_LANES"); }
 
 bool unit_stride(const at::Tensor& t) { return !t.defined() || t.stride(-1) == 1; }
 bool dense(const at::Tensor& t) { return !t.defined() || t.is_contiguous(); }
@@ -170,8 +168,7 @@ at::Tensor ssm_state_step(const SsmStepArgs& a, const at::Tensor& state) {
                                       a.dt.defined() ? a.dt.size(1) : 0,
                                       optional_ptr(a.dt_proj_weight),
                                       thread_per_channel(rows),
-                                      vector_loads(),
-                                      four_lanes()};
+                                      vector_loads()};
     launch::check(kernels::ssm_state_step(in, state.mutable_data_ptr<float>(), y.mutable_data_ptr(),
                                           launch::stream_of(a.u)),
                   "ssm_state_step");

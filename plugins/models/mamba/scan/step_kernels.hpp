@@ -51,9 +51,6 @@ struct SsmStepOperands {
   // The thread-per-channel layout's 16-byte loads and stores where every pointer and stride allows
   // (else its scalar loads); the same bits either way (TRIAX_MAMBA_SSM_STEP_VECTOR, decode_step.cpp).
   bool vector_loads = false;
-  // With vector_loads (and a state a multiple of 16): four lanes a channel, each four of every 16
-  // states; the same bits (TRIAX_MAMBA_SSM_STEP_FOUR_LANES=1, off by default until timed).
-  bool four_lanes = false;
 };
 
 // dt = softplus(delta + delta_bias); h = exp(dt A) h + dt B u; y = (C . h + D u) SiLU(z):
