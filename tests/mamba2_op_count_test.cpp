@@ -2,7 +2,7 @@
 // counted on CPU (ops_by_caller.hpp): the copies, casts, fills, adds and concatenations around
 // the products and the scan, each a kernel launch of its own on a GPU. The chunked SSD's LibTorch
 // path dispatches the same number of ops at any length, so one length gives the layer's counts.
-// The table is printed (docs/mamba2.md quotes it) and the counts are held at or below today's.
+// The table is printed (docs/mamba2-performance.md quotes it) and the counts are held at or below today's.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -50,7 +50,7 @@ TEST(Mamba2LayerOps, CopiesFillsAndAddsAroundTheScanStayFew) {
   std::cout << "copies " << copies << ", casts " << casts << ", fills " << fills << ", adds " << adds << ", cats "
             << cats << "\n";
   // Before the split_with_sizes splits and the SSD's one-pass products (main, 2026-12-07): copies
-  // 24, casts 77, fills 13, adds 21, cats 3 (docs/mamba2.md).
+  // 24, casts 77, fills 13, adds 21, cats 3 (docs/mamba2-performance.md).
   EXPECT_LE(copies, 12);
   EXPECT_LE(casts, 64);
   EXPECT_LE(fills, 3);
