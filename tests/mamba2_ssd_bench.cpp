@@ -9,8 +9,9 @@
 // LibTorch compositions the mixer's CUDA kernels replace (TRIAX_MAMBA2_SSD_BACKWARD_FUSED=0 those of
 // the SSD backward's elementwise passes alone); TRIAX_MAMBA2_GATED_NORM_KERNEL=v2 the gated
 // norm's second kernels; TRIAX_MAMBA2_Y_IN_OPERAND_TYPE=0 the fused chunk scan's y (and dy) in
-// fp32. With --cuda, everything is timed three times in one run: the fused chunk scan switched
-// off, then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
+// fp32; TRIAX_MAMBA2_SCALED_ROWS_KERNEL=0 LibTorch's products for x dt and its weighted copy.
+// With --cuda, everything is timed three times in one run: the fused chunk scan switched off,
+// then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
 // (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two).
 #include <ATen/ATen.h>
 #include <torch/cuda.h>

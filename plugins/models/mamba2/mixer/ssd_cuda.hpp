@@ -66,4 +66,17 @@ struct PassingGradients {
 PassingGradients pass_states_backward_cuda(const Chunks& k, const at::Tensor& entering, const at::Tensor& d_entering,
                                            const at::Tensor& d_final);
 
+// Whether the scaled rows kernel (scaled_rows.hpp) takes in [d0, .., d4, p] times scale
+// [d0, .., d4, 1]: TRIAX_MAMBA2_SCALED_ROWS_KERNEL not "0" (read at every call: one process can
+// compare both paths), the fused kernels enabled, in on CUDA in a kernel dtype with its rows'
+// values adjacent, 16-byte aligned, p and its row strides multiples of kernels::kScaledRowsVector,
+// scale fp32 with exactly in's row dims, at least one and fewer than 2^31 vectors of values. chunked_xdt and weighted_xdt (ssd_chunks.cpp) take it.
+bool scaled_rows_kernel_applies(const at::Tensor& in, const at::Tensor& scale);
+
+// out = in * scale by the kernel where scaled_rows_kernel_applies(in, scale): the fp32 product
+// rounded once into out (in's sizes and type, its rows' values adjacent, row strides multiples of
+// kernels::kScaledRowsVector: a permuted view such as the chunks' layout is written in place),
+// the same bits as at::mul_out(out, in, scale).
+void scaled_rows_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& scale);
+
 }  // namespace triax::mamba2::ssd
