@@ -1,8 +1,8 @@
 // The CUDA side of the chunked SSD's intra-chunk step (ssd_cuda.cpp, built with -DTRIAX_CUDA=ON):
 // the chunks' tensors shaped for the kernels of ssd_kernels.hpp (the intra-chunk mask, the state
-// passing, the fused chunk scan) and their launches. ssd_chunks.cpp, ssd.cpp and ssd_backward.cpp
-// take them for CUDA chunks in fp32 (ssd_kernels_apply), the LibTorch composition otherwise (and
-// with TRIAX_MAMBA2_SSD_KERNELS=0).
+// passing, the fused chunk scan) and of scaled_rows.hpp (x dt, weighted), and their launches.
+// ssd_chunks.cpp, ssd.cpp and ssd_backward.cpp take them for CUDA chunks in fp32
+// (ssd_kernels_apply), the LibTorch composition otherwise (and with TRIAX_MAMBA2_SSD_KERNELS=0).
 #pragma once
 
 #include <ATen/core/Tensor.h>
