@@ -4,7 +4,8 @@
 // gradient alone), fp32 inputs with long chunks and strong decays, bf16 operands, the refusal of a
 // bad chunk size, and (Mamba2SsdCuda, with a GPU) the same SSD on CUDA against the CPU's fp64, with
 // and without the fused chunk scan (TRIAX_MAMBA2_CHUNK_SCAN), and its y in x's type against fp32 y
-// (TRIAX_MAMBA2_Y_IN_OPERAND_TYPE), the SSD alone and in one mixer's step.
+// (TRIAX_MAMBA2_Y_IN_OPERAND_TYPE), the SSD alone and in one mixer's step, and the scaled rows
+// kernel (x dt, weighted) against LibTorch's products, bit for bit.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "error_of.hpp"
@@ -294,6 +296,37 @@ TEST(Mamba2SsdCuda, FusedChunkScanMatchesTheCpu) {
   }
   expect_fused_chunk_scan(bf16_on_cuda({1, 100, 2, 8, 1, 16}, 31, false), 64, false);  // head_dim 8: fallback
   expect_fused_chunk_scan(bf16_on_cuda({1, 100, 2, 16, 1, 16}, 31, false), 48, false);  // chunk 48: fallback
+}
+
+// The scaled rows kernel (TRIAX_MAMBA2_SCALED_ROWS_KERNEL) against the LibTorch products it
+// replaces, bit for bit: x dt stored into the chunks' layout (a permuted view written in place) and
+// the chunk states' weighted x dt, x in bf16, fp16 and fp32, one group and three.
+TEST(Mamba2SsdCuda, ScaledRowsKernelGivesLibTorchsBits) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+#ifdef TRIAX_WITH_CUDA
+  namespace ssd = triax::mamba2::ssd;
+  for (const Shape& shape : {Shape{2, 512, 4, 64, 1, 16}, Shape{2, 256, 6, 32, 3, 16}}) {
+    for (c10::ScalarType type : {at::kBFloat16, at::kHalf, at::kFloat}) {
+      SsdInputs in = bf16_on_cuda(shape, 61, false);
+      in.x = in.x.to(type);
+      auto run = [&](const char* on) {
+        const ScopedVariable kernel("TRIAX_MAMBA2_SCALED_ROWS_KERNEL", on);
+        const ssd::Chunks k = ssd::into_chunks(in, 128);
+        const at::Tensor w = ssd::per_position(ssd::to_chunk_end(k));
+        const bool expected = on[0] == '1';
+        EXPECT_EQ(ssd::scaled_rows_kernel_applies(in.x.reshape({k.b, k.c, k.q, k.g, k.r, k.p}),
+                                                  k.dt.reshape({k.b, k.c, k.q, k.g, k.r, 1})),
+                  expected);
+        EXPECT_EQ(ssd::scaled_rows_kernel_applies(k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p}), w), expected);
+        return std::make_pair(k.xdt, ssd::weighted_xdt(k, w));
+      };
+      const auto [libtorch_xdt, libtorch_weighted] = run("0");
+      const auto [kernel_xdt, kernel_weighted] = run("1");
+      EXPECT_TRUE(at::equal(kernel_xdt, libtorch_xdt)) << c10::toString(type) << ", groups " << shape.groups;
+      EXPECT_TRUE(at::equal(kernel_weighted, libtorch_weighted)) << c10::toString(type) << ", groups " << shape.groups;
+    }
+  }
+#endif
 }
 
 // x as the mixer's in_proj split leaves it (a strided view of a wider projection) gives the same

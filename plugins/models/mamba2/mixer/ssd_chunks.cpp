@@ -54,7 +54,14 @@ at::Tensor chunked_xdt(const Chunks& k, const at::Tensor& x) {
   if (k.c * k.q != k.l) return chunked_operand(k, (x.to(k.type) * k.dt.unsqueeze(-1)).reshape({k.b, k.l, k.g, -1}));
   const at::Tensor out = at::empty({k.b, k.c, k.g, k.q, k.r * k.p}, x.options().dtype(k.operand));
   at::Tensor positions = out.view({k.b, k.c, k.g, k.q, k.r, k.p}).transpose(2, 3);  // [b, c, q, g, r, p]
-  at::mul_out(positions, x.reshape({k.b, k.c, k.q, k.g, k.r, k.p}), k.dt.reshape({k.b, k.c, k.q, k.g, k.r, 1}));
+  const at::Tensor rows = x.reshape({k.b, k.c, k.q, k.g, k.r, k.p}), dt = k.dt.reshape({k.b, k.c, k.q, k.g, k.r, 1});
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (x.scalar_type() == k.operand && scaled_rows_kernel_applies(rows, dt)) {
+    scaled_rows_cuda(positions, rows, dt);
+    return out;
+  }
+#endif
+  at::mul_out(positions, rows, dt);
   return out;
 }
 
@@ -92,6 +99,13 @@ at::Tensor product_stored_as(const at::Tensor& a, const at::Tensor& b, c10::Scal
 
 at::Tensor weighted_xdt(const Chunks& k, const at::Tensor& w) {
   const at::Tensor heads = k.xdt.view({k.b, k.c, k.g, k.q, k.r, k.p});
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (heads.scalar_type() == k.operand && scaled_rows_kernel_applies(heads, w)) {
+    const at::Tensor out = at::empty({k.b, k.c, k.g, k.q, k.r * k.p}, heads.options());
+    scaled_rows_cuda(out.view({k.b, k.c, k.g, k.q, k.r, k.p}), heads, w);
+    return out;
+  }
+#endif
   return product_stored_as(heads, w, k.operand).view({k.b, k.c, k.g, k.q, k.r * k.p});
 }
 

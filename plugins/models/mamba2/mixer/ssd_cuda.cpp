@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "scaled_rows.hpp"
 #include "ssd_kernels.hpp"
 #include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
@@ -33,6 +34,13 @@ kernels::ChunkScanShape chunk_scan_shape_of(const Chunks& k) { return {k.b, k.c,
 at::Tensor contiguous_aligned(const at::Tensor& t) {
   at::Tensor c = t.contiguous();
   return reinterpret_cast<std::uintptr_t>(c.const_data_ptr()) % 16 == 0 ? c : c.clone();
+}
+
+// A view's row strides as the scaled rows kernel takes them (in elements, the row dims).
+kernels::RowStrides row_strides(const at::Tensor& t) {
+  kernels::RowStrides s{};
+  for (int d = 0; d < kernels::kScaledRowsDims; ++d) s.dim[d] = t.stride(d);
+  return s;
 }
 
 }  // namespace
@@ -157,6 +165,32 @@ PassingGradients pass_states_backward_cuda(const Chunks& k, const at::Tensor& en
                                               passing_shape_of(k), launch::stream_of(e)),
                 "pass_states_backward");
   return {d_states, d_initial, partials.sum(-1)};
+}
+
+bool scaled_rows_kernel_applies(const at::Tensor& in, const at::Tensor& scale) {
+  if (!switched_on_when_one("TRIAX_MAMBA2_SCALED_ROWS_KERNEL") || !fused_kernels_enabled() || !in.is_cuda() ||
+      !launch::kernel_dtype(in.scalar_type()) || scale.scalar_type() != at::kFloat ||
+      scale.device() != in.device() || in.dim() != kernels::kScaledRowsDims + 1 || scale.dim() != in.dim() ||
+      scale.size(-1) != 1 || in.stride(-1) != 1 || in.size(-1) % kernels::kScaledRowsVector != 0 ||
+      in.numel() == 0 || in.numel() / kernels::kScaledRowsVector > INT32_MAX)
+    return false;
+  for (int64_t d = 0; d < kernels::kScaledRowsDims; ++d)
+    if (scale.size(d) != in.size(d) || in.stride(d) % kernels::kScaledRowsVector != 0) return false;
+  return reinterpret_cast<std::uintptr_t>(in.const_data_ptr()) % 16 == 0;
+}
+
+void scaled_rows_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& scale) {
+  if (out.sizes() != in.sizes() || out.scalar_type() != in.scalar_type() || out.stride(-1) != 1)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "scaled_rows_cuda: out must have in's sizes and type, unit row stride");
+  c10::cuda::CUDAGuard device(in.device());
+  kernels::ScaledRowsShape shape{};
+  for (int d = 0; d < kernels::kScaledRowsDims; ++d) shape.rows[d] = in.size(d);
+  shape.width = in.size(-1);
+  launch::check(
+      kernels::scaled_rows(*launch::kernel_dtype(in.scalar_type()), in.const_data_ptr(), row_strides(in),
+                           scale.const_data_ptr<float>(), row_strides(scale), out.data_ptr(), row_strides(out), shape,
+                           launch::stream_of(in)),
+      "scaled_rows");
 }
 
 }  // namespace triax::mamba2::ssd

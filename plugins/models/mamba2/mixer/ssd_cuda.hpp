@@ -1,8 +1,8 @@
 // The CUDA side of the chunked SSD's intra-chunk step (ssd_cuda.cpp, built with -DTRIAX_CUDA=ON):
 // the chunks' tensors shaped for the kernels of ssd_kernels.hpp (the intra-chunk mask, the state
-// passing, the fused chunk scan) and their launches. ssd_chunks.cpp, ssd.cpp and ssd_backward.cpp
-// take them for CUDA chunks in fp32 (ssd_kernels_apply), the LibTorch composition otherwise (and
-// with TRIAX_MAMBA2_SSD_KERNELS=0).
+// passing, the fused chunk scan) and of scaled_rows.hpp (x dt, weighted), and their launches.
+// ssd_chunks.cpp, ssd.cpp and ssd_backward.cpp take them for CUDA chunks in fp32
+// (ssd_kernels_apply), the LibTorch composition otherwise (and with TRIAX_MAMBA2_SSD_KERNELS=0).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -65,5 +65,18 @@ struct PassingGradients {
 // [b, H, p, n] (undefined: zero).
 PassingGradients pass_states_backward_cuda(const Chunks& k, const at::Tensor& entering, const at::Tensor& d_entering,
                                            const at::Tensor& d_final);
+
+// Whether the scaled rows kernel (scaled_rows.hpp) takes in [d0, .., d4, p] times scale
+// [d0, .., d4, 1]: TRIAX_MAMBA2_SCALED_ROWS_KERNEL=1 (read at every call: one process can compare
+// both paths; off by default until its test has run on a GPU), the fused kernels enabled, in on CUDA in a kernel dtype with its rows'
+// values adjacent, 16-byte aligned, p and its row strides multiples of kernels::kScaledRowsVector,
+// scale fp32 with exactly in's row dims, at least one and fewer than 2^31 vectors of values. chunked_xdt and weighted_xdt (ssd_chunks.cpp) take it.
+bool scaled_rows_kernel_applies(const at::Tensor& in, const at::Tensor& scale);
+
+// out = in * scale by the kernel where scaled_rows_kernel_applies(in, scale): the fp32 product
+// rounded once into out (in's sizes and type, its rows' values adjacent, row strides multiples of
+// kernels::kScaledRowsVector: a permuted view such as the chunks' layout is written in place),
+// the same bits as at::mul_out(out, in, scale).
+void scaled_rows_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& scale);
 
 }  // namespace triax::mamba2::ssd
