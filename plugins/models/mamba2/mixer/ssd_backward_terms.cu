@@ -160,7 +160,8 @@ template <bool Packed, typename T>
 __global__ void __launch_bounds__(kThreads)
     chunk_states_terms_kernel(const float* __restrict__ dweighted, const T* __restrict__ xdt,
                               const float* __restrict__ to_end, float* d_xdt, ChunkedStrides d_xdt_strides,
-                              float* __restrict__ dw, Dims dims, int head_dim, int lanes, int pairs) {
+                              float* __restrict__ dw, Dims dims, int head_dim, int pair_lanes, int pairs) {
+  const int lanes = Packed ? pair_lanes : 32;  // a constant on the warp-per-pair path
   for_each_pair(pairs, lanes, [&](int pair, bool active) {
     const ChunkPair at = chunk_pair(pair, dims);
     float* d_head = d_xdt + chunked_offset(d_xdt_strides, dims, at.block, at.position, at.head);
@@ -176,7 +177,8 @@ template <bool Packed, typename D, typename T>
 __global__ void __launch_bounds__(kThreads)
     read_out_terms_kernel(const D* __restrict__ dy, ChunkedStrides dy_strides, const float* __restrict__ from_start,
                           const float* __restrict__ read, T* __restrict__ dread, float* __restrict__ d_decay, Dims dims,
-                          int head_dim, int lanes, int pairs) {
+                          int head_dim, int pair_lanes, int pairs) {
+  const int lanes = Packed ? pair_lanes : 32;  // a constant on the warp-per-pair path
   for_each_pair(pairs, lanes, [&](int pair, bool active) {
     const ChunkPair at = chunk_pair(pair, dims);
     const D* dy_head = dy + chunked_offset(dy_strides, dims, at.block, at.position, at.head);
@@ -193,7 +195,8 @@ template <bool Packed, typename T>
 __global__ void __launch_bounds__(kThreads)
     input_terms_kernel(const float* __restrict__ d_xdt, ChunkedStrides d_xdt_strides, const T* __restrict__ x,
                        InputStrides x_strides, const float* __restrict__ dt, T* __restrict__ dx,
-                       float* __restrict__ d_dt, Dims dims, int head_dim, int lanes, int pairs) {
+                       float* __restrict__ d_dt, Dims dims, int head_dim, int pair_lanes, int pairs) {
+  const int lanes = Packed ? pair_lanes : 32;  // a constant on the warp-per-pair path
   const int heads = dims.groups * dims.heads;
   for_each_pair(pairs, lanes, [&](int pair, bool active) {
     const int head = pair % heads, t = (pair / heads) % dims.length, batch = pair / (heads * dims.length);
