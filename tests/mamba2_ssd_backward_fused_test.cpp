@@ -4,7 +4,10 @@
 // off, at a mamba2-780m-like shape (with the fused chunk scan's contiguous d xdt) and odd ones
 // (lengths the chunk does not divide, several groups, head_dim 32 and 16, chunks the chunk scan
 // does not take, whose d xdt is a permuted view), fp32, bf16 and fp16 inputs, x contiguous and
-// as a strided view, dy in fp32 and bf16. The same math with sums in another order (tolerance_of).
+// as a strided view, dy in fp32 and bf16; and the term kernels' packed path
+// (TRIAX_MAMBA2_SSD_TERMS_VECTOR) and warp-per-pair path each against the composition, at every
+// head_dim the packed path takes (8 to 256: 1 to 32 lanes a pair) and one it does not (24). The
+// same math with sums in another order (tolerance_of).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -98,13 +101,16 @@ double tolerance_of(size_t i, at::ScalarType type) {
   }
 }
 
-void expect_fused_matches_composition(const FusedCase& c, at::ScalarType type, at::ScalarType dy_type) {
+void expect_fused_matches_composition(const FusedCase& c, at::ScalarType type, at::ScalarType dy_type,
+                                      const char* packed_terms = "1") {
+  const ScopedVariable packed_switch("TRIAX_MAMBA2_SSD_TERMS_VECTOR", packed_terms);
   const BackwardProblem p = backward_problem_on_cuda(c, type, dy_type, 7 + static_cast<uint64_t>(c.length));
   const std::vector<at::Tensor> fused = gradients_with_fused_passes(p, c.chunk, true),
                                 composed = gradients_with_fused_passes(p, c.chunk, false);
   const char* names[] = {"x", "dt", "A", "B", "C", "initial_state"};
   const std::string label = std::string(c10::toString(type)) + ", dy " + c10::toString(dy_type) + ", length " +
-                            std::to_string(c.length) + ", chunk " + std::to_string(c.chunk);
+                            std::to_string(c.length) + ", chunk " + std::to_string(c.chunk) + ", head_dim " +
+                            std::to_string(c.head_dim) + ", packed terms " + packed_terms;
   for (size_t i = 0; i < fused.size(); ++i) {
     ASSERT_EQ(fused[i].defined(), composed[i].defined()) << names[i] << " " << label;
     if (!composed[i].defined()) continue;
@@ -129,6 +135,20 @@ TEST(Mamba2SsdCuda, FusedBackwardPassesMatchTheCompositionOnOddShapes) {
        {FusedCase{3, 300, 8, 32, 2, 64, 128, true, false}, FusedCase{2, 257, 6, 32, 3, 16, 48, true, true},
         FusedCase{1, 77, 4, 16, 2, 32, 100, false, false}, FusedCase{2, 600, 6, 64, 1, 128, 256, false, true}}) {
     for (at::ScalarType type : {at::kFloat, at::kBFloat16, at::kHalf}) expect_fused_matches_composition(c, type, type);
+  }
+}
+
+TEST(Mamba2SsdCuda, PackedAndWarpPerPairTermKernelsMatchTheCompositionOnEveryHeadDim) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  for (const FusedCase& c :
+       {FusedCase{2, 130, 4, 8, 2, 16, 64, true, true}, FusedCase{2, 257, 6, 16, 3, 16, 48, true, true},
+        FusedCase{1, 200, 3, 24, 1, 16, 64, true, false}, FusedCase{2, 300, 4, 128, 2, 32, 128, false, true},
+        FusedCase{1, 150, 2, 256, 1, 16, 64, true, false}}) {
+    for (const char* packed : {"1", "0"}) {
+      expect_fused_matches_composition(c, at::kBFloat16, at::kFloat, packed);
+      expect_fused_matches_composition(c, at::kFloat, at::kFloat, packed);
+      expect_fused_matches_composition(c, at::kHalf, at::kHalf, packed);
+    }
   }
 }
 

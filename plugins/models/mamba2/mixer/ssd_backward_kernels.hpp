@@ -1,8 +1,9 @@
 // The SSD backward's elementwise passes over [b, c, g, q, r, p] values (ssd_backward_terms.cu),
 // each fused into one kernel that reads its operands once: a per-value product scaled by one
 // factor per (position, head), and the dot product over the head's p channels of two of its
-// operands, which the decays' (or dt's) gradient takes. One warp per (position, head) sums its
-// channels in a fixed order (lane by lane, then a butterfly): the same bits on every run. Raw
+// operands, which the decays' (or dt's) gradient takes. One group of lanes per (position, head)
+// sums its channels in a fixed order (lane by lane, then a butterfly): the same bits on every run
+// (16-byte loads where the operands allow, TRIAX_MAMBA2_SSD_TERMS_VECTOR; the .cu says when). Raw
 // pointers, the caller's stream; no LibTorch header. All offsets in elements.
 #pragma once
 
