@@ -163,16 +163,7 @@ __global__ void __launch_bounds__(kChannelThreads) thread_per_channel_kernel(Ssm
 }
 
 using triax::kernels::kVectorWidth;
-using triax::kernels::load_pack;
-using triax::kernels::Pack;
-
-// V elements of T from 16 bytes at p (16-byte aligned) into out[0 .. V), in fp32.
-template <typename T, int V = kVectorWidth<T>>
-__device__ __forceinline__ void load_vector(const T* p, float* out) {
-  const Pack<T, V> pack = load_pack<T, V>(p);
-#pragma unroll
-  for (int i = 0; i < V; ++i) out[i] = to_float(pack.v[i]);
-}
+using triax::kernels::load_floats;
 
 // channel_delta from 16-byte vectors (dt_rank a multiple of the vector width, which is a multiple
 // of 4): element k of a vector goes to chain k mod 4, in k order, as channel_delta's loop adds them.
@@ -188,8 +179,8 @@ __device__ __forceinline__ float channel_delta_by_vectors(const SsmStepOperands&
 #pragma unroll 4
   for (int64_t k = 0; k < in.dt_rank; k += V) {
     float dt_k[V], weight_k[V];
-    load_vector<T>(dt + k, dt_k);
-    load_vector<T>(weight + k, weight_k);
+    load_floats<T, V>(dt + k, dt_k);
+    load_floats<T, V>(weight + k, weight_k);
 #pragma unroll
     for (int i = 0; i < V; ++i) sums[i % 4] += dt_k[i] * weight_k[i];
   }
@@ -223,9 +214,9 @@ __global__ void __launch_bounds__(kChannelThreads)
 #pragma unroll
     for (int i = 0; i < S; i += V) {
       if (j0 + i >= in.state) break;
-      load_vector<T>(a_row + j0 + i, a_log + i);
-      load_vector<T>(b_row + j0 + i, b + i);
-      load_vector<T>(c_row + j0 + i, c + i);
+      load_floats<T, V>(a_row + j0 + i, a_log + i);
+      load_floats<T, V>(b_row + j0 + i, b + i);
+      load_floats<T, V>(c_row + j0 + i, c + i);
     }
     if (j0 == 0) {
       dt = softplus(channel_delta_by_vectors<T>(in, unit, row, channel) + bias);

@@ -9,12 +9,8 @@ namespace triax::mamba2::kernels {
 namespace {
 
 using triax::kernels::dispatch_dtype;
-using triax::kernels::from_float;
-using triax::kernels::kVectorWidth;
-using triax::kernels::load_pack;
-using triax::kernels::Pack;
-using triax::kernels::store_pack;
-using triax::kernels::to_float;
+using triax::kernels::load_floats;
+using triax::kernels::store_floats;
 
 constexpr int kThreads = 256;
 constexpr int kVector = static_cast<int>(kScaledRowsVector);
@@ -49,17 +45,12 @@ __global__ void __launch_bounds__(kThreads)
   if (index >= vectors) return;
   const unsigned row = index / vectors_per_row, column = (index % vectors_per_row) * kVector;
   const RowOffsets o = row_offsets(row, shape, in_strides, scale_strides, out_strides);
-  constexpr int kWidth = kVectorWidth<T>, kPacks = kVector / kWidth;  // 1 (bf16, fp16) or 2 (fp32)
-  Pack<T, kWidth> values[kPacks];
-#pragma unroll
-  for (int k = 0; k < kPacks; ++k) values[k] = load_pack<T, kWidth>(in + o.in + column + k * kWidth);
+  float values[kVector];  // one 16-byte load (bf16, fp16) or two (fp32)
+  load_floats<T, kVector>(in + o.in + column, values);
   const float s = scale[o.scale];
 #pragma unroll
-  for (int k = 0; k < kPacks; ++k) {
-#pragma unroll
-    for (int e = 0; e < kWidth; ++e) values[k].v[e] = from_float<T>(__fmul_rn(to_float(values[k].v[e]), s));
-    store_pack<T, kWidth>(out + o.out + column + k * kWidth, values[k]);
-  }
+  for (int e = 0; e < kVector; ++e) values[e] = __fmul_rn(values[e], s);
+  store_floats<T, kVector>(out + o.out + column, values);
 }
 
 }  // namespace

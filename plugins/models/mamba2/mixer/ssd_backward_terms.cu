@@ -18,6 +18,8 @@ namespace triax::mamba2::kernels {
 namespace {
 
 using triax::kernels::from_float;
+using triax::kernels::load_floats;
+using triax::kernels::store_floats;
 using triax::kernels::to_float;
 
 constexpr int kThreads = 256;
@@ -84,29 +86,6 @@ constexpr int kSteps = 4;
 // Channels a lane takes on the packed path: one 16-byte load of a 2-byte type, two of fp32.
 constexpr int kPack = 8;
 
-template <typename T>
-__device__ __forceinline__ void load_floats(const T* p, float (&v)[kPack]) {
-  constexpr int width = triax::kernels::kVectorWidth<T>;
-#pragma unroll
-  for (int k = 0; k < kPack; k += width) {
-    const auto pack = triax::kernels::load_pack<T, width>(p + k);
-#pragma unroll
-    for (int j = 0; j < width; ++j) v[k + j] = to_float(pack.v[j]);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ void store_floats(T* p, const float (&v)[kPack]) {
-  constexpr int width = triax::kernels::kVectorWidth<T>;
-#pragma unroll
-  for (int k = 0; k < kPack; k += width) {
-    triax::kernels::Pack<T, width> pack;
-#pragma unroll
-    for (int j = 0; j < width; ++j) pack.v[j] = from_float<T>(v[k + j]);
-    triax::kernels::store_pack<T, width>(p + k, pack);
-  }
-}
-
 // One pair's head_dim channels of operands a and b (and c, when not null): out[e] = combine(a[e],
 // c[e]) stored in Out; returns the group's sum of a b over the channels, in every lane. Packed:
 // lanes = head_dim / kPack, the lane's kPack consecutive channels in 16-byte vectors (its sum in
@@ -122,15 +101,15 @@ __device__ __forceinline__ float walk_channels(int head_dim, int lanes, bool act
     if constexpr (Packed) {
       const int e = sub * kPack;
       float va[kPack], vb[kPack], vc[kPack] = {}, result[kPack];
-      load_floats(a + e, va);
-      load_floats(b + e, vb);
-      if (c) load_floats(c + e, vc);
+      load_floats<A, kPack>(a + e, va);
+      load_floats<B, kPack>(b + e, vb);
+      if (c) load_floats<float, kPack>(c + e, vc);
 #pragma unroll
       for (int k = 0; k < kPack; ++k) {
         result[k] = combine(va[k], vc[k]);
         dot += va[k] * vb[k];
       }
-      store_floats(out + e, result);
+      store_floats<Out, kPack>(out + e, result);
     } else {
       for (int base = 0; base < head_dim; base += 32 * kSteps) {
         float va[kSteps], vb[kSteps], vc[kSteps];

@@ -18,9 +18,8 @@ namespace {
 
 using triax::kernels::from_float;
 using triax::kernels::kVectorWidth;
-using triax::kernels::load_pack;
-using triax::kernels::Pack;
-using triax::kernels::store_pack;
+using triax::kernels::load_floats;
+using triax::kernels::store_floats;
 using triax::kernels::to_float;
 
 constexpr int kRun = 32;
@@ -32,9 +31,7 @@ template <typename T, bool kVector>
 __device__ __forceinline__ void load_vector(const T* p, int64_t count, float (&v)[kVectorWidth<T>]) {
   constexpr int V = kVectorWidth<T>;
   if constexpr (kVector) {
-    const Pack<T, V> pack = load_pack<T, V>(p);
-#pragma unroll
-    for (int i = 0; i < V; ++i) v[i] = to_float(pack.v[i]);
+    load_floats<T, V>(p, v);
   } else {
 #pragma unroll
     for (int i = 0; i < V; ++i) v[i] = i < count ? to_float(p[i]) : 0.f;
@@ -45,10 +42,7 @@ template <typename T, bool kVector>
 __device__ __forceinline__ void store_vector(T* p, int64_t count, const float (&v)[kVectorWidth<T>]) {
   constexpr int V = kVectorWidth<T>;
   if constexpr (kVector) {
-    Pack<T, V> pack;
-#pragma unroll
-    for (int i = 0; i < V; ++i) pack.v[i] = from_float<T>(v[i]);
-    store_pack<T, V>(p, pack);
+    store_floats<T, V>(p, v);
   } else {
 #pragma unroll
     for (int i = 0; i < V; ++i)

@@ -71,6 +71,34 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T, N>& value) {
 template <typename T>
 constexpr int kVectorWidth = static_cast<int>(16 / sizeof(T));
 
+// N elements of T at p as fp32 values out[0 .. N), by 16-byte loads (N a multiple of the vector
+// width; p 16-byte aligned).
+template <typename T, int N>
+__device__ __forceinline__ void load_floats(const T* p, float* out) {
+  constexpr int W = kVectorWidth<T>;
+  static_assert(N % W == 0, "whole 16-byte vectors");
+#pragma unroll
+  for (int k = 0; k < N; k += W) {
+    const Pack<T, W> pack = load_pack<T, W>(p + k);
+#pragma unroll
+    for (int j = 0; j < W; ++j) out[k + j] = to_float(pack.v[j]);
+  }
+}
+
+// The fp32 values v[0 .. N) stored as N elements of T at p, each rounded once, by 16-byte stores.
+template <typename T, int N>
+__device__ __forceinline__ void store_floats(T* p, const float* v) {
+  constexpr int W = kVectorWidth<T>;
+  static_assert(N % W == 0, "whole 16-byte vectors");
+#pragma unroll
+  for (int k = 0; k < N; k += W) {
+    Pack<T, W> pack;
+#pragma unroll
+    for (int j = 0; j < W; ++j) pack.v[j] = from_float<T>(v[k + j]);
+    store_pack<T, W>(p + k, pack);
+  }
+}
+
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // True when 16-byte vectors tile every row of `row_elements` elements: the row length is a
