@@ -78,12 +78,6 @@ std::vector<at::Tensor> gradients_with_fused_passes(const BackwardProblem& p, in
   return {d.x, d.dt, d.A, d.B, d.C, d.initial_state};
 }
 
-// max |a - b| / max |b|, in fp64.
-double relative_difference(const at::Tensor& a, const at::Tensor& b) {
-  const at::Tensor a64 = a.cpu().to(at::kDouble), b64 = b.cpu().to(at::kDouble);
-  return triax::test::max_abs_diff(a64, b64) / b64.abs().max().item<double>();
-}
-
 // How far gradient i (x, dt, A, B, C, initial state) of the two paths may differ, relative to its
 // largest value. x's is stored in x's type: in bf16 / fp16 one value may round the other way (one
 // unit in its last place: up to 2^-7 of the largest in bf16, 2^-10 in fp16). dt's and A's come through the decays'
@@ -117,7 +111,7 @@ void expect_fused_matches_composition(const FusedCase& c, at::ScalarType type, a
     EXPECT_TRUE(fused[i].is_cuda()) << names[i];
     EXPECT_EQ(fused[i].scalar_type(), composed[i].scalar_type()) << names[i] << " " << label;
     EXPECT_EQ(fused[i].sizes(), composed[i].sizes()) << names[i] << " " << label;
-    EXPECT_LT(relative_difference(fused[i], composed[i]), tolerance_of(i, type)) << names[i] << " " << label;
+    EXPECT_LT(triax::test::max_relative_diff(fused[i], composed[i]), tolerance_of(i, type)) << names[i] << " " << label;
   }
 }
 

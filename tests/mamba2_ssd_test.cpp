@@ -35,6 +35,7 @@ using triax::mamba2::SsdInputs;
 using triax::mamba2::ssd_chunked;
 
 using triax::test::max_abs_diff;
+using triax::test::max_relative_diff;
 
 struct Shape {
   int64_t batch, length, heads, head_dim, groups, state;
@@ -77,11 +78,6 @@ std::vector<at::Tensor> gradients(SsdInputs in, int64_t chunk, const at::Tensor&
   for (at::Tensor* t : members(in))  // zeros for an input the used outputs do not depend on
     grads.push_back(!t->defined() ? at::Tensor() : t->grad().defined() ? t->grad() : at::zeros_like(*t));
   return grads;
-}
-
-// max |a - b| / max |b|.
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  return max_abs_diff(a.to(at::kDouble), b.to(at::kDouble)) / b.abs().max().item<double>();
 }
 
 TEST(Mamba2Ssd, ChunkedEqualsSequentialForEveryChunkSize) {
@@ -173,13 +169,13 @@ TEST(Mamba2Ssd, Fp32LongChunksStayWithinRounding) {
   for (at::Tensor* t : members(single)) *t = t->to(at::kFloat);
   for (int64_t chunk : {64, 256}) {
     const auto exact = ssd_chunked(in, chunk), rounded = ssd_chunked(single, chunk);
-    EXPECT_LT(relative_error(rounded.y, exact.y), 1e-5) << chunk;
-    EXPECT_LT(relative_error(rounded.final_state, exact.final_state), 1e-5) << chunk;
+    EXPECT_LT(max_relative_diff(rounded.y, exact.y), 1e-5) << chunk;
+    EXPECT_LT(max_relative_diff(rounded.final_state, exact.final_state), 1e-5) << chunk;
     const std::vector<at::Tensor> expected = gradients(in, chunk, weight_y, weight_state);
     const std::vector<at::Tensor> got = gradients(single, chunk, weight_y.to(at::kFloat), weight_state.to(at::kFloat));
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i].scalar_type(), at::kFloat);
-      EXPECT_LT(relative_error(got[i], expected[i]), 1e-4) << "input " << i << " chunk " << chunk;
+      EXPECT_LT(max_relative_diff(got[i], expected[i]), 1e-4) << "input " << i << " chunk " << chunk;
     }
   }
 }
@@ -197,12 +193,12 @@ TEST(Mamba2Ssd, Bf16OperandsStayWithinTheirTolerance) {
   const at::Tensor weight_y = at::randn({2, 100, 4, 8}, g, at::kDouble);
   const auto out = ssd_chunked(mixed, 32);
   EXPECT_EQ(out.y.scalar_type(), at::kFloat);
-  EXPECT_LT(relative_error(out.y, ssd_chunked(in, 32).y), 1e-2);
+  EXPECT_LT(max_relative_diff(out.y, ssd_chunked(in, 32).y), 1e-2);
   const std::vector<at::Tensor> expected = gradients(in, 32, weight_y, at::Tensor());
   const std::vector<at::Tensor> got = gradients(mixed, 32, weight_y.to(at::kFloat), at::Tensor());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].scalar_type(), members(mixed)[i]->scalar_type()) << i;
-    EXPECT_LT(relative_error(got[i], expected[i]), 1e-2) << "input " << i;
+    EXPECT_LT(max_relative_diff(got[i], expected[i]), 1e-2) << "input " << i;
   }
 }
 
@@ -226,14 +222,14 @@ void expect_cuda_matches_cpu(Shape shape, uint64_t seed, int64_t chunk, bool wit
       for (at::Tensor* t : {&gpu.x, &gpu.B, &gpu.C}) *t = t->to(at::kBFloat16);
     const double tolerance = bf16 ? 1e-2 : 1e-4;
     const auto out = ssd_chunked(gpu, chunk);
-    EXPECT_LT(relative_error(out.y.cpu(), exact.y), tolerance) << "bf16 " << bf16;
-    EXPECT_LT(relative_error(out.final_state.cpu(), exact.final_state), tolerance) << "bf16 " << bf16;
+    EXPECT_LT(max_relative_diff(out.y.cpu(), exact.y), tolerance) << "bf16 " << bf16;
+    EXPECT_LT(max_relative_diff(out.final_state.cpu(), exact.final_state), tolerance) << "bf16 " << bf16;
     const std::vector<at::Tensor> got =
         gradients(gpu, chunk, weight_y.to(at::kCUDA, at::kFloat), weight_state.to(at::kCUDA, at::kFloat));
     for (size_t i = 0; i < got.size(); ++i) {
       if (!expected[i].defined()) continue;  // no initial state
       EXPECT_TRUE(got[i].is_cuda()) << i;
-      EXPECT_LT(relative_error(got[i].cpu(), expected[i]), tolerance) << "input " << i << " bf16 " << bf16;
+      EXPECT_LT(max_relative_diff(got[i].cpu(), expected[i]), tolerance) << "input " << i << " bf16 " << bf16;
     }
   }
 }
@@ -358,8 +354,8 @@ TEST(Mamba2SsdCuda, FusedChunkScanTakesStridedXAndAgreesWithTheComposition) {
   };
   const std::vector<at::Tensor> composed = run("0", "0"), fused = run("1", "1"), forward_only = run("1", "0");
   for (size_t i = 0; i < composed.size(); ++i) {
-    EXPECT_LT(relative_error(fused[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i;
-    EXPECT_LT(relative_error(forward_only[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i;
+    EXPECT_LT(max_relative_diff(fused[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i;
+    EXPECT_LT(max_relative_diff(forward_only[i].cpu(), composed[i].cpu()), 5e-3) << "output " << i;
   }
 }
 
@@ -390,7 +386,7 @@ TEST(Mamba2SsdCuda, YInTheOperandTypeAgreesWithFp32Y) {
       };
       const std::vector<at::Tensor> fp32_y = run("0"), operand_y = run("1");
       for (size_t i = 0; i < fp32_y.size(); ++i)
-        EXPECT_LT(relative_error(operand_y[i].cpu(), fp32_y[i].cpu()), 1e-2)
+        EXPECT_LT(max_relative_diff(operand_y[i].cpu(), fp32_y[i].cpu()), 1e-2)
             << "output (0, 1) or input " << i - 2 << ", " << c10::toString(operand) << ", groups " << shape.groups;
     }
   }
@@ -406,7 +402,7 @@ TEST(Mamba2SsdCuda, OneMixerStepWithYInTheOperandTypeAgreesWithFp32Y) {
   ASSERT_EQ(on.size(), off.size());
   for (size_t i = 0; i < off.size(); ++i) {
     ASSERT_TRUE(on[i].defined() && off[i].defined()) << "tensor " << i;
-    EXPECT_LT(relative_error(on[i].cpu(), off[i].cpu()), 2e-2) << "tensor " << i;
+    EXPECT_LT(max_relative_diff(on[i].cpu(), off[i].cpu()), 2e-2) << "tensor " << i;
   }
 }
 

@@ -39,6 +39,11 @@ inline double max_abs_diff(const at::Tensor& a, const at::Tensor& b) {
   return (a.to(at::kDouble) - b.to(at::kDouble)).abs().max().item<double>();
 }
 
+// max |a - b| / max |b|, in fp64.
+inline double max_relative_diff(const at::Tensor& a, const at::Tensor& b) {
+  return max_abs_diff(a, b) / b.abs().max().item<double>();
+}
+
 // This rank's parameters, detached, in fp64, by name.
 inline std::map<std::string, at::Tensor> parameters_of(CausalLm& model) {
   std::map<std::string, at::Tensor> out;

@@ -13,11 +13,9 @@ namespace triax::mamba2::ssd {
 namespace {
 
 namespace launch = triax::cuda_launch;
+using launch::fp32_operand;  // a no-op for the products' outputs
 
 kernels::TermsShape terms_shape_of(const Chunks& k) { return {k.b, k.c, k.g, k.r, k.p, k.q, k.l}; }
-
-// An fp32 operand the kernels index as contiguous (a no-op for the products' outputs).
-at::Tensor fp32_contiguous(const at::Tensor& t) { return t.to(at::kFloat).contiguous(); }
 
 bool unit_channel_stride(const at::Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1; }
 
@@ -54,7 +52,7 @@ at::Tensor chunk_states_terms_cuda(const Chunks& k, const at::Tensor& dweighted,
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "chunk_states_terms_cuda: d_xdt must be fp32 (updated in place)");
   if (!unit_channel_stride(d_xdt)) d_xdt = d_xdt.contiguous();
   c10::cuda::CUDAGuard device(k.dt.device());
-  const at::Tensor d = fp32_contiguous(dweighted), w = fp32_contiguous(to_end), xdt = k.xdt.contiguous();
+  const at::Tensor d = fp32_operand(dweighted), w = fp32_operand(to_end), xdt = k.xdt.contiguous();
   at::Tensor dw = at::empty({k.b, k.c, k.g, k.r, k.q}, w.options());
   launch::check(
       kernels::chunk_states_terms(*launch::kernel_dtype(k.operand), d.const_data_ptr<float>(), xdt.const_data_ptr(),
@@ -68,7 +66,7 @@ ReadOutTerms read_out_terms_cuda(const Chunks& k, const at::Tensor& dy, const at
                                  const at::Tensor& read) {
   expect_chunked(dy, k, "read_out_terms_cuda");
   c10::cuda::CUDAGuard device(k.dt.device());
-  const at::Tensor d_y = chunked_view_operand(dy), f = fp32_contiguous(from_start), r = fp32_contiguous(read);
+  const at::Tensor d_y = chunked_view_operand(dy), f = fp32_operand(from_start), r = fp32_operand(read);
   at::Tensor dread = at::empty({k.b, k.c, k.g, k.q, k.r * k.p}, r.options().dtype(k.operand));
   at::Tensor decay = at::empty({k.b, k.c, k.g, k.r, k.q}, f.options());
   launch::check(kernels::read_out_terms(*launch::kernel_dtype(d_y.scalar_type()), *launch::kernel_dtype(k.operand),
@@ -84,7 +82,7 @@ InputTerms input_terms_cuda(const Chunks& k, const at::Tensor& d_xdt, const at::
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "input_terms_cuda: x in a dtype the kernels do not take");
   expect_chunked(d_xdt, k, "input_terms_cuda");
   c10::cuda::CUDAGuard device(k.dt.device());
-  const at::Tensor d = chunked_view_operand(d_xdt.to(at::kFloat)), dt = fp32_contiguous(k.dt);
+  const at::Tensor d = chunked_view_operand(d_xdt.to(at::kFloat)), dt = fp32_operand(k.dt);
   const at::Tensor x_in = x.stride(3) == 1 ? x : x.contiguous();
   const kernels::InputStrides strides{x_in.stride(0), x_in.stride(1), x_in.stride(2)};
   at::Tensor dx = at::empty({k.b, k.l, k.g * k.r, k.p}, x_in.options().memory_format(at::MemoryFormat::Contiguous));
