@@ -12,4 +12,7 @@ triax_use_pch(sdk_test)
 # All its files in one unity batch: each batch compiles LibTorch's headers once more.
 set_target_properties(sdk_test PROPERTIES UNITY_BUILD_BATCH_SIZE 0)
 
+# The SDK's own small pieces.
+target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/environment_switch_test.cpp)
+
 triax_add_other_suites(sdk_test)

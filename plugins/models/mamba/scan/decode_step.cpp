@@ -4,9 +4,6 @@
 
 #include <ATen/ATen.h>
 
-#include <cstdlib>
-#include <string>
-
 #include "selective_scan.hpp"
 #include "triax/error.hpp"
 #include "triax/tensor_text.hpp"
@@ -74,9 +71,7 @@ const void* optional_ptr(const at::Tensor& t) { return t.defined() ? t.const_dat
 constexpr int64_t kThreadPerChannelFromRows = 16;
 
 bool thread_per_channel(int64_t rows) {
-  const char* forced = std::getenv("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL");
-  if (forced != nullptr && *forced != '\0') return std::string(forced) != "0";
-  return rows >= kThreadPerChannelFromRows;
+  return switch_forced("TRIAX_MAMBA_SSM_STEP_PER_CHANNEL").value_or(rows >= kThreadPerChannelFromRows);
 }
 
 // TRIAX_MAMBA_SSM_STEP_VECTOR=0: the thread-per-channel layout's scalar loads instead of its
