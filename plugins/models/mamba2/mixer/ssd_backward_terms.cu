@@ -1,8 +1,8 @@
 // The SSD backward's elementwise passes (ssd_backward_kernels.hpp). A group of lanes takes one
 // (position, head) at a time, grid-stride: it walks the head's p channels, writes the scaled
 // product and sums the dot product lane by lane, then a butterfly across the group; the group's
-// first lane writes the (position, head)'s term. Packed path (TRIAX_MAMBA2_SSD_TERMS_VECTOR=1,
-// off by default until its test has run on a GPU; where p / 8 is a power of two up to 32 and every channel run is 16-byte aligned):
+// first lane writes the (position, head)'s term. Packed path (unless TRIAX_MAMBA2_SSD_TERMS_VECTOR=0;
+// where p / 8 is a power of two up to 32 and every channel run is 16-byte aligned):
 // p / 8 lanes a pair, 8 consecutive channels a lane in 16-byte loads, all issued before any use,
 // so that the passes run at the copy bandwidth. Else a warp a pair, a lane's channels 32 apart
 // (coalesced scalar loads, up to four a lane issued together). Either way each run gives the same
@@ -191,10 +191,10 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The lanes a pair takes on the packed path: head_dim / kPack when that is a power of two up to 32
-// and TRIAX_MAMBA2_SSD_TERMS_VECTOR=1; else 0 (the warp-per-pair path). The caller checks
+// unless TRIAX_MAMBA2_SSD_TERMS_VECTOR=0; else 0 (the warp-per-pair path). The caller checks
 // the operands' alignment (packed_operand).
 int packed_lanes(int64_t head_dim) {
-  if (!switched_on_when_one("TRIAX_MAMBA2_SSD_TERMS_VECTOR") || head_dim % kPack != 0) return 0;
+  if (!switched_on_unless_zero("TRIAX_MAMBA2_SSD_TERMS_VECTOR") || head_dim % kPack != 0) return 0;
   const int64_t lanes = head_dim / kPack;
   return lanes <= 32 && (lanes & (lanes - 1)) == 0 ? static_cast<int>(lanes) : 0;
 }
