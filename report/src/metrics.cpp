@@ -89,7 +89,8 @@ std::string to_json_line(const StepMetrics& m) {
       << ", \"tokens_per_s_per_device\": " << json_number(m.tokens_per_second_per_device)
       << ", \"model_tflops_per_device\": " << json_number(m.model_tflops_per_device)
       << ", \"mfu\": " << (m.mfu ? json_number(*m.mfu) : "null") << ", \"consumed_tokens\": " << m.consumed_tokens
-      << ", \"peak_memory_bytes\": " << m.peak_memory_bytes << ", \"step_s\": " << json_number(m.step_seconds)
+      << ", \"peak_memory_bytes\": " << m.peak_memory_bytes
+      << ", \"interval_peak_memory_bytes\": " << m.interval_peak_memory_bytes << ", \"step_s\": " << json_number(m.step_seconds)
       << ", \"elapsed_s\": " << json_number(m.elapsed_seconds) << ", \"eta_s\": " << json_number(m.eta_seconds)
       << ", \"skipped_steps\": " << m.skipped_steps << ", \"data_consumed_samples\": {";
   for (size_t i = 0; i < m.dataset_samples.size(); ++i)
@@ -116,6 +117,7 @@ std::vector<std::pair<std::string, double>> scalar_series(const StepMetrics& m) 
   if (m.mfu) series.emplace_back("mfu", *m.mfu);
   series.insert(series.end(), {{"consumed_tokens", static_cast<double>(m.consumed_tokens)},
                                {"peak_memory_bytes", static_cast<double>(m.peak_memory_bytes)},
+                               {"interval_peak_memory_bytes", static_cast<double>(m.interval_peak_memory_bytes)},
                                {"step_s", m.step_seconds},
                                {"elapsed_s", m.elapsed_seconds},
                                {"eta_s", m.eta_seconds},

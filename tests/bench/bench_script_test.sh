@@ -34,7 +34,11 @@ for r in rows:
     expected = statistics.median(s["tokens_per_s"] for s in steps[1:])  # after 1 warm-up step
     t, p = r["triax"], r["peer"]
     assert t["tokens_per_s"] == expected, (t, expected)
-    assert t["peak_gib"] == max(s["peak_memory_bytes"] for s in steps) / 2**30
+    assert t["peak_gib"] == max(s["interval_peak_memory_bytes"] for s in steps[1:]) / 2**30, t
+    assert t["run_peak_gib"] == max(s["peak_memory_bytes"] for s in steps) / 2**30, t
+    # Each line's run peak is the largest interval peak so far.
+    assert all(s["peak_memory_bytes"] == max(q["interval_peak_memory_bytes"] for q in steps[:i + 1])
+               for i, s in enumerate(steps)), steps
     assert t["params"] > 0 and t["device"] == "cpu", t
     # The peer ran at the overridden shape, with --compile, and its JSON line was read.
     assert (p["mbs"], p["seq"], p["peer"]) == (2, 32, "fake+compile"), p

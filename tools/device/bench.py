@@ -192,7 +192,10 @@ def read_triax_metrics(metrics_path, warmup):
     return {
         "tokens_per_s": statistics.median(s["tokens_per_s"] for s in timed),
         "mfu": statistics.median(mfus) if mfus else None,
-        "peak_gib": max(s["peak_memory_bytes"] for s in steps) / GIB,
+        # The peak over the timed steps, as the peers count theirs (reset after their warm-up);
+        # runs of triax that predate the interval peak give the run's.
+        "peak_gib": max(s.get("interval_peak_memory_bytes", s["peak_memory_bytes"]) for s in timed) / GIB,
+        "run_peak_gib": max(s["peak_memory_bytes"] for s in steps) / GIB,
         "step_s": statistics.median(s["step_s"] for s in timed),
         "timed_steps": len(timed),
         "loss": steps[-1]["loss"],
@@ -316,7 +319,8 @@ def markdown(rows, notes, a):
             "`" + " ".join([Path(a.peer).name] + shlex.split(a.peer_args)) + "` (its warm-up excluded, peak after "
             "warm-up)")
     lines.append(f"triax: median of steps after {a.warmup} warm-up steps (metrics.jsonl); peak memory: the "
-                 f"caching allocator's peak over the run. Peer: {peer}.")
+                 f"caching allocator's peak over those steps (interval_peak_memory_bytes; the run's own peak, "
+                 f"warm-up included, is run_peak_gib in bench.json). Peer: {peer}.")
     lines.append("Variants: " + "; ".join(f"`{name}`: " + (" ".join(f"`{o}`" for o in ov) if ov else "as configured")
                                           for name, ov in a.variants)
                  + (". Every run: " + " ".join(f"`{s}`" for s in a.set) if a.set else "") + ".")

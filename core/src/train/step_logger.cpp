@@ -4,6 +4,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include <algorithm>
+
 #include "step/step_losses.hpp"
 #include "train/nonfinite_guard.hpp"
 #include "triax/report/run_reporter.hpp"
@@ -11,14 +13,18 @@
 namespace triax {
 namespace {
 
-// Peak memory of the step's device: the CUDA caching allocator's peak, or the process's peak
-// resident memory on CPU.
-int64_t peak_memory_bytes([[maybe_unused]] const c10::Device& device) {
+// Peak memory of the step's device since the last call: the CUDA caching allocator's peak of
+// allocated bytes, whose peak is then reset (the first call's covers the run's start), or the
+// process's peak resident memory on CPU (never reset: since the start).
+int64_t peak_memory_bytes_since_last_call([[maybe_unused]] const c10::Device& device) {
 #ifdef TRIAX_WITH_CUDA
-  if (device.is_cuda())
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
-        .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
-        .peak;
+  if (device.is_cuda()) {
+    const int64_t peak = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index())
+                             .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)]
+                             .peak;
+    c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());
+    return peak;
+  }
 #endif
   return peak_resident_bytes();
 }
@@ -55,7 +61,9 @@ void StepLogger::flush() {
   m.tokens_per_second_per_device = m.tokens_per_second / static_cast<double>(rates_.world_size);
   m.model_tflops_per_device = rates_.flops_per_token * m.tokens_per_second_per_device / 1e12;
   if (rates_.peak.tflops) m.mfu = m.model_tflops_per_device / *rates_.peak.tflops;
-  m.peak_memory_bytes = peak_memory_bytes(device_);
+  m.interval_peak_memory_bytes = peak_memory_bytes_since_last_call(device_);
+  run_peak_memory_bytes_ = std::max(run_peak_memory_bytes_, m.interval_peak_memory_bytes);
+  m.peak_memory_bytes = run_peak_memory_bytes_;
   m.elapsed_seconds = elapsed_seconds();
   m.eta_seconds = m.step_seconds * static_cast<double>(rates_.total_steps - m.step);
   reporter_.logged(m);

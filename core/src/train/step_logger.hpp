@@ -64,6 +64,7 @@ class StepLogger {
   // The logging interval: from interval_start_, the steps after interval_first_.
   DeviceMark interval_start_;
   int64_t interval_first_;
+  int64_t run_peak_memory_bytes_ = 0;  // the largest interval peak so far: the run's peak
 };
 
 }  // namespace triax

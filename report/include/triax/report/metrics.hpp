@@ -37,7 +37,8 @@ struct StepMetrics {
   double model_tflops_per_device = 0.0;
   std::optional<double> mfu;  // fraction of the peak, when the peak is known
   int64_t consumed_tokens = 0;
-  int64_t peak_memory_bytes = 0;
+  int64_t peak_memory_bytes = 0;           // since the start of the run
+  int64_t interval_peak_memory_bytes = 0;  // since the previous logged step (on CPU: since the start)
   double step_seconds = 0.0;  // mean over the logging interval
   double elapsed_seconds = 0.0;
   double eta_seconds = 0.0;
