@@ -11,7 +11,8 @@ add_executable(mamba2_test ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_test.cpp ${CMAKE
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_config_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_model_test.cpp
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_cache_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_op_count_test.cpp
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_token_major_conv_test.cpp
-                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_backward_fused_test.cpp)
+                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_backward_fused_test.cpp
+                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_packed_test.cpp)
 target_link_libraries(mamba2_test PRIVATE triax_mamba2_impl GTest::gtest_main)
 triax_use_pch(mamba2_test)
 triax_discover_test_suites(mamba2_test TEST_FILTER "-*Cuda.*" TEST_LIST mamba2_test_cpu PROPERTIES LABELS mamba2)

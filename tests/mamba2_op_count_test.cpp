@@ -50,12 +50,13 @@ TEST(Mamba2LayerOps, CopiesFillsAndAddsAroundTheScanStayFew) {
   std::cout << "copies " << copies << ", casts " << casts << ", fills " << fills << ", adds " << adds << ", cats "
             << cats << "\n";
   // Before the split_with_sizes splits and the SSD's one-pass products (main, 2026-12-07): copies
-  // 24, casts 77, fills 13, adds 21, cats 3 (docs/mamba2-performance.md).
+  // 24, casts 77, fills 13, adds 21, cats 3 (docs/mamba2-performance.md). Before the packed SSD
+  // gradient (TRIAX_MAMBA2_SSD_PACKED_GRADIENT) and one cast of the entering states: casts 64, cats 5.
   EXPECT_LE(copies, 12);
-  EXPECT_LE(casts, 64);
+  EXPECT_LE(casts, 61);
   EXPECT_LE(fills, 3);
   EXPECT_LE(adds, 13);
-  EXPECT_LE(cats, 5);
+  EXPECT_LE(cats, 4);
 }
 
 }  // namespace

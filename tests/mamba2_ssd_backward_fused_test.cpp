@@ -7,7 +7,8 @@
 // as a strided view, dy in fp32 and bf16; and the term kernels' packed path
 // (TRIAX_MAMBA2_SSD_TERMS_VECTOR) and warp-per-pair path each against the composition, at every
 // head_dim the packed path takes (8 to 256: 1 to 32 lanes a pair) and one it does not (24). The
-// same math with sums in another order (tolerance_of).
+// same math with sums in another order (tolerance_of). And the state passing's kernels storing
+// the backward's operands in bf16 / fp16 (TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE) against casts.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -23,6 +24,7 @@
 #ifdef TRIAX_WITH_CUDA
 #include "ssd_backward_cuda.hpp"
 #include "ssd_chunks.hpp"
+#include "ssd_cuda.hpp"
 #endif
 
 namespace {
@@ -142,6 +144,47 @@ TEST(Mamba2SsdCuda, PackedAndWarpPerPairTermKernelsMatchTheCompositionOnEveryHea
       expect_fused_matches_composition(c, at::kBFloat16, at::kFloat, packed);
       expect_fused_matches_composition(c, at::kFloat, at::kFloat, packed);
       expect_fused_matches_composition(c, at::kHalf, at::kHalf, packed);
+    }
+  }
+}
+
+// The state passing's kernels storing the backward's operands in their type
+// (TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE: the entering states' copy, the chunk states' gradient)
+// against fp32 tensors cast after: the kernel's copy equals the cast, and every gradient agrees
+// (the same roundings: expected the same bits; held to tolerance_of).
+TEST(Mamba2SsdCuda, StatesInTheOperandTypeGiveTheSameGradients) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  for (const FusedCase& c : {FusedCase{2, 2048, 48, 64, 1, 128, 256, true, false},
+                             FusedCase{2, 257, 6, 32, 3, 16, 48, true, true},
+                             FusedCase{1, 77, 4, 16, 2, 32, 100, false, false}}) {
+    for (at::ScalarType type : {at::kBFloat16, at::kHalf, at::kFloat}) {
+      const BackwardProblem p = backward_problem_on_cuda(c, type, type, 31 + static_cast<uint64_t>(c.length));
+      const std::string label = std::string(c10::toString(type)) + ", length " + std::to_string(c.length);
+#ifdef TRIAX_WITH_CUDA
+      {
+        namespace ssd = triax::mamba2::ssd;
+        const ScopedVariable on("TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE", "1");
+        const ssd::Chunks k = ssd::into_chunks(p.in, c.chunk);
+        const ssd::PassedStates passed = ssd::pass_states_cuda(k, p.in.initial_state, ssd::chunk_states(k), true);
+        ASSERT_EQ(passed.entering_operand.defined(), type != at::kFloat) << label;
+        if (passed.entering_operand.defined()) {
+          EXPECT_EQ(passed.entering_operand.scalar_type(), type) << label;
+          EXPECT_TRUE(at::equal(passed.entering_operand, passed.entering.to(type))) << label;
+        }
+      }
+#endif
+      auto run = [&](const char* on) {
+        const ScopedVariable setting("TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE", on);
+        const SsdGradients d = ssd_backward(p.in, c.chunk, p.grad_y, p.grad_final_state);
+        return std::vector<at::Tensor>{d.x, d.dt, d.A, d.B, d.C, d.initial_state};
+      };
+      const std::vector<at::Tensor> off = run("0"), on = run("1");
+      for (size_t i = 0; i < off.size(); ++i) {
+        ASSERT_EQ(on[i].defined(), off[i].defined()) << i << " " << label;
+        if (!off[i].defined()) continue;
+        EXPECT_LT(triax::test::max_relative_diff(on[i], off[i]), tolerance_of(i, type))
+            << "gradient " << i << " (x, dt, A, B, C, initial), " << label << ", same bits: " << at::equal(on[i], off[i]);
+      }
     }
   }
 }

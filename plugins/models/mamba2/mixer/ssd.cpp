@@ -4,9 +4,11 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <string>
+#include <vector>
 
 #include "ssd_backward.hpp"
 #include "ssd_chunks.hpp"
+#include "triax/environment_switch.hpp"
 #include "triax/error.hpp"
 
 #ifdef TRIAX_MAMBA2_KERNELS
@@ -56,6 +58,10 @@ SsdOutputs forward_values(const SsdInputs& in, int64_t chunk_size) {
 // An autograd function takes no undefined input: no initial state travels as an empty tensor.
 at::Tensor given(const at::Tensor& initial_state) { return initial_state.numel() > 0 ? initial_state : at::Tensor(); }
 
+at::Tensor initial_gradient(const SsdInputs& in, const ssd::SsdGradients& g) {
+  return in.initial_state.defined() ? g.initial_state.to(in.initial_state.scalar_type()) : at::Tensor();
+}
+
 // Keeps only its inputs for the backward, which recomputes the rest (ssd_backward.hpp): the
 // [chunk, chunk] tensors of every layer would otherwise live until the backward.
 class SsdFunction : public torch::autograd::Function<SsdFunction> {
@@ -73,10 +79,46 @@ class SsdFunction : public torch::autograd::Function<SsdFunction> {
     const variable_list saved = ctx->get_saved_variables();
     const SsdInputs in{saved[0], saved[1], saved[2], saved[3], saved[4], given(saved[5])};
     const ssd::SsdGradients g = ssd::ssd_backward(in, ctx->saved_data["chunk_size"].toInt(), grads[0], grads[1]);
-    const at::Tensor initial = in.initial_state.defined() ? g.initial_state.to(in.initial_state.scalar_type())
-                                                          : at::Tensor();
     return {g.x.to(in.x.scalar_type()), g.dt.to(in.dt.scalar_type()), g.A.to(in.A.scalar_type()),
-            g.B.to(in.B.scalar_type()), g.C.to(in.C.scalar_type()), initial, at::Tensor()};
+            g.B.to(in.B.scalar_type()), g.C.to(in.C.scalar_type()), initial_gradient(in, g), at::Tensor()};
+  }
+};
+
+// x [b, l, H, P] (a view where one group makes it one), B and C [b, l, G, N] inside xBC [b, l, G, R P + 2 N].
+SsdInputs unpacked(const at::Tensor& xBC, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& initial_state,
+                   int64_t state_size) {
+  const int64_t b = xBC.size(0), l = xBC.size(1), heads = dt.size(2);
+  const std::vector<at::Tensor> parts = xBC.split_with_sizes({xBC.size(3) - 2 * state_size, state_size, state_size}, 3);
+  return {parts[0].reshape({b, l, heads, -1}), dt, A, parts[1], parts[2], initial_state};
+}
+
+// SsdFunction over xBC whole: x, B and C's gradients written into one of xBC's shape, x's
+// returned as a third output (the D skip's) added into it (ssd_backward's GradientDestinations).
+class PackedSsdFunction : public torch::autograd::Function<PackedSsdFunction> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& xBC, const at::Tensor& dt, const at::Tensor& A,
+                               const at::Tensor& initial_state, int64_t state_size, int64_t chunk_size) {
+    ctx->save_for_backward({xBC, dt, A, initial_state});
+    ctx->saved_data["state_size"] = state_size;
+    ctx->saved_data["chunk_size"] = chunk_size;
+    const SsdInputs in = unpacked(xBC, dt, A, given(initial_state), state_size);
+    check_inputs(in, chunk_size);
+    const SsdOutputs out = forward_values(in, chunk_size);
+    return {out.y, out.final_state, in.x};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor& xBC = saved[0];
+    const int64_t state_size = ctx->saved_data["state_size"].toInt();
+    const SsdInputs in = unpacked(xBC, saved[1], saved[2], given(saved[3]), state_size);
+    at::Tensor d_xBC = at::empty(xBC.sizes(), xBC.options());
+    const std::vector<at::Tensor> parts =
+        d_xBC.split_with_sizes({xBC.size(3) - 2 * state_size, state_size, state_size}, 3);
+    const ssd::GradientDestinations into{parts[0], parts[1], parts[2], grads[2]};
+    const ssd::SsdGradients g = ssd::ssd_backward(in, ctx->saved_data["chunk_size"].toInt(), grads[0], grads[1], &into);
+    return {d_xBC, g.dt.to(in.dt.scalar_type()), g.A.to(in.A.scalar_type()), initial_gradient(in, g),
+            at::Tensor(), at::Tensor()};
   }
 };
 
@@ -88,5 +130,18 @@ SsdOutputs ssd_chunked(const SsdInputs& in, int64_t chunk_size) {
   const variable_list out = SsdFunction::apply(in.x, in.dt, in.A, in.B, in.C, initial, chunk_size);
   return {out[0], out[1]};
 }
+
+PackedSsdOutputs ssd_chunked_packed(const PackedSsdInputs& in, int64_t chunk_size) {
+  if (in.xBC.dim() != 4 || in.dt.dim() != 3 || in.state_size <= 0 || in.xBC.size(3) <= 2 * in.state_size ||
+      in.dt.size(2) % in.xBC.size(2) != 0 ||
+      (in.xBC.size(3) - 2 * in.state_size) % (in.dt.size(2) / in.xBC.size(2)) != 0)
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "ssd_chunked_packed: expected xBC [b, l, G, R P + 2 N] with N = "
+                                              "state_size and dt [b, l, R G]");
+  const at::Tensor initial = in.initial_state.defined() ? in.initial_state : at::empty({0}, in.dt.options());
+  const variable_list out = PackedSsdFunction::apply(in.xBC, in.dt, in.A, initial, in.state_size, chunk_size);
+  return {out[0], out[1], out[2]};
+}
+
+bool packed_gradient_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_SSD_PACKED_GRADIENT"); }
 
 }  // namespace triax::mamba2

@@ -36,4 +36,26 @@ struct SsdOutputs {
 // the length need not be a multiple of it.
 SsdOutputs ssd_chunked(const SsdInputs& inputs, int64_t chunk_size);
 
+// The convolution's output taken whole: xBC [b, l, G, R P + 2 N] holds per group its R heads' x,
+// then B, then C (the mixer's layout); dt [b, l, H], A [H], initial_state as above.
+struct PackedSsdInputs {
+  at::Tensor xBC, dt, A;
+  at::Tensor initial_state;  // optional
+  int64_t state_size = 0;    // N
+};
+
+struct PackedSsdOutputs {
+  at::Tensor y, final_state;  // as SsdOutputs
+  at::Tensor x;               // [b, l, H, P] from xBC, for the D skip: its gradient joins x's in the backward
+};
+
+// ssd_chunked over xBC's x, B and C, with one difference in the backward: the gradients of x
+// (plus that of the returned x), B and C are written into one gradient of xBC's shape, instead of
+// three tensors that autograd adds to and joins with a cat.
+PackedSsdOutputs ssd_chunked_packed(const PackedSsdInputs& inputs, int64_t chunk_size);
+
+// TRIAX_MAMBA2_SSD_PACKED_GRADIENT: "0" off (the mixer splits xBC itself and takes ssd_chunked),
+// on otherwise (unset included); read at every call, so that one process can time both.
+bool packed_gradient_switched_on();
+
 }  // namespace triax::mamba2

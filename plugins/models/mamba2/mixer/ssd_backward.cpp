@@ -12,20 +12,46 @@
 namespace triax::mamba2::ssd {
 namespace {
 
-// The gradients in the chunks' layout, summed over the four steps: each starts as its first term
-// (no zero tensor filled and added to), so the steps add with accumulate().
-struct ChunkGradients {
-  at::Tensor xdt;    // [b, c, g, q, r, p]
-  at::Tensor decay;  // [b, c, g, r, q], of the cumulative log-decays
-  at::Tensor B, C;   // [b, c, g, q, n]
-};
-
 void accumulate(at::Tensor& sum, const at::Tensor& term) {
   if (sum.defined())
     sum.add_(term);
   else
     sum = term;
 }
+
+// A gradient summed from terms with its last term held back: the final sum is either taken
+// (value) or stored where it goes, in another type or layout, by the pass that adds that term.
+class Summed {
+ public:
+  void add(const at::Tensor& term) {
+    if (last_.defined()) accumulate(sum_, last_);
+    last_ = term;
+  }
+  at::Tensor value() {
+    accumulate(sum_, last_);
+    last_ = at::Tensor();
+    return sum_;
+  }
+  // `as` lays a term out as `out` (a view); the same values as value() cast to out's type.
+  template <typename Layout>
+  void store(at::Tensor out, Layout as) const {
+    if (sum_.defined())
+      at::add_out(out, as(sum_), as(last_));
+    else
+      out.copy_(as(last_));
+  }
+
+ private:
+  at::Tensor sum_, last_;
+};
+
+// The gradients in the chunks' layout, summed over the four steps: each starts as its first term
+// (no zero tensor filled and added to), so the steps add with accumulate() (Summed::add).
+struct ChunkGradients {
+  at::Tensor xdt;    // [b, c, g, q, r, p]
+  at::Tensor decay;  // [b, c, g, r, q], of the cumulative log-decays
+  Summed B, C;       // [b, c, g, q, n]
+};
 
 at::Tensor reverse_cumsum(const at::Tensor& t) { return t.flip(-1).cumsum(-1).flip(-1); }
 
@@ -36,8 +62,8 @@ void diagonal_backward(const Chunks& k, const at::Tensor& dy_positions, ChunkGra
   if (chunk_scan_backward_applies(k)) {
     const ChunkScanGradients d = chunk_scan_backward_cuda(k, dy_positions);
     accumulate(grads.xdt, d.xdt);
-    accumulate(grads.C, product(d.scores, k.B, k.type));
-    accumulate(grads.B, product(d.scores.transpose(-1, -2), k.C, k.type));
+    grads.C.add(product(d.scores, k.B, k.type));
+    grads.B.add(product(d.scores.transpose(-1, -2), k.C, k.type));
     accumulate(grads.decay, d.decay);
     return;
   }
@@ -49,16 +75,19 @@ void diagonal_backward(const Chunks& k, const at::Tensor& dy_positions, ChunkGra
   accumulate(grads.xdt, product(masked.transpose(-1, -2), dy, k.type).permute({0, 1, 2, 4, 3, 5}));
   const MaskedScoresGradients d = masked_scores_backward(k, product(dy, x_heads.transpose(-1, -2), k.type),
                                                          scores_of_group);
-  accumulate(grads.C, product(d.scores, k.B, k.type));
-  accumulate(grads.B, product(d.scores.transpose(-1, -2), k.C, k.type));
+  grads.C.add(product(d.scores, k.B, k.type));
+  grads.B.add(product(d.scores.transpose(-1, -2), k.C, k.type));
   accumulate(grads.decay, d.decay);
 }
 
 // The read-out of the entering states; returns their gradient [b, c, g, r p, n]. dy [b, c, g, q, r, p].
-// On CUDA dread and the decays' term in one kernel (ssd_backward_cuda.hpp).
-at::Tensor read_out_backward(const Chunks& k, const at::Tensor& dy, const at::Tensor& entering, ChunkGradients& grads) {
-  const at::Tensor from_start = k.decay.exp();    // [b, c, g, r, q]
-  const at::Tensor read = read_out(k, entering);  // [b, c, g, q, r p]
+// passed.entering_operand: the entering states in the operand type if at hand (else cast here,
+// once for both products). On CUDA dread and the decays' term in one kernel (ssd_backward_cuda.hpp).
+at::Tensor read_out_backward(const Chunks& k, const at::Tensor& dy, const PassedStates& passed, ChunkGradients& grads) {
+  const at::Tensor from_start = k.decay.exp();  // [b, c, g, r, q]
+  const at::Tensor entering_operand =
+      passed.entering_operand.defined() ? passed.entering_operand : passed.entering.to(k.operand);
+  const at::Tensor read = read_out(k, entering_operand);  // [b, c, g, q, r p]
   at::Tensor dread;
 #ifdef TRIAX_MAMBA2_KERNELS
   if (ssd_backward_fused_applies(k)) {
@@ -73,7 +102,7 @@ at::Tensor read_out_backward(const Chunks& k, const at::Tensor& dy, const at::Te
     const at::Tensor heads = read.view({k.b, k.c, k.g, k.q, k.r, k.p});
     accumulate(grads.decay, ((dy * heads).sum(-1) * factor.squeeze(-1)).transpose(3, 4));
   }
-  accumulate(grads.C, product(dread, entering.to(k.operand), k.type));
+  grads.C.add(product(dread, entering_operand, k.type));
   return product(dread.transpose(-1, -2), k.C, k.type);
 }
 
@@ -117,8 +146,8 @@ void add_to_end_gradient(const Chunks& k, const at::Tensor& dw, ChunkGradients& 
 // d xdt and the weights' gradient in one kernel (ssd_backward_cuda.hpp).
 void chunk_states_backward(const Chunks& k, const ChunkWeights& weights, const at::Tensor& dstates,
                            ChunkGradients& grads) {
-  const at::Tensor ds = dstates.to(k.operand);
-  accumulate(grads.B, product(weights.weighted, ds, k.type));
+  const at::Tensor ds = dstates.to(k.operand);  // no copy where the state passing stored it so
+  grads.B.add(product(weights.weighted, ds, k.type));
   const at::Tensor dweighted = product(k.B, ds.transpose(-1, -2), k.type).view({k.b, k.c, k.g, k.q, k.r, k.p});
 #ifdef TRIAX_MAMBA2_KERNELS
   if (ssd_backward_fused_applies(k)) {
@@ -144,8 +173,8 @@ PassedGradients across_chunks(const Chunks& k, const SsdInputs& in, const ChunkW
   const at::Tensor states = chunk_states(k, weights.weighted);
 #ifdef TRIAX_MAMBA2_KERNELS
   if (ssd_kernels_apply(k)) {
-    const PassedStates passed = pass_states(k, in.initial_state, states);
-    const at::Tensor dentering = read_out_backward(k, dy, passed.entering, grads);
+    const PassedStates passed = pass_states_cuda(k, in.initial_state, states, true);
+    const at::Tensor dentering = read_out_backward(k, dy, passed, grads);
     const PassingGradients g = pass_states_backward_cuda(k, passed.entering, dentering, dfinal);
     grads.decay.select(-1, k.q - 1).add_(g.chunk_decay);
     return {g.chunk_states, g.initial_state};
@@ -154,7 +183,7 @@ PassedGradients across_chunks(const Chunks& k, const SsdInputs& in, const ChunkW
   const at::Tensor passing = passing_matrix(k);
   const at::Tensor inputs = boundary_inputs(k, in.initial_state, states);
   const at::Tensor entering = entering_states(k, boundary_states(passing, inputs));
-  const at::Tensor dentering = read_out_backward(k, dy, entering, grads);
+  const at::Tensor dentering = read_out_backward(k, dy, PassedStates{entering, at::Tensor(), at::Tensor()}, grads);
   return passing_backward(k, passing, inputs, dentering, dfinal, grads);
 }
 
@@ -168,8 +197,18 @@ at::Tensor chunked_grad_y(const Chunks& k, const at::Tensor& grad_y) {
   return padded.reshape({k.b, k.c, k.q, k.g, k.r, k.p}).transpose(2, 3);
 }
 
-// The chunk-layout gradients back to the inputs'.
-SsdGradients to_inputs(const Chunks& k, const SsdInputs& in, const ChunkGradients& grads) {
+// x's gradient (in x's type) stored into `into`'s x: plus the addend in the same pass.
+void store_x(const Chunks& k, const at::Tensor& dx, const GradientDestinations& into) {
+  auto grouped = [&](const at::Tensor& t) { return t.reshape({k.b, k.l, k.g, k.r * k.p}); };
+  at::Tensor out = into.x;
+  if (into.x_addend.defined())
+    at::add_out(out, grouped(dx), grouped(into.x_addend));
+  else
+    out.copy_(grouped(dx));
+}
+
+// The chunk-layout gradients back to the inputs' (those of x, B and C into `into` where given).
+SsdGradients to_inputs(const Chunks& k, const SsdInputs& in, ChunkGradients& grads, const GradientDestinations* into) {
   const at::Tensor da = reverse_cumsum(grads.decay)
                             .permute({0, 1, 4, 2, 3})
                             .reshape({k.b, k.c * k.q, k.g * k.r})
@@ -179,28 +218,36 @@ SsdGradients to_inputs(const Chunks& k, const SsdInputs& in, const ChunkGradient
     return t.transpose(2, 3).reshape({k.b, k.c * k.q, k.g, k.n}).narrow(1, 0, k.l);
   };
   SsdGradients out;
+  at::Tensor dx;
 #ifdef TRIAX_MAMBA2_KERNELS
   if (ssd_backward_fused_applies(k) && in.x.scalar_type() == k.operand) {  // x and dt's sum in one kernel
     InputTerms terms = input_terms_cuda(k, grads.xdt, in.x);
-    out.x = terms.x;
+    dx = terms.x;
     out.dt = terms.dt.add_(da * A);
   }
 #endif
-  if (!out.x.defined()) {
+  if (!dx.defined()) {
     const at::Tensor dxdt = from_chunks(k, grads.xdt);
-    out.x = product_stored_as(dxdt, k.dt.unsqueeze(-1), in.x.scalar_type());  // rounded once, as the cast did
+    dx = product_stored_as(dxdt, k.dt.unsqueeze(-1), in.x.scalar_type());  // rounded once, as the cast did
     out.dt = (dxdt * in.x).sum(-1) + da * A;  // x widened exactly inside the product
   }
   out.A = (da * k.dt).sum(at::IntArrayRef{0, 1});
-  out.B = positions(grads.B);
-  out.C = positions(grads.C);
+  if (into) {
+    store_x(k, dx, *into);
+    grads.B.store(into->B, positions);
+    grads.C.store(into->C, positions);
+  } else {
+    out.x = dx;
+    out.B = positions(grads.B.value());
+    out.C = positions(grads.C.value());
+  }
   return out;
 }
 
 }  // namespace
 
 SsdGradients ssd_backward(const SsdInputs& in, int64_t chunk_size, const at::Tensor& grad_y,
-                          const at::Tensor& grad_final_state) {
+                          const at::Tensor& grad_final_state, const GradientDestinations* into) {
   const Chunks k = into_chunks(in, chunk_size);
   ChunkGradients grads;
   const at::Tensor dy = chunked_grad_y(k, grad_y);
@@ -209,7 +256,7 @@ SsdGradients ssd_backward(const SsdInputs& in, int64_t chunk_size, const at::Ten
   const ChunkWeights weights{to_end, weighted_xdt(k, per_position(to_end))};
   const PassedGradients passed = across_chunks(k, in, weights, dy, grad_final_state, grads);
   chunk_states_backward(k, weights, passed.chunk_states, grads);
-  SsdGradients out = to_inputs(k, in, grads);
+  SsdGradients out = to_inputs(k, in, grads, into);
   if (in.initial_state.defined()) out.initial_state = passed.initial_state;
   return out;
 }

@@ -26,8 +26,18 @@ struct SsdGradients {
   at::Tensor initial_state;   // undefined without an initial state
 };
 
-// grad_y [b, l, H, P] and grad_final_state [b, H, P, N]; either may be undefined (zero).
+// Where the gradients of x, B and C go instead of SsdGradients: views (any strides, any float
+// type) of one packed gradient, x's [b, l, G, R P], B's and C's [b, l, G, N]; each final sum is
+// stored there in the pass that adds its last term. x_addend [b, l, H, P] (undefined: none) is
+// added into x's.
+struct GradientDestinations {
+  at::Tensor x, B, C;
+  at::Tensor x_addend;
+};
+
+// grad_y [b, l, H, P] and grad_final_state [b, H, P, N]; either may be undefined (zero). With
+// `into`, the gradients of x, B and C are written there and left undefined in the result.
 SsdGradients ssd_backward(const SsdInputs& in, int64_t chunk_size, const at::Tensor& grad_y,
-                          const at::Tensor& grad_final_state);
+                          const at::Tensor& grad_final_state, const GradientDestinations* into = nullptr);
 
 }  // namespace triax::mamba2::ssd

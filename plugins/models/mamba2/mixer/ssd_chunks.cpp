@@ -65,6 +65,16 @@ at::Tensor chunked_xdt(const Chunks& k, const at::Tensor& x) {
   return out;
 }
 
+// dt A per position and head as [b, c, g, r, q], stored in that layout where no padding comes
+// first: the cumulative sum then runs along contiguous values (CUDA's would copy a permuted view).
+at::Tensor log_decay_steps(const Chunks& k, const at::Tensor& A) {
+  if (k.c * k.q != k.l) return cut((k.dt * A).reshape({k.b, k.l, k.g, k.r}), k.c, k.q).permute({0, 1, 3, 4, 2});
+  const at::Tensor out = at::empty({k.b, k.c, k.g, k.r, k.q}, k.dt.options());
+  at::Tensor positions = out.permute({0, 1, 4, 2, 3});  // [b, c, q, g, r], dt's order
+  at::mul_out(positions, k.dt.reshape({k.b, k.c, k.q, k.g, k.r}), A.reshape({k.g, k.r}));
+  return out;
+}
+
 }  // namespace
 
 Chunks into_chunks(const SsdInputs& in, int64_t chunk_size) {
@@ -77,8 +87,7 @@ Chunks into_chunks(const SsdInputs& in, int64_t chunk_size) {
   k.xdt = chunked_xdt(k, in.x);
   k.B = chunked_operand(k, in.B);
   k.C = chunked_operand(k, in.C);
-  const at::Tensor a = (k.dt * in.A.to(k.type)).reshape({k.b, k.l, k.g, k.r});
-  k.decay = cut(a, k.c, k.q).permute({0, 1, 3, 4, 2}).cumsum(-1);
+  k.decay = log_decay_steps(k, in.A.to(k.type)).cumsum(-1);
   return k;
 }
 

@@ -88,8 +88,9 @@ at::Tensor boundary_states(const at::Tensor& passing, const at::Tensor& inputs);
 at::Tensor entering_states(const Chunks& k, const at::Tensor& boundaries);
 
 struct PassedStates {
-  at::Tensor entering;     // [b, c, g, r p, n], as entering_states gives them
-  at::Tensor final_state;  // [b, H, p, n]
+  at::Tensor entering;          // [b, c, g, r p, n], as entering_states gives them
+  at::Tensor final_state;       // [b, H, p, n]
+  at::Tensor entering_operand;  // entering in the operand type where a kernel stored it too, else undefined
 };
 
 // The states across chunks from the initial state (undefined: zeros) and the chunks' own

@@ -138,16 +138,25 @@ MaskedScoresGradients masked_scores_backward_cuda(const Chunks& k, const at::Ten
   return {dscores, rows.sum(-1) - columns};
 }
 
-PassedStates pass_states_cuda(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states) {
+bool states_in_operand_type_switched_on() { return switched_on_when_one("TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE"); }
+
+PassedStates pass_states_cuda(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states,
+                              bool with_operand_copy) {
   c10::cuda::CUDAGuard device(k.dt.device());
   const at::Tensor s = states.contiguous(), decays = chunk_decays(k), initial = fp32_operand(initial_state);
   at::Tensor entering = at::empty({k.b, k.c, k.g, k.r * k.p, k.n}, s.options());
   at::Tensor final_state = at::empty({k.b, k.g * k.r, k.p, k.n}, s.options());
-  launch::check(kernels::pass_states(s.const_data_ptr<float>(), decays.const_data_ptr<float>(), fp32_or_null(initial),
-                                     entering.data_ptr<float>(), final_state.data_ptr<float>(), passing_shape_of(k),
-                                     launch::stream_of(s)),
-                "pass_states");
-  return {entering, final_state};
+  at::Tensor entering_operand;
+  if (with_operand_copy && k.operand != at::kFloat && states_in_operand_type_switched_on())
+    entering_operand = at::empty(entering.sizes(), s.options().dtype(k.operand));
+  const c10::ScalarType copy_type = entering_operand.defined() ? k.operand : at::kFloat;
+  launch::check(
+      kernels::pass_states(s.const_data_ptr<float>(), decays.const_data_ptr<float>(), fp32_or_null(initial),
+                           entering.data_ptr<float>(), final_state.data_ptr<float>(), *launch::kernel_dtype(copy_type),
+                           entering_operand.defined() ? entering_operand.data_ptr() : nullptr, passing_shape_of(k),
+                           launch::stream_of(s)),
+      "pass_states");
+  return {entering, final_state, entering_operand};
 }
 
 PassingGradients pass_states_backward_cuda(const Chunks& k, const at::Tensor& entering, const at::Tensor& d_entering,
@@ -156,13 +165,15 @@ PassingGradients pass_states_backward_cuda(const Chunks& k, const at::Tensor& en
   const at::Tensor e = entering.contiguous(), de = d_entering.to(at::kFloat).contiguous();
   const at::Tensor decays = chunk_decays(k), df = fp32_operand(d_final);
   const int64_t slices = (k.p * k.n + kernels::kPassingSlice - 1) / kernels::kPassingSlice;
-  at::Tensor d_states = at::empty({k.b, k.c, k.g, k.r * k.p, k.n}, e.options());
+  const c10::ScalarType d_states_type =
+      k.operand != at::kFloat && states_in_operand_type_switched_on() ? k.operand : at::kFloat;
+  at::Tensor d_states = at::empty({k.b, k.c, k.g, k.r * k.p, k.n}, e.options().dtype(d_states_type));
   at::Tensor d_initial = at::empty({k.b, k.g * k.r, k.p, k.n}, e.options());
   at::Tensor partials = at::empty({k.b, k.c, k.g, k.r, slices}, e.options());
-  launch::check(kernels::pass_states_backward(e.const_data_ptr<float>(), decays.const_data_ptr<float>(),
-                                              de.const_data_ptr<float>(), fp32_or_null(df), d_states.data_ptr<float>(),
-                                              d_initial.data_ptr<float>(), partials.data_ptr<float>(),
-                                              passing_shape_of(k), launch::stream_of(e)),
+  launch::check(kernels::pass_states_backward(
+                    e.const_data_ptr<float>(), decays.const_data_ptr<float>(), de.const_data_ptr<float>(),
+                    fp32_or_null(df), *launch::kernel_dtype(d_states_type), d_states.data_ptr(),
+                    d_initial.data_ptr<float>(), partials.data_ptr<float>(), passing_shape_of(k), launch::stream_of(e)),
                 "pass_states_backward");
   return {d_states, d_initial, partials.sum(-1)};
 }

@@ -53,10 +53,19 @@ at::Tensor masked_scores_cuda(const Chunks& k, const at::Tensor& scores);
 MaskedScoresGradients masked_scores_backward_cuda(const Chunks& k, const at::Tensor& d_masked,
                                                   const at::Tensor& scores);
 
-PassedStates pass_states_cuda(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states);
+// TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE: "1" on, off otherwise (until its test has run on a GPU);
+// read at every call. On, for bf16 (fp16) operands the state passing's kernels store what the
+// backward's products read in that type: the entering states' copy (pass_states_cuda asked for
+// it) and the chunk states' gradient, instead of fp32 tensors cast by a copy each.
+bool states_in_operand_type_switched_on();
+
+// With_operand_copy: the entering states in the operand type as well (entering_operand), where
+// states_in_operand_type_switched_on and the operand type is not fp32.
+PassedStates pass_states_cuda(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states,
+                              bool with_operand_copy = false);
 
 struct PassingGradients {
-  at::Tensor chunk_states;   // [b, c, g, r p, n]
+  at::Tensor chunk_states;   // [b, c, g, r p, n], fp32 or (states_in_operand_type_switched_on) the operand type
   at::Tensor initial_state;  // [b, H, p, n]
   at::Tensor chunk_decay;    // [b, c, g, r], of each chunk's log-decay (the last cumulative one)
 };

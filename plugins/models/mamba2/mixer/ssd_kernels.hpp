@@ -36,12 +36,14 @@ cudaError_t masked_scores_backward(triax::kernels::Dtype operand, const float* d
 // The states across chunks, one thread per state value walking the chunks in order. Per batch
 // row: states and entering [c, H, p n] (each chunk's own final state; the state entering it),
 // chunk_decay [c, H] (the log-decay over each chunk), initial and final [H, p n] (initial may be
-// null: zeros). All fp32.
+// null: zeros). All fp32; entering_operand (may be null) [b, c, H, p n] the entering states once
+// more, rounded to `operand` (the products' type, bf16 or fp16), as a cast of entering would.
 struct PassingShape {
   int64_t batch, chunks, heads, values;  // b, c, H, p n
 };
 cudaError_t pass_states(const float* states, const float* chunk_decay, const float* initial, float* entering,
-                        float* final_state, const PassingShape& shape, cudaStream_t stream);
+                        float* final_state, triax::kernels::Dtype operand, void* entering_operand,
+                        const PassingShape& shape, cudaStream_t stream);
 
 // Values a block of the backward covers: chunk_decay_partials has ceil(p n / kPassingSlice) of them.
 constexpr int64_t kPassingSlice = 256;
@@ -49,10 +51,12 @@ constexpr int64_t kPassingSlice = 256;
 // The backward, chunks in reverse: from the gradients of the entering states [b, c, H, p n] and
 // of the final state [b, H, p n] (may be null: zeros), those of the chunk states [b, c, H, p n],
 // of the initial state [b, H, p n] and, in partial sums [b, c, H, ceil(p n / kPassingSlice)], of
-// the chunk decays. entering: the forward's.
+// the chunk decays. entering: the forward's. d_states in d_states_type (fp32, or the operand type
+// its product reads: rounded once as it is stored, as a cast would); the rest fp32.
 cudaError_t pass_states_backward(const float* entering, const float* chunk_decay, const float* d_entering,
-                                 const float* d_final, float* d_states, float* d_initial,
-                                 float* chunk_decay_partials, const PassingShape& shape, cudaStream_t stream);
+                                 const float* d_final, triax::kernels::Dtype d_states_type, void* d_states,
+                                 float* d_initial, float* chunk_decay_partials, const PassingShape& shape,
+                                 cudaStream_t stream);
 
 // The fused chunk scan (ssd_chunk_scan.cu): the forward's output from the chunks' operands in one
 // kernel on tensor cores, per (batch, chunk, group, head, tile of kChunkScanRows positions):
