@@ -169,12 +169,12 @@ TEST(Mamba2GatedNormCuda, BothKernelsMatchTheComposition) {
     expect_kernel_matches(kernel, k780mLike, at::kBFloat16, at::kFloat);
     expect_kernel_matches(kernel, k780mLike, at::kBFloat16, at::kBFloat16);
     expect_kernel_matches(kernel, k780mLike, at::kHalf, at::kFloat);
-    for (const Layout& layout : {kThreeGroupsUnaligned, kTwoGroupsAligned, kOddChannels}) {
+    for (const Layout* layout : {&kThreeGroupsUnaligned, &kTwoGroupsAligned, &kOddChannels}) {
       // v3 takes only operands on whole 16-byte vectors: of these, the two aligned groups.
-      const char* runs = v3 && &layout != &kTwoGroupsAligned ? "v2" : kernel;
-      expect_kernel_matches(kernel, layout, at::kFloat, at::kFloat, runs);
-      expect_kernel_matches(kernel, layout, at::kBFloat16, at::kFloat, runs);
-      expect_kernel_matches(kernel, layout, at::kBFloat16, at::kBFloat16, runs);
+      const char* runs = v3 && layout != &kTwoGroupsAligned ? "v2" : kernel;
+      expect_kernel_matches(kernel, *layout, at::kFloat, at::kFloat, runs);
+      expect_kernel_matches(kernel, *layout, at::kBFloat16, at::kFloat, runs);
+      expect_kernel_matches(kernel, *layout, at::kBFloat16, at::kBFloat16, runs);
     }
     // 768 bf16 vectors: v3's widest row, one a thread.
     expect_kernel_matches(kernel, kWideGroup, at::kBFloat16, at::kFloat);
