@@ -75,9 +75,10 @@ __global__ void __launch_bounds__(kThreads)
                                   float* __restrict__ skip_partials) {
   constexpr int N = kVectorWidth<T>;
   __shared__ float warp_sums[2][32];
-  // Each thread's norm weights, read back at every row: registers would hold them for good, and
-  // the thread's 80 must hold two rows.
-  __shared__ Pack<float, N> weights[kThreads];
+  // Each thread's norm weights (dynamic: weight_bytes), read back at every row: registers would
+  // hold them for good, and the thread's 80 must hold two rows.
+  extern __shared__ __align__(32) unsigned char dynamic_shared[];
+  Pack<float, N>* weights = reinterpret_cast<Pack<float, N>*>(dynamic_shared);
   const int64_t group = blockIdx.y, width = o.groups * o.channels;
   // Threads past the group's vectors load its first one and only join the row's sums.
   const bool owns = static_cast<int64_t>(threadIdx.x) * N < o.channels;
@@ -135,6 +136,11 @@ int threads_for(const GatedNormInputs& in, const GatedNormShape& shape) {
   return row_threads(vectors_of(in, shape), kThreads);
 }
 
+// The block's shared weights: one vector of fp32 weights a thread.
+size_t weight_bytes(const GatedNormInputs& in, const GatedNormShape& shape) {
+  return static_cast<size_t>(threads_for(in, shape)) * static_cast<size_t>(vector_width(in.dtype)) * sizeof(float);
+}
+
 }  // namespace
 
 bool gated_norm_backward_v3_fits(const GatedNormInputs& in, const GatedNormShape& shape) {
@@ -154,7 +160,8 @@ int64_t gated_norm_backward_v3_partial_rows(const GatedNormInputs& in, const Gat
   dispatch_gated_norm_types(in, [&](auto t_tag, auto y_tag) {
     using T = typename decltype(t_tag)::type;
     using Y = typename decltype(y_tag)::type;
-    blocks = blocks_per_group(gated_norm_backward_v3_kernel<T, Y>, threads_for(in, shape), shape);
+    blocks =
+        blocks_per_group(gated_norm_backward_v3_kernel<T, Y>, threads_for(in, shape), shape, weight_bytes(in, shape));
     return cudaSuccess;
   });
   return blocks;
@@ -171,7 +178,7 @@ cudaError_t gated_norm_backward_v3(const GatedNormInputs& in, const GatedNormSha
     using Y = typename decltype(y_tag)::type;
     if (!vectorized<T, Y>(in, shape, {grad_out, grads.y, grads.x, grads.z, grads.weight_partials, grads.skip_partials}))
       return cudaErrorMisalignedAddress;
-    gated_norm_backward_v3_kernel<T, Y><<<grid, threads_for(in, shape), 0, stream>>>(
+    gated_norm_backward_v3_kernel<T, Y><<<grid, threads_for(in, shape), weight_bytes(in, shape), stream>>>(
         operands_of<T, Y>(in, shape), shape.rows, static_cast<const T*>(grad_out), rstd, static_cast<Y*>(grads.y),
         static_cast<T*>(grads.x), static_cast<T*>(grads.z), grads.weight_partials, grads.skip_partials);
     return cudaGetLastError();

@@ -32,13 +32,14 @@ bool vectorized(const GatedNormInputs& in, const GatedNormShape& shape, std::ini
          vector_rows<T>(in.z) && vector_rows<Y>(in.y);
 }
 
-// Blocks per group for a grid that fills the current device with `kernel`'s resident blocks.
+// Blocks per group for a grid that fills the current device with `kernel`'s resident blocks (of
+// `threads` threads and `dynamic_shared` bytes of dynamic shared memory).
 template <typename Kernel>
-int64_t blocks_per_group(Kernel kernel, int threads, const GatedNormShape& shape) {
+int64_t blocks_per_group(Kernel kernel, int threads, const GatedNormShape& shape, size_t dynamic_shared = 0) {
   int device = 0, sms = 1, per_sm = 1;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess)
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_shared) != cudaSuccess)
     sms = per_sm = 1;
   const int64_t resident = int64_t{std::max(sms, 1)} * std::max(per_sm, 1);
   return std::max<int64_t>(std::min((resident + shape.groups - 1) / shape.groups, shape.rows), 1);
