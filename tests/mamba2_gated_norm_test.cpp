@@ -1,8 +1,8 @@
 // The Mamba-2 mixer's gated norm (plugins/models/mamba2/mixer/gated_norm.hpp): its autograd
 // function against autograd through the LibTorch composition, on CPU in fp64 (the function's
 // LibTorch formulas, with the strided views the mixer passes) and (Mamba2GatedNormCuda, with a
-// GPU) through both generations of CUDA kernels (TRIAX_MAMBA2_GATED_NORM_KERNEL=v1, v2) in fp32,
-// bf16 and fp16, on the mixer's strided views, outputs and every input's gradient.
+// GPU) through every generation of CUDA kernels (TRIAX_MAMBA2_GATED_NORM_KERNEL=v1, v2, v3) in
+// fp32, bf16 and fp16, on the mixer's strided views, outputs and every input's gradient.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -98,6 +98,9 @@ constexpr Layout kTwoGroupsAligned{3, 5, 8, 16, 2, 2 * 128 + 8, 128 + 8, 0};
 constexpr Layout kOddChannels{2, 9, 3, 5, 1, 2 * 15 + 3, 15 + 3, 0};
 // 6144 channels in one group: four bf16 vectors per thread; in fp32 (1536 vectors) beyond v2: v1.
 constexpr Layout kWideGroup{1, 40, 96, 64, 1, 2 * 6144, 6144, 0};
+// The 780m layer on 2,560 rows: v3's blocks (a few per SM) each walk several rows, loading the next
+// while they write one.
+constexpr Layout k780mManyRows{2, 1280, 48, 64, 1, 6448, 3072, 0};
 
 struct CudaInputs {
   GatedNormArgs exact;  // fp64, holding the values the GPU's types round to
@@ -125,9 +128,11 @@ CudaInputs cuda_inputs(const Layout& l, c10::ScalarType act, c10::ScalarType y_t
   return in;
 }
 
-// `kernel` ("v1" or "v2") against the composition in fp64 on the same rounded values: output and
-// the five gradients within 1e-4 (fp32) or 1e-2 (16-bit) of the largest value.
-void expect_kernel_matches(const char* kernel, const Layout& layout, c10::ScalarType act, c10::ScalarType y_type) {
+// `kernel` ("v1", "v2" or "v3") against the composition in fp64 on the same rounded values: output
+// and the five gradients within 1e-4 (fp32) or 1e-2 (16-bit) of the largest value. `runs`: the
+// kernels the choice gives these operands (v3 leaves rows off whole 16-byte vectors to v2).
+void expect_kernel_matches(const char* kernel, const Layout& layout, c10::ScalarType act, c10::ScalarType y_type,
+                           const char* runs = nullptr) {
   ScopedVariable choice("TRIAX_MAMBA2_GATED_NORM_KERNEL", kernel);
   const CudaInputs in = cuda_inputs(layout, act, y_type, 4);
   const std::string label = std::string(kernel) + " " + c10::toString(act) + " y " + c10::toString(y_type) +
@@ -137,7 +142,7 @@ void expect_kernel_matches(const char* kernel, const Layout& layout, c10::Scalar
   const at::Tensor weight_out = at::randn(in.exact.z.sizes(), g, at::kDouble);
   const auto expected = output_and_gradients(in.exact, triax::mamba2::gated_rms_norm_composed, at::kDouble, weight_out);
   ASSERT_TRUE(triax::mamba2::gated_norm_kernels_apply(in.gpu, act)) << label;
-  EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, act), kernel) << label;
+  EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, act), runs ? runs : kernel) << label;
   // A kernel's refusal to launch names the case (an exception alone would not).
   std::vector<at::Tensor> got;
   try {
@@ -155,20 +160,27 @@ void expect_kernel_matches(const char* kernel, const Layout& layout, c10::Scalar
   }
 }
 
+// Named for the first two generations; v3 (v2's forward, its own backward) runs the same cases.
 TEST(Mamba2GatedNormCuda, BothKernelsMatchTheComposition) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
-  for (const char* kernel : {"v1", "v2"}) {
+  for (const char* kernel : {"v1", "v2", "v3"}) {
+    const bool v3 = std::string(kernel) == "v3";
     expect_kernel_matches(kernel, k780mLike, at::kFloat, at::kFloat);
     expect_kernel_matches(kernel, k780mLike, at::kBFloat16, at::kFloat);
     expect_kernel_matches(kernel, k780mLike, at::kBFloat16, at::kBFloat16);
     expect_kernel_matches(kernel, k780mLike, at::kHalf, at::kFloat);
-    for (const Layout& layout : {kThreeGroupsUnaligned, kTwoGroupsAligned, kOddChannels}) {
-      expect_kernel_matches(kernel, layout, at::kFloat, at::kFloat);
-      expect_kernel_matches(kernel, layout, at::kBFloat16, at::kFloat);
-      expect_kernel_matches(kernel, layout, at::kBFloat16, at::kBFloat16);
+    for (const Layout* layout : {&kThreeGroupsUnaligned, &kTwoGroupsAligned, &kOddChannels}) {
+      // v3 takes only operands on whole 16-byte vectors: of these, the two aligned groups.
+      const char* runs = v3 && layout != &kTwoGroupsAligned ? "v2" : kernel;
+      expect_kernel_matches(kernel, *layout, at::kFloat, at::kFloat, runs);
+      expect_kernel_matches(kernel, *layout, at::kBFloat16, at::kFloat, runs);
+      expect_kernel_matches(kernel, *layout, at::kBFloat16, at::kBFloat16, runs);
     }
+    // 768 bf16 vectors: v3's widest row, one a thread.
     expect_kernel_matches(kernel, kWideGroup, at::kBFloat16, at::kFloat);
   }
+  expect_kernel_matches("v3", k780mManyRows, at::kBFloat16, at::kBFloat16);
+  expect_kernel_matches("v3", k780mManyRows, at::kFloat, at::kFloat);
 }
 
 // A group's row beyond v2's registers (6144 fp32 channels) runs v1 under TRIAX_MAMBA2_GATED_NORM_KERNEL=v2.
@@ -182,7 +194,8 @@ TEST(Mamba2GatedNormCuda, V2LeavesRowsBeyondItsRegistersToV1) {
       "v2");
 }
 
-// v2 is the default (2.2x v1 on an H100); TRIAX_MAMBA2_GATED_NORM_KERNEL=v1 keeps v1.
+// v2 is the default (2.2x v1 on an H100); TRIAX_MAMBA2_GATED_NORM_KERNEL=v1 keeps v1, =v3 takes
+// v3 (off by default until timed on a GPU).
 TEST(Mamba2GatedNormCuda, V2RunsUnlessV1IsAskedFor) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
   const CudaInputs in = cuda_inputs(k780mLike, at::kBFloat16, at::kFloat, 8);
@@ -190,20 +203,41 @@ TEST(Mamba2GatedNormCuda, V2RunsUnlessV1IsAskedFor) {
     ScopedVariable unset("TRIAX_MAMBA2_GATED_NORM_KERNEL", nullptr);
     EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v2");
   }
+  {
+    ScopedVariable choice("TRIAX_MAMBA2_GATED_NORM_KERNEL", "v3");
+    EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v3");
+  }
   ScopedVariable choice("TRIAX_MAMBA2_GATED_NORM_KERNEL", "v1");
   EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v1");
 }
 
-// v2's backward sums the weight's and D's terms in a fixed order: two runs give the same bits.
-TEST(Mamba2GatedNormCuda, V2GivesTheSameBitsTwice) {
+// v3 takes a group's row of up to 768 16-byte vectors (one a thread); wider rows run v2 where they
+// fit its registers (1024 vectors), else v1.
+TEST(Mamba2GatedNormCuda, V3LeavesRowsBeyondItsThreadsToOlderKernels) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
-  ScopedVariable choice("TRIAX_MAMBA2_GATED_NORM_KERNEL", "v2");
-  const CudaInputs in = cuda_inputs(k780mLike, at::kBFloat16, at::kFloat, 7);
-  ASSERT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v2");
-  const at::Tensor weight_out = at::randn(in.gpu.z.sizes(), in.gpu.D.options());
-  const auto first = output_and_gradients(in.gpu, triax::mamba2::gated_rms_norm, at::kBFloat16, weight_out);
-  const auto second = output_and_gradients(in.gpu, triax::mamba2::gated_rms_norm, at::kBFloat16, weight_out);
-  for (size_t i = 0; i < first.size(); ++i) EXPECT_TRUE(first[i].equal(second[i])) << "output (0) or input " << i;
+  ScopedVariable choice("TRIAX_MAMBA2_GATED_NORM_KERNEL", "v3");
+  // 8192 bf16 channels: 1024 vectors, within v2's registers, past v3's 768 threads.
+  constexpr Layout kWiderGroup{1, 8, 128, 64, 1, 2 * 8192, 8192, 0};
+  EXPECT_STREQ(
+      triax::mamba2::gated_norm_kernels_used(cuda_inputs(kWiderGroup, at::kBFloat16, at::kFloat, 6).gpu, at::kBFloat16),
+      "v2");
+  EXPECT_STREQ(
+      triax::mamba2::gated_norm_kernels_used(cuda_inputs(kWideGroup, at::kFloat, at::kFloat, 6).gpu, at::kFloat), "v1");
+}
+
+// v2's and v3's backwards sum the weight's and D's terms in a fixed order: two runs give the same bits.
+TEST(Mamba2GatedNormCuda, V2AndV3GiveTheSameBitsTwice) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  for (const char* kernel : {"v2", "v3"}) {
+    ScopedVariable choice("TRIAX_MAMBA2_GATED_NORM_KERNEL", kernel);
+    const CudaInputs in = cuda_inputs(k780mLike, at::kBFloat16, at::kFloat, 7);
+    ASSERT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), kernel);
+    const at::Tensor weight_out = at::randn(in.gpu.z.sizes(), in.gpu.D.options());
+    const auto first = output_and_gradients(in.gpu, triax::mamba2::gated_rms_norm, at::kBFloat16, weight_out);
+    const auto second = output_and_gradients(in.gpu, triax::mamba2::gated_rms_norm, at::kBFloat16, weight_out);
+    for (size_t i = 0; i < first.size(); ++i)
+      EXPECT_TRUE(first[i].equal(second[i])) << kernel << ": output (0) or input " << i;
+  }
 }
 
 }  // namespace

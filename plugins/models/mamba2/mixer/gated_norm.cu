@@ -30,6 +30,10 @@ __device__ __forceinline__ Terms terms_at(const Operands<T, Y>& o, int64_t row, 
   return {y + o.D[channel / o.head_dim] * x, x, z, gate_sigmoid(z)};
 }
 
+__device__ __forceinline__ ElementBackward element(const Terms& t, float g, float w, float r) {
+  return {t.s, t.z, t.sig, g, w, r};
+}
+
 template <typename T, typename Y>
 __global__ void gated_norm_forward_kernel(Operands<T, Y> o, int64_t rows, T* __restrict__ out,
                                           float* __restrict__ rstd) {
@@ -73,21 +77,19 @@ __global__ void gated_norm_backward_kernel(Operands<T, Y> o, int64_t rows, const
       float dot = 0.f;  // sum over the group of d(normed) * normed
       for (int64_t c = threadIdx.x; c < o.channels; c += blockDim.x) {
         const Terms t = terms_at(o, row, group, c);
-        dot += to_float(grad_out[base + c]) * o.weight[group * o.channels + c] * (t.s * t.z * t.sig * r);
+        dot += element(t, to_float(grad_out[base + c]), o.weight[group * o.channels + c], r).dot_term();
       }
       const float mean_dot = block_reduce(dot, scratch, SumOp{}, 0.f) / static_cast<float>(o.channels);
       for (int64_t c = threadIdx.x; c < o.channels; c += blockDim.x) {
         const int64_t channel = group * o.channels + c;
         const Terms t = terms_at(o, row, group, c);
-        const float g = to_float(grad_out[base + c]);
-        const float normed = t.s * t.z * t.sig * r;
-        const float dgated = r * (g * o.weight[channel] - normed * mean_dot);
-        const float ds = dgated * t.z * t.sig;
-        grad_y[base + c] = from_float<Y>(ds);
-        grad_x[base + c] = from_float<T>(ds * o.D[channel / o.head_dim]);
-        grad_z[base + c] = from_float<T>(dgated * t.s * t.sig * (1.f + t.z * (1.f - t.sig)));
-        weight_sums[channel] += g * normed;
-        skip_sums[channel] += ds * t.x;
+        const ElementGradients d =
+            element_gradients(element(t, to_float(grad_out[base + c]), o.weight[channel], r), mean_dot);
+        grad_y[base + c] = from_float<Y>(d.ds);
+        grad_x[base + c] = from_float<T>(d.ds * o.D[channel / o.head_dim]);
+        grad_z[base + c] = from_float<T>(d.dz);
+        weight_sums[channel] += d.weight_term;
+        skip_sums[channel] += d.ds * t.x;
       }
     }
   }

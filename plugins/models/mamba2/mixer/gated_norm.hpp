@@ -35,8 +35,9 @@ at::Tensor gated_rms_norm_function(const GatedNormArgs& args, c10::ScalarType dt
 // Whether the CUDA kernels take these operands (always false in a CPU build).
 bool gated_norm_kernels_apply(const GatedNormArgs& args, c10::ScalarType dtype);
 
-// Which kernels gated_rms_norm runs for these operands: "v1" or "v2" (the CUDA kernels; v2 where a
-// group's row fits its registers, unless TRIAX_MAMBA2_GATED_NORM_KERNEL=v1), else "composition".
+// Which kernels gated_rms_norm runs for these operands: "v1", "v2" or "v3" (the CUDA kernels; v2
+// where a group's row fits its registers, unless TRIAX_MAMBA2_GATED_NORM_KERNEL=v1; v3, v2's forward
+// and the third backward, only with TRIAX_MAMBA2_GATED_NORM_KERNEL=v3 where it fits), else "composition".
 const char* gated_norm_kernels_used(const GatedNormArgs& args, c10::ScalarType dtype);
 
 }  // namespace triax::mamba2

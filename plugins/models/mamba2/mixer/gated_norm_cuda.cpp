@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <cstdint>
+
 #include "gated_norm_kernels.hpp"
 #include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
@@ -40,15 +42,55 @@ Prepared prepare(const GatedNormArgs& a) {
   return p;
 }
 
-// The second generation of kernels (gated_norm_v2.cu) where a row fits its registers (2.2x v1 on an
-// H100); TRIAX_MAMBA2_GATED_NORM_KERNEL=v1 (read at every call) keeps the first.
-bool v2_runs(const Prepared& p) {
-  return !environment_is("TRIAX_MAMBA2_GATED_NORM_KERNEL", "v1") && kernels::gated_norm_v2_fits(p.inputs, p.shape);
+enum class Generation { v1, v2, v3 };
+
+// TRIAX_MAMBA2_GATED_NORM_KERNEL, read at every call: the second generation of kernels
+// (gated_norm_v2.cu) where a row fits its registers (2.2x v1 on an H100), unless v1 is asked for;
+// with v3, v2's forward and the third backward (gated_norm_backward_v3.cu) where its operands are on
+// whole 16-byte vectors (off by default until it is timed on a GPU).
+Generation generation(const Prepared& p) {
+  constexpr const char* kVariable = "TRIAX_MAMBA2_GATED_NORM_KERNEL";
+  if (environment_is(kVariable, "v1") || !kernels::gated_norm_v2_fits(p.inputs, p.shape)) return Generation::v1;
+  if (environment_is(kVariable, "v3") && kernels::gated_norm_backward_v3_fits(p.inputs, p.shape)) return Generation::v3;
+  return Generation::v2;
+}
+
+// v3 reads grad_out by 16-byte vectors (the outputs are fresh allocations, aligned).
+at::Tensor aligned_for_vectors(const at::Tensor& t) {
+  return reinterpret_cast<std::uintptr_t>(t.const_data_ptr()) % 16 == 0 ? t : t.clone();
+}
+
+// The rows of weight and D partial sums `chosen`'s backward writes.
+int64_t partial_rows_of(Generation chosen, const Prepared& p) {
+  switch (chosen) {
+    case Generation::v3:
+      return kernels::gated_norm_backward_v3_partial_rows(p.inputs, p.shape);
+    case Generation::v2:
+      return kernels::gated_norm_v2_partial_rows(p.inputs, p.shape);
+    case Generation::v1:
+      break;
+  }
+  return kernels::gated_norm_partial_rows(p.shape.rows);
+}
+
+auto backward_of(Generation chosen) {
+  switch (chosen) {
+    case Generation::v3:
+      return kernels::gated_norm_backward_v3;
+    case Generation::v2:
+      return kernels::gated_norm_backward_v2;
+    case Generation::v1:
+      break;
+  }
+  return kernels::gated_norm_backward;
 }
 
 }  // namespace
 
-const char* gated_norm_cuda_kernel(const GatedNormArgs& a) { return v2_runs(prepare(a)) ? "v2" : "v1"; }
+const char* gated_norm_cuda_kernel(const GatedNormArgs& a) {
+  static constexpr const char* kNames[] = {"v1", "v2", "v3"};
+  return kNames[static_cast<int>(generation(prepare(a)))];
+}
 
 bool gated_norm_cuda_takes(const GatedNormArgs& a, c10::ScalarType dtype) {
   static const bool switched_on = switched_on_unless_zero("TRIAX_MAMBA2_FUSED_NORM");
@@ -66,7 +108,7 @@ GatedNormOutputs gated_norm_forward_cuda(const GatedNormArgs& a) {
   const Prepared p = prepare(a);
   at::Tensor out = at::empty(a.z.sizes(), a.x.options().memory_format(at::MemoryFormat::Contiguous));
   at::Tensor rstd = at::empty({p.shape.rows, a.groups}, a.x.options().dtype(at::kFloat));
-  const auto forward = v2_runs(p) ? kernels::gated_norm_forward_v2 : kernels::gated_norm_forward;
+  const auto forward = generation(p) == Generation::v1 ? kernels::gated_norm_forward : kernels::gated_norm_forward_v2;
   launch::check(forward(p.inputs, p.shape, out.data_ptr(), rstd.data_ptr<float>(), launch::stream_of(a.x)),
                 "gated_norm_forward");
   return {out, rstd};
@@ -76,11 +118,11 @@ GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& a, const at::Te
                                             const at::Tensor& grad_out) {
   c10::cuda::CUDAGuard device(a.x.device());
   const Prepared p = prepare(a);
-  const at::Tensor g = grad_out.to(a.x.scalar_type()).contiguous();
-  const bool v2 = v2_runs(p);
+  const Generation chosen = generation(p);
+  at::Tensor g = grad_out.to(a.x.scalar_type()).contiguous();
+  if (chosen == Generation::v3) g = aligned_for_vectors(g);
   const int64_t width = a.weight.numel();
-  const int64_t partial_rows = v2 ? kernels::gated_norm_v2_partial_rows(p.inputs, p.shape)
-                                  : kernels::gated_norm_partial_rows(p.shape.rows);
+  const int64_t partial_rows = partial_rows_of(chosen, p);
   const at::Tensor dy = at::empty(a.y.sizes(), a.y.options().memory_format(at::MemoryFormat::Contiguous));
   const at::Tensor dx = at::empty(a.x.sizes(), a.x.options().memory_format(at::MemoryFormat::Contiguous));
   const at::Tensor dz = at::empty(a.z.sizes(), a.z.options().memory_format(at::MemoryFormat::Contiguous));
@@ -88,12 +130,13 @@ GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& a, const at::Te
   const at::Tensor skip_partials = at::empty({partial_rows, width}, rstd.options());
   const kernels::GatedNormGradients grads{dy.data_ptr(), dx.data_ptr(), dz.data_ptr(),
                                           weight_partials.data_ptr<float>(), skip_partials.data_ptr<float>()};
-  const auto backward = v2 ? kernels::gated_norm_backward_v2 : kernels::gated_norm_backward;
-  launch::check(backward(p.inputs, p.shape, g.const_data_ptr(), rstd.const_data_ptr<float>(), grads,
-                         launch::stream_of(a.x)),
-                "gated_norm_backward");
+  const auto backward = backward_of(chosen);
+  launch::check(
+      backward(p.inputs, p.shape, g.const_data_ptr(), rstd.const_data_ptr<float>(), grads, launch::stream_of(a.x)),
+      "gated_norm_backward");
   const at::Tensor dD = skip_partials.sum(0).view({a.x.size(2), a.x.size(3)}).sum(1);
-  return {dy, dx, dz, dD.to(a.D.scalar_type()), weight_partials.sum(0).view(a.weight.sizes()).to(a.weight.scalar_type())};
+  return {dy, dx, dz, dD.to(a.D.scalar_type()),
+          weight_partials.sum(0).view(a.weight.sizes()).to(a.weight.scalar_type())};
 }
 
 }  // namespace triax::mamba2

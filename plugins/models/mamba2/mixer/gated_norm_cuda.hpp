@@ -19,7 +19,7 @@ struct GatedNormGradients {
 };
 
 bool gated_norm_cuda_takes(const GatedNormArgs& args, c10::ScalarType dtype);
-// "v1" or "v2": the kernels a call with these operands runs (TRIAX_MAMBA2_GATED_NORM_KERNEL).
+// "v1", "v2" or "v3": the kernels a call with these operands runs (TRIAX_MAMBA2_GATED_NORM_KERNEL).
 const char* gated_norm_cuda_kernel(const GatedNormArgs& args);
 GatedNormOutputs gated_norm_forward_cuda(const GatedNormArgs& args);
 GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& args, const at::Tensor& rstd,

@@ -65,4 +65,16 @@ cudaError_t gated_norm_forward_v2(const GatedNormInputs& in, const GatedNormShap
 cudaError_t gated_norm_backward_v2(const GatedNormInputs& in, const GatedNormShape& shape, const void* grad_out,
                                    const float* rstd, const GatedNormGradients& grads, cudaStream_t stream);
 
+// The third backward (gated_norm_backward_v3.cu; runs after v2's forward), same operands and
+// results: one 16-byte vector a thread (two past 3072 bf16 channels), the next row's inputs loaded
+// while a row is summed and written. Only where every operand, grad_out and output included, is on
+// whole 16-byte vectors; the partials of D's terms hold each vector's sum at its first channel.
+// Whether the inputs are on whole vectors and a group's row fits (up to 768 vectors of channels).
+bool gated_norm_backward_v3_fits(const GatedNormInputs& in, const GatedNormShape& shape);
+// The rows of partial sums v3's backward writes on the current device (its blocks per group).
+int64_t gated_norm_backward_v3_partial_rows(const GatedNormInputs& in, const GatedNormShape& shape);
+// cudaErrorMisalignedAddress where grad_out or an output is not 16-byte aligned.
+cudaError_t gated_norm_backward_v3(const GatedNormInputs& in, const GatedNormShape& shape, const void* grad_out,
+                                   const float* rstd, const GatedNormGradients& grads, cudaStream_t stream);
+
 }  // namespace triax::mamba2::kernels

@@ -1,6 +1,7 @@
-// What both generations of the gated norm's kernels (gated_norm.cu, gated_norm_v2.cu) read: the
-// operands as typed pointers with their strides, and the launch's dispatch over the activation
-// type and y's type.
+// What every generation of the gated norm's kernels (gated_norm.cu, gated_norm_v2.cu,
+// gated_norm_backward_v3.cu) shares: the operands as typed pointers with their strides, the
+// launch's dispatch over the activation type and y's type, and the per-element math (one
+// expression each, so that every generation computes the same).
 #pragma once
 
 #include "gated_norm_kernels.hpp"
@@ -37,5 +38,27 @@ cudaError_t dispatch_gated_norm_types(const GatedNormInputs& in, F&& f) {
 
 // The gate's sigmoid, as every gated norm kernel computes it (fast exp).
 __device__ __forceinline__ float gate_sigmoid(float z) { return 1.f / (1.f + __expf(-z)); }
+
+// The backward of one element: s = y + D x, the gate z with sig = gate_sigmoid(z), the output's
+// gradient g, the norm weight w, the row's rstd r.
+struct ElementBackward {
+  float s, z, sig, g, w, r;
+  // normed = s silu(z) r: the forward's output over w.
+  __device__ __forceinline__ float normed() const { return s * z * sig * r; }
+  // This element's share of the group's sum of d(normed) * normed.
+  __device__ __forceinline__ float dot_term() const { return g * w * normed(); }
+};
+
+// The element's gradients, given mean_dot (the mean of dot_term over the group's channels):
+// ds (y's gradient; x's is ds D), z's, and the element's term of the weight's gradient.
+struct ElementGradients {
+  float ds, dz, weight_term;
+};
+
+__device__ __forceinline__ ElementGradients element_gradients(const ElementBackward& e, float mean_dot) {
+  const float normed = e.normed();
+  const float dgated = e.r * (e.g * e.w - normed * mean_dot);
+  return {dgated * e.z * e.sig, dgated * e.s * e.sig * (1.f + e.z * (1.f - e.sig)), e.g * normed};
+}
 
 }  // namespace triax::mamba2::kernels

@@ -9,7 +9,8 @@
 // does not allow 16-byte vectors, the same kernels load each element alone.
 #include <type_traits>
 
-#include "gated_norm_operands.cuh"
+#include "gated_norm_launch.cuh"
+#include "gated_norm_slots.cuh"
 
 namespace triax::mamba2::kernels {
 namespace {
@@ -20,74 +21,6 @@ using namespace triax::kernels;  // the SDK's device helpers (kernel_utils.cuh)
 constexpr int kThreads = 256;
 // Vectors of channels a thread holds per row at most: 1, 2 or 4.
 constexpr int kMaxSlots = 4;
-
-// N elements from p as they are stored (kept so until used: half the registers of fp32 for
-// 16-bit types): 16-byte vectors, or `count` single loads (zeros past it).
-template <bool Vectorized, int N, typename U>
-__device__ __forceinline__ Pack<U, N> load_channels(const U* p, int count) {
-  Pack<U, N> v;
-  if constexpr (Vectorized) {
-    constexpr int W = kVectorWidth<U>;
-#pragma unroll
-    for (int j = 0; j < N / W; ++j) {
-      const Pack<U, W> part = load_pack<U, W>(p + j * W);
-#pragma unroll
-      for (int i = 0; i < W; ++i) v.v[j * W + i] = part.v[i];
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) v.v[i] = i < count ? p[i] : from_float<U>(0.f);
-  }
-  return v;
-}
-
-template <bool Vectorized, int N, typename U>
-__device__ __forceinline__ void store_channels(U* p, int count, const float (&v)[N]) {
-  if constexpr (Vectorized) {
-    constexpr int W = kVectorWidth<U>;
-#pragma unroll
-    for (int j = 0; j < N / W; ++j) {
-      Pack<U, W> pack;
-#pragma unroll
-      for (int i = 0; i < W; ++i) pack.v[i] = from_float<U>(v[j * W + i]);
-      store_pack<U, W>(p + j * W, pack);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i)
-      if (i < count) p[i] = from_float<U>(v[i]);
-  }
-}
-
-// A thread's channels of its group: slot k starts at channel first[k] and holds count[k] of them
-// (N, fewer at the end of an odd group, 0 past it), with their weights and D, read once per
-// launch. Vectorized launches have whole vectors per head (head_dim a multiple of N): one D each.
-template <int K, int N, bool Vectorized>
-struct Slots {
-  static constexpr int kSkips = Vectorized ? 1 : N;
-  int first[K], count[K];
-  float weight[K][N], skip[K][kSkips];
-  __device__ __forceinline__ float skip_of(int k, int i) const { return skip[k][Vectorized ? 0 : i]; }
-};
-
-template <int K, int N, bool Vectorized, typename T, typename Y>
-__device__ __forceinline__ Slots<K, N, Vectorized> slots_of(const Operands<T, Y>& o, int64_t group) {
-  using S = Slots<K, N, Vectorized>;
-  S s;
-  const int channels = static_cast<int>(o.channels);
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    s.first[k] = (k * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * N;
-    s.count[k] = max(0, min(N, channels - s.first[k]));
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      const int64_t channel = group * o.channels + s.first[k] + i;
-      s.weight[k][i] = i < s.count[k] ? o.weight[channel] : 0.f;
-      if (i < S::kSkips) s.skip[k][i] = i < s.count[k] ? o.D[channel / o.head_dim] : 0.f;
-    }
-  }
-  return s;
-}
 
 // One slot's operands in a row: x and z as stored, and the skip s = y + D x in fp32.
 template <int N, typename T>
@@ -108,6 +41,14 @@ __device__ __forceinline__ RowTerms<N, T> load_terms(const Operands<T, Y>& o, in
 #pragma unroll
   for (int i = 0; i < N; ++i) t.s[i] = to_float(y.v[i]) + slot.skip_of(k, i) * to_float(t.x.v[i]);
   return t;
+}
+
+// Channel i of slot k in a row of the backward.
+template <int N, typename T, int K, bool Vectorized>
+__device__ __forceinline__ ElementBackward element(const RowTerms<N, T>& t, const Pack<T, N>& g,
+                                                   const Slots<K, N, Vectorized>& slot, int k, int i, float r) {
+  const float z = to_float(t.z.v[i]);
+  return {t.s[i], z, gate_sigmoid(z), to_float(g.v[i]), slot.weight[k][i], r};
 }
 
 template <typename T, typename Y, int K, bool Vectorized>
@@ -168,10 +109,7 @@ __global__ void __launch_bounds__(kThreads)
       t[k] = load_terms(o, row, group, slot, k);
       g[k] = load_channels<Vectorized, N>(grad_out + base + slot.first[k], slot.count[k]);
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const float z = to_float(t[k].z.v[i]);
-        dot += to_float(g[k].v[i]) * slot.weight[k][i] * (t[k].s[i] * z * gate_sigmoid(z) * r);
-      }
+      for (int i = 0; i < N; ++i) dot += element(t[k], g[k], slot, k, i, r).dot_term();
     }
     const float mean_dot = block_reduce(dot, scratch, SumOp{}, 0.f) / static_cast<float>(o.channels);
 #pragma unroll
@@ -180,16 +118,12 @@ __global__ void __launch_bounds__(kThreads)
       float dy[N], dx[N], dz[N];
 #pragma unroll
       for (int i = 0; i < N; ++i) {
-        const float z = to_float(t[k].z.v[i]), s = t[k].s[i], g_i = to_float(g[k].v[i]);
-        const float sig = gate_sigmoid(z);
-        const float normed = s * z * sig * r;
-        const float dgated = r * (g_i * slot.weight[k][i] - normed * mean_dot);
-        const float ds = dgated * z * sig;
-        dy[i] = ds;
-        dx[i] = ds * slot.skip_of(k, i);
-        dz[i] = dgated * s * sig * (1.f + z * (1.f - sig));
-        weight_sum[k][i] += g_i * normed;
-        skip_sum[k][i] += ds * to_float(t[k].x.v[i]);
+        const ElementGradients d = element_gradients(element(t[k], g[k], slot, k, i, r), mean_dot);
+        dy[i] = d.ds;
+        dx[i] = d.ds * slot.skip_of(k, i);
+        dz[i] = d.dz;
+        weight_sum[k][i] += d.weight_term;
+        skip_sum[k][i] += d.ds * to_float(t[k].x.v[i]);
       }
       store_channels<Vectorized>(grad_y + base + slot.first[k], slot.count[k], dy);
       store_channels<Vectorized>(grad_x + base + slot.first[k], slot.count[k], dx);
@@ -207,8 +141,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- launch plan (host) -----------------------------------------------------------------------
 
-int vector_width(Dtype dtype) { return dtype == Dtype::Float32 ? 4 : 8; }
-
 // Slots per thread: the fewest of 1, 2, 4 that cover a group's vectors with kThreads threads; 0
 // where none does.
 int slots_for(const GatedNormInputs& in, const GatedNormShape& shape) {
@@ -222,32 +154,6 @@ int threads_for(const GatedNormInputs& in, const GatedNormShape& shape) {
   const int64_t vectors = (shape.channels + vector_width(in.dtype) - 1) / vector_width(in.dtype);
   const int slots = slots_for(in, shape);
   return row_threads((vectors + slots - 1) / slots, kThreads);
-}
-
-// An operand [rows, groups, channels] read by whole vectors: aligned, strides in whole vectors.
-template <typename U>
-bool vector_rows(const GroupedRows& r) {
-  return aligned16(r.data) && r.row_stride % kVectorWidth<U> == 0 && r.group_stride % kVectorWidth<U> == 0;
-}
-
-// Whether 16-byte vectors tile every row of every operand, each within one head; `buffers`: the contiguous outputs
-// (and grad_out), whose strides are whole vectors once the group's channels are.
-template <typename T, typename Y>
-bool vectorized(const GatedNormInputs& in, const GatedNormShape& shape, std::initializer_list<const void*> buffers) {
-  return vectorizable<T>(shape.channels, buffers) && shape.head_dim % kVectorWidth<T> == 0 && vector_rows<T>(in.x) &&
-         vector_rows<T>(in.z) && vector_rows<Y>(in.y);
-}
-
-// Blocks per group for a grid that fills the current device with `kernel`'s resident blocks.
-template <typename Kernel>
-int64_t blocks_per_group(Kernel kernel, int threads, const GatedNormShape& shape) {
-  int device = 0, sms = 1, per_sm = 1;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess)
-    sms = per_sm = 1;
-  const int64_t resident = int64_t{std::max(sms, 1)} * std::max(per_sm, 1);
-  return std::max<int64_t>(std::min((resident + shape.groups - 1) / shape.groups, shape.rows), 1);
 }
 
 // Calls f(TypeTag<T>{}, TypeTag<Y>{}, std::integral_constant<int, K>{}) for the operands' types
@@ -265,12 +171,6 @@ cudaError_t dispatch_plan(const GatedNormInputs& in, const GatedNormShape& shape
     }
     return cudaErrorInvalidValue;
   });
-}
-
-// Calls f(std::bool_constant<v>{}) for the run-time v.
-template <typename F>
-cudaError_t dispatch_vectorized(bool v, F&& f) {
-  return v ? f(std::true_type{}) : f(std::false_type{});
 }
 
 }  // namespace
