@@ -27,10 +27,9 @@ struct AddToFp32ResidualFunction : torch::autograd::Function<AddToFp32ResidualFu
     c10::cuda::CUDAGuard device(residual.device());
     const at::Tensor rc = residual.contiguous(), yc = y.contiguous();
     at::Tensor out = at::empty(rc.sizes(), rc.options());
-    cuda_launch::check(kernels::add_to_fp32_residual(*cuda_launch::kernel_dtype(yc.scalar_type()),
-                                                     rc.const_data_ptr<float>(), yc.const_data_ptr(),
-                                                     out.mutable_data_ptr<float>(), rc.numel(),
-                                                     cuda_launch::stream_of(rc)),
+    cuda_launch::check(kernels::add_to_fp32_residual(
+                           *cuda_launch::kernel_dtype(yc.scalar_type()), rc.const_data_ptr<float>(),
+                           yc.const_data_ptr(), out.mutable_data_ptr<float>(), rc.numel(), cuda_launch::stream_of(rc)),
                        "add_to_fp32_residual");
     ctx->saved_data["y_dtype"] = cuda_launch::saved_dtype(y);
     return out;
@@ -49,11 +48,10 @@ at::Tensor add_to_fp32_residual(const at::Tensor& residual, const at::Tensor& y)
   RECORD_FUNCTION("triax::add_to_fp32_residual", std::vector<c10::IValue>());  // one kernel on CUDA
   if (residual.scalar_type() != at::kFloat || residual.sizes() != y.sizes())
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "add_to_fp32_residual: residual " + shape_text(residual.sizes()) + " " +
-                                                  c10::toString(residual.scalar_type()) + " must be fp32 of y's shape " +
-                                                  shape_text(y.sizes()));
+                                                  c10::toString(residual.scalar_type()) +
+                                                  " must be fp32 of y's shape " + shape_text(y.sizes()));
 #ifdef TRIAX_WITH_CUDA
-  if (residual.numel() > 0 && residual.is_cuda() && cuda_launch::kernels_apply({&y}) &&
-      y.device() == residual.device())
+  if (residual.numel() > 0 && residual.is_cuda() && cuda_launch::kernels_apply({&y}) && y.device() == residual.device())
     return AddToFp32ResidualFunction::apply(residual, y);
 #endif
   return residual + y;

@@ -30,8 +30,7 @@ namespace launch = cuda_launch;
 // Outputs {residual, its norm}; backward: the residual's gradient (fp32) and the weight's, in one
 // norm backward that adds the residual output's gradient to the norm's.
 struct RmsNormOfFp32ResidualFunction : torch::autograd::Function<RmsNormOfFp32ResidualFunction> {
-  static variable_list forward(AutogradContext* ctx, const at::Tensor& residual, const at::Tensor& weight,
-                               double eps) {
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& residual, const at::Tensor& weight, double eps) {
     c10::cuda::CUDAGuard device(residual.device());
     const at::Tensor rc = residual.contiguous(), wc = weight.contiguous();
     const int64_t hidden = wc.numel(), rows = rc.numel() / hidden;
@@ -56,16 +55,15 @@ struct RmsNormOfFp32ResidualFunction : torch::autograd::Function<RmsNormOfFp32Re
     const at::Tensor direct = grads[0].defined() ? grads[0].contiguous() : grads[0];
     const int64_t hidden = weight.numel(), rows = x.numel() / hidden;
     at::Tensor grad_x = at::empty(x.sizes(), x.options());
-    at::Tensor partials =
-        at::empty({kernels::rms_norm_weight_partials(rows), hidden}, x.options().dtype(at::kFloat));
+    at::Tensor partials = at::empty({kernels::rms_norm_weight_partials(rows), hidden}, x.options().dtype(at::kFloat));
     at::Tensor grad_weight = at::empty(weight.sizes(), weight.options());
-    launch::check(kernels::rms_norm_backward_fp32_input(
-                      *launch::kernel_dtype(weight.scalar_type()), grad_y.const_data_ptr(), x.const_data_ptr<float>(),
-                      weight.const_data_ptr(), rstd.const_data_ptr<float>(),
-                      direct.defined() ? direct.const_data_ptr<float>() : nullptr, grad_x.mutable_data_ptr<float>(),
-                      partials.mutable_data_ptr<float>(), grad_weight.mutable_data_ptr(), rows, hidden,
-                      launch::stream_of(x)),
-                  "rms_norm_of_fp32_residual backward");
+    launch::check(
+        kernels::rms_norm_backward_fp32_input(
+            *launch::kernel_dtype(weight.scalar_type()), grad_y.const_data_ptr(), x.const_data_ptr<float>(),
+            weight.const_data_ptr(), rstd.const_data_ptr<float>(),
+            direct.defined() ? direct.const_data_ptr<float>() : nullptr, grad_x.mutable_data_ptr<float>(),
+            partials.mutable_data_ptr<float>(), grad_weight.mutable_data_ptr(), rows, hidden, launch::stream_of(x)),
+        "rms_norm_of_fp32_residual backward");
     return {grad_x, grad_weight, at::Tensor()};
   }
 };
@@ -79,7 +77,7 @@ bool kernel_applies(const at::Tensor& residual, const at::Tensor& weight) {
 }  // namespace
 
 std::pair<at::Tensor, at::Tensor> rms_norm_of_fp32_residual(const at::Tensor& residual, const at::Tensor& weight,
-                                                             double eps) {
+                                                            double eps) {
   RECORD_FUNCTION("triax::rms_norm_of_fp32_residual", std::vector<c10::IValue>());  // one kernel on CUDA
   if (residual.dim() < 1 || weight.dim() != 1 || residual.size(-1) != weight.size(0))
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "rms_norm_of_fp32_residual: weight " + shape_text(weight.sizes()) +

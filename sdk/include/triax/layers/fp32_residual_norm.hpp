@@ -21,6 +21,6 @@ namespace triax {
 // bits of the composition's. Everywhere else the composition: the cast, rms_norm, and autograd's
 // cast and sum of the gradients.
 std::pair<at::Tensor, at::Tensor> rms_norm_of_fp32_residual(const at::Tensor& residual, const at::Tensor& weight,
-                                                             double eps);
+                                                            double eps);
 
 }  // namespace triax
