@@ -35,13 +35,15 @@ struct RmsNormOfFp32ResidualFunction : torch::autograd::Function<RmsNormOfFp32Re
     const at::Tensor rc = residual.contiguous(), wc = weight.contiguous();
     const int64_t hidden = wc.numel(), rows = rc.numel() / hidden;
     at::Tensor normed = at::empty(rc.sizes(), wc.options());
+    at::Tensor rounded = at::empty(rc.sizes(), wc.options());  // the residual in the weight's dtype, for backward
     at::Tensor rstd = at::empty({rows}, rc.options());
-    launch::check(kernels::rms_norm_forward_fp32_input(*launch::kernel_dtype(wc.scalar_type()),
-                                                       rc.const_data_ptr<float>(), wc.const_data_ptr(),
-                                                       normed.mutable_data_ptr(), rstd.mutable_data_ptr<float>(), rows,
-                                                       hidden, static_cast<float>(eps), launch::stream_of(rc)),
+    launch::check(kernels::rms_norm_forward_fp32_input(
+                      *launch::kernel_dtype(wc.scalar_type()), rc.const_data_ptr<float>(), wc.const_data_ptr(),
+                      normed.mutable_data_ptr(), rounded.mutable_data_ptr(), rstd.mutable_data_ptr<float>(), rows,
+                      hidden, static_cast<float>(eps), launch::stream_of(rc)),
                   "rms_norm_of_fp32_residual forward");
-    ctx->save_for_backward({rc, wc, rstd});
+    // The rounded residual, not the fp32 one: the bytes the unfused block's cast kept.
+    ctx->save_for_backward({rounded, wc, rstd});
     // residual itself: autograd returns it as a view whose gradient comes to backward's grads[0].
     return {residual, normed};
   }
@@ -54,15 +56,15 @@ struct RmsNormOfFp32ResidualFunction : torch::autograd::Function<RmsNormOfFp32Re
     // The residual output's gradient, fp32 as that output (undefined: none reached it).
     const at::Tensor direct = grads[0].defined() ? grads[0].contiguous() : grads[0];
     const int64_t hidden = weight.numel(), rows = x.numel() / hidden;
-    at::Tensor grad_x = at::empty(x.sizes(), x.options());
+    at::Tensor grad_x = at::empty(x.sizes(), x.options().dtype(at::kFloat));
     at::Tensor partials = at::empty({kernels::rms_norm_weight_partials(rows), hidden}, x.options().dtype(at::kFloat));
     at::Tensor grad_weight = at::empty(weight.sizes(), weight.options());
     launch::check(
-        kernels::rms_norm_backward_fp32_input(
-            *launch::kernel_dtype(weight.scalar_type()), grad_y.const_data_ptr(), x.const_data_ptr<float>(),
-            weight.const_data_ptr(), rstd.const_data_ptr<float>(),
-            direct.defined() ? direct.const_data_ptr<float>() : nullptr, grad_x.mutable_data_ptr<float>(),
-            partials.mutable_data_ptr<float>(), grad_weight.mutable_data_ptr(), rows, hidden, launch::stream_of(x)),
+        kernels::rms_norm_backward_fp32_input(*launch::kernel_dtype(weight.scalar_type()), grad_y.const_data_ptr(),
+                                              x.const_data_ptr(), weight.const_data_ptr(), rstd.const_data_ptr<float>(),
+                                              direct.defined() ? direct.const_data_ptr<float>() : nullptr,
+                                              grad_x.mutable_data_ptr<float>(), partials.mutable_data_ptr<float>(),
+                                              grad_weight.mutable_data_ptr(), rows, hidden, launch::stream_of(x)),
         "rms_norm_of_fp32_residual backward");
     return {grad_x, grad_weight, at::Tensor()};
   }

@@ -15,8 +15,9 @@ namespace triax {
 // rms_norm). The first result is residual itself, to be added to the layer's output: the gradient
 // that reaches it is the residual stream's own.
 // On CUDA (residual fp32, weight fp32, bf16 or fp16, fused kernels on) one autograd function: the
-// forward's norm kernel reads the fp32 residual, rounding it as it loads (no cast pass); the
-// backward's kernel writes the residual's gradient in fp32, the norm's part rounded to the
+// forward's norm kernel reads the fp32 residual, rounding it as it loads, and writes the rounded
+// row it keeps for backward beside the norm (no cast pass; the cast's bytes saved); the backward's
+// kernel writes the residual's gradient in fp32, the norm's part rounded to the
 // weight's dtype and then plus the residual stream's gradient (no cast pass, no separate sum): the
 // bits of the composition's. Everywhere else the composition: the cast, rms_norm, and autograd's
 // cast and sum of the gradients.
