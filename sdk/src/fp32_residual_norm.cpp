@@ -35,12 +35,13 @@ struct RmsNormOfFp32ResidualFunction : torch::autograd::Function<RmsNormOfFp32Re
     const at::Tensor rc = residual.contiguous(), wc = weight.contiguous();
     const int64_t hidden = wc.numel(), rows = rc.numel() / hidden;
     at::Tensor normed = at::empty(rc.sizes(), wc.options());
-    at::Tensor rounded = at::empty(rc.sizes(), wc.options());  // the residual in the weight's dtype, for backward
+    // The residual in the weight's dtype, for backward (an fp32 weight: the residual itself).
+    const at::Tensor rounded = wc.scalar_type() == at::kFloat ? rc : at::empty(rc.sizes(), wc.options());
     at::Tensor rstd = at::empty({rows}, rc.options());
     launch::check(kernels::rms_norm_forward_fp32_input(
                       *launch::kernel_dtype(wc.scalar_type()), rc.const_data_ptr<float>(), wc.const_data_ptr(),
-                      normed.mutable_data_ptr(), rounded.mutable_data_ptr(), rstd.mutable_data_ptr<float>(), rows,
-                      hidden, static_cast<float>(eps), launch::stream_of(rc)),
+                      normed.mutable_data_ptr(), rounded.data_ptr(), rstd.mutable_data_ptr<float>(), rows, hidden,
+                      static_cast<float>(eps), launch::stream_of(rc)),
                   "rms_norm_of_fp32_residual forward");
     // The rounded residual, not the fp32 one: the bytes the unfused block's cast kept.
     ctx->save_for_backward({rounded, wc, rstd});

@@ -45,11 +45,11 @@ cudaError_t add_to_fp32_residual(Dtype dtype, const float* residual, const void*
     const bool vectors = aligned16(residual) && aligned16(y) && aligned16(out);
     const unsigned grid = grid_for(vectors ? count / N + 1 : count, kThreads, int64_t{1} << 16);
     if (vectors)
-      add_to_fp32_residual_kernel<T, true><<<grid, kThreads, 0, stream>>>(residual, static_cast<const T*>(y), out,
-                                                                           count);
+      add_to_fp32_residual_kernel<T, true>
+          <<<grid, kThreads, 0, stream>>>(residual, static_cast<const T*>(y), out, count);
     else
-      add_to_fp32_residual_kernel<T, false><<<grid, kThreads, 0, stream>>>(residual, static_cast<const T*>(y), out,
-                                                                            count);
+      add_to_fp32_residual_kernel<T, false>
+          <<<grid, kThreads, 0, stream>>>(residual, static_cast<const T*>(y), out, count);
     return cudaGetLastError();
   });
 }

@@ -250,14 +250,13 @@ cudaError_t launch_rms_norm_backward(const void* grad_y, const void* x, const vo
     // Beyond 48 KiB of dynamic shared memory (hidden > 12288) the kernel must opt in.
     if (const cudaError_t status = allow_dynamic_shared_memory(kernel, shared_bytes); status != cudaSuccess)
       return status;
-    kernel<<<grid, threads, shared_bytes, stream>>>(static_cast<const T*>(grad_y), static_cast<const T*>(x),
-                                                    static_cast<const T*>(weight), rstd,
-                                                    static_cast<const G*>(grad_sum), static_cast<G*>(grad_x),
-                                                    weight_partials, amax_slots, rows, hidden);
+    kernel<<<grid, threads, shared_bytes, stream>>>(
+        static_cast<const T*>(grad_y), static_cast<const T*>(x), static_cast<const T*>(weight), rstd,
+        static_cast<const G*>(grad_sum), static_cast<G*>(grad_x), weight_partials, amax_slots, rows, hidden);
     if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
-    sum_weight_partials_kernel<T><<<static_cast<unsigned>((hidden + kColumns - 1) / kColumns),
-                                    dim3(kColumns, kRowGroups), 0, stream>>>(weight_partials, grid, hidden,
-                                                                             static_cast<T*>(grad_weight));
+    sum_weight_partials_kernel<T>
+        <<<static_cast<unsigned>((hidden + kColumns - 1) / kColumns), dim3(kColumns, kRowGroups), 0, stream>>>(
+            weight_partials, grid, hidden, static_cast<T*>(grad_weight));
     return cudaGetLastError();
   };
   // The kernel for N elements a vector, with or without the direct gradient and the amax.
@@ -304,6 +303,13 @@ cudaError_t rms_norm_forward_fp32_input(Dtype dtype, const float* x, const void*
   if (x_rounded == nullptr) return cudaErrorInvalidValue;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float>) {  // x is of dtype already: the kernel writes no row
+      if (x_rounded != x)
+        if (const cudaError_t status =
+                cudaMemcpyAsync(x_rounded, x, rows * hidden * sizeof(float), cudaMemcpyDeviceToDevice, stream);
+            status != cudaSuccess)
+          return status;
+    }
     return launch_rms_norm_forward<T, float, T>(x, nullptr, weight, y, x_rounded, rstd, nullptr, rows, hidden, eps,
                                                 stream);
   });
@@ -316,7 +322,7 @@ cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, co
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return launch_rms_norm_backward<T, T>(grad_y, x, weight, rstd, grad_sum, grad_x, weight_partials, grad_weight,
-                                             amax_slots, rows, hidden, stream);
+                                          amax_slots, rows, hidden, stream);
   });
 }
 
@@ -327,8 +333,8 @@ cudaError_t rms_norm_backward_fp32_input(Dtype dtype, const void* grad_y, const 
   if (rows == 0 || hidden == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return launch_rms_norm_backward<T, float>(grad_y, x, weight, rstd, grad_sum, grad_x, weight_partials,
-                                                     grad_weight, nullptr, rows, hidden, stream);
+    return launch_rms_norm_backward<T, float>(grad_y, x, weight, rstd, grad_sum, grad_x, weight_partials, grad_weight,
+                                              nullptr, rows, hidden, stream);
   });
 }
 

@@ -75,7 +75,8 @@ cudaError_t add_rms_norm_forward_fp32_sum(Dtype dtype, const void* x, const floa
 // each element rounded to dtype as it is read, written so to x_rounded (what the backward reads:
 // half the bytes of x saved) and normalised as rms_norm_forward does: y has the bits of
 // rms_norm_forward on x cast to dtype, without the cast's own pass. x: [rows, hidden] fp32;
-// x_rounded, y: [rows, hidden] of dtype; weight: [hidden] of dtype; rstd: [rows].
+// x_rounded, y: [rows, hidden] of dtype (for Float32, x_rounded may be x itself: nothing to write);
+// weight: [hidden] of dtype; rstd: [rows].
 cudaError_t rms_norm_forward_fp32_input(Dtype dtype, const float* x, const void* weight, void* y, void* x_rounded,
                                         float* rstd, int64_t rows, int64_t hidden, float eps, cudaStream_t stream);
 

@@ -19,7 +19,8 @@ namespace triax {
 // row it keeps for backward beside the norm (no cast pass; the cast's bytes saved); the backward's
 // kernel writes the residual's gradient in fp32, the norm's part rounded to the
 // weight's dtype and then plus the residual stream's gradient (no cast pass, no separate sum): the
-// bits of the composition's. Everywhere else the composition: the cast, rms_norm, and autograd's
+// bits of the composition's for a 16-bit weight (an fp32 one: the add may fuse with the last
+// multiply, one rounding fewer). Everywhere else the composition: the cast, rms_norm, and autograd's
 // cast and sum of the gradients.
 std::pair<at::Tensor, at::Tensor> rms_norm_of_fp32_residual(const at::Tensor& residual, const at::Tensor& weight,
                                                             double eps);
