@@ -3,7 +3,9 @@
 // (an SsmBlock, residual_in_fp32) built with the switch on and off from one seed, run forward on
 // one fp32 residual and backward from one gradient; the output, the residual's gradient and every
 // parameter's gradient are equal bit for bit, and the switch took the fused path
-// (rms_norm_of_fp32_residual) where it should.
+// (rms_norm_of_fp32_residual) where it should. Where the unfused block itself does not repeat its
+// bits (run twice: Mamba's CUDA scan backward sums some gradients with atomics, in no fixed order),
+// the switch may change a tensor by as much as that run-to-run difference (4 times it).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -52,7 +54,20 @@ inline BlockRun run_first_block(bool fused, const std::function<std::shared_ptr<
   return run;
 }
 
-// `build(on)`: the model on the test's device and dtype; x and the gradient [2, 9, hidden].
+// `on` equals `off` bit for bit where the unfused block repeats its bits (`off_again`), else within
+// four times its run-to-run difference.
+inline void expect_same_bits_or_noise(const at::Tensor& on, const at::Tensor& off, const at::Tensor& off_again,
+                                      const std::string& what) {
+  if (at::equal(off, off_again)) {
+    EXPECT_TRUE(at::equal(on, off)) << what;
+    return;
+  }
+  const double noise = (off_again - off).abs().max().item<double>();
+  EXPECT_LE((on - off).abs().max().item<double>(), 4 * noise)
+      << what << " (the unfused block varies by " << noise << " run to run)";
+}
+
+// `build()`: the model on the test's device and dtype; x and the gradient [2, 9, hidden].
 // fused_path: whether the switch should take the block through rms_norm_of_fp32_residual.
 inline void expect_block_norm_switch_changes_no_bit(const std::function<std::shared_ptr<CausalLm>()>& build,
                                                     int64_t hidden, c10::Device device, bool fused_path) {
@@ -60,15 +75,17 @@ inline void expect_block_norm_switch_changes_no_bit(const std::function<std::sha
   const at::Tensor x = at::randn({2, 9, hidden}, generator, at::kFloat).to(device);  // the fp32 residual stream
   const at::Tensor grad_out = at::randn({2, 9, hidden}, generator, at::kFloat).to(device);
   const BlockRun off = run_first_block(false, build, x, grad_out), on = run_first_block(true, build, x, grad_out);
-  ASSERT_TRUE(on.out.defined() && off.out.defined());
+  const BlockRun off_again = run_first_block(false, build, x, grad_out);
+  ASSERT_TRUE(on.out.defined() && off.out.defined() && off_again.out.defined());
   EXPECT_EQ(off.fused_norms, 0);
   EXPECT_EQ(on.fused_norms, fused_path ? 1 : 0);
   ASSERT_EQ(on.out.scalar_type(), at::kFloat);
-  EXPECT_TRUE(at::equal(on.out, off.out)) << "the block's output";
+  expect_same_bits_or_noise(on.out, off.out, off_again.out, "the block's output");
   ASSERT_EQ(on.grad_x.scalar_type(), at::kFloat);
-  EXPECT_TRUE(at::equal(on.grad_x, off.grad_x)) << "the residual's gradient";
+  expect_same_bits_or_noise(on.grad_x, off.grad_x, off_again.grad_x, "the residual's gradient");
   ASSERT_EQ(on.grads.size(), off.grads.size());
-  for (const auto& [name, grad] : off.grads) EXPECT_TRUE(at::equal(on.grads.at(name), grad)) << name;
+  for (const auto& [name, grad] : off.grads)
+    expect_same_bits_or_noise(on.grads.at(name), grad, off_again.grads.at(name), name);
 }
 
 }  // namespace triax::test
