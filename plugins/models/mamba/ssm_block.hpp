@@ -6,6 +6,11 @@
 // the first layer's output on, and crosses pipeline stages in fp32 (a boundary carries its dtype);
 // the mixer and the norm compute in the model's dtype. Generation: the mixer's states per
 // sequence, in its own cache type; the residual add left to the next layer's norm kernel.
+// Training with an fp32 residual and a 16-bit model (TRIAX_MAMBA_BLOCK_NORM_FUSED=1; off by
+// default until its CUDA test has run on a GPU): the norm reads the fp32 residual itself and its
+// backward writes the residual's gradient in fp32, the residual stream's gradient already added
+// (rms_norm_of_fp32_residual): no cast either way and no separate sum of the two gradients; the
+// residual add by 16-byte vectors (add_to_fp32_residual). The same bits.
 //
 // Mixer: constructed from (MixerConfig, ModelContext), with forward(hidden) and
 // forward_cached(hidden, step) over [b, s, hidden] (s/tp in REDUCE_SCATTER mode); Cache: the
@@ -21,8 +26,11 @@
 
 #include "triax/causal_lm.hpp"
 #include "triax/environment_switch.hpp"
+#include "triax/layers/fp32_residual_add.hpp"
+#include "triax/layers/fp32_residual_norm.hpp"
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/norm.hpp"
+#include "triax/layers/tensor_parallel_ops.hpp"
 #include "triax/model.hpp"
 
 namespace triax::mamba {
@@ -41,15 +49,23 @@ class SsmBlock : public CausalLmLayer {
   SsmBlock(const SsmBlockNorm& block, const MixerConfig& mixer_config, const ModelContext& context)
       : residual_in_fp32_(block.residual_in_fp32),
         add_norm_(switched_on_unless_zero("TRIAX_MAMBA_ADD_NORM")),
-        dtype_(context.dtype) {
+        norm_fused_(switched_on_when_one("TRIAX_MAMBA_BLOCK_NORM_FUSED")),
+        dtype_(context.dtype),
+        tp_(TensorParallel::of(context)) {
     // Registered in Hugging Face's order: norm, then mixer (the parameter table follows it).
     norm = register_module("norm", std::make_shared<RMSNorm>(block.hidden_size, block.eps, context.device,
-                                                             context.dtype, TensorParallel::of(context)));
+                                                             context.dtype, tp_));
     mixer = register_module("mixer", std::make_shared<Mixer>(mixer_config, context));
   }
 
   // No shared inputs.
   at::Tensor forward(const at::Tensor& x, const std::vector<at::Tensor>&) override {
+    if (norm_fused_ && residual_in_fp32_ && x.scalar_type() == at::kFloat && dtype_ != at::kFloat &&
+        norm->amax_recording() == AmaxRecording::None) {
+      auto [residual, normed] =
+          rms_norm_of_fp32_residual(x, replicated_on_sequence_shard(norm->weight, tp_), norm->eps());
+      return add_to_fp32_residual(residual, mixer->forward(normed));
+    }
     return residual_of(x) + mixer->forward(norm->forward(x.to(dtype_)));
   }
   std::unique_ptr<LayerCache> create_cache(int64_t) override { return std::make_unique<Cache>(); }
@@ -83,8 +99,10 @@ class SsmBlock : public CausalLmLayer {
   }
 
   bool residual_in_fp32_;
-  bool add_norm_;  // TRIAX_MAMBA_ADD_NORM (default on), read at construction
+  bool add_norm_;    // TRIAX_MAMBA_ADD_NORM (default on), read at construction
+  bool norm_fused_;  // TRIAX_MAMBA_BLOCK_NORM_FUSED (default off), read at construction
   c10::ScalarType dtype_;
+  TensorParallel tp_;  // the norm weight's gradient summed over tp in REDUCE_SCATTER mode (RMSNorm's)
 };
 
 }  // namespace triax::mamba

@@ -6,7 +6,9 @@
 // may be fp32 over 16-bit rows (add_rms_norm_fp32_residual: a residual stream kept in fp32, cast
 // to the rows' dtype before the norm), an instance of the same kernel. The forward can
 // fold its output's amax, the backward its input gradient's, into slots for the fp8 product that
-// reads them (kernels.hpp, kAmaxSlots).
+// reads them (kernels.hpp, kAmaxSlots). The row may also be read in fp32 (a residual stream kept in
+// fp32), rounded to the norm's dtype as it is loaded and written so rounded for the backward, whose
+// input gradient may be written in fp32 (rms_norm_forward_fp32_input, rms_norm_backward_fp32_input).
 #include <cstdint>
 #include <type_traits>
 
@@ -21,7 +23,8 @@ constexpr int kMaxThreads = kRmsNormMaxThreads;
 // 2048 rather than 512 keeps enough warps per SM in flight to hide the loads' latency.
 constexpr int64_t kBackwardBlocks = 2048;
 
-// A pack of the sum's dtype S as T: the residual stream's cast to the norm's dtype (none when S is T).
+// A pack of the sum's (or the input's) dtype S as T: the residual stream's cast to the norm's dtype
+// (none when S is T).
 template <typename T, typename S, int N>
 __device__ __forceinline__ Pack<T, N> in_dtype(const Pack<S, N>& p) {
   if constexpr (std::is_same_v<S, T>) {
@@ -36,22 +39,26 @@ __device__ __forceinline__ Pack<T, N> in_dtype(const Pack<S, N>& p) {
 
 // kAdd: the row normalised is round(x + residual) in T, the sum written to `sum` first (the
 // residual stream) in S: T, or fp32 for a stream kept in fp32 (then cast to T before the norm).
-// kAmax: max |y| folded into amax_slots (an fp8 product reads y; docs/fp8.md).
-template <typename T, typename S, int N, bool kAdd, bool kAmax>
-__global__ void rms_norm_forward_kernel(const T* __restrict__ x, const S* __restrict__ residual,
+// kAmax: max |y| folded into amax_slots (an fp8 product reads y; docs/fp8.md). X: x's dtype, T, or
+// fp32 rounded to T as it is read and written so rounded to `sum` (S = T; no add): the row the
+// backward reads.
+template <typename T, typename X, typename S, int N, bool kAdd, bool kAmax>
+__global__ void rms_norm_forward_kernel(const X* __restrict__ x, const S* __restrict__ residual,
                                         const T* __restrict__ weight, T* __restrict__ y, S* __restrict__ sum,
                                         float* __restrict__ rstd, float* __restrict__ amax_slots, int64_t rows,
                                         int64_t hidden, float eps) {
+  static_assert(std::is_same_v<X, T> || (!kAdd && std::is_same_v<S, T>), "an fp32 x: no add, its row written in T");
   __shared__ float scratch[33];
   const int64_t packs = hidden / N;
   float amax = 0.f;
+  constexpr bool kWritesRow = kAdd || !std::is_same_v<X, T>;  // the row normalised, to `sum`
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const T* x_row = x + row * hidden;
+    const X* x_row = x + row * hidden;
     T* y_row = y + row * hidden;
-    S* sum_row = kAdd ? sum + row * hidden : nullptr;
+    S* sum_row = kWritesRow ? sum + row * hidden : nullptr;
     float squares = 0.f;
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
+      Pack<T, N> xv = in_dtype<T>(load_pack<X, N>(x_row + p * N));
       if constexpr (kAdd) {
         const Pack<S, N> rv = load_pack<S, N>(residual + row * hidden + p * N);
         Pack<S, N> sv;
@@ -59,6 +66,8 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const S* __rest
         for (int k = 0; k < N; ++k) sv.v[k] = from_float<S>(to_float(xv.v[k]) + to_float(rv.v[k]));
         store_pack<S, N>(sum_row + p * N, sv);
         xv = in_dtype<T>(sv);
+      } else if constexpr (kWritesRow) {
+        store_pack<S, N>(sum_row + p * N, xv);  // x rounded to T (S is T)
       }
 #pragma unroll
       for (int k = 0; k < N; ++k) {
@@ -70,8 +79,9 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const S* __rest
     const float r = rsqrtf(total / static_cast<float>(hidden) + eps);
     if (threadIdx.x == 0) rstd[row] = r;
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-      // With kAdd, this thread's own stores of the first loop.
-      const Pack<T, N> xv = kAdd ? in_dtype<T>(load_pack<S, N>(sum_row + p * N)) : load_pack<T, N>(x_row + p * N);
+      // With the row written, this thread's own stores of the first loop.
+      const Pack<T, N> xv =
+          kWritesRow ? in_dtype<T>(load_pack<S, N>(sum_row + p * N)) : in_dtype<T>(load_pack<X, N>(x_row + p * N));
       const Pack<T, N> wv = load_pack<T, N>(weight + p * N);
       Pack<T, N> out;
 #pragma unroll
@@ -87,11 +97,13 @@ __global__ void rms_norm_forward_kernel(const T* __restrict__ x, const S* __rest
 
 // kAdd: grad_sum (the gradient that reaches x directly) is added to grad_x before rounding.
 // kAmax: max |grad_x| folded into amax_slots (with the add, grad_x is the gradient of the fp8
-// product whose output was added).
-template <typename T, int N, bool kAdd, bool kAmax>
+// product whose output was added). G: the dtype of grad_sum and grad_x, T or fp32; with fp32 the
+// norm's own part is rounded to T before the add, as the unfused composition's gradient of the
+// cast x (same bits).
+template <typename T, typename G, int N, bool kAdd, bool kAmax>
 __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* __restrict__ x,
                                          const T* __restrict__ weight, const float* __restrict__ rstd,
-                                         const T* __restrict__ grad_sum, T* __restrict__ grad_x,
+                                         const G* __restrict__ grad_sum, G* __restrict__ grad_x,
                                          float* __restrict__ weight_partials, float* __restrict__ amax_slots,
                                          int64_t rows, int64_t hidden) {
   __shared__ float scratch[33];
@@ -110,23 +122,24 @@ __global__ void rms_norm_backward_kernel(const T* __restrict__ grad_y, const T* 
   auto finish_row = [&](int64_t row, float r, float mean_dot) {
     const T* g_row = grad_y + row * hidden;
     const T* x_row = x + row * hidden;
-    T* gx_row = grad_x + row * hidden;
+    G* gx_row = grad_x + row * hidden;
     for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
       const Pack<T, N> gv = load_pack<T, N>(g_row + p * N);
       const Pack<T, N> xv = load_pack<T, N>(x_row + p * N);
       const Pack<T, N> wv = load_pack<T, N>(weight + p * N);
-      Pack<T, N> out, direct;
-      if constexpr (kAdd) direct = load_pack<T, N>(grad_sum + row * hidden + p * N);
+      Pack<G, N> out, direct;
+      if constexpr (kAdd) direct = load_pack<G, N>(grad_sum + row * hidden + p * N);
 #pragma unroll
       for (int k = 0; k < N; ++k) {
         const float g = to_float(gv.v[k]);
         const float n = to_float(xv.v[k]) * r;
-        const float through_norm = r * (g * to_float(wv.v[k]) - n * mean_dot);
-        out.v[k] = from_float<T>(kAdd ? through_norm + to_float(direct.v[k]) : through_norm);
+        float through_norm = r * (g * to_float(wv.v[k]) - n * mean_dot);
+        if constexpr (!std::is_same_v<G, T>) through_norm = rounded_to<T>(through_norm);
+        out.v[k] = from_float<G>(kAdd ? through_norm + to_float(direct.v[k]) : through_norm);
         if constexpr (kAmax) amax = abs_max(amax, to_float(out.v[k]));
         weight_sums[k * packs + p] += g * rounded_to<T>(n);
       }
-      store_pack<T, N>(gx_row + p * N, out);
+      store_pack<G, N>(gx_row + p * N, out);
     }
   };
 
@@ -198,27 +211,63 @@ bool pack_aligned(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % (sizeof(S) * N) == 0;
 }
 
-// The forward's launch for the element type T, the residual and the sum of type S.
-template <typename T, typename S>
+// The forward's launch for the element type T, x of type X, the residual and the sum of type S.
+template <typename T, typename X, typename S>
 cudaError_t launch_rms_norm_forward(const void* x, const void* residual, const void* weight, void* y, void* sum,
                                     float* rstd, float* amax_slots, int64_t rows, int64_t hidden, float eps,
                                     cudaStream_t stream) {
   const unsigned grid = grid_for(rows, 1, int64_t{1} << 30);
   auto launch = [&](auto kernel, int threads) {
-    kernel<<<grid, threads, 0, stream>>>(static_cast<const T*>(x), static_cast<const S*>(residual),
+    kernel<<<grid, threads, 0, stream>>>(static_cast<const X*>(x), static_cast<const S*>(residual),
                                          static_cast<const T*>(weight), static_cast<T*>(y), static_cast<S*>(sum), rstd,
                                          amax_slots, rows, hidden, eps);
     return cudaGetLastError();
   };
   // The kernel for N elements a vector, with or without the residual add and the amax.
   auto launch_width = [&](auto width, int threads) {
+    constexpr int W = decltype(width)::value;
     return dispatch_switches(residual != nullptr, amax_slots != nullptr, [&](auto add, auto amax) {
-      return launch(rms_norm_forward_kernel<T, S, decltype(width)::value, add.value, amax.value>, threads);
+      // The add reads x in the norm's dtype: not instantiated for an fp32 x (whose launcher passes no residual).
+      constexpr bool kAdd = std::is_same_v<X, T> && decltype(add)::value;
+      return launch(rms_norm_forward_kernel<T, X, S, W, kAdd, decltype(amax)::value>, threads);
     });
   };
   constexpr int N = kVectorWidth<T>;
-  if (vectorizable<T>(hidden, {x, weight, y}) &&
-      (residual == nullptr || (pack_aligned<S, N>(residual) && pack_aligned<S, N>(sum))))
+  if (vectorizable<T>(hidden, {weight, y}) && pack_aligned<X, N>(x) &&
+      (residual == nullptr || pack_aligned<S, N>(residual)) && (sum == nullptr || pack_aligned<S, N>(sum)))
+    return launch_width(std::integral_constant<int, N>(), row_threads(hidden / N, kMaxThreads));
+  return launch_width(std::integral_constant<int, 1>(), row_threads(hidden, kMaxThreads));
+}
+
+// The backward's launch for the element type T, grad_sum and grad_x of type G.
+template <typename T, typename G>
+cudaError_t launch_rms_norm_backward(const void* grad_y, const void* x, const void* weight, const float* rstd,
+                                     const void* grad_sum, void* grad_x, float* weight_partials, void* grad_weight,
+                                     float* amax_slots, int64_t rows, int64_t hidden, cudaStream_t stream) {
+  const unsigned grid = static_cast<unsigned>(std::min(rows, kBackwardBlocks));
+  const size_t shared_bytes = static_cast<size_t>(hidden) * sizeof(float);
+  auto launch = [&](auto kernel, int threads) {
+    // Beyond 48 KiB of dynamic shared memory (hidden > 12288) the kernel must opt in.
+    if (const cudaError_t status = allow_dynamic_shared_memory(kernel, shared_bytes); status != cudaSuccess)
+      return status;
+    kernel<<<grid, threads, shared_bytes, stream>>>(
+        static_cast<const T*>(grad_y), static_cast<const T*>(x), static_cast<const T*>(weight), rstd,
+        static_cast<const G*>(grad_sum), static_cast<G*>(grad_x), weight_partials, amax_slots, rows, hidden);
+    if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
+    sum_weight_partials_kernel<T>
+        <<<static_cast<unsigned>((hidden + kColumns - 1) / kColumns), dim3(kColumns, kRowGroups), 0, stream>>>(
+            weight_partials, grid, hidden, static_cast<T*>(grad_weight));
+    return cudaGetLastError();
+  };
+  // The kernel for N elements a vector, with or without the direct gradient and the amax.
+  auto launch_width = [&](auto width, int threads) {
+    return dispatch_switches(grad_sum != nullptr, amax_slots != nullptr, [&](auto add, auto amax) {
+      return launch(rms_norm_backward_kernel<T, G, decltype(width)::value, add.value, amax.value>, threads);
+    });
+  };
+  constexpr int N = kVectorWidth<T>;
+  if (vectorizable<T>(hidden, {grad_y, x, weight}) && pack_aligned<G, N>(grad_x) &&
+      (grad_sum == nullptr || pack_aligned<G, N>(grad_sum)))
     return launch_width(std::integral_constant<int, N>(), row_threads(hidden / N, kMaxThreads));
   return launch_width(std::integral_constant<int, 1>(), row_threads(hidden, kMaxThreads));
 }
@@ -233,7 +282,7 @@ cudaError_t rms_norm_forward(Dtype dtype, const void* x, const void* residual, c
   if (rows == 0 || hidden == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return launch_rms_norm_forward<T, T>(x, residual, weight, y, sum, rstd, amax_slots, rows, hidden, eps, stream);
+    return launch_rms_norm_forward<T, T, T>(x, residual, weight, y, sum, rstd, amax_slots, rows, hidden, eps, stream);
   });
 }
 
@@ -244,7 +293,25 @@ cudaError_t add_rms_norm_forward_fp32_sum(Dtype dtype, const void* x, const floa
   if (residual == nullptr || sum == nullptr) return cudaErrorInvalidValue;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return launch_rms_norm_forward<T, float>(x, residual, weight, y, sum, rstd, nullptr, rows, hidden, eps, stream);
+    return launch_rms_norm_forward<T, T, float>(x, residual, weight, y, sum, rstd, nullptr, rows, hidden, eps, stream);
+  });
+}
+
+cudaError_t rms_norm_forward_fp32_input(Dtype dtype, const float* x, const void* weight, void* y, void* x_rounded,
+                                        float* rstd, int64_t rows, int64_t hidden, float eps, cudaStream_t stream) {
+  if (rows == 0 || hidden == 0) return cudaSuccess;
+  if (x_rounded == nullptr) return cudaErrorInvalidValue;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float>) {  // x is of dtype already: the kernel writes no row
+      if (x_rounded != x)
+        if (const cudaError_t status =
+                cudaMemcpyAsync(x_rounded, x, rows * hidden * sizeof(float), cudaMemcpyDeviceToDevice, stream);
+            status != cudaSuccess)
+          return status;
+    }
+    return launch_rms_norm_forward<T, float, T>(x, nullptr, weight, y, x_rounded, rstd, nullptr, rows, hidden, eps,
+                                                stream);
   });
 }
 
@@ -254,32 +321,20 @@ cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, co
   if (rows == 0 || hidden == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const unsigned grid = static_cast<unsigned>(rms_norm_weight_partials(rows));
-    const size_t shared_bytes = static_cast<size_t>(hidden) * sizeof(float);
-    auto launch = [&](auto kernel, int threads) {
-      // Beyond 48 KiB of dynamic shared memory (hidden > 12288) the kernel must opt in.
-      if (const cudaError_t status = allow_dynamic_shared_memory(kernel, shared_bytes); status != cudaSuccess)
-        return status;
-      kernel<<<grid, threads, shared_bytes, stream>>>(static_cast<const T*>(grad_y), static_cast<const T*>(x),
-                                                      static_cast<const T*>(weight), rstd,
-                                                      static_cast<const T*>(grad_sum), static_cast<T*>(grad_x),
-                                                      weight_partials, amax_slots, rows, hidden);
-      if (const cudaError_t status = cudaGetLastError(); status != cudaSuccess) return status;
-      sum_weight_partials_kernel<T><<<static_cast<unsigned>((hidden + kColumns - 1) / kColumns),
-                                      dim3(kColumns, kRowGroups), 0, stream>>>(weight_partials, grid, hidden,
-                                                                               static_cast<T*>(grad_weight));
-      return cudaGetLastError();
-    };
-    // The kernel for N elements a vector, with or without the direct gradient and the amax.
-    auto launch_width = [&](auto width, int threads) {
-      return dispatch_switches(grad_sum != nullptr, amax_slots != nullptr, [&](auto add, auto amax) {
-        return launch(rms_norm_backward_kernel<T, decltype(width)::value, add.value, amax.value>, threads);
-      });
-    };
-    constexpr int N = kVectorWidth<T>;
-    if (vectorizable<T>(hidden, {grad_y, x, weight, grad_x}) && (grad_sum == nullptr || vectorizable<T>(hidden, {grad_sum})))
-      return launch_width(std::integral_constant<int, N>(), row_threads(hidden / N, kMaxThreads));
-    return launch_width(std::integral_constant<int, 1>(), row_threads(hidden, kMaxThreads));
+    return launch_rms_norm_backward<T, T>(grad_y, x, weight, rstd, grad_sum, grad_x, weight_partials, grad_weight,
+                                          amax_slots, rows, hidden, stream);
+  });
+}
+
+cudaError_t rms_norm_backward_fp32_input(Dtype dtype, const void* grad_y, const void* x, const void* weight,
+                                         const float* rstd, const float* grad_sum, float* grad_x,
+                                         float* weight_partials, void* grad_weight, int64_t rows, int64_t hidden,
+                                         cudaStream_t stream) {
+  if (rows == 0 || hidden == 0) return cudaSuccess;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launch_rms_norm_backward<T, float>(grad_y, x, weight, rstd, grad_sum, grad_x, weight_partials, grad_weight,
+                                              nullptr, rows, hidden, stream);
   });
 }
 

@@ -71,6 +71,15 @@ cudaError_t add_rms_norm_forward_fp32_sum(Dtype dtype, const void* x, const floa
                                           void* y, float* sum, float* rstd, int64_t rows, int64_t hidden, float eps,
                                           cudaStream_t stream);
 
+// rms_norm_forward of x kept in fp32 (a residual stream, Mamba's residual_in_fp32, in training):
+// each element rounded to dtype as it is read, written so to x_rounded (what the backward reads:
+// half the bytes of x saved) and normalised as rms_norm_forward does: y has the bits of
+// rms_norm_forward on x cast to dtype, without the cast's own pass. x: [rows, hidden] fp32;
+// x_rounded, y: [rows, hidden] of dtype (for Float32, x_rounded may be x itself: nothing to write);
+// weight: [hidden] of dtype; rstd: [rows].
+cudaError_t rms_norm_forward_fp32_input(Dtype dtype, const float* x, const void* weight, void* y, void* x_rounded,
+                                        float* rstd, int64_t rows, int64_t hidden, float eps, cudaStream_t stream);
+
 // How many fp32 rows of weight-gradient partial sums rms_norm_backward needs as scratch for
 // `rows` rows (one per thread block of its first kernel).
 int64_t rms_norm_weight_partials(int64_t rows);
@@ -85,6 +94,24 @@ int64_t rms_norm_weight_partials(int64_t rows);
 cudaError_t rms_norm_backward(Dtype dtype, const void* grad_y, const void* x, const void* weight, const float* rstd,
                               const void* grad_sum, void* grad_x, float* weight_partials, void* grad_weight,
                               float* amax_slots, int64_t rows, int64_t hidden, cudaStream_t stream);
+
+// rms_norm_backward for rms_norm_forward_fp32_input (x: its x_rounded, of dtype), grad_x written
+// in fp32: the norm's part rounded to dtype first (the bits of rms_norm_backward's grad_x cast to
+// fp32), then plus `grad_sum` (fp32 [rows, hidden], or null: a gradient that reaches x directly,
+// the residual stream's) in fp32: the cast of the gradient and the sum of x's two gradients in
+// this one pass. grad_y, weight, grad_weight of dtype; no amax.
+cudaError_t rms_norm_backward_fp32_input(Dtype dtype, const void* grad_y, const void* x, const void* weight,
+                                         const float* rstd, const float* grad_sum, float* grad_x,
+                                         float* weight_partials, void* grad_weight, int64_t rows, int64_t hidden,
+                                         cudaStream_t stream);
+
+// ---- the fp32 residual add (residual_add.cu) ------------------------------------------------
+
+// out = residual + y over `count` elements in fp32 (y of dtype widened exactly: LibTorch's
+// mixed-dtype add's bits), by 16-byte vectors where the three pointers are 16-byte aligned.
+// residual, out: fp32, out not overlapping either input.
+cudaError_t add_to_fp32_residual(Dtype dtype, const float* residual, const void* y, float* out, int64_t count,
+                                 cudaStream_t stream);
 
 // ---- SwiGLU (swiglu.cu) ----------------------------------------------------------------------
 
