@@ -196,16 +196,16 @@ TEST(Mamba2GatedNormCuda, V2LeavesRowsBeyondItsRegistersToV1) {
 
 // v2 is the default (2.2x v1 on an H100); TRIAX_MAMBA2_GATED_NORM_KERNEL=v1 keeps v1, =v3 takes
 // v3 (off by default until timed on a GPU).
-TEST(Mamba2GatedNormCuda, V2RunsUnlessV1IsAskedFor) {
+TEST(Mamba2GatedNormCuda, V3RunsUnlessAnOlderOneIsAskedFor) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
   const CudaInputs in = cuda_inputs(k780mLike, at::kBFloat16, at::kFloat, 8);
   {
     ScopedVariable unset("TRIAX_MAMBA2_GATED_NORM_KERNEL", nullptr);
-    EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v2");
+    EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v3");
   }
   {
-    ScopedVariable choice("TRIAX_MAMBA2_GATED_NORM_KERNEL", "v3");
-    EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v3");
+    ScopedVariable choice("TRIAX_MAMBA2_GATED_NORM_KERNEL", "v2");
+    EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v2");
   }
   ScopedVariable choice("TRIAX_MAMBA2_GATED_NORM_KERNEL", "v1");
   EXPECT_STREQ(triax::mamba2::gated_norm_kernels_used(in.gpu, at::kBFloat16), "v1");

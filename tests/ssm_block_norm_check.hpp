@@ -19,6 +19,7 @@
 #include <string>
 
 #include "dispatched_ops.hpp"
+#include "scoped_variable.hpp"
 #include "triax/causal_lm.hpp"
 
 namespace triax::test {
@@ -33,9 +34,11 @@ struct BlockRun {
 inline BlockRun run_first_block(bool fused, const std::function<std::shared_ptr<CausalLm>()>& build,
                                 const at::Tensor& x, const at::Tensor& grad_out) {
   constexpr const char* kSwitch = "TRIAX_MAMBA_BLOCK_NORM_FUSED";
-  if (fused) setenv(kSwitch, "1", 1);
-  std::shared_ptr<CausalLm> model = build();
-  unsetenv(kSwitch);
+  std::shared_ptr<CausalLm> model;
+  {
+    const ScopedVariable setting(kSwitch, fused ? "1" : "0");
+    model = build();
+  }
   std::shared_ptr<CausalLmLayer> layer;  // the first layer the module tree holds
   for (const auto& module : model->modules(/*include_self=*/false))
     if ((layer = std::dynamic_pointer_cast<CausalLmLayer>(module))) break;

@@ -44,14 +44,14 @@ Prepared prepare(const GatedNormArgs& a) {
 
 enum class Generation { v1, v2, v3 };
 
-// TRIAX_MAMBA2_GATED_NORM_KERNEL, read at every call: the second generation of kernels
-// (gated_norm_v2.cu) where a row fits its registers (2.2x v1 on an H100), unless v1 is asked for;
-// with v3, v2's forward and the third backward (gated_norm_backward_v3.cu) where its operands are on
-// whole 16-byte vectors (off by default until it is timed on a GPU).
+// TRIAX_MAMBA2_GATED_NORM_KERNEL, read at every call: v2's forward and the third backward
+// (gated_norm_backward_v3.cu) where its operands are on whole 16-byte vectors (the backward 0.373 ->
+// 0.280 ms at the 780m shape on an H100), else the second generation (gated_norm_v2.cu) where a
+// row fits its registers, else the first; `v2` or `v1` asks for an older one.
 Generation generation(const Prepared& p) {
   constexpr const char* kVariable = "TRIAX_MAMBA2_GATED_NORM_KERNEL";
   if (environment_is(kVariable, "v1") || !kernels::gated_norm_v2_fits(p.inputs, p.shape)) return Generation::v1;
-  if (environment_is(kVariable, "v3") && kernels::gated_norm_backward_v3_fits(p.inputs, p.shape)) return Generation::v3;
+  if (!environment_is(kVariable, "v2") && kernels::gated_norm_backward_v3_fits(p.inputs, p.shape)) return Generation::v3;
   return Generation::v2;
 }
 
