@@ -12,12 +12,8 @@ namespace mamba2_block_norm_test {  // named: the tests compile in unity batches
 using namespace mamba2_test;
 
 void expect_switch_changes_no_bit(c10::ScalarType dtype, c10::Device device) {
-  SCOPED_TRACE(c10::toString(dtype));
-  ModelContext context = tiny_model_context();
-  context.device = device;
-  context.dtype = dtype;
-  triax::test::expect_block_norm_switch_changes_no_bit([&] { return build(tiny_yaml(false), context); }, 16, device,
-                                                       /*fused_path=*/dtype != at::kFloat);
+  triax::test::expect_tiny_block_norm_switch_changes_no_bit(
+      [](const ModelContext& context) { return build(tiny_yaml(false), context); }, tiny_model_context(), dtype, device);
 }
 
 TEST(Mamba2BlockNormCpu, SwitchChangesNoBit) { expect_switch_changes_no_bit(at::kBFloat16, c10::kCPU); }

@@ -73,6 +73,20 @@ inline void expect_same_bits_or_noise(const at::Tensor& on, const at::Tensor& of
 // `build()`: the model on the test's device and dtype; x and the gradient [2, 9, hidden].
 // fused_path: whether the switch should take the block through rms_norm_of_fp32_residual.
 inline void expect_block_norm_switch_changes_no_bit(const std::function<std::shared_ptr<CausalLm>()>& build,
+                                                    int64_t hidden, c10::Device device, bool fused_path);
+
+// The check for a tiny model of hidden 16 built by `build(context)` in `dtype` on `device`: only
+// a 16-bit model takes the fused path.
+inline void expect_tiny_block_norm_switch_changes_no_bit(
+    const std::function<std::shared_ptr<CausalLm>(const ModelContext&)>& build, ModelContext context,
+    c10::ScalarType dtype, c10::Device device) {
+  SCOPED_TRACE(c10::toString(dtype));
+  context.device = device;
+  context.dtype = dtype;
+  expect_block_norm_switch_changes_no_bit([&] { return build(context); }, 16, device, dtype != at::kFloat);
+}
+
+inline void expect_block_norm_switch_changes_no_bit(const std::function<std::shared_ptr<CausalLm>()>& build,
                                                     int64_t hidden, c10::Device device, bool fused_path) {
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(5);
   const at::Tensor x = at::randn({2, 9, hidden}, generator, at::kFloat).to(device);  // the fp32 residual stream
