@@ -154,9 +154,9 @@ TEST(Mamba2SsdCuda, PackedAndWarpPerPairTermKernelsMatchTheCompositionOnEveryHea
 // (the same roundings: expected the same bits; held to tolerance_of).
 TEST(Mamba2SsdCuda, StatesInTheOperandTypeGiveTheSameGradients) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
-  for (const FusedCase& c : {FusedCase{2, 2048, 48, 64, 1, 128, 256, true, false},
-                             FusedCase{2, 257, 6, 32, 3, 16, 48, true, true},
-                             FusedCase{1, 77, 4, 16, 2, 32, 100, false, false}}) {
+  for (const FusedCase& c :
+       {FusedCase{2, 2048, 48, 64, 1, 128, 256, true, false}, FusedCase{2, 257, 6, 32, 3, 16, 48, true, true},
+        FusedCase{1, 77, 4, 16, 2, 32, 100, false, false}}) {
     for (at::ScalarType type : {at::kBFloat16, at::kHalf, at::kFloat}) {
       const BackwardProblem p = backward_problem_on_cuda(c, type, type, 31 + static_cast<uint64_t>(c.length));
       const std::string label = std::string(c10::toString(type)) + ", length " + std::to_string(c.length);
@@ -183,7 +183,8 @@ TEST(Mamba2SsdCuda, StatesInTheOperandTypeGiveTheSameGradients) {
         ASSERT_EQ(on[i].defined(), off[i].defined()) << i << " " << label;
         if (!off[i].defined()) continue;
         EXPECT_LT(triax::test::max_relative_diff(on[i], off[i]), tolerance_of(i, type))
-            << "gradient " << i << " (x, dt, A, B, C, initial), " << label << ", same bits: " << at::equal(on[i], off[i]);
+            << "gradient " << i << " (x, dt, A, B, C, initial), " << label
+            << ", same bits: " << at::equal(on[i], off[i]);
       }
     }
   }

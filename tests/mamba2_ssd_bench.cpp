@@ -9,8 +9,8 @@
 // LibTorch compositions the mixer's CUDA kernels replace (TRIAX_MAMBA2_SSD_BACKWARD_FUSED=0 those of
 // the SSD backward's elementwise passes alone); TRIAX_MAMBA2_GATED_NORM_KERNEL=v1 the gated
 // norm's first kernels; TRIAX_MAMBA2_Y_IN_OPERAND_TYPE=0 the fused chunk scan's y (and dy) in
-// fp32; TRIAX_MAMBA2_SCALED_ROWS_KERNEL=0 LibTorch's products for x dt and its weighted copy instead of the scaled rows kernel;
-// TRIAX_MAMBA2_SSD_PACKED_GRADIENT=0 the layer's x, B and C gradients as three tensors joined by a cat (the
+// fp32; TRIAX_MAMBA2_SCALED_ROWS_KERNEL=0 LibTorch's products for x dt and its weighted copy instead of the scaled rows
+// kernel; TRIAX_MAMBA2_SSD_PACKED_GRADIENT=0 the layer's x, B and C gradients as three tensors joined by a cat (the
 // layer's timing only: the SSD's own calls ssd_chunked); TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE=1 the state
 // passing's kernels storing the backward's bf16 operands (the entering states, the chunk states' gradient).
 // With --cuda, everything is timed three times in one run: the fused chunk scan switched off,

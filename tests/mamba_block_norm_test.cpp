@@ -14,7 +14,8 @@ using namespace mamba_test;
 
 void expect_switch_changes_no_bit(c10::ScalarType dtype, c10::Device device) {
   triax::test::expect_tiny_block_norm_switch_changes_no_bit(
-      [](const ModelContext& context) { return build(tiny_yaml(false), context); }, tiny_model_context(), dtype, device);
+      [](const ModelContext& context) { return build(tiny_yaml(false), context); }, tiny_model_context(), dtype,
+      device);
 }
 
 TEST(MambaBlockNormCpu, SwitchChangesNoBit) { expect_switch_changes_no_bit(at::kBFloat16, c10::kCPU); }

@@ -90,9 +90,10 @@ std::string to_json_line(const StepMetrics& m) {
       << ", \"model_tflops_per_device\": " << json_number(m.model_tflops_per_device)
       << ", \"mfu\": " << (m.mfu ? json_number(*m.mfu) : "null") << ", \"consumed_tokens\": " << m.consumed_tokens
       << ", \"peak_memory_bytes\": " << m.peak_memory_bytes
-      << ", \"interval_peak_memory_bytes\": " << m.interval_peak_memory_bytes << ", \"step_s\": " << json_number(m.step_seconds)
-      << ", \"elapsed_s\": " << json_number(m.elapsed_seconds) << ", \"eta_s\": " << json_number(m.eta_seconds)
-      << ", \"skipped_steps\": " << m.skipped_steps << ", \"data_consumed_samples\": {";
+      << ", \"interval_peak_memory_bytes\": " << m.interval_peak_memory_bytes
+      << ", \"step_s\": " << json_number(m.step_seconds) << ", \"elapsed_s\": " << json_number(m.elapsed_seconds)
+      << ", \"eta_s\": " << json_number(m.eta_seconds) << ", \"skipped_steps\": " << m.skipped_steps
+      << ", \"data_consumed_samples\": {";
   for (size_t i = 0; i < m.dataset_samples.size(); ++i)
     out << (i ? ", " : "") << json_string(m.dataset_samples[i].first) << ": " << m.dataset_samples[i].second;
   out << "}";

@@ -53,8 +53,8 @@ class SsmBlock : public CausalLmLayer {
         dtype_(context.dtype),
         tp_(TensorParallel::of(context)) {
     // Registered in Hugging Face's order: norm, then mixer (the parameter table follows it).
-    norm = register_module("norm", std::make_shared<RMSNorm>(block.hidden_size, block.eps, context.device,
-                                                             context.dtype, tp_));
+    norm = register_module("norm",
+                           std::make_shared<RMSNorm>(block.hidden_size, block.eps, context.device, context.dtype, tp_));
     mixer = register_module("mixer", std::make_shared<Mixer>(mixer_config, context));
   }
 

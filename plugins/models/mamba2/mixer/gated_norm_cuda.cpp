@@ -51,7 +51,8 @@ enum class Generation { v1, v2, v3 };
 Generation generation(const Prepared& p) {
   constexpr const char* kVariable = "TRIAX_MAMBA2_GATED_NORM_KERNEL";
   if (environment_is(kVariable, "v1") || !kernels::gated_norm_v2_fits(p.inputs, p.shape)) return Generation::v1;
-  if (!environment_is(kVariable, "v2") && kernels::gated_norm_backward_v3_fits(p.inputs, p.shape)) return Generation::v3;
+  if (!environment_is(kVariable, "v2") && kernels::gated_norm_backward_v3_fits(p.inputs, p.shape))
+    return Generation::v3;
   return Generation::v2;
 }
 

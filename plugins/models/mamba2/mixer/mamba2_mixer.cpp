@@ -76,7 +76,7 @@ std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, c
   const at::Tensor dt = time_step(projected.dt);
   const at::Tensor A = -at::exp(A_log.to(dt.scalar_type()));
   at::Tensor x;
-  SsdOutputs scanned;  // y fp32 (fp64), or x's type (ssd.hpp)
+  SsdOutputs scanned;                   // y fp32 (fp64), or x's type (ssd.hpp)
   if (packed_gradient_switched_on()) {  // dx, dB and dC written into one gradient of `grouped`
     const PackedSsdOutputs packed = ssd_chunked_packed({grouped, dt, A, initial_state, n}, config_.chunk_size);
     x = packed.x;

@@ -79,8 +79,13 @@ class SsdFunction : public torch::autograd::Function<SsdFunction> {
     const variable_list saved = ctx->get_saved_variables();
     const SsdInputs in{saved[0], saved[1], saved[2], saved[3], saved[4], given(saved[5])};
     const ssd::SsdGradients g = ssd::ssd_backward(in, ctx->saved_data["chunk_size"].toInt(), grads[0], grads[1]);
-    return {g.x.to(in.x.scalar_type()), g.dt.to(in.dt.scalar_type()), g.A.to(in.A.scalar_type()),
-            g.B.to(in.B.scalar_type()), g.C.to(in.C.scalar_type()), initial_gradient(in, g), at::Tensor()};
+    return {g.x.to(in.x.scalar_type()),
+            g.dt.to(in.dt.scalar_type()),
+            g.A.to(in.A.scalar_type()),
+            g.B.to(in.B.scalar_type()),
+            g.C.to(in.C.scalar_type()),
+            initial_gradient(in, g),
+            at::Tensor()};
   }
 };
 
@@ -117,8 +122,9 @@ class PackedSsdFunction : public torch::autograd::Function<PackedSsdFunction> {
         d_xBC.split_with_sizes({xBC.size(3) - 2 * state_size, state_size, state_size}, 3);
     const ssd::GradientDestinations into{parts[0], parts[1], parts[2], grads[2]};
     const ssd::SsdGradients g = ssd::ssd_backward(in, ctx->saved_data["chunk_size"].toInt(), grads[0], grads[1], &into);
-    return {d_xBC, g.dt.to(in.dt.scalar_type()), g.A.to(in.A.scalar_type()), initial_gradient(in, g),
-            at::Tensor(), at::Tensor()};
+    return {
+        d_xBC,       g.dt.to(in.dt.scalar_type()), g.A.to(in.A.scalar_type()), initial_gradient(in, g), at::Tensor(),
+        at::Tensor()};
   }
 };
 
@@ -135,8 +141,9 @@ PackedSsdOutputs ssd_chunked_packed(const PackedSsdInputs& in, int64_t chunk_siz
   if (in.xBC.dim() != 4 || in.dt.dim() != 3 || in.state_size <= 0 || in.xBC.size(3) <= 2 * in.state_size ||
       in.dt.size(2) % in.xBC.size(2) != 0 ||
       (in.xBC.size(3) - 2 * in.state_size) % (in.dt.size(2) / in.xBC.size(2)) != 0)
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "ssd_chunked_packed: expected xBC [b, l, G, R P + 2 N] with N = "
-                                              "state_size and dt [b, l, R G]");
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "ssd_chunked_packed: expected xBC [b, l, G, R P + 2 N] with N = "
+                "state_size and dt [b, l, R G]");
   const at::Tensor initial = in.initial_state.defined() ? in.initial_state : at::empty({0}, in.dt.options());
   const variable_list out = PackedSsdFunction::apply(in.xBC, in.dt, in.A, initial, in.state_size, chunk_size);
   return {out[0], out[1], out[2]};

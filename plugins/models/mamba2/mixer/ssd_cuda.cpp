@@ -180,10 +180,10 @@ PassingGradients pass_states_backward_cuda(const Chunks& k, const at::Tensor& en
 
 bool scaled_rows_kernel_applies(const at::Tensor& in, const at::Tensor& scale) {
   if (!switched_on_unless_zero("TRIAX_MAMBA2_SCALED_ROWS_KERNEL") || !fused_kernels_enabled() || !in.is_cuda() ||
-      !launch::kernel_dtype(in.scalar_type()) || scale.scalar_type() != at::kFloat ||
-      scale.device() != in.device() || in.dim() != kernels::kScaledRowsDims + 1 || scale.dim() != in.dim() ||
-      scale.size(-1) != 1 || in.stride(-1) != 1 || in.size(-1) % kernels::kScaledRowsVector != 0 ||
-      in.numel() == 0 || in.numel() / kernels::kScaledRowsVector > INT32_MAX)
+      !launch::kernel_dtype(in.scalar_type()) || scale.scalar_type() != at::kFloat || scale.device() != in.device() ||
+      in.dim() != kernels::kScaledRowsDims + 1 || scale.dim() != in.dim() || scale.size(-1) != 1 ||
+      in.stride(-1) != 1 || in.size(-1) % kernels::kScaledRowsVector != 0 || in.numel() == 0 ||
+      in.numel() / kernels::kScaledRowsVector > INT32_MAX)
     return false;
   for (int64_t d = 0; d < kernels::kScaledRowsDims; ++d)
     if (scale.size(d) != in.size(d) || in.stride(d) % kernels::kScaledRowsVector != 0) return false;

@@ -55,9 +55,9 @@ MaskedScoresGradients masked_scores_backward_cuda(const Chunks& k, const at::Ten
 
 // TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE: "1" on, off otherwise, read at every call. Its test passed
 // on an H100 and it gained 1.2% of the 780m step, but with it a strided-x test's bf16 gradients
-// went past their 5e-3 bound in some runs (docs/mamba2-performance.md). On, for bf16 (fp16) operands the state passing's kernels store what the
-// backward's products read in that type: the entering states' copy (pass_states_cuda asked for
-// it) and the chunk states' gradient, instead of fp32 tensors cast by a copy each.
+// went past their 5e-3 bound in some runs (docs/mamba2-performance.md). On, for bf16 (fp16) operands the state
+// passing's kernels store what the backward's products read in that type: the entering states' copy (pass_states_cuda
+// asked for it) and the chunk states' gradient, instead of fp32 tensors cast by a copy each.
 bool states_in_operand_type_switched_on();
 
 // With_operand_copy: the entering states in the operand type as well (entering_operand), where
@@ -80,7 +80,8 @@ PassingGradients pass_states_backward_cuda(const Chunks& k, const at::Tensor& en
 // [d0, .., d4, 1]: unless TRIAX_MAMBA2_SCALED_ROWS_KERNEL=0 (read at every call: one process can
 // compare both paths), the fused kernels enabled, in on CUDA in a kernel dtype with its rows'
 // values adjacent, 16-byte aligned, p and its row strides multiples of kernels::kScaledRowsVector,
-// scale fp32 with exactly in's row dims, at least one and fewer than 2^31 vectors of values. chunked_xdt and weighted_xdt (ssd_chunks.cpp) take it.
+// scale fp32 with exactly in's row dims, at least one and fewer than 2^31 vectors of values. chunked_xdt and
+// weighted_xdt (ssd_chunks.cpp) take it.
 bool scaled_rows_kernel_applies(const at::Tensor& in, const at::Tensor& scale);
 
 // out = in * scale by the kernel where scaled_rows_kernel_applies(in, scale): the fp32 product
