@@ -361,6 +361,7 @@ TEST_F(Fp8ProducerAmaxCuda, ADecoderLayerTakesSevenOfItsTwelveAmaxesFromProducer
     EXPECT_EQ(own.own, 12u) << what;
     EXPECT_EQ(fused.found, 7u) << what;
     EXPECT_EQ(fused.own, 5u) << what;
+    ASSERT_TRUE(finite(own.loss)) << what << ": the loss without records (are the layer's weights drawn?)";
     EXPECT_TRUE(at::equal(fused.loss, own.loss)) << what;
     ASSERT_EQ(fused.grads.size(), own.grads.size());
     for (size_t i = 0; i < own.grads.size(); ++i) {
