@@ -7,10 +7,10 @@
 // the mixer and the norm compute in the model's dtype. Generation: the mixer's states per
 // sequence, in its own cache type; the residual add left to the next layer's norm kernel.
 // Training with an fp32 residual and a 16-bit model (unless TRIAX_MAMBA_BLOCK_NORM_FUSED=0;
-// +2.1% on the Mamba-2 780m and the Mamba-1.4b steps on an H100): the norm reads the fp32 residual itself and its
-// backward writes the residual's gradient in fp32, the residual stream's gradient already added
-// (rms_norm_of_fp32_residual): no cast either way and no separate sum of the two gradients; the
-// residual add by 16-byte vectors (add_to_fp32_residual). The same bits.
+// +2.1% on the Mamba-2 780m and the Mamba-1.4b steps on an H100): the norm reads the fp32
+// residual itself and its backward writes the residual's gradient in fp32, the residual stream's
+// gradient already added (rms_norm_of_fp32_residual): no cast either way and no separate sum of
+// the two gradients; the residual add by 16-byte vectors (add_to_fp32_residual). The same bits.
 //
 // Mixer: constructed from (MixerConfig, ModelContext), with forward(hidden) and
 // forward_cached(hidden, step) over [b, s, hidden] (s/tp in REDUCE_SCATTER mode); Cache: the
