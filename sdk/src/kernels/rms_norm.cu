@@ -244,7 +244,8 @@ template <typename T, typename G>
 cudaError_t launch_rms_norm_backward(const void* grad_y, const void* x, const void* weight, const float* rstd,
                                      const void* grad_sum, void* grad_x, float* weight_partials, void* grad_weight,
                                      float* amax_slots, int64_t rows, int64_t hidden, cudaStream_t stream) {
-  const unsigned grid = static_cast<unsigned>(std::min(rows, kBackwardBlocks));
+  // One block per row of partials: the caller sized weight_partials by rms_norm_weight_partials.
+  const unsigned grid = static_cast<unsigned>(rms_norm_weight_partials(rows));
   const size_t shared_bytes = static_cast<size_t>(hidden) * sizeof(float);
   auto launch = [&](auto kernel, int threads) {
     // Beyond 48 KiB of dynamic shared memory (hidden > 12288) the kernel must opt in.
