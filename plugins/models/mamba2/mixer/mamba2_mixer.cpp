@@ -71,7 +71,7 @@ Mamba2Mixer::Projected Mamba2Mixer::split(const at::Tensor& in_proj_output) cons
 std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, const at::Tensor& convolved,
                                                    const at::Tensor& initial_state, c10::ScalarType dtype) {
   const int64_t b = convolved.size(0), s = convolved.size(1);
-  const int64_t g = config_.group_channels(), n = config_.state_size;
+  const int64_t n = config_.state_size;
   const at::Tensor grouped = convolved.reshape({b, s, local_groups_, config_.group_conv_dim()});  // x, B, C per group
   const at::Tensor dt = time_step(projected.dt);
   const at::Tensor A = -at::exp(A_log.to(dt.scalar_type()));
@@ -81,10 +81,10 @@ std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, c
     const PackedSsdOutputs packed = ssd_chunked_packed({grouped, dt, A, initial_state, n}, config_.chunk_size);
     x = packed.x;
     scanned = {packed.y, packed.final_state};
-  } else {
-    const std::vector<at::Tensor> parts = grouped.split_with_sizes({g, n, n}, 3);  // the gradients joined by one cat
-    x = parts[0].reshape({b, s, local_heads_, config_.head_dim});
-    scanned = ssd_chunked({x, dt, A, parts[1], parts[2], initial_state}, config_.chunk_size);
+  } else {  // views of `grouped`: their gradients joined by one cat
+    const SsdInputs inputs = ssd_inputs_of({grouped, dt, A, initial_state, n});
+    x = inputs.x;
+    scanned = ssd_chunked(inputs, config_.chunk_size);
   }
   const GatedNormArgs gate{scanned.y, x, projected.z, D, norm_weight_, local_groups_, config_.layer_norm_epsilon};
   return {gated_rms_norm(gate, dtype), scanned.final_state};

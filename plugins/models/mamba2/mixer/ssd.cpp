@@ -89,12 +89,9 @@ class SsdFunction : public torch::autograd::Function<SsdFunction> {
   }
 };
 
-// x [b, l, H, P] (a view where one group makes it one), B and C [b, l, G, N] inside xBC [b, l, G, R P + 2 N].
-SsdInputs unpacked(const at::Tensor& xBC, const at::Tensor& dt, const at::Tensor& A, const at::Tensor& initial_state,
-                   int64_t state_size) {
-  const int64_t b = xBC.size(0), l = xBC.size(1), heads = dt.size(2);
-  const std::vector<at::Tensor> parts = xBC.split_with_sizes({xBC.size(3) - 2 * state_size, state_size, state_size}, 3);
-  return {parts[0].reshape({b, l, heads, -1}), dt, A, parts[1], parts[2], initial_state};
+// xBC's (or its gradient's) x, B and C along its last dim: R P, N, N.
+std::vector<at::Tensor> split_xBC(const at::Tensor& xBC, int64_t state_size) {
+  return xBC.split_with_sizes({xBC.size(3) - 2 * state_size, state_size, state_size}, 3);
 }
 
 // SsdFunction over xBC whole: x, B and C's gradients written into one of xBC's shape, x's
@@ -106,7 +103,7 @@ class PackedSsdFunction : public torch::autograd::Function<PackedSsdFunction> {
     ctx->save_for_backward({xBC, dt, A, initial_state});
     ctx->saved_data["state_size"] = state_size;
     ctx->saved_data["chunk_size"] = chunk_size;
-    const SsdInputs in = unpacked(xBC, dt, A, given(initial_state), state_size);
+    const SsdInputs in = ssd_inputs_of({xBC, dt, A, given(initial_state), state_size});
     check_inputs(in, chunk_size);
     const SsdOutputs out = forward_values(in, chunk_size);
     return {out.y, out.final_state, in.x};
@@ -116,10 +113,9 @@ class PackedSsdFunction : public torch::autograd::Function<PackedSsdFunction> {
     const variable_list saved = ctx->get_saved_variables();
     const at::Tensor& xBC = saved[0];
     const int64_t state_size = ctx->saved_data["state_size"].toInt();
-    const SsdInputs in = unpacked(xBC, saved[1], saved[2], given(saved[3]), state_size);
+    const SsdInputs in = ssd_inputs_of({xBC, saved[1], saved[2], given(saved[3]), state_size});
     at::Tensor d_xBC = at::empty(xBC.sizes(), xBC.options());
-    const std::vector<at::Tensor> parts =
-        d_xBC.split_with_sizes({xBC.size(3) - 2 * state_size, state_size, state_size}, 3);
+    const std::vector<at::Tensor> parts = split_xBC(d_xBC, state_size);
     const ssd::GradientDestinations into{parts[0], parts[1], parts[2], grads[2]};
     const ssd::SsdGradients g = ssd::ssd_backward(in, ctx->saved_data["chunk_size"].toInt(), grads[0], grads[1], &into);
     return {
@@ -135,6 +131,12 @@ SsdOutputs ssd_chunked(const SsdInputs& in, int64_t chunk_size) {
   const at::Tensor initial = in.initial_state.defined() ? in.initial_state : at::empty({0}, in.dt.options());
   const variable_list out = SsdFunction::apply(in.x, in.dt, in.A, in.B, in.C, initial, chunk_size);
   return {out[0], out[1]};
+}
+
+SsdInputs ssd_inputs_of(const PackedSsdInputs& in) {
+  const std::vector<at::Tensor> parts = split_xBC(in.xBC, in.state_size);
+  const int64_t b = in.xBC.size(0), l = in.xBC.size(1), heads = in.dt.size(2);
+  return {parts[0].reshape({b, l, heads, -1}), in.dt, in.A, parts[1], parts[2], in.initial_state};
 }
 
 PackedSsdOutputs ssd_chunked_packed(const PackedSsdInputs& in, int64_t chunk_size) {

@@ -49,13 +49,16 @@ struct PackedSsdOutputs {
   at::Tensor x;               // [b, l, H, P] from xBC, for the D skip: its gradient joins x's in the backward
 };
 
+// xBC's x [b, l, H, P] (a view where one group makes it one), B and C [b, l, G, N] as SsdInputs.
+SsdInputs ssd_inputs_of(const PackedSsdInputs& inputs);
+
 // ssd_chunked over xBC's x, B and C, with one difference in the backward: the gradients of x
 // (plus that of the returned x), B and C are written into one gradient of xBC's shape, instead of
 // three tensors that autograd adds to and joins with a cat.
 PackedSsdOutputs ssd_chunked_packed(const PackedSsdInputs& inputs, int64_t chunk_size);
 
-// TRIAX_MAMBA2_SSD_PACKED_GRADIENT: "0" off (the mixer splits xBC itself and takes ssd_chunked),
-// on otherwise (unset included); read at every call, so that one process can time both.
+// TRIAX_MAMBA2_SSD_PACKED_GRADIENT: "1" on, off otherwise (the mixer takes ssd_chunked over
+// ssd_inputs_of); read at every call, so that one process can time both.
 bool packed_gradient_switched_on();
 
 }  // namespace triax::mamba2

@@ -140,16 +140,26 @@ MaskedScoresGradients masked_scores_backward_cuda(const Chunks& k, const at::Ten
 
 bool states_in_operand_type_switched_on() { return switched_on_when_one("TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE"); }
 
+namespace {
+
+// The type the state passing's kernels store the backward's operands in: the products' operand
+// type where states_in_operand_type_switched_on and it is not fp32, else fp32 (then cast by the
+// caller).
+c10::ScalarType passed_states_type(const Chunks& k) {
+  return k.operand != at::kFloat && states_in_operand_type_switched_on() ? k.operand : at::kFloat;
+}
+
+}  // namespace
+
 PassedStates pass_states_cuda(const Chunks& k, const at::Tensor& initial_state, const at::Tensor& states,
                               bool with_operand_copy) {
   c10::cuda::CUDAGuard device(k.dt.device());
   const at::Tensor s = states.contiguous(), decays = chunk_decays(k), initial = fp32_operand(initial_state);
   at::Tensor entering = at::empty({k.b, k.c, k.g, k.r * k.p, k.n}, s.options());
   at::Tensor final_state = at::empty({k.b, k.g * k.r, k.p, k.n}, s.options());
+  const c10::ScalarType copy_type = with_operand_copy ? passed_states_type(k) : at::kFloat;
   at::Tensor entering_operand;
-  if (with_operand_copy && k.operand != at::kFloat && states_in_operand_type_switched_on())
-    entering_operand = at::empty(entering.sizes(), s.options().dtype(k.operand));
-  const c10::ScalarType copy_type = entering_operand.defined() ? k.operand : at::kFloat;
+  if (copy_type != at::kFloat) entering_operand = at::empty(entering.sizes(), s.options().dtype(copy_type));
   launch::check(
       kernels::pass_states(s.const_data_ptr<float>(), decays.const_data_ptr<float>(), fp32_or_null(initial),
                            entering.data_ptr<float>(), final_state.data_ptr<float>(), *launch::kernel_dtype(copy_type),
@@ -165,8 +175,7 @@ PassingGradients pass_states_backward_cuda(const Chunks& k, const at::Tensor& en
   const at::Tensor e = entering.contiguous(), de = d_entering.to(at::kFloat).contiguous();
   const at::Tensor decays = chunk_decays(k), df = fp32_operand(d_final);
   const int64_t slices = (k.p * k.n + kernels::kPassingSlice - 1) / kernels::kPassingSlice;
-  const c10::ScalarType d_states_type =
-      k.operand != at::kFloat && states_in_operand_type_switched_on() ? k.operand : at::kFloat;
+  const c10::ScalarType d_states_type = passed_states_type(k);
   at::Tensor d_states = at::empty({k.b, k.c, k.g, k.r * k.p, k.n}, e.options().dtype(d_states_type));
   at::Tensor d_initial = at::empty({k.b, k.g * k.r, k.p, k.n}, e.options());
   at::Tensor partials = at::empty({k.b, k.c, k.g, k.r, slices}, e.options());
