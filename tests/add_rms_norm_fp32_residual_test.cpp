@@ -8,7 +8,6 @@
 // rms_norm's kernel on the cast sum, at Mamba-130m's hidden size (768), a SmolLM size and an odd
 // size (no vector path), rows 1, 32 and 1,055.
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
 
@@ -26,10 +25,7 @@ namespace {
 
 constexpr double kEps = 1e-5;
 
-at::Tensor seeded(const std::vector<int64_t>& shape, uint64_t seed, c10::ScalarType dtype, double scale = 1.0) {
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return (at::randn(shape, generator, at::TensorOptions().dtype(at::kDouble)) * scale).to(dtype);
-}
+using triax::kernel_testing::seeded;
 
 // The operands on the CPU: an fp32 residual stream, y (a mixer's output) and the norm's weight in dtype.
 struct Operands {

@@ -1,13 +1,23 @@
-// What the fused-op tests share (fused_ops_test.cpp, fused_linear_cross_entropy_test.cpp).
+// What the fused-op tests share (fused_ops_test.cpp, fused_linear_cross_entropy_test.cpp, the fp32
+// residual norms' tests).
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace triax::kernel_testing {
+
+// N(0, scale^2) of `shape` on the CPU, drawn in fp64 from `seed`, then cast to dtype.
+inline at::Tensor seeded(const std::vector<int64_t>& shape, uint64_t seed, c10::ScalarType dtype, double scale = 1.0) {
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return (at::randn(shape, generator, at::TensorOptions().dtype(at::kDouble)) * scale).to(dtype);
+}
 
 // max |actual - expected| relative to max |expected|, at most `tol`; compared in fp64 on the CPU.
 inline void expect_close(const at::Tensor& actual, const at::Tensor& expected, double tol, const std::string& what) {

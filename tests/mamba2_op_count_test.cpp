@@ -4,7 +4,6 @@
 // path dispatches the same number of ops at any length, so one length gives the layer's counts.
 // The table is printed (docs/mamba2-performance.md quotes it) and the counts are held at or below today's.
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -24,16 +23,11 @@ using ops_by_caller::total;
 // One group of 8 heads of 8 channels, state 16, chunks of 16 (the 780m shape's layout, small),
 // bf16 parameters; [2, 64, 32] in and out: whole chunks, as at the benchmarked shapes.
 OpCounts mixer_step_ops() {
-  triax::ModelContext context = triax::test::tiny_model_context();
-  context.dtype = at::kBFloat16;
-  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(21);
-  const auto mixer = mamba2_test::random_mixer(
+  const mamba2_test::Bf16MixerStep step = mamba2_test::bf16_mixer_step(
       "hidden_size: 32\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 8\nstate_size: 16\n"
       "n_groups: 1\nchunk_size: 16\n",
-      context, g);
-  const at::Tensor hidden = at::randn({2, 64, 32}, g, at::kFloat).to(at::kBFloat16).requires_grad_(true);
-  const at::Tensor grad = at::randn({2, 64, 32}, g, at::kFloat).to(at::kBFloat16);
-  return count_ops([&] { mixer->forward(hidden).backward(grad); });
+      at::kCPU, {2, 64, 32}, 21);
+  return count_ops([&] { step.mixer->forward(step.hidden).backward(step.grad); });
 }
 
 // packed: TRIAX_MAMBA2_SSD_PACKED_GRADIENT=1, which takes two casts and a cat fewer.

@@ -88,24 +88,14 @@ TEST(Mamba2SsdPacked, OutputsAndGradientsEqualTheSplitInputsBitForBit) {
   }
 }
 
-// One bf16 mixer's output and the gradients of its input and parameters on `device`, with
+// One bf16 mixer's output and the gradients of its input and parameters on the CPU, with
 // `value` for TRIAX_MAMBA2_SSD_PACKED_GRADIENT. One group of 4 heads, [2, 64, 32] in.
 std::vector<at::Tensor> mixer_step(const char* value) {
   const ScopedVariable setting("TRIAX_MAMBA2_SSD_PACKED_GRADIENT", value);
-  triax::ModelContext context = triax::test::tiny_model_context();
-  context.dtype = at::kBFloat16;
-  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(9);
-  const auto mixer = mamba2_test::random_mixer(
+  return mamba2_test::output_and_gradients(mamba2_test::bf16_mixer_step(
       "hidden_size: 32\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 4\nhead_dim: 16\nstate_size: 16\n"
       "n_groups: 1\nchunk_size: 16\n",
-      context, g);
-  const at::Tensor hidden = at::randn({2, 64, 32}, g, at::kFloat).to(at::kBFloat16).requires_grad_(true);
-  const at::Tensor grad = at::randn({2, 64, 32}, g, at::kFloat).to(at::kBFloat16);
-  const at::Tensor out = mixer->forward(hidden);
-  out.backward(grad);
-  std::vector<at::Tensor> result{out.detach(), hidden.grad()};
-  for (const at::Tensor& p : mixer->parameters()) result.push_back(p.grad());
-  return result;
+      at::kCPU, {2, 64, 32}, 9));
 }
 
 TEST(Mamba2SsdPacked, AMixerStepIsTheSameWithTheSwitchOnAndOff) {

@@ -56,26 +56,44 @@ using triax::test::max_abs_diff;
 using triax::test::parameters_of;
 using triax::test::rms_norm;
 
+// A bf16 mixer of the model_config keys `yaml` on `device` (random_mixer, drawn from `seed`), an
+// input of `shape` (requiring its gradient) and an output gradient, drawn after its parameters.
+struct Bf16MixerStep {
+  std::shared_ptr<triax::mamba2::Mamba2Mixer> mixer;
+  at::Tensor hidden, grad;
+};
+
+inline Bf16MixerStep bf16_mixer_step(const std::string& yaml, c10::Device device, at::IntArrayRef shape,
+                                     uint64_t seed) {
+  triax::ModelContext context = triax::test::tiny_model_context();
+  context.device = device;
+  context.dtype = at::kBFloat16;
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed);
+  Bf16MixerStep step;
+  step.mixer = random_mixer(yaml, context, g);
+  step.hidden = at::randn(shape, g, at::kFloat).to(device, at::kBFloat16).requires_grad_(true);
+  step.grad = at::randn(shape, g, at::kFloat).to(device, at::kBFloat16);
+  return step;
+}
+
+// The step's output, then the gradients of its input and of every parameter.
+inline std::vector<at::Tensor> output_and_gradients(const Bf16MixerStep& step) {
+  const at::Tensor out = step.mixer->forward(step.hidden);
+  out.backward(step.grad);
+  std::vector<at::Tensor> result{out.detach(), step.hidden.grad()};
+  for (const at::Tensor& p : step.mixer->parameters()) result.push_back(p.grad());
+  return result;
+}
+
 // One bf16 mixer's output and the gradients of its input and parameters on CUDA, `variable` set to
 // `value` for the step: a switch's two paths on the same inputs. 8 heads of 16 in 2 groups, state
 // 32, chunks of 64, [2, 200, 64] in: shapes the fused chunk scan takes, a length it pads.
 inline std::vector<at::Tensor> cuda_mixer_step(const char* variable, const char* value) {
   const ScopedVariable setting(variable, value);
-  triax::ModelContext context = triax::test::tiny_model_context();
-  context.device = at::kCUDA;
-  context.dtype = at::kBFloat16;
-  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(5);
-  const auto mixer = random_mixer(
-      "hidden_size: 64\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 16\nstate_size: 32\n"
-      "n_groups: 2\nchunk_size: 64\n",
-      context, g);
-  const at::Tensor hidden = at::randn({2, 200, 64}, g, at::kFloat).to(at::kCUDA, at::kBFloat16).requires_grad_(true);
-  const at::Tensor grad = at::randn({2, 200, 64}, g, at::kFloat).to(at::kCUDA, at::kBFloat16);
-  const at::Tensor out = mixer->forward(hidden);
-  out.backward(grad);
-  std::vector<at::Tensor> result{out, hidden.grad()};
-  for (const at::Tensor& p : mixer->parameters()) result.push_back(p.grad());
-  return result;
+  return output_and_gradients(
+      bf16_mixer_step("hidden_size: 64\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 16\n"
+                      "state_size: 32\nn_groups: 2\nchunk_size: 64\n",
+                      at::kCUDA, {2, 200, 64}, 5));
 }
 
 // A parameter grouped by head group [G, parts..., rest] as Hugging Face's tensor: each part's rows

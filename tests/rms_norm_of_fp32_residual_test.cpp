@@ -8,7 +8,6 @@
 // fp16 and fp32 weights (fp32: the residual's gradient within 1e-6, its add fused) at Mamba's hidden sizes (768, 1536),
 // an odd size (no vector path) and rows 1 and 1,055; the forward dispatches no LibTorch cast or add.
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "dispatched_ops.hpp"
+#include "kernel_test_support.hpp"
 #include "triax/layers/fp32_residual_norm.hpp"
 #include "triax/layers/fused_ops.hpp"
 
@@ -23,10 +23,7 @@ namespace rms_norm_of_fp32_residual_test {  // named: the tests compile in unity
 
 constexpr double kEps = 1e-5;
 
-at::Tensor seeded(const std::vector<int64_t>& shape, uint64_t seed, c10::ScalarType dtype, double scale = 1.0) {
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  return (at::randn(shape, generator, at::TensorOptions().dtype(at::kDouble)) * scale).to(dtype);
-}
+using triax::kernel_testing::seeded;
 
 // The results of one path: the norm, and the gradients of the residual and the weight for the
 // residual stream's gradient `grad_residual` and the norm's `grad_normed`.
