@@ -125,13 +125,7 @@ TEST(Mamba2SsdCuda, PackedGradientMatchesTheSplitInputs) {
             << "tensor " << i << ", length " << c.length << ", " << c10::toString(operand);
     }
   }
-  const std::vector<at::Tensor> off = mamba2_test::cuda_mixer_step("TRIAX_MAMBA2_SSD_PACKED_GRADIENT", "0");
-  const std::vector<at::Tensor> on = mamba2_test::cuda_mixer_step("TRIAX_MAMBA2_SSD_PACKED_GRADIENT", "1");
-  ASSERT_EQ(on.size(), off.size());
-  for (size_t i = 0; i < off.size(); ++i) {
-    ASSERT_TRUE(on[i].defined() && off[i].defined()) << "tensor " << i;
-    EXPECT_LT(max_relative_diff(on[i].cpu(), off[i].cpu()), 5e-3) << "mixer tensor " << i;
-  }
+  mamba2_test::expect_cuda_mixer_step_switch_within("TRIAX_MAMBA2_SSD_PACKED_GRADIENT", 5e-3);
 }
 
 }  // namespace

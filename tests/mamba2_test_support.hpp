@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
 
 #include <map>
 #include <memory>
@@ -94,6 +95,17 @@ inline std::vector<at::Tensor> cuda_mixer_step(const char* variable, const char*
       bf16_mixer_step("hidden_size: 64\nnum_hidden_layers: 1\nvocab_size: 30\nnum_heads: 8\nhead_dim: 16\n"
                       "state_size: 32\nn_groups: 2\nchunk_size: 64\n",
                       at::kCUDA, {2, 200, 64}, 5));
+}
+
+// cuda_mixer_step with `variable` at "0" and at "1": the output and every gradient agree within
+// `tolerance` of the largest value (triax::test::max_relative_diff).
+inline void expect_cuda_mixer_step_switch_within(const char* variable, double tolerance) {
+  const std::vector<at::Tensor> off = cuda_mixer_step(variable, "0"), on = cuda_mixer_step(variable, "1");
+  ASSERT_EQ(on.size(), off.size());
+  for (size_t i = 0; i < off.size(); ++i) {
+    ASSERT_TRUE(on[i].defined() && off[i].defined()) << variable << ", tensor " << i;
+    EXPECT_LT(triax::test::max_relative_diff(on[i].cpu(), off[i].cpu()), tolerance) << variable << ", tensor " << i;
+  }
 }
 
 // A parameter grouped by head group [G, parts..., rest] as Hugging Face's tensor: each part's rows
