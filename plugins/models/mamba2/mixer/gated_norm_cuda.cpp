@@ -56,11 +56,6 @@ Generation generation(const Prepared& p) {
   return Generation::v2;
 }
 
-// v3 reads grad_out by 16-byte vectors (the outputs are fresh allocations, aligned).
-at::Tensor aligned_for_vectors(const at::Tensor& t) {
-  return reinterpret_cast<std::uintptr_t>(t.const_data_ptr()) % 16 == 0 ? t : t.clone();
-}
-
 // The rows of weight and D partial sums `chosen`'s backward writes.
 int64_t partial_rows_of(Generation chosen, const Prepared& p) {
   switch (chosen) {
@@ -121,7 +116,7 @@ GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& a, const at::Te
   const Prepared p = prepare(a);
   const Generation chosen = generation(p);
   at::Tensor g = grad_out.to(a.x.scalar_type()).contiguous();
-  if (chosen == Generation::v3) g = aligned_for_vectors(g);
+  if (chosen == Generation::v3) g = launch::contiguous_aligned(g);  // read by 16-byte vectors; the outputs are fresh
   const int64_t width = a.weight.numel();
   const int64_t partial_rows = partial_rows_of(chosen, p);
   const at::Tensor dy = at::empty(a.y.sizes(), a.y.options().memory_format(at::MemoryFormat::Contiguous));

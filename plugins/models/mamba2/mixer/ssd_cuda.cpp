@@ -14,6 +14,7 @@ namespace triax::mamba2::ssd {
 namespace {
 
 namespace launch = triax::cuda_launch;
+using launch::contiguous_aligned;
 using launch::fp32_operand;
 using launch::fp32_or_null;
 
@@ -28,13 +29,6 @@ kernels::PassingShape passing_shape_of(const Chunks& k) { return {k.b, k.c, k.g 
 at::Tensor chunk_decays(const Chunks& k) { return k.decay.select(-1, k.q - 1).contiguous(); }
 
 kernels::ChunkScanShape chunk_scan_shape_of(const Chunks& k) { return {k.b, k.c, k.g, k.r, k.p, k.n, k.q, k.l}; }
-
-// t contiguous with its data 16-byte aligned, as the chunk scan's vector loads need: a view at
-// an odd offset is copied.
-at::Tensor contiguous_aligned(const at::Tensor& t) {
-  at::Tensor c = t.contiguous();
-  return reinterpret_cast<std::uintptr_t>(c.const_data_ptr()) % 16 == 0 ? c : c.clone();
-}
 
 // A view's row strides as the scaled rows kernel takes them (in elements, the row dims).
 kernels::RowStrides row_strides(const at::Tensor& t) {

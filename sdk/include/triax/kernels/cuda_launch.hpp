@@ -39,6 +39,13 @@ inline std::optional<kernels::Dtype> kernel_dtype(c10::ScalarType type) {
 inline at::Tensor fp32_operand(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : t; }
 inline const float* fp32_or_null(const at::Tensor& t) { return t.defined() ? t.const_data_ptr<float>() : nullptr; }
 
+// t contiguous with its data 16-byte aligned, as kernels reading 16-byte vectors need: a view at
+// an odd offset is copied.
+inline at::Tensor contiguous_aligned(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  return reinterpret_cast<std::uintptr_t>(c.const_data_ptr()) % 16 == 0 ? c : c.clone();
+}
+
 // An operand's own dtype, kept in an autograd context's saved_data (an int: it holds no
 // ScalarType), -1 for an absent one; then its fp32 gradient cast back to it (undefined if absent).
 inline int64_t saved_dtype(const at::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.scalar_type()) : -1; }
