@@ -68,7 +68,8 @@ void expect_switch_changes_no_bit(c10::ScalarType dtype, c10::Device device) {
   expect_same_bits_or_noise(on.out, off.out, off_again.out, "the layer's output");
   expect_same_bits_or_noise(on.grad_x, off.grad_x, off_again.grad_x, "the input's gradient");
   ASSERT_EQ(on.grads.size(), off.grads.size());
-  for (const auto& [name, grad] : off.grads) expect_same_bits_or_noise(on.grads.at(name), grad, off_again.grads.at(name), name);
+  for (const auto& [name, grad] : off.grads)
+    expect_same_bits_or_noise(on.grads.at(name), grad, off_again.grads.at(name), name);
 }
 
 // Bytes alive after the first layer's forward beyond its input and output (fp32 on the CPU).
@@ -99,7 +100,8 @@ TEST(MambaRecomputeConvCpu, TheLayerKeepsFewerBytes) {
 
 TEST(MambaRecomputeConvCuda, SwitchChangesNoBit) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
-  for (c10::ScalarType dtype : {at::kBFloat16, at::kFloat}) expect_switch_changes_no_bit(dtype, c10::Device(c10::kCUDA, 0));
+  for (c10::ScalarType dtype : {at::kBFloat16, at::kFloat})
+    expect_switch_changes_no_bit(dtype, c10::Device(c10::kCUDA, 0));
 }
 
 }  // namespace mamba_recompute_conv_test
