@@ -1,6 +1,7 @@
 #include "mamba_mixer.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "triax/environment_switch.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/decode_gemv.hpp"
+#include "triax/layers/recompute.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
 
 namespace triax::mamba {
@@ -43,7 +45,8 @@ at::Tensor row_product(const at::Tensor& x, const at::Tensor& weight) {
 MambaMixer::MambaMixer(const MambaConfig& config, const ModelContext& context)
     : ChannelShards(context.device, context.dtype, TensorParallel::of(context)),
       config_(config),
-      fold_dt_in_step_(switched_on_unless_zero("TRIAX_MAMBA_DT_IN_STEP")) {
+      fold_dt_in_step_(switched_on_unless_zero("TRIAX_MAMBA_DT_IN_STEP")),
+      recompute_conv_(switched_on_when_one("TRIAX_MAMBA_RECOMPUTE_CONV")) {
   const int64_t h = config.d_model, d = config.d_inner(), n = config.ssm.d_state, r = config.dt_rank();
   auto shards = [&] { return std::make_shared<ChannelShards>(context.device, context.dtype, tp()); };
   // Registration order: Hugging Face's parameter order.
@@ -91,13 +94,27 @@ SelectiveScanArgs MambaMixer::scan_args(const at::Tensor& u, const at::Tensor& z
   return args;
 }
 
+at::Tensor MambaMixer::conv_and_scan(const at::Tensor& x, const at::Tensor& z) {
+  const at::Tensor u = causal_conv1d(x, conv_weight_.squeeze(1), conv_bias_, /*silu=*/true);
+  return selective_scan(scan_args(u, z));  // [b, d/tp, s] in u's dtype: x's
+}
+
+std::vector<at::Tensor> MambaMixer::conv_and_scan_parameters() const {
+  std::vector<at::Tensor> parameters{conv_weight_, x_proj_weight_, dt_proj_weight_, dt_proj_bias_, A_log, D};
+  if (conv_bias_.defined()) parameters.push_back(conv_bias_);
+  return parameters;
+}
+
 at::Tensor MambaMixer::forward(const at::Tensor& hidden) {
   const at::Tensor gathered = gather_column_parallel_input(hidden, tp());  // [b, s, h]
   auto [x, z] = project_in(gathered);
-  const at::Tensor u = causal_conv1d(x, conv_weight_.squeeze(1), conv_bias_, /*silu=*/true);
-  const SelectiveScanArgs args = scan_args(u, z);
-  const at::Tensor y = selective_scan(args);  // [b, d/tp, s] in u's dtype: hidden's, so no cast runs
-  return out_proj->forward_channel_major(y.to(hidden.scalar_type()));
+  // Without a graph to build (inference, or recompute_layer's first pass) nothing would be kept anyway.
+  const at::Tensor y =
+      recompute_conv_ && at::GradMode::is_enabled()
+          ? recompute([this](const std::vector<at::Tensor>& in) { return conv_and_scan(in[0], in[1]); }, {x, z},
+                      conv_and_scan_parameters())
+          : conv_and_scan(x, z);
+  return out_proj->forward_channel_major(y.to(hidden.scalar_type()));  // y in hidden's dtype: no cast runs
 }
 
 at::Tensor MambaMixer::forward_cached(const at::Tensor& hidden, const CachedStep& step) {

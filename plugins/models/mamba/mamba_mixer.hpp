@@ -21,6 +21,7 @@
 
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "channel_shards.hpp"
 #include "mamba_config.hpp"
@@ -54,6 +55,11 @@ class MambaMixer : public ChannelShards {
   std::pair<at::Tensor, at::Tensor> project_in(const at::Tensor& gathered);
   // The scan's arguments from the convolution's output u [b, d_inner / tp, s] and the gate z.
   SelectiveScanArgs scan_args(const at::Tensor& u, const at::Tensor& z);
+  // Training's part between in_proj and out_proj: u = SiLU(conv1d(x)), the projections, the scan
+  // gated by z -> y [b, d_inner / tp, s].
+  at::Tensor conv_and_scan(const at::Tensor& x, const at::Tensor& z);
+  // The parameters conv_and_scan reads (recompute's list: their gradients leave through it).
+  std::vector<at::Tensor> conv_and_scan_parameters() const;
   // One new token per row, [rows, 1, h] -> y [rows, 1, d/tp] (before out_proj), the states
   // continued in place: the projections as products of one row each, the conv and the scan as
   // one step each (dt_proj inside the scan's step unless TRIAX_MAMBA_DT_IN_STEP=0).
@@ -66,6 +72,12 @@ class MambaMixer : public ChannelShards {
   // TRIAX_MAMBA_DT_IN_STEP (default on; read at construction): the decoding step's dt_proj product
   // computed by the SSM step's kernel (SsmStepArgs::dt_proj_weight), not by a GEMV of its own.
   bool fold_dt_in_step_;
+  // TRIAX_MAMBA_RECOMPUTE_CONV=1 (default off; read at construction): conv_and_scan runs through
+  // recompute() (triax/layers/recompute.hpp), keeping only x and z for the backward, which runs it
+  // again: u, delta, B, C and the scan's state checkpoints are not kept (at Mamba-1.4b, mbs 4 x
+  // 2048, 195 MiB of a layer's 451: docs/mamba-performance.md), for a second conv, x_proj, dt_proj
+  // and scan forward per layer. The same gradients bit for bit.
+  bool recompute_conv_;
   at::Tensor in_proj_weight_, in_proj_bias_, conv_weight_, conv_bias_, x_proj_weight_, dt_proj_weight_, dt_proj_bias_;
 };
 
