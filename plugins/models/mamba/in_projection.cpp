@@ -3,16 +3,13 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "channel_major_products.hpp"
+
 namespace triax::mamba {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// The same matrix for each of `batch` rows, without a copy (a zero batch stride).
-at::Tensor shared_over_batch(const at::Tensor& matrix, int64_t batch) {
-  return matrix.unsqueeze(0).expand({batch, matrix.size(0), matrix.size(1)});
-}
 
 struct InProjectionFunction : torch::autograd::Function<InProjectionFunction> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weight) {

@@ -5,33 +5,17 @@
 
 #include <vector>
 
+#include "channel_major_products.hpp"
 #include "decode_step.hpp"
 #include "in_projection.hpp"
+#include "mamba_inner.hpp"
 #include "ssm_backbone.hpp"
 #include "triax/environment_switch.hpp"
 #include "triax/error.hpp"
 #include "triax/layers/decode_gemv.hpp"
-#include "triax/layers/recompute.hpp"
-#include "triax/layers/tensor_parallel_ops.hpp"
 
 namespace triax::mamba {
 namespace {
-
-// x_proj's partial products summed over tp. Every rank's channels then read the sum, so its
-// gradient is summed over tp as well: all-reduce both ways.
-at::Tensor sum_over_channels(const at::Tensor& partial, const TensorParallel& tp) {
-  if (tp.size == 1) return partial;
-  return identity_forward_all_reduce_backward(all_reduce_forward_identity_backward(partial, tp), tp);
-}
-
-// weight @ x[i] for each batch row i: [out, in] and [b, in, s] -> [b, out, s], written
-// channel-major as the convolution and the scan read it. A single product over [b * s, in] would
-// write [b, s, out] and need a transposing copy of each activation both ways (about a quarter of
-// a Mamba-130m step on an H100); here the weight is shared by a zero batch stride and a
-// transposed input is read in place by the GEMM.
-at::Tensor channel_major_product(const at::Tensor& weight, const at::Tensor& x) {
-  return at::bmm(weight.unsqueeze(0).expand({x.size(0), weight.size(0), weight.size(1)}), x);
-}
 
 // x [rows, in] times weight [out, in] transposed, [rows, out]: a decoding step's product, through
 // the GEMV kernel at a few rows (decode_gemv.hpp), else one GEMM.
@@ -73,36 +57,24 @@ std::pair<at::Tensor, at::Tensor> MambaMixer::project_in(const at::Tensor& gathe
   return {x + in_proj_bias_[0].unsqueeze(-1), z + in_proj_bias_[1].unsqueeze(-1)};
 }
 
-SelectiveScanArgs MambaMixer::scan_args(const at::Tensor& u, const at::Tensor& z) {
-  const int64_t r = config_.dt_rank(), n = config_.ssm.d_state;
-  const at::Tensor partial = channel_major_product(x_proj_weight_, u);
-  const at::Tensor projected = sum_over_channels(partial, tp());  // [b, r + 2n, s]
-  // One split: its backward joins the three gradients in one cat, where three narrows would each
-  // fill a zero tensor, copy into it, and add.
-  const std::vector<at::Tensor> dt_B_C = projected.split_with_sizes({r, n, n}, 1);
-  SelectiveScanArgs args;
-  args.u = u;
-  // delta without its bias: the scan adds dt_proj.bias (in fp32) before the softplus.
-  args.delta = channel_major_product(dt_proj_weight_, dt_B_C[0]);  // [b, d/tp, s]
-  args.A = -at::exp(A_log.to(at::kFloat));
-  args.B = dt_B_C[1].contiguous();  // [b, n, s]
-  args.C = dt_B_C[2].contiguous();  // [b, n, s]
-  args.D = D.to(at::kFloat);
-  args.z = z;
-  args.delta_bias = dt_proj_bias_.to(at::kFloat);
-  args.delta_softplus = true;
-  return args;
+MambaInnerWeights MambaMixer::inner_weights() const {
+  return {conv_weight_.squeeze(1),
+          conv_bias_,
+          x_proj_weight_,
+          dt_proj_weight_,
+          -at::exp(A_log.to(at::kFloat)),
+          D.to(at::kFloat),
+          dt_proj_bias_.to(at::kFloat)};
+}
+
+SelectiveScanArgs MambaMixer::scan_args(const at::Tensor& u, const at::Tensor& z, const MambaInnerWeights& weights) {
+  return scan_operands(u, sum_over_channels(channel_major_product(weights.x_proj_weight, u), tp()), z, weights);
 }
 
 at::Tensor MambaMixer::conv_and_scan(const at::Tensor& x, const at::Tensor& z) {
-  const at::Tensor u = causal_conv1d(x, conv_weight_.squeeze(1), conv_bias_, /*silu=*/true);
-  return selective_scan(scan_args(u, z));  // [b, d/tp, s] in u's dtype: x's
-}
-
-std::vector<at::Tensor> MambaMixer::conv_and_scan_parameters() const {
-  std::vector<at::Tensor> parameters{conv_weight_, x_proj_weight_, dt_proj_weight_, dt_proj_bias_, A_log, D};
-  if (conv_bias_.defined()) parameters.push_back(conv_bias_);
-  return parameters;
+  const MambaInnerWeights weights = inner_weights();
+  const at::Tensor u = causal_conv1d(x, weights.conv_weight, weights.conv_bias, /*silu=*/true);
+  return selective_scan(scan_args(u, z, weights));  // [b, d/tp, s] in u's dtype: x's
 }
 
 at::Tensor MambaMixer::forward(const at::Tensor& hidden) {
@@ -110,10 +82,7 @@ at::Tensor MambaMixer::forward(const at::Tensor& hidden) {
   auto [x, z] = project_in(gathered);
   // Without a graph to build (inference, or recompute_layer's first pass) nothing would be kept anyway.
   const at::Tensor y =
-      recompute_conv_ && at::GradMode::is_enabled()
-          ? recompute([this](const std::vector<at::Tensor>& in) { return conv_and_scan(in[0], in[1]); }, {x, z},
-                      conv_and_scan_parameters())
-          : conv_and_scan(x, z);
+      recompute_conv_ && at::GradMode::is_enabled() ? mamba_inner(x, z, inner_weights(), tp()) : conv_and_scan(x, z);
   return out_proj->forward_channel_major(y.to(hidden.scalar_type()));  // y in hidden's dtype: no cast runs
 }
 
@@ -134,10 +103,10 @@ at::Tensor MambaMixer::sequence_step(const at::Tensor& gathered, MambaStates& st
   auto [x, z] = project_in(gathered);
   // The convolution continues each row's last d_conv - 1 inputs (zeros before the first token).
   const at::Tensor extended = at::cat({states.conv, x}, 2);  // [rows, d/tp, taps - 1 + keep]
-  const at::Tensor u = causal_conv1d(extended, conv_weight_.squeeze(1), conv_bias_, true)
-                           .narrow(2, taps - 1, keep)
-                           .contiguous();
-  const SelectiveScanArgs args = scan_args(u, z);
+  const MambaInnerWeights weights = inner_weights();
+  const at::Tensor u =
+      causal_conv1d(extended, weights.conv_weight, weights.conv_bias, true).narrow(2, taps - 1, keep).contiguous();
+  const SelectiveScanArgs args = scan_args(u, z, weights);
   auto [y, state] = selective_scan_with_state(args, states.ssm);
   states.conv.copy_(extended.narrow(2, keep, taps - 1));
   states.ssm.copy_(state);

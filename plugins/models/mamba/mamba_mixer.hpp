@@ -21,10 +21,10 @@
 
 #include <memory>
 #include <utility>
-#include <vector>
 
 #include "channel_shards.hpp"
 #include "mamba_config.hpp"
+#include "mamba_inner.hpp"
 #include "mamba_layer_cache.hpp"
 #include "selective_scan.hpp"
 #include "triax/causal_lm.hpp"
@@ -53,13 +53,13 @@ class MambaMixer : public ChannelShards {
  private:
   // [b, s, d_model] (the whole sequence) -> x and z, each [b, d_inner / tp, s] contiguous.
   std::pair<at::Tensor, at::Tensor> project_in(const at::Tensor& gathered);
+  // The parameters between in_proj and out_proj as the conv and the scan read them.
+  MambaInnerWeights inner_weights() const;
   // The scan's arguments from the convolution's output u [b, d_inner / tp, s] and the gate z.
-  SelectiveScanArgs scan_args(const at::Tensor& u, const at::Tensor& z);
+  SelectiveScanArgs scan_args(const at::Tensor& u, const at::Tensor& z, const MambaInnerWeights& weights);
   // Training's part between in_proj and out_proj: u = SiLU(conv1d(x)), the projections, the scan
-  // gated by z -> y [b, d_inner / tp, s].
+  // gated by z -> y [b, d_inner / tp, s], as differentiable ops.
   at::Tensor conv_and_scan(const at::Tensor& x, const at::Tensor& z);
-  // The parameters conv_and_scan reads (recompute's list: their gradients leave through it).
-  std::vector<at::Tensor> conv_and_scan_parameters() const;
   // One new token per row, [rows, 1, h] -> y [rows, 1, d/tp] (before out_proj), the states
   // continued in place: the projections as products of one row each, the conv and the scan as
   // one step each (dt_proj inside the scan's step unless TRIAX_MAMBA_DT_IN_STEP=0).
@@ -72,11 +72,11 @@ class MambaMixer : public ChannelShards {
   // TRIAX_MAMBA_DT_IN_STEP (default on; read at construction): the decoding step's dt_proj product
   // computed by the SSM step's kernel (SsmStepArgs::dt_proj_weight), not by a GEMV of its own.
   bool fold_dt_in_step_;
-  // TRIAX_MAMBA_RECOMPUTE_CONV=1 (default off; read at construction): conv_and_scan runs through
-  // recompute() (triax/layers/recompute.hpp), keeping only x and z for the backward, which runs it
-  // again: u, delta, B, C and the scan's state checkpoints are not kept (at Mamba-1.4b, mbs 4 x
-  // 2048, 195 MiB of a layer's 451: docs/mamba-performance.md), for a second conv, x_proj, dt_proj
-  // and scan forward per layer. The same gradients bit for bit.
+  // TRIAX_MAMBA_RECOMPUTE_CONV=1 (default off; read at construction): training's part between
+  // in_proj and out_proj runs as mamba_inner() (mamba_inner.hpp), which keeps x, z, x_proj's
+  // output and the scan's checkpoints but neither u nor delta (at Mamba-1.4b, mbs 4 x 2048, 128 MiB
+  // of a layer's 451: docs/mamba-performance.md), for a second conv forward and dt_proj product
+  // per layer in the backward (not a second scan). The same gradients bit for bit on the CPU.
   bool recompute_conv_;
   at::Tensor in_proj_weight_, in_proj_bias_, conv_weight_, conv_bias_, x_proj_weight_, dt_proj_weight_, dt_proj_bias_;
 };
