@@ -130,9 +130,10 @@ cudaError_t launch_tiles(Kernel kernel, size_t shared, const ChunkScanShape& s, 
   return cudaGetLastError();
 }
 
-// The forward's launch for `operand` (bf16, fp16), y_type (fp32 or the operand type) and head_dim
-// (16, 32, 64, 128): Launch<T, Y, kPFrags>::run(args...), kPFrags = head_dim / 16. Each generation
-// of the forward (ssd_chunk_scan.cu, ssd_chunk_scan_v3.cu) brings its Launch.
+// A kernel's launch for `operand` (bf16, fp16), y_type (fp32 or the operand type) and head_dim
+// (16, 32, 64, 128): Launch<T, Y, kPFrags>::run(args...), kPFrags = head_dim / 16. Each forward
+// (ssd_chunk_scan.cu, ssd_chunk_scan_v3.cu) brings its Launch; a kernel with no y (the columns
+// kernel v3) passes y_type = operand and ignores Y.
 template <template <typename, typename, int> class Launch, typename T, typename Y, typename... Args>
 cudaError_t launch_for_head_dim(int64_t head_dim, Args... args) {
   switch (head_dim) {
@@ -158,8 +159,8 @@ cudaError_t launch_for_y_type(triax::kernels::Dtype operand, triax::kernels::Dty
 }
 
 template <template <typename, typename, int> class Launch, typename... Args>
-cudaError_t launch_forward(triax::kernels::Dtype operand, triax::kernels::Dtype y_type, int64_t head_dim,
-                           Args... args) {
+cudaError_t launch_for_types(triax::kernels::Dtype operand, triax::kernels::Dtype y_type, int64_t head_dim,
+                             Args... args) {
   switch (operand) {
     case triax::kernels::Dtype::BFloat16:
       return launch_for_y_type<Launch, __nv_bfloat16>(operand, y_type, head_dim, args...);

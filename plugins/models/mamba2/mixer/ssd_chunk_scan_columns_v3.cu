@@ -82,15 +82,14 @@ __device__ __forceinline__ float sum_over_groups(float v) {
 
 template <typename T, int kPFrags>
 __global__ void __launch_bounds__(kThreads, kColumnsV3MinBlocks<kPFrags>)
-    chunk_scan_columns_v3_kernel(const T* __restrict__ xdt, const T* __restrict__ dy,
-                                 const float* __restrict__ scores, const float* __restrict__ decay,
-                                 float* __restrict__ d_xdt, float* __restrict__ row_partials,
-                                 float* __restrict__ column_sums, ChunkScanShape s) {
+    chunk_scan_columns_v3_kernel(const T* __restrict__ xdt, const T* __restrict__ dy, const float* __restrict__ scores,
+                                 const float* __restrict__ decay, float* __restrict__ d_xdt,
+                                 float* __restrict__ row_partials, float* __restrict__ column_sums, ChunkScanShape s) {
   constexpr int p = kPFrags * 16, kPTiles = p / 8;
   extern __shared__ __align__(128) unsigned char shared[];
   const ColumnsV3Layout layout = columns_v3_layout(p, s.positions);
   T* x_tile = reinterpret_cast<T*>(shared + layout.x);
-  T* const dy_first = reinterpret_cast<T*>(shared + layout.dy), *const dy_second = dy_first + kRows * layout.ld_head;
+  T *const dy_first = reinterpret_cast<T*>(shared + layout.dy), *const dy_second = dy_first + kRows * layout.ld_head;
   float* partials = reinterpret_cast<float*>(shared + layout.partials);  // [2][kWarps][kRows]
   float* decays = reinterpret_cast<float*>(shared + layout.decay);
 
@@ -106,7 +105,7 @@ __global__ void __launch_bounds__(kThreads, kColumnsV3MinBlocks<kPFrags>)
   const T* dy_head = dy + block * q * rp + head * p;  // position i's row at i rp
   const T* x_head = xdt + block * q * rp + head * p;
   const float* lane_column = scores + block * q * q + j;  // S_ij at lane_column[i q]
-  const int64_t head_row = (block * r + head) * q;      // the head's decays, partials and sums
+  const int64_t head_row = (block * r + head) * q;        // the head's decays, partials and sums
 
   // Loads in flight together: the xdt tile and first dy tile (cp.async), the first row tile's
   // scores (registers), the decays. On the diagonal tile the warp's M^T is zero below its own
@@ -181,11 +180,11 @@ __global__ void __launch_bounds__(kThreads, kColumnsV3MinBlocks<kPFrags>)
     if (more) load_transposed_scores(tile_scores, lane_column, q, i0 + kRows, t, 0);
 
     // 3. d_xdt_j += M^T . dy_i over the tile's 16-deep steps (on the diagonal, from the warp's own).
+    const int first_step = first_tile / 2;
 #pragma unroll
     for (int step = 0; step < kSteps; ++step) {
-      if (2 * step < first_tile) continue;
-      scan_mma::accumulate_step<T, true>(acc, masked[step], dy_tile + 16 * step * layout.ld_head, layout.ld_head,
-                                         lane);
+      if (step < first_step) continue;
+      scan_mma::accumulate_step<T, true>(acc, masked[step], dy_tile + 16 * step * layout.ld_head, layout.ld_head, lane);
     }
     wait_async_copies();
     __syncthreads();  // the next dy tile landed; every warp done with this one, its row partials written
@@ -214,29 +213,25 @@ __global__ void __launch_bounds__(kThreads, kColumnsV3MinBlocks<kPFrags>)
   }
 }
 
-template <typename T, int kPFrags>
+template <typename T, typename /* no y */, int kPFrags>
 struct LaunchColumns {
   static cudaError_t run(const void* xdt, const void* dy, const float* scores, const float* decay, float* d_xdt,
                          float* row_partials, float* column_sums, ChunkScanShape s, cudaStream_t stream) {
-    return launch_tiles(chunk_scan_columns_v3_kernel<T, kPFrags>, columns_v3_layout(s.head_dim, s.positions).total,
-                        s, stream, static_cast<const T*>(xdt), static_cast<const T*>(dy), scores, decay, d_xdt,
+    return launch_tiles(chunk_scan_columns_v3_kernel<T, kPFrags>, columns_v3_layout(s.head_dim, s.positions).total, s,
+                        stream, static_cast<const T*>(xdt), static_cast<const T*>(dy), scores, decay, d_xdt,
                         row_partials, column_sums);
   }
 };
 
-// launch_forward's dispatch takes a y type: the columns kernel has none (d_xdt is fp32).
-template <typename T, typename Y, int kPFrags>
-struct LaunchColumnsForAnyY : LaunchColumns<T, kPFrags> {};
-
 }  // namespace
 
-cudaError_t chunk_scan_columns_v3(triax::kernels::Dtype operand, const void* xdt, const void* dy,
-                                  const float* scores, const float* decay, float* d_xdt, float* row_partials,
-                                  float* column_sums, const ChunkScanShape& shape, cudaStream_t stream) {
+cudaError_t chunk_scan_columns_v3(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
+                                  const float* decay, float* d_xdt, float* row_partials, float* column_sums,
+                                  const ChunkScanShape& shape, cudaStream_t stream) {
   if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
   if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
-  return launch_forward<LaunchColumnsForAnyY>(operand, operand, shape.head_dim, xdt, dy, scores, decay, d_xdt,
-                                              row_partials, column_sums, shape, stream);
+  return launch_for_types<LaunchColumns>(operand, operand, shape.head_dim, xdt, dy, scores, decay, d_xdt, row_partials,
+                                         column_sums, shape, stream);
 }
 
 }  // namespace triax::mamba2::kernels

@@ -101,7 +101,8 @@ __device__ inline void accumulate_step(Tile (&acc)[kTiles], const uint32_t (&a)[
   }
 }
 
-// Two adjacent outputs (columns 2t, 2t + 1 of an accumulator row), rounded to Y (to nearest even, as from_float) where Y is 16-bit.
+// Two adjacent outputs (columns 2t, 2t + 1 of an accumulator row), rounded to Y (to nearest even,
+// as from_float) where Y is 16-bit.
 template <typename Y>
 __device__ inline void store_pair(Y* at, float lo, float hi) {
   if constexpr (std::is_same_v<Y, float>) {

@@ -202,7 +202,7 @@ cudaError_t chunk_scan_v3(triax::kernels::Dtype operand, const void* C, const vo
                           const ChunkScanShape& shape, cudaStream_t stream) {
   if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
   if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
-  return launch_forward<Launch>(operand, y_type, shape.head_dim, C, xdt, scores, decay, entering, y, shape, stream);
+  return launch_for_types<Launch>(operand, y_type, shape.head_dim, C, xdt, scores, decay, entering, y, shape, stream);
 }
 
 }  // namespace triax::mamba2::kernels
