@@ -20,11 +20,13 @@
 // that each G term differs by its own reordering over p. Allowed, element by element: twice
 // 2 (q + p) u times the sum of the terms' magnitudes (fp64, from |M|, |dy|, |xdt|); the scores'
 // gradient (the same scores kernel) bit for bit. Then every input's gradient through the SSD with
-// v3 against the LibTorch composition, within the other fused-backward tests' 5e-3.
+// v3 against the LibTorch composition, within the other fused-backward tests' 5e-3 (or 1.5 times
+// v2's distance from it, where that is larger on these inputs).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -225,10 +227,15 @@ TEST(Mamba2SsdCuda, ChunkScanColumnsV3AgreesWithV2AndTheComposition) {
   const SsdInputs gpu = on_cuda(exact_inputs(c, 93), c.operand);
   const at::Tensor weight = at::randn({c.batch, c.length, c.heads, c.head_dim}, gpu.dt.options());
   const std::vector<at::Tensor> composed = input_gradients(gpu, c, weight, nullptr);
+  const std::vector<at::Tensor> v2 = input_gradients(gpu, c, weight, "v2");
   for (const char* kernel : {"v3", "v3-forward"}) {
     const std::vector<at::Tensor> fused = input_gradients(gpu, c, weight, kernel);
-    for (size_t i = 0; i < fused.size(); ++i)
-      EXPECT_LT(triax::test::max_relative_diff(fused[i], composed[i]), 5e-3) << kernel << ", input " << i;
+    for (size_t i = 0; i < fused.size(); ++i) {
+      // 5e-3, or where v2 (the fused kernels in place) is further from the composition on these
+      // inputs, no more than 1.5 times as far.
+      const double allowed = std::max(5e-3, 1.5 * triax::test::max_relative_diff(v2[i], composed[i]));
+      EXPECT_LT(triax::test::max_relative_diff(fused[i], composed[i]), allowed) << kernel << ", input " << i;
+    }
   }
 #endif
 }
