@@ -13,9 +13,11 @@
 // kernel; TRIAX_MAMBA2_SSD_PACKED_GRADIENT=0 the layer's x, B and C gradients as three tensors joined by a cat (the
 // layer's timing only: the SSD's own calls ssd_chunked); TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE=1 the state
 // passing's kernels storing the backward's bf16 operands (the entering states, the chunk states' gradient).
-// With --cuda, everything is timed three times in one run: the fused chunk scan switched off,
+// With --cuda, everything is timed five times in one run: the fused chunk scan switched off,
 // then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
-// (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two).
+// (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two), in these three with the chunk scan's
+// kernels TRIAX_MAMBA2_CHUNK_SCAN_KERNEL as given (unset: v2), then the third twice more: with
+// v3-forward (the forward's v3 alone) and v3 (the forward's and the columns kernel's).
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -176,6 +178,7 @@ void print_kernel_switches() {
                                                           {"TRIAX_MAMBA2_GATED_NORM_KERNEL", "v2"},
                                                           {"TRIAX_MAMBA2_SSD_KERNELS", "on"},
                                                           {"TRIAX_MAMBA2_CHUNK_SCAN", "on"},
+                                                          {"TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", "v2"},
                                                           {"TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "on"},
                                                           {"TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "on"},
                                                           {"TRIAX_MAMBA2_Y_IN_OPERAND_TYPE", "on"},
@@ -216,11 +219,24 @@ int main(int argc, char** argv) {
     measure_layer(s);
     return 0;
   }
-  // All read at every call (ssd_cuda.hpp, token_major_conv_cuda.hpp).
-  const std::pair<const char*, const char*> switches[] = {{"0", "0"}, {"1", "0"}, {"1", "1"}};
-  for (const auto& [chunk_scan, token_major_conv] : switches) {
-    setenv("TRIAX_MAMBA2_CHUNK_SCAN", chunk_scan, 1);
-    setenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", token_major_conv, 1);
+  // All read at every call (ssd_cuda.hpp, token_major_conv_cuda.hpp); a null kernel: as given.
+  constexpr const char* kKernel = "TRIAX_MAMBA2_CHUNK_SCAN_KERNEL";
+  const char* given = std::getenv(kKernel);
+  const std::string given_kernel = given ? given : "";
+  struct Switches {
+    const char *chunk_scan, *token_major_conv, *kernel;
+  };
+  const Switches settings[] = {
+      {"0", "0", nullptr}, {"1", "0", nullptr}, {"1", "1", nullptr}, {"1", "1", "v3-forward"}, {"1", "1", "v3"}};
+  for (const Switches& setting : settings) {
+    setenv("TRIAX_MAMBA2_CHUNK_SCAN", setting.chunk_scan, 1);
+    setenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", setting.token_major_conv, 1);
+    if (setting.kernel)
+      setenv(kKernel, setting.kernel, 1);
+    else if (given)
+      setenv(kKernel, given_kernel.c_str(), 1);
+    else
+      unsetenv(kKernel);
     std::printf("\n");
     print_kernel_switches();
     time_ssd(s);

@@ -66,29 +66,6 @@ __device__ inline void mask_scores(T* masked, int ld, const float4 (&scores)[kSc
   }
 }
 
-// The head's entering state [p][n] fp32 into shared memory in the operand type (as read_out rounds it).
-template <typename T>
-__device__ inline void load_entering(T* into, int ld, const float* __restrict__ state, int p, int n) {
-  constexpr int kInFlight = 4;
-  const int vectors_per_row = n / 4, vectors = p * vectors_per_row;
-  for (int first = threadIdx.x; first < vectors; first += kInFlight * blockDim.x) {
-    float4 v[kInFlight];
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int k = first + u * blockDim.x;
-      if (k < vectors) v[u] = __ldg(reinterpret_cast<const float4*>(state) + k);
-    }
-#pragma unroll
-    for (int u = 0; u < kInFlight; ++u) {
-      const int k = first + u * blockDim.x;
-      if (k >= vectors) continue;
-      const triax::kernels::Pack<T, 4> out{{from_float<T>(v[u].x), from_float<T>(v[u].y), from_float<T>(v[u].z),
-                                             from_float<T>(v[u].w)}};
-      triax::kernels::store_pack(into + (k / vectors_per_row) * ld + (k % vectors_per_row) * 4, out);
-    }
-  }
-}
-
 // The warp's 16 rows of y (fp32 in its scratch rows, stride ld) out to y_head (position t's row at
 // t * stride), 16 bytes a store, in Y; rows at or past the length dropped.
 template <typename Y, int p>
@@ -121,20 +98,20 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kPFrags>)
   const ForwardLayout layout = forward_layout(s.state, p, s.positions);
   T* c_tile = reinterpret_cast<T*>(shared + layout.c);
   T* entering_tile = reinterpret_cast<T*>(shared + layout.entering);
-  T* const x_first = reinterpret_cast<T*>(shared + layout.x), *const x_second = entering_tile;  // once step 1 is done
+  T *const x_first = reinterpret_cast<T*>(shared + layout.x), *const x_second = entering_tile;  // once step 1 is done
   T* masked_tile = reinterpret_cast<T*>(shared + layout.masked);
   float* scratch_tile = reinterpret_cast<float*>(shared + layout.scratch);
   float* decays = reinterpret_cast<float*>(shared + layout.decay);
 
   const int n = static_cast<int>(s.state), q = static_cast<int>(s.positions), r = static_cast<int>(s.heads);
   const int rp = r * p, row_tiles = q / kRows;
-  const int i0 = (blockIdx.x % row_tiles) * kRows;  // the tile's first position in the chunk
-  const int head = (blockIdx.x / row_tiles) % r;    // within the group
+  const int i0 = (blockIdx.x % row_tiles) * kRows;     // the tile's first position in the chunk
+  const int head = (blockIdx.x / row_tiles) % r;       // within the group
   const int64_t block = blockIdx.x / (row_tiles * r);  // (batch, chunk, group) flattened
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = warp * 16;  // the warp's first row within the tile
 
-  const T* x_head = xdt + block * q * rp + head * p;                 // position j's row at j rp
+  const T* x_head = xdt + block * q * rp + head * p;                // position j's row at j rp
   const float* warp_scores = scores + (block * q + i0 + row0) * q;  // the warp's rows, stride q
 
   // Loads in flight together: C rows and the first xdt tile (cp.async), the first column tile's
@@ -184,53 +161,22 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kPFrags>)
 }
 
 template <typename T, typename Y, int kPFrags>
-cudaError_t launch(const void* C, const void* xdt, const float* scores, const float* decay, const float* entering,
-                   void* y, const ChunkScanShape& s, cudaStream_t stream) {
-  const auto kernel = chunk_scan_kernel<T, Y, kPFrags>;
-  const size_t shared = forward_layout(s.state, s.head_dim, s.positions).total;
-  const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
-  if (allowed != cudaSuccess) return allowed;
-  const int64_t blocks = s.batch * s.chunks * s.groups * s.heads * (s.positions / kRows);
-  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(
-      static_cast<const T*>(C), static_cast<const T*>(xdt), scores, decay, entering, static_cast<Y*>(y), s);
-  return cudaGetLastError();
-}
-
-template <typename T, typename Y>
-cudaError_t launch_for_head_dim(const void* C, const void* xdt, const float* scores, const float* decay,
-                                const float* entering, void* y, const ChunkScanShape& s, cudaStream_t stream) {
-  switch (s.head_dim) {
-    case 16:
-      return launch<T, Y, 1>(C, xdt, scores, decay, entering, y, s, stream);
-    case 32:
-      return launch<T, Y, 2>(C, xdt, scores, decay, entering, y, s, stream);
-    case 64:
-      return launch<T, Y, 4>(C, xdt, scores, decay, entering, y, s, stream);
-    case 128:
-      return launch<T, Y, 8>(C, xdt, scores, decay, entering, y, s, stream);
-    default:
-      return cudaErrorInvalidValue;
+struct Launch {
+  static cudaError_t run(const void* C, const void* xdt, const float* scores, const float* decay, const float* entering,
+                         void* y, ChunkScanShape s, cudaStream_t stream) {
+    return launch_tiles(chunk_scan_kernel<T, Y, kPFrags>, forward_layout(s.state, s.head_dim, s.positions).total, s,
+                        stream, static_cast<const T*>(C), static_cast<const T*>(xdt), scores, decay, entering,
+                        static_cast<Y*>(y));
   }
-}
-
-// y in fp32 or in the operand type T.
-template <typename T>
-cudaError_t launch_for_y_type(const void* C, const void* xdt, const float* scores, const float* decay,
-                              const float* entering, triax::kernels::Dtype operand, triax::kernels::Dtype y_type,
-                              void* y, const ChunkScanShape& s, cudaStream_t stream) {
-  if (y_type == triax::kernels::Dtype::Float32)
-    return launch_for_head_dim<T, float>(C, xdt, scores, decay, entering, y, s, stream);
-  if (y_type == operand) return launch_for_head_dim<T, T>(C, xdt, scores, decay, entering, y, s, stream);
-  return cudaErrorInvalidValue;
-}
+};
 
 }  // namespace
 
 bool chunk_scan_supports(const ChunkScanShape& s) {
   constexpr int64_t kInt32 = INT32_MAX;
   const bool head_dim = s.head_dim == 16 || s.head_dim == 32 || s.head_dim == 64 || s.head_dim == 128;
-  return head_dim && s.positions > 0 && s.positions % kRows == 0 && s.state > 0 && s.state % 16 == 0 &&
-         s.heads > 0 && s.positions * s.positions <= kInt32 && s.positions * s.heads * s.head_dim <= kInt32 &&
+  return head_dim && s.positions > 0 && s.positions % kRows == 0 && s.state > 0 && s.state % 16 == 0 && s.heads > 0 &&
+         s.positions * s.positions <= kInt32 && s.positions * s.heads * s.head_dim <= kInt32 &&
          s.heads * s.head_dim * s.state <= kInt32 &&
          forward_layout(s.state, s.head_dim, s.positions).total <= kMaxSharedBytes &&
          columns_layout(s.head_dim, s.positions).total <= kMaxSharedBytes &&
@@ -242,14 +188,7 @@ cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void*
                        const ChunkScanShape& shape, cudaStream_t stream) {
   if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
   if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
-  switch (operand) {
-    case triax::kernels::Dtype::BFloat16:
-      return launch_for_y_type<__nv_bfloat16>(C, xdt, scores, decay, entering, operand, y_type, y, shape, stream);
-    case triax::kernels::Dtype::Float16:
-      return launch_for_y_type<__half>(C, xdt, scores, decay, entering, operand, y_type, y, shape, stream);
-    default:
-      return cudaErrorInvalidValue;  // WMMA takes 16-bit operands only
-  }
+  return launch_for_types<Launch>(operand, y_type, shape.head_dim, C, xdt, scores, decay, entering, y, shape, stream);
 }
 
 }  // namespace triax::mamba2::kernels

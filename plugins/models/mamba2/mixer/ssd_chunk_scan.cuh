@@ -1,8 +1,8 @@
-// What the chunk scan's kernels (ssd_chunk_scan.cu, ssd_chunk_scan_columns.cu,
+// What the chunk scan's kernels (ssd_chunk_scan.cu, ssd_chunk_scan_v3.cu, ssd_chunk_scan_columns.cu,
 // ssd_chunk_scan_scores.cu) share: the WMMA fragments (16x16x16, 16-bit operands, fp32
-// accumulation), the row tile, the shared-memory layouts, the staging of rows into shared memory by
-// cp.async, the backward mask's arithmetic, and a warp's products of shared-memory blocks: into its
-// accumulators, or out into its fp32 scratch rows.
+// accumulation), the row tile, the shared-memory layouts, the staging of rows (cp.async) and of the
+// entering state into shared memory, the backward mask's arithmetic, and a warp's products of
+// shared-memory blocks: into its accumulators, or out into its fp32 scratch rows.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -120,6 +120,57 @@ __host__ __device__ inline ScoresLayout scores_layout(int64_t p) {
   return s;
 }
 
+// kernel<<<one block per (batch, chunk, group, head, tile of kRows), kThreads, shared bytes>>>(args..., s).
+template <typename Kernel, typename... Args>
+cudaError_t launch_tiles(Kernel kernel, size_t shared, const ChunkScanShape& s, cudaStream_t stream, Args... args) {
+  const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
+  if (allowed != cudaSuccess) return allowed;
+  const int64_t blocks = s.batch * s.chunks * s.groups * s.heads * (s.positions / kRows);
+  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(args..., s);
+  return cudaGetLastError();
+}
+
+// A kernel's launch for `operand` (bf16, fp16), y_type (fp32 or the operand type) and head_dim
+// (16, 32, 64, 128): Launch<T, Y, kPFrags>::run(args...), kPFrags = head_dim / 16. Each forward
+// (ssd_chunk_scan.cu, ssd_chunk_scan_v3.cu) brings its Launch; a kernel with no y (the columns
+// kernel v3) passes y_type = operand and ignores Y.
+template <template <typename, typename, int> class Launch, typename T, typename Y, typename... Args>
+cudaError_t launch_for_head_dim(int64_t head_dim, Args... args) {
+  switch (head_dim) {
+    case 16:
+      return Launch<T, Y, 1>::run(args...);
+    case 32:
+      return Launch<T, Y, 2>::run(args...);
+    case 64:
+      return Launch<T, Y, 4>::run(args...);
+    case 128:
+      return Launch<T, Y, 8>::run(args...);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+template <template <typename, typename, int> class Launch, typename T, typename... Args>
+cudaError_t launch_for_y_type(triax::kernels::Dtype operand, triax::kernels::Dtype y_type, int64_t head_dim,
+                              Args... args) {
+  if (y_type == triax::kernels::Dtype::Float32) return launch_for_head_dim<Launch, T, float>(head_dim, args...);
+  if (y_type == operand) return launch_for_head_dim<Launch, T, T>(head_dim, args...);
+  return cudaErrorInvalidValue;
+}
+
+template <template <typename, typename, int> class Launch, typename... Args>
+cudaError_t launch_for_types(triax::kernels::Dtype operand, triax::kernels::Dtype y_type, int64_t head_dim,
+                             Args... args) {
+  switch (operand) {
+    case triax::kernels::Dtype::BFloat16:
+      return launch_for_y_type<Launch, __nv_bfloat16>(operand, y_type, head_dim, args...);
+    case triax::kernels::Dtype::Float16:
+      return launch_for_y_type<Launch, __half>(operand, y_type, head_dim, args...);
+    default:
+      return cudaErrorInvalidValue;  // the tensor cores take 16-bit operands only here
+  }
+}
+
 // The backward's M_ij and G_ij = dM_ij L_ij S_ij for i >= j.
 struct MaskedAndGradient {
   float m, g;
@@ -187,14 +238,18 @@ __device__ inline void write_score_rows(T* rows, int64_t ld, const float (&sum)[
 // time, as cp.async (sm_80 on; plain copies before): the loads fly while the block computes, and
 // nothing waits for them until wait_async_copies() (then a barrier, before reading). Any T
 // (16-byte vectors: 8 16-bit values, 4 floats); cols, ld_src and ld_dst whole vectors, both bases
-// 16-byte aligned.
-template <typename T>
-__device__ inline void copy_rows_async(T* dst, int ld_dst, const T* __restrict__ src, int ld_src, int rows, int cols) {
+// 16-byte aligned. Source row r lands in row row_of(r) of dst (the same row unless asked).
+struct SameRow {
+  __device__ int operator()(int row) const { return row; }
+};
+template <typename T, typename RowOf = SameRow>
+__device__ inline void copy_rows_async(T* dst, int ld_dst, const T* __restrict__ src, int ld_src, int rows, int cols,
+                                       RowOf row_of = {}) {
   constexpr int kPerVector = 16 / sizeof(T);
   const int vectors = cols / kPerVector;
   for (int k = threadIdx.x; k < rows * vectors; k += blockDim.x) {
     const int row = k / vectors, v = k % vectors;
-    T* to = dst + row * ld_dst + v * kPerVector;
+    T* to = dst + row_of(row) * ld_dst + v * kPerVector;
     const T* from = src + row * ld_src + v * kPerVector;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
@@ -202,6 +257,31 @@ __device__ inline void copy_rows_async(T* dst, int ld_dst, const T* __restrict__
 #else
     *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
 #endif
+  }
+}
+
+// The head's entering state [p][n] fp32 into shared memory (stride ld) in the operand type (as
+// read_out rounds it): 16-byte loads, four in flight a thread, int32 indices.
+template <typename T>
+__device__ inline void load_entering(T* into, int ld, const float* __restrict__ state, int p, int n) {
+  constexpr int kInFlight = 4;
+  const int vectors_per_row = n / 4, vectors = p * vectors_per_row;
+  for (int first = threadIdx.x; first < vectors; first += kInFlight * blockDim.x) {
+    float4 v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int k = first + u * blockDim.x;
+      if (k < vectors) v[u] = __ldg(reinterpret_cast<const float4*>(state) + k);
+    }
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) {
+      const int k = first + u * blockDim.x;
+      if (k >= vectors) continue;
+      using triax::kernels::from_float;
+      const triax::kernels::Pack<T, 4> out{
+          {from_float<T>(v[u].x), from_float<T>(v[u].y), from_float<T>(v[u].z), from_float<T>(v[u].w)}};
+      triax::kernels::store_pack(into + (k / vectors_per_row) * ld + (k % vectors_per_row) * 4, out);
+    }
   }
 }
 

@@ -18,6 +18,8 @@ using launch::contiguous_aligned;
 using launch::fp32_operand;
 using launch::fp32_or_null;
 
+constexpr const char* kChunkScanKernel = "TRIAX_MAMBA2_CHUNK_SCAN_KERNEL";
+
 // The backward keeps r x 256 fp32 column sums a block in shared memory (up to 227 KiB).
 constexpr int64_t kMaxHeadsPerGroup = 200;
 
@@ -47,6 +49,12 @@ bool ssd_kernels_apply(const Chunks& k) {
 
 bool chunk_scan_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_CHUNK_SCAN"); }
 
+bool chunk_scan_v3_switched_on() {
+  return environment_is(kChunkScanKernel, "v3") || environment_is(kChunkScanKernel, "v3-forward");
+}
+
+bool chunk_scan_columns_v3_switched_on() { return environment_is(kChunkScanKernel, "v3"); }
+
 bool y_in_operand_type_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_Y_IN_OPERAND_TYPE"); }
 
 bool chunk_scan_applies(const Chunks& k) {
@@ -63,11 +71,12 @@ at::Tensor chunk_scan_cuda(const Chunks& k, const at::Tensor& entering) {
   const at::Tensor decay = contiguous_aligned(k.decay), e = contiguous_aligned(entering.to(at::kFloat));
   const c10::ScalarType y_type = y_in_operand_type_switched_on() ? k.operand : at::kFloat;
   at::Tensor y = at::empty({k.b, k.l, k.g * k.r, k.p}, k.dt.options().dtype(y_type));
-  launch::check(
-      kernels::chunk_scan(*launch::kernel_dtype(k.operand), C.const_data_ptr(), xdt.const_data_ptr(),
-                          s.const_data_ptr<float>(), decay.const_data_ptr<float>(), e.const_data_ptr<float>(),
-                          *launch::kernel_dtype(y_type), y.data_ptr(), chunk_scan_shape_of(k), launch::stream_of(xdt)),
-      "chunk_scan");
+  const bool v3 = chunk_scan_v3_switched_on();
+  launch::check((v3 ? kernels::chunk_scan_v3 : kernels::chunk_scan)(
+                    *launch::kernel_dtype(k.operand), C.const_data_ptr(), xdt.const_data_ptr(),
+                    s.const_data_ptr<float>(), decay.const_data_ptr<float>(), e.const_data_ptr<float>(),
+                    *launch::kernel_dtype(y_type), y.data_ptr(), chunk_scan_shape_of(k), launch::stream_of(xdt)),
+                v3 ? "chunk_scan_v3" : "chunk_scan");
   return y;
 }
 
@@ -94,11 +103,12 @@ ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& d
   const triax::kernels::Dtype operand = *launch::kernel_dtype(k.operand);
   const kernels::ChunkScanShape shape = chunk_scan_shape_of(k);
   const cudaStream_t stream = launch::stream_of(d_y);
-  launch::check(kernels::chunk_scan_columns(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
-                                            s.const_data_ptr<float>(), decay.const_data_ptr<float>(),
-                                            d_xdt.data_ptr<float>(), rows.data_ptr<float>(), columns.data_ptr<float>(),
-                                            shape, stream),
-                "chunk_scan_columns");
+  const bool columns_v3 = chunk_scan_columns_v3_switched_on();
+  launch::check((columns_v3 ? kernels::chunk_scan_columns_v3 : kernels::chunk_scan_columns)(
+                    operand, xdt.const_data_ptr(), d_y.const_data_ptr(), s.const_data_ptr<float>(),
+                    decay.const_data_ptr<float>(), d_xdt.data_ptr<float>(), rows.data_ptr<float>(),
+                    columns.data_ptr<float>(), shape, stream),
+                columns_v3 ? "chunk_scan_columns_v3" : "chunk_scan_columns");
   launch::check(kernels::chunk_scan_scores(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
                                            decay.const_data_ptr<float>(), d_scores.data_ptr(), shape, stream),
                 "chunk_scan_scores");

@@ -83,6 +83,14 @@ cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void*
                        const float* decay, const float* entering, triax::kernels::Dtype y_type, void* y,
                        const ChunkScanShape& shape, cudaStream_t stream);
 
+// The fused chunk scan's third generation (ssd_chunk_scan_v3.cu): chunk_scan's arguments, shapes
+// and results on mma.sync (sm_80 on), the masked scores computed in the A fragments' registers
+// (no shared-memory round trip, no block barrier for them). M rounded to the operand type as
+// chunk_scan rounds it; the same products per output, summed in fp32 in another order.
+cudaError_t chunk_scan_v3(triax::kernels::Dtype operand, const void* C, const void* xdt, const float* scores,
+                          const float* decay, const float* entering, triax::kernels::Dtype y_type, void* y,
+                          const ChunkScanShape& shape, cudaStream_t stream);
+
 // The backward through the intra-chunk term in two kernels, from dy position-major [b, c, g, q, r p]
 // in the operand type (xdt, scores and decay as chunk_scan takes them); with M = L o S the
 // forward's masked scores (rounded to the operand type), dM = dy xdt^T and G = dM L S per head.
@@ -96,6 +104,12 @@ cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void*
 cudaError_t chunk_scan_columns(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
                                const float* decay, float* d_xdt, float* row_partials, float* column_sums,
                                const ChunkScanShape& shape, cudaStream_t stream);
+// chunk_scan_columns_v3 (ssd_chunk_scan_columns_v3.cu): chunk_scan_columns' arguments and results
+// on mma.sync (sm_80 on), M and G in registers (each warp owning 16 columns j), no M in shared
+// memory; the same products per output, summed in fp32 in another order.
+cudaError_t chunk_scan_columns_v3(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
+                                  const float* decay, float* d_xdt, float* row_partials, float* column_sums,
+                                  const ChunkScanShape& shape, cudaStream_t stream);
 cudaError_t chunk_scan_scores(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
                               void* d_scores, const ChunkScanShape& shape, cudaStream_t stream);
 
