@@ -90,4 +90,15 @@ bool scaled_rows_kernel_applies(const at::Tensor& in, const at::Tensor& scale);
 // the same bits as at::mul_out(out, in, scale).
 void scaled_rows_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& scale);
 
+// Whether the summed rows kernel (scaled_rows.hpp) takes out = a + b: unless
+// TRIAX_MAMBA2_SUMMED_ROWS_KERNEL=0 (read at every call), the fused kernels enabled, the three on
+// one CUDA device in one kernel dtype with the same sizes, at most kScaledRowsDims + 1 dims, unit
+// stride along the last, which with every other stride is a multiple of kernels::kScaledRowsVector,
+// 16-byte aligned, fewer than 2^31 vectors. The packed SSD gradient's store of x's (ssd_backward.cpp)
+// takes it: out a slot of a wider tensor, which LibTorch's add writes element by element.
+bool summed_rows_kernel_applies(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
+
+// out = a + b by the kernel where summed_rows_kernel_applies: the same bits as at::add_out(out, a, b).
+void summed_rows_cuda(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
+
 }  // namespace triax::mamba2::ssd
