@@ -30,7 +30,7 @@ OpCounts mixer_step_ops() {
   return count_ops([&] { step.mixer->forward(step.hidden).backward(step.grad); });
 }
 
-// packed: TRIAX_MAMBA2_SSD_PACKED_GRADIENT=1, which takes two casts and a cat fewer.
+// packed: TRIAX_MAMBA2_SSD_PACKED_GRADIENT=1 (the default), which takes two casts and a cat fewer.
 void expect_few_ops(bool packed) {
   const ScopedVariable setting("TRIAX_MAMBA2_SSD_PACKED_GRADIENT", packed ? "1" : "0");
   const OpCounts counts = mixer_step_ops();
@@ -47,7 +47,7 @@ void expect_few_ops(bool packed) {
             << cats << "\n";
   // Before the split_with_sizes splits and the SSD's one-pass products (main, 2026-12-07): copies
   // 24, casts 77, fills 13, adds 21, cats 3 (docs/mamba2-performance.md). Before the packed SSD
-  // gradient (TRIAX_MAMBA2_SSD_PACKED_GRADIENT, off by default) and one cast of the entering
+  // gradient (TRIAX_MAMBA2_SSD_PACKED_GRADIENT, on by default) and one cast of the entering
   // states: casts 64, cats 5; with the packed gradient on, two casts and a cat fewer.
   EXPECT_LE(copies, 12);
   EXPECT_LE(casts, packed ? 61 : 63);

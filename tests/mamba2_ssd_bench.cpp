@@ -11,8 +11,9 @@
 // norm's first kernels; TRIAX_MAMBA2_Y_IN_OPERAND_TYPE=0 the fused chunk scan's y (and dy) in
 // fp32; TRIAX_MAMBA2_SCALED_ROWS_KERNEL=0 LibTorch's products for x dt and its weighted copy instead of the scaled rows
 // kernel; TRIAX_MAMBA2_SSD_PACKED_GRADIENT=0 the layer's x, B and C gradients as three tensors joined by a cat (the
-// layer's timing only: the SSD's own calls ssd_chunked); TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE=1 the state
-// passing's kernels storing the backward's bf16 operands (the entering states, the chunk states' gradient).
+// layer's timing only: the SSD's own calls ssd_chunked; TRIAX_MAMBA2_SUMMED_ROWS_KERNEL=0 its store of x's through
+// LibTorch's add); TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE=0 the state passing's kernels storing the backward's operands in
+// fp32 (the entering states, the chunk states' gradient), cast by a copy each.
 // With --cuda, everything is timed five times in one run: the fused chunk scan switched off,
 // then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
 // (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two), in these three with the chunk scan's
@@ -185,7 +186,8 @@ void print_kernel_switches() {
                                                           {"TRIAX_MAMBA2_SSD_BACKWARD_FUSED", "on"},
                                                           {"TRIAX_MAMBA2_SCALED_ROWS_KERNEL", "on"},
                                                           {"TRIAX_MAMBA2_SSD_PACKED_GRADIENT", "on"},
-                                                          {"TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE", "off"}};
+                                                          {"TRIAX_MAMBA2_SUMMED_ROWS_KERNEL", "on"},
+                                                          {"TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE", "on"}};
   for (const auto& [variable, unset] : switches) {
     const char* value = std::getenv(variable);
     std::printf("%s=%s%s\n", variable, value ? value : "(unset: ", value ? "" : (std::string(unset) + ")").c_str());

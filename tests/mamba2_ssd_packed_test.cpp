@@ -3,7 +3,8 @@
 // dt, A and the initial state against ssd_chunked over xBC split into x, B and C, bit for bit on
 // the CPU (fp32 and bf16 operands, one group and two, lengths the chunk does and does not divide);
 // one bf16 mixer step with TRIAX_MAMBA2_SSD_PACKED_GRADIENT on and off, bit for bit on the CPU;
-// and (Mamba2SsdCuda, with a GPU) both on CUDA, within a tolerance (the fused kernels' sums).
+// and (Mamba2SsdCuda, with a GPU) both on CUDA, within a tolerance (the fused kernels' sums), and
+// the summed rows kernel that stores x's gradient there against LibTorch's add, bit for bit.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,10 @@
 #include "model_reference_support.hpp"
 #include "scoped_variable.hpp"
 #include "ssd.hpp"
+
+#ifdef TRIAX_WITH_CUDA
+#include "ssd_cuda.hpp"
+#endif
 
 namespace {
 
@@ -126,6 +131,55 @@ TEST(Mamba2SsdCuda, PackedGradientMatchesTheSplitInputs) {
     }
   }
   mamba2_test::expect_cuda_mixer_step_switch_within("TRIAX_MAMBA2_SSD_PACKED_GRADIENT", 5e-3);
+}
+
+// The summed rows kernel (TRIAX_MAMBA2_SUMMED_ROWS_KERNEL), which stores x's gradient plus the
+// returned x's into x's slot of the packed gradient, against the LibTorch add_out it replaces, bit
+// for bit: into the slot of a [b, l, G, R P + 2 N] tensor (the rest untouched), the addend
+// contiguous and a strided view, bf16, fp16 and fp32; where it does not apply; and the packed
+// function's outputs and gradients with the kernel on and off.
+TEST(Mamba2SsdCuda, SummedRowsKernelGivesLibTorchsBitsInThePackedGradient) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+#ifdef TRIAX_WITH_CUDA
+  namespace ssd = triax::mamba2::ssd;
+  at::Generator g = at::make_generator<at::CPUGeneratorImpl>(71);
+  const int64_t b = 2, l = 96, groups = 2, x_width = 3 * 64, state = 32;
+  for (at::ScalarType type : {at::kBFloat16, at::kHalf, at::kFloat}) {
+    auto draw_on_cuda = [&](at::IntArrayRef sizes) { return at::randn(sizes, g, at::kFloat).to(at::kCUDA, type); };
+    const at::Tensor packed = draw_on_cuda({b, l, groups, x_width + 2 * state}),
+                     terms = draw_on_cuda({b, l, groups, x_width});
+    const at::Tensor contiguous = draw_on_cuda({b, l, groups, x_width});
+    const at::Tensor strided = draw_on_cuda({b, l, groups, 2 * x_width}).narrow(-1, x_width, x_width);
+    for (const at::Tensor& addend : {contiguous, strided}) {
+      at::Tensor expected = packed.clone(), got = packed.clone();
+      at::Tensor expected_slot = expected.narrow(-1, 0, x_width), got_slot = got.narrow(-1, 0, x_width);
+      at::add_out(expected_slot, terms, addend);
+      ASSERT_TRUE(ssd::summed_rows_kernel_applies(got_slot, terms, addend)) << c10::toString(type);
+      ssd::summed_rows_cuda(got_slot, terms, addend);
+      EXPECT_TRUE(at::equal(got, expected)) << c10::toString(type) << ", addend contiguous " << addend.is_contiguous();
+    }
+    const at::Tensor odd_slot = packed.narrow(-1, 0, x_width - 4);  // rows not whole 16-byte vectors
+    EXPECT_FALSE(ssd::summed_rows_kernel_applies(odd_slot, terms.narrow(-1, 0, x_width - 4),
+                                                 contiguous.narrow(-1, 0, x_width - 4)));
+    const ScopedVariable off("TRIAX_MAMBA2_SUMMED_ROWS_KERNEL", "0");
+    EXPECT_FALSE(ssd::summed_rows_kernel_applies(packed.narrow(-1, 0, x_width), terms, contiguous));
+  }
+  std::vector<PackedCase> cases = kCases;
+  cases.push_back({2, 512, 1, 4, 64, 128, 256, false});  // the 780m layout, small
+  for (const PackedCase& c : cases) {
+    for (at::ScalarType operand : {at::kFloat, at::kBFloat16}) {
+      const Draws d = draw(c, operand, at::kCUDA);
+      auto packed_run = [&](const char* kernel) {
+        const ScopedVariable setting("TRIAX_MAMBA2_SUMMED_ROWS_KERNEL", kernel);
+        return run(c, d, true);
+      };
+      const std::vector<at::Tensor> libtorch = packed_run("0"), kernel = packed_run("1");
+      for (size_t i = 0; i < libtorch.size(); ++i)
+        EXPECT_TRUE(at::equal(kernel[i], libtorch[i])) << "tensor " << i << " (y, state, xBC, dt, A, initial), length "
+                                                       << c.length << ", " << c10::toString(operand);
+    }
+  }
+#endif
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
-// Rows scaled by one factor each (scaled_rows.cu): out[row, :] = in[row, :] s[row], the fp32
-// product rounded once to the element type as it is stored: the same bits as LibTorch's mul_out
-// of in and s[..., None] into an output of in's type. LibTorch's broadcast of a last dim of one
-// takes its unvectorised kernel (about a third of the copy bandwidth); this one moves 16 bytes a
-// load. Rows are indexed by kScaledRowsDims dims, each tensor at its own strides (in elements),
-// so that a permuted view such as the chunks' layout is read or written in place. Raw pointers,
+// Rows at strides, elementwise (scaled_rows.cu): rows scaled by one factor each, out[row, :] =
+// in[row, :] s[row], and rows summed, out[row, :] = a[row, :] + b[row, :]; the fp32 result rounded
+// once to the element type as it is stored: the same bits as LibTorch's mul_out of in and
+// s[..., None] (add_out of a and b) into an output of that type. LibTorch takes its unvectorised
+// kernel for a broadcast of a last dim of one and for a strided output (about a third of the copy
+// bandwidth); these move 16 bytes a load. Rows are indexed by kScaledRowsDims dims, each tensor at
+// its own strides (in elements), so that a permuted view such as the chunks' layout, or a slot of
+// a wider tensor such as the packed SSD gradient's x, is read or written in place. Raw pointers,
 // the caller's stream; no LibTorch header.
 #pragma once
 
@@ -38,6 +40,16 @@ bool scaled_rows_takes(const void* in, const RowStrides& in_strides, const void*
 // cudaErrorInvalidValue where scaled_rows_takes does not hold.
 cudaError_t scaled_rows(triax::kernels::Dtype dtype, const void* in, const RowStrides& in_strides, const float* scale,
                         const RowStrides& scale_strides, void* out, const RowStrides& out_strides,
+                        const ScaledRowsShape& shape, cudaStream_t stream);
+
+// Whether summed_rows takes these: scaled_rows_takes for each of a and b with out.
+bool summed_rows_takes(const void* a, const RowStrides& a_strides, const void* b, const RowStrides& b_strides,
+                       const void* out, const RowStrides& out_strides, const ScaledRowsShape& shape);
+
+// out = a + b, all three in `dtype` (fp32, bf16 or fp16), each at its own row strides. Returns
+// cudaErrorInvalidValue where summed_rows_takes does not hold.
+cudaError_t summed_rows(triax::kernels::Dtype dtype, const void* a, const RowStrides& a_strides, const void* b,
+                        const RowStrides& b_strides, void* out, const RowStrides& out_strides,
                         const ScaledRowsShape& shape, cudaStream_t stream);
 
 }  // namespace triax::mamba2::kernels

@@ -151,9 +151,10 @@ PackedSsdOutputs ssd_chunked_packed(const PackedSsdInputs& in, int64_t chunk_siz
   return {out[0], out[1], out[2]};
 }
 
-// Off by default (TRIAX_MAMBA2_SSD_PACKED_GRADIENT=1 turns it on): on an H100 it gained 0.5% of the
-// 780m step, its store of dx with the gated norm's term ran unvectorised (7.1 ms a step), and
-// with it Mamba2SsdCuda.FusedChunkScanTakesStridedX... went past its 5e-3 in some runs.
-bool packed_gradient_switched_on() { return switched_on_when_one("TRIAX_MAMBA2_SSD_PACKED_GRADIENT"); }
+// On by default (=0 turns it off): on an H100 it gained 0.5% of the 780m step with its store of dx
+// and the gated norm's term through LibTorch's unvectorised add (now the summed rows kernel). The
+// strided-x test that went past its bound with it on does not take this path (ssd_chunked): its
+// bound, not the path, was at fault (docs/mamba2-performance.md).
+bool packed_gradient_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_SSD_PACKED_GRADIENT"); }
 
 }  // namespace triax::mamba2

@@ -57,8 +57,8 @@ SsdInputs ssd_inputs_of(const PackedSsdInputs& inputs);
 // three tensors that autograd adds to and joins with a cat.
 PackedSsdOutputs ssd_chunked_packed(const PackedSsdInputs& inputs, int64_t chunk_size);
 
-// TRIAX_MAMBA2_SSD_PACKED_GRADIENT: "1" on, off otherwise (the mixer takes ssd_chunked over
-// ssd_inputs_of); read at every call, so that one process can time both.
+// TRIAX_MAMBA2_SSD_PACKED_GRADIENT: "0" off (the mixer takes ssd_chunked over ssd_inputs_of), on
+// otherwise (unset included); read at every call, so that one process can time both.
 bool packed_gradient_switched_on();
 
 }  // namespace triax::mamba2

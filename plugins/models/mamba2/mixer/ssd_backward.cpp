@@ -197,14 +197,24 @@ at::Tensor chunked_grad_y(const Chunks& k, const at::Tensor& grad_y) {
   return padded.reshape({k.b, k.c, k.q, k.g, k.r, k.p}).transpose(2, 3);
 }
 
-// x's gradient (in x's type) stored into `into`'s x: plus the addend in the same pass.
+// x's gradient (in x's type) stored into `into`'s x: plus the addend in the same pass. On CUDA
+// by the summed rows kernel (16-byte vectors into the strided slot, LibTorch's bits), whose
+// LibTorch add went element by element.
 void store_x(const Chunks& k, const at::Tensor& dx, const GradientDestinations& into) {
   auto grouped = [&](const at::Tensor& t) { return t.reshape({k.b, k.l, k.g, k.r * k.p}); };
   at::Tensor out = into.x;
-  if (into.x_addend.defined())
-    at::add_out(out, grouped(dx), grouped(into.x_addend));
-  else
+  if (!into.x_addend.defined()) {
     out.copy_(grouped(dx));
+    return;
+  }
+  const at::Tensor terms = grouped(dx), addend = grouped(into.x_addend);
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (summed_rows_kernel_applies(out, terms, addend)) {
+    summed_rows_cuda(out, terms, addend);
+    return;
+  }
+#endif
+  at::add_out(out, terms, addend);
 }
 
 // The chunk-layout gradients back to the inputs' (those of x, B and C into `into` where given).

@@ -39,6 +39,20 @@ kernels::RowStrides row_strides(const at::Tensor& t) {
   return s;
 }
 
+// t with leading dims of one added up to the kernel's kScaledRowsDims + 1 (t has at most that many).
+at::Tensor as_rows(const at::Tensor& t) {
+  at::Tensor rows = t;
+  while (rows.dim() < kernels::kScaledRowsDims + 1) rows = rows.unsqueeze(0);
+  return rows;
+}
+
+kernels::ScaledRowsShape rows_shape(const at::Tensor& t) {
+  kernels::ScaledRowsShape shape{};
+  for (int d = 0; d < kernels::kScaledRowsDims; ++d) shape.rows[d] = t.size(d);
+  shape.width = t.size(-1);
+  return shape;
+}
+
 }  // namespace
 
 bool ssd_kernels_apply(const Chunks& k) {
@@ -142,7 +156,7 @@ MaskedScoresGradients masked_scores_backward_cuda(const Chunks& k, const at::Ten
   return {dscores, rows.sum(-1) - columns};
 }
 
-bool states_in_operand_type_switched_on() { return switched_on_when_one("TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE"); }
+bool states_in_operand_type_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE"); }
 
 namespace {
 
@@ -207,14 +221,36 @@ void scaled_rows_cuda(const at::Tensor& out, const at::Tensor& in, const at::Ten
   if (out.sizes() != in.sizes() || out.scalar_type() != in.scalar_type() || out.stride(-1) != 1)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "scaled_rows_cuda: out must have in's sizes and type, unit row stride");
   c10::cuda::CUDAGuard device(in.device());
-  kernels::ScaledRowsShape shape{};
-  for (int d = 0; d < kernels::kScaledRowsDims; ++d) shape.rows[d] = in.size(d);
-  shape.width = in.size(-1);
   launch::check(
       kernels::scaled_rows(*launch::kernel_dtype(in.scalar_type()), in.const_data_ptr(), row_strides(in),
-                           scale.const_data_ptr<float>(), row_strides(scale), out.data_ptr(), row_strides(out), shape,
-                           launch::stream_of(in)),
+                           scale.const_data_ptr<float>(), row_strides(scale), out.data_ptr(), row_strides(out),
+                           rows_shape(in), launch::stream_of(in)),
       "scaled_rows");
+}
+
+bool summed_rows_kernel_applies(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  if (!switched_on_unless_zero("TRIAX_MAMBA2_SUMMED_ROWS_KERNEL") || !fused_kernels_enabled() || !out.is_cuda() ||
+      !launch::kernel_dtype(out.scalar_type()) || out.dim() > kernels::kScaledRowsDims + 1 || out.numel() == 0)
+    return false;
+  for (const at::Tensor* t : {&a, &b})
+    if (t->device() != out.device() || t->scalar_type() != out.scalar_type() || t->sizes() != out.sizes())
+      return false;
+  const at::Tensor o = as_rows(out), x = as_rows(a), y = as_rows(b);
+  if (o.stride(-1) != 1 || x.stride(-1) != 1 || y.stride(-1) != 1) return false;
+  return kernels::summed_rows_takes(x.const_data_ptr(), row_strides(x), y.const_data_ptr(), row_strides(y),
+                                    o.const_data_ptr(), row_strides(o), rows_shape(o));
+}
+
+void summed_rows_cuda(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  if (!summed_rows_kernel_applies(out, a, b))
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "summed_rows_cuda: tensors the kernel does not take (check "
+                                              "summed_rows_kernel_applies first)");
+  c10::cuda::CUDAGuard device(out.device());
+  const at::Tensor o = as_rows(out), x = as_rows(a), y = as_rows(b);
+  launch::check(kernels::summed_rows(*launch::kernel_dtype(out.scalar_type()), x.const_data_ptr(), row_strides(x),
+                                     y.const_data_ptr(), row_strides(y), o.data_ptr(), row_strides(o), rows_shape(o),
+                                     launch::stream_of(o)),
+                "summed_rows");
 }
 
 }  // namespace triax::mamba2::ssd

@@ -60,11 +60,11 @@ at::Tensor masked_scores_cuda(const Chunks& k, const at::Tensor& scores);
 MaskedScoresGradients masked_scores_backward_cuda(const Chunks& k, const at::Tensor& d_masked,
                                                   const at::Tensor& scores);
 
-// TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE: "1" on, off otherwise, read at every call. Its test passed
-// on an H100 and it gained 1.2% of the 780m step, but with it a strided-x test's bf16 gradients
-// went past their 5e-3 bound in some runs (docs/mamba2-performance.md). On, for bf16 (fp16) operands the state
-// passing's kernels store what the backward's products read in that type: the entering states' copy (pass_states_cuda
-// asked for it) and the chunk states' gradient, instead of fp32 tensors cast by a copy each.
+// TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE: "0" off, on otherwise (unset included), read at every call;
+// it gained 1.2% of the 780m step on an H100. On, for bf16 (fp16) operands the state passing's
+// kernels store what the backward's products read in that type: the entering states' copy
+// (pass_states_cuda asked for it) and the chunk states' gradient, instead of fp32 tensors cast by
+// a copy each. The same roundings (round to nearest even of the same fp32 values): the same bits.
 bool states_in_operand_type_switched_on();
 
 // With_operand_copy: the entering states in the operand type as well (entering_operand), where
@@ -96,5 +96,16 @@ bool scaled_rows_kernel_applies(const at::Tensor& in, const at::Tensor& scale);
 // kernels::kScaledRowsVector: a permuted view such as the chunks' layout is written in place),
 // the same bits as at::mul_out(out, in, scale).
 void scaled_rows_cuda(const at::Tensor& out, const at::Tensor& in, const at::Tensor& scale);
+
+// Whether the summed rows kernel (scaled_rows.hpp) takes out = a + b: unless
+// TRIAX_MAMBA2_SUMMED_ROWS_KERNEL=0 (read at every call), the fused kernels enabled, the three on
+// one CUDA device in one kernel dtype with the same sizes, at most kScaledRowsDims + 1 dims, unit
+// stride along the last, which with every other stride is a multiple of kernels::kScaledRowsVector,
+// 16-byte aligned, fewer than 2^31 vectors. The packed SSD gradient's store of x's (ssd_backward.cpp)
+// takes it: out a slot of a wider tensor, which LibTorch's add writes element by element.
+bool summed_rows_kernel_applies(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
+
+// out = a + b by the kernel where summed_rows_kernel_applies: the same bits as at::add_out(out, a, b).
+void summed_rows_cuda(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b);
 
 }  // namespace triax::mamba2::ssd
