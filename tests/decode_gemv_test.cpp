@@ -2,9 +2,7 @@
 // LibTorch product in fp32 (DecodeGemvCuda, ctest label gpu, skipped without a GPU), and where it
 // leaves the product to the GEMM (DecodeGemvCpu: CPU tensors, more rows than it takes). Its SwiGLU
 // variant, decode_gate_up_swiglu: the bits of the product then swiglu_halves on CUDA, the two ops
-// on CPU, and nothing where a gradient is wanted or there are more rows. The kernels launched with
-// programmatic dependent launch (kernels::GemvLaunch::Programmatic, TRIAX_DECODE_GEMV_PDL=1): the
-// bits of the stream-ordered launch, also in a CUDA graph behind the kernel that writes x.
+// on CPU, and nothing where a gradient is wanted or there are more rows.
 #include "triax/layers/decode_gemv.hpp"
 
 #include <ATen/ATen.h>
@@ -16,13 +14,6 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#ifdef TRIAX_WITH_CUDA
-#include <ATen/cuda/CUDAGraph.h>
-#include <c10/cuda/CUDAGuard.h>
-
-#include "triax/kernels/cuda_launch.hpp"
-#endif
 
 namespace {
 
@@ -90,79 +81,6 @@ TEST(DecodeGemvCuda, EqualsTheProductInFp32) {
   // Five rows: the GEMM's.
   EXPECT_FALSE(triax::decode_gemv(seeded({5, 64}, 1, at::kBFloat16, at::kCUDA), seeded({8, 64}, 2, at::kBFloat16, at::kCUDA))
                    .defined());
-}
-
-#ifdef TRIAX_WITH_CUDA
-using triax::kernels::GemvLaunch;
-
-// x [rows, ..., in] times w [out (x 2 with SwiGLU), in] through kernels::gemv (gemv_swiglu), launched
-// `how` on the current stream: [rows, out].
-at::Tensor kernel_product(const at::Tensor& x, const at::Tensor& w, bool swiglu, GemvLaunch how) {
-  const int64_t in = w.size(1), out = swiglu ? w.size(0) / 2 : w.size(0), rows = x.numel() / in;
-  at::Tensor y = at::empty({rows, out}, x.options());
-  const auto launch = swiglu ? triax::kernels::gemv_swiglu : triax::kernels::gemv;
-  triax::cuda_launch::check(
-      launch(*triax::cuda_launch::kernel_dtype(x.scalar_type()), x.const_data_ptr(), w.const_data_ptr(),
-             y.mutable_data_ptr(), rows, out, in, triax::cuda_launch::stream_of(x), how),
-      "kernel_product");
-  return y;
-}
-#endif
-
-TEST(DecodeGemvCuda, ProgrammaticLaunchHasTheBitsOfTheStreamOrderedOne) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-#ifdef TRIAX_WITH_CUDA
-  struct Shape {
-    int64_t in, out;
-    bool swiglu;
-  };
-  // 1.7b's q/k/v, o_proj, down_proj, lm_head and gate/up (2 x 8192 over 2048); rows of one vector
-  // more than whole chunks of held vectors (8200, 4104), and shorter than a warp's first vectors.
-  const std::vector<Shape> shapes{{2048, 6144, false},  {2048, 2048, false}, {8192, 2048, false},
-                                  {2048, 49152, false}, {2048, 8192, true},  {8200, 33, false},
-                                  {4104, 17, true},     {64, 37, false},     {24, 5, true}};
-  for (const c10::ScalarType dtype : {at::kBFloat16, at::kFloat})
-    for (const Shape& shape : shapes)
-      for (int64_t rows = 1; rows <= 4; ++rows) {
-        const at::Tensor x = seeded({rows, 1, shape.in}, 5, dtype, at::kCUDA);
-        const at::Tensor w = seeded({(shape.swiglu ? 2 : 1) * shape.out, shape.in}, 6, dtype, at::kCUDA);
-        const at::Tensor streamed = kernel_product(x, w, shape.swiglu, GemvLaunch::Stream);
-        const at::Tensor programmatic = kernel_product(x, w, shape.swiglu, GemvLaunch::Programmatic);
-        EXPECT_TRUE(at::equal(programmatic, streamed)) << c10::toString(dtype) << " rows " << rows << " [" << shape.out
-                                                       << (shape.swiglu ? " x 2" : "") << ", " << shape.in << "]";
-      }
-#endif
-}
-
-// In a CUDA graph, as a decoding step records it, the programmatic launch reads the x that the
-// kernel before it writes (a column sum of 16 MiB, long enough for the GEMV to start before it ends).
-TEST(DecodeGemvCuda, ProgrammaticLaunchWaitsForTheKernelBeforeItInAGraph) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-#ifdef TRIAX_WITH_CUDA
-  const at::Tensor columns = seeded({4096, 2048}, 7, at::kBFloat16, at::kCUDA);
-  const at::Tensor w = seeded({2 * 8192, 2048}, 8, at::kBFloat16, at::kCUDA);
-  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
-  at::cuda::CUDAGraph graph;
-  at::Tensor x, y, gated;
-  {
-    const c10::cuda::CUDAStreamGuard guard(side);
-    kernel_product(columns.sum(0).view({1, 2048}), w, false, GemvLaunch::Programmatic);  // outside: lazy set-up
-    graph.capture_begin();
-    x = columns.sum(0).view({1, 2048});
-    y = kernel_product(x, w, false, GemvLaunch::Programmatic);
-    gated = kernel_product(y.narrow(1, 0, 2048).contiguous(), w.narrow(0, 0, 4096), true, GemvLaunch::Programmatic);
-    graph.capture_end();
-  }
-  for (const uint64_t seed : {9, 10}) {
-    columns.copy_(seeded({4096, 2048}, seed, at::kBFloat16, at::kCUDA));
-    graph.replay();  // on the current stream, ordered after the copy and before the checks
-    EXPECT_TRUE(at::equal(x, columns.sum(0).view({1, 2048}))) << "seed " << seed;
-    EXPECT_TRUE(at::equal(y, kernel_product(x, w, false, GemvLaunch::Stream))) << "seed " << seed;
-    EXPECT_TRUE(at::equal(
-        gated, kernel_product(y.narrow(1, 0, 2048).contiguous(), w.narrow(0, 0, 4096), true, GemvLaunch::Stream)))
-        << "seed " << seed;
-  }
-#endif
 }
 
 }  // namespace

@@ -3,10 +3,8 @@
 // step (DecodeNormGemvGenerationCuda, ctest label gpu, skipped without a GPU). The library reads
 // the switch once a process, so the test runs this binary once each way, as the suite's Child
 // test, and compares what they print: the tokens (plain and CUDA-graphed steps, fp32 and bf16, 1
-// and 4 rows) and how many folded ops the plain steps ran. Programmatic dependent launch of the
-// GEMVs (TRIAX_DECODE_GEMV_PDL=1) runs twice more: alone (gemv.cu's kernel, which holds its first
-// weights before it waits for the kernel before it) it gives the unfolded step's bits, logits
-// included; with the fold (norm_gemv.cu's kernel) the folded step's tokens. Graphed steps included.
+// and 4 rows) and how many folded ops the plain steps ran. A third run adds programmatic dependent
+// launch of the GEMVs (TRIAX_DECODE_GEMV_PDL=1): the same tokens again, graphed steps included.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/record_function.h>
@@ -133,14 +131,10 @@ TEST(DecodeNormGemvGenerationCuda, GreedyTokensEqualTheUnfoldedOnes) {
   const std::vector<std::string> off = child_lines("TRIAX_DECODE_NORM_GEMV=0");
   const std::vector<std::string> on = child_lines("TRIAX_DECODE_NORM_GEMV=1");
   const std::vector<std::string> programmatic = child_lines("TRIAX_DECODE_NORM_GEMV=1 TRIAX_DECODE_GEMV_PDL=1");
-  const std::vector<std::string> programmatic_unfolded =
-      child_lines("TRIAX_DECODE_NORM_GEMV=0 TRIAX_DECODE_GEMV_PDL=1");
   // 2 dtypes x 2 batch sizes x (plain, graphed) x (tokens, logits), then the count.
   ASSERT_EQ(off.size(), 17u);
   ASSERT_EQ(on.size(), 17u);
   ASSERT_EQ(programmatic.size(), 17u);
-  // The same kernels' sums, launched otherwise: every line the same, the logits' norms too.
-  EXPECT_EQ(programmatic_unfolded, off) << "TRIAX_DECODE_GEMV_PDL=1 without the fold";
   for (size_t i = 0; i + 1 < off.size(); ++i) {
     if (off[i].rfind("tokens ", 0) == 0) {
       EXPECT_EQ(on[i], off[i]);

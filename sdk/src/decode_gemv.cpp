@@ -31,16 +31,22 @@ bool switched_on() {
 }
 
 using GemvLauncher = cudaError_t (*)(kernels::Dtype, const void*, const void*, void*, int64_t, int64_t, int64_t,
-                                     cudaStream_t, kernels::GemvLaunch);
+                                     cudaStream_t);
+
+// gemv() and gemv_swiglu() as norm_gemv.cu's kernel launches them without a norm: programmatically
+// dependent on the kernel before them (TRIAX_DECODE_GEMV_PDL=1).
+template <bool kSwiglu>
+cudaError_t programmatic_gemv(kernels::Dtype dtype, const void* x, const void* w, void* y, int64_t rows,
+                              int64_t out_features, int64_t in_features, cudaStream_t stream) {
+  kernels::NormGemvOperands operands{x, nullptr, nullptr, nullptr, 0.f, w, y, rows, out_features, in_features};
+  operands.programmatic_launch = true;
+  return kSwiglu ? kernels::norm_gemv_swiglu(dtype, operands, stream) : kernels::norm_gemv(dtype, operands, stream);
+}
 
 // x [..., in] times `matrix` [rows_per_output x out, in] through `launch` into [..., out]; undefined
 // where the kernel does not apply.
 at::Tensor run_gemv(const at::Tensor& x, const at::Tensor& matrix, int64_t rows_per_output, GemvLauncher launch,
                     const char* what) {
-  // TRIAX_DECODE_GEMV_PDL=1: each product may start (and load its first weights) while the
-  // kernel before it ends.
-  const kernels::GemvLaunch how =
-      decode_gemv_programmatic_launch() ? kernels::GemvLaunch::Programmatic : kernels::GemvLaunch::Stream;
   if (!switched_on() || x.dim() < 1 || matrix.dim() != 2 || x.size(-1) != matrix.size(1)) return {};
   if (gradient_wanted(x, matrix) || !x.is_contiguous() || !matrix.is_contiguous()) return {};
   if (!cuda_launch::kernels_apply({&x, &matrix})) return {};
@@ -53,7 +59,7 @@ at::Tensor run_gemv(const at::Tensor& x, const at::Tensor& matrix, int64_t rows_
   at::Tensor y = at::empty(shape, x.options());  // the allocator's blocks are 512-byte aligned
   c10::cuda::CUDAGuard device(x.device());
   cuda_launch::check(launch(*cuda_launch::kernel_dtype(x.scalar_type()), x.const_data_ptr(), matrix.const_data_ptr(),
-                            y.mutable_data_ptr(), rows, out, in, cuda_launch::stream_of(x), how),
+                            y.mutable_data_ptr(), rows, out, in, cuda_launch::stream_of(x)),
                      what);
   return y;
 }
@@ -68,6 +74,7 @@ bool decode_gemv_programmatic_launch() {
 
 at::Tensor decode_gemv([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& matrix) {
 #ifdef TRIAX_WITH_CUDA
+  if (decode_gemv_programmatic_launch()) return run_gemv(x, matrix, 1, programmatic_gemv<false>, "decode_gemv");
   return run_gemv(x, matrix, 1, kernels::gemv, "decode_gemv");
 #else
   return {};
@@ -79,8 +86,8 @@ at::Tensor decode_gate_up_swiglu(const at::Tensor& x, const at::Tensor& matrix) 
   if (x.size(-1) == 0 || x.numel() / x.size(-1) > kDecodeGemvMaxRows) return {};
   RECORD_FUNCTION("triax::decode_gate_up_swiglu", std::vector<c10::IValue>());  // one kernel on CUDA
 #ifdef TRIAX_WITH_CUDA
-  if (at::Tensor fused = run_gemv(x, matrix, 2, kernels::gemv_swiglu, "decode_gate_up_swiglu"); fused.defined())
-    return fused;
+  const GemvLauncher launcher = decode_gemv_programmatic_launch() ? programmatic_gemv<true> : kernels::gemv_swiglu;
+  if (at::Tensor fused = run_gemv(x, matrix, 2, launcher, "decode_gate_up_swiglu"); fused.defined()) return fused;
 #endif
   return swiglu_halves(at::linear(x, matrix));
 }

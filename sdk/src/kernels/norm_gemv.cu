@@ -7,14 +7,14 @@
 // The bits are those of rms_norm.cu's forward then gemv.cu: the sum of squares is reduced in the
 // norm kernel's order (its block of row_threads(...) threads, replayed here as "virtual" warps),
 // each value is rounded where that kernel stores it, and each warp sums its products in gemv's
-// order.
+// order. Without a norm weight the kernel is gemv.cu's product (x read as it is).
 //
-// Programmatic dependent launch (NormGemvOperands::programmatic_launch, programmatic_launch.cuh):
-// launched so that it may start while the kernel before it in the stream ends; it asks L2 for its
-// weight rows (which no earlier kernel writes), then waits for that kernel before it reads x or
-// writes anything. It lets the next such launch start as soon as all its blocks run.
+// Programmatic dependent launch (NormGemvOperands::programmatic_launch): launched so that it may
+// start while the kernel before it in the stream ends; it asks L2 for its weight rows (which no
+// earlier kernel writes), then waits for that kernel (cudaGridDependencySynchronize) before it
+// reads x or writes anything. It lets the next such launch start as soon as all its blocks run.
+// Without the launch attribute the wait returns at once, and the trigger does nothing.
 #include "gemv_warp.cuh"
-#include "programmatic_launch.cuh"
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -77,8 +77,8 @@ __device__ void stage_normalised_row(const T* __restrict__ x, const T* __restric
 __device__ __forceinline__ void prefetch_to_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // kSwiglu: w holds 2 x out_features rows (gate, then up) and y out_features columns, as in gemv.cu.
-// kAdd: the row normalised is x + pending, else x.
-template <typename T, int R, bool kSwiglu, bool kAdd>
+// kNorm: x normalised first (kAdd: x + pending), else read as it is.
+template <typename T, int R, bool kSwiglu, bool kNorm, bool kAdd>
 __global__ void norm_gemv_kernel(const T* __restrict__ x, const T* __restrict__ pending,
                                  const T* __restrict__ norm_weight, T* __restrict__ sum, const T* __restrict__ w,
                                  T* __restrict__ y, int64_t out_features, int64_t in_features, int norm_threads,
@@ -95,44 +95,60 @@ __global__ void norm_gemv_kernel(const T* __restrict__ x, const T* __restrict__ 
     for (int64_t i = static_cast<int64_t>(lane) * kLine; i < in_features; i += 32 * kLine)
 #pragma unroll
       for (int p = 0; p < P; ++p) prefetch_to_l2(rows[p] + i);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // A programmatic launch after this one may start once every block of this one runs (it waits
   // for this one's end before it reads or writes anything but its weights).
-  let_next_kernel_start();
-  wait_for_earlier_kernel();  // the earlier kernel's outputs (x, pending) are complete
+  cudaTriggerProgrammaticLaunchCompletion();
+  cudaGridDependencySynchronize();  // the earlier kernel's outputs (x, pending) are complete
+#endif
 
   extern __shared__ __align__(16) unsigned char shared_bytes[];
-  T* normed = reinterpret_cast<T*>(shared_bytes);
-  __shared__ float scratch[33];
+  const T* inputs = x;
+  if constexpr (kNorm) {
+    T* normed = reinterpret_cast<T*>(shared_bytes);
+    __shared__ float scratch[33];
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-    stage_normalised_row<T, kAdd>(x + r * in_features, kAdd ? pending + r * in_features : nullptr, norm_weight,
-                                  kAdd ? sum + r * in_features : nullptr, normed + r * in_features, in_features,
-                                  norm_threads, eps, scratch);
-  __syncthreads();
+    for (int r = 0; r < R; ++r)
+      stage_normalised_row<T, kAdd>(x + r * in_features, kAdd ? pending + r * in_features : nullptr, norm_weight,
+                                    kAdd ? sum + r * in_features : nullptr, normed + r * in_features, in_features,
+                                    norm_threads, eps, scratch);
+    __syncthreads();
+    inputs = normed;
+  }
   if (!has_feature) return;
-  warp_gemv_rows<T, R, P>(rows, normed, y, feature, out_features, in_features, lane);
+  warp_gemv_rows<T, R, P>(rows, inputs, y, feature, out_features, in_features, lane);
 }
 
 template <typename T, int R, bool kSwiglu>
 cudaError_t launch(const NormGemvOperands& o, cudaStream_t stream) {
-  const size_t shared = static_cast<size_t>(R * o.in_features) * sizeof(T);
-  const KernelLaunch launch_kernel(dim3(grid_for(o.out_features, kWarpsPerBlock)), dim3(kWarpsPerBlock * 32), shared,
-                                   stream, o.programmatic_launch);
+  const bool norm = o.norm_weight != nullptr;
+  const size_t shared = norm ? static_cast<size_t>(R * o.in_features) * sizeof(T) : 0;
+  cudaLaunchAttribute programmatic;
+  programmatic.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  programmatic.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid_for(o.out_features, kWarpsPerBlock));
+  config.blockDim = dim3(kWarpsPerBlock * 32);
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = &programmatic;
+  config.numAttrs = o.programmatic_launch ? 1 : 0;
   // rms_norm.cu's block for these rows: the order its sum of squares is reduced in.
   const int norm_threads = row_threads(o.in_features / kVectorWidth<T>, kRmsNormMaxThreads);
   auto run = [&](auto kernel) {
     if (const cudaError_t status = allow_dynamic_shared_memory(kernel, shared); status != cudaSuccess) return status;
-    return launch_kernel(kernel, static_cast<const T*>(o.x), static_cast<const T*>(o.pending),
-                         static_cast<const T*>(o.norm_weight), static_cast<T*>(o.sum), static_cast<const T*>(o.w),
-                         static_cast<T*>(o.y), o.out_features, o.in_features, norm_threads, o.eps);
+    return cudaLaunchKernelEx(&config, kernel, static_cast<const T*>(o.x), static_cast<const T*>(o.pending),
+                              static_cast<const T*>(o.norm_weight), static_cast<T*>(o.sum), static_cast<const T*>(o.w),
+                              static_cast<T*>(o.y), o.out_features, o.in_features, norm_threads, o.eps);
   };
-  return o.pending != nullptr ? run(norm_gemv_kernel<T, R, kSwiglu, true>)
-                              : run(norm_gemv_kernel<T, R, kSwiglu, false>);
+  if (!norm) return run(norm_gemv_kernel<T, R, kSwiglu, false, false>);
+  return o.pending != nullptr ? run(norm_gemv_kernel<T, R, kSwiglu, true, true>)
+                              : run(norm_gemv_kernel<T, R, kSwiglu, true, false>);
 }
 
 template <bool kSwiglu>
 cudaError_t dispatch(Dtype dtype, const NormGemvOperands& o, cudaStream_t stream) {
-  if (o.rows < 1 || o.rows > kGemvMaxRows || o.norm_weight == nullptr) return cudaErrorInvalidValue;
+  if (o.rows < 1 || o.rows > kGemvMaxRows) return cudaErrorInvalidValue;
   if (o.out_features == 0) return cudaSuccess;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -146,7 +162,8 @@ cudaError_t dispatch(Dtype dtype, const NormGemvOperands& o, cudaStream_t stream
 }  // namespace
 
 bool norm_gemv_applies(const NormGemvOperands& o, int element_size) {
-  if (!gemv_applies(o.rows, o.in_features, element_size, o.x, o.w, o.y) || o.norm_weight == nullptr) return false;
+  if (!gemv_applies(o.rows, o.in_features, element_size, o.x, o.w, o.y)) return false;
+  if (o.norm_weight == nullptr) return o.pending == nullptr;
   if (o.rows * o.in_features * element_size > kNormGemvMaxStagedBytes || !aligned16(o.norm_weight)) return false;
   return o.pending == nullptr || (aligned16(o.pending) && o.sum != nullptr && aligned16(o.sum));
 }

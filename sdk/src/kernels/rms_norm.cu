@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "programmatic_launch.cuh"
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -50,9 +49,6 @@ __global__ void rms_norm_forward_kernel(const X* __restrict__ x, const S* __rest
                                         int64_t hidden, float eps) {
   static_assert(std::is_same_v<X, T> || (!kAdd && std::is_same_v<S, T>), "an fp32 x: no add, its row written in T");
   __shared__ float scratch[33];
-  // A decoding GEMV launched programmatically after the norm (gemv.cu) loads its weights while the
-  // norm runs: it reads nothing the norm writes before it waits for the norm's end.
-  let_next_kernel_start();
   const int64_t packs = hidden / N;
   float amax = 0.f;
   constexpr bool kWritesRow = kAdd || !std::is_same_v<X, T>;  // the row normalised, to `sum`

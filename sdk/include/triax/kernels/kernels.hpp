@@ -174,38 +174,33 @@ cudaError_t copy_heads(Dtype dtype, const void* x, void* out, const RotaryLayout
 
 constexpr int64_t kGemvMaxRows = 4;
 
-// How gemv() and gemv_swiglu() launch: in stream order, or Programmatic: with programmatic stream
-// serialization (sm_90 and later; under stream capture too), so that the kernel may start while
-// the stream's previous kernel ends, loading its first weight vectors into registers before it
-// waits for that kernel to read x. The same bits either way.
-enum class GemvLaunch { Stream, Programmatic };
-
 // Whether gemv() takes these operands: 1 to kGemvMaxRows rows, whole 16-byte vectors along
 // in_features, x, w and y 16-byte aligned.
 bool gemv_applies(int64_t rows, int64_t in_features, int element_size, const void* x, const void* w, const void* y);
 // y[r, n] = sum_k x[r, k] w[n, k] in fp32, rounded once: x [rows, in_features], w
 // [out_features, in_features], y [rows, out_features], all contiguous.
 cudaError_t gemv(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
-                 int64_t in_features, cudaStream_t stream, GemvLaunch how = GemvLaunch::Stream);
+                 int64_t in_features, cudaStream_t stream);
 // y[r, n] = swiglu(g, u) with g = sum_k x[r, k] w[n, k] and u = sum_k x[r, k] w[out_features + n, k],
 // each rounded to the dtype first (a fused gate/up product's output through SwiGLU, with the bits
 // of gemv() then swiglu_halves()): w [2 x out_features, in_features], y [rows, out_features].
 // gemv_applies() tells whether it takes the operands.
 cudaError_t gemv_swiglu(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
-                        int64_t in_features, cudaStream_t stream, GemvLaunch how = GemvLaunch::Stream);
+                        int64_t in_features, cudaStream_t stream);
 
 // ---- an RMSNorm then a few rows times a matrix, one launch (norm_gemv.cu) ------------------
 
 // The operands of norm_gemv: y = rms_norm(x + pending, norm_weight, eps) w^T for x, pending, sum
 // [rows, in_features], w [out_features (x 2 with SwiGLU), in_features], y [rows, out_features].
-// pending null: the row normalised is x itself (no sum written). programmatic_launch: launched
-// with programmatic stream serialization, so that it may start while the stream's previous kernel
-// ends (it waits for that kernel before reading x); under stream capture too.
+// pending null: the row normalised is x itself (no sum written); norm_weight null (and pending
+// null): no norm, y = x w^T as gemv(). programmatic_launch: launched with programmatic stream
+// serialization, so that it may start while the stream's previous kernel ends (it waits for that
+// kernel before reading x); under stream capture too.
 struct NormGemvOperands {
   const void* x;
   const void* pending;  // or null
   void* sum;            // round(x + pending), with pending
-  const void* norm_weight;
+  const void* norm_weight;  // or null
   float eps;
   const void* w;
   void* y;
@@ -216,7 +211,7 @@ struct NormGemvOperands {
 // The most bytes of normalised rows (rows x in_features elements) a block stages in shared memory.
 constexpr int64_t kNormGemvMaxStagedBytes = 64 * 1024;
 
-// Whether norm_gemv takes these operands: gemv_applies(), a norm weight, the staged rows within
+// Whether norm_gemv takes these operands: gemv_applies(), and with a norm the staged rows within
 // kNormGemvMaxStagedBytes, every pointer 16-byte aligned.
 bool norm_gemv_applies(const NormGemvOperands& operands, int element_size);
 // The bits of rms_norm_forward (its add with pending) then gemv(): sum written once, y.

@@ -2,9 +2,8 @@
 // instead of cuBLAS: at one row the product only reads the weights, and the kernel reads each
 // weight row once in 16-byte vectors. On unless TRIAX_DECODE_GEMV=0 in the environment (read once),
 // so that one build compares both; TRIAX_FUSED_KERNELS=0 turns it off too. With
-// TRIAX_DECODE_GEMV_PDL=1 (off by default) the same kernels launch with programmatic dependent
-// launch (kernels::GemvLaunch::Programmatic): each may start while the kernel before it ends,
-// holding its first weights in registers until that kernel's output is complete; the same bits.
+// TRIAX_DECODE_GEMV_PDL=1 (off by default) the same products launch through norm_gemv.cu's kernel
+// with programmatic dependent launch: each may start while the kernel before it ends.
 #pragma once
 
 #include <ATen/core/Tensor.h>
