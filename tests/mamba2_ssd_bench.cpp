@@ -17,8 +17,8 @@
 // With --cuda, everything is timed five times in one run: the fused chunk scan switched off,
 // then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
 // (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two), in these three with the chunk scan's
-// kernels TRIAX_MAMBA2_CHUNK_SCAN_KERNEL as given (unset: v2), then the third twice more: with
-// v3-forward (the forward's v3 alone) and v3 (the forward's and the columns kernel's).
+// kernels TRIAX_MAMBA2_CHUNK_SCAN_KERNEL as given (unset: v3), then the third twice more: with
+// v3-forward (the forward's v3 beside the columns kernel's v2) and v3 (both).
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -179,7 +179,7 @@ void print_kernel_switches() {
                                                           {"TRIAX_MAMBA2_GATED_NORM_KERNEL", "v2"},
                                                           {"TRIAX_MAMBA2_SSD_KERNELS", "on"},
                                                           {"TRIAX_MAMBA2_CHUNK_SCAN", "on"},
-                                                          {"TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", "v2"},
+                                                          {"TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", "v3"},
                                                           {"TRIAX_MAMBA2_CHUNK_SCAN_BACKWARD", "on"},
                                                           {"TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "on"},
                                                           {"TRIAX_MAMBA2_Y_IN_OPERAND_TYPE", "on"},

@@ -17,10 +17,10 @@ bool ssd_kernels_apply(const Chunks& k);
 // forward), so that one process can compare both paths.
 bool chunk_scan_switched_on();
 
-// TRIAX_MAMBA2_CHUNK_SCAN_KERNEL, read at every call: "v3" the fused chunk scan's third generation,
+// TRIAX_MAMBA2_CHUNK_SCAN_KERNEL, read at every call: by default the fused chunk scan's third generation,
 // on mma.sync with the masked scores in registers, for the forward (kernels::chunk_scan_v3) and the
 // backward's columns kernel (kernels::chunk_scan_columns_v3); "v3-forward" the forward's alone;
-// otherwise ("v2", unset) the WMMA kernels, until v3 is timed. The scores kernel is the same.
+// "v2" the WMMA kernels. The scores kernel is the same.
 bool chunk_scan_v3_switched_on();
 bool chunk_scan_columns_v3_switched_on();
 
