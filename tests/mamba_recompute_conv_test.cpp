@@ -1,12 +1,11 @@
-// TRIAX_MAMBA_RECOMPUTE_CONV (on by default; =0 turns it off; plugins/models/mamba/mamba_mixer.hpp): the mixer's part between
-// in_proj and out_proj runs as mamba_inner() (mamba_inner.hpp), one autograd function that keeps
-// x, z, x_proj's output and the scan's checkpoints for the backward, neither u nor delta. The tiny
-// model's first layer with the switch on against it off: the output, the input's gradient and
-// every parameter's gradient bit for bit (within the CUDA scan backward's own run-to-run noise:
-// ssm_block_norm_check.hpp). mamba_inner() alone: the same bits as the differentiable ops without a
-// conv bias, and the bytes its forward keeps, counted from the shapes.
-// MambaRecomputeConvCpu: fp32 (the LibTorch reference scan). MambaRecomputeConvCuda (label gpu;
-// skipped without a GPU): bf16 and fp32 through the fused kernels.
+// TRIAX_MAMBA_RECOMPUTE_CONV (on by default; =0 turns it off; plugins/models/mamba/mamba_mixer.hpp): the mixer's part
+// between in_proj and out_proj runs as mamba_inner() (mamba_inner.hpp), one autograd function that keeps x, z, x_proj's
+// output and the scan's checkpoints for the backward, neither u nor delta. The tiny model's first layer with the switch
+// on against it off: the output, the input's gradient and every parameter's gradient bit for bit (within the CUDA scan
+// backward's own run-to-run noise: ssm_block_norm_check.hpp). mamba_inner() alone: the same bits as the differentiable
+// ops without a conv bias, and the bytes its forward keeps, counted from the shapes. MambaRecomputeConvCpu: fp32 (the
+// LibTorch reference scan). MambaRecomputeConvCuda (label gpu; skipped without a GPU): bf16 and fp32 through the fused
+// kernels.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>

@@ -120,11 +120,11 @@ ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& d
   const kernels::ChunkScanShape shape = chunk_scan_shape_of(k);
   const cudaStream_t stream = launch::stream_of(d_y);
   const bool columns_v3 = chunk_scan_columns_v3_switched_on();
-  launch::check((columns_v3 ? kernels::chunk_scan_columns_v3 : kernels::chunk_scan_columns)(
-                    operand, xdt.const_data_ptr(), d_y.const_data_ptr(), s.const_data_ptr<float>(),
-                    decay.const_data_ptr<float>(), d_xdt.data_ptr<float>(), rows.data_ptr<float>(),
-                    columns.data_ptr<float>(), shape, stream),
-                columns_v3 ? "chunk_scan_columns_v3" : "chunk_scan_columns");
+  launch::check(
+      (columns_v3 ? kernels::chunk_scan_columns_v3 : kernels::chunk_scan_columns)(
+          operand, xdt.const_data_ptr(), d_y.const_data_ptr(), s.const_data_ptr<float>(), decay.const_data_ptr<float>(),
+          d_xdt.data_ptr<float>(), rows.data_ptr<float>(), columns.data_ptr<float>(), shape, stream),
+      columns_v3 ? "chunk_scan_columns_v3" : "chunk_scan_columns");
   launch::check(kernels::chunk_scan_scores(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
                                            decay.const_data_ptr<float>(), d_scores.data_ptr(), shape, stream),
                 "chunk_scan_scores");
@@ -223,11 +223,10 @@ void scaled_rows_cuda(const at::Tensor& out, const at::Tensor& in, const at::Ten
   if (out.sizes() != in.sizes() || out.scalar_type() != in.scalar_type() || out.stride(-1) != 1)
     throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "scaled_rows_cuda: out must have in's sizes and type, unit row stride");
   c10::cuda::CUDAGuard device(in.device());
-  launch::check(
-      kernels::scaled_rows(*launch::kernel_dtype(in.scalar_type()), in.const_data_ptr(), row_strides(in),
-                           scale.const_data_ptr<float>(), row_strides(scale), out.data_ptr(), row_strides(out),
-                           rows_shape(in), launch::stream_of(in)),
-      "scaled_rows");
+  launch::check(kernels::scaled_rows(*launch::kernel_dtype(in.scalar_type()), in.const_data_ptr(), row_strides(in),
+                                     scale.const_data_ptr<float>(), row_strides(scale), out.data_ptr(),
+                                     row_strides(out), rows_shape(in), launch::stream_of(in)),
+                "scaled_rows");
 }
 
 bool summed_rows_kernel_applies(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
@@ -235,8 +234,7 @@ bool summed_rows_kernel_applies(const at::Tensor& out, const at::Tensor& a, cons
       !launch::kernel_dtype(out.scalar_type()) || out.dim() > kernels::kScaledRowsDims + 1 || out.numel() == 0)
     return false;
   for (const at::Tensor* t : {&a, &b})
-    if (t->device() != out.device() || t->scalar_type() != out.scalar_type() || t->sizes() != out.sizes())
-      return false;
+    if (t->device() != out.device() || t->scalar_type() != out.scalar_type() || t->sizes() != out.sizes()) return false;
   const at::Tensor o = as_rows(out), x = as_rows(a), y = as_rows(b);
   if (o.stride(-1) != 1 || x.stride(-1) != 1 || y.stride(-1) != 1) return false;
   return kernels::summed_rows_takes(x.const_data_ptr(), row_strides(x), y.const_data_ptr(), row_strides(y),
@@ -245,8 +243,9 @@ bool summed_rows_kernel_applies(const at::Tensor& out, const at::Tensor& a, cons
 
 void summed_rows_cuda(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
   if (!summed_rows_kernel_applies(out, a, b))
-    throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "summed_rows_cuda: tensors the kernel does not take (check "
-                                              "summed_rows_kernel_applies first)");
+    throw Error(TRIAX_ERROR_INVALID_ARGUMENT,
+                "summed_rows_cuda: tensors the kernel does not take (check "
+                "summed_rows_kernel_applies first)");
   c10::cuda::CUDAGuard device(out.device());
   const at::Tensor o = as_rows(out), x = as_rows(a), y = as_rows(b);
   launch::check(kernels::summed_rows(*launch::kernel_dtype(out.scalar_type()), x.const_data_ptr(), row_strides(x),
