@@ -6,7 +6,7 @@
 # SDK's rms_norm_of_fp32_residual and add_to_fp32_residual of their training forward with
 # TRIAX_MAMBA_BLOCK_NORM_FUSED=1 (RmsNormOfFp32Residual{Cpu,Cuda}, AddToFp32Residual{Cpu,Cuda}) and
 # the block with that switch against it off, bit for bit (MambaBlockNorm{Cpu,Cuda}); the layer with
-# TRIAX_MAMBA_RECOMPUTE_CONV on (the default) against =0, bit for bit, and the bytes mamba_inner() keeps
+# TRIAX_MAMBA_RECOMPUTE_CONV=1 against it off, bit for bit, and the bytes mamba_inner() keeps
 # (MambaRecomputeConv{Cpu,Cuda}). They link the model code directly (triax_mamba_impl).
 add_executable(mamba_test ${CMAKE_CURRENT_LIST_DIR}/mamba_model_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba_cache_test.cpp
   ${CMAKE_CURRENT_LIST_DIR}/mamba_op_count_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba_cache_cuda_test.cpp

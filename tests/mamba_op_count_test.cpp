@@ -3,8 +3,8 @@
 // adds around the scan, each of which is a separate kernel launch on a GPU. The CPU reference scan
 // loops over the sequence, so the counts of two lengths separate the per-token ops of its loop
 // from the fixed ops of the layer. The table is printed (docs/performance.md quotes it) and the
-// fixed counts are held at or below today's: with u and delta kept (TRIAX_MAMBA_RECOMPUTE_CONV=0),
-// and through mamba_inner() (the default), whose backward on the CPU runs the reference scan again
+// fixed counts are held at or below today's: with u and delta kept (the default),
+// and through mamba_inner() (TRIAX_MAMBA_RECOMPUTE_CONV=1), whose backward on the CPU runs the reference scan again
 // (on a GPU the kernels' backward from the kept checkpoints does), so its counts hold the
 // reference's own fixed ops twice.
 #include <gtest/gtest.h>

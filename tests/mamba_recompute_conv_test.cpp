@@ -1,4 +1,4 @@
-// TRIAX_MAMBA_RECOMPUTE_CONV (on by default; =0 turns it off; plugins/models/mamba/mamba_mixer.hpp): the mixer's part
+// TRIAX_MAMBA_RECOMPUTE_CONV=1 (plugins/models/mamba/mamba_mixer.hpp): the mixer's part
 // between in_proj and out_proj runs as mamba_inner() (mamba_inner.hpp), one autograd function that keeps x, z, x_proj's
 // output and the scan's checkpoints for the backward, neither u nor delta. The tiny model's first layer with the switch
 // on against it off: the output, the input's gradient and every parameter's gradient bit for bit (within the CUDA scan
