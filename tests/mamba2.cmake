@@ -82,3 +82,12 @@ add_executable(mamba2_gated_norm_bench EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR
 add_dependencies(triax_benches mamba2_gated_norm_bench)
 target_link_libraries(mamba2_gated_norm_bench PRIVATE triax_mamba2_impl)
 triax_use_pch(mamba2_gated_norm_bench)
+
+# Mixed precision on the GPU (tests/gpu/bf16_follows_fp32.sh): 50 bf16 steps of the tiny Mamba-2
+# through its CUDA kernels follow the fp32 CPU run, every step's loss within 2% relative.
+if(TRIAX_CUDA)
+  add_test(NAME gpu_bf16_mamba2_follows_cpu_fp32
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/bf16_follows_fp32.sh $<TARGET_FILE:parity_runner> ${MAMBA2_PARITY_CONFIG}
+                   ${CMAKE_CURRENT_BINARY_DIR}/bf16_mamba2_follows_fp32)
+  set_tests_properties(gpu_bf16_mamba2_follows_cpu_fp32 PROPERTIES LABELS gpu TIMEOUT 300)
+endif()

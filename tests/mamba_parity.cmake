@@ -24,3 +24,24 @@ triax_mamba_parity_case(dp2_tp2_pp2_sp_1f1b  DP 2 TP 2 PP 2 ENGINE 1f1b ZERO 1 M
 # mamba_test's MambaModel.RecomputationChangesNothing).
 triax_mamba_parity_case(tp2_recompute        DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE
                         --set parallelism.recompute_layer=true)
+# mamba_inner() (TRIAX_MAMBA_RECOMPUTE_CONV=1: u and delta formed again in the backward, x_proj's
+# output gradient all-reduced over tp inside it) at tp 2 in both modes, against the reference run
+# without it.
+triax_mamba_parity_case(tp2_inner            DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE ALL_REDUCE)
+triax_mamba_parity_case(tp2_sp_inner         DP 1 TP 2 PP 1 ENGINE afab ZERO 0 MODE REDUCE_SCATTER)
+set_tests_properties(mamba_parity.tp2_inner mamba_parity.tp2_sp_inner PROPERTIES ENVIRONMENT TRIAX_MAMBA_RECOMPUTE_CONV=1)
+
+# Mixed precision on the GPU (tests/gpu/bf16_follows_fp32.sh, as the Llama's gpu_bf16_follows_cpu_fp32):
+# 50 bf16 steps of the tiny Mamba through the fused scan and conv kernels follow the fp32 CPU run,
+# every step's loss within 2% relative; again with mamba_inner().
+if(TRIAX_CUDA)
+  add_test(NAME gpu_bf16_mamba_follows_cpu_fp32
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/bf16_follows_fp32.sh $<TARGET_FILE:parity_runner> ${MAMBA_PARITY_CONFIG}
+                   ${CMAKE_CURRENT_BINARY_DIR}/bf16_mamba_follows_fp32)
+  add_test(NAME gpu_bf16_mamba_inner_follows_cpu_fp32
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/bf16_follows_fp32.sh $<TARGET_FILE:parity_runner> ${MAMBA_PARITY_CONFIG}
+                   ${CMAKE_CURRENT_BINARY_DIR}/bf16_mamba_inner_follows_fp32)
+  set_tests_properties(gpu_bf16_mamba_follows_cpu_fp32 gpu_bf16_mamba_inner_follows_cpu_fp32 PROPERTIES LABELS gpu
+                       TIMEOUT 300)
+  set_tests_properties(gpu_bf16_mamba_inner_follows_cpu_fp32 PROPERTIES ENVIRONMENT TRIAX_MAMBA_RECOMPUTE_CONV=1)
+endif()
