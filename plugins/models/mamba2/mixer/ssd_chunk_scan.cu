@@ -186,9 +186,7 @@ bool chunk_scan_supports(const ChunkScanShape& s) {
 cudaError_t chunk_scan(triax::kernels::Dtype operand, const void* C, const void* xdt, const float* scores,
                        const float* decay, const float* entering, triax::kernels::Dtype y_type, void* y,
                        const ChunkScanShape& shape, cudaStream_t stream) {
-  if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
-  if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
-  return launch_for_types<Launch>(operand, y_type, shape.head_dim, C, xdt, scores, decay, entering, y, shape, stream);
+  return launch_supported<Launch>(operand, y_type, shape, stream, C, xdt, scores, decay, entering, y);
 }
 
 }  // namespace triax::mamba2::kernels

@@ -133,7 +133,7 @@ cudaError_t launch_tiles(Kernel kernel, size_t shared, const ChunkScanShape& s, 
 // A kernel's launch for `operand` (bf16, fp16), y_type (fp32 or the operand type) and head_dim
 // (16, 32, 64, 128): Launch<T, Y, kPFrags>::run(args...), kPFrags = head_dim / 16. Each forward
 // (ssd_chunk_scan.cu, ssd_chunk_scan_v3.cu) brings its Launch; a kernel with no y (the columns
-// kernel v3) passes y_type = operand and ignores Y.
+// kernels) passes y_type = operand and ignores Y.
 template <template <typename, typename, int> class Launch, typename T, typename Y, typename... Args>
 cudaError_t launch_for_head_dim(int64_t head_dim, Args... args) {
   switch (head_dim) {
@@ -169,6 +169,16 @@ cudaError_t launch_for_types(triax::kernels::Dtype operand, triax::kernels::Dtyp
     default:
       return cudaErrorInvalidValue;  // the tensor cores take 16-bit operands only here
   }
+}
+
+// A chunk scan kernel's entry point: a shape chunk_scan_supports refuses is invalid, an empty one
+// done, else launch_for_types<Launch>(operand, y_type, head_dim, args..., shape, stream).
+template <template <typename, typename, int> class Launch, typename... Args>
+cudaError_t launch_supported(triax::kernels::Dtype operand, triax::kernels::Dtype y_type, const ChunkScanShape& shape,
+                             cudaStream_t stream, Args... args) {
+  if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
+  if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
+  return launch_for_types<Launch>(operand, y_type, shape.head_dim, args..., shape, stream);
 }
 
 // The backward's M_ij and G_ij = dM_ij L_ij S_ij for i >= j.

@@ -116,53 +116,23 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<kPFrags>)
                        d_xdt + (block * q + j0 + row0) * rp + head * p, rp, columns, column_sums + head_row + j0);
 }
 
-template <typename T, int kPFrags>
-cudaError_t launch_columns(const void* xdt, const void* dy, const float* scores, const float* decay, float* d_xdt,
-                           float* row_partials, float* column_sums, const ChunkScanShape& s, cudaStream_t stream) {
-  const auto kernel = chunk_scan_columns_kernel<T, kPFrags>;
-  const size_t shared = columns_layout(s.head_dim, s.positions).total;
-  const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
-  if (allowed != cudaSuccess) return allowed;
-  const int64_t blocks = s.batch * s.chunks * s.groups * s.heads * (s.positions / kRows);
-  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(
-      static_cast<const T*>(xdt), static_cast<const T*>(dy), scores, decay, d_xdt, row_partials, column_sums, s);
-  return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t launch_for_head_dim(const void* xdt, const void* dy, const float* scores, const float* decay,
-                                float* d_xdt, float* row_partials, float* column_sums, const ChunkScanShape& s,
-                                cudaStream_t stream) {
-  switch (s.head_dim) {
-    case 16:
-      return launch_columns<T, 1>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
-    case 32:
-      return launch_columns<T, 2>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
-    case 64:
-      return launch_columns<T, 4>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
-    case 128:
-      return launch_columns<T, 8>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, s, stream);
-    default:
-      return cudaErrorInvalidValue;
+template <typename T, typename /* no y */, int kPFrags>
+struct LaunchColumns {
+  static cudaError_t run(const void* xdt, const void* dy, const float* scores, const float* decay, float* d_xdt,
+                         float* row_partials, float* column_sums, ChunkScanShape s, cudaStream_t stream) {
+    return launch_tiles(chunk_scan_columns_kernel<T, kPFrags>, columns_layout(s.head_dim, s.positions).total, s, stream,
+                        static_cast<const T*>(xdt), static_cast<const T*>(dy), scores, decay, d_xdt, row_partials,
+                        column_sums);
   }
-}
+};
 
 }  // namespace
 
 cudaError_t chunk_scan_columns(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
                                const float* decay, float* d_xdt, float* row_partials, float* column_sums,
                                const ChunkScanShape& shape, cudaStream_t stream) {
-  if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
-  if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
-  switch (operand) {
-    case triax::kernels::Dtype::BFloat16:
-      return launch_for_head_dim<__nv_bfloat16>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, shape,
-                                                stream);
-    case triax::kernels::Dtype::Float16:
-      return launch_for_head_dim<__half>(xdt, dy, scores, decay, d_xdt, row_partials, column_sums, shape, stream);
-    default:
-      return cudaErrorInvalidValue;  // WMMA takes 16-bit operands only
-  }
+  return launch_supported<LaunchColumns>(operand, operand, shape, stream, xdt, dy, scores, decay, d_xdt, row_partials,
+                                         column_sums);
 }
 
 }  // namespace triax::mamba2::kernels

@@ -228,10 +228,8 @@ struct LaunchColumns {
 cudaError_t chunk_scan_columns_v3(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* scores,
                                   const float* decay, float* d_xdt, float* row_partials, float* column_sums,
                                   const ChunkScanShape& shape, cudaStream_t stream) {
-  if (!chunk_scan_supports(shape)) return cudaErrorInvalidValue;
-  if (shape.batch * shape.chunks * shape.groups == 0) return cudaSuccess;
-  return launch_for_types<LaunchColumns>(operand, operand, shape.head_dim, xdt, dy, scores, decay, d_xdt, row_partials,
-                                         column_sums, shape, stream);
+  return launch_supported<LaunchColumns>(operand, operand, shape, stream, xdt, dy, scores, decay, d_xdt, row_partials,
+                                         column_sums);
 }
 
 }  // namespace triax::mamba2::kernels
