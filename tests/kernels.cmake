@@ -44,9 +44,6 @@ triax_discover_test_suites(rotary_cache_test TEST_FILTER "*Cuda.*" TEST_LIST rot
 # decode_gemv: the GEMV kernel of a decoding step's linear layers (on unless TRIAX_DECODE_GEMV=0).
 add_executable(decode_gemv_test ${CMAKE_CURRENT_LIST_DIR}/decode_gemv_test.cpp)
 target_link_libraries(decode_gemv_test PRIVATE triax_sdk GTest::gtest_main)
-if(TRIAX_CUDA)
-  target_link_libraries(decode_gemv_test PRIVATE CUDA::cudart)  # its graph test captures and replays through the runtime API
-endif()
 triax_use_pch(decode_gemv_test)
 triax_discover_test_suites(decode_gemv_test TEST_FILTER "*Cpu.*" TEST_LIST decode_gemv_test_cpu)
 triax_discover_test_suites(decode_gemv_test TEST_FILTER "*Cuda.*" TEST_LIST decode_gemv_test_cuda PROPERTIES LABELS gpu)
