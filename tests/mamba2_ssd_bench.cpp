@@ -14,11 +14,13 @@
 // layer's timing only: the SSD's own calls ssd_chunked; TRIAX_MAMBA2_SUMMED_ROWS_KERNEL=0 its store of x's through
 // LibTorch's add); TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE=0 the state passing's kernels storing the backward's operands in
 // fp32 (the entering states, the chunk states' gradient), cast by a copy each.
-// With --cuda, everything is timed five times in one run: the fused chunk scan switched off,
+// With --cuda, everything is timed six times in one run: the fused chunk scan switched off,
 // then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
 // (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two), in these three with the chunk scan's
 // kernels TRIAX_MAMBA2_CHUNK_SCAN_KERNEL as given (unset: v3), then the third twice more: with
-// v3-forward (the forward's v3 beside the columns kernel's v2) and v3 (both).
+// v3-forward (the forward's v3 beside the columns kernel's v2) and v3 (both); then that last one
+// once more with TRIAX_MAMBA2_CHUNK_STATES_KERNEL=0 (cuBLAS's chunk states over the stored xdt o w;
+// 1, the tensor-core kernels, in all the others).
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -187,7 +189,8 @@ void print_kernel_switches() {
                                                           {"TRIAX_MAMBA2_SCALED_ROWS_KERNEL", "on"},
                                                           {"TRIAX_MAMBA2_SSD_PACKED_GRADIENT", "on"},
                                                           {"TRIAX_MAMBA2_SUMMED_ROWS_KERNEL", "on"},
-                                                          {"TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE", "on"}};
+                                                          {"TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE", "on"},
+                                                          {"TRIAX_MAMBA2_CHUNK_STATES_KERNEL", "on"}};
   for (const auto& [variable, unset] : switches) {
     const char* value = std::getenv(variable);
     std::printf("%s=%s%s\n", variable, value ? value : "(unset: ", value ? "" : (std::string(unset) + ")").c_str());
@@ -226,13 +229,15 @@ int main(int argc, char** argv) {
   const char* given = std::getenv(kKernel);
   const std::string given_kernel = given ? given : "";
   struct Switches {
-    const char *chunk_scan, *token_major_conv, *kernel;
+    const char *chunk_scan, *token_major_conv, *kernel, *chunk_states;
   };
-  const Switches settings[] = {
-      {"0", "0", nullptr}, {"1", "0", nullptr}, {"1", "1", nullptr}, {"1", "1", "v3-forward"}, {"1", "1", "v3"}};
+  const Switches settings[] = {{"0", "0", nullptr, "1"},    {"1", "0", nullptr, "1"},
+                               {"1", "1", nullptr, "1"},    {"1", "1", "v3-forward", "1"},
+                               {"1", "1", "v3", "1"},       {"1", "1", "v3", "0"}};
   for (const Switches& setting : settings) {
     setenv("TRIAX_MAMBA2_CHUNK_SCAN", setting.chunk_scan, 1);
     setenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", setting.token_major_conv, 1);
+    setenv("TRIAX_MAMBA2_CHUNK_STATES_KERNEL", setting.chunk_states, 1);
     if (setting.kernel)
       setenv(kKernel, setting.kernel, 1);
     else if (given)

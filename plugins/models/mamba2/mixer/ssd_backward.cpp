@@ -6,6 +6,7 @@
 
 #ifdef TRIAX_MAMBA2_KERNELS
 #include "ssd_backward_cuda.hpp"
+#include "ssd_chunk_states_cuda.hpp"
 #include "ssd_cuda.hpp"
 #endif
 
@@ -130,22 +131,25 @@ PassedGradients passing_backward(const Chunks& k, const at::Tensor& passing, con
   return {states, dinputs.select(3, 0).reshape({k.b, k.g * k.r, k.p, k.n})};
 }
 
-// The chunk states' weights w = to_chunk_end(k) [b, c, g, r, q] and xdt o w (weighted_xdt), which
-// the chunk states and their backward both take.
-struct ChunkWeights {
-  at::Tensor to_end, weighted;
-};
-
 // The gradient dw [b, c, g, r, q] of the weights' logs decay_end - decay_j into the decays'.
 void add_to_end_gradient(const Chunks& k, const at::Tensor& dw, ChunkGradients& grads) {
   grads.decay.sub_(dw);  // defined: diagonal_backward ran first
   grads.decay.select(-1, k.q - 1).add_(dw.sum(-1));
 }
 
-// Each chunk's own state S = (xdt o w)^T B. dstates [b, c, g, r p, n]. On CUDA the update of
-// d xdt and the weights' gradient in one kernel (ssd_backward_cuda.hpp).
+// Each chunk's own state S = (xdt o w)^T B. dstates [b, c, g, r p, n]. Without xdt o w at hand
+// (chunk_weights) the chunk states' kernels (ssd_chunk_states_cuda.hpp); else cuBLAS's products
+// and, on CUDA, the update of d xdt and the weights' gradient in one kernel (ssd_backward_cuda.hpp).
 void chunk_states_backward(const Chunks& k, const ChunkWeights& weights, const at::Tensor& dstates,
                            ChunkGradients& grads) {
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (!weights.weighted.defined()) {
+    const ChunkStatesGradients g = chunk_states_backward_cuda(k, weights.to_end, dstates, grads.xdt);
+    grads.B.add(g.B);
+    add_to_end_gradient(k, g.to_end, grads);
+    return;
+  }
+#endif
   const at::Tensor ds = dstates.to(k.operand);  // no copy where the state passing stored it so
   grads.B.add(product(weights.weighted, ds, k.type));
   const at::Tensor dweighted = product(k.B, ds.transpose(-1, -2), k.type).view({k.b, k.c, k.g, k.q, k.r, k.p});
@@ -170,7 +174,7 @@ void chunk_states_backward(const Chunks& k, const ChunkWeights& weights, const a
 // ssd_kernels_apply; returns the gradients of the chunks' own states and of the initial state.
 PassedGradients across_chunks(const Chunks& k, const SsdInputs& in, const ChunkWeights& weights, const at::Tensor& dy,
                               const at::Tensor& dfinal, ChunkGradients& grads) {
-  const at::Tensor states = chunk_states(k, weights.weighted);
+  const at::Tensor states = chunk_states(k, weights);
 #ifdef TRIAX_MAMBA2_KERNELS
   if (ssd_kernels_apply(k)) {
     const PassedStates passed = pass_states_cuda(k, in.initial_state, states, true);
@@ -262,8 +266,7 @@ SsdGradients ssd_backward(const SsdInputs& in, int64_t chunk_size, const at::Ten
   ChunkGradients grads;
   const at::Tensor dy = chunked_grad_y(k, grad_y);
   diagonal_backward(k, dy, grads);
-  const at::Tensor to_end = to_chunk_end(k);
-  const ChunkWeights weights{to_end, weighted_xdt(k, per_position(to_end))};
+  const ChunkWeights weights = chunk_weights(k);
   const PassedGradients passed = across_chunks(k, in, weights, dy, grad_final_state, grads);
   chunk_states_backward(k, weights, passed.chunk_states, grads);
   SsdGradients out = to_inputs(k, in, grads, into);

@@ -1,8 +1,8 @@
 // The tensor-core pieces of the chunk scan's third generation (ssd_chunk_scan_v3.cu,
-// ssd_chunk_scan_columns_v3.cu): mma.sync m16n8k16 on 16-bit operands (bf16 or fp16) with fp32
-// accumulation, ldmatrix, a warp's 16-deep step over 8-column tiles, stores from the accumulators,
-// and the order of k within a step that lets a lane build its A fragment from one float4 of fp32
-// scores a row.
+// ssd_chunk_scan_columns_v3.cu) and of the chunk states' kernels (ssd_chunk_states*.cu): mma.sync
+// m16n8k16 on 16-bit operands (bf16 or fp16) with fp32 accumulation, ldmatrix, a warp's 16-deep
+// step over 8-column tiles, fragments scaled in registers, stores from the accumulators, and the
+// order of k within a step that lets a lane build its A fragment from one float4 of fp32 scores a row.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16), lane = 4 g + t:
 //   A 16x16 (row): a[0] row g, k 2t and 2t+1; a[1] row g+8, same k; a[2] row g, k 2t+8 and 2t+9;
@@ -79,6 +79,24 @@ __device__ __forceinline__ uint32_t packed(float lo, float hi) {
     const __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const uint32_t*>(&v);
   }
+}
+
+// The two T values of a register (lo first) widened to fp32.
+template <typename T>
+__device__ __forceinline__ float2 unpacked(uint32_t v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
+  } else {
+    return __half22float2(*reinterpret_cast<const __half2*>(&v));
+  }
+}
+
+// A register of two T values times lo_scale and hi_scale in fp32, rounded back to T (to nearest
+// even): the bits LibTorch's product of the same values stored in T has (xdt o w, weighted_xdt).
+template <typename T>
+__device__ __forceinline__ uint32_t scaled(uint32_t v, float lo_scale, float hi_scale) {
+  const float2 f = unpacked<T>(v);
+  return packed<T>(f.x * lo_scale, f.y * hi_scale);
 }
 
 // acc[f] += a . b over one 16-deep step for the 8-column tiles f >= first_tile (even), b the block

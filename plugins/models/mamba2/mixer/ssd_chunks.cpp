@@ -7,6 +7,7 @@
 #include <vector>
 
 #ifdef TRIAX_MAMBA2_KERNELS
+#include "ssd_chunk_states_cuda.hpp"
 #include "ssd_cuda.hpp"
 #endif
 
@@ -146,10 +147,21 @@ MaskedScoresGradients masked_scores_backward(const Chunks& k, at::Tensor d_maske
 
 at::Tensor to_chunk_end(const Chunks& k) { return at::exp(k.decay.narrow(-1, k.q - 1, 1) - k.decay); }
 
-at::Tensor chunk_states(const Chunks& k) { return chunk_states(k, weighted_xdt(k, per_position(to_chunk_end(k)))); }
+ChunkWeights chunk_weights(const Chunks& k) {
+  const at::Tensor to_end = to_chunk_end(k);
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (chunk_states_kernel_applies(k)) return {to_end, at::Tensor()};
+#endif
+  return {to_end, weighted_xdt(k, per_position(to_end))};
+}
 
-at::Tensor chunk_states(const Chunks& k, const at::Tensor& weighted) {
-  return product(weighted.transpose(-1, -2), k.B, k.type);
+at::Tensor chunk_states(const Chunks& k) { return chunk_states(k, chunk_weights(k)); }
+
+at::Tensor chunk_states(const Chunks& k, const ChunkWeights& weights) {
+#ifdef TRIAX_MAMBA2_KERNELS
+  if (!weights.weighted.defined()) return chunk_states_cuda(k, weights.to_end);
+#endif
+  return product(weights.weighted.transpose(-1, -2), k.B, k.type);
 }
 
 at::Tensor passing_matrix(const Chunks& k) {

@@ -68,11 +68,19 @@ MaskedScoresGradients masked_scores_backward(const Chunks& k, at::Tensor d_maske
 // exp(decay at the chunk's end - decay_j), [b, c, g, r, q]: position j's decay to the chunk's end.
 at::Tensor to_chunk_end(const Chunks& k);
 
+// The chunk states' weights w = to_chunk_end(k) and xdt o w = weighted_xdt(k, per_position(w)),
+// which the chunk states and their backward both take. weighted stays undefined where the chunk
+// states' CUDA kernels apply (ssd_chunk_states_cuda.hpp, TRIAX_MAMBA2_CHUNK_STATES_KERNEL): they
+// scale xdt by w as they read it.
+struct ChunkWeights {
+  at::Tensor to_end, weighted;
+};
+ChunkWeights chunk_weights(const Chunks& k);
+
 // Each chunk's own final state from its inputs alone, [b, c, g, r p, n] in the compute type.
 at::Tensor chunk_states(const Chunks& k);
-// The same from weighted = weighted_xdt(k, per_position(to_chunk_end(k))) at hand (the backward
-// uses it again).
-at::Tensor chunk_states(const Chunks& k, const at::Tensor& weighted);
+// The same from the weights at hand (the backward uses them again).
+at::Tensor chunk_states(const Chunks& k, const ChunkWeights& weights);
 
 // The decays between chunk boundaries: [b, g, r, c + 1, c + 1], entry (u, v) the decay from the
 // start of chunk v to the start of chunk u (chunk c: the end), 0 for u < v.
