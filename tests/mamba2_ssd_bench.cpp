@@ -14,11 +14,12 @@
 // layer's timing only: the SSD's own calls ssd_chunked; TRIAX_MAMBA2_SUMMED_ROWS_KERNEL=0 its store of x's through
 // LibTorch's add); TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE=0 the state passing's kernels storing the backward's operands in
 // fp32 (the entering states, the chunk states' gradient), cast by a copy each.
-// With --cuda, everything is timed five times in one run: the fused chunk scan switched off,
+// With --cuda, everything is timed six times in one run: the fused chunk scan switched off,
 // then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
 // (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two), in these three with the chunk scan's
-// kernels TRIAX_MAMBA2_CHUNK_SCAN_KERNEL as given (unset: v3), then the third twice more: with
-// v3-forward (the forward's v3 beside the columns kernel's v2) and v3 (both).
+// kernels TRIAX_MAMBA2_CHUNK_SCAN_KERNEL as given (unset: v3), then the third three times more:
+// with v3-forward (the forward's v3 beside the backward's v2 kernels), v3-columns (the forward's
+// and the columns kernel's v3 beside the WMMA scores kernel) and v3 (all three).
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -228,8 +229,8 @@ int main(int argc, char** argv) {
   struct Switches {
     const char *chunk_scan, *token_major_conv, *kernel;
   };
-  const Switches settings[] = {
-      {"0", "0", nullptr}, {"1", "0", nullptr}, {"1", "1", nullptr}, {"1", "1", "v3-forward"}, {"1", "1", "v3"}};
+  const Switches settings[] = {{"0", "0", nullptr},      {"1", "0", nullptr},      {"1", "1", nullptr},
+                               {"1", "1", "v3-forward"}, {"1", "1", "v3-columns"}, {"1", "1", "v3"}};
   for (const Switches& setting : settings) {
     setenv("TRIAX_MAMBA2_CHUNK_SCAN", setting.chunk_scan, 1);
     setenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", setting.token_major_conv, 1);
