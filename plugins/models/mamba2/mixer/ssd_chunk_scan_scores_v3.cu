@@ -3,9 +3,13 @@
 // chunk, group, row tile i, column tile j), walking the group's heads in their order) on mma.sync
 // (ssd_chunk_scan_mma.cuh), with dM never in shared memory. The WMMA kernel stored each head's
 // dM = dy_i . xdt_j^T into fp32 scratch rows and read it back to mask it; here each warp (16 rows i)
-// keeps dM in its accumulators and adds dM exp(decay_i - decay_j) (i >= j) to dS in registers:
+// keeps dM in its accumulators and adds dM L, L = exp(decay_i - decay_j) (i >= j), to dS in registers:
 //   per head: dM = dy_i . xdt_j^T over p (dy rows as A by ldmatrix, xdt rows as B by ldmatrix, the
 //   [n][k] block form), then dS += dM L in the same fixed order of heads (the same bits each run).
+// Off the diagonal tile L is taken as exp(decay_i - decay_c) exp(decay_c - decay_j), c the column
+// tile's last position (j <= c < i): 4 exps a lane a head instead of 32, the exps being what
+// bounds this kernel as much as its products. The decays move one way along a chunk (dt >= 0), so
+// each factor lies between 1 and L: neither overflows unless L does.
 // The next head's dy and xdt tiles and decays come by cp.async into a second copy of the buffers
 // meanwhile; one block barrier a head. dS goes out from the registers in the operand type, two
 // values a store; tiles above the diagonal are written as zeros. The same products per output as
@@ -24,17 +28,18 @@ using scan_mma::Tile;
 
 constexpr int kColumnTiles8 = kRows / 8;  // a column tile's positions j as 8-wide accumulator tiles
 
-// dS and one head's dM take 64 accumulator registers. At P <= 64 five blocks an SM (38 KB of shared
-// memory each; ptxas fits 87 registers without spills, 104 without the bound), three at P = 128,
-// whose shared memory (71 KB) allows three.
+// dS and one head's dM take 64 accumulator registers. At P <= 64 five blocks an SM (39 KB of shared
+// memory each; ptxas fits 88 registers without spills), three at P = 128, whose shared memory
+// (72 KB) allows three.
 template <int kPFrags>
 constexpr int kScoresV3MinBlocks = kPFrags == 8 ? 3 : 5;
 
 // The shared memory: two copies (the next head's while this one's are read) of what a head brings,
-// the dy and xdt tiles and the tile's row and column decays, copy k at k * stage bytes further.
+// the dy and xdt tiles and the tile's row and column decays, copy k at k * stage bytes further;
+// then each warp's column factors exp(decay_c - decay_j) of the head.
 struct ScoresV3Layout {
   int ld_head;  // p + pad: rows 16 bytes apart mod 128, no ldmatrix conflicts
-  size_t dy, x, row_decays, column_decays, stage, total;
+  size_t dy, x, row_decays, column_decays, stage, factors, total;
 };
 
 __host__ __device__ inline ScoresV3Layout scores_v3_layout(int64_t p) {
@@ -47,7 +52,8 @@ __host__ __device__ inline ScoresV3Layout scores_v3_layout(int64_t p) {
   s.row_decays = at, at += round_up_128(4 * static_cast<size_t>(kRows));
   s.column_decays = at, at += round_up_128(4 * static_cast<size_t>(kRows));
   s.stage = at;
-  s.total = 2 * at;
+  s.factors = 2 * s.stage;
+  s.total = s.factors + round_up_128(4 * static_cast<size_t>(kWarps) * kRows);
   return s;
 }
 
@@ -68,6 +74,20 @@ __device__ inline void add_decayed(Tile (&sum)[kColumnTiles8], const Tile (&d_ma
       if (i >= j) sum[f].c[e] += d_masked[f].c[e] * expf(decay_lo - decay_j);
       if (i + 8 >= j) sum[f].c[2 + e] += d_masked[f].c[2 + e] * expf(decay_hi - decay_j);
     }
+  }
+}
+
+// Off the diagonal tile (every i > j): sum[f] += d_masked[f] (row factor) (column factor), the
+// lane's rows i (row_lo) and i + 8 (row_hi), columns 8 f + 2t + e (column_factors, the warp's).
+__device__ inline void add_factored(Tile (&sum)[kColumnTiles8], const Tile (&d_masked)[kColumnTiles8],
+                                    const float* column_factors, float row_lo, float row_hi, int t) {
+#pragma unroll
+  for (int f = 0; f < kColumnTiles8; ++f) {
+    const float2 column = *reinterpret_cast<const float2*>(column_factors + 8 * f + 2 * t);
+    sum[f].c[0] += d_masked[f].c[0] * (row_lo * column.x);
+    sum[f].c[1] += d_masked[f].c[1] * (row_lo * column.y);
+    sum[f].c[2] += d_masked[f].c[2] * (row_hi * column.x);
+    sum[f].c[3] += d_masked[f].c[3] * (row_hi * column.y);
   }
 }
 
@@ -105,7 +125,9 @@ __global__ void __launch_bounds__(kThreads, kScoresV3MinBlocks<kPFrags>)
                       kRows);
     };
     // On the diagonal tile the warp's dS is zero right of its own 16 columns: those tiles skipped.
-    const int end_tile = j0 == i0 ? 2 * warp + 2 : kColumnTiles8;
+    const bool diagonal = j0 == i0;
+    const int end_tile = diagonal ? 2 * warp + 2 : kColumnTiles8;
+    float* column_factors = reinterpret_cast<float*>(shared + layout.factors) + warp * kRows;
     stage(0, false);
     wait_async_copies();
     __syncthreads();
@@ -116,6 +138,15 @@ __global__ void __launch_bounds__(kThreads, kScoresV3MinBlocks<kPFrags>)
       const T* dy_tile = reinterpret_cast<const T*>(at + layout.dy);
       const T* x_tile = reinterpret_cast<const T*>(at + layout.x);
       const float* row_decays = reinterpret_cast<const float*>(at + layout.row_decays);
+      const float* column_decays = reinterpret_cast<const float*>(at + layout.column_decays);
+      float row_lo = 0.f, row_hi = 0.f;  // off the diagonal: exp(decay_i - decay_c), rows i and i + 8
+      if (!diagonal) {
+        const float last = column_decays[kRows - 1];
+        column_factors[lane] = expf(last - column_decays[lane]);
+        column_factors[lane + 32] = expf(last - column_decays[lane + 32]);
+        row_lo = expf(row_decays[row0 + g] - last), row_hi = expf(row_decays[row0 + g + 8] - last);
+        __syncwarp();  // the warp's factors visible to its lanes (the last head's were read before the barrier)
+      }
 
       Tile d_masked[kColumnTiles8];  // dM = dy_i . xdt_j^T
 #pragma unroll
@@ -126,8 +157,10 @@ __global__ void __launch_bounds__(kThreads, kScoresV3MinBlocks<kPFrags>)
         scan_mma::load_matrices<false>(a, dy_tile + (row0 + lane % 16) * layout.ld_head + 16 * kk + 8 * (lane / 16));
         scan_mma::accumulate_step<T, false>(d_masked, a, x_tile + 16 * kk, layout.ld_head, lane, 0, end_tile);
       }
-      add_decayed(sum, d_masked, reinterpret_cast<const float*>(at + layout.column_decays), row_decays[row0 + g],
-                  row_decays[row0 + g + 8], i, j0, t, end_tile);
+      if (diagonal)
+        add_decayed(sum, d_masked, column_decays, row_decays[row0 + g], row_decays[row0 + g + 8], i, j0, t, end_tile);
+      else
+        add_factored(sum, d_masked, column_factors, row_lo, row_hi, t);
       wait_async_copies();
       __syncthreads();  // the next head's tiles landed; every warp done with this head's
     }
