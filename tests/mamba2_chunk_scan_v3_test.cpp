@@ -14,14 +14,22 @@
 // not round as IEEE additions do). Where y is in the operand type, one rounding more: one unit in
 // the last place of the larger value (at most 2^-7 |y| in bf16, 2^-10 |y| or 2^-24 in fp16) on top.
 //
-// The backward's columns kernel v3 (=v3; =v3-forward keeps the WMMA one) against the WMMA kernel,
-// its outputs directly (chunk_scan_backward_cuda, all fp32): d_xdt_j = sum_i M_ij dy_i (at most q
-// terms) and the decays' gradient, sums over i and j of G = dM L S with dM = dy . xdt over p, so
-// that each G term differs by its own reordering over p. Allowed, element by element: twice
-// 2 (q + p) u times the sum of the terms' magnitudes (fp64, from |M|, |dy|, |xdt|); the scores'
-// gradient (the same scores kernel) bit for bit. Then every input's gradient through the SSD with
-// v3 against the LibTorch composition, within the other fused-backward tests' 5e-3 (or 1.5 times
-// v2's distance from it, where that is larger on these inputs).
+// The backward's columns kernel v3 (=v3-columns, and =v3; =v3-forward keeps the WMMA one) against
+// the WMMA kernel, its outputs directly (chunk_scan_backward_cuda, all fp32): d_xdt_j = sum_i M_ij
+// dy_i (at most q terms) and the decays' gradient, sums over i and j of G = dM L S with dM = dy .
+// xdt over p, so that each G term differs by its own reordering over p. Allowed, element by
+// element: twice 2 (q + p) u times the sum of the terms' magnitudes (fp64, from |M|, |dy|, |xdt|);
+// with v3-columns the scores' gradient (the same scores kernel) bit for bit.
+// The scores kernel v3 (=v3) against the WMMA one (=v3-columns): dS_ij = sum over the r heads of
+// L_ij dM_ij, dM over p, the heads in the same order: p + r terms a value each kernel sums in
+// fp32, so twice 2 (p + r + 1) u times sum_h L |dy_i| . |xdt_j| (fp64). Off the diagonal tile v3
+// takes L as a product of two exps (each within 2 ulps, their arguments rounded once, the product
+// once more), the WMMA kernel as one: the two L differ by at most 14 u (L <= 1), allowed twice, 32 u
+// times sum_h |dy_i| . |xdt_j| where i >= j. Plus one unit in the last place of the operand type
+// (dS is rounded to it). v3 run twice gives the same bits. Then every
+// input's gradient through the SSD with v3 (and with v3-columns) against the LibTorch
+// composition, within the other fused-backward tests' 5e-3 (or 1.5 times v2's distance from it,
+// where that is larger on these inputs).
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -168,7 +176,9 @@ ssd::ChunkScanGradients columns_backward(const ssd::Chunks& k, const at::Tensor&
   const ScopedVariable scan("TRIAX_MAMBA2_CHUNK_SCAN", "1");
   const ScopedVariable generation("TRIAX_MAMBA2_CHUNK_SCAN_KERNEL", kernel);
   EXPECT_TRUE(ssd::chunk_scan_backward_applies(k));
-  EXPECT_EQ(ssd::chunk_scan_columns_v3_switched_on(), std::string(kernel) == "v3") << kernel;
+  const std::string name = kernel;
+  EXPECT_EQ(ssd::chunk_scan_columns_v3_switched_on(), name == "v3" || name == "v3-columns") << kernel;
+  EXPECT_EQ(ssd::chunk_scan_scores_v3_switched_on(), name == "v3") << kernel;
   return ssd::chunk_scan_backward_cuda(k, dy);
 }
 
@@ -177,8 +187,11 @@ void expect_columns_v3_agrees(const Case& c, uint64_t seed) {
   const ssd::Chunks k = ssd::into_chunks(gpu, c.chunk);
   at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed + 1);
   const at::Tensor dy = at::randn({k.b, k.c, k.g, k.q, k.r, k.p}, g, at::kDouble).to(at::kCUDA, c.operand);
-  const ssd::ChunkScanGradients v2 = columns_backward(k, dy, "v2"), v3 = columns_backward(k, dy, "v3");
+  const ssd::ChunkScanGradients v2 = columns_backward(k, dy, "v2"), v3 = columns_backward(k, dy, "v3-columns");
   EXPECT_TRUE(at::equal(v3.scores, v2.scores)) << name_of(c);
+  const ssd::ChunkScanGradients scores_v3 = columns_backward(k, dy, "v3");
+  EXPECT_TRUE(at::equal(scores_v3.xdt, v3.xdt) && at::equal(scores_v3.decay, v3.decay)) << name_of(c);
+  EXPECT_TRUE(at::equal(columns_backward(k, dy, "v3").scores, scores_v3.scores)) << name_of(c) << ": not deterministic";
 
   // The terms' magnitudes in fp64, per head [b, c, g, r, q(i), q(j)] and [b, c, g, r, q, p].
   const at::Tensor decay = k.decay.to(at::kDouble).cpu();
@@ -189,11 +202,20 @@ void expect_columns_v3_agrees(const Case& c, uint64_t seed) {
   const at::Tensor dy_heads = dy.to(at::kDouble).cpu().abs().permute({0, 1, 2, 4, 3, 5});
   const at::Tensor x_heads =
       k.xdt.to(at::kDouble).cpu().abs().reshape({k.b, k.c, k.g, k.q, k.r, k.p}).permute({0, 1, 2, 4, 3, 5});
-  const at::Tensor G = at::matmul(dy_heads, x_heads.transpose(-1, -2)) * M;
-  const double bound = 2.0 * 2.0 * static_cast<double>(k.q + k.p) * std::ldexp(1.0, -24);
+  const at::Tensor d_masked = at::matmul(dy_heads, x_heads.transpose(-1, -2));  // |dy| . |xdt|^T per head
+  const at::Tensor G = d_masked * M;
+  const double unit = std::ldexp(1.0, -24), bound = 2.0 * 2.0 * static_cast<double>(k.q + k.p) * unit;
   const at::Tensor xdt_terms = at::matmul(M.transpose(-1, -2), dy_heads).permute({0, 1, 2, 4, 3, 5});
   expect_within(v3.xdt, v2.xdt, bound * xdt_terms, name_of(c) + ", d_xdt");
   expect_within(v3.decay, v2.decay, bound * (G.sum(-1) + G.sum(-2)), name_of(c) + ", the decays' gradient");
+
+  const at::Tensor wmma = v2.scores.to(at::kDouble).cpu(), mma = scores_v3.scores.to(at::kDouble).cpu();
+  ASSERT_GT(wmma.abs().max().item<double>(), 0.1) << name_of(c);
+  const double relative_ulp = std::ldexp(1.0, c.operand == at::kBFloat16 ? -7 : -10);
+  const at::Tensor allowed = 2.0 * 2.0 * static_cast<double>(k.p + k.r + 1) * unit * (L * d_masked).sum(3) +
+                             32.0 * unit * d_masked.sum(3) * causal +
+                             relative_ulp * at::maximum(mma.abs(), wmma.abs()) + (c.operand == at::kHalf ? unit : 0.0);
+  expect_within(mma, wmma, allowed, name_of(c) + ", the scores' gradient (v3 against the WMMA kernel)");
 }
 
 // Every input's gradient of sum(y w) through the SSD, the fused chunk scan with `kernel` or (null)
@@ -213,9 +235,9 @@ std::vector<at::Tensor> input_gradients(const SsdInputs& gpu, const Case& c, con
 }
 #endif
 
-// The columns kernel v3 against v2 at the 780m chunk shape and the other shapes, and the SSD's
-// gradients with v3 against the composition.
-TEST(Mamba2SsdCuda, ChunkScanColumnsV3AgreesWithV2AndTheComposition) {
+// The columns and scores kernels v3 against v2 at the 780m chunk shape and the other shapes, and
+// the SSD's gradients with v3 against the composition.
+TEST(Mamba2SsdCuda, ChunkScanBackwardV3AgreesWithV2AndTheComposition) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
 #ifdef TRIAX_WITH_CUDA
   for (const Case& c :
@@ -228,7 +250,7 @@ TEST(Mamba2SsdCuda, ChunkScanColumnsV3AgreesWithV2AndTheComposition) {
   const at::Tensor weight = at::randn({c.batch, c.length, c.heads, c.head_dim}, gpu.dt.options());
   const std::vector<at::Tensor> composed = input_gradients(gpu, c, weight, nullptr);
   const std::vector<at::Tensor> v2 = input_gradients(gpu, c, weight, "v2");
-  for (const char* kernel : {"v3", "v3-forward"}) {
+  for (const char* kernel : {"v3", "v3-columns", "v3-forward"}) {
     const std::vector<at::Tensor> fused = input_gradients(gpu, c, weight, kernel);
     for (size_t i = 0; i < fused.size(); ++i) {
       // 5e-3, or where v2 (the fused kernels in place) is further from the composition on these

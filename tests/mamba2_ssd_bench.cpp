@@ -17,8 +17,9 @@
 // With --cuda, everything is timed six times in one run: the fused chunk scan switched off,
 // then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
 // (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two), in these three with the chunk scan's
-// kernels TRIAX_MAMBA2_CHUNK_SCAN_KERNEL as given (unset: v3), then the third twice more: with
-// v3-forward (the forward's v3 beside the columns kernel's v2) and v3 (both); then that last one
+// kernels TRIAX_MAMBA2_CHUNK_SCAN_KERNEL as given (unset: v3), then the third three times more:
+// with v3-forward (the forward's v3 beside the backward's v2 kernels), v3-columns (the forward's
+// and the columns kernel's v3 beside the WMMA scores kernel) and v3 (all three); then that last one
 // once more with TRIAX_MAMBA2_CHUNK_STATES_KERNEL=0 (cuBLAS's chunk states over the stored xdt o w;
 // 1, the tensor-core kernels, in all the others).
 #include <ATen/ATen.h>
@@ -231,9 +232,10 @@ int main(int argc, char** argv) {
   struct Switches {
     const char *chunk_scan, *token_major_conv, *kernel, *chunk_states;
   };
-  const Switches settings[] = {{"0", "0", nullptr, "1"},    {"1", "0", nullptr, "1"},
-                               {"1", "1", nullptr, "1"},    {"1", "1", "v3-forward", "1"},
-                               {"1", "1", "v3", "1"},       {"1", "1", "v3", "0"}};
+  const Switches settings[] = {{"0", "0", nullptr, "1"},      {"1", "0", nullptr, "1"},
+                               {"1", "1", nullptr, "1"},      {"1", "1", "v3-forward", "1"},
+                               {"1", "1", "v3-columns", "1"}, {"1", "1", "v3", "1"},
+                               {"1", "1", "v3", "0"}};
   for (const Switches& setting : settings) {
     setenv("TRIAX_MAMBA2_CHUNK_SCAN", setting.chunk_scan, 1);
     setenv("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", setting.token_major_conv, 1);

@@ -120,14 +120,21 @@ __host__ __device__ inline ScoresLayout scores_layout(int64_t p) {
   return s;
 }
 
+// kernel<<<blocks, kThreads, shared bytes>>>(args..., s).
+template <typename Kernel, typename... Args>
+cudaError_t launch_blocks(Kernel kernel, size_t shared, int64_t blocks, const ChunkScanShape& s, cudaStream_t stream,
+                          Args... args) {
+  const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
+  if (allowed != cudaSuccess) return allowed;
+  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(args..., s);
+  return cudaGetLastError();
+}
+
 // kernel<<<one block per (batch, chunk, group, head, tile of kRows), kThreads, shared bytes>>>(args..., s).
 template <typename Kernel, typename... Args>
 cudaError_t launch_tiles(Kernel kernel, size_t shared, const ChunkScanShape& s, cudaStream_t stream, Args... args) {
-  const cudaError_t allowed = triax::kernels::allow_dynamic_shared_memory(kernel, shared);
-  if (allowed != cudaSuccess) return allowed;
   const int64_t blocks = s.batch * s.chunks * s.groups * s.heads * (s.positions / kRows);
-  kernel<<<static_cast<unsigned>(blocks), kThreads, shared, stream>>>(args..., s);
-  return cudaGetLastError();
+  return launch_blocks(kernel, shared, blocks, s, stream, args...);
 }
 
 // A kernel's launch for `operand` (bf16, fp16), y_type (fp32 or the operand type) and head_dim

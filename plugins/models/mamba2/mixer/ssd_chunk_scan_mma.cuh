@@ -1,8 +1,9 @@
 // The tensor-core pieces of the chunk scan's third generation (ssd_chunk_scan_v3.cu,
-// ssd_chunk_scan_columns_v3.cu) and of the chunk states' kernels (ssd_chunk_states*.cu): mma.sync
-// m16n8k16 on 16-bit operands (bf16 or fp16) with fp32 accumulation, ldmatrix, a warp's 16-deep
-// step over 8-column tiles, fragments scaled in registers, stores from the accumulators, and the
-// order of k within a step that lets a lane build its A fragment from one float4 of fp32 scores a row.
+// ssd_chunk_scan_columns_v3.cu, ssd_chunk_scan_scores_v3.cu) and of the chunk states' kernels
+// (ssd_chunk_states*.cu): mma.sync m16n8k16 on 16-bit operands (bf16 or fp16) with fp32
+// accumulation, ldmatrix, a warp's 16-deep step over 8-column tiles, fragments scaled in registers,
+// stores from the accumulators, and the order of k within a step that lets a lane build its A
+// fragment from one float4 of fp32 scores a row.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16), lane = 4 g + t:
 //   A 16x16 (row): a[0] row g, k 2t and 2t+1; a[1] row g+8, same k; a[2] row g, k 2t+8 and 2t+9;
@@ -99,15 +100,16 @@ __device__ __forceinline__ uint32_t scaled(uint32_t v, float lo_scale, float hi_
   return packed<T>(f.x * lo_scale, f.y * hi_scale);
 }
 
-// acc[f] += a . b over one 16-deep step for the 8-column tiles f >= first_tile (even), b the block
-// at `block` (stride ld, 16-bit values, 16-byte aligned rows): with Transposed a row-major [k][n]
-// block (xdt, dy as B), else an [n][k] one (the entering state, dy as B of a product with dy^T).
+// acc[f] += a . b over one 16-deep step for the 8-column tiles first_tile <= f < end_tile (both
+// even), b the block at `block` (stride ld, 16-bit values, 16-byte aligned rows): with Transposed a
+// row-major [k][n] block (xdt, dy as B), else an [n][k] one (the entering state, dy as B of a
+// product with dy^T, xdt as B of dy . xdt^T).
 template <typename T, bool Transposed, int kTiles>
 __device__ inline void accumulate_step(Tile (&acc)[kTiles], const uint32_t (&a)[4], const T* block, int ld, int lane,
-                                       int first_tile = 0) {
+                                       int first_tile = 0, int end_tile = kTiles) {
 #pragma unroll
   for (int f = 0; f < kTiles; f += 2) {
-    if (f < first_tile) continue;
+    if (f < first_tile || f >= end_tile) continue;
     // Matrices 0, 1: tile f's k 0-7 and 8-15; 2, 3: tile f + 1's.
     const int matrix = lane / 8, row = lane % 8;
     const T* at = Transposed ? block + (8 * (matrix % 2) + row) * ld + 8 * (f + matrix / 2)

@@ -64,11 +64,16 @@ bool ssd_kernels_apply(const Chunks& k) {
 bool chunk_scan_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_CHUNK_SCAN"); }
 
 // v3 by default (+6.4% on the 780m step, one H100); "v2" asks for the WMMA kernels, "v3-forward" for
-// the forward's v3 beside the columns kernel's v2.
+// the forward's v3 beside the backward's v2 kernels, "v3-columns" for the forward's and the columns
+// kernel's v3 beside the scores kernel's v2.
 bool chunk_scan_v3_switched_on() { return !environment_is(kChunkScanKernel, "v2"); }
 
 bool chunk_scan_columns_v3_switched_on() {
-  return !environment_is(kChunkScanKernel, "v2") && !environment_is(kChunkScanKernel, "v3-forward");
+  return chunk_scan_v3_switched_on() && !environment_is(kChunkScanKernel, "v3-forward");
+}
+
+bool chunk_scan_scores_v3_switched_on() {
+  return chunk_scan_columns_v3_switched_on() && !environment_is(kChunkScanKernel, "v3-columns");
 }
 
 bool y_in_operand_type_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_Y_IN_OPERAND_TYPE"); }
@@ -125,9 +130,11 @@ ChunkScanGradients chunk_scan_backward_cuda(const Chunks& k, const at::Tensor& d
           operand, xdt.const_data_ptr(), d_y.const_data_ptr(), s.const_data_ptr<float>(), decay.const_data_ptr<float>(),
           d_xdt.data_ptr<float>(), rows.data_ptr<float>(), columns.data_ptr<float>(), shape, stream),
       columns_v3 ? "chunk_scan_columns_v3" : "chunk_scan_columns");
-  launch::check(kernels::chunk_scan_scores(operand, xdt.const_data_ptr(), d_y.const_data_ptr(),
-                                           decay.const_data_ptr<float>(), d_scores.data_ptr(), shape, stream),
-                "chunk_scan_scores");
+  const bool scores_v3 = chunk_scan_scores_v3_switched_on();
+  launch::check((scores_v3 ? kernels::chunk_scan_scores_v3 : kernels::chunk_scan_scores)(
+                    operand, xdt.const_data_ptr(), d_y.const_data_ptr(), decay.const_data_ptr<float>(),
+                    d_scores.data_ptr(), shape, stream),
+                scores_v3 ? "chunk_scan_scores_v3" : "chunk_scan_scores");
   return {d_xdt, rows.sum(-1) - columns, d_scores};
 }
 

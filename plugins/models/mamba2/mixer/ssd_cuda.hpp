@@ -18,11 +18,13 @@ bool ssd_kernels_apply(const Chunks& k);
 bool chunk_scan_switched_on();
 
 // TRIAX_MAMBA2_CHUNK_SCAN_KERNEL, read at every call: by default the fused chunk scan's third generation,
-// on mma.sync with the masked scores in registers, for the forward (kernels::chunk_scan_v3) and the
-// backward's columns kernel (kernels::chunk_scan_columns_v3); "v3-forward" the forward's alone;
-// "v2" the WMMA kernels. The scores kernel is the same.
+// on mma.sync with the products' tiles in registers, for the forward (kernels::chunk_scan_v3) and the
+// backward's columns and scores kernels (kernels::chunk_scan_columns_v3, chunk_scan_scores_v3);
+// "v3-columns" the forward's and the columns kernel's (the WMMA scores kernel); "v3-forward" the
+// forward's alone; "v2" the WMMA kernels.
 bool chunk_scan_v3_switched_on();
 bool chunk_scan_columns_v3_switched_on();
+bool chunk_scan_scores_v3_switched_on();
 
 // Whether the forward takes chunk_scan_cuda: switched on, ssd_kernels_apply, bf16 or fp16
 // operands and a shape the kernel takes (kernels::chunk_scan_supports).

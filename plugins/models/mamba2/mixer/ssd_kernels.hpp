@@ -112,6 +112,11 @@ cudaError_t chunk_scan_columns_v3(triax::kernels::Dtype operand, const void* xdt
                                   const ChunkScanShape& shape, cudaStream_t stream);
 cudaError_t chunk_scan_scores(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
                               void* d_scores, const ChunkScanShape& shape, cudaStream_t stream);
+// chunk_scan_scores_v3 (ssd_chunk_scan_scores_v3.cu): chunk_scan_scores' arguments and results on
+// mma.sync (sm_80 on), dM and dS in registers (no fp32 scratch rows, less shared memory), the heads
+// in the same order; the same products per output, summed in fp32 in another order within a head.
+cudaError_t chunk_scan_scores_v3(triax::kernels::Dtype operand, const void* xdt, const void* dy, const float* decay,
+                                 void* d_scores, const ChunkScanShape& shape, cudaStream_t stream);
 
 // The dynamic shared memory the scores kernel asks for (chunk_scan_supports bounds it).
 size_t chunk_scan_scores_shared_bytes(const ChunkScanShape& shape);
