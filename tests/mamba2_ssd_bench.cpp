@@ -14,7 +14,7 @@
 // layer's timing only: the SSD's own calls ssd_chunked; TRIAX_MAMBA2_SUMMED_ROWS_KERNEL=0 its store of x's through
 // LibTorch's add); TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE=0 the state passing's kernels storing the backward's operands in
 // fp32 (the entering states, the chunk states' gradient), cast by a copy each.
-// With --cuda, everything is timed six times in one run: the fused chunk scan switched off,
+// With --cuda, everything is timed seven times in one run: the fused chunk scan switched off,
 // then on (TRIAX_MAMBA2_CHUNK_SCAN=0, then 1), then on with the token-major conv1d
 // (TRIAX_MAMBA2_TOKEN_MAJOR_CONV=1; 0 in the first two), in these three with the chunk scan's
 // kernels TRIAX_MAMBA2_CHUNK_SCAN_KERNEL as given (unset: v3), then the third three times more:
