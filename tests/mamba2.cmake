@@ -7,7 +7,8 @@
 # with a GPU), the SSD backward's fused passes against their composition (with a GPU) and the block
 # with TRIAX_MAMBA_BLOCK_NORM_FUSED=1 against it off (mamba2_block_norm_test.cpp), and the fused chunk scan's
 # third forward kernel against the second (with a GPU; mamba2_chunk_scan_v3_test.cpp), the chunk states' tensor-core
-# kernels against cuBLAS's products (with a GPU; mamba2_chunk_states_test.cpp). They link the model code directly
+# kernels against cuBLAS's products (with a GPU; mamba2_chunk_states_test.cpp), and in_proj's gradient landed in
+# one tensor against the split's cat (mamba2_in_proj_gradient_test.cpp). They link the model code directly
 # (triax_mamba2_impl).
 add_executable(mamba2_test ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_test.cpp ${CMAKE_CURRENT_LIST_DIR}/mamba2_saved_bytes_test.cpp
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_gated_norm_test.cpp
@@ -18,7 +19,8 @@ add_executable(mamba2_test ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_test.cpp ${CMAKE
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_ssd_packed_test.cpp
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_block_norm_test.cpp
                            ${CMAKE_CURRENT_LIST_DIR}/mamba2_chunk_scan_v3_test.cpp
-                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_chunk_states_test.cpp)
+                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_chunk_states_test.cpp
+                           ${CMAKE_CURRENT_LIST_DIR}/mamba2_in_proj_gradient_test.cpp)
 target_link_libraries(mamba2_test PRIVATE triax_mamba2_impl GTest::gtest_main)
 triax_use_pch(mamba2_test)
 triax_discover_test_suites(mamba2_test TEST_FILTER "-*Cuda.*" TEST_LIST mamba2_test_cpu PROPERTIES LABELS mamba2)

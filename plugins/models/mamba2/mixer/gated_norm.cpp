@@ -68,7 +68,7 @@ class GatedNormFunction : public torch::autograd::Function<GatedNormFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& y, const at::Tensor& x, const at::Tensor& z,
                             const at::Tensor& D, const at::Tensor& weight, int64_t groups, double eps,
-                            c10::ScalarType dtype) {
+                            c10::ScalarType dtype, const c10::intrusive_ptr<InProjGradient>& z_gradient) {
     const GatedNormArgs a{y, x, z, D, weight, groups, eps};
     const bool cuda = gated_norm_kernels_apply(a, dtype);
 #ifdef TRIAX_MAMBA2_KERNELS
@@ -80,6 +80,7 @@ class GatedNormFunction : public torch::autograd::Function<GatedNormFunction> {
     ctx->saved_data["groups"] = groups;
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["cuda"] = cuda;
+    ctx->saved_data["z_gradient"] = as_saved(z_gradient);
     return out.out.to(dtype);
   }
 
@@ -87,12 +88,14 @@ class GatedNormFunction : public torch::autograd::Function<GatedNormFunction> {
     const variable_list saved = ctx->get_saved_variables();
     const GatedNormArgs a = args_of(saved, ctx->saved_data["groups"].toInt(), ctx->saved_data["eps"].toDouble());
 #ifdef TRIAX_MAMBA2_KERNELS
-    const GatedNormGradients g = ctx->saved_data["cuda"].toBool() ? gated_norm_backward_cuda(a, saved[5], grads[0])
-                                                                  : backward_cpu(a, saved[5], grads[0]);
+    const GatedNormGradients g =
+        ctx->saved_data["cuda"].toBool()
+            ? gated_norm_backward_cuda(a, saved[5], grads[0], from_saved(ctx->saved_data["z_gradient"]).get())
+            : backward_cpu(a, saved[5], grads[0]);
 #else
     const GatedNormGradients g = backward_cpu(a, saved[5], grads[0]);
 #endif
-    return {g.y, g.x, g.z, g.D, g.weight, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {g.y, g.x, g.z, g.D, g.weight, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -125,12 +128,19 @@ at::Tensor gated_rms_norm_composed(const GatedNormArgs& a, c10::ScalarType dtype
 }
 
 at::Tensor gated_rms_norm_function(const GatedNormArgs& a, c10::ScalarType dtype) {
-  return GatedNormFunction::apply(a.y, a.x, a.z, a.D, a.weight, a.groups, a.eps, dtype);
+  return GatedNormFunction::apply(a.y, a.x, a.z, a.D, a.weight, a.groups, a.eps, dtype,
+                                  c10::intrusive_ptr<InProjGradient>());
 }
 
 at::Tensor gated_rms_norm(const GatedNormArgs& args, c10::ScalarType dtype) {
-  if (gated_norm_kernels_apply(args, dtype)) return gated_rms_norm_function(args, dtype);
-  return gated_rms_norm_composed(args, dtype);
+  return gated_rms_norm_landing_z(args, dtype, c10::intrusive_ptr<InProjGradient>());
+}
+
+at::Tensor gated_rms_norm_landing_z(const GatedNormArgs& a, c10::ScalarType dtype,
+                                    const c10::intrusive_ptr<InProjGradient>& z_gradient) {
+  if (gated_norm_kernels_apply(a, dtype))
+    return GatedNormFunction::apply(a.y, a.x, a.z, a.D, a.weight, a.groups, a.eps, dtype, z_gradient);
+  return gated_rms_norm_composed(a, dtype);
 }
 
 }  // namespace triax::mamba2

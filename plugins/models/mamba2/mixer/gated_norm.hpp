@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "in_proj_gradient.hpp"
+
 namespace triax::mamba2 {
 
 struct GatedNormArgs {
@@ -25,6 +27,10 @@ struct GatedNormArgs {
 
 // [b, l, H P] in `dtype`: the fused kernels for CUDA tensors they take, else the composition.
 at::Tensor gated_rms_norm(const GatedNormArgs& args, c10::ScalarType dtype);
+// gated_rms_norm with z a view of in_proj's output: where the third backward runs, z's gradient is
+// written into its slot of `z_gradient` (in_proj_gradient.hpp; null: as gated_rms_norm), the same bits.
+at::Tensor gated_rms_norm_landing_z(const GatedNormArgs& args, c10::ScalarType dtype,
+                                    const c10::intrusive_ptr<InProjGradient>& z_gradient);
 
 // The LibTorch composition (autograd through every op), in y's type promoted to fp32 at least.
 at::Tensor gated_rms_norm_composed(const GatedNormArgs& args, c10::ScalarType dtype);

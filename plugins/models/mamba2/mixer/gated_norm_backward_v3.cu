@@ -71,8 +71,8 @@ template <typename T, typename Y>
 __global__ void __launch_bounds__(kThreads)
     gated_norm_backward_v3_kernel(Operands<T, Y> o, int64_t rows, const T* __restrict__ grad_out,
                                   const float* __restrict__ rstd, Y* __restrict__ grad_y, T* __restrict__ grad_x,
-                                  T* __restrict__ grad_z, float* __restrict__ weight_partials,
-                                  float* __restrict__ skip_partials) {
+                                  T* __restrict__ grad_z, int64_t z_row_stride, int64_t z_group_stride,
+                                  float* __restrict__ weight_partials, float* __restrict__ skip_partials) {
   constexpr int N = kVectorWidth<T>;
   __shared__ float warp_sums[2][32];
   // Each thread's norm weights (dynamic: weight_bytes), read back at every row: registers would
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t at = row * width + group * o.channels + first;
     store_channels<true>(grad_y + at, N, dy);
     store_channels<true>(grad_x + at, N, dx);
-    store_channels<true>(grad_z + at, N, dz);
+    store_channels<true>(grad_z + row * z_row_stride + group * z_group_stride + first, N, dz);
   }
   if (!owns) return;
   const int64_t at = blockIdx.x * width + group * o.channels + first;
@@ -176,11 +176,13 @@ cudaError_t gated_norm_backward_v3(const GatedNormInputs& in, const GatedNormSha
   return dispatch_gated_norm_types(in, [&](auto t_tag, auto y_tag) {
     using T = typename decltype(t_tag)::type;
     using Y = typename decltype(y_tag)::type;
-    if (!vectorized<T, Y>(in, shape, {grad_out, grads.y, grads.x, grads.z, grads.weight_partials, grads.skip_partials}))
+    if (!vectorized<T, Y>(in, shape, {grad_out, grads.y, grads.x, grads.z, grads.weight_partials, grads.skip_partials}) ||
+        grads.z_row_stride % kVectorWidth<T> != 0 || grads.z_group_stride % kVectorWidth<T> != 0)
       return cudaErrorMisalignedAddress;
     gated_norm_backward_v3_kernel<T, Y><<<grid, threads_for(in, shape), weight_bytes(in, shape), stream>>>(
         operands_of<T, Y>(in, shape), shape.rows, static_cast<const T*>(grad_out), rstd, static_cast<Y*>(grads.y),
-        static_cast<T*>(grads.x), static_cast<T*>(grads.z), grads.weight_partials, grads.skip_partials);
+        static_cast<T*>(grads.x), static_cast<T*>(grads.z), grads.z_row_stride, grads.z_group_stride,
+        grads.weight_partials, grads.skip_partials);
     return cudaGetLastError();
   });
 }

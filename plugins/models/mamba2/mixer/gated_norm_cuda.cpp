@@ -81,6 +81,17 @@ auto backward_of(Generation chosen) {
   return kernels::gated_norm_backward;
 }
 
+// z's gradient: its slot of `z_gradient` where the third backward writes it there (v3 stores dz
+// with z's strides: the slot has them, and z's rows reshaped as the kernel reads them are z's
+// own view), else a contiguous tensor. The slot must start on a 16-byte vector, as z does.
+at::Tensor z_gradient_of(const GatedNormArgs& a, const Prepared& p, Generation chosen, InProjGradient* z_gradient) {
+  if (z_gradient && chosen == Generation::v3 && p.z.is_alias_of(a.z) && p.z.data_ptr() == a.z.data_ptr()) {
+    const at::Tensor slot = z_gradient->slot_for(a.z);
+    if (slot.defined() && reinterpret_cast<std::uintptr_t>(slot.const_data_ptr()) % 16 == 0) return slot;
+  }
+  return at::empty(a.z.sizes(), a.z.options().memory_format(at::MemoryFormat::Contiguous));
+}
+
 }  // namespace
 
 const char* gated_norm_cuda_kernel(const GatedNormArgs& a) {
@@ -111,7 +122,7 @@ GatedNormOutputs gated_norm_forward_cuda(const GatedNormArgs& a) {
 }
 
 GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& a, const at::Tensor& rstd,
-                                            const at::Tensor& grad_out) {
+                                            const at::Tensor& grad_out, InProjGradient* z_gradient) {
   c10::cuda::CUDAGuard device(a.x.device());
   const Prepared p = prepare(a);
   const Generation chosen = generation(p);
@@ -121,11 +132,18 @@ GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& a, const at::Te
   const int64_t partial_rows = partial_rows_of(chosen, p);
   const at::Tensor dy = at::empty(a.y.sizes(), a.y.options().memory_format(at::MemoryFormat::Contiguous));
   const at::Tensor dx = at::empty(a.x.sizes(), a.x.options().memory_format(at::MemoryFormat::Contiguous));
-  const at::Tensor dz = at::empty(a.z.sizes(), a.z.options().memory_format(at::MemoryFormat::Contiguous));
+  const at::Tensor dz = z_gradient_of(a, p, chosen, z_gradient);
   const at::Tensor weight_partials = at::empty({partial_rows, width}, rstd.options());
   const at::Tensor skip_partials = at::empty({partial_rows, width}, rstd.options());
-  const kernels::GatedNormGradients grads{dy.data_ptr(), dx.data_ptr(), dz.data_ptr(),
-                                          weight_partials.data_ptr<float>(), skip_partials.data_ptr<float>()};
+  // dz's [rows, groups, channels] strides: z's where it landed (only v3 reads them), else contiguous.
+  const bool landed = !dz.is_contiguous();
+  const kernels::GatedNormGradients grads{dy.data_ptr(),
+                                          dx.data_ptr(),
+                                          dz.data_ptr(),
+                                          weight_partials.data_ptr<float>(),
+                                          skip_partials.data_ptr<float>(),
+                                          landed ? p.inputs.z.row_stride : width,
+                                          landed ? p.inputs.z.group_stride : p.shape.channels};
   const auto backward = backward_of(chosen);
   launch::check(
       backward(p.inputs, p.shape, g.const_data_ptr(), rstd.const_data_ptr<float>(), grads, launch::stream_of(a.x)),

@@ -22,7 +22,9 @@ bool gated_norm_cuda_takes(const GatedNormArgs& args, c10::ScalarType dtype);
 // "v1", "v2" or "v3": the kernels a call with these operands runs (TRIAX_MAMBA2_GATED_NORM_KERNEL).
 const char* gated_norm_cuda_kernel(const GatedNormArgs& args);
 GatedNormOutputs gated_norm_forward_cuda(const GatedNormArgs& args);
+// z_gradient (may be null): where the third backward runs, z's gradient is written into z's slot
+// of it (in_proj_gradient.hpp) and returned as that view.
 GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& args, const at::Tensor& rstd,
-                                            const at::Tensor& grad_out);
+                                            const at::Tensor& grad_out, InProjGradient* z_gradient = nullptr);
 
 }  // namespace triax::mamba2

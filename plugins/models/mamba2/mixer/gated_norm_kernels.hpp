@@ -49,6 +49,10 @@ int64_t gated_norm_partial_rows(int64_t rows);
 struct GatedNormGradients {
   void *y, *x, *z;
   float *weight_partials, *skip_partials;
+  // grad_z's strides in elements as [rows, groups, channels]: z's own where its gradient lands in
+  // in_proj's (in_proj_gradient.hpp); read by the third backward only (v1 and v2 need contiguous:
+  // groups channels, channels).
+  int64_t z_row_stride, z_group_stride;
 };
 cudaError_t gated_norm_backward(const GatedNormInputs& in, const GatedNormShape& shape, const void* grad_out,
                                 const float* rstd, const GatedNormGradients& grads, cudaStream_t stream);

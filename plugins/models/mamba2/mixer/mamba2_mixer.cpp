@@ -62,10 +62,13 @@ Mamba2Mixer::Projected Mamba2Mixer::split(const at::Tensor& in_proj_output) cons
   const int64_t b = in_proj_output.size(0), s = in_proj_output.size(1), g = config_.group_channels();
   const int64_t conv = config_.group_conv_dim(), r = config_.heads_per_group();
   const at::Tensor projected = in_proj_output.reshape({b, s, local_groups_, -1});  // [b, s, groups/tp, z|x, B, C|dt]
-  // One split instead of three narrows: the backward joins the three gradients in one cat, where
-  // each narrow's would be a zero tensor of the whole output with its part copied in, then summed.
-  const std::vector<at::Tensor> parts = projected.split_with_sizes({g, conv, r}, 3);
-  return {parts[0].reshape({b, s, local_groups_ * g}), parts[1], parts[2].reshape({b, s, local_heads_})};
+  // One split instead of three narrows: the backward joins the three gradients in one tensor (the
+  // gated norm's and the convolution's kernels write theirs in place, in_proj_gradient.hpp; else
+  // one cat), where each narrow's would be a zero tensor of the whole output with its part copied
+  // in, then summed.
+  const c10::intrusive_ptr<InProjGradient> gradient = in_proj_gradient_for(projected);
+  const std::vector<at::Tensor> parts = split_in_proj_output(projected, {g, conv, r}, gradient);
+  return {parts[0].reshape({b, s, local_groups_ * g}), parts[1], parts[2].reshape({b, s, local_heads_}), gradient};
 }
 
 std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, const at::Tensor& convolved,
@@ -87,12 +90,13 @@ std::pair<at::Tensor, at::Tensor> Mamba2Mixer::mix(const Projected& projected, c
     scanned = ssd_chunked(inputs, config_.chunk_size);
   }
   const GatedNormArgs gate{scanned.y, x, projected.z, D, norm_weight_, local_groups_, config_.layer_norm_epsilon};
-  return {gated_rms_norm(gate, dtype), scanned.final_state};
+  return {gated_rms_norm_landing_z(gate, dtype, projected.gradient), scanned.final_state};
 }
 
 at::Tensor Mamba2Mixer::forward(const at::Tensor& hidden) {
   const Projected projected = split(in_proj->forward(hidden));  // the whole sequence
-  const at::Tensor convolved = token_major_causal_conv1d(projected.conv_input, conv_weight(), conv_bias());
+  const at::Tensor convolved =
+      token_major_causal_conv1d(projected.conv_input, conv_weight(), conv_bias(), projected.gradient);
   return out_proj->forward(mix(projected, convolved, at::Tensor(), hidden.scalar_type()).first);
 }
 

@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "channel_shards.hpp"
+#include "in_proj_gradient.hpp"
 #include "mamba2_mixer_config.hpp"
 #include "triax/causal_lm.hpp"
 #include "triax/config_reader.hpp"
@@ -63,9 +64,11 @@ class Mamba2Mixer : public mamba::ChannelShards {
 
  private:
   // in_proj's output over the whole sequence, this rank's groups, split: z [b, s, d/tp], the
-  // convolution's input [b, s, groups/tp, group_conv_dim] (a view, token-major), dt [b, s, H/tp].
+  // convolution's input [b, s, groups/tp, group_conv_dim] (a view, token-major), dt [b, s, H/tp];
+  // `gradient`, where the parts' gradients land in one tensor (in_proj_gradient.hpp), else null.
   struct Projected {
     at::Tensor z, conv_input, dt;
+    c10::intrusive_ptr<InProjGradient> gradient;
   };
   Projected split(const at::Tensor& in_proj_output) const;
   // The depthwise convolution's taps [conv_dim/tp, conv_kernel] and bias (undefined without).

@@ -15,9 +15,12 @@ at::Tensor channel_major(const at::Tensor& token_major) {
   return token_major.permute({0, 2, 3, 1}).contiguous().view({b, -1, s});
 }
 
-at::Tensor token_major_causal_conv1d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+at::Tensor token_major_causal_conv1d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                     const c10::intrusive_ptr<InProjGradient>& x_gradient) {
 #ifdef TRIAX_MAMBA2_KERNELS
-  if (token_major_conv_applies(x, weight, bias)) return token_major_conv_cuda(x, weight, bias);
+  if (token_major_conv_applies(x, weight, bias)) return token_major_conv_cuda(x, weight, bias, x_gradient);
+#else
+  (void)x_gradient;
 #endif
   return mamba::causal_conv1d(channel_major(x), weight, bias, /*silu=*/true).transpose(1, 2);
 }

@@ -68,6 +68,23 @@ __device__ __forceinline__ void load_input(const TokenMajorInput& x, int64_t b, 
   }
 }
 
+// Stores the V channels c0 .. c0 + V - 1 of position t of batch row b of grad_x, as load_input reads x.
+template <typename T, bool kVector>
+__device__ __forceinline__ void store_gradient(const TokenMajorGradient& out, int64_t b, int64_t t, int64_t c0,
+                                               int64_t channels, const float (&v)[kVectorWidth<T>]) {
+  constexpr int V = kVectorWidth<T>;
+  T* row = static_cast<T*>(out.data) + b * out.batch_stride + t * out.position_stride;
+  if constexpr (kVector) {
+    store_vector<T, true>(row + (c0 / out.group_channels) * out.group_stride + c0 % out.group_channels, V, v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const int64_t c = c0 + i;
+      if (c < channels) row[(c / out.group_channels) * out.group_stride + c % out.group_channels] = from_float<T>(v[i]);
+    }
+  }
+}
+
 // w[i][jj] multiplies x[t - (kTaps - 1) + jj] of channel c0 + i in y[t]; zero past the channels.
 template <int V, int kTaps>
 __device__ __forceinline__ void load_taps(const float* weight, const float* bias, int64_t c0, int64_t channels,
@@ -174,7 +191,7 @@ __device__ __forceinline__ void sum_rows(float (*scratch)[kLanes * V], const flo
 template <typename T, int kTaps, bool kVector>
 __global__ void __launch_bounds__(kLanes* kRows)
     backward_kernel(TokenMajorInput x, const float* __restrict__ weight, const float* __restrict__ bias,
-                    const T* __restrict__ grad_y, T* __restrict__ grad_x, float* __restrict__ partials,
+                    const T* __restrict__ grad_y, TokenMajorGradient grad_x, float* __restrict__ partials,
                     TokenMajorConvShape shape, bool silu) {
   constexpr int V = kVectorWidth<T>;
   __shared__ float scratch[kRows][kLanes * V];
@@ -194,7 +211,6 @@ __global__ void __launch_bounds__(kLanes* kRows)
       if (p >= 0) load_input<T, kVector>(x, b, p, c0, shape.channels, inputs[jj]);
     }
     const T* dy = grad_y + (b * shape.length) * shape.channels + c0;
-    T* dx = grad_x + (b * shape.length) * shape.channels + c0;
     const int64_t run_end = t0 + kRun < shape.length ? t0 + kRun : shape.length;
     const int64_t last = run_end + kTaps - 1;  // one past the last u whose g a grad_x of the run reads
     for (int64_t u = t0; u < last; ++u) {
@@ -228,7 +244,7 @@ __global__ void __launch_bounds__(kLanes* kRows)
           for (int jj = 0; jj < kTaps; ++jj) acc += w[i][jj] * grads[kTaps - 1 - jj][i];
           v[i] = acc;
         }
-        store_vector<T, kVector>(dx + t * shape.channels, count, v);
+        store_gradient<T, kVector>(grad_x, b, t, c0, shape.channels, v);
       }
       shift(inputs);
     }
@@ -243,12 +259,17 @@ __global__ void __launch_bounds__(kLanes* kRows)
   sum_rows<V>(scratch, db, partials, row, c0, shape.channels, columns, width);
 }
 
+// Whether a layout of x (or grad_x) is on whole 16-byte vectors, each within a group.
+template <typename T, typename Layout>
+bool vector_strides(const Layout& x) {
+  constexpr int64_t V = kVectorWidth<T>;
+  return x.group_channels % V == 0 && x.batch_stride % V == 0 && x.position_stride % V == 0 &&
+         x.group_stride % V == 0 && triax::kernels::aligned16(x.data);
+}
+
 template <typename T>
 bool vector_layout(const TokenMajorInput& x, int64_t channels, std::initializer_list<const void*> outputs) {
-  constexpr int64_t V = kVectorWidth<T>;
-  if (channels % V != 0 || x.group_channels % V != 0 || x.batch_stride % V != 0 || x.position_stride % V != 0 ||
-      x.group_stride % V != 0 || !triax::kernels::aligned16(x.data))
-    return false;
+  if (channels % kVectorWidth<T> != 0 || !vector_strides<T>(x)) return false;
   for (const void* p : outputs)
     if (!triax::kernels::aligned16(p)) return false;
   return true;
@@ -300,17 +321,18 @@ cudaError_t token_major_conv_forward(triax::kernels::Dtype dtype, const TokenMaj
 }
 
 cudaError_t token_major_conv_backward(triax::kernels::Dtype dtype, const TokenMajorInput& x, const float* weight,
-                                      const float* bias, const void* grad_y, void* grad_x, float* partials,
-                                      const TokenMajorConvShape& shape, bool silu, cudaStream_t stream) {
+                                      const float* bias, const void* grad_y, const TokenMajorGradient& grad_x,
+                                      float* partials, const TokenMajorConvShape& shape, bool silu,
+                                      cudaStream_t stream) {
   if (shape.batch == 0 || shape.length == 0 || shape.channels == 0) return cudaSuccess;
   if (!launchable(shape)) return cudaErrorInvalidValue;
   return triax::kernels::dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const bool vector = vector_layout<T>(x, shape.channels, {grad_y, grad_x});
+    const bool vector = vector_layout<T>(x, shape.channels, {grad_y}) && vector_strides<T>(grad_x);
     return dispatch_layout(shape.width, vector, [&](auto taps, auto vector_tag) {
       backward_kernel<T, decltype(taps)::value, decltype(vector_tag)::value>
           <<<grid_of<T>(shape), dim3(kLanes, kRows), 0, stream>>>(x, weight, bias, static_cast<const T*>(grad_y),
-                                                                  static_cast<T*>(grad_x), partials, shape, silu);
+                                                                  grad_x, partials, shape, silu);
       return cudaGetLastError();
     });
   });

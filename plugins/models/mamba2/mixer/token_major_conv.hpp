@@ -9,12 +9,16 @@
 
 #include <ATen/core/Tensor.h>
 
+#include "in_proj_gradient.hpp"
+
 namespace triax::mamba2 {
 
 // [b, s, groups, group_conv] -> [b, groups group_conv, s] contiguous (one copy).
 at::Tensor channel_major(const at::Tensor& token_major);
 
-// weight [groups group_conv, k], bias [groups group_conv] or undefined.
-at::Tensor token_major_causal_conv1d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias);
+// weight [groups group_conv, k], bias [groups group_conv] or undefined. x_gradient (x a view of
+// in_proj's output): where the CUDA kernels run, x's gradient lands in its slot of in_proj's.
+at::Tensor token_major_causal_conv1d(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
+                                     const c10::intrusive_ptr<InProjGradient>& x_gradient = {});
 
 }  // namespace triax::mamba2

@@ -21,6 +21,13 @@ struct TokenMajorInput {
   int64_t batch_stride, position_stride, group_stride, group_channels;
 };
 
+// Where the backward writes grad_x, addressed as TokenMajorInput addresses x: contiguous
+// [b, l, channels], or x's own layout in in_proj's output's gradient (in_proj_gradient.hpp).
+struct TokenMajorGradient {
+  void* data;
+  int64_t batch_stride, position_stride, group_stride, group_channels;
+};
+
 struct TokenMajorConvShape {
   int64_t batch, length, channels, width;  // width: the taps, at most kMaxTokenMajorConvWidth
 };
@@ -35,11 +42,12 @@ cudaError_t token_major_conv_forward(triax::kernels::Dtype dtype, const TokenMaj
 // Rows of the backward's partial sums: one per block of positions of each batch row.
 int64_t token_major_conv_partial_rows(const TokenMajorConvShape& shape);
 
-// grad_y and grad_x [b, l, channels] contiguous. partials [token_major_conv_partial_rows, channels,
+// grad_y [b, l, channels] contiguous, grad_x as laid out. partials [token_major_conv_partial_rows, channels,
 // width + 1] fp32, written whole: each block's sums of the weight's gradient (width) and the
 // bias's (last); the caller sums them over the rows (a fixed order: the same result every run).
 cudaError_t token_major_conv_backward(triax::kernels::Dtype dtype, const TokenMajorInput& x, const float* weight,
-                                      const float* bias, const void* grad_y, void* grad_x, float* partials,
+                                      const float* bias, const void* grad_y, const TokenMajorGradient& grad_x,
+                                      float* partials,
                                       const TokenMajorConvShape& shape, bool silu, cudaStream_t stream);
 
 }  // namespace triax::mamba2::kernels
