@@ -9,7 +9,6 @@
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
-// Named: the SDK may compile its kernels in unity batches, beside fp8_cast.cu's anonymous names.
 namespace grouped_cast {
 
 constexpr int64_t kBlockRows = 16;  // a group is whole blocks of 16 rows
