@@ -1,11 +1,13 @@
 # FP8 training (docs/fp8.md). The fp8 linear against the exact product (CPU emulation) and, on a
 # GPU (label gpu), at::_scaled_mm against bf16 and against the emulation; the section's refusals.
-# The scaling kernels against the LibTorch composition, bit for bit (label gpu), and the fp8
-# weights kept across micro-batches (CPU emulation). The amax computed by the producers of fp8
-# operands (RMSNorm, SwiGLU): the records and the choice of norms (CPU), the kernels' amaxes exact
-# and a step's bits unchanged (label gpu). All in sdk_test (tests/sdk_test.cmake).
+# The scaling kernels against the LibTorch composition, bit for bit (label gpu; the grouped
+# products' fused casts too), and the fp8 weights kept across micro-batches (CPU emulation). The
+# amax computed by the producers of fp8 operands (RMSNorm, SwiGLU): the records and the choice of
+# norms (CPU), the kernels' amaxes exact and a step's bits unchanged (label gpu). All in sdk_test
+# (tests/sdk_test.cmake).
 target_sources(sdk_test PRIVATE ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_linear_test.cpp
                                 ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_cast_test.cpp
+                                ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_grouped_cast_test.cpp
                                 ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_weight_cache_test.cpp
                                 ${CMAKE_CURRENT_LIST_DIR}/fp8/fp8_producer_amax_test.cpp)
 

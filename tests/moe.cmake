@@ -6,6 +6,7 @@
 add_executable(moe_test ${CMAKE_CURRENT_LIST_DIR}/moe_test.cpp ${CMAKE_CURRENT_LIST_DIR}/moe_grouped_gemm_cuda_test.cpp
                         ${CMAKE_CURRENT_LIST_DIR}/moe_fp8_experts_test.cpp)
 target_link_libraries(moe_test PRIVATE triax_moe_impl GTest::gtest_main)
+target_include_directories(moe_test PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)  # fp8_grouped_casts.hpp
 triax_use_pch(moe_test)
 triax_discover_test_suites(moe_test TEST_FILTER "-*Cuda*" TEST_LIST moe_test_cpu PROPERTIES LABELS "moe")
 # The *Cuda suite (grouped GEMM against the loop in bf16) skips without a GPU.
@@ -33,6 +34,7 @@ if(TRIAX_CUDA)
   # The experts' forward + backward in bf16 against fp8 at moe-1b's layer (built, not run by ctest).
   add_executable(moe_fp8_experts_bench ${CMAKE_CURRENT_LIST_DIR}/moe_fp8_experts_bench.cpp)
   target_link_libraries(moe_fp8_experts_bench PRIVATE triax_moe_block)
+  target_include_directories(moe_fp8_experts_bench PRIVATE ${PROJECT_SOURCE_DIR}/sdk/src)  # fp8_grouped_casts.hpp
   triax_use_pch(moe_fp8_experts_bench)
   add_dependencies(triax_benches moe_fp8_experts_bench)
 endif()

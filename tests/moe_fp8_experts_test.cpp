@@ -2,7 +2,8 @@
 // and what it refuses, the padded fp8 path against the per-expert loop through the CPU's emulation
 // of the grouped product, the CPU's fallback to the plain path; MoeFp8ExpertsCuda (label gpu,
 // skipped without an sm_90/sm_100 GPU): at::_scaled_grouped_mm against the bf16 grouped GEMM and
-// against the CPU emulation of the same operands, and a converted module taking that path.
+// against the CPU emulation of the same operands, the fused operand casts against LibTorch's
+// composition (the same bits), and a converted module taking that path.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 
 #include "error_of.hpp"
 #include "fp8/fp8_test_support.hpp"
+#include "fp8_grouped_casts.hpp"
 #include "grouped_experts.hpp"
 #include "moe_model.hpp"
 #include "scoped_variable.hpp"
@@ -253,6 +255,31 @@ TEST_F(MoeFp8ExpertsCuda, ScaledGroupedMmEqualsTheCpuEmulation) {
   // 2e-2 rather than the dense test's 1e-2: here the down projection's input is itself a bf16
   // result of the first product, and a last-bit difference there can move its fp8 rounding.
   for (size_t i = 0; i < cpu.size(); ++i) EXPECT_LT(relative_error(gpu[i], cpu[i]), 2e-2) << kNames[i];
+}
+
+// The fused casts of the operands (TRIAX_FP8_GROUPED_FUSED_CASTS, on by default) give the bytes
+// and scales of LibTorch's composition: the experts' output and every gradient are the same bits
+// with the switch on and off, with uneven groups, one padded to a single 16-row block, and empty
+// ones. The kernels ran: each product's operands, forward and backward, took them.
+TEST_F(MoeFp8ExpertsCuda, FusedCastsGiveTheSameOutputsAndGradientsAsTheComposition) {
+  const at::TensorOptions options = at::TensorOptions().device(at::kCUDA).dtype(at::kBFloat16);
+  at::manual_seed(9);
+  const std::vector<int64_t> counts = {40, 0, 1, 300, 7, 0, 128, 36};
+  const ExpertOperands operands = ExpertOperands::random(/*total=*/512, /*hidden=*/256, /*features=*/512,
+                                                         /*experts=*/8, 0.05, options);
+  std::vector<at::Tensor> composed, fused;
+  {
+    const ScopedVariable off("TRIAX_FP8_GROUPED_FUSED_CASTS", "0");
+    composed = outputs_and_gradients(experts_fp8_grouped_mm, operands, counts);
+  }
+  const int64_t before = grouped_fp8::fused_casts_run();
+  {
+    const ScopedVariable on("TRIAX_FP8_GROUPED_FUSED_CASTS", nullptr);
+    fused = outputs_and_gradients(experts_fp8_grouped_mm, operands, counts);
+  }
+  // Per product (gate and up as one, down): x and W forward; gy and W for grad_x; gy and x for grad_W.
+  EXPECT_EQ(grouped_fp8::fused_casts_run() - before, 12);
+  for (size_t i = 0; i < composed.size(); ++i) EXPECT_TRUE(at::equal(fused[i], composed[i])) << kNames[i];
 }
 
 // A module converted by the fp8 section computes through at::_scaled_grouped_mm on the GPU.

@@ -22,6 +22,7 @@
 #include <limits>
 #include <optional>
 
+#include "fp8_grouped_casts.hpp"
 #include "fp8_matmul.hpp"
 #include "triax/error.hpp"
 
@@ -35,42 +36,9 @@ using fp8::Fp8Matrix;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-constexpr c10::ScalarType kE4m3 = c10::ScalarType::Float8_e4m3fn;
 constexpr int64_t kRowStep = 16;  // the kernel's 16-byte steps of e4m3
 
 std::atomic<int64_t> scaled_grouped_products{0};
-
-// The experts' weights are whole on every rank (replicated over tp, split over ep by expert):
-// no scale spans a split dimension.
-const TensorParallel kWhole{};
-
-// t [rows, cols] scaled per row (over cols): {data [rows, cols], scale [rows]}.
-Fp8Matrix per_row(const at::Tensor& t) {
-  Fp8Matrix m = fp8::quantise(t, {kE4m3, 1, false}, kWhole);
-  m.scale = m.scale.reshape({-1});
-  return m;
-}
-
-// t [rows, C] scaled per column over each group's rows: {transposed [C, rows] row-major, scale
-// [groups * C] group-major}. The amax per block of 16 rows first (a group is whole blocks), then
-// per group; each row is multiplied by its group's multiplier.
-Fp8Matrix per_group_column(const at::Tensor& t, const Fp8RowGroups& groups) {
-  const int64_t rows = t.size(0), cols = t.size(1), blocks = rows / kRowStep;
-  const auto count = static_cast<int64_t>(groups.rows.size());
-  const at::Tensor by_block = t.contiguous().view({blocks, kRowStep, cols});
-  const at::Tensor block_amax =
-      at::linalg_vector_norm(by_block, std::numeric_limits<double>::infinity(), at::IntArrayRef{1}, false);
-  const at::Tensor group_amax = at::zeros({count, cols}, t.options().dtype(at::kFloat))
-                                    .scatter_reduce_(0, groups.group_of_block.unsqueeze(1).expand({blocks, cols}),
-                                                     block_amax.to(at::kFloat), "amax", /*include_self=*/true);
-  const fp8::ScaleAndMultiplier scales = fp8::scales_from_amax(group_amax, {kE4m3, 0, false}, kWhole);
-  at::Tensor data = at::empty({blocks, kRowStep, cols}, t.options().dtype(kE4m3));
-  at::mul_out(data, by_block, scales.multiplier.index_select(0, groups.group_of_block).unsqueeze(1));
-  Fp8Matrix m;
-  m.transposed = data.view({rows, cols}).t().contiguous();
-  m.scale = scales.scale.reshape({-1}).contiguous();
-  return m;
-}
 
 // The CPU's stand-in for at::_scaled_grouped_mm: the same operands and scales, dequantised, each
 // group multiplied in fp32.
@@ -107,17 +75,17 @@ at::Tensor scaled_grouped_mm(const at::Tensor& a, const at::Tensor& a_scale, con
   return product.scalar_type() == out_dtype ? product : product.to(out_dtype);
 }
 
+// N of the weights stacked along it: `first`'s [E, N1, K] and `second`'s [E, N2, K] if defined.
+int64_t stacked_features(const at::Tensor& first, const at::Tensor& second) {
+  return first.size(1) + (second.defined() ? second.size(1) : 0);
+}
+
 Fp8RowGroups saved_groups(AutogradContext* ctx) {
   Fp8RowGroups groups;
   groups.rows = ctx->saved_data["rows"].toIntVector();
   groups.ends = ctx->saved_data["ends"].toTensor();
   groups.group_of_block = ctx->saved_data["group_of_block"].toTensor();
   return groups;
-}
-
-// The weights of the product: `first` alone, or `first` and `second` stacked along N.
-at::Tensor stacked(const at::Tensor& first, const at::Tensor& second) {
-  return second.defined() ? at::cat({first, second}, 1) : first;
 }
 
 class Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLinearFunction> {
@@ -127,10 +95,9 @@ class Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLine
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& first,
                             const std::optional<at::Tensor>& maybe_second, const Fp8RowGroups& groups) {
     const at::Tensor second = maybe_second.value_or(at::Tensor());
-    const at::Tensor weights = stacked(first, second);
-    const int64_t experts = weights.size(0), n = weights.size(1), k = weights.size(2);
+    const int64_t experts = first.size(0), n = stacked_features(first, second), k = first.size(2);
     const Fp8Matrix xq = per_row(x);
-    const Fp8Matrix wq = per_row(weights.reshape({experts * n, k}));
+    const Fp8Matrix wq = weights_per_row(first, second);
     // Forward with the faster accumulation, as the dense fp8 layers' forward.
     at::Tensor y = scaled_grouped_mm(xq.data, xq.scale, wq.data.view({experts, n, k}).transpose(1, 2),
                                      wq.scale.view({experts, n}), groups, x.scalar_type(), /*fast_accumulation=*/true);
@@ -153,10 +120,9 @@ class Fp8GroupedLinearFunction : public torch::autograd::Function<Fp8GroupedLine
     at::Tensor grad_x, grad_weights;
     if (ctx->needs_input_grad(0)) {
       // gy [M, N] per row; W [E, N, K] per column over N, stored [E, K, N] (read column-major).
-      const at::Tensor weights = stacked(first, second);
-      const int64_t experts = weights.size(0), n = weights.size(1), k = weights.size(2);
+      const int64_t experts = first.size(0), n = stacked_features(first, second), k = first.size(2);
       const Fp8Matrix gq = per_row(grad_y);
-      const Fp8Matrix wq = per_row(weights.transpose(1, 2).contiguous().view({experts * k, n}));
+      const Fp8Matrix wq = weights_per_column(first, second);
       grad_x = scaled_grouped_mm(gq.data, gq.scale, wq.data.view({experts, k, n}).transpose(1, 2),
                                  wq.scale.view({experts, k}), groups, x.scalar_type(), /*fast_accumulation=*/false);
     }

@@ -17,13 +17,6 @@
 namespace triax::fp8 {
 namespace {
 
-double largest_value(c10::ScalarType format) {
-  return format == c10::ScalarType::Float8_e5m2 ? 57344.0 : 448.0;
-}
-
-// The smallest amax a scale is computed from: an all-zero tensor gets a finite scale.
-constexpr double kAmaxFloor = 1e-12;
-
 // fp8(t x multiplier) in the layouts asked for: from one read where the kernels apply (the
 // multiplier stays on the device), else through LibTorch (the product computed in fp32 and stored
 // as fp8, then transposed): one rounding either way, to the same values.
@@ -94,6 +87,8 @@ ScaleAndMultiplier scales_of(const at::Tensor& t, const Scaling& scaling, const 
 }
 
 }  // namespace
+
+double largest_value(c10::ScalarType format) { return format == c10::ScalarType::Float8_e5m2 ? 57344.0 : 448.0; }
 
 ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, const TensorParallel& tp) {
   amax = amax.to(at::kFloat).contiguous();

@@ -36,6 +36,12 @@ struct ScaleAndMultiplier {
   at::Tensor scale, multiplier;
 };
 
+// The largest finite value of an fp8 format (448 for e4m3, 57344 for e5m2).
+double largest_value(c10::ScalarType format);
+
+// The smallest amax a scale is computed from: an all-zero tensor gets a finite scale.
+constexpr double kAmaxFloor = 1e-12;
+
 // The scales from amaxes of any shape (zero amaxes get a finite scale), all-reduced (MAX) over tp
 // first where `scaling.across_tp` says the amax spans split dimensions.
 ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, const TensorParallel& tp);

@@ -96,8 +96,7 @@ at::Tensor experts_grouped_mm(const at::Tensor& rows, const std::vector<int64_t>
   return at::_grouped_mm(activated, down.transpose(-2, -1), offs);
 }
 
-at::Tensor experts_fp8_grouped_mm(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
-                                  const at::Tensor& up, const at::Tensor& down) {
+PaddedRows pad_to_row_groups(const at::Tensor& rows, const std::vector<int64_t>& counts) {
   // Where each row goes in the padded layout. A zero row adds nothing to a weight's gradient and
   // the rows dropped at the end get no gradient: the padding is exact.
   std::vector<int64_t> padded(counts.size()), place;
@@ -108,15 +107,22 @@ at::Tensor experts_fp8_grouped_mm(const at::Tensor& rows, const std::vector<int6
     padded[e] = Fp8RowGroups::padded(counts[e]);
     start += padded[e];
   }
-  const Fp8RowGroups groups = Fp8RowGroups::of(std::move(padded), rows.device());
-  const at::Tensor where = at::tensor(place, at::TensorOptions().dtype(at::kLong)).to(rows.device(), true);
-  const at::Tensor x = at::zeros({start, rows.size(1)}, rows.options()).index_copy(0, where, rows);
+  PaddedRows out{Fp8RowGroups::of(std::move(padded), rows.device()),
+                 at::tensor(place, at::TensorOptions().dtype(at::kLong)).to(rows.device(), true), at::Tensor()};
+  out.rows = at::zeros({start, rows.size(1)}, rows.options()).index_copy(0, out.where, rows);
+  return out;
+}
+
+at::Tensor experts_fp8_grouped_mm(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
+                                  const at::Tensor& up, const at::Tensor& down) {
+  const PaddedRows padded = pad_to_row_groups(rows, counts);
+  const Fp8RowGroups& groups = padded.groups;
   // Gate and up as one product over [E, 2 x intermediate, hidden], as the dense MLP's fused
   // gate_up: x is quantised once and one grouped product runs instead of two, each way.
   const at::Tensor activated = gate.defined()
-                                   ? swiglu_halves(fp8_grouped_linear(x, gate, groups, /*more_weights=*/up))
-                                   : at::square(at::relu(fp8_grouped_linear(x, up, groups)));
-  return fp8_grouped_linear(activated, down, groups).index_select(0, where);
+                                   ? swiglu_halves(fp8_grouped_linear(padded.rows, gate, groups, /*more_weights=*/up))
+                                   : at::square(at::relu(fp8_grouped_linear(padded.rows, up, groups)));
+  return fp8_grouped_linear(activated, down, groups).index_select(0, padded.where);
 }
 
 bool grouped_mm_applies(const at::Tensor& rows, const at::Tensor& up) {

@@ -60,6 +60,15 @@ at::Tensor experts_loop(const at::Tensor& rows, const std::vector<int64_t>& coun
                         const at::Tensor& up, const at::Tensor& down);
 at::Tensor experts_grouped_mm(const at::Tensor& rows, const std::vector<int64_t>& counts, const at::Tensor& gate,
                               const at::Tensor& up, const at::Tensor& down);
+// Each expert's rows padded with zero rows to a positive multiple of 16 (Fp8RowGroups): the
+// padded rows, their groups, and where each given row lies among them.
+struct PaddedRows {
+  Fp8RowGroups groups;
+  at::Tensor where;  // int64 [rows given]: the padded row of each
+  at::Tensor rows;   // [groups.total(), hidden]
+};
+PaddedRows pad_to_row_groups(const at::Tensor& rows, const std::vector<int64_t>& counts);
+
 // The fp8 path: each expert's rows padded with zero rows to a positive multiple of 16
 // (Fp8RowGroups), the projections through fp8_grouped_linear (gate and up as one), the padding
 // dropped again.

@@ -1,10 +1,8 @@
 // The tensorwise fp8 scale of a whole tensor in one launch (fp8_matmul.cpp's quantise): max |x|
 // by block partial maxima, the last block to finish reducing them (an integer ticket, no float
 // atomics) and turning the amax into the scale and the multiplier. It replaces LibTorch's
-// reduction and the five elementwise kernels that followed it, with the same arithmetic:
-//   amax'      = max(amax, floor)            (NaN stays NaN, as clamp_min)
-//   scale      = amax' x fp32(1 / largest)   (LibTorch's division of a CUDA tensor by a scalar)
-//   multiplier = fp32(1 / amax') x largest
+// reduction and the five elementwise kernels that followed it, with the same arithmetic
+// (kernel_utils.cuh's fp8_scale_of).
 // The same scale from the amax slots a producer kernel filled (rms_norm.cu, swiglu.cu) is one warp.
 #include "triax/kernels/kernel_utils.cuh"
 
@@ -13,11 +11,11 @@ namespace {
 
 constexpr int kAmaxThreads = 512;
 
-// out = {scale, multiplier, amax} from the amax (the header's arithmetic).
+// out = {scale, multiplier, amax} from the amax (kernel_utils.cuh's fp8_scale_of).
 __device__ __forceinline__ void write_scale(float amax, float largest, float amax_floor, float* out) {
-  const float floored = amax != amax ? amax : fmaxf(amax, amax_floor);
-  out[0] = __fmul_rn(floored, __fdiv_rn(1.0f, largest));
-  out[1] = __fmul_rn(__fdiv_rn(1.0f, floored), largest);
+  const Fp8Scale s = fp8_scale_of(amax, largest, amax_floor);
+  out[0] = s.scale;
+  out[1] = s.multiplier;
   out[2] = amax;
 }
 

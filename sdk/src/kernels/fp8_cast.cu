@@ -5,10 +5,11 @@
 // out. With the transpose (cuBLASLt's fp8 products read both operands along the contraction, so
 // backward needs the operands of forward transposed), both layouts from one read: 128 x 64 tiles
 // read in 16-byte vectors, the row-major bytes stored from registers, the transposed ones through
-// shared memory in 16-byte stores (shapes whose sides are not multiples of 16 and 8 take a plain
-// 32 x 32 tile kernel).
+// shared memory in 16-byte stores (fp8_cast_tiles.cuh; shapes whose sides are not multiples of 16
+// and 8 take a plain 32 x 32 tile kernel).
 #include <cuda_fp8.h>
 
+#include "fp8_cast_tiles.cuh"
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
@@ -69,76 +70,31 @@ __global__ void scale_to_fp8_transposed_kernel(const T* __restrict__ x, const fl
   }
 }
 
-// The vectorised transposing kernel: a block of 256 threads scales a tile of 128 rows x 64 columns.
-// Thread t reads 4 rows x 8 columns (rows 4 * (t / 8) + i, columns 8 * (t % 8) + k): each row of
-// the tile is one 128-byte read by 8 neighbouring threads. The 4 bytes a thread makes per column
-// (4 consecutive rows) form one word of the transposed tile in shared memory; each transposed row
-// (128 bytes) is then stored by 8 threads in 16-byte pieces. Words are placed at index
-// word ^ swizzle(column), so that neither the word stores nor the 16-byte loads of shared memory
-// meet in one bank.
-constexpr int kVecTileRows = 128, kVecTileCols = 64, kVecThreads = 256;
-constexpr int kWordsPerColumn = kVecTileRows / 4;
-
-// XOR on the word index's bits 2-4: a group of 4 words (16 bytes) stays together and in order.
-__device__ __forceinline__ int swizzled(int word, int column) { return word ^ (((column / 8) % 8) * 4); }
-
-// The 8 elements at p (16-byte aligned) in fp32.
+// The vectorised transposing kernel's tiles (fp8_cast_tiles.cuh) of a row-major x with strided
+// multipliers (rows % 16 == 0, cols % 8 == 0, x 16-byte, out 8-byte and out_t 16-byte aligned).
 template <typename T>
-__device__ __forceinline__ void load8(const T* p, float (&v)[8]) {
-  constexpr int N = kVectorWidth<T>;
-#pragma unroll
-  for (int part = 0; part < 8 / N; ++part) {
-    const Pack<T, N> in = load_pack<T, N>(p + part * N);
-#pragma unroll
-    for (int k = 0; k < N; ++k) v[part * N + k] = to_float(in.v[k]);
-  }
-}
+struct StridedTiles {
+  const T* x;
+  const float* multiplier;
+  int64_t multiplier_row_stride, multiplier_col_stride;
+  uint8_t* out;
+  uint8_t* out_t;
+  int64_t rows, cols;
 
-// rows % 16 == 0, cols % 8 == 0, x 16-byte, out 8-byte and out_t 16-byte aligned (launcher).
-template <typename T, typename F>
-__global__ void __launch_bounds__(kVecThreads)
-    scale_to_fp8_tiles_kernel(const T* __restrict__ x, const float* __restrict__ multiplier,
-                              int64_t multiplier_row_stride, int64_t multiplier_col_stride, uint8_t* __restrict__ out,
-                              uint8_t* __restrict__ out_t, int64_t rows, int64_t cols) {
-  __shared__ __align__(16) uint32_t tile[kVecTileCols][kWordsPerColumn];
-  const int t = threadIdx.x, group = t % 8, word = t / 8;
-  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kVecTileCols, c = c0 + group * 8;
-  const bool one_multiplier = multiplier_row_stride == 0 && multiplier_col_stride == 0;
-  const float tensor_multiplier = one_multiplier ? *multiplier : 0.0f;
-  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kVecTileRows; r0 < rows;
-       r0 += static_cast<int64_t>(gridDim.y) * kVecTileRows) {
-    uint32_t words[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  __device__ const T* row(int64_t r) const { return x + r * cols; }
+  __device__ void multipliers(int64_t r, int64_t c, float (&m)[8]) const {
+    if (multiplier_row_stride == 0 && multiplier_col_stride == 0) {  // one for the tensor
+      const float tensor_multiplier = __ldg(multiplier);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t r = r0 + word * 4 + i;
-      if (r >= rows || c >= cols) continue;
-      float v[8];
-      load8(x + r * cols + c, v);
-      Pack<uint8_t, 8> q;
-#pragma unroll
-      for (int k = 0; k < 8; ++k) {
-        const float m = one_multiplier ? tensor_multiplier
-                                       : multiplier[r * multiplier_row_stride + (c + k) * multiplier_col_stride];
-        q.v[k] = F(v[k] * m).__x;
-        words[k] |= static_cast<uint32_t>(q.v[k]) << (8 * i);
-      }
-      if (out != nullptr) store_pack<uint8_t, 8>(out + r * cols + c, q);
+      for (int k = 0; k < 8; ++k) m[k] = tensor_multiplier;
+      return;
     }
 #pragma unroll
-    for (int k = 0; k < 8; ++k) tile[group * 8 + k][swizzled(word, group * 8 + k)] = words[k];
-    __syncthreads();
-    // Transposed row (column c0 + column) of 128 bytes: 8 pieces of 16 (4 words), one per thread.
-#pragma unroll
-    for (int pass = 0; pass < kVecTileCols / (kVecThreads / 8); ++pass) {
-      const int column = t / 8 + pass * (kVecThreads / 8), piece = t % 8;
-      const int64_t r = r0 + piece * 16;
-      if (c0 + column < cols && r < rows)
-        *reinterpret_cast<uint4*>(out_t + (c0 + column) * rows + r) =
-            *reinterpret_cast<const uint4*>(&tile[column][swizzled(piece * 4, column)]);
-    }
-    __syncthreads();
+    for (int k = 0; k < 8; ++k) m[k] = multiplier[r * multiplier_row_stride + (c + k) * multiplier_col_stride];
   }
-}
+  __device__ uint8_t* row_major(int64_t r) const { return out == nullptr ? nullptr : out + r * cols; }
+  __device__ uint8_t* transposed(int64_t c, int64_t r) const { return out_t + c * rows + r; }
+};
 
 }  // namespace
 
@@ -159,11 +115,22 @@ cudaError_t scale_to_fp8(Dtype dtype, const void* x, const float* multiplier, in
     };
     const bool vector_tiles = rows % 16 == 0 && cols % 8 == 0 && aligned16(x) && aligned16(out_t) &&
                               reinterpret_cast<std::uintptr_t>(out) % 8 == 0;
-    if (out_t != nullptr && vector_tiles)
-      return e5m2 ? launch_tiles(scale_to_fp8_tiles_kernel<T, __nv_fp8_e5m2>, dim3(kVecThreads), kVecTileRows,
-                                 kVecTileCols)
-                  : launch_tiles(scale_to_fp8_tiles_kernel<T, __nv_fp8_e4m3>, dim3(kVecThreads), kVecTileRows,
-                                 kVecTileCols);
+    if (out_t != nullptr && vector_tiles) {
+      const StridedTiles<T> tiles{static_cast<const T*>(x),
+                                  multiplier,
+                                  multiplier_row_stride,
+                                  multiplier_col_stride,
+                                  static_cast<uint8_t*>(out),
+                                  static_cast<uint8_t*>(out_t),
+                                  rows,
+                                  cols};
+      auto launch_vector_tiles = [&](auto kernel) {
+        kernel<<<fp8_tiles::grid_of(tiles), fp8_tiles::kThreads, 0, stream>>>(tiles);
+        return cudaGetLastError();
+      };
+      return e5m2 ? launch_vector_tiles(fp8_tiles::scale_to_fp8_tiles_kernel<T, __nv_fp8_e5m2, StridedTiles<T>>)
+                  : launch_vector_tiles(fp8_tiles::scale_to_fp8_tiles_kernel<T, __nv_fp8_e4m3, StridedTiles<T>>);
+    }
     if (out_t != nullptr)
       return e5m2
                  ? launch_tiles(scale_to_fp8_transposed_kernel<T, __nv_fp8_e5m2>, dim3(kTile, kTileRows), kTile, kTile)

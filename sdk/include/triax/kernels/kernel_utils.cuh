@@ -157,6 +157,13 @@ struct NanMaxOp {
 // running = max(running, |v|), NaN kept.
 __device__ __forceinline__ float abs_max(float running, float v) { return NanMaxOp()(fabsf(v), running); }
 
+// *slot = max(*slot, amax) for amaxes (never negative: fabsf clears the sign, NaN's too), which
+// order as their bits do, with NaN above infinity: an integer atomicMax on the bits is the float
+// max that keeps NaN. *slot starts at zero (or another amax).
+__device__ __forceinline__ void atomic_amax(float* slot, float amax) {
+  atomicMax(reinterpret_cast<unsigned*>(slot), __float_as_uint(amax));
+}
+
 // Folds the block's largest |value| (each thread's running abs_max) into one of kAmaxSlots slots
 // (kernels.hpp), by the block's index. Every thread of the block calls it. The values are never
 // negative (fabsf clears the sign, NaN's too), and such floats order as their bits do, with NaN
@@ -166,7 +173,20 @@ __device__ __forceinline__ void fold_block_amax(float thread_amax, float* scratc
   const float block_amax = block_reduce(thread_amax, scratch, NanMaxOp(), 0.0f);
   if (threadIdx.x != 0 || threadIdx.y != 0) return;
   const unsigned block = blockIdx.y * gridDim.x + blockIdx.x;
-  atomicMax(reinterpret_cast<unsigned*>(slots) + block % kAmaxSlots, __float_as_uint(block_amax));
+  atomic_amax(slots + block % kAmaxSlots, block_amax);
+}
+
+// The fp8 scale and multiplier of an amax, in the fp32 arithmetic of LibTorch's CUDA ops that
+// fp8::scales_from_amax runs (every fp8 kernel computes them so, to the same bits):
+//   amax'      = max(amax, floor)            (NaN stays NaN, as clamp_min)
+//   scale      = amax' x fp32(1 / largest)   (LibTorch's division of a CUDA tensor by a scalar)
+//   multiplier = fp32(1 / amax') x largest
+struct Fp8Scale {
+  float scale, multiplier;
+};
+__device__ __forceinline__ Fp8Scale fp8_scale_of(float amax, float largest, float amax_floor) {
+  const float floored = amax != amax ? amax : fmaxf(amax, amax_floor);
+  return {__fmul_rn(floored, __fdiv_rn(1.0f, largest)), __fmul_rn(__fdiv_rn(1.0f, floored), largest)};
 }
 
 // ---- launch helpers (host) -------------------------------------------------------------------

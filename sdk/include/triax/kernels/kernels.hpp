@@ -47,6 +47,44 @@ constexpr int kAmaxSlots = 32;
 cudaError_t fp8_scale_from_amax_slots(const float* amax_slots, float largest, float amax_floor, float* out,
                                       cudaStream_t stream);
 
+// ---- fp8 casts of grouped products' operands (fp8_grouped_cast.cu) ----------------------------
+
+// The rows of a [rows, cols] row-major matrix: `first`'s, or, with `second`, groups of first_rows
+// rows of `first` each followed by second_rows rows of `second` (the MoE experts' gate [E, n1, K]
+// and up [E, n2, K] read as one [E * (n1 + n2), K] without concatenating them).
+struct StackedRows {
+  const void* first = nullptr;
+  int64_t first_rows = 0;
+  const void* second = nullptr;
+  int64_t second_rows = 0;
+};
+
+// Rowwise e4m3 in one launch, a block per row read once: scale[r] and the multiplier from max
+// |x[r, :]| in fp8_tensor_scale's arithmetic, out[r, :] = fp8(x[r, :] * multiplier), as
+// fp8::quantise per row computes them. cols % 8 == 0 and every pointer 16-byte aligned, else
+// cudaErrorInvalidValue.
+cudaError_t fp8_rowwise_cast(Dtype dtype, StackedRows x, int64_t rows, int64_t cols, float largest, float amax_floor,
+                             void* out, float* scale, cudaStream_t stream);
+
+// Groups of a matrix's rows, each a whole number of 16-row blocks: group_of_block (int64, on the
+// device) the group of each block, or, where it is null, `count` groups of rows_per_group rows.
+struct RowGroupsOnDevice {
+  const int64_t* group_of_block = nullptr;
+  int64_t rows_per_group = 0;
+  int64_t count = 0;
+};
+
+// e4m3 per column of each row group, transposed: scale[g * cols + c] and its multiplier from
+// max |x[r, c]| over group g's rows (fp8_tensor_scale's arithmetic); out_t = fp8(x[r, c] x the
+// multiplier of r's group at c), transposed to [cols, rows], or, with per_group_transpose (uniform
+// groups only), each group's rows transposed on their own: [groups, cols, rows_per_group]. Three
+// launches (the amax by atomics, the scales, the cast through shared-memory tiles). rows % 16 ==
+// 0, cols % 8 == 0, every pointer 16-byte aligned, else cudaErrorInvalidValue. workspace:
+// groups x cols floats on the device.
+cudaError_t fp8_group_column_cast(Dtype dtype, StackedRows x, int64_t rows, int64_t cols, RowGroupsOnDevice groups,
+                                  bool per_group_transpose, float largest, float amax_floor, float* workspace,
+                                  void* out_t, float* scale, cudaStream_t stream);
+
 // ---- RMSNorm (rms_norm.cu) -------------------------------------------------------------------
 
 // The most threads of rms_norm_forward's block per row (row_threads(hidden / vector, this)): the
