@@ -33,7 +33,7 @@
 #include "ssd_chunks.hpp"
 #endif
 
-namespace {
+namespace mamba2_chunk_states_test {  // named: the tests compile in unity batches
 
 using triax::mamba2::SsdInputs;
 
@@ -223,4 +223,4 @@ TEST(Mamba2SsdCuda, MixerStepWithChunkStatesKernelsAgrees) {
   }
 }
 
-}  // namespace
+}  // namespace mamba2_chunk_states_test

@@ -22,7 +22,7 @@
 #include "ops_by_caller.hpp"
 #include "scoped_variable.hpp"
 
-namespace {
+namespace mamba2_in_proj_gradient_test {  // named: the tests compile in unity batches
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
@@ -214,4 +214,4 @@ TEST(Mamba2InProjGradientCuda, AMixerStepIsTheSameBitForBitWithOneCatFewer) {
   }
 }
 
-}  // namespace
+}  // namespace mamba2_in_proj_gradient_test
