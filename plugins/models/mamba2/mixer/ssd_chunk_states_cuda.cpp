@@ -27,7 +27,7 @@ void expect_states_kernel_applies(const Chunks& k, const char* what) {
 
 }  // namespace
 
-bool chunk_states_kernel_switched_on() { return switched_on_unless_zero("TRIAX_MAMBA2_CHUNK_STATES_KERNEL"); }
+bool chunk_states_kernel_switched_on() { return switched_on_when_one("TRIAX_MAMBA2_CHUNK_STATES_KERNEL"); }
 
 bool chunk_states_kernel_applies(const Chunks& k) {
   return chunk_states_kernel_switched_on() && ssd_kernels_apply(k) &&
