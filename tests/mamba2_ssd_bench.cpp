@@ -191,7 +191,7 @@ void print_kernel_switches() {
                                                           {"TRIAX_MAMBA2_SSD_PACKED_GRADIENT", "on"},
                                                           {"TRIAX_MAMBA2_SUMMED_ROWS_KERNEL", "on"},
                                                           {"TRIAX_MAMBA2_STATES_IN_OPERAND_TYPE", "on"},
-                                                          {"TRIAX_MAMBA2_CHUNK_STATES_KERNEL", "on"}};
+                                                          {"TRIAX_MAMBA2_CHUNK_STATES_KERNEL", "off"}};
   for (const auto& [variable, unset] : switches) {
     const char* value = std::getenv(variable);
     std::printf("%s=%s%s\n", variable, value ? value : "(unset: ", value ? "" : (std::string(unset) + ")").c_str());
