@@ -53,7 +53,7 @@ struct SquareThatLands : torch::autograd::Function<SquareThatLands> {
 enum class Use { lands, libtorch, twice, unused, copied };
 
 struct Split {
-  at::Tensor gradient;         // of the leaf the output came from
+  at::Tensor gradient;          // of the leaf the output came from
   ops_by_caller::OpCounts ops;  // the backward's
 };
 
@@ -114,7 +114,7 @@ TEST(Mamba2InProjGradient, PartsThatAllLandAreNeitherCopiedNorJoined) {
 }
 
 TEST(Mamba2InProjGradient, OnlyThePartsThatDidNotLandAreCopied) {
-  expect_landed({Use::lands, Use::lands, Use::libtorch}, 1, 0);  // the mixer's dt
+  expect_landed({Use::lands, Use::lands, Use::libtorch}, 1, 0);   // the mixer's dt
   expect_landed({Use::copied, Use::lands, Use::libtorch}, 2, 0);  // and z where the reshape copies
 }
 
@@ -135,7 +135,7 @@ TEST(Mamba2InProjGradient, GivesASlotOnlyToAViewOfTheOutputOnce) {
   ASSERT_TRUE(slot.defined());
   EXPECT_EQ(slot.sizes(), part.sizes());
   EXPECT_EQ(slot.strides(), part.strides());
-  EXPECT_FALSE(gradient->slot_for(part).defined());              // given before
+  EXPECT_FALSE(gradient->slot_for(part).defined());               // given before
   EXPECT_FALSE(gradient->slot_for(part.contiguous()).defined());  // a copy
   EXPECT_FALSE(gradient->slot_for(part.to(at::kDouble)).defined());
   const at::Tensor other = gradient->slot_for(output.narrow(3, 0, 5));
@@ -161,8 +161,8 @@ void expect_the_same_with_the_switch_on_and_off(const std::string& yaml, c10::De
   ASSERT_EQ(on.size(), off.size());
   for (size_t i = 0; i < off.size(); ++i) {
     ASSERT_TRUE(on[i].defined() && off[i].defined()) << "tensor " << i;
-    EXPECT_TRUE(at::equal(on[i], off[i])) << "tensor " << i << ": "
-                                          << triax::test::max_relative_diff(on[i].cpu(), off[i].cpu());
+    EXPECT_TRUE(at::equal(on[i], off[i]))
+        << "tensor " << i << ": " << triax::test::max_relative_diff(on[i].cpu(), off[i].cpu());
   }
 }
 

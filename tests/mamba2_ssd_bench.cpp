@@ -232,9 +232,8 @@ int main(int argc, char** argv) {
   struct Switches {
     const char *chunk_scan, *token_major_conv, *kernel, *chunk_states;
   };
-  const Switches settings[] = {{"0", "0", nullptr, "1"},      {"1", "0", nullptr, "1"},
-                               {"1", "1", nullptr, "1"},      {"1", "1", "v3-forward", "1"},
-                               {"1", "1", "v3-columns", "1"}, {"1", "1", "v3", "1"},
+  const Switches settings[] = {{"0", "0", nullptr, "1"},      {"1", "0", nullptr, "1"},      {"1", "1", nullptr, "1"},
+                               {"1", "1", "v3-forward", "1"}, {"1", "1", "v3-columns", "1"}, {"1", "1", "v3", "1"},
                                {"1", "1", "v3", "0"}};
   for (const Switches& setting : settings) {
     setenv("TRIAX_MAMBA2_CHUNK_SCAN", setting.chunk_scan, 1);

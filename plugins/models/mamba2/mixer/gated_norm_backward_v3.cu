@@ -176,7 +176,8 @@ cudaError_t gated_norm_backward_v3(const GatedNormInputs& in, const GatedNormSha
   return dispatch_gated_norm_types(in, [&](auto t_tag, auto y_tag) {
     using T = typename decltype(t_tag)::type;
     using Y = typename decltype(y_tag)::type;
-    if (!vectorized<T, Y>(in, shape, {grad_out, grads.y, grads.x, grads.z, grads.weight_partials, grads.skip_partials}) ||
+    if (!vectorized<T, Y>(in, shape,
+                          {grad_out, grads.y, grads.x, grads.z, grads.weight_partials, grads.skip_partials}) ||
         grads.z_row_stride % kVectorWidth<T> != 0 || grads.z_group_stride % kVectorWidth<T> != 0)
       return cudaErrorMisalignedAddress;
     gated_norm_backward_v3_kernel<T, Y><<<grid, threads_for(in, shape), weight_bytes(in, shape), stream>>>(

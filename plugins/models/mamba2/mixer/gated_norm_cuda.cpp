@@ -121,8 +121,8 @@ GatedNormOutputs gated_norm_forward_cuda(const GatedNormArgs& a) {
   return {out, rstd};
 }
 
-GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& a, const at::Tensor& rstd,
-                                            const at::Tensor& grad_out, InProjGradient* z_gradient) {
+GatedNormGradients gated_norm_backward_cuda(const GatedNormArgs& a, const at::Tensor& rstd, const at::Tensor& grad_out,
+                                            InProjGradient* z_gradient) {
   c10::cuda::CUDAGuard device(a.x.device());
   const Prepared p = prepare(a);
   const Generation chosen = generation(p);

@@ -47,7 +47,7 @@ int64_t token_major_conv_partial_rows(const TokenMajorConvShape& shape);
 // bias's (last); the caller sums them over the rows (a fixed order: the same result every run).
 cudaError_t token_major_conv_backward(triax::kernels::Dtype dtype, const TokenMajorInput& x, const float* weight,
                                       const float* bias, const void* grad_y, const TokenMajorGradient& grad_x,
-                                      float* partials,
-                                      const TokenMajorConvShape& shape, bool silu, cudaStream_t stream);
+                                      float* partials, const TokenMajorConvShape& shape, bool silu,
+                                      cudaStream_t stream);
 
 }  // namespace triax::mamba2::kernels
