@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "mamba2_ssd_case.hpp"
 #include "model_reference_support.hpp"
 #include "scoped_variable.hpp"
 #include "ssd.hpp"
@@ -53,20 +54,10 @@ namespace {
 using triax::mamba2::ssd_chunked;
 using triax::mamba2::SsdInputs;
 
-struct Case {
-  int64_t batch, length, heads, head_dim, groups, state, chunk;
-  c10::ScalarType operand;
-  bool initial;
-};
+using Case = triax::test::SsdCase;
+using triax::test::expect_within;
+using triax::test::name_of;
 
-std::string name_of(const Case& c) {
-  return "b" + std::to_string(c.batch) + " l" + std::to_string(c.length) + " r" + std::to_string(c.heads) + " p" +
-         std::to_string(c.head_dim) + " g" + std::to_string(c.groups) + " n" + std::to_string(c.state) + " q" +
-         std::to_string(c.chunk) + " " + c10::toString(c.operand) + (c.initial ? " with initial state" : "");
-}
-
-// fp64 inputs, x, B and C already on the operand type's grid (so that fp64 sees the GPU's values);
-// steps and decay rates of a trained model's size: dt = softplus(N(0,1) - 3), A in [-16, -1].
 SsdInputs exact_inputs(const Case& c, uint64_t seed) {
   at::Generator g = at::make_generator<at::CPUGeneratorImpl>(seed);
   const at::TensorOptions f64 = at::TensorOptions().dtype(at::kDouble);
@@ -111,14 +102,6 @@ at::Tensor term_magnitudes(const SsdInputs& exact, int64_t chunk) {
   for (at::Tensor* t : {&magnitudes.x, &magnitudes.B, &magnitudes.C, &magnitudes.initial_state})
     if (t->defined()) *t = t->abs();
   return ssd_chunked(magnitudes, chunk).y;
-}
-
-// |a - b| <= allowed everywhere.
-void expect_within(const at::Tensor& a, const at::Tensor& b, const at::Tensor& allowed, const std::string& what) {
-  const at::Tensor difference = (a.to(at::kDouble).cpu() - b.to(at::kDouble).cpu()).abs();
-  EXPECT_LE((difference - allowed).max().item<double>(), 0.0)
-      << what << ": largest difference " << difference.max().item<double>() << " against a largest allowed "
-      << allowed.max().item<double>();
 }
 
 // |v3 - v2| within the reordering bound (file comment), plus one ulp of y's type where it is 16-bit.

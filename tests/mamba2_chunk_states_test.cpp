@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "mamba2_ssd_case.hpp"
 #include "mamba2_test_support.hpp"
 #include "model_reference_support.hpp"
 #include "scoped_variable.hpp"
@@ -45,19 +46,10 @@ at::Tensor f64(const at::Tensor& t) { return t.to(at::kDouble).cpu(); }
 #ifdef TRIAX_WITH_CUDA
 namespace ssd = triax::mamba2::ssd;
 
-struct Case {
-  int64_t batch, length, heads, head_dim, groups, state, chunk;
-  c10::ScalarType operand;
-  bool initial;
-};
+using Case = triax::test::SsdCase;
+using triax::test::expect_within;
+using triax::test::name_of;
 
-std::string name_of(const Case& c) {
-  return "b" + std::to_string(c.batch) + " l" + std::to_string(c.length) + " r" + std::to_string(c.heads) + " p" +
-         std::to_string(c.head_dim) + " g" + std::to_string(c.groups) + " n" + std::to_string(c.state) + " q" +
-         std::to_string(c.chunk) + " " + c10::toString(c.operand) + (c.initial ? " with initial state" : "");
-}
-
-// The 780m layer's chunks (shorter), then the odd shapes.
 const std::vector<Case>& cases() {
   static const std::vector<Case> all{{2, 512, 48, 64, 1, 128, 256, at::kBFloat16, false},
                                      {1, 333, 4, 64, 2, 64, 128, at::kBFloat16, true},
@@ -81,16 +73,6 @@ SsdInputs cuda_inputs(const Case& c, uint64_t seed) {
   in.C = at::randn({c.batch, c.length, c.groups, c.state}, g, f32).to(at::kCUDA, c.operand);
   if (c.initial) in.initial_state = at::randn({c.batch, H, c.head_dim, c.state}, g, f32).to(at::kCUDA);
   return in;
-}
-
-// |a - b| <= allowed everywhere, give or take fp32's smallest normal value: where every term is
-// zero the bound is zero, yet the fp32 sums may carry a subnormal (1.8e-46 measured on an H100).
-void expect_within(const at::Tensor& a, const at::Tensor& b, const at::Tensor& allowed, const std::string& what) {
-  const at::Tensor difference = (f64(a) - f64(b)).abs();
-  ASSERT_GT(f64(b).abs().max().item<double>(), 0.0) << what;
-  EXPECT_LE((difference - allowed).max().item<double>(), static_cast<double>(std::numeric_limits<float>::min()))
-      << what << ": largest difference " << difference.max().item<double>() << " against a largest allowed "
-      << allowed.max().item<double>();
 }
 
 // Twice the reordering bound of K terms, per unit of sum|terms|.
