@@ -84,9 +84,15 @@ void expect_switch_changes_no_bit(c10::ScalarType dtype, c10::Device device) {
 }
 
 // Bytes alive after the first layer's forward beyond its input and output (fp32 on the CPU).
-int64_t kept_by_forward(bool recompute) {
-  std::shared_ptr<MambaModel> model;
-  const std::shared_ptr<triax::CausalLmLayer> layer = first_layer(recompute, tiny_model_context(), model);
+// The bytes the first layer of `model` keeps for its backward beyond its output.
+int64_t kept_by_layer(const std::shared_ptr<MambaModel>& model) {
+  std::shared_ptr<triax::CausalLmLayer> layer;
+  for (const auto& module : model->modules(/*include_self=*/false))
+    if ((layer = std::dynamic_pointer_cast<triax::CausalLmLayer>(module))) break;
+  if (!layer) {
+    ADD_FAILURE() << "no layer";
+    return 0;
+  }
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(8);
   const at::Tensor x = at::randn({kBatch, kLength, kHidden}, generator, at::kFloat).requires_grad_(true);
   CpuLiveBytes live;
@@ -96,6 +102,12 @@ int64_t kept_by_forward(bool recompute) {
   out.sum().backward();  // the graph was whole: every parameter gets a gradient
   for (const at::Tensor& p : layer->parameters()) EXPECT_TRUE(p.grad().defined());
   return kept;
+}
+
+int64_t kept_by_forward(bool recompute) {
+  std::shared_ptr<MambaModel> model;
+  first_layer(recompute, tiny_model_context(), model);
+  return kept_by_layer(model);
 }
 
 // mamba_inner()'s operands at b, d, s, state n, dt_rank r, d_conv taps, drawn from `seed`; the
@@ -180,6 +192,22 @@ TEST(MambaRecomputeConvCpu, TheLayerKeepsFewerBytes) {
   std::printf("kept by one layer's forward: %lld bytes, %lld with TRIAX_MAMBA_RECOMPUTE_CONV=1\n",
               static_cast<long long>(off), static_cast<long long>(on));
   EXPECT_GE(off - on, 2 * kBatch * kInner * kLength * 4);
+}
+
+// ssm_cfg.recompute_conv: true selects mamba_inner() as the switch does (the switch unset), and the
+// switch set to 0 overrides the key: the bytes the layer's forward keeps say which path ran.
+TEST(MambaRecomputeConvCpu, TheConfigKeySelectsItAndTheSwitchOverridesIt) {
+  const int64_t off = kept_by_forward(false), on = kept_by_forward(true);
+  ASSERT_GT(off, on);
+  auto kept_with_key = [](const char* setting) {
+    const ScopedVariable variable("TRIAX_MAMBA_RECOMPUTE_CONV", setting);
+    std::string yaml = tiny_yaml(false);
+    const std::string ssm_end = "expand: 2}";
+    yaml.replace(yaml.find(ssm_end), ssm_end.size(), "expand: 2, recompute_conv: true}");
+    return kept_by_layer(build(yaml));
+  };
+  EXPECT_EQ(kept_with_key(nullptr), on);
+  EXPECT_EQ(kept_with_key("0"), off);
 }
 
 // mamba_inner() without a conv bias (the layer test has one) against the differentiable ops, fp32

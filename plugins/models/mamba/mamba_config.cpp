@@ -37,6 +37,7 @@ SsmConfig read_ssm(ConfigReader& ssm) {
   s.dt_init_floor = ssm.get<double>("dt_init_floor", s.dt_init_floor);
   s.conv_bias = ssm.get<bool>("conv_bias", s.conv_bias);
   s.bias = ssm.get<bool>("bias", s.bias);
+  s.recompute_conv = ssm.get<bool>("recompute_conv", s.recompute_conv);
   ssm.get<bool>("use_fast_path", true);  // mamba-ssm's kernel choice: triax picks its kernels by device
   ssm.finish();
   require_positive(ssm, "d_state", s.d_state);

@@ -29,6 +29,9 @@ struct SsmConfig {
   double dt_init_floor = 1e-4;
   bool conv_bias = true;
   bool bias = false;  // in_proj and out_proj biases
+  // triax: training's backward forms the conv's output and delta again instead of keeping them
+  // (mamba_inner(), as mamba-ssm's mamba_inner_fn): less activation memory for a few % of the step.
+  bool recompute_conv = false;
 };
 
 struct MambaConfig {

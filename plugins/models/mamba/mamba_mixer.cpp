@@ -30,7 +30,7 @@ MambaMixer::MambaMixer(const MambaConfig& config, const ModelContext& context)
     : ChannelShards(context.device, context.dtype, TensorParallel::of(context)),
       config_(config),
       fold_dt_in_step_(switched_on_unless_zero("TRIAX_MAMBA_DT_IN_STEP")),
-      recompute_conv_(switched_on_when_one("TRIAX_MAMBA_RECOMPUTE_CONV")) {
+      recompute_conv_(switch_forced("TRIAX_MAMBA_RECOMPUTE_CONV").value_or(config.ssm.recompute_conv)) {
   const int64_t h = config.d_model, d = config.d_inner(), n = config.ssm.d_state, r = config.dt_rank();
   auto shards = [&] { return std::make_shared<ChannelShards>(context.device, context.dtype, tp()); };
   // Registration order: Hugging Face's parameter order.

@@ -72,13 +72,15 @@ class MambaMixer : public ChannelShards {
   // TRIAX_MAMBA_DT_IN_STEP (default on; read at construction): the decoding step's dt_proj product
   // computed by the SSM step's kernel (SsmStepArgs::dt_proj_weight), not by a GEMV of its own.
   bool fold_dt_in_step_;
-  // TRIAX_MAMBA_RECOMPUTE_CONV=1 (default off; read at construction): training's part between
+  // ssm_cfg.recompute_conv (default false; TRIAX_MAMBA_RECOMPUTE_CONV=0 or 1, read at construction,
+  // overrides it for timings): training's part between
   // in_proj and out_proj runs as mamba_inner() (mamba_inner.hpp), which keeps x, z, x_proj's
   // output and the scan's checkpoints but neither u nor delta (at Mamba-1.4b, mbs 4 x 2048, 128 MiB
   // of a layer's 451: docs/mamba-performance.md), for a second conv forward and dt_proj product
   // per layer in the backward (not a second scan), as mamba-ssm's mamba_inner_fn does by default. The
   // same gradients bit for bit on the CPU; at 1.4b on one H100 the peak 40.12 -> 34.09 GiB for 2.7% of
-  // the step's speed: a memory option, off so that no step slows by default.
+  // the step's speed: a memory option, off so that no step slows by default (configs/bench/mamba-1.4b.yaml
+  // turns it on).
   bool recompute_conv_;
   at::Tensor in_proj_weight_, in_proj_bias_, conv_weight_, conv_bias_, x_proj_weight_, dt_proj_weight_, dt_proj_bias_;
 };
