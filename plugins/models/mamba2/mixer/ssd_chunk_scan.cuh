@@ -277,6 +277,20 @@ __device__ inline void copy_rows_async(T* dst, int ld_dst, const T* __restrict__
   }
 }
 
+// A scores kernel's (ssd_chunk_scan_scores{,_v3}.cu) tiles of head `head` into the buffers at `at`
+// of `layout`: dy's rows from dy_rows and xdt's from x_rows (head h's at h p, stride rp), the row
+// tile's decays (from i0) and the column tile's (from j0) of head_decays (head h's at h q). As
+// copy_rows_async: wait, then a barrier, before reading.
+template <typename T, typename Layout>
+__device__ inline void stage_scores_head(unsigned char* at, const Layout& layout, const T* dy_rows, const T* x_rows,
+                                         const float* head_decays, int head, int p, int q, int rp, int i0, int j0) {
+  copy_rows_async(reinterpret_cast<T*>(at + layout.dy), layout.ld_head, dy_rows + head * p, rp, kRows, p);
+  copy_rows_async(reinterpret_cast<T*>(at + layout.x), layout.ld_head, x_rows + head * p, rp, kRows, p);
+  copy_rows_async(reinterpret_cast<float*>(at + layout.row_decays), kRows, head_decays + head * q + i0, q, 1, kRows);
+  copy_rows_async(reinterpret_cast<float*>(at + layout.column_decays), kRows, head_decays + head * q + j0, q, 1,
+                  kRows);
+}
+
 // The head's entering state [p][n] fp32 into shared memory (stride ld) in the operand type (as
 // read_out rounds it): 16-byte loads, four in flight a thread, int32 indices.
 template <typename T>

@@ -116,13 +116,8 @@ __global__ void __launch_bounds__(kThreads, kScoresV3MinBlocks<kPFrags>)
     const float* head_decays = decay + block * r * q;  // head h's at h q
     // What head `head` brings, into copy `second` of the buffers (cp.async: wait, then a barrier).
     auto stage = [&](int head, bool second) {
-      unsigned char* at = shared + (second ? layout.stage : 0);
-      copy_rows_async(reinterpret_cast<T*>(at + layout.dy), layout.ld_head, dy_rows + head * p, rp, kRows, p);
-      copy_rows_async(reinterpret_cast<T*>(at + layout.x), layout.ld_head, x_rows + head * p, rp, kRows, p);
-      copy_rows_async(reinterpret_cast<float*>(at + layout.row_decays), kRows, head_decays + head * q + i0, q, 1,
-                      kRows);
-      copy_rows_async(reinterpret_cast<float*>(at + layout.column_decays), kRows, head_decays + head * q + j0, q, 1,
-                      kRows);
+      stage_scores_head(shared + (second ? layout.stage : 0), layout, dy_rows, x_rows, head_decays, head, p, q, rp, i0,
+                        j0);
     };
     // On the diagonal tile the warp's dS is zero right of its own 16 columns: those tiles skipped.
     const bool diagonal = j0 == i0;
