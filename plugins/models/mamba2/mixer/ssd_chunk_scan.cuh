@@ -287,8 +287,7 @@ __device__ inline void stage_scores_head(unsigned char* at, const Layout& layout
   copy_rows_async(reinterpret_cast<T*>(at + layout.dy), layout.ld_head, dy_rows + head * p, rp, kRows, p);
   copy_rows_async(reinterpret_cast<T*>(at + layout.x), layout.ld_head, x_rows + head * p, rp, kRows, p);
   copy_rows_async(reinterpret_cast<float*>(at + layout.row_decays), kRows, head_decays + head * q + i0, q, 1, kRows);
-  copy_rows_async(reinterpret_cast<float*>(at + layout.column_decays), kRows, head_decays + head * q + j0, q, 1,
-                  kRows);
+  copy_rows_async(reinterpret_cast<float*>(at + layout.column_decays), kRows, head_decays + head * q + j0, q, 1, kRows);
 }
 
 // The head's entering state [p][n] fp32 into shared memory (stride ld) in the operand type (as
