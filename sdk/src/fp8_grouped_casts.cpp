@@ -22,7 +22,6 @@ namespace {
 using fp8::Fp8Matrix;
 
 constexpr c10::ScalarType kFormat = c10::ScalarType::Float8_e4m3fn;
-constexpr int64_t kBlockRows = 16;  // a group is whole blocks of 16 rows (Fp8RowGroups)
 
 // The experts' weights are whole on every rank (replicated over tp, split over ep by expert):
 // no scale spans a split dimension.
@@ -41,16 +40,16 @@ Fp8Matrix composed_per_row(const at::Tensor& t) {
 // The amax per block of 16 rows first (a group is whole blocks), then per group; each row is
 // multiplied by its group's multiplier, then transposed.
 Fp8Matrix composed_per_group_column(const at::Tensor& t, const Fp8RowGroups& groups) {
-  const int64_t rows = t.size(0), cols = t.size(1), blocks = rows / kBlockRows;
+  const int64_t rows = t.size(0), cols = t.size(1), blocks = rows / kRowStep;
   const auto count = static_cast<int64_t>(groups.rows.size());
-  const at::Tensor by_block = t.contiguous().view({blocks, kBlockRows, cols});
+  const at::Tensor by_block = t.contiguous().view({blocks, kRowStep, cols});
   const at::Tensor block_amax =
       at::linalg_vector_norm(by_block, std::numeric_limits<double>::infinity(), at::IntArrayRef{1}, false);
   const at::Tensor group_amax = at::zeros({count, cols}, t.options().dtype(at::kFloat))
                                     .scatter_reduce_(0, groups.group_of_block.unsqueeze(1).expand({blocks, cols}),
                                                      block_amax.to(at::kFloat), "amax", /*include_self=*/true);
   const fp8::ScaleAndMultiplier scales = fp8::scales_from_amax(group_amax, {kFormat, 0, false}, kWhole);
-  at::Tensor data = at::empty({blocks, kBlockRows, cols}, t.options().dtype(kFormat));
+  at::Tensor data = at::empty({blocks, kRowStep, cols}, t.options().dtype(kFormat));
   at::mul_out(data, by_block, scales.multiplier.index_select(0, groups.group_of_block).unsqueeze(1));
   Fp8Matrix m;
   m.transposed = data.view({rows, cols}).t().contiguous();
@@ -144,7 +143,7 @@ fp8::Fp8Matrix per_group_column(const at::Tensor& t, const Fp8RowGroups& groups)
 }
 
 fp8::Fp8Matrix weights_per_row(const at::Tensor& first, const at::Tensor& second) {
-  const int64_t experts = first.size(0), n = first.size(1) + (second.defined() ? second.size(1) : 0), k = first.size(2);
+  const int64_t experts = first.size(0), n = stacked_features(first, second), k = first.size(2);
 #ifdef TRIAX_WITH_CUDA
   if (second.defined() ? casts::fused_casts_apply({&first, &second}, k) : casts::fused_casts_apply({&first}, k))
     return casts::fused_per_row(casts::stacked_rows(first, second), first, experts * n, k);
@@ -153,11 +152,11 @@ fp8::Fp8Matrix weights_per_row(const at::Tensor& first, const at::Tensor& second
 }
 
 fp8::Fp8Matrix weights_per_column(const at::Tensor& first, const at::Tensor& second) {
-  const int64_t experts = first.size(0), n = first.size(1) + (second.defined() ? second.size(1) : 0), k = first.size(2);
+  const int64_t experts = first.size(0), n = stacked_features(first, second), k = first.size(2);
 #ifdef TRIAX_WITH_CUDA
   // Each expert's N rows are one group, transposed on their own: W_e^T [K, N] per expert.
   if ((second.defined() ? casts::fused_casts_apply({&first, &second}, k) : casts::fused_casts_apply({&first}, k)) &&
-      n % casts::kBlockRows == 0) {
+      n % kRowStep == 0) {
     const kernels::RowGroupsOnDevice uniform{nullptr, n, experts};
     return casts::fused_per_group_column(casts::stacked_rows(first, second), first, experts * n, k, uniform,
                                          /*per_group_transpose=*/true,

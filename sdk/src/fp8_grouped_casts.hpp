@@ -12,6 +12,15 @@
 
 namespace triax::grouped_fp8 {
 
+// A group's rows come in whole blocks of 16 (Fp8RowGroups): the grouped kernel's 16-byte steps
+// of e4m3 along the contraction.
+constexpr int64_t kRowStep = 16;
+
+// N of the weights stacked along it: `first`'s [E, N1, K] and `second`'s [E, N2, K] if defined.
+inline int64_t stacked_features(const at::Tensor& first, const at::Tensor& second) {
+  return first.size(1) + (second.defined() ? second.size(1) : 0);
+}
+
 // Whether the fused casts are switched on (TRIAX_FP8_GROUPED_FUSED_CASTS unless "0").
 bool fused_casts_switched_on();
 

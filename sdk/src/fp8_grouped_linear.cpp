@@ -36,8 +36,6 @@ using fp8::Fp8Matrix;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-constexpr int64_t kRowStep = 16;  // the kernel's 16-byte steps of e4m3
-
 std::atomic<int64_t> scaled_grouped_products{0};
 
 // The CPU's stand-in for at::_scaled_grouped_mm: the same operands and scales, dequantised, each
@@ -73,11 +71,6 @@ at::Tensor scaled_grouped_mm(const at::Tensor& a, const at::Tensor& a_scale, con
                                               at::kBFloat16, fast_accumulation);
   scaled_grouped_products.fetch_add(1, std::memory_order_relaxed);
   return product.scalar_type() == out_dtype ? product : product.to(out_dtype);
-}
-
-// N of the weights stacked along it: `first`'s [E, N1, K] and `second`'s [E, N2, K] if defined.
-int64_t stacked_features(const at::Tensor& first, const at::Tensor& second) {
-  return first.size(1) + (second.defined() ? second.size(1) : 0);
 }
 
 Fp8RowGroups saved_groups(AutogradContext* ctx) {
