@@ -87,6 +87,14 @@ add_dependencies(triax_benches mamba2_gated_norm_bench)
 target_link_libraries(mamba2_gated_norm_bench PRIVATE triax_mamba2_impl)
 triax_use_pch(mamba2_gated_norm_bench)
 
+# The token-major conv1d's kernels, loads staged and direct (TRIAX_MAMBA2_CONV_STAGED), timed at the
+# mamba2-780m shape, forward and backward, ms and GB/s (`build/bin/mamba2_conv_bench [batch [length]]`);
+# not run by ctest, built by the triax_benches target.
+add_executable(mamba2_conv_bench EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/mamba2_conv_bench.cpp)
+add_dependencies(triax_benches mamba2_conv_bench)
+target_link_libraries(mamba2_conv_bench PRIVATE triax_mamba2_impl)
+triax_use_pch(mamba2_conv_bench)
+
 # Mixed precision on the GPU (tests/gpu/bf16_follows_fp32.sh): 50 bf16 steps of the tiny Mamba-2
 # through its CUDA kernels follow the fp32 CPU run, every step's loss within 2% relative.
 if(TRIAX_CUDA)

@@ -3,7 +3,8 @@
 // (Mamba2TokenMajorConvCuda) the kernels, switched on, against the CPU's fp64 result on the same
 // values (outputs and the gradients of the input, the taps and the bias) for in_proj-like strided
 // views over one and several groups, widths 2 to 6, lengths no run divides, vector and element
-// layouts; and one mixer's step with the switch on against the switch off.
+// layouts; the staged loads bit for bit against the direct ones; and one mixer's step with the
+// switch on against the switch off.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
@@ -30,14 +31,14 @@ struct ConvCase {
   bool bias;
 };
 
-// The convolution's operands: in_proj's output [b, s, groups, extra + group_channels + 3] (fp64),
-// of which the input is the group_channels after `extra`; the taps, the bias (or undefined).
+// The convolution's operands: in_proj's output [b, s, groups, group_channels + 8] (fp64), of which
+// the input is the group_channels after `offset` (5: element loads; 8: 16-byte vectors where the
+// strides allow); the taps, the bias (or undefined).
 struct Operands {
   at::Tensor projection, weight, bias;
-  at::Tensor input() const {
-    const int64_t width = projection.size(3);
-    return projection.narrow(3, 5, width - 8);
-  }
+  int64_t offset = 5;
+  at::Tensor input_of(const at::Tensor& p) const { return p.narrow(3, offset, p.size(3) - 8); }
+  at::Tensor input() const { return input_of(projection); }
 };
 
 Operands operands_of(const ConvCase& c, uint64_t seed) {
@@ -86,10 +87,8 @@ std::vector<at::Tensor> convolved_and_gradients(const Operands& o, const at::Ten
   // requires_grad for the CUDA call and make its copies non-leaves without .grad.
   const at::Tensor projection = o.projection.to(device, type).detach().requires_grad_(true);
   const at::Tensor weight = o.weight.to(device, parameters).detach().requires_grad_(true);
-  const at::Tensor bias =
-      o.bias.defined() ? o.bias.to(device, parameters).detach().requires_grad_(true) : at::Tensor();
-  const int64_t width = projection.size(3);
-  const at::Tensor y = token_major_causal_conv1d(projection.narrow(3, 5, width - 8), weight, bias);
+  const at::Tensor bias = o.bias.defined() ? o.bias.to(device, parameters).detach().requires_grad_(true) : at::Tensor();
+  const at::Tensor y = token_major_causal_conv1d(o.input_of(projection), weight, bias);
   (y.to(at::kDouble) * grad_weights.to(device)).sum().backward();
   return {y, projection.grad(), weight.grad(), bias.defined() ? bias.grad() : at::Tensor()};
 }
@@ -97,33 +96,70 @@ std::vector<at::Tensor> convolved_and_gradients(const Operands& o, const at::Ten
 TEST(Mamba2TokenMajorConvCuda, MatchesTheCpuInFp32AndBf16) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
   const ScopedVariable on("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "1");
-  // 780m's channels (3328, one group), groups of 40 channels (vectors), of 12 (bf16 element
-  // loads: not a multiple of 8), widths 2 to 6 (the 8-tap window), lengths 1 and runs cut short.
+  // 780m's channels (3328, one group), groups of 40 channels (vectors at offset 8), of 12 (bf16
+  // element loads: not a multiple of 8), widths 2 to 6 (the 8-tap window), lengths 1 and runs cut short.
   for (const ConvCase& c :
        {ConvCase{2, 300, 1, 3328, 4, true}, ConvCase{3, 77, 2, 40, 4, false}, ConvCase{2, 129, 3, 12, 3, true},
         ConvCase{1, 1, 1, 16, 4, true}, ConvCase{2, 70, 2, 24, 6, true}, ConvCase{1, 45, 1, 8, 2, false}}) {
-    const Operands o = operands_of(c, 7);
-    at::Generator g = at::make_generator<at::CPUGeneratorImpl>(8);
+    for (const int64_t offset : {5, 8}) {
+      Operands o = operands_of(c, 7);
+      o.offset = offset;
+      at::Generator g = at::make_generator<at::CPUGeneratorImpl>(8);
+      const at::Tensor grad_weights =
+          at::randn({c.batch, c.length, c.groups * c.group_channels}, g, at::TensorOptions().dtype(at::kDouble));
+      // The CPU reference on the values the GPU sees (bf16-rounded inputs for the bf16 run).
+      for (c10::ScalarType type : {at::kFloat, at::kBFloat16}) {
+        Operands rounded = o;
+        rounded.projection = o.projection.to(type).to(at::kDouble);
+        rounded.weight = o.weight.to(at::kFloat).to(at::kDouble);
+        if (o.bias.defined()) rounded.bias = o.bias.to(at::kFloat).to(at::kDouble);
+        const std::vector<at::Tensor> want = convolved_and_gradients(rounded, grad_weights, at::kCPU, at::kDouble);
+        EXPECT_TRUE(triax::mamba2::token_major_conv_applies(rounded.input().to(at::kCUDA, type),
+                                                            rounded.weight.to(at::kCUDA, at::kFloat), at::Tensor()));
+        const std::vector<at::Tensor> got = convolved_and_gradients(rounded, grad_weights, at::kCUDA, type);
+        const double tolerance = type == at::kFloat ? 1e-4 : 1e-2;
+        const std::string what = "channels " + std::to_string(c.group_channels) + " width " + std::to_string(c.width) +
+                                 " length " + std::to_string(c.length) + " offset " + std::to_string(offset) +
+                                 (type == at::kFloat ? " fp32" : " bf16");
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (!want[i].defined()) continue;
+          ASSERT_TRUE(got[i].defined()) << i << " " << what;
+          EXPECT_EQ(got[i].sizes(), want[i].sizes()) << i << " " << what;
+          EXPECT_LT(conv_error(got[i], want[i]), tolerance) << "output " << i << " " << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(Mamba2TokenMajorConvCuda, StagedLoadsGiveTheDirectLoadsBits) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no GPU";
+  const ScopedVariable on("TRIAX_MAMBA2_TOKEN_MAJOR_CONV", "1");
+  // Vector layouts (the staged kernels' only ones): 780m's channels, several groups, runs cut
+  // short, a length shorter than the window, the 8-tap window (width 6).
+  for (const ConvCase& c : {ConvCase{2, 300, 1, 3328, 4, true}, ConvCase{3, 77, 2, 40, 4, false},
+                            ConvCase{1, 2, 1, 16, 4, true}, ConvCase{2, 70, 2, 24, 6, true}}) {
+    Operands o = operands_of(c, 11);
+    o.offset = 8;  // 16-byte vectors
+    at::Generator g = at::make_generator<at::CPUGeneratorImpl>(12);
     const at::Tensor grad_weights =
         at::randn({c.batch, c.length, c.groups * c.group_channels}, g, at::TensorOptions().dtype(at::kDouble));
-    // The CPU reference on the values the GPU sees (bf16-rounded inputs for the bf16 run).
     for (c10::ScalarType type : {at::kFloat, at::kBFloat16}) {
-      Operands rounded = o;
-      rounded.projection = o.projection.to(type).to(at::kDouble);
-      rounded.weight = o.weight.to(at::kFloat).to(at::kDouble);
-      if (o.bias.defined()) rounded.bias = o.bias.to(at::kFloat).to(at::kDouble);
-      const std::vector<at::Tensor> want = convolved_and_gradients(rounded, grad_weights, at::kCPU, at::kDouble);
-      EXPECT_TRUE(triax::mamba2::token_major_conv_applies(rounded.input().to(at::kCUDA, type),
-                                                          rounded.weight.to(at::kCUDA, at::kFloat), at::Tensor()));
-      const std::vector<at::Tensor> got = convolved_and_gradients(rounded, grad_weights, at::kCUDA, type);
-      const double tolerance = type == at::kFloat ? 1e-4 : 1e-2;
+      std::vector<at::Tensor> direct, staged;
+      {
+        const ScopedVariable loads("TRIAX_MAMBA2_CONV_STAGED", "0");
+        direct = convolved_and_gradients(o, grad_weights, at::kCUDA, type);
+      }
+      {
+        const ScopedVariable loads("TRIAX_MAMBA2_CONV_STAGED", "1");
+        staged = convolved_and_gradients(o, grad_weights, at::kCUDA, type);
+      }
       const std::string what = "channels " + std::to_string(c.group_channels) + " width " + std::to_string(c.width) +
                                " length " + std::to_string(c.length) + (type == at::kFloat ? " fp32" : " bf16");
-      for (size_t i = 0; i < want.size(); ++i) {
-        if (!want[i].defined()) continue;
-        ASSERT_TRUE(got[i].defined()) << i << " " << what;
-        EXPECT_EQ(got[i].sizes(), want[i].sizes()) << i << " " << what;
-        EXPECT_LT(conv_error(got[i], want[i]), tolerance) << "output " << i << " " << what;
+      for (size_t i = 0; i < direct.size(); ++i) {
+        if (!direct[i].defined()) continue;
+        ASSERT_TRUE(staged[i].defined()) << i << " " << what;
+        EXPECT_TRUE(at::equal(staged[i], direct[i])) << "output " << i << " " << what;
       }
     }
   }

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "ssd_kernels.hpp"
+#include "triax/kernels/async_copy.cuh"
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::mamba2::kernels::scan_tiles {
@@ -21,7 +22,7 @@ namespace triax::mamba2::kernels::scan_tiles {
 namespace wmma = nvcuda::wmma;
 
 constexpr int kRows = static_cast<int>(kChunkScanRows);  // a tile's positions
-constexpr int kWarps = kRows / 16;                        // one 16-row stripe each
+constexpr int kWarps = kRows / 16;                       // one 16-row stripe each
 constexpr int kThreads = kWarps * 32;
 // The most dynamic shared memory a block asks for: within an A100's 163 KiB and an H100's 227 KiB.
 constexpr size_t kMaxSharedBytes = 160 * 1024;
@@ -248,7 +249,8 @@ __device__ inline void write_score_rows(T* rows, int64_t ld, const float (&sum)[
 #pragma unroll
   for (int row = 0; row < 16; ++row)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) rows[row * ld + lane + 32 * half] = triax::kernels::from_float<T>(sum[row][half]);
+    for (int half = 0; half < 2; ++half)
+      rows[row * ld + lane + 32 * half] = triax::kernels::from_float<T>(sum[row][half]);
 }
 
 // rows x cols values from global (row stride ld_src) into shared (ld_dst), 16 bytes a thread at a
@@ -268,12 +270,7 @@ __device__ inline void copy_rows_async(T* dst, int ld_dst, const T* __restrict__
     const int row = k / vectors, v = k % vectors;
     T* to = dst + row_of(row) * ld_dst + v * kPerVector;
     const T* from = src + row * ld_src + v * kPerVector;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    const unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(to));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(from) : "memory");
-#else
-    *reinterpret_cast<uint4*>(to) = *reinterpret_cast<const uint4*>(from);
-#endif
+    triax::kernels::copy16_async(to, from);
   }
 }
 
@@ -316,11 +313,7 @@ __device__ inline void load_entering(T* into, int ld, const float* __restrict__ 
 }
 
 // This thread's cp.async copies landed (a barrier after it makes everyone's visible).
-__device__ inline void wait_async_copies() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
-#endif
-}
+using triax::kernels::wait_async_copies;
 
 // acc[f] (f < kPFrags, the 16-column blocks of p) += rows . cols^T over k, both rows in shared
 // memory with stride ld: rows [16][k], cols [16 kPFrags][k] (read as a column-major k x 16 block).

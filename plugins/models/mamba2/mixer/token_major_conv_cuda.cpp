@@ -33,6 +33,13 @@ kernels::TokenMajorConvShape shape_of(const at::Tensor& x, const at::Tensor& wei
   return {x.size(0), x.size(1), x.size(2) * x.size(3), weight.size(1)};
 }
 
+// Staged loads (token_major_conv_kernels.hpp) unless TRIAX_MAMBA2_CONV_STAGED=0, read at every call
+// so that one process can time both.
+kernels::TokenMajorConvLoads loads() {
+  return switched_on_unless_zero("TRIAX_MAMBA2_CONV_STAGED") ? kernels::TokenMajorConvLoads::kStaged
+                                                             : kernels::TokenMajorConvLoads::kDirect;
+}
+
 struct TokenMajorConvFunction : torch::autograd::Function<TokenMajorConvFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias_opt,
@@ -44,7 +51,7 @@ struct TokenMajorConvFunction : torch::autograd::Function<TokenMajorConvFunction
     at::Tensor y = at::empty({shape.batch, shape.length, shape.channels}, x.options());
     launch::check(kernels::token_major_conv_forward(*launch::kernel_dtype(x.scalar_type()), input_of(x),
                                                     w.const_data_ptr<float>(), fp32_or_null(b), y.mutable_data_ptr(),
-                                                    shape, /*silu=*/true, launch::stream_of(x)),
+                                                    shape, /*silu=*/true, loads(), launch::stream_of(x)),
                   "token_major_conv forward");
     ctx->save_for_backward({x, w, b});  // x: the view of in_proj's output, no copy kept
     ctx->saved_data["weight_type"] = launch::saved_dtype(weight);
@@ -68,7 +75,7 @@ struct TokenMajorConvFunction : torch::autograd::Function<TokenMajorConvFunction
     launch::check(kernels::token_major_conv_backward(
                       *launch::kernel_dtype(x.scalar_type()), input_of(x), w.const_data_ptr<float>(), fp32_or_null(b),
                       grad_y.const_data_ptr(), gradient_of(dx), partials.mutable_data_ptr<float>(), shape,
-                      /*silu=*/true, launch::stream_of(x)),
+                      /*silu=*/true, loads(), launch::stream_of(x)),
                   "token_major_conv backward");
     const at::Tensor sums = partials.sum(0);  // [channels, width + 1]
     return {dx, launch::in_saved_dtype(sums.narrow(1, 0, shape.width), ctx->saved_data["weight_type"].toInt()),

@@ -34,10 +34,15 @@ struct TokenMajorConvShape {
 
 constexpr int64_t kMaxTokenMajorConvWidth = 8;
 
+// How a thread's inputs arrive (token_major_conv.cu): loaded as each position is reached, or
+// staged several positions ahead in shared memory (16-byte vector layouts only; others load
+// directly). The same arithmetic: the same bits.
+enum class TokenMajorConvLoads { kDirect, kStaged };
+
 // y [b, l, channels] contiguous; weight [channels, width] fp32; bias [channels] fp32 or null.
 cudaError_t token_major_conv_forward(triax::kernels::Dtype dtype, const TokenMajorInput& x, const float* weight,
                                      const float* bias, void* y, const TokenMajorConvShape& shape, bool silu,
-                                     cudaStream_t stream);
+                                     TokenMajorConvLoads loads, cudaStream_t stream);
 
 // Rows of the backward's partial sums: one per block of positions of each batch row.
 int64_t token_major_conv_partial_rows(const TokenMajorConvShape& shape);
@@ -48,6 +53,6 @@ int64_t token_major_conv_partial_rows(const TokenMajorConvShape& shape);
 cudaError_t token_major_conv_backward(triax::kernels::Dtype dtype, const TokenMajorInput& x, const float* weight,
                                       const float* bias, const void* grad_y, const TokenMajorGradient& grad_x,
                                       float* partials, const TokenMajorConvShape& shape, bool silu,
-                                      cudaStream_t stream);
+                                      TokenMajorConvLoads loads, cudaStream_t stream);
 
 }  // namespace triax::mamba2::kernels
