@@ -2,7 +2,7 @@
 """`triax generate` beside transformers' generate() on one GPU, as a markdown table of ratios.
 
     python3 tools/device/generate_bench.py [--build build-gpu] [--new-tokens 128] [--no-peer | --peer-json FILE]
-                                           [--family llama|mamba]
+                                           [--family llama|mamba] [--bandwidth BYTES_PER_S]
 
 --family mamba: the Mamba-130m shape (configs/bench/mamba-130m.yaml) at batch 1 and 32, with and
 without CUDA graphs, beside mamba-ssm's generate(cg=True) (tools/device/mamba_ssm_peer.py --decode).
@@ -10,8 +10,9 @@ without CUDA graphs, beside mamba-ssm's generate(cg=True) (tools/device/mamba_ss
 Runs, one process each, with random weights (configs/bench/smollm-*.yaml) and the prompt ids
 1..8 (--repeat B for batch B): the 135m shape at batch 1 and 32 with and without CUDA graphs, the
 1.7b shape's decode at batch 1 (against the weight-read bound: bf16 weight bytes / HBM bandwidth
-per step) and its prefill of 2,048 tokens (MFU of the forward: 2·N·T + 4·L·h·T² FLOPs over the
-989 TFLOP/s bf16 dense peak); then tools/device/generate_peer_bench.py (transformers eager, and
+per step, the bandwidth by the card's name: H100 3.35 TB/s, H200 4.8 TB/s, else --bandwidth) and
+its prefill of 2,048 tokens (MFU of the forward: 2·N·T + 4·L·h·T² FLOPs over the 989 TFLOP/s bf16
+dense peak); then tools/device/generate_peer_bench.py (transformers eager, and
 static cache + torch.compile) at the 135m shape. Every triax run generates once before the one
 measured (--warmup 1). Prints one JSON line per measurement, then the table.
 """
@@ -23,7 +24,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PEAK_FLOPS, HBM_BYTES_PER_S = 989e12, 4.8e12
+PEAK_FLOPS = 989e12
+# The weight-read bound's memory bandwidth by card (bytes/s); another card: --bandwidth.
+HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12}
+
+
+def card_bandwidth():
+    """The first GPU's HBM bandwidth by its name (nvidia-smi), None if unknown."""
+    try:
+        name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True, check=True).stdout.splitlines()[0]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return None
+    return next((bandwidth for card, bandwidth in HBM_BYTES_PER_S.items() if card in name), None)
 LINE = re.compile(r"prefill: (\d+) prompt tokens in ([\d.]+) s; decode: (\S+) tokens/s at batch (\d+)")
 PARAMETERS = re.compile(r": (\d+) parameters")
 SHAPES = {"135m": (30, 576), "1.7b": (24, 2048)}  # layers, hidden
@@ -84,6 +97,7 @@ def main():
     ap.add_argument("--no-peer", action="store_true")
     ap.add_argument("--peer-json", help="the peer's JSON lines, already measured in this call, instead of running it")
     ap.add_argument("--family", default="llama", choices=["llama", "mamba"])
+    ap.add_argument("--bandwidth", type=float, help="HBM bytes/s for the weight-read bound (default: by the card's name)")
     a = ap.parse_args()
     short = ",".join(str(i) for i in range(1, 9))
     if a.family == "mamba":
@@ -120,8 +134,9 @@ def main():
         print(f"| 135m decode, batch {batch}, tokens/s | {t} | {plain} | {eager} | {compiled} | {ratio(t, eager)} |"
               f" {ratio(t, compiled)} |")
     decode = results.get("1.7b b1", {})
-    if decode.get("parameters") and decode.get("decode_tokens_per_s"):
-        bound = HBM_BYTES_PER_S / (2 * decode["parameters"])
+    bandwidth = a.bandwidth or card_bandwidth()
+    if decode.get("parameters") and decode.get("decode_tokens_per_s") and bandwidth:
+        bound = bandwidth / (2 * decode["parameters"])
         print(f"| 1.7b decode, batch 1, tokens/s | {decode['decode_tokens_per_s']} | | | | "
               f"{decode['decode_tokens_per_s'] / bound:.1%} of the weight-read bound ({bound:.0f} steps/s) | |")
     prefill = results.get("1.7b prefill 2048", {})
