@@ -121,6 +121,18 @@ __device__ inline void accumulate_step(Tile (&acc)[kTiles], const uint32_t (&a)[
   }
 }
 
+// acc += rows . block^T over k (a multiple of 16): rows the warp's 16 rows [16][k] (stride
+// ld_rows), block an [n][k] one (stride ld), both 16-bit values in shared memory.
+template <typename T, int kTiles>
+__device__ __forceinline__ void accumulate_transposed(Tile (&acc)[kTiles], const T* rows, int ld_rows, const T* block,
+                                                      int ld, int k, int lane) {
+  for (int kk = 0; kk < k; kk += 16) {
+    uint32_t a[4];  // matrices: rows 0-7, 8-15 at k 0-7, then both at k 8-15
+    load_matrices<false>(a, rows + (lane % 16) * ld_rows + kk + 8 * (lane / 16));
+    accumulate_step<T, false>(acc, a, block + kk, ld, lane);
+  }
+}
+
 // Two adjacent outputs (columns 2t, 2t + 1 of an accumulator row), rounded to Y (to nearest even,
 // as from_float) where Y is 16-bit.
 template <typename Y>

@@ -131,12 +131,8 @@ __global__ void __launch_bounds__(kThreads, kV3MinBlocks<kPFrags>)
   Tile acc[kTiles];
 #pragma unroll
   for (int f = 0; f < kTiles; ++f) acc[f] = Tile{{0.f, 0.f, 0.f, 0.f}};
-  const T* c_rows = c_tile + row0 * layout.ld_state;
-  for (int kk = 0; kk < n; kk += 16) {
-    uint32_t a[4];  // matrices: rows 0-7, 8-15 at k 0-7, then both at k 8-15
-    scan_mma::load_matrices<false>(a, c_rows + (lane % 16) * layout.ld_state + kk + 8 * (lane / 16));
-    scan_mma::accumulate_step<T, false>(acc, a, entering_tile + kk, layout.ld_state, lane);
-  }
+  scan_mma::accumulate_transposed(acc, c_tile + row0 * layout.ld_state, layout.ld_state, entering_tile, layout.ld_state,
+                                  n, lane);
   const float scale_lo = expf(decay_lo), scale_hi = expf(decay_hi);
 #pragma unroll
   for (int f = 0; f < kTiles; ++f)

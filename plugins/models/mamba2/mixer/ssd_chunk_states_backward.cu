@@ -58,12 +58,7 @@ __global__ void __launch_bounds__(kXdtThreads, p == 128 ? 2 : 4)
   Tile acc[kTiles];
 #pragma unroll
   for (int f = 0; f < kTiles; ++f) acc[f] = Tile{{0.f, 0.f, 0.f, 0.f}};
-  const T* rows = b_tile + row0 * layout.ld;
-  for (int kk = 0; kk < n; kk += 16) {
-    uint32_t a[4];  // matrices: rows 0-7, 8-15 at k 0-7, then both at k 8-15
-    scan_mma::load_matrices<false>(a, rows + (lane % 16) * layout.ld + kk + 8 * (lane / 16));
-    scan_mma::accumulate_step<T, false>(acc, a, d_tile + kk, layout.ld, lane);
-  }
+  scan_mma::accumulate_transposed(acc, b_tile + row0 * layout.ld, layout.ld, d_tile, layout.ld, n, lane);
 
   // Rows i and i + 8, columns 8 f + 2 t and + 1 of the head's channels.
   const int64_t lo = (block * q + i) * rp + head * p + 2 * t, hi = lo + 8 * static_cast<int64_t>(rp);
