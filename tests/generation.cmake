@@ -33,7 +33,7 @@ set_tests_properties(generate_matches_transformers PROPERTIES LABELS python TIME
                      ENVIRONMENT "OMP_NUM_THREADS=1;HF_HUB_OFFLINE=1")
 
 # --cuda-graphs on one GPU: the same tokens as without graphs, and graph launches in the trace,
-# for Llama and for Mamba (its decoding step's fused kernels, states written in place). One at a
+# for Llama, for Mamba (its decoding step's fused kernels, states written in place) and for MoE. One at a
 # time: the script's runs take one rendezvous port.
 if(TRIAX_CUDA)
   add_test(NAME gpu_generate_cuda_graphs_equal
@@ -43,6 +43,13 @@ if(TRIAX_CUDA)
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/generate_cuda_graphs_equal.sh $<TARGET_FILE:triax>
                    ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_mamba_parity.yaml
                    ${CMAKE_CURRENT_BINARY_DIR}/generate_cuda_graphs_mamba)
-  set_tests_properties(gpu_generate_cuda_graphs_equal gpu_generate_cuda_graphs_equal_mamba PROPERTIES
+  # MoE: two prompts, 4 (token, slot) rows of top-2 over 4 experts, served by expert (no host wait).
+  add_test(NAME gpu_generate_cuda_graphs_equal_moe
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu/generate_cuda_graphs_equal.sh $<TARGET_FILE:triax>
+                   ${CMAKE_CURRENT_LIST_DIR}/parity/tiny_moe_parity.yaml
+                   ${CMAKE_CURRENT_BINARY_DIR}/generate_cuda_graphs_moe 1,2,3 4,5,6,7,8,9)
+  set_tests_properties(gpu_generate_cuda_graphs_equal_moe PROPERTIES ENVIRONMENT "NEW_TOKENS=24")  # 32 positions
+  set_tests_properties(gpu_generate_cuda_graphs_equal gpu_generate_cuda_graphs_equal_mamba
+                       gpu_generate_cuda_graphs_equal_moe PROPERTIES
                        LABELS gpu TIMEOUT 300 RESOURCE_LOCK generate_cuda_graphs_port)
 endif()

@@ -48,6 +48,13 @@ triax_use_pch(decode_gemv_test)
 triax_discover_test_suites(decode_gemv_test TEST_FILTER "*Cpu.*" TEST_LIST decode_gemv_test_cpu)
 triax_discover_test_suites(decode_gemv_test TEST_FILTER "*Cuda.*" TEST_LIST decode_gemv_test_cuda PROPERTIES LABELS gpu)
 
+# decode_gemv_by_expert / decode_swiglu_by_expert: a decoding step's MoE experts, row by row.
+add_executable(decode_experts_test ${CMAKE_CURRENT_LIST_DIR}/decode_experts_test.cpp)
+target_link_libraries(decode_experts_test PRIVATE triax_sdk GTest::gtest_main)
+triax_use_pch(decode_experts_test)
+triax_discover_test_suites(decode_experts_test TEST_FILTER "*Cpu.*" TEST_LIST decode_experts_test_cpu)
+triax_discover_test_suites(decode_experts_test TEST_FILTER "*Cuda.*" TEST_LIST decode_experts_test_cuda PROPERTIES LABELS gpu)
+
 # decode_norm_gemv: a decoding step's RMSNorm folded into the GEMV after it (TRIAX_DECODE_NORM_GEMV=1).
 add_executable(decode_norm_gemv_test ${CMAKE_CURRENT_LIST_DIR}/decode_norm_gemv_test.cpp)
 target_link_libraries(decode_norm_gemv_test PRIVATE triax_sdk GTest::gtest_main)

@@ -140,6 +140,27 @@ TEST(MoeBlock, EqualsThePerTokenDefinition) {
   }
 }
 
+// A decoding step's few tokens go by expert (each (token, slot) row through its own expert's
+// matrices, no host synchronisation): only at inference and at most as many rows as experts; the
+// output is the dispatcher's.
+TEST(MoeBlock, ServesADecodingStepByExpertAsTheDispatcher) {
+  const MoeConfig config = block_config(/*shared=*/false, "alltoall");
+  MoeBlock block(config.block_options(), ModelContext{});
+  randomize(block, 5);
+  at::manual_seed(6);
+  const at::Tensor x = at::randn({2, 1, 16});
+  const at::Tensor dispatched = block.forward(x);  // training mode: the dispatcher
+  EXPECT_FALSE(block.serves_by_expert(2));
+  block.eval();
+  {
+    at::NoGradGuard no_grad;
+    ASSERT_TRUE(block.serves_by_expert(2)) << "2 tokens x top-2 over 4 experts";
+    EXPECT_FALSE(block.serves_by_expert(3));
+    EXPECT_TRUE(at::allclose(block.forward(x), dispatched, 1e-5, 1e-6));
+  }
+  EXPECT_FALSE(block.serves_by_expert(2)) << "grad mode on";
+}
+
 // parallelism.moe_layer_recompute: the block keeps only its input (one recompute node ends its
 // graph) and gives the same output, router losses and gradients as the block that keeps everything.
 TEST(MoeBlock, RecomputedEqualsTheKeptBlock) {

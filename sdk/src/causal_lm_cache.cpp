@@ -89,8 +89,8 @@ StageOutput CausalLm::forward_cached(const std::vector<InferenceCache*>& caches,
   if (padded > fresh) stage_ids = at::cat({ids, ids.narrow(1, fresh - 1, 1).expand({rows, padded - fresh})}, 1);
 
   // A decoding step as a CUDA graph: one new token per row, the whole model on this rank.
-  const bool graphed = input.cuda_graph && ids.is_cuda() && fresh == 1 && tp_.size == 1 && embeds_tokens_ &&
-                       head_ && !position_embedding_ && captures_decode_steps();
+  const bool graphed = input.cuda_graph && ids.is_cuda() && fresh == 1 && tp_.size == 1 && embeds_tokens_ && head_ &&
+                       !position_embedding_ && captures_decode_steps(rows);
   // The device's part of the step: no host synchronisation, and nothing in it depends on the
   // host's values but the shapes and the rows' capacity (what a CUDA graph of it may hold fixed).
   auto device_work = [&](const at::Tensor& step_ids, const at::Tensor& positions) {

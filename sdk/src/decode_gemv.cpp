@@ -18,10 +18,6 @@
 namespace triax {
 namespace {
 
-bool gradient_wanted(const at::Tensor& x, const at::Tensor& matrix) {
-  return at::GradMode::is_enabled() && (x.requires_grad() || matrix.requires_grad());
-}
-
 #ifdef TRIAX_WITH_CUDA
 static_assert(kDecodeGemvMaxRows == kernels::kGemvMaxRows);
 
@@ -48,7 +44,7 @@ cudaError_t programmatic_gemv(kernels::Dtype dtype, const void* x, const void* w
 at::Tensor run_gemv(const at::Tensor& x, const at::Tensor& matrix, int64_t rows_per_output, GemvLauncher launch,
                     const char* what) {
   if (!switched_on() || x.dim() < 1 || matrix.dim() != 2 || x.size(-1) != matrix.size(1)) return {};
-  if (gradient_wanted(x, matrix) || !x.is_contiguous() || !matrix.is_contiguous()) return {};
+  if (wants_gradient({&x, &matrix}) || !x.is_contiguous() || !matrix.is_contiguous()) return {};
   if (!cuda_launch::kernels_apply({&x, &matrix})) return {};
   const int64_t in = matrix.size(1), out = matrix.size(0) / rows_per_output, rows = in == 0 ? 0 : x.numel() / in;
   if (!kernels::gemv_applies(rows, in, static_cast<int>(x.element_size()), x.const_data_ptr(), matrix.const_data_ptr(),
@@ -67,6 +63,13 @@ at::Tensor run_gemv(const at::Tensor& x, const at::Tensor& matrix, int64_t rows_
 
 }  // namespace
 
+bool wants_gradient(std::initializer_list<const at::Tensor*> operands) {
+  if (!at::GradMode::is_enabled()) return false;
+  for (const at::Tensor* t : operands)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
 bool decode_gemv_programmatic_launch() {
   static const bool on = switched_on_when_one("TRIAX_DECODE_GEMV_PDL");
   return on;
@@ -82,7 +85,7 @@ at::Tensor decode_gemv([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] co
 }
 
 at::Tensor decode_gate_up_swiglu(const at::Tensor& x, const at::Tensor& matrix) {
-  if (x.dim() < 1 || matrix.dim() != 2 || matrix.size(0) % 2 != 0 || gradient_wanted(x, matrix)) return {};
+  if (x.dim() < 1 || matrix.dim() != 2 || matrix.size(0) % 2 != 0 || wants_gradient({&x, &matrix})) return {};
   if (x.size(-1) == 0 || x.numel() / x.size(-1) > kDecodeGemvMaxRows) return {};
   RECORD_FUNCTION("triax::decode_gate_up_swiglu", std::vector<c10::IValue>());  // one kernel on CUDA
 #ifdef TRIAX_WITH_CUDA

@@ -1,7 +1,6 @@
 #include "triax/layers/decode_norm_gemv.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 
 #include <vector>
@@ -18,13 +17,6 @@
 
 namespace triax {
 namespace {
-
-bool gradient_wanted(std::initializer_list<const at::Tensor*> operands) {
-  if (!at::GradMode::is_enabled()) return false;
-  for (const at::Tensor* t : operands)
-    if (t->defined() && t->requires_grad()) return true;
-  return false;
-}
 
 // The operands' shapes as the fold takes them: residual (and pending) [..., in] of at most
 // kDecodeGemvMaxRows rows, norm_weight [in], matrix [out (x 2), in], all contiguous.
@@ -51,7 +43,7 @@ bool decode_norm_gemv_switched_on() {
 NormedProduct decode_norm_gemv(const ResidualStream& stream, const at::Tensor& norm_weight, double eps,
                                const at::Tensor& matrix, DecodeProduct kind) {
   if (!decode_norm_gemv_switched_on() || !shapes_fold(stream, norm_weight, matrix, kind)) return {};
-  if (gradient_wanted({&stream.residual, &stream.pending, &norm_weight, &matrix})) return {};
+  if (wants_gradient({&stream.residual, &stream.pending, &norm_weight, &matrix})) return {};
 #ifdef TRIAX_WITH_CUDA
   const at::Tensor& x = stream.residual;
   const at::Tensor& pending = stream.pending;

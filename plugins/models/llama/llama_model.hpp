@@ -66,7 +66,7 @@ class LlamaModel : public CausalLm {
   // The rotary tables, shared by every decoder layer of the stage.
   std::vector<at::Tensor> layer_inputs(int64_t positions, c10::ScalarType dtype) override;
   // Its decoder layers' cached attention writes in place and waits for nothing.
-  bool captures_decode_steps() const override { return true; }
+  bool captures_decode_steps(int64_t) const override { return true; }
 
  private:
   // The checks before allocating anything, and the init method (read first, so that a bad one fails fast).

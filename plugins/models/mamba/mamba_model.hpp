@@ -46,7 +46,7 @@ class MambaModel : public CausalLm {
  protected:
   // A decoding step's layers read and write their states in place and wait for nothing on the
   // host (MambaMixer::forward_cached): it may run as a CUDA graph.
-  bool captures_decode_steps() const override { return true; }
+  bool captures_decode_steps(int64_t) const override { return true; }
 
  private:
   MambaConfig config_;

@@ -1,5 +1,6 @@
 #include "moe_model.hpp"
 
+#include <algorithm>
 #include <numeric>
 
 #include "moe_block.hpp"
@@ -73,6 +74,11 @@ MoeModel::MoeModel(const MoeConfig& config, const ModelContext& context, std::st
 std::vector<at::Tensor> MoeModel::layer_inputs(int64_t positions, c10::ScalarType dtype) {
   auto [cos, sin] = rotary_emb_->tables(positions, dtype);
   return {cos, sin};
+}
+
+bool MoeModel::captures_decode_steps(int64_t rows) const {
+  return std::all_of(moe_blocks_.begin(), moe_blocks_.end(),
+                     [rows](const std::shared_ptr<MoeBlock>& block) { return block->serves_by_expert(rows); });
 }
 
 StageOutput MoeModel::forward(const StageInput& input) {

@@ -65,6 +65,9 @@ class MoeModel : public CausalLm {
 
  protected:
   std::vector<at::Tensor> layer_inputs(int64_t positions, c10::ScalarType dtype) override;
+  // Where every MoE block serves the step's rows by expert (MoeBlock::serves_by_expert): nothing in
+  // the step then waits for the host.
+  bool captures_decode_steps(int64_t rows) const override;
 
  private:
   // The checks before allocating anything, and the init method (read first, so that a bad one fails fast).

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "triax/error.hpp"
+#include "triax/layers/decode_experts.hpp"
 #include "triax/layers/fused_ops.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
 
@@ -50,6 +51,13 @@ at::Tensor GroupedExperts::forward(const at::Tensor& rows, const std::vector<int
   }
   if (grouped_mm_applies(rows, up)) return experts_grouped_mm(rows, counts, gate, up, down);
   return experts_loop(rows, counts, gate, up, down);
+}
+
+at::Tensor GroupedExperts::forward_by_expert(const at::Tensor& rows, const at::Tensor& experts) {
+  const at::Tensor activated = gate_proj.defined()
+                                   ? decode_swiglu_by_expert(rows, gate_proj, up_proj, experts)
+                                   : at::square(at::relu(decode_gemv_by_expert(rows, up_proj, experts)));
+  return decode_gemv_by_expert(activated, down_proj, experts);
 }
 
 std::array<int64_t, 2> GroupedExperts::fp8_product_sides() const { return {up_proj.size(1), up_proj.size(2)}; }

@@ -37,6 +37,11 @@ class GroupedExperts : public SpecifiedModule, public Fp8GroupedProducts {
   // counts: one per local expert (0 allowed) -> [sum(counts), hidden].
   at::Tensor forward(const at::Tensor& rows, const std::vector<int64_t>& counts);
 
+  // At a decoding step: row r of rows [m, hidden] through local expert experts[r] (int64 [m], on
+  // the rows' device), each row's matrices read where they lie (triax/layers/decode_experts.hpp).
+  // Inference only.
+  at::Tensor forward_by_expert(const at::Tensor& rows, const at::Tensor& experts);
+
   // Fp8GroupedProducts: the sides of the projections, [intermediate, hidden].
   std::array<int64_t, 2> fp8_product_sides() const override;
   void compute_grouped_in_fp8(const std::string& name) override;

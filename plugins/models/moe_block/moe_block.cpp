@@ -1,11 +1,13 @@
 #include "moe_block.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
+#include "triax/environment_switch.hpp"
 #include "triax/layers/recompute.hpp"
 #include "triax/layers/swiglu_mlp.hpp"
-#include "triax/layers/ungated_mlp.hpp"
 #include "triax/layers/tensor_parallel_ops.hpp"
+#include "triax/layers/ungated_mlp.hpp"
 
 namespace triax::moe {
 
@@ -22,6 +24,7 @@ at::Tensor SharedExpertGate::forward(const at::Tensor& x) {
 MoeBlock::MoeBlock(const MoeBlockOptions& o, const ModelContext& context)
     : top_k_(o.top_k),
       recomputed_(context.recompute_moe_layers),
+      one_ep_rank_(context.ep_size == 1),
       dispatcher_(o.dispatcher, o.num_experts, context) {
   // Registration order gives the Hugging Face parameter order.
   gate = register_module("gate", std::make_shared<TopKRouter>(o, context));
@@ -54,11 +57,17 @@ at::Tensor MoeBlock::route_and_combine(const at::Tensor& x) {
 
   // One row per (token, slot): token t's slot j is row t * top_k + j.
   const int64_t n = tokens.size(0);
-  const at::Tensor owner = at::arange(n, routing.experts.options()).repeat_interleave(top_k_);
-  const at::Tensor outputs = dispatcher_.run(tokens.index_select(0, owner), routing.experts.reshape({-1}),
-                                             [this](const at::Tensor& rows, const std::vector<int64_t>& counts) {
-                                               return experts->forward(rows, counts);
-                                             });
+  const at::Tensor chosen = routing.experts.reshape({-1});
+  at::Tensor outputs;
+  if (serves_by_expert(n)) {
+    // The rows without an index op: repeat_interleave would wait for the host.
+    outputs = experts->forward_by_expert(tokens.unsqueeze(1).expand({n, top_k_, hidden}).reshape({-1, hidden}), chosen);
+  } else {
+    const at::Tensor owner = at::arange(n, routing.experts.options()).repeat_interleave(top_k_);
+    outputs = dispatcher_.run(
+        tokens.index_select(0, owner), chosen,
+        [this](const at::Tensor& rows, const std::vector<int64_t>& counts) { return experts->forward(rows, counts); });
+  }
   // The gates multiply on the token's own rank, so the router's gradient never crosses ranks.
   at::Tensor combined =
       (outputs.reshape({n, top_k_, hidden}) * routing.gates.to(outputs.scalar_type()).unsqueeze(-1)).sum(1);
@@ -68,6 +77,12 @@ at::Tensor MoeBlock::route_and_combine(const at::Tensor& x) {
   else if (shared_expert.module)
     out = out + shared_expert.forward(x);
   return out;
+}
+
+bool MoeBlock::serves_by_expert(int64_t tokens) const {
+  static const bool on = switched_on_unless_zero("TRIAX_MOE_DECODE_BY_EXPERT");
+  return on && !is_training() && !at::GradMode::is_enabled() && one_ep_rank_ && !experts->computes_in_fp8() &&
+         tokens * top_k_ <= experts->local_experts();
 }
 
 std::optional<RouterStatistics> MoeBlock::take_statistics() {

@@ -46,6 +46,11 @@ class MoeBlock : public torch::nn::Module {
   // statistics of this forward. With ModelContext::recompute_moe_layers, in training, the block
   // keeps only x and runs again in backward (triax/layers/recompute.hpp).
   at::Tensor forward(const at::Tensor& x);
+  // Whether forward serves `tokens` tokens by expert (GroupedExperts::forward_by_expert, no host
+  // synchronisation) instead of through the dispatcher: at inference (grad mode off), on one ep
+  // rank, experts not in fp8, and at most as many (token, slot) rows as experts: a decoding step.
+  // TRIAX_MOE_DECODE_BY_EXPERT=0 (read once) keeps the dispatcher.
+  bool serves_by_expert(int64_t tokens) const;
   // The statistics of the last recorded forward, handed over once.
   std::optional<RouterStatistics> take_statistics();
 
@@ -59,6 +64,7 @@ class MoeBlock : public torch::nn::Module {
 
   int64_t top_k_;
   bool recomputed_;
+  bool one_ep_rank_;
   TokenDispatcher dispatcher_;
   SideOutput statistics_;  // RouterStatistics' five tensors, in their order
 };

@@ -142,7 +142,8 @@ class CausalLm : public Model {
   // from CachedStep::positions, and writes its caches in place (as PreNormDecoderLayer's
   // attention does). layer_inputs() is then asked for max_positions positions, or for the rows'
   // capacity where the layout sets no limit. Default: no.
-  virtual bool captures_decode_steps() const { return false; }
+  // rows: the step's rows, one new token each.
+  virtual bool captures_decode_steps(int64_t /*rows*/) const { return false; }
 
   torch::nn::Module& body() { return *body_; }
   const std::vector<std::shared_ptr<CausalLmLayer>>& layers() const { return layers_; }

@@ -28,6 +28,31 @@ __global__ void gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, T*
   warp_gemv_rows<T, R, P>(rows, x, y, feature, out_features, in_features, lane);
 }
 
+// Row r of x times the matrix of expert experts[r] of a stack [expert_count, out_features,
+// in_features] (with SwiGLU, w the gate stack and w_up the up stack): a decoding step's MoE experts
+// without grouping the rows by expert on the host. An expert index out of range gives a zero row.
+template <typename T, bool kSwiglu>
+__global__ void gemv_by_expert_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ w_up,
+                                      const int64_t* __restrict__ experts, T* __restrict__ y, int64_t out_features,
+                                      int64_t in_features, int64_t expert_count) {
+  constexpr int P = kSwiglu ? 2 : 1;
+  const int64_t feature = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int64_t row = blockIdx.y;
+  const int lane = threadIdx.x % 32;
+  if (feature >= out_features) return;
+  const int64_t expert = experts[row];
+  T* y_row = y + row * out_features;
+  if (expert < 0 || expert >= expert_count) {
+    if (lane == 0) y_row[feature] = from_float<T>(0.f);
+    return;
+  }
+  const int64_t offset = (expert * out_features + feature) * in_features;
+  const T* rows[P];
+  rows[0] = w + offset;
+  if constexpr (kSwiglu) rows[P - 1] = w_up + offset;
+  warp_gemv_rows<T, 1, P>(rows, x + row * in_features, y_row, feature, out_features, in_features, lane);
+}
+
 template <typename T, int R, bool kSwiglu>
 void launch(const void* x, const void* w, void* y, int64_t out_features, int64_t in_features, cudaStream_t stream) {
   const unsigned grid = grid_for(out_features, kWarpsPerBlock);
@@ -51,7 +76,34 @@ cudaError_t dispatch(Dtype dtype, const void* x, const void* w, void* y, int64_t
   });
 }
 
+template <bool kSwiglu>
+cudaError_t dispatch_by_expert(Dtype dtype, const GemvByExpertOperands& o, cudaStream_t stream) {
+  if (o.rows < 1 || o.rows > 65535 || (kSwiglu && o.w_up == nullptr)) return cudaErrorInvalidValue;
+  if (o.out_features == 0) return cudaSuccess;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const dim3 grid(grid_for(o.out_features, kWarpsPerBlock), static_cast<unsigned>(o.rows));
+    gemv_by_expert_kernel<T, kSwiglu><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
+        static_cast<const T*>(o.x), static_cast<const T*>(o.w), static_cast<const T*>(o.w_up), o.experts,
+        static_cast<T*>(o.y), o.out_features, o.in_features, o.expert_count);
+    return cudaGetLastError();
+  });
+}
+
 }  // namespace
+
+bool gemv_by_expert_applies(const GemvByExpertOperands& o, int element_size) {
+  return o.rows >= 1 && o.rows <= 65535 && o.in_features % (16 / element_size) == 0 && aligned16(o.x) &&
+         aligned16(o.w) && (o.w_up == nullptr || aligned16(o.w_up)) && aligned16(o.y) && o.experts != nullptr;
+}
+
+cudaError_t gemv_by_expert(Dtype dtype, const GemvByExpertOperands& operands, cudaStream_t stream) {
+  return dispatch_by_expert<false>(dtype, operands, stream);
+}
+
+cudaError_t gemv_swiglu_by_expert(Dtype dtype, const GemvByExpertOperands& operands, cudaStream_t stream) {
+  return dispatch_by_expert<true>(dtype, operands, stream);
+}
 
 bool gemv_applies(int64_t rows, int64_t in_features, int element_size, const void* x, const void* w, const void* y) {
   return rows >= 1 && rows <= kGemvMaxRows && in_features % (16 / element_size) == 0 && aligned16(x) &&

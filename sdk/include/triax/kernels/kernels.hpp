@@ -226,6 +226,27 @@ cudaError_t gemv(Dtype dtype, const void* x, const void* w, void* y, int64_t row
 cudaError_t gemv_swiglu(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
                         int64_t in_features, cudaStream_t stream);
 
+// The operands of gemv_by_expert: row r of x [rows, in_features] times the matrix of expert
+// experts[r] (int64, on the device) of w [expert_count, out_features, in_features], into y [rows,
+// out_features]; w_up: the up stack of gemv_swiglu_by_expert (w the gate stack), else null. An
+// expert index out of [0, expert_count) gives a row of zeros.
+struct GemvByExpertOperands {
+  const void* x;
+  const void* w;
+  const void* w_up;
+  const int64_t* experts;
+  void* y;
+  int64_t rows, out_features, in_features, expert_count;
+};
+
+// Whether gemv_by_expert takes these operands: 1 to 65535 rows, whole 16-byte vectors along
+// in_features, x, w, w_up and y 16-byte aligned.
+bool gemv_by_expert_applies(const GemvByExpertOperands& operands, int element_size);
+// y[r] = x[r] w[experts[r]]^T, each warp summing as gemv() does.
+cudaError_t gemv_by_expert(Dtype dtype, const GemvByExpertOperands& operands, cudaStream_t stream);
+// y[r] = silu(x[r] w[e]^T) * (x[r] w_up[e]^T) for e = experts[r], both products rounded as stored.
+cudaError_t gemv_swiglu_by_expert(Dtype dtype, const GemvByExpertOperands& operands, cudaStream_t stream);
+
 // ---- an RMSNorm then a few rows times a matrix, one launch (norm_gemv.cu) ------------------
 
 // The operands of norm_gemv: y = rms_norm(x + pending, norm_weight, eps) w^T for x, pending, sum

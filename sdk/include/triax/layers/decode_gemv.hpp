@@ -9,11 +9,16 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace triax {
 
 // The most rows (tokens of a step) the kernel takes: kernels::kGemvMaxRows.
 constexpr int64_t kDecodeGemvMaxRows = 4;
+
+// Whether autograd would record an op of these operands (grad mode on and a defined one requires
+// its gradient): the decoding step's kernels then leave the op to LibTorch.
+bool wants_gradient(std::initializer_list<const at::Tensor*> operands);
 
 // Whether TRIAX_DECODE_GEMV_PDL=1 (read once): the decoding step's GEMV kernels, decode_norm_gemv's
 // too, launch with programmatic stream serialization.
