@@ -37,6 +37,8 @@ def card_bandwidth():
     except (OSError, subprocess.CalledProcessError, IndexError):
         return None
     return next((bandwidth for card, bandwidth in HBM_BYTES_PER_S.items() if card in name), None)
+
+
 LINE = re.compile(r"prefill: (\d+) prompt tokens in ([\d.]+) s; decode: (\S+) tokens/s at batch (\d+)")
 PARAMETERS = re.compile(r": (\d+) parameters")
 SHAPES = {"135m": (30, 576), "1.7b": (24, 2048)}  # layers, hidden
