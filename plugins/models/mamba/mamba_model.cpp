@@ -9,7 +9,6 @@
 #include "ssm_backbone.hpp"
 #include "ssm_block.hpp"
 #include "triax/error.hpp"
-#include "triax/layers/context_parallel.hpp"
 
 namespace triax::mamba {
 namespace {
@@ -38,12 +37,9 @@ std::vector<double> MambaModel::block_costs(ConfigReader& reader, int64_t) {
 
 std::shared_ptr<MambaModel> MambaModel::create(ConfigReader& reader, const ModelContext& context) {
   MambaConfig config = MambaConfig::read(reader);
-  // Its scan carries a state along the sequence, which cp ranks would have to pass on; not implemented.
-  if (const ContextParallel cp = ContextParallel::of(context.host); cp.active())
-    throw Error(TRIAX_ERROR_INVALID_CONFIG,
-                "parallelism.context_parallel_size is " + std::to_string(cp.size) +
-                    ", but the model plugin 'mamba' has no attention to split a sequence over (its selective scan's "
-                    "state is not passed between cp ranks); set parallelism.context_parallel_size to 1");
+  refuse_context_parallel(context, "mamba",
+                          "has no attention to split a sequence over (its selective scan's state is not passed "
+                          "between cp ranks)");
   check_tensor_parallel_split(reader, config, context.tp_size);
   check_stage(reader, "num_hidden_layers", config.num_hidden_layers, context, "mamba");
   const SsmInit init = read_mamba_init(context.init_method);  // before allocating: a bad key fails fast

@@ -15,6 +15,7 @@
 #include "triax/causal_lm.hpp"
 #include "triax/error.hpp"
 #include "triax/hf_mapping.hpp"
+#include "triax/layers/context_parallel.hpp"
 #include "triax/layers/norm.hpp"
 #include "triax/model.hpp"
 
@@ -33,6 +34,16 @@ inline CausalLmLayout ssm_backbone_layout(const std::string& model_name, int64_t
   layout.embedding = "embeddings";
   layout.norm = "norm_f";
   return layout;
+}
+
+// A scan's state runs along the whole sequence and no cp rank passes it on to the next, so these
+// models refuse context parallelism: "the model plugin '<model_name>' <why>".
+inline void refuse_context_parallel(const ModelContext& context, const std::string& model_name,
+                                    const std::string& why) {
+  if (const ContextParallel cp = ContextParallel::of(context.host); cp.active())
+    throw Error(TRIAX_ERROR_INVALID_CONFIG, "parallelism.context_parallel_size is " + std::to_string(cp.size) +
+                                                ", but the model plugin '" + model_name + "' " + why +
+                                                "; set parallelism.context_parallel_size to 1");
 }
 
 // norm_f: the residual stream may be fp32 (residual_in_fp32); the head computes in the model's dtype.

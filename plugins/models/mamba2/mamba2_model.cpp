@@ -9,7 +9,6 @@
 #include "ssm_backbone.hpp"
 #include "ssm_block.hpp"
 #include "triax/error.hpp"
-#include "triax/layers/context_parallel.hpp"
 
 namespace triax::mamba2 {
 namespace {
@@ -19,11 +18,8 @@ using Mamba2Block = mamba::SsmBlock<Mamba2Mixer, Mamba2LayerCache>;
 // What the mixer cannot split: tensor parallelism shards whole groups of heads.
 void check_topology(ConfigReader& reader, const Mamba2Config& config, const ModelContext& context) {
   Mamba2Mixer::check_tensor_parallel(reader, config, context);
-  if (const ContextParallel cp = ContextParallel::of(context.host); cp.active())
-    throw Error(TRIAX_ERROR_INVALID_CONFIG,
-                "parallelism.context_parallel_size is " + std::to_string(cp.size) +
-                    ", but the model plugin 'mamba2' has no attention to split a sequence over (its scan's "
-                    "state is not passed between cp ranks); set parallelism.context_parallel_size to 1");
+  mamba::refuse_context_parallel(
+      context, "mamba2", "has no attention to split a sequence over (its scan's state is not passed between cp ranks)");
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include "router_losses.hpp"
 #include "ssm_backbone.hpp"
 #include "triax/error.hpp"
-#include "triax/layers/context_parallel.hpp"
 
 namespace triax::nemotron_h {
 namespace {
@@ -22,11 +21,9 @@ namespace {
 void check_topology(ConfigReader& reader, const NemotronHConfig& config, const ModelContext& context) {
   const std::set<char> letters(config.hybrid_override_pattern.begin(), config.hybrid_override_pattern.end());
   for (char letter : letters) layer_kind(letter).check_tensor_parallel(reader, config, context);
-  if (const ContextParallel cp = ContextParallel::of(context.host); cp.active())
-    throw Error(TRIAX_ERROR_INVALID_CONFIG,
-                "parallelism.context_parallel_size is " + std::to_string(cp.size) +
-                    ", but the model plugin 'nemotron_h' does not split a sequence over cp ranks (a Mamba-2 "
-                    "layer's state is not passed between them); set parallelism.context_parallel_size to 1");
+  mamba::refuse_context_parallel(context, "nemotron_h",
+                                 "does not split a sequence over cp ranks (a Mamba-2 layer's state is not passed "
+                                 "between them)");
 }
 
 }  // namespace
