@@ -15,6 +15,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "recorded_amax.hpp"
+#include "triax/environment_switch.hpp"
 #include "triax/kernels/cuda_launch.hpp"
 #endif
 
@@ -70,11 +71,10 @@ struct DevicePositions {
   const int64_t* out_rows = nullptr;
 };
 
-// like: qkv or its gradient, [batch, seq, ...]. amax_slots: null, or where max |out| is folded
-// (Unrotate and Copy only).
-void walk(Walk what, const Side& in, const Side& out, int64_t heads, int64_t group, const at::Tensor& like,
-          const at::Tensor& cos, const at::Tensor& sin, const DevicePositions& at = {},
-          float* amax_slots = nullptr) {
+// The layout of one walk over `like` (qkv or its gradient, [batch, seq, ...]). amax_slots: null,
+// or where max |out| is folded (Unrotate and Copy only).
+kernels::RotaryLayout layout_of(const Side& in, const Side& out, int64_t heads, int64_t group, const at::Tensor& like,
+                                const at::Tensor& cos, const DevicePositions& at, float* amax_slots = nullptr) {
   kernels::RotaryLayout layout{
       like.size(0), heads, like.size(1), cos.size(1), {in.batch, in.block, in.seq}, {out.batch, out.block, out.seq}};
   layout.group = group;
@@ -84,6 +84,12 @@ void walk(Walk what, const Side& in, const Side& out, int64_t heads, int64_t gro
   layout.table_length = cos.size(0);
   layout.out_rows = at.out_rows;
   layout.amax_slots = amax_slots;
+  return layout;
+}
+
+void walk(Walk what, const Side& in, const Side& out, int64_t heads, int64_t group, const at::Tensor& like,
+          const at::Tensor& cos, const at::Tensor& sin, const DevicePositions& at = {}, float* amax_slots = nullptr) {
+  const kernels::RotaryLayout layout = layout_of(in, out, heads, group, like, cos, at, amax_slots);
   const kernels::Dtype dtype = *launch::kernel_dtype(like.scalar_type());
   const cudaStream_t stream = launch::stream_of(like);
   if (what == Walk::Copy) {
@@ -94,6 +100,36 @@ void walk(Walk what, const Side& in, const Side& out, int64_t heads, int64_t gro
   launch::check(
       kernels::rotary(dtype, in.data, cos.const_data_ptr(), sin.const_data_ptr(), out.data, layout, inverse, stream),
       inverse ? "rotary_qkv backward" : "rotary_qkv forward");
+}
+
+// Where the forward's q, k and v go, and the positions each is read and written at.
+struct ForwardSides {
+  Side q, k, v;
+  DevicePositions q_at, kv_at;
+};
+
+// The forward's walks of qkv (`in`): q and k rotated, v copied. With TRIAX_ROTARY_ONE_LAUNCH=1
+// (read at every call; off until measured on a GPU) one launch (kernels::rotary_walks), else
+// three: at a decoding step each is a launch with almost no work.
+void forward_walks(const at::Tensor& in, const ForwardSides& to, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t kv_heads = in.size(2), group = in.size(3) - 2;
+  const Side from[] = {slot_of(in, 0), slot_of(in, group), slot_of(in, group + 1)};
+  const Side into[] = {to.q, to.k, to.v};
+  const int64_t heads[] = {kv_heads * group, kv_heads, kv_heads}, groups[] = {group, 1, 1};
+  const DevicePositions at[] = {to.q_at, to.kv_at, to.kv_at};
+  constexpr int kValues = 2;  // the walk that copies
+  if (!switched_on_when_one("TRIAX_ROTARY_ONE_LAUNCH")) {
+    for (int w = 0; w < 3; ++w)
+      walk(w == kValues ? Walk::Copy : Walk::Rotate, from[w], into[w], heads[w], groups[w], in, cos, sin, at[w]);
+    return;
+  }
+  kernels::RotaryWalk walks[3];
+  for (int w = 0; w < 3; ++w)
+    walks[w] = {from[w].data, into[w].data, layout_of(from[w], into[w], heads[w], groups[w], in, cos, at[w]),
+                w == kValues};
+  launch::check(kernels::rotary_walks(*launch::kernel_dtype(in.scalar_type()), walks, 3, cos.const_data_ptr(),
+                                      sin.const_data_ptr(), launch::stream_of(in)),
+                "rotary_qkv forward (one launch)");
 }
 
 at::Tensor head_dim_contiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
@@ -113,9 +149,7 @@ struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
                                in.options());
     };
     at::Tensor q = attention_layout(kv_heads * group), k = attention_layout(kv_heads), v = attention_layout(kv_heads);
-    walk(Walk::Rotate, slot_of(in, 0), side_of(q, group), kv_heads * group, group, in, c, s);
-    walk(Walk::Rotate, slot_of(in, group), side_of(k, 1), kv_heads, 1, in, c, s);
-    walk(Walk::Copy, slot_of(in, group + 1), side_of(v, 1), kv_heads, 1, in, c, s);
+    forward_walks(in, {side_of(q, group), side_of(k, 1), side_of(v, 1)}, c, s);
     ctx->save_for_backward({c, s});
     ctx->saved_data["sizes"] = in.sizes().vec();
     ctx->saved_data["record_gradient_amax"] = record_gradient_amax;
@@ -169,9 +203,7 @@ at::Tensor rotary_qkv_into_cache_kernels(const at::Tensor& qkv, const at::Tensor
                                    in.options());
   const DevicePositions rows_only{at.const_data_ptr<int64_t>(), nullptr};
   const DevicePositions into_cache{at.const_data_ptr<int64_t>(), at.const_data_ptr<int64_t>()};
-  walk(Walk::Rotate, slot_of(in, 0), side_of(q, group), heads, group, in, c, s, rows_only);
-  walk(Walk::Rotate, slot_of(in, group), side_of(keys, 1), kv_heads, 1, in, c, s, into_cache);
-  walk(Walk::Copy, slot_of(in, group + 1), side_of(values, 1), kv_heads, 1, in, c, s, into_cache);
+  forward_walks(in, {side_of(q, group), side_of(keys, 1), side_of(values, 1), rows_only, into_cache}, c, s);
   return q;
 }
 #endif  // TRIAX_WITH_CUDA
@@ -217,7 +249,7 @@ void check_into_cache(const at::Tensor& qkv, const at::Tensor& cos, const at::Te
 
 at::Tensor rotary_qkv_into_cache(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
                                  const at::Tensor& positions, at::Tensor& keys, at::Tensor& values) {
-  RECORD_FUNCTION("triax::rotary_qkv_into_cache", std::vector<c10::IValue>());  // 3 launches on CUDA
+  RECORD_FUNCTION("triax::rotary_qkv_into_cache", std::vector<c10::IValue>());  // 1 or 3 launches on CUDA
   check_into_cache(qkv, cos, sin, positions, keys, values);
 #ifdef TRIAX_WITH_CUDA
   if (qkv.numel() > 0 && positions.device() == qkv.device() &&

@@ -207,6 +207,19 @@ cudaError_t rotary(Dtype dtype, const void* x, const void* cos, const void* sin,
 // q/k/v projection into attention's layout and their gradient back, in 16-byte vectors where the
 // strides allow (the strided at::copy_ it replaces took 5.3 ms a step at 1.7b, both ways).
 cudaError_t copy_heads(Dtype dtype, const void* x, void* out, const RotaryLayout& layout, cudaStream_t stream);
+// Up to kRotaryMaxWalks walks of rotary(inverse = false) (copy false) or copy_heads() (copy true)
+// over the same tables in one launch, their vectors end to end over one grid: the fused q/k/v
+// projection's q, k and v, where at a decoding step each walk is a launch and almost no work. The
+// same bits as the walks launched one by one; no amax slots.
+struct RotaryWalk {
+  const void* x;
+  void* out;
+  RotaryLayout layout;
+  bool copy;
+};
+constexpr int kRotaryMaxWalks = 3;
+cudaError_t rotary_walks(Dtype dtype, const RotaryWalk* walks, int count, const void* cos, const void* sin,
+                         cudaStream_t stream);
 
 // ---- a few rows times a matrix (gemv.cu) -----------------------------------------------------
 
