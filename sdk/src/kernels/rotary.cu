@@ -10,6 +10,7 @@
 // (the earlier one-pair-per-thread kernel with 64-bit indices took 5x the memory-bound time).
 // With amax slots (the backward and the copy only) each thread also keeps the largest |value| it
 // stores, and the block folds it into the slots at its end (kernel_utils.cuh, fold_block_amax).
+// rotary_walks() runs several forward walks (the fused projection's q, k and v) in one launch.
 #include "triax/kernels/kernel_utils.cuh"
 
 namespace triax::kernels {
