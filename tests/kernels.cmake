@@ -34,30 +34,24 @@ if(TRIAX_CUDA)
   set_tests_properties(gpu_cuda_graphs_equal_eager PROPERTIES LABELS gpu TIMEOUT 300)
 endif()
 
+# A kernel's test program NAME.cpp: its *Cpu.* suites in every build, its *Cuda.* suites labelled
+# gpu (they skip without a GPU).
+function(triax_kernel_test name)
+  add_executable(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.cpp)
+  target_link_libraries(${name} PRIVATE triax_sdk GTest::gtest_main)
+  triax_use_pch(${name})
+  triax_discover_test_suites(${name} TEST_FILTER "*Cpu.*" TEST_LIST ${name}_cpu)
+  triax_discover_test_suites(${name} TEST_FILTER "*Cuda.*" TEST_LIST ${name}_cuda PROPERTIES LABELS gpu)
+endfunction()
+
 # rotary_qkv_into_cache: the decoding step's rotary kernels writing into the cache.
-add_executable(rotary_cache_test ${CMAKE_CURRENT_LIST_DIR}/rotary_cache_test.cpp)
-target_link_libraries(rotary_cache_test PRIVATE triax_sdk GTest::gtest_main)
-triax_use_pch(rotary_cache_test)
-triax_discover_test_suites(rotary_cache_test TEST_FILTER "*Cpu.*" TEST_LIST rotary_cache_test_cpu)
-triax_discover_test_suites(rotary_cache_test TEST_FILTER "*Cuda.*" TEST_LIST rotary_cache_test_cuda PROPERTIES LABELS gpu)
+triax_kernel_test(rotary_cache_test)
 
 # decode_gemv: the GEMV kernel of a decoding step's linear layers (on unless TRIAX_DECODE_GEMV=0).
-add_executable(decode_gemv_test ${CMAKE_CURRENT_LIST_DIR}/decode_gemv_test.cpp)
-target_link_libraries(decode_gemv_test PRIVATE triax_sdk GTest::gtest_main)
-triax_use_pch(decode_gemv_test)
-triax_discover_test_suites(decode_gemv_test TEST_FILTER "*Cpu.*" TEST_LIST decode_gemv_test_cpu)
-triax_discover_test_suites(decode_gemv_test TEST_FILTER "*Cuda.*" TEST_LIST decode_gemv_test_cuda PROPERTIES LABELS gpu)
+triax_kernel_test(decode_gemv_test)
 
 # decode_gemv_by_expert / decode_swiglu_by_expert: a decoding step's MoE experts, row by row.
-add_executable(decode_experts_test ${CMAKE_CURRENT_LIST_DIR}/decode_experts_test.cpp)
-target_link_libraries(decode_experts_test PRIVATE triax_sdk GTest::gtest_main)
-triax_use_pch(decode_experts_test)
-triax_discover_test_suites(decode_experts_test TEST_FILTER "*Cpu.*" TEST_LIST decode_experts_test_cpu)
-triax_discover_test_suites(decode_experts_test TEST_FILTER "*Cuda.*" TEST_LIST decode_experts_test_cuda PROPERTIES LABELS gpu)
+triax_kernel_test(decode_experts_test)
 
 # decode_norm_gemv: a decoding step's RMSNorm folded into the GEMV after it (TRIAX_DECODE_NORM_GEMV=1).
-add_executable(decode_norm_gemv_test ${CMAKE_CURRENT_LIST_DIR}/decode_norm_gemv_test.cpp)
-target_link_libraries(decode_norm_gemv_test PRIVATE triax_sdk GTest::gtest_main)
-triax_use_pch(decode_norm_gemv_test)
-triax_discover_test_suites(decode_norm_gemv_test TEST_FILTER "*Cpu.*" TEST_LIST decode_norm_gemv_test_cpu)
-triax_discover_test_suites(decode_norm_gemv_test TEST_FILTER "*Cuda.*" TEST_LIST decode_norm_gemv_test_cuda PROPERTIES LABELS gpu)
+triax_kernel_test(decode_norm_gemv_test)
