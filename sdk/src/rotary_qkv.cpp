@@ -108,17 +108,18 @@ struct ForwardSides {
   DevicePositions q_at, kv_at;
 };
 
-// The forward's walks of qkv (`in`): q and k rotated, v copied. With TRIAX_ROTARY_ONE_LAUNCH=1
-// (read at every call; off until measured on a GPU) one launch (kernels::rotary_walks), else
-// three: at a decoding step each is a launch with almost no work.
-void forward_walks(const at::Tensor& in, const ForwardSides& to, const at::Tensor& cos, const at::Tensor& sin) {
+// The forward's walks of qkv (`in`): q and k rotated, v copied; in one launch
+// (kernels::rotary_walks) or three. At a decoding step each walk is a launch with almost no work:
+// one launch made the 1.7b batch-1 step 3.6% faster (docs/generation-performance.md).
+void forward_walks(const at::Tensor& in, const ForwardSides& to, const at::Tensor& cos, const at::Tensor& sin,
+                   bool one_launch) {
   const int64_t kv_heads = in.size(2), group = in.size(3) - 2;
   const Side from[] = {slot_of(in, 0), slot_of(in, group), slot_of(in, group + 1)};
   const Side into[] = {to.q, to.k, to.v};
   const int64_t heads[] = {kv_heads * group, kv_heads, kv_heads}, groups[] = {group, 1, 1};
   const DevicePositions at[] = {to.q_at, to.kv_at, to.kv_at};
   constexpr int kValues = 2;  // the walk that copies
-  if (!switched_on_when_one("TRIAX_ROTARY_ONE_LAUNCH")) {
+  if (!one_launch) {
     for (int w = 0; w < 3; ++w)
       walk(w == kValues ? Walk::Copy : Walk::Rotate, from[w], into[w], heads[w], groups[w], in, cos, sin, at[w]);
     return;
@@ -149,7 +150,8 @@ struct RotaryQkvFunction : torch::autograd::Function<RotaryQkvFunction> {
                                in.options());
     };
     at::Tensor q = attention_layout(kv_heads * group), k = attention_layout(kv_heads), v = attention_layout(kv_heads);
-    forward_walks(in, {side_of(q, group), side_of(k, 1), side_of(v, 1)}, c, s);
+    // Three launches: training's walks are large, and the one launch was timed at decoding steps only.
+    forward_walks(in, {side_of(q, group), side_of(k, 1), side_of(v, 1)}, c, s, /*one_launch=*/false);
     ctx->save_for_backward({c, s});
     ctx->saved_data["sizes"] = in.sizes().vec();
     ctx->saved_data["record_gradient_amax"] = record_gradient_amax;
@@ -203,7 +205,9 @@ at::Tensor rotary_qkv_into_cache_kernels(const at::Tensor& qkv, const at::Tensor
                                    in.options());
   const DevicePositions rows_only{at.const_data_ptr<int64_t>(), nullptr};
   const DevicePositions into_cache{at.const_data_ptr<int64_t>(), at.const_data_ptr<int64_t>()};
-  forward_walks(in, {side_of(q, group), side_of(keys, 1), side_of(values, 1), rows_only, into_cache}, c, s);
+  // TRIAX_ROTARY_ONE_LAUNCH=0 (read at every call) keeps the three launches, to time both.
+  forward_walks(in, {side_of(q, group), side_of(keys, 1), side_of(values, 1), rows_only, into_cache}, c, s,
+                switched_on_unless_zero("TRIAX_ROTARY_ONE_LAUNCH"));
   return q;
 }
 #endif  // TRIAX_WITH_CUDA

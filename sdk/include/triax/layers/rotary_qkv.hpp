@@ -34,9 +34,9 @@ std::array<at::Tensor, 3> rotary_qkv(const at::Tensor& qkv, const at::Tensor& co
 // padding, discarded); positions: int64 [rows, new] on qkv's device; keys, values: the cache,
 // contiguous [rows, kv_heads, capacity, head_dim], row r's new token j stored at position
 // positions[r, j]. Returns q in [rows, heads, new, head_dim] (as rotary_qkv lays it out). No
-// autograd. On CUDA one rotary launch each for q, k and v (one for all three with
-// TRIAX_ROTARY_ONE_LAUNCH=1) reads the positions on the device (no gathered table rows, no scatter;
-// what a CUDA graph of a decoding step needs). Composition:
+// autograd. On CUDA one rotary launch for q, k and v (three with TRIAX_ROTARY_ONE_LAUNCH=0) reads
+// the positions on the device (no gathered table rows, no scatter; what a CUDA graph of a decoding
+// step needs). Composition:
 // rotary_qkv on the gathered table rows, then scatter_ into keys and values.
 at::Tensor rotary_qkv_into_cache(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin,
                                  const at::Tensor& positions, at::Tensor& keys, at::Tensor& values);
