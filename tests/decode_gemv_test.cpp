@@ -2,18 +2,20 @@
 // LibTorch product in fp32 (DecodeGemvCuda, ctest label gpu, skipped without a GPU), and where it
 // leaves the product to the GEMM (DecodeGemvCpu: CPU tensors, more rows than it takes). Its SwiGLU
 // variant, decode_gate_up_swiglu: the bits of the product then swiglu_halves on CUDA, the two ops
-// on CPU, and nothing where a gradient is wanted or there are more rows.
+// on CPU, and nothing where a gradient is wanted or there are more rows. With
+// TRIAX_DECODE_GEMV_SPLIT_K=1, long rows split over a block's warps, against the product in fp32.
 #include "triax/layers/decode_gemv.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 
-#include "triax/layers/fused_ops.hpp"
-
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "scoped_variable.hpp"
+#include "triax/layers/fused_ops.hpp"
 
 namespace {
 
@@ -59,11 +61,8 @@ TEST(DecodeGemvCuda, GateUpSwigluHasTheBitsOfTheProductThenSwiglu) {
       }
 }
 
-TEST(DecodeGemvCuda, EqualsTheProductInFp32) {
-  ASSERT_TRUE(kSwitchedOn);
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  // 1.7b's o_proj, q/k/v, down_proj; an odd number of features.
-  const std::vector<std::pair<int64_t, int64_t>> shapes{{2048, 2048}, {2048, 6144}, {8192, 2048}, {64, 37}};
+// decode_gemv of 1 to 4 rows against the product in fp64, at each [out, in] of `shapes`.
+void expect_the_product_in_fp32(const std::vector<std::pair<int64_t, int64_t>>& shapes) {
   for (const c10::ScalarType dtype : {at::kBFloat16, at::kFloat})
     for (const auto& [in, out] : shapes)
       for (int64_t rows = 1; rows <= 4; ++rows) {
@@ -78,9 +77,27 @@ TEST(DecodeGemvCuda, EqualsTheProductInFp32) {
                              expected.abs().max().item<double>();
         EXPECT_LE(error, dtype == at::kFloat ? 1e-5 : 1e-2) << what;
       }
+}
+
+TEST(DecodeGemvCuda, EqualsTheProductInFp32) {
+  ASSERT_TRUE(kSwitchedOn);
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  // 1.7b's o_proj, q/k/v, down_proj; an odd number of features.
+  expect_the_product_in_fp32({{2048, 2048}, {2048, 6144}, {8192, 2048}, {64, 37}});
   // Five rows: the GEMM's.
   EXPECT_FALSE(triax::decode_gemv(seeded({5, 64}, 1, at::kBFloat16, at::kCUDA), seeded({8, 64}, 2, at::kBFloat16, at::kCUDA))
                    .defined());
+}
+
+// TRIAX_DECODE_GEMV_SPLIT_K=1: rows of 4096 and more split over a block's warps (kernels::gemv_long_rows).
+// 1.7b's down_proj (8192: whole chunks of loads); 4128 (bf16 and fp32: parts that end in fewer
+// than a chunk of vectors); 4112 (fp32 splits it with a tail, bf16's parts would not be whole
+// vectors: the plain kernel); 4096.
+TEST(DecodeGemvCuda, LongRowsSplitEqualTheProductInFp32) {
+  ASSERT_TRUE(kSwitchedOn);
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  ScopedVariable split("TRIAX_DECODE_GEMV_SPLIT_K", "1");
+  expect_the_product_in_fp32({{8192, 2048}, {4128, 40}, {4112, 33}, {4096, 96}});
 }
 
 }  // namespace

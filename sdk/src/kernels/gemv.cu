@@ -3,6 +3,10 @@
 // the product is a matrix-vector one, bound by reading w; a GEMM library may tile it for larger
 // batches and read w at a fraction of the bandwidth.
 //
+// Long rows (gemv_long_rows: decoding's down projection, 8192 long at 1.7b) can instead be split
+// over a block's warps, each summing its part of the row with a chunk of loads in flight before
+// its products, the parts added in shared memory: fewer loads in a row for each warp to wait on.
+//
 // The SwiGLU variant reads a fused gate/up matrix: the warp of feature n reads gate row n and up
 // row n, rounds both sums as the plain product would store them, and writes silu(gate) * up, so
 // that the activation's own launch and its round trip through memory go.
@@ -53,6 +57,79 @@ __global__ void gemv_by_expert_kernel(const T* __restrict__ x, const T* __restri
   warp_gemv_rows<T, 1, P>(rows, x + row * in_features, y_row, feature, out_features, in_features, lane);
 }
 
+constexpr int kSplitWarps = 4;  // warps sharing a long row's feature
+constexpr int kSplitChunk = 8;  // 16-byte weight loads a lane issues before their products
+
+// 16 bytes of weights, read past L1 (each is read once).
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> load_streamed(const T* p) {
+  static_assert(sizeof(Pack<T, V>) == 16, "16-byte packs");
+  Pack<T, V> pack;
+  uint4& bits = *reinterpret_cast<uint4*>(&pack);
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(bits.x), "=r"(bits.y), "=r"(bits.z), "=r"(bits.w)
+               : "l"(p));
+  return pack;
+}
+
+// Block b computes feature b: warp j sums part j of the row (in_features / kSplitWarps long) for
+// each of the R rows of x; the parts are added in warp order.
+template <typename T, int R>
+__global__ void __launch_bounds__(kSplitWarps * 32)
+    gemv_split_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t out_features,
+                      int64_t in_features) {
+  constexpr int V = kVectorWidth<T>;
+  constexpr int64_t kStride = 32 * V;
+  __shared__ float parts[kSplitWarps][R];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t feature = blockIdx.x, part = in_features / kSplitWarps, begin = warp * part;
+  const T* row = w + feature * in_features + begin;
+  const T* xs = x + begin;
+  float sums[R] = {};
+  int64_t i = static_cast<int64_t>(lane) * V;
+  for (; i + (kSplitChunk - 1) * kStride < part; i += kSplitChunk * kStride) {
+    Pack<T, V> weights[kSplitChunk];
+#pragma unroll
+    for (int c = 0; c < kSplitChunk; ++c) weights[c] = load_streamed<T, V>(row + i + c * kStride);
+#pragma unroll
+    for (int c = 0; c < kSplitChunk; ++c)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const Pack<T, V> inputs = load_pack<T, V>(xs + r * in_features + i + c * kStride);
+#pragma unroll
+        for (int k = 0; k < V; ++k) sums[r] += to_float(weights[c].v[k]) * to_float(inputs.v[k]);
+      }
+  }
+  for (; i < part; i += kStride) {  // what is left of the part: fewer than a chunk of vectors
+    const Pack<T, V> weights = load_streamed<T, V>(row + i);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const Pack<T, V> inputs = load_pack<T, V>(xs + r * in_features + i);
+#pragma unroll
+      for (int k = 0; k < V; ++k) sums[r] += to_float(weights.v[k]) * to_float(inputs.v[k]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float total = warp_reduce(sums[r], SumOp());
+    if (lane == 0) parts[warp][r] = total;
+  }
+  __syncthreads();
+  if (threadIdx.x < R) {
+    float total = 0.f;
+#pragma unroll
+    for (int j = 0; j < kSplitWarps; ++j) total += parts[j][threadIdx.x];
+    y[threadIdx.x * out_features + feature] = from_float<T>(total);
+  }
+}
+
+template <typename T, int R>
+void launch_split(const void* x, const void* w, void* y, int64_t out_features, int64_t in_features,
+                  cudaStream_t stream) {
+  gemv_split_kernel<T, R><<<static_cast<unsigned>(out_features), kSplitWarps * 32, 0, stream>>>(
+      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), out_features, in_features);
+}
+
 template <typename T, int R, bool kSwiglu>
 void launch(const void* x, const void* w, void* y, int64_t out_features, int64_t in_features, cudaStream_t stream) {
   const unsigned grid = grid_for(out_features, kWarpsPerBlock);
@@ -90,6 +167,23 @@ cudaError_t dispatch_by_expert(Dtype dtype, const GemvByExpertOperands& o, cudaS
   });
 }
 
+cudaError_t dispatch_long_rows(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
+                               int64_t in_features, cudaStream_t stream) {
+  if (rows < 1 || rows > kGemvMaxRows) return cudaErrorInvalidValue;
+  if (out_features == 0) return cudaSuccess;
+  return dispatch_dtype(dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (in_features < kGemvSplitMinFeatures || in_features % (kSplitWarps * kVectorWidth<T>) != 0 ||
+        out_features > 0x7fffffff)
+      return dispatch<false>(dtype, x, w, y, rows, out_features, in_features, stream);
+    using Launch = void (*)(const void*, const void*, void*, int64_t, int64_t, cudaStream_t);
+    constexpr Launch by_rows[kGemvMaxRows] = {launch_split<T, 1>, launch_split<T, 2>, launch_split<T, 3>,
+                                              launch_split<T, 4>};
+    by_rows[rows - 1](x, w, y, out_features, in_features, stream);
+    return cudaGetLastError();
+  });
+}
+
 }  // namespace
 
 bool gemv_by_expert_applies(const GemvByExpertOperands& o, int element_size) {
@@ -113,6 +207,11 @@ bool gemv_applies(int64_t rows, int64_t in_features, int element_size, const voi
 cudaError_t gemv(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
                  int64_t in_features, cudaStream_t stream) {
   return dispatch<false>(dtype, x, w, y, rows, out_features, in_features, stream);
+}
+
+cudaError_t gemv_long_rows(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
+                           int64_t in_features, cudaStream_t stream) {
+  return dispatch_long_rows(dtype, x, w, y, rows, out_features, in_features, stream);
 }
 
 cudaError_t gemv_swiglu(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,

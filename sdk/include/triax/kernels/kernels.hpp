@@ -232,6 +232,12 @@ bool gemv_applies(int64_t rows, int64_t in_features, int element_size, const voi
 // [out_features, in_features], y [rows, out_features], all contiguous.
 cudaError_t gemv(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
                  int64_t in_features, cudaStream_t stream);
+// gemv() with each row of at least kGemvSplitMinFeatures (and a multiple of 4 vectors) split over
+// the 4 warps of a block, their sums added in shared memory: the same product in another order of
+// summation (not gemv()'s bits there); shorter rows go to gemv(). The same operands as gemv().
+constexpr int64_t kGemvSplitMinFeatures = 4096;
+cudaError_t gemv_long_rows(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
+                           int64_t in_features, cudaStream_t stream);
 // y[r, n] = swiglu(g, u) with g = sum_k x[r, k] w[n, k] and u = sum_k x[r, k] w[out_features + n, k],
 // each rounded to the dtype first (a fused gate/up product's output through SwiGLU, with the bits
 // of gemv() then swiglu_halves()): w [2 x out_features, in_features], y [rows, out_features].
