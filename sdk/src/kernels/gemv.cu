@@ -123,21 +123,24 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
   }
 }
 
-template <typename T, int R>
-void launch_split(const void* x, const void* w, void* y, int64_t out_features, int64_t in_features,
-                  cudaStream_t stream) {
-  gemv_split_kernel<T, R><<<static_cast<unsigned>(out_features), kSplitWarps * 32, 0, stream>>>(
-      static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), out_features, in_features);
-}
-
-template <typename T, int R, bool kSwiglu>
+// kSplitLongRows: rows of at least kGemvSplitMinFeatures, in whole vectors a warp, go through
+// gemv_split_kernel; the others through gemv_kernel.
+template <typename T, int R, bool kSwiglu, bool kSplitLongRows>
 void launch(const void* x, const void* w, void* y, int64_t out_features, int64_t in_features, cudaStream_t stream) {
+  if constexpr (kSplitLongRows) {
+    if (in_features >= kGemvSplitMinFeatures && in_features % (kSplitWarps * kVectorWidth<T>) == 0 &&
+        out_features <= 0x7fffffff) {
+      gemv_split_kernel<T, R><<<static_cast<unsigned>(out_features), kSplitWarps * 32, 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), out_features, in_features);
+      return;
+    }
+  }
   const unsigned grid = grid_for(out_features, kWarpsPerBlock);
   gemv_kernel<T, R, kSwiglu><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<T*>(y), out_features, in_features);
 }
 
-template <bool kSwiglu>
+template <bool kSwiglu, bool kSplitLongRows = false>
 cudaError_t dispatch(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
                      int64_t in_features, cudaStream_t stream) {
   if (rows < 1 || rows > kGemvMaxRows) return cudaErrorInvalidValue;
@@ -146,8 +149,9 @@ cudaError_t dispatch(Dtype dtype, const void* x, const void* w, void* y, int64_t
     using T = typename decltype(tag)::type;
     using Launch = void (*)(const void*, const void*, void*, int64_t, int64_t, cudaStream_t);
     // The rows of x as a template argument: their sums stay in registers.
-    constexpr Launch by_rows[kGemvMaxRows] = {launch<T, 1, kSwiglu>, launch<T, 2, kSwiglu>, launch<T, 3, kSwiglu>,
-                                              launch<T, 4, kSwiglu>};
+    constexpr Launch by_rows[kGemvMaxRows] = {
+        launch<T, 1, kSwiglu, kSplitLongRows>, launch<T, 2, kSwiglu, kSplitLongRows>,
+        launch<T, 3, kSwiglu, kSplitLongRows>, launch<T, 4, kSwiglu, kSplitLongRows>};
     by_rows[rows - 1](x, w, y, out_features, in_features, stream);
     return cudaGetLastError();
   });
@@ -163,23 +167,6 @@ cudaError_t dispatch_by_expert(Dtype dtype, const GemvByExpertOperands& o, cudaS
     gemv_by_expert_kernel<T, kSwiglu><<<grid, kWarpsPerBlock * 32, 0, stream>>>(
         static_cast<const T*>(o.x), static_cast<const T*>(o.w), static_cast<const T*>(o.w_up), o.experts,
         static_cast<T*>(o.y), o.out_features, o.in_features, o.expert_count);
-    return cudaGetLastError();
-  });
-}
-
-cudaError_t dispatch_long_rows(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
-                               int64_t in_features, cudaStream_t stream) {
-  if (rows < 1 || rows > kGemvMaxRows) return cudaErrorInvalidValue;
-  if (out_features == 0) return cudaSuccess;
-  return dispatch_dtype(dtype, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if (in_features < kGemvSplitMinFeatures || in_features % (kSplitWarps * kVectorWidth<T>) != 0 ||
-        out_features > 0x7fffffff)
-      return dispatch<false>(dtype, x, w, y, rows, out_features, in_features, stream);
-    using Launch = void (*)(const void*, const void*, void*, int64_t, int64_t, cudaStream_t);
-    constexpr Launch by_rows[kGemvMaxRows] = {launch_split<T, 1>, launch_split<T, 2>, launch_split<T, 3>,
-                                              launch_split<T, 4>};
-    by_rows[rows - 1](x, w, y, out_features, in_features, stream);
     return cudaGetLastError();
   });
 }
@@ -211,7 +198,7 @@ cudaError_t gemv(Dtype dtype, const void* x, const void* w, void* y, int64_t row
 
 cudaError_t gemv_long_rows(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
                            int64_t in_features, cudaStream_t stream) {
-  return dispatch_long_rows(dtype, x, w, y, rows, out_features, in_features, stream);
+  return dispatch<false, /*kSplitLongRows=*/true>(dtype, x, w, y, rows, out_features, in_features, stream);
 }
 
 cudaError_t gemv_swiglu(Dtype dtype, const void* x, const void* w, void* y, int64_t rows, int64_t out_features,
