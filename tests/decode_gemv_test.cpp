@@ -2,8 +2,8 @@
 // LibTorch product in fp32 (DecodeGemvCuda, ctest label gpu, skipped without a GPU), and where it
 // leaves the product to the GEMM (DecodeGemvCpu: CPU tensors, more rows than it takes). Its SwiGLU
 // variant, decode_gate_up_swiglu: the bits of the product then swiglu_halves on CUDA, the two ops
-// on CPU, and nothing where a gradient is wanted or there are more rows. With
-// TRIAX_DECODE_GEMV_SPLIT_K=1, long rows split over a block's warps, against the product in fp32.
+// on CPU, and nothing where a gradient is wanted or there are more rows. Long rows split over a
+// block's warps, and with TRIAX_DECODE_GEMV_SPLIT_K=0 not, against the product in fp32.
 #include "triax/layers/decode_gemv.hpp"
 
 #include <ATen/ATen.h>
@@ -89,15 +89,17 @@ TEST(DecodeGemvCuda, EqualsTheProductInFp32) {
                    .defined());
 }
 
-// TRIAX_DECODE_GEMV_SPLIT_K=1: rows of 4096 and more split over a block's warps (kernels::gemv_long_rows).
+// Rows of 4096 and more split over a block's warps (kernels::gemv_long_rows, the default).
 // 1.7b's down_proj (8192: whole chunks of loads); 4128 (bf16 and fp32: parts that end in fewer
 // than a chunk of vectors); 4112 (fp32 splits it with a tail, bf16's parts would not be whole
-// vectors: the plain kernel); 4096.
-TEST(DecodeGemvCuda, LongRowsSplitEqualTheProductInFp32) {
+// vectors: the plain kernel); 4096. With TRIAX_DECODE_GEMV_SPLIT_K=0, a warp per feature.
+TEST(DecodeGemvCuda, LongRowsSplitOrNotEqualTheProductInFp32) {
   ASSERT_TRUE(kSwitchedOn);
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
-  ScopedVariable split("TRIAX_DECODE_GEMV_SPLIT_K", "1");
-  expect_the_product_in_fp32({{8192, 2048}, {4128, 40}, {4112, 33}, {4096, 96}});
+  const std::vector<std::pair<int64_t, int64_t>> long_rows = {{8192, 2048}, {4128, 40}, {4112, 33}, {4096, 96}};
+  expect_the_product_in_fp32(long_rows);
+  ScopedVariable plain("TRIAX_DECODE_GEMV_SPLIT_K", "0");
+  expect_the_product_in_fp32(long_rows);
 }
 
 }  // namespace

@@ -78,11 +78,11 @@ bool decode_gemv_programmatic_launch() {
 at::Tensor decode_gemv([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& matrix) {
 #ifdef TRIAX_WITH_CUDA
   if (decode_gemv_programmatic_launch()) return run_gemv(x, matrix, 1, programmatic_gemv<false>, "decode_gemv");
-  // TRIAX_DECODE_GEMV_SPLIT_K=1 (read at every call; off until timed in a decoding step): long
-  // rows (down_proj's) split over a block's warps, 1.1x alone at 1.7b's down (generation-performance.md).
-  if (switched_on_when_one("TRIAX_DECODE_GEMV_SPLIT_K"))
-    return run_gemv(x, matrix, 1, kernels::gemv_long_rows, "decode_gemv");
-  return run_gemv(x, matrix, 1, kernels::gemv, "decode_gemv");
+  // Long rows (down_proj's) split over a block's warps: 1.7b batch-1 decode 1.005x
+  // (generation-performance.md). TRIAX_DECODE_GEMV_SPLIT_K=0 keeps a warp per feature (read at
+  // every call, so that one test process compares both).
+  if (!switched_on_unless_zero("TRIAX_DECODE_GEMV_SPLIT_K")) return run_gemv(x, matrix, 1, kernels::gemv, "decode_gemv");
+  return run_gemv(x, matrix, 1, kernels::gemv_long_rows, "decode_gemv");
 #else
   return {};
 #endif

@@ -46,6 +46,47 @@ void scale_to_fp8(const at::Tensor& t, const at::Tensor& multiplier, c10::Scalar
 }
 
 #ifdef TRIAX_WITH_CUDA
+// Rowwise e4m3 scales whose amax spans no split dimension, in the one layout the rowwise recipe
+// asks for (fp8_linear.cpp): per row, row-major (x and gy of the forward and grad_x products, the
+// weight's rows) or per column, transposed (W for grad_x, gy and x for grad_W). One kernel reads
+// t for the amax and the cast where LibTorch takes a reduction, five scale ops and the cast
+// (kernels/fp8_grouped_cast.cu, the experts' rowwise casts, a dense matrix being one group of
+// rows); the same bytes and scales. False where they do not apply.
+bool rowwise_in_one_kernel(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp, Layout layout,
+                           Fp8Matrix& m) {
+  const bool per_row = scaling.amax_dim == 1 && layout == Layout::RowMajor;
+  const bool per_column = scaling.amax_dim == 0 && layout == Layout::Transposed;
+  const int64_t rows = t.size(0), cols = t.size(1);
+  if (!(per_row || per_column) || scaling.format != c10::ScalarType::Float8_e4m3fn || (scaling.across_tp && tp.size > 1) ||
+      !cuda_launch::kernels_apply({&t}) || !t.is_contiguous() || !aligned_for_cublaslt(t) || cols % 8 != 0 ||
+      (per_column && rows % 16 != 0) || rows == 0)
+    return false;
+  const kernels::StackedRows source{t.const_data_ptr(), rows};
+  const auto largest = static_cast<float>(largest_value(scaling.format));
+  const auto floor = static_cast<float>(kAmaxFloor);
+  const cudaStream_t stream = cuda_launch::stream_of(t);
+  const kernels::Dtype dtype = *cuda_launch::kernel_dtype(t.scalar_type());
+  if (per_row) {
+    m.data = at::empty({rows, cols}, t.options().dtype(scaling.format));
+    m.scale = at::empty({rows, 1}, t.options().dtype(at::kFloat));
+    cuda_launch::check(kernels::fp8_rowwise_cast(dtype, source, rows, cols, largest, floor, m.data.data_ptr(),
+                                                 m.scale.data_ptr<float>(), stream),
+                       "fp8_rowwise_cast");
+    return true;
+  }
+  m.transposed = at::empty({cols, rows}, t.options().dtype(scaling.format));
+  m.scale = at::empty({1, cols}, t.options().dtype(at::kFloat));
+  const at::Tensor multipliers = at::empty({cols}, t.options().dtype(at::kFloat));
+  const kernels::RowGroupsOnDevice one_group{nullptr, rows, 1};
+  cuda_launch::check(kernels::fp8_group_column_cast(dtype, source, rows, cols, one_group, /*per_group_transpose=*/false,
+                                                    largest, floor, multipliers.data_ptr<float>(),
+                                                    m.transposed.data_ptr(), m.scale.data_ptr<float>(), stream),
+                     "fp8_group_column_cast");
+  return true;
+}
+#endif
+
+#ifdef TRIAX_WITH_CUDA
 // The tensorwise scales of a contiguous CUDA tensor: {scale, multiplier, amax} in one allocation,
 // the scale at its start (cuBLASLt refuses a scale that is not 16-byte aligned, and
 // at::_scaled_mm passes it as it is). From the amax its producer recorded (recorded_amax.hpp), one
@@ -101,6 +142,9 @@ ScaleAndMultiplier scales_from_amax(at::Tensor amax, const Scaling& scaling, con
 
 Fp8Matrix quantise(const at::Tensor& t, const Scaling& scaling, const TensorParallel& tp, Layout layout) {
   if (t.dim() != 2) throw Error(TRIAX_ERROR_INVALID_ARGUMENT, "fp8 quantise: expected a matrix");
+#ifdef TRIAX_WITH_CUDA
+  if (Fp8Matrix fused; rowwise_in_one_kernel(t, scaling, tp, layout, fused)) return fused;
+#endif
   const ScaleAndMultiplier scales = scales_of(t, scaling, tp);
   Fp8Matrix m;
   m.scale = scales.scale;

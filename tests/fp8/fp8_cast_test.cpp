@@ -3,7 +3,8 @@
 // tensorwise scale of a whole tensor in one launch, and the fp8 bytes in both layouts from one
 // read, on the vectorised tiles (sides in multiples of 16 and 8, whole and partial tiles) and on
 // the plain kernel for other shapes, for bf16 and fp32 inputs, both formats, and tensorwise,
-// per-row and per-column multipliers. Their outputs lie where cuBLASLt reads them (16-byte
+// per-row and per-column multipliers; the rowwise recipe's e4m3 casts in one layout, amax and
+// cast in one kernel (fp8_grouped_cast.cu). Their outputs lie where cuBLASLt reads them (16-byte
 // aligned; on the CPU too), and at::_scaled_mm takes them.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -71,8 +72,15 @@ void expect_kernels_equal_composition(const at::Tensor& t, const Scaling& scalin
   EXPECT_TRUE(same_bits(kernel.scale, expected.scale)) << what << ": scale";
   EXPECT_TRUE(same_bits(kernel.data, expected.data)) << what << ": row-major bytes";
   EXPECT_TRUE(same_bits(kernel.transposed, expected.transposed)) << what << ": transposed bytes";
+  // The rowwise recipe's single layouts: per row, row-major; per column, transposed (e4m3: one
+  // kernel for the amax and the cast, fp8_grouped_cast.cu).
   const Fp8Matrix row_major = triax::fp8::quantise(t, scaling, triax::TensorParallel(), Layout::RowMajor);
   EXPECT_TRUE(same_bits(row_major.data, expected.data)) << what << ": row-major only";
+  EXPECT_TRUE(same_bits(row_major.scale, expected.scale)) << what << ": row-major only, scale";
+  const Fp8Matrix transposed = triax::fp8::quantise(t, scaling, triax::TensorParallel(), Layout::Transposed);
+  expect_cublaslt_layout({transposed.transposed, transposed.scale, transposed.transposed}, what);
+  EXPECT_TRUE(same_bits(transposed.transposed, expected.transposed)) << what << ": transposed only";
+  EXPECT_TRUE(same_bits(transposed.scale, expected.scale)) << what << ": transposed only, scale";
 }
 
 TEST_F(Fp8CastCuda, TheKernelsEqualTheLibTorchCompositionBitForBit) {
