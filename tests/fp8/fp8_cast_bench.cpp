@@ -4,7 +4,10 @@
 // and transposed written) and the amax pass that a tensor without a producer's amax takes
 // (fp8_tensor_scale: bf16 read), in microseconds per call and GB/s of memory traffic. The
 // tensors and their formats are those of fp8_linear.cpp: forward inputs and weights in e4m3,
-// output gradients in e5m2. Built only with -DTRIAX_CUDA=ON, not run by ctest:
+// output gradients in e5m2. Then the rowwise recipe's e4m3 casts of the same tensor, amax and
+// cast in one kernel: per row (fp8_rowwise_cast: bf16 read, fp8 row-major written) and per
+// column (fp8_group_column_cast, one group: bf16 read twice, the amax's pass and the cast's, fp8
+// transposed written). Built only with -DTRIAX_CUDA=ON, not run by ctest:
 //
 //   fp8_cast_bench [MODEL...]      (1.7b, 3b; both when none is named)
 #include <ATen/ATen.h>
@@ -70,12 +73,27 @@ void report(const CastShape& shape) {
     kernels::fp8_tensor_scale(kernels::Dtype::BFloat16, x.data_ptr(), x.numel(), 448.0f, 1e-12f,
                               workspace.data_ptr<float>(), scales.data_ptr<float>(), stream);
   });
-  const double elements = static_cast<double>(x.numel());
+  const at::Tensor row_scales = at::empty({shape.rows}, options.dtype(at::kFloat));
+  const at::Tensor column_scales = at::empty({shape.cols}, options.dtype(at::kFloat));
+  const at::Tensor column_multipliers = at::empty({shape.cols}, options.dtype(at::kFloat));
+  const kernels::StackedRows rows{x.data_ptr(), shape.rows};
+  const double per_row_ms = triax::bench::time_ms([&] {
+    kernels::fp8_rowwise_cast(kernels::Dtype::BFloat16, rows, shape.rows, shape.cols, 448.0f, 1e-12f, out.data_ptr(),
+                              row_scales.data_ptr<float>(), stream);
+  });
+  const double per_column_ms = triax::bench::time_ms([&] {
+    kernels::fp8_group_column_cast(kernels::Dtype::BFloat16, rows, shape.rows, shape.cols, {nullptr, shape.rows, 1},
+                                   false, 448.0f, 1e-12f, column_multipliers.data_ptr<float>(), out_t.data_ptr(),
+                                   column_scales.data_ptr<float>(), stream);
+  });
   // bytes / (ms x 1e6) = GB/s
-  const double cast_gbs = elements * (2 + 1 + 1) / (cast_ms * 1e6), amax_gbs = elements * 2 / (amax_ms * 1e6);
-  std::printf("%-4s %-22s [%6lld, %6lld] %s  cast %8.1f us %7.0f GB/s   amax %8.1f us %7.0f GB/s\n", shape.model,
-              shape.tensor, static_cast<long long>(shape.rows), static_cast<long long>(shape.cols),
-              shape.e5m2 ? "e5m2" : "e4m3", cast_ms * 1e3, cast_gbs, amax_ms * 1e3, amax_gbs);
+  const double elements = static_cast<double>(x.numel()), per_ms = elements / 1e6;
+  std::printf(
+      "%-4s %-22s [%6lld, %6lld] %s  cast %7.1f us %5.0f GB/s  amax %7.1f us %5.0f GB/s  "
+      "rowwise per row %7.1f us %5.0f GB/s, per column %7.1f us %5.0f GB/s\n",
+      shape.model, shape.tensor, static_cast<long long>(shape.rows), static_cast<long long>(shape.cols),
+      shape.e5m2 ? "e5m2" : "e4m3", cast_ms * 1e3, per_ms * 4 / cast_ms, amax_ms * 1e3, per_ms * 2 / amax_ms,
+      per_row_ms * 1e3, per_ms * 3 / per_row_ms, per_column_ms * 1e3, per_ms * 5 / per_column_ms);
 }
 
 }  // namespace

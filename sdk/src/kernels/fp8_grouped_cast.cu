@@ -21,14 +21,39 @@ __device__ __forceinline__ const T* stacked_row(const StackedRows& x, int64_t r,
                           : static_cast<const T*>(x.second) + (g * x.second_rows + j - x.first_rows) * cols;
 }
 
+// One group (a dense matrix's columns, fp8_matmul.cpp) skips the 64-bit division, which the
+// transposing cast would otherwise run for every row it reads.
 __device__ __forceinline__ int64_t group_of(const RowGroupsOnDevice& groups, int64_t block) {
-  return groups.group_of_block != nullptr ? groups.group_of_block[block] : block * kBlockRows / groups.rows_per_group;
+  if (groups.group_of_block != nullptr) return groups.group_of_block[block];
+  return groups.count == 1 ? 0 : block * kBlockRows / groups.rows_per_group;
 }
 
 // ---- rowwise ---------------------------------------------------------------------------------
 
 constexpr int kRowThreads = 256;
 constexpr int kKeptPacks = 4;  // vectors a thread keeps in registers between the amax and the cast
+// Rows of up to 32 x kLanePacks vectors (2048 bf16 values) take one warp each, 8 to a block: the
+// warp issues all its loads before one shuffle reduction, where a block per row would wait on
+// three barriers for 16 bytes a thread.
+constexpr int kLanePacks = 8;
+constexpr int kWarpRowThreads = 256;
+
+// Row r's vector p, scaled and rounded to F, stored at its place in out.
+template <typename T, typename F, int N>
+__device__ __forceinline__ void store_cast(const Pack<T, N>& in, float multiplier, uint8_t* __restrict__ out, int64_t r,
+                                           int64_t cols, int64_t p) {
+  Pack<uint8_t, N> q;
+#pragma unroll
+  for (int k = 0; k < N; ++k) q.v[k] = F(to_float(in.v[k]) * multiplier).__x;
+  store_pack<uint8_t, N>(out + r * cols + p * N, q);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ float pack_amax(float m, const Pack<T, N>& in) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) m = abs_max(m, to_float(in.v[k]));
+  return m;
+}
 
 template <typename T, typename F>
 __global__ void __launch_bounds__(kRowThreads)
@@ -46,27 +71,46 @@ __global__ void __launch_bounds__(kRowThreads)
       const int64_t p = threadIdx.x + j * stride;
       if (p >= packs) continue;
       kept[j] = load_pack<T, N>(row + p * N);
-#pragma unroll
-      for (int k = 0; k < N; ++k) m = abs_max(m, to_float(kept[j].v[k]));
+      m = pack_amax(m, kept[j]);
     }
     // Rows longer than the registers hold are read again (from L1/L2: the block just read them).
-    for (int64_t p = threadIdx.x + kKeptPacks * stride; p < packs; p += stride) {
-      const Pack<T, N> in = load_pack<T, N>(row + p * N);
-#pragma unroll
-      for (int k = 0; k < N; ++k) m = abs_max(m, to_float(in.v[k]));
-    }
+    for (int64_t p = threadIdx.x + kKeptPacks * stride; p < packs; p += stride)
+      m = pack_amax(m, load_pack<T, N>(row + p * N));
     const Fp8Scale s = fp8_scale_of(block_reduce(m, scratch, NanMaxOp(), 0.0f), largest, amax_floor);
     if (threadIdx.x == 0) scale[r] = s.scale;
-    auto cast = [&](const Pack<T, N>& in, int64_t p) {
-      Pack<uint8_t, N> q;
-#pragma unroll
-      for (int k = 0; k < N; ++k) q.v[k] = F(to_float(in.v[k]) * s.multiplier).__x;
-      store_pack<uint8_t, N>(out + r * cols + p * N, q);
-    };
 #pragma unroll
     for (int j = 0; j < kKeptPacks; ++j)
-      if (threadIdx.x + j * stride < packs) cast(kept[j], threadIdx.x + j * stride);
-    for (int64_t p = threadIdx.x + kKeptPacks * stride; p < packs; p += stride) cast(load_pack<T, N>(row + p * N), p);
+      if (threadIdx.x + j * stride < packs)
+        store_cast<T, F, N>(kept[j], s.multiplier, out, r, cols, threadIdx.x + j * stride);
+    for (int64_t p = threadIdx.x + kKeptPacks * stride; p < packs; p += stride)
+      store_cast<T, F, N>(load_pack<T, N>(row + p * N), s.multiplier, out, r, cols, p);
+  }
+}
+
+// The same for rows of at most 32 x kLanePacks vectors, a warp each.
+template <typename T, typename F>
+__global__ void __launch_bounds__(kWarpRowThreads)
+    rowwise_cast_warp_kernel(const StackedRows x, int64_t rows, int64_t cols, float largest, float amax_floor,
+                             uint8_t* __restrict__ out, float* __restrict__ scale) {
+  constexpr int N = kVectorWidth<T>;
+  constexpr int64_t kWarps = kWarpRowThreads / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t packs = cols / N;
+  for (int64_t r = blockIdx.x * kWarps + threadIdx.x / 32; r < rows; r += gridDim.x * kWarps) {
+    const T* row = stacked_row<T>(x, r, cols);
+    Pack<T, N> kept[kLanePacks];
+#pragma unroll
+    for (int j = 0; j < kLanePacks; ++j)
+      if (lane + j * 32 < packs) kept[j] = load_pack<T, N>(row + (lane + j * 32) * N);
+    float m = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kLanePacks; ++j)
+      if (lane + j * 32 < packs) m = pack_amax(m, kept[j]);
+    const Fp8Scale s = fp8_scale_of(warp_reduce(m, NanMaxOp()), largest, amax_floor);
+    if (lane == 0) scale[r] = s.scale;
+#pragma unroll
+    for (int j = 0; j < kLanePacks; ++j)
+      if (lane + j * 32 < packs) store_cast<T, F, N>(kept[j], s.multiplier, out, r, cols, lane + j * 32);
   }
 }
 
@@ -96,7 +140,8 @@ __global__ void __launch_bounds__(kAmaxThreads)
     for (int64_t b = b0; b < chunk_end; ++b) {
       const int64_t g = group_of(groups, b);
       if (g != group) fold(), group = g;
-#pragma unroll 4
+        // A block's 16 loads issued before their maxima.
+#pragma unroll
       for (int64_t r = b * kBlockRows; r < (b + 1) * kBlockRows; ++r) {
         float v[8];
         load_floats<T, 8>(stacked_row<T>(x, r, cols) + c, v);
@@ -153,9 +198,15 @@ cudaError_t fp8_rowwise_cast(Dtype dtype, StackedRows x, int64_t rows, int64_t c
   if (cols % 8 != 0 || !aligned_rows(x) || !aligned16(out) || !aligned16(scale)) return cudaErrorInvalidValue;
   return dispatch_dtype(dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const int threads = row_threads(cols / kVectorWidth<T>, kRowThreads);
-    rowwise_cast_kernel<T, __nv_fp8_e4m3><<<grid_for(rows, 1), threads, 0, stream>>>(x, rows, cols, largest, amax_floor,
-                                                                                     static_cast<uint8_t*>(out), scale);
+    const int64_t packs = cols / kVectorWidth<T>;
+    auto* bytes = static_cast<uint8_t*>(out);
+    if (packs <= 32 * kLanePacks) {
+      rowwise_cast_warp_kernel<T, __nv_fp8_e4m3><<<grid_for(rows, kWarpRowThreads / 32), kWarpRowThreads, 0, stream>>>(
+          x, rows, cols, largest, amax_floor, bytes, scale);
+    } else {
+      rowwise_cast_kernel<T, __nv_fp8_e4m3><<<grid_for(rows, 1), row_threads(packs, kRowThreads), 0, stream>>>(
+          x, rows, cols, largest, amax_floor, bytes, scale);
+    }
     return cudaGetLastError();
   });
 }
