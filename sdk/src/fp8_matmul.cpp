@@ -57,9 +57,9 @@ bool rowwise_in_one_kernel(const at::Tensor& t, const Scaling& scaling, const Te
   const bool per_row = scaling.amax_dim == 1 && layout == Layout::RowMajor;
   const bool per_column = scaling.amax_dim == 0 && layout == Layout::Transposed;
   const int64_t rows = t.size(0), cols = t.size(1);
-  if (!(per_row || per_column) || scaling.format != c10::ScalarType::Float8_e4m3fn || (scaling.across_tp && tp.size > 1) ||
-      !cuda_launch::kernels_apply({&t}) || !t.is_contiguous() || !aligned_for_cublaslt(t) || cols % 8 != 0 ||
-      (per_column && rows % 16 != 0) || rows == 0)
+  if (!(per_row || per_column) || scaling.format != c10::ScalarType::Float8_e4m3fn ||
+      (scaling.across_tp && tp.size > 1) || !cuda_launch::kernels_apply({&t}) || !t.is_contiguous() ||
+      !aligned_for_cublaslt(t) || cols % 8 != 0 || (per_column && rows % 16 != 0) || rows == 0)
     return false;
   const kernels::StackedRows source{t.const_data_ptr(), rows};
   const auto largest = static_cast<float>(largest_value(scaling.format));
