@@ -8,18 +8,7 @@ TRIAX="$1"
 SRC="$2"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect <exit status> <text the output must contain> -- <triax arguments...>
-expect() {
-  local status="$1" text="$2"; shift 3
-  local out; out="$("$TRIAX" "$@" 2>&1)"; local got=$?
-  [[ $got -eq $status ]] || fail "triax $* exited $got, expected $status. Output:
-$out"
-  [[ "$out" == *"$text"* ]] || fail "triax $* does not say '$text'. Output:
-$out"
-}
+source "$(dirname "$0")/cli_expect.sh"
 
 CONFIG="$SRC/configs/tiny_llama.yaml"
 RUN="$WORK/run"

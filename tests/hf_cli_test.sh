@@ -10,23 +10,7 @@ SRC="$2"
 MARKERS="$3"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-
-# expect <exit status: 0 or "error"> <text the output must contain> -- <triax arguments...>
-expect() {
-  local status="$1" text="$2"; shift 3
-  local out; out="$("$TRIAX" "$@" 2>&1)"; local got=$?
-  if [[ "$status" == error ]]; then
-    [[ $got -ne 0 ]] || fail "triax $* succeeded, expected a refusal. Output:
-$out"
-  else
-    [[ $got -eq $status ]] || fail "triax $* exited $got, expected $status. Output:
-$out"
-  fi
-  [[ "$out" == *"$text"* ]] || fail "triax $* does not say '$text'. Output:
-$out"
-}
+source "$(dirname "$0")/cli_expect.sh"
 
 NANOTRON="$SRC/tests/data/nanotron_config_tiny_llama.yaml"
 # One process, a synthetic stream instead of nanotron's Hugging Face dataset, a few short steps.
