@@ -8,6 +8,13 @@
 set -euo pipefail
 SRC="$1"
 BUILD="$2"
+# The README's commands build into this build (tools/setup.sh, through quickstart.sh). Run beside
+# the other tests, a build older than the sources would be relinked under them (their binaries
+# then fail to load, "file too short"): refuse it instead, before running anything.
+if [[ -f "$BUILD/build.ninja" ]] && ! cmake --build "$BUILD" -- -n 2>&1 | grep -q "no work to do"; then
+  echo "FAIL: $BUILD is older than the sources; build it first (cmake --build $BUILD), then run the tests"
+  exit 1
+fi
 FRESH="$(mktemp -d)"
 trap 'rm -rf "$FRESH"' EXIT
 for entry in configs tools README.md .venv; do ln -s "$SRC/$entry" "$FRESH/$entry"; done
