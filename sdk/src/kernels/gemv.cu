@@ -92,23 +92,10 @@ __global__ void __launch_bounds__(kSplitWarps * 32)
 #pragma unroll
     for (int c = 0; c < kSplitChunk; ++c) weights[c] = load_streamed<T, V>(row + i + c * kStride);
 #pragma unroll
-    for (int c = 0; c < kSplitChunk; ++c)
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const Pack<T, V> inputs = load_pack<T, V>(xs + r * in_features + i + c * kStride);
-#pragma unroll
-        for (int k = 0; k < V; ++k) sums[r] += to_float(weights[c].v[k]) * to_float(inputs.v[k]);
-      }
+    for (int c = 0; c < kSplitChunk; ++c) add_products<T, R>(sums, weights[c], xs, in_features, i + c * kStride);
   }
-  for (; i < part; i += kStride) {  // what is left of the part: fewer than a chunk of vectors
-    const Pack<T, V> weights = load_streamed<T, V>(row + i);
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const Pack<T, V> inputs = load_pack<T, V>(xs + r * in_features + i);
-#pragma unroll
-      for (int k = 0; k < V; ++k) sums[r] += to_float(weights.v[k]) * to_float(inputs.v[k]);
-    }
-  }
+  // What is left of the part: fewer than a chunk of vectors.
+  for (; i < part; i += kStride) add_products<T, R>(sums, load_streamed<T, V>(row + i), xs, in_features, i);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const float total = warp_reduce(sums[r], SumOp());

@@ -8,6 +8,20 @@
 
 namespace triax::kernels {
 
+// sums[r] += the products of one 16-byte vector of weights with x's row r at column i, in the
+// order every decoding GEMV sums them.
+template <typename T, int R>
+__device__ __forceinline__ void add_products(float (&sums)[R], const Pack<T, kVectorWidth<T>>& weights,
+                                             const T* __restrict__ x, int64_t in_features, int64_t i) {
+  constexpr int V = kVectorWidth<T>;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const Pack<T, V> inputs = load_pack<T, V>(x + r * in_features + i);
+#pragma unroll
+    for (int k = 0; k < V; ++k) sums[r] += to_float(weights.v[k]) * to_float(inputs.v[k]);
+  }
+}
+
 template <typename T, int R, int P>
 __device__ __forceinline__ void warp_gemv_rows(const T* (&rows)[P], const T* __restrict__ x, T* __restrict__ y,
                                                int64_t feature, int64_t out_features, int64_t in_features, int lane) {
@@ -16,15 +30,7 @@ __device__ __forceinline__ void warp_gemv_rows(const T* (&rows)[P], const T* __r
 #pragma unroll 4
   for (int64_t i = static_cast<int64_t>(lane) * V; i < in_features; i += 32 * V) {
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const Pack<T, V> weights = load_pack<T, V>(rows[p] + i);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const Pack<T, V> inputs = load_pack<T, V>(x + r * in_features + i);
-#pragma unroll
-        for (int k = 0; k < V; ++k) sums[p][r] += to_float(weights.v[k]) * to_float(inputs.v[k]);
-      }
-    }
+    for (int p = 0; p < P; ++p) add_products<T, R>(sums[p], load_pack<T, V>(rows[p] + i), x, in_features, i);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
