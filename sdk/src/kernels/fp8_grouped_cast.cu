@@ -140,8 +140,7 @@ __global__ void __launch_bounds__(kAmaxThreads)
     for (int64_t b = b0; b < chunk_end; ++b) {
       const int64_t g = group_of(groups, b);
       if (g != group) fold(), group = g;
-        // A block's 16 loads issued before their maxima.
-#pragma unroll
+#pragma unroll  // a block's 16 loads issued before their maxima
       for (int64_t r = b * kBlockRows; r < (b + 1) * kBlockRows; ++r) {
         float v[8];
         load_floats<T, 8>(stacked_row<T>(x, r, cols) + c, v);
