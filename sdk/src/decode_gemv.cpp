@@ -81,9 +81,9 @@ at::Tensor decode_gemv([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] co
   // Long rows (down_proj's) split over a block's warps: 1.7b batch-1 decode 1.005x
   // (generation-performance.md). TRIAX_DECODE_GEMV_SPLIT_K=0 keeps a warp per feature (read at
   // every call, so that one test process compares both).
-  if (!switched_on_unless_zero("TRIAX_DECODE_GEMV_SPLIT_K"))
-    return run_gemv(x, matrix, 1, kernels::gemv, "decode_gemv");
-  return run_gemv(x, matrix, 1, kernels::gemv_long_rows, "decode_gemv");
+  if (switched_on_unless_zero("TRIAX_DECODE_GEMV_SPLIT_K"))
+    return run_gemv(x, matrix, 1, kernels::gemv_long_rows, "decode_gemv");
+  return run_gemv(x, matrix, 1, kernels::gemv, "decode_gemv");
 #else
   return {};
 #endif

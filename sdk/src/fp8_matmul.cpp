@@ -84,9 +84,7 @@ bool rowwise_in_one_kernel(const at::Tensor& t, const Scaling& scaling, const Te
                      "fp8_group_column_cast");
   return true;
 }
-#endif
 
-#ifdef TRIAX_WITH_CUDA
 // The tensorwise scales of a contiguous CUDA tensor: {scale, multiplier, amax} in one allocation,
 // the scale at its start (cuBLASLt refuses a scale that is not 16-byte aligned, and
 // at::_scaled_mm passes it as it is). From the amax its producer recorded (recorded_amax.hpp), one
